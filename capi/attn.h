@@ -102,14 +102,14 @@ ATTN_API const char *attn_last_error(void);
  *
  *  ATTN_OK; ATTN_ERR_NULL_POINTER (q, k, v or out NULL); ATTN_ERR_INVALID_ARGUMENT (n or d is 0,
  *  n*d overflows, out overlaps an input); ATTN_ERR_OUT_OF_MEMORY. since 0.1 */
-ATTN_API attn_status attn_simple(const float *q, const float *k, const float *v, size_t n,
-                                 size_t d, bool causal, const bool *pad_mask, float *out);
+ATTN_API attn_status attn_simple(const float *q, const float *k, const float *v, size_t n, size_t d,
+                                 bool causal, const bool *pad_mask, float *out);
 
 /* ================================  Descriptor  ================================ */
 /** Causal rule: which keys j query i may see (before padding and the allowed mask). */
 typedef enum attn_causal {
-    ATTN_CAUSAL_NONE = 0,        /* every key */
-    ATTN_CAUSAL_TOP_LEFT = 1,    /* j <= i                      (PyTorch is_causal, ONNX w/o cache) */
+    ATTN_CAUSAL_NONE = 0,     /* every key */
+    ATTN_CAUSAL_TOP_LEFT = 1, /* j <= i                      (PyTorch is_causal, ONNX w/o cache) */
     ATTN_CAUSAL_BOTTOM_RIGHT = 2 /* j <= i + (seq_k - seq_q)    (KV-cache / decode alignment) */
 } attn_causal;
 
@@ -139,8 +139,7 @@ typedef struct attn_desc attn_desc;
  *  2^31-1, heads_q not a multiple of heads_kv, a buffer size overflows size_t);
  *  ATTN_ERR_OUT_OF_MEMORY. since 0.1 */
 ATTN_API attn_status attn_desc_create(attn_desc **desc, size_t batch, size_t heads_q,
-                                      size_t heads_kv, size_t seq_q, size_t seq_k,
-                                      size_t head_dim);
+                                      size_t heads_kv, size_t seq_q, size_t seq_k, size_t head_dim);
 
 /** Free a descriptor. NULL is a no-op. since 0.1 */
 ATTN_API void attn_desc_destroy(attn_desc *desc);
@@ -162,9 +161,8 @@ ATTN_API attn_status attn_desc_set_scale(attn_desc *desc, float scale);
  *    BSHD:           batch_stride = S*H*D, head_stride = D,   row_stride = H*D
  *  ATTN_OK; ATTN_ERR_NULL_POINTER; ATTN_ERR_INVALID_ARGUMENT (which is not Q/K/V/OUT, the buffer
  *  size overflows, OUT rows overlap, or the descriptor was already used). since 0.1 */
-ATTN_API attn_status attn_desc_set_strides(attn_desc *desc, attn_operand which,
-                                           size_t batch_stride, size_t head_stride,
-                                           size_t row_stride);
+ATTN_API attn_status attn_desc_set_strides(attn_desc *desc, attn_operand which, size_t batch_stride,
+                                           size_t head_stride, size_t row_stride);
 
 /** Number of elements (floats, or bytes for masks) the buffer for `which` must hold: from the
  *  dimensions and strides. 0 when desc is NULL or which is not an attn_operand (the message is

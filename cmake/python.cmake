@@ -1,0 +1,45 @@
+# Python binding (bindings/python, ctypes: nothing to compile) and its pytest suite.
+# Included from the top-level CMakeLists.txt when ATTN_WITH_PYTHON is ON.
+#
+# Tests:
+#   python_tests  pytest -q tests/python (shared vectors + $ATTN_XLANG_DIR/python.bin, seed example,
+#                 list API vs the float64 reference, error paths, concurrency)
+#   python_demo   examples/python/demo.py against the built library
+
+find_package(Python3 COMPONENTS Interpreter)
+if(NOT Python3_Interpreter_FOUND)
+  message(FATAL_ERROR "ATTN_WITH_PYTHON is ON but no python3 interpreter was found "
+                      "(install python3, or configure with -DATTN_WITH_PYTHON=OFF)")
+endif()
+foreach(_attn_pymod IN ITEMS pytest numpy)
+  execute_process(COMMAND ${Python3_EXECUTABLE} -c "import ${_attn_pymod}"
+                  RESULT_VARIABLE _attn_pymod_rc OUTPUT_QUIET ERROR_QUIET)
+  if(NOT _attn_pymod_rc EQUAL 0)
+    message(FATAL_ERROR "ATTN_WITH_PYTHON is ON but ${Python3_EXECUTABLE} cannot import "
+                        "${_attn_pymod} (apt-get install python3-${_attn_pymod} or "
+                        "pip install ${_attn_pymod}; or configure with -DATTN_WITH_PYTHON=OFF)")
+  endif()
+endforeach()
+
+set(_attn_py_env
+  "ATTN_LIBRARY=$<TARGET_FILE:attn>"
+  "ATTN_XLANG_DIR=${CMAKE_BINARY_DIR}/xlang"
+  "PYTHONPATH=${PROJECT_SOURCE_DIR}/bindings/python"
+  "PYTHONDONTWRITEBYTECODE=1")
+file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/xlang)
+
+# -p no:cacheprovider: write nothing into the source tree.
+add_test(NAME python_tests
+  COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider
+          ${PROJECT_SOURCE_DIR}/tests/python
+  WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
+set_tests_properties(python_tests PROPERTIES ENVIRONMENT "${_attn_py_env}" TIMEOUT 600)
+
+if(EXISTS ${PROJECT_SOURCE_DIR}/examples/python/demo.py)
+  add_test(NAME python_demo
+    COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/examples/python/demo.py
+    WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
+  # out[1][0] of the seed example must print as exactly 15
+  set_tests_properties(python_demo PROPERTIES ENVIRONMENT "${_attn_py_env}"
+    PASS_REGULAR_EXPRESSION "out\\[1\\] = \\[15(\\.0+)?\\]" TIMEOUT 60)
+endif()

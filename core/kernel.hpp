@@ -1,0 +1,50 @@
+// Interface between the scheduler (baseline code) and the per-ISA kernels (core/kernel_*.cpp).
+// Only plain structs and function pointers cross it: no xsimd type, no inline std:: template, so
+// a wide ISA's code can never be picked by the linker for a baseline call (ODR safety).
+#pragma once
+
+#include "attention.hpp"
+
+namespace attn {
+namespace core {
+
+// One unit of parallel work. The queries of kv head `kvh` form `heads_q / heads_kv` x seq_q rows,
+// numbered r = i * group + g (query i of query head kvh * group + g): consecutive rows share a
+// query position, so a causal tile boundary cuts few of them. An item covers rows [r0, r0 + rows)
+// (rows <= lanes of the kernel) and keys [k_begin, k_end).
+struct WorkItem {
+    size_t b = 0, kvh = 0, r0 = 0, rows = 0, k_begin = 0, k_end = 0;
+};
+
+// Per-lane partial state of one item when keys are split across items (decode): running max m,
+// sum l, visibility flag and unnormalised output o[head_dim_padded][lanes]. Merged exactly by the
+// scheduler in a fixed order, so results do not depend on the thread count.
+struct Partial {
+    float *data = nullptr; // [3 + head_dim_padded][lanes]: m, l, vis, then o
+};
+
+struct KernelInfo {
+    const char *name;
+    Isa isa;
+    size_t lanes;     // rows per work item
+    size_t key_tile;  // keys per tile
+    size_t dim_block; // head_dim rounding of the output accumulator
+    // Bytes of scratch one thread needs for this problem (64-byte aligned base expected).
+    size_t (*scratch_bytes)(const Params &p);
+    // out/lse rows of the item (or `partial` when non-null).
+    void (*forward)(const Params &p, const Tensors &t, const WorkItem &w, void *scratch,
+                    const Partial *partial);
+    // weights rows of the item (all keys).
+    void (*weights)(const Params &p, const Tensors &t, const WorkItem &w, void *scratch);
+};
+
+const KernelInfo &kernel_scalar();
+const KernelInfo &kernel_sse2();
+const KernelInfo &kernel_avx2();
+const KernelInfo &kernel_avx512();
+
+// The kernel used by calls on this thread now (thread override, else the process-wide choice).
+const KernelInfo &current_kernel();
+
+} // namespace core
+} // namespace attn

@@ -1,0 +1,464 @@
+// Flash-style attention kernel body, written once for every ISA.
+//
+// Included by core/kernel_<isa>.cpp INSIDE namespace attn::core::<isa> (so every ISA's copy has
+// its own symbols; highway's HWY_NAMESPACE idea). Before including, the TU defines:
+//   vf, vm                      vector of floats, and its lane mask
+//   kL                          lanes of vf
+//   kNV, kKT, kDT, kBK          register blocking: query vectors per item, key rows per Q.K^T
+//                               block, head_dim values per P.V block, keys per tile
+//   vload vstore vbcast vzero vfma(a, b, c) = a*b + c, vmax, vexp, vlog, vsel(m, a, b),
+//   vlt, veq, vne, vand, vor, vany
+// and includes nothing else after it. No std:: function is called here (see kernel.hpp).
+//
+// Layout inside one work item (R = kL * kNV lanes = rows of the item; "T" marks a transposed,
+// lane-minor layout so that every vector op runs across queries):
+//   qt[head_dim][R]      scale * q, transposed: one vector load per head_dim step
+//   st[kBK][R]           scores of the current key tile, row = key, lanes = queries
+//   ot[dpad][R]          unnormalised output accumulator, row = head_dim index
+//   m[R], l[R], vis[R]   running max, running sum (online softmax, Milakov & Gimelshein 2018;
+//                        FlashAttention, Dao et al. 2022) and "has any visible key" flag
+// Keys are read only through kidx[] (the tile's visible-candidate key indices): padding keys are
+// compacted away before the tile is formed, so a padded K or V row is never read.
+
+constexpr size_t kR = kL * kNV;
+constexpr float kNegInf = -__builtin_inff();
+
+static inline size_t kmin(size_t a, size_t b) {
+    return a < b ? a : b;
+}
+static inline size_t kround_up(size_t x, size_t m) {
+    return (x + m - 1) / m * m;
+}
+
+// Scratch carving. All float blocks start 64-byte aligned.
+struct Scratch {
+    float *qt, *st, *ot, *m, *l, *vis, *lim, *mask, *arow, *vtail, *zero;
+    const float **krow, **vrow;
+    unsigned *kidx;
+};
+
+static inline size_t scratch_layout(const Params &p, unsigned char *base, Scratch *s) {
+    const size_t d = p.shape.head_dim, dp = kround_up(d, kDT);
+    size_t off = 0;
+    auto take = [&](size_t bytes) {
+        unsigned char *ptr = base ? base + off : nullptr;
+        off += kround_up(bytes, 64);
+        return ptr;
+    };
+    Scratch x;
+    x.qt = reinterpret_cast<float *>(take(sizeof(float) * d * kR));
+    x.st = reinterpret_cast<float *>(take(sizeof(float) * (kBK + kKT) * kR));
+    x.ot = reinterpret_cast<float *>(take(sizeof(float) * dp * kR));
+    x.m = reinterpret_cast<float *>(take(sizeof(float) * kR));
+    x.l = reinterpret_cast<float *>(take(sizeof(float) * kR));
+    x.vis = reinterpret_cast<float *>(take(sizeof(float) * kR));
+    x.lim = reinterpret_cast<float *>(take(sizeof(float) * kR));
+    x.mask = reinterpret_cast<float *>(take(sizeof(float) * kBK * kR));
+    x.arow = reinterpret_cast<float *>(take(sizeof(float) * kBK * kR));
+    x.vtail = reinterpret_cast<float *>(take(sizeof(float) * kBK * kDT));
+    x.zero = reinterpret_cast<float *>(take(sizeof(float) * d));
+    x.krow = reinterpret_cast<const float **>(take(sizeof(float *) * (kBK + kKT)));
+    x.vrow = reinterpret_cast<const float **>(take(sizeof(float *) * kBK));
+    x.kidx = reinterpret_cast<unsigned *>(take(sizeof(unsigned) * kBK));
+    if (s) *s = x;
+    return off;
+}
+
+static size_t scratch_bytes(const Params &p) {
+    return scratch_layout(p, nullptr, nullptr);
+}
+
+// The rows of one item: query index and query head of each lane. Inactive lanes (beyond `rows`)
+// repeat the last active row so that they never widen the causal range.
+struct Rows {
+    size_t n;
+    long long i[kR];
+    size_t h[kR];
+    long long imin, imax;
+};
+
+static inline void item_rows(const Params &p, const WorkItem &w, Rows *r) {
+    const size_t group = p.shape.heads_q / p.shape.heads_kv;
+    r->n = w.rows;
+    for (size_t l = 0; l < kR; ++l) {
+        const size_t row = w.r0 + (l < w.rows ? l : w.rows - 1);
+        r->i[l] = static_cast<long long>(row / group);
+        r->h[l] = w.kvh * group + row % group;
+    }
+    r->imin = r->i[0];
+    r->imax = r->i[w.rows - 1];
+}
+
+// qt[dd][l] = scale * q[b][h_l][i_l][dd]
+static inline void pack_queries(const Params &p, const Tensors &t, const WorkItem &w, const Rows &r,
+                                float *qt) {
+    const size_t d = p.shape.head_dim;
+    for (size_t l = 0; l < kR; ++l) {
+        const float *q =
+            t.q + w.b * p.q.batch + r.h[l] * p.q.head + static_cast<size_t>(r.i[l]) * p.q.row;
+        for (size_t dd = 0; dd < d; ++dd) qt[dd * kR + l] = q[dd] * p.scale;
+    }
+}
+
+// Last key (exclusive) any row of the item may see under the causal rule, within [kb, ke).
+static inline size_t causal_key_end(const Params &p, const Rows &r, size_t ke) {
+    if (p.causal == Causal::None) return ke;
+    const long long lim = r.imax + causal_offset(p) + 1;
+    if (lim <= 0) return 0;
+    return kmin(ke, static_cast<size_t>(lim));
+}
+
+// Collects up to kBK keys from `j` on (below `end`) that are not padding. Returns the number of
+// keys; *next receives where the next tile starts. The span of one tile stays below 2^22 so the
+// key offsets are exact in float.
+static inline size_t gather_tile(const Params &p, const Tensors &t, size_t b, size_t j, size_t end,
+                                 unsigned *kidx, size_t *next) {
+    size_t nk = 0;
+    const size_t span_end = kmin(end, j + (size_t(1) << 22));
+    if (!t.key_valid) {
+        const size_t stop = kmin(span_end, j + kBK);
+        for (size_t jj = j; jj < stop; ++jj) kidx[nk++] = static_cast<unsigned>(jj - j);
+        *next = stop;
+        return nk;
+    }
+    const uint8_t *kv = t.key_valid + b * p.shape.seq_k;
+    size_t jj = j;
+    for (; jj < span_end && nk < kBK; ++jj)
+        if (kv[jj]) kidx[nk++] = static_cast<unsigned>(jj - j);
+    *next = jj;
+    return nk;
+}
+
+// True when none of the bytes [p, p + n) is zero.
+static inline bool all_nonzero(const uint8_t *p, size_t n) {
+    for (size_t x = 0; x < n; ++x)
+        if (!p[x]) return false;
+    return true;
+}
+
+// Per-lane causal limit for a tile whose keys are offsets from `jbase`: key offset o is visible to
+// lane l iff o < lim[l].
+static inline void causal_limits(const Params &p, const Rows &r, size_t jbase, float *lim) {
+    const long long off = causal_offset(p);
+    for (size_t l = 0; l < kR; ++l) {
+        long long v = r.i[l] + off + 1 - static_cast<long long>(jbase);
+        if (v < 0) v = 0;
+        if (v > (1LL << 23)) v = 1LL << 23;
+        lim[l] = static_cast<float>(v);
+    }
+}
+
+// allowed[i][jbase + kidx[t]] for the tile. Returns 1 when all are true (no mask needed), 0 when
+// all are false (tile hidden), 2 when mixed (mask[t][l] holds 1/0).
+static inline int allowed_tile(const Params &p, const Tensors &t, const Rows &r, size_t jbase,
+                               const unsigned *kidx, size_t nk, Scratch &s) {
+    const size_t sk = p.shape.seq_k;
+    const size_t ni = static_cast<size_t>(r.imax - r.imin) + 1;
+    const bool contiguous = kidx[nk - 1] == nk - 1;
+    bool any_false = false, any_true = false;
+    for (size_t qi = 0; qi < ni; ++qi) {
+        const uint8_t *a = t.allowed + static_cast<size_t>(r.imin + qi) * sk + jbase;
+        if (contiguous && all_nonzero(a, nk)) {
+            any_true = true;
+            for (size_t x = 0; x < nk; ++x) s.arow[qi * kBK + x] = 1.0f;
+            continue;
+        }
+        for (size_t x = 0; x < nk; ++x) {
+            const bool ok = a[kidx[x]] != 0;
+            s.arow[qi * kBK + x] = ok ? 1.0f : 0.0f;
+            any_true |= ok;
+            any_false |= !ok;
+        }
+    }
+    if (!any_false) return 1;
+    if (!any_true) return 0;
+    for (size_t x = 0; x < nk; ++x)
+        for (size_t l = 0; l < kR; ++l)
+            s.mask[x * kR + l] = s.arow[static_cast<size_t>(r.i[l] - r.imin) * kBK + x];
+    return 2;
+}
+
+// st[t][R] = sum_dd krow[t][dd] * qt[dd][R] for kKT key rows (Q.K^T micro-kernel: kKT x kNV
+// accumulators stay in registers; each step loads kNV query vectors and broadcasts kKT key values).
+static inline void qk_block(const float *const *krow, const float *qt, size_t d, float *st) {
+    vf acc[kKT][kNV];
+    for (size_t k = 0; k < kKT; ++k)
+        for (size_t n = 0; n < kNV; ++n) acc[k][n] = vzero();
+    for (size_t dd = 0; dd < d; ++dd) {
+        vf qv[kNV];
+        for (size_t n = 0; n < kNV; ++n) qv[n] = vload(qt + dd * kR + n * kL);
+        for (size_t k = 0; k < kKT; ++k) {
+            const vf kb = vbcast(krow[k][dd]);
+            for (size_t n = 0; n < kNV; ++n) acc[k][n] = vfma(kb, qv[n], acc[k][n]);
+        }
+    }
+    for (size_t k = 0; k < kKT; ++k)
+        for (size_t n = 0; n < kNV; ++n) vstore(st + k * kR + n * kL, acc[k][n]);
+}
+
+// ot[k][R] += sum_t vrow[t][off + k] * p[t][R] for k < kDT (P.V micro-kernel).
+static inline void pv_block(const float *const *vrow, size_t off, const float *pt, size_t nk,
+                            float *ot) {
+    vf acc[kDT][kNV];
+    for (size_t k = 0; k < kDT; ++k)
+        for (size_t n = 0; n < kNV; ++n) acc[k][n] = vload(ot + k * kR + n * kL);
+    for (size_t t = 0; t < nk; ++t) {
+        vf pv[kNV];
+        for (size_t n = 0; n < kNV; ++n) pv[n] = vload(pt + t * kR + n * kL);
+        const float *vr = vrow[t] + off;
+        for (size_t k = 0; k < kDT; ++k) {
+            const vf vb = vbcast(vr[k]);
+            for (size_t n = 0; n < kNV; ++n) acc[k][n] = vfma(vb, pv[n], acc[k][n]);
+        }
+    }
+    for (size_t k = 0; k < kDT; ++k)
+        for (size_t n = 0; n < kNV; ++n) vstore(ot + k * kR + n * kL, acc[k][n]);
+}
+
+// Score pipeline of one tile: raw scores (scale is folded into qt), then the mask. Later steps
+// (softcap, ALiBi / additive bias, sliding window) slot in here as one more pass over st.
+// Returns false when the whole tile is hidden from every row.
+struct TileInfo {
+    size_t nk = 0, jbase = 0;
+    bool partial = false; // some key hidden from some (not all) rows
+};
+
+static inline bool score_tile(const Params &p, const Tensors &t, const WorkItem &w, const Rows &r,
+                              Scratch &s, TileInfo &ti) {
+    const size_t d = p.shape.head_dim, nk = ti.nk, jbase = ti.jbase;
+    const long long off = causal_offset(p);
+    // Which masks bite in this tile?
+    const bool causal_partial =
+        p.causal != Causal::None && static_cast<long long>(jbase + s.kidx[nk - 1]) > r.imin + off;
+    int allow = 1;
+    if (t.allowed) {
+        allow = allowed_tile(p, t, r, jbase, s.kidx, nk, s);
+        if (allow == 0) return false;
+    }
+    ti.partial = causal_partial || allow == 2;
+
+    // Q.K^T over kKT-row blocks; rows past nk read a zero row and are ignored afterwards.
+    const float *kb = t.k + w.b * p.k.batch + w.kvh * p.k.head;
+    for (size_t x = 0; x < nk; ++x) s.krow[x] = kb + (jbase + s.kidx[x]) * p.k.row;
+    const size_t nkr = kround_up(nk, kKT);
+    for (size_t x = nk; x < nkr; ++x) s.krow[x] = s.zero;
+    for (size_t x = 0; x < nkr; x += kKT) qk_block(s.krow + x, s.qt, d, s.st + x * kR);
+
+    // Mask: hidden scores become -inf (select, so NaN/Inf of a hidden key cannot leak).
+    const vf ninf = vbcast(kNegInf), one = vbcast(1.0f);
+    if (!ti.partial) {
+        for (size_t n = 0; n < kNV; ++n) vstore(s.vis + n * kL, one);
+        return true;
+    }
+    vf lim[kNV], vis[kNV];
+    if (causal_partial) causal_limits(p, r, jbase, s.lim);
+    for (size_t n = 0; n < kNV; ++n) {
+        lim[n] = causal_partial ? vload(s.lim + n * kL) : vbcast(16777216.0f);
+        vis[n] = vload(s.vis + n * kL);
+    }
+    const vf zero = vzero();
+    for (size_t x = 0; x < nk; ++x) {
+        const vf o = vbcast(static_cast<float>(s.kidx[x]));
+        for (size_t n = 0; n < kNV; ++n) {
+            vm ok = vlt(o, lim[n]);
+            if (allow == 2) ok = vand(ok, vne(vload(s.mask + x * kR + n * kL), zero));
+            vstore(s.st + x * kR + n * kL, vsel(ok, vload(s.st + x * kR + n * kL), ninf));
+            vis[n] = vsel(ok, one, vis[n]);
+        }
+    }
+    for (size_t n = 0; n < kNV; ++n) vstore(s.vis + n * kL, vis[n]);
+    return true;
+}
+
+// True when every value the tile's keys hold in V is finite.
+static inline bool v_tile_finite(const Params &p, const Scratch &s, size_t nk) {
+    const size_t d = p.shape.head_dim;
+    const vf zero = vzero();
+    vf acc = zero;
+    float sacc = 0.0f;
+    for (size_t x = 0; x < nk; ++x) {
+        const float *v = s.vrow[x];
+        size_t dd = 0;
+        for (; dd + kL <= d; dd += kL) acc = vfma(vload(v + dd), zero, acc);
+        for (; dd < d; ++dd) sacc += v[dd] * 0.0f;
+    }
+    float tmp[kL];
+    vstore(tmp, acc);
+    for (size_t x = 0; x < kL; ++x) sacc += tmp[x];
+    return sacc == 0.0f;
+}
+
+static void zero_floats(float *p, size_t n) {
+    for (size_t x = 0; x < n; ++x) p[x] = 0.0f;
+}
+
+// Runs the tiles of one item. Forward mode accumulates ot; weights mode (ot == nullptr) only
+// tracks m and l.
+static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, const Rows &r,
+                      Scratch &s, bool with_pv) {
+    const size_t d = p.shape.head_dim, dp = kround_up(d, kDT);
+    const size_t kend = causal_key_end(p, r, w.k_end);
+    const vf ninf = vbcast(kNegInf), zero = vzero();
+    for (size_t n = 0; n < kNV; ++n) {
+        vstore(s.m + n * kL, ninf);
+        vstore(s.l + n * kL, zero);
+        vstore(s.vis + n * kL, zero);
+    }
+    if (with_pv) zero_floats(s.ot, dp * kR);
+    const float *vbase = t.v + w.b * p.v.batch + w.kvh * p.v.head;
+    size_t j = w.k_begin;
+    while (j < kend) {
+        TileInfo ti;
+        size_t next = j;
+        ti.jbase = j;
+        ti.nk = gather_tile(p, t, w.b, j, kend, s.kidx, &next);
+        j = next;
+        if (ti.nk == 0) continue;
+        if (!score_tile(p, t, w, r, s, ti)) continue;
+        const size_t nk = ti.nk;
+
+        // Online softmax: new running max, rescale factor, probabilities in place.
+        vf mnew[kNV], msafe[kNV], alpha[kNV], lsum[kNV];
+        bool rescale = false;
+        for (size_t n = 0; n < kNV; ++n) {
+            vf mt = ninf;
+            for (size_t x = 0; x < nk; ++x) mt = vmax(mt, vload(s.st + x * kR + n * kL));
+            const vf mold = vload(s.m + n * kL);
+            mnew[n] = vmax(mold, mt);
+            msafe[n] = vsel(veq(mnew[n], ninf), zero, mnew[n]); // -inf - -inf would be NaN
+            alpha[n] = vexp(mold - msafe[n]);
+            rescale |= vany(vne(mold, mnew[n]));
+            lsum[n] = zero;
+        }
+        for (size_t x = 0; x < nk; ++x)
+            for (size_t n = 0; n < kNV; ++n) {
+                const vf e = vexp(vload(s.st + x * kR + n * kL) - msafe[n]);
+                vstore(s.st + x * kR + n * kL, e);
+                lsum[n] = lsum[n] + e;
+            }
+        for (size_t n = 0; n < kNV; ++n) {
+            vstore(s.l + n * kL, vfma(vload(s.l + n * kL), alpha[n], lsum[n]));
+            vstore(s.m + n * kL, mnew[n]);
+        }
+        if (!with_pv) continue;
+        if (rescale)
+            for (size_t dd = 0; dd < dp; ++dd)
+                for (size_t n = 0; n < kNV; ++n)
+                    vstore(s.ot + dd * kR + n * kL, vload(s.ot + dd * kR + n * kL) * alpha[n]);
+
+        // P.V
+        for (size_t x = 0; x < nk; ++x) s.vrow[x] = vbase + (ti.jbase + s.kidx[x]) * p.v.row;
+        if (ti.partial && !v_tile_finite(p, s, nk)) {
+            // Exact path: a hidden key's Inf/NaN value must not turn 0 * Inf into NaN.
+            for (size_t x = 0; x < nk; ++x)
+                for (size_t l = 0; l < kR; ++l) {
+                    const float pw = s.st[x * kR + l];
+                    if (pw == 0.0f) continue;
+                    for (size_t dd = 0; dd < d; ++dd) s.ot[dd * kR + l] += pw * s.vrow[x][dd];
+                }
+            continue;
+        }
+        const size_t dfull = d / kDT * kDT;
+        for (size_t dd = 0; dd < dfull; dd += kDT) pv_block(s.vrow, dd, s.st, nk, s.ot + dd * kR);
+        if (dfull < d) {
+            const size_t rem = d - dfull;
+            for (size_t x = 0; x < nk; ++x) {
+                float *dst = s.vtail + x * kDT;
+                for (size_t k = 0; k < kDT; ++k) dst[k] = k < rem ? s.vrow[x][dfull + k] : 0.0f;
+                s.krow[x] = dst; // reuse the pointer array: Q.K^T is done for this tile
+            }
+            pv_block(s.krow, 0, s.st, nk, s.ot + dfull * kR);
+        }
+    }
+}
+
+static void forward_item(const Params &p, const Tensors &t, const WorkItem &w, void *scratch,
+                         const Partial *partial) {
+    Scratch s;
+    scratch_layout(p, static_cast<unsigned char *>(scratch), &s);
+    Rows r;
+    item_rows(p, w, &r);
+    const size_t d = p.shape.head_dim, dp = kround_up(d, kDT);
+    zero_floats(s.zero, d);
+    pack_queries(p, t, w, r, s.qt);
+    run_tiles(p, t, w, r, s, true);
+
+    if (partial) {
+        float *dst = partial->data;
+        for (size_t x = 0; x < kR; ++x) {
+            dst[x] = s.m[x];
+            dst[kR + x] = s.l[x];
+            dst[2 * kR + x] = s.vis[x];
+        }
+        for (size_t x = 0; x < dp * kR; ++x) dst[3 * kR + x] = s.ot[x];
+        return;
+    }
+    // lse = m + log(l); rows with no visible key: out 0, lse -inf.
+    const vf ninf = vbcast(kNegInf), zero = vzero();
+    for (size_t n = 0; n < kNV; ++n) {
+        const vm vis = vne(vload(s.vis + n * kL), zero);
+        const vf lse = vload(s.m + n * kL) + vlog(vload(s.l + n * kL));
+        vstore(s.lim + n * kL, vsel(vis, lse, ninf));
+    }
+    for (size_t l = 0; l < r.n; ++l) {
+        const size_t i = static_cast<size_t>(r.i[l]), h = r.h[l];
+        float *o = t.out + w.b * p.out.batch + h * p.out.head + i * p.out.row;
+        const bool vis = s.vis[l] != 0.0f;
+        const float denom = s.l[l];
+        for (size_t dd = 0; dd < d; ++dd) o[dd] = vis ? s.ot[dd * kR + l] / denom : 0.0f;
+        if (t.lse) t.lse[(w.b * p.shape.heads_q + h) * p.shape.seq_q + i] = s.lim[l];
+    }
+}
+
+// weights rows of the item: pass 1 finds m and l per row, pass 2 writes exp(s - m) / l.
+static void weights_item(const Params &p, const Tensors &t, const WorkItem &w, void *scratch) {
+    Scratch s;
+    scratch_layout(p, static_cast<unsigned char *>(scratch), &s);
+    Rows r;
+    item_rows(p, w, &r);
+    const size_t d = p.shape.head_dim, sk = p.shape.seq_k;
+    zero_floats(s.zero, d);
+    pack_queries(p, t, w, r, s.qt);
+    run_tiles(p, t, w, r, s, false);
+
+    float *rowp[kR];
+    for (size_t l = 0; l < r.n; ++l) {
+        rowp[l] =
+            t.weights +
+            ((w.b * p.shape.heads_q + r.h[l]) * p.shape.seq_q + static_cast<size_t>(r.i[l])) * sk;
+        zero_floats(rowp[l], sk);
+    }
+    const vf ninf = vbcast(kNegInf), zero = vzero(), one = vbcast(1.0f);
+    vf msafe[kNV], inv[kNV];
+    for (size_t n = 0; n < kNV; ++n) {
+        const vf m = vload(s.m + n * kL);
+        msafe[n] = vsel(veq(m, ninf), zero, m);
+        inv[n] = vsel(vne(vload(s.vis + n * kL), zero), one / vload(s.l + n * kL), zero);
+    }
+    const size_t kend = causal_key_end(p, r, sk);
+    size_t j = 0;
+    while (j < kend) {
+        TileInfo ti;
+        size_t next = j;
+        ti.jbase = j;
+        ti.nk = gather_tile(p, t, w.b, j, kend, s.kidx, &next);
+        j = next;
+        if (ti.nk == 0) continue;
+        if (!score_tile(p, t, w, r, s, ti)) continue;
+        for (size_t x = 0; x < ti.nk; ++x)
+            for (size_t n = 0; n < kNV; ++n) {
+                const vf e = vexp(vload(s.st + x * kR + n * kL) - msafe[n]) * inv[n];
+                vstore(s.st + x * kR + n * kL, e);
+            }
+        for (size_t x = 0; x < ti.nk; ++x) {
+            const size_t col = ti.jbase + s.kidx[x];
+            for (size_t l = 0; l < r.n; ++l) rowp[l][col] = s.st[x * kR + l];
+        }
+    }
+}
+
+static const KernelInfo &make_info(const char *name, Isa isa) {
+    static const KernelInfo info{name,           isa,           kR,           kBK, kDT,
+                                 &scratch_bytes, &forward_item, &weights_item};
+    return info;
+}

@@ -1,0 +1,83 @@
+// Scalar kernels: the same kernel body with a one-lane "vector", compiled with baseline flags.
+// It is the reference the SIMD kernels are tested against, and the fallback on any CPU.
+#include <cmath>
+
+#include "kernel.hpp"
+
+namespace attn {
+namespace core {
+namespace scalar {
+
+struct vf {
+    float x;
+    static constexpr size_t size = 1;
+};
+using vm = bool;
+constexpr size_t kL = 1;
+constexpr size_t kNV = 4, kKT = 4, kDT = 4, kBK = 64;
+
+static inline vf operator+(vf a, vf b) {
+    return {a.x + b.x};
+}
+static inline vf operator-(vf a, vf b) {
+    return {a.x - b.x};
+}
+static inline vf operator*(vf a, vf b) {
+    return {a.x * b.x};
+}
+static inline vf operator/(vf a, vf b) {
+    return {a.x / b.x};
+}
+static inline vf vload(const float *p) {
+    return {*p};
+}
+static inline void vstore(float *p, vf x) {
+    *p = x.x;
+}
+static inline vf vbcast(float x) {
+    return {x};
+}
+static inline vf vzero() {
+    return {0.0f};
+}
+static inline vf vfma(vf a, vf b, vf c) {
+    return {a.x * b.x + c.x};
+}
+static inline vf vmax(vf a, vf b) {
+    return {a.x > b.x ? a.x : b.x};
+}
+static inline vf vexp(vf a) {
+    return {std::exp(a.x)};
+}
+static inline vf vlog(vf a) {
+    return {std::log(a.x)};
+}
+static inline vf vsel(vm m, vf a, vf b) {
+    return m ? a : b;
+}
+static inline vm vlt(vf a, vf b) {
+    return a.x < b.x;
+}
+static inline vm veq(vf a, vf b) {
+    return a.x == b.x;
+}
+static inline vm vne(vf a, vf b) {
+    return a.x != b.x;
+}
+static inline vm vand(vm a, vm b) {
+    return a && b;
+}
+static inline bool vany(vm m) {
+    return m;
+}
+
+#include "kernel_body.hpp"
+
+} // namespace scalar
+
+const KernelInfo &kernel_scalar() {
+    return scalar::make_info("scalar", Isa::Scalar);
+}
+
+} // namespace core
+} // namespace attn
