@@ -1,0 +1,94 @@
+"""Finding and loading libattn, and the ctypes prototypes of capi/attn.h.
+
+Search order (the first that exists wins; a path that exists but fails to load is an error, never
+silently skipped):
+  1. the environment variable ATTN_LIBRARY (a path to the shared library file);
+  2. beside this package (a libattn shared library copied into the attn/ directory);
+  3. the system's paths: ctypes.util.find_library("attn"), then "libattn.so.0", "libattn.so".
+"""
+
+import ctypes
+import ctypes.util
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+if sys.platform == "darwin":
+    _LOCAL_NAMES = ("libattn.0.dylib", "libattn.dylib")
+    _SYSTEM_NAMES = ("libattn.0.dylib", "libattn.dylib")
+elif sys.platform == "win32":
+    _LOCAL_NAMES = ("attn.dll", "libattn.dll")
+    _SYSTEM_NAMES = ("attn.dll", "libattn.dll")
+else:
+    _LOCAL_NAMES = ("libattn.so.0", "libattn.so")
+    _SYSTEM_NAMES = ("libattn.so.0", "libattn.so")
+
+
+def _load():
+    env = os.environ.get("ATTN_LIBRARY")
+    if env:
+        try:
+            return ctypes.CDLL(env), env
+        except OSError as e:
+            raise OSError("ATTN_LIBRARY=%r could not be loaded: %s" % (env, e)) from None
+
+    tried = ["$ATTN_LIBRARY (not set)"]
+    for name in _LOCAL_NAMES:
+        path = os.path.join(_HERE, name)
+        if os.path.exists(path):
+            return ctypes.CDLL(path), path
+        tried.append(path)
+
+    candidates = []
+    found = ctypes.util.find_library("attn")
+    if found:
+        candidates.append(found)
+    candidates.extend(_SYSTEM_NAMES)
+    errors = []
+    for name in candidates:
+        try:
+            return ctypes.CDLL(name), name
+        except OSError as e:
+            errors.append("%s (%s)" % (name, e))
+    tried.extend(errors)
+    raise OSError("libattn not found; set ATTN_LIBRARY to the path of libattn.so. Tried: "
+                  + "; ".join(tried))
+
+
+lib, path = _load()
+
+_c_float_p = ctypes.c_void_p  # float* / bool*: passed as raw addresses (zero copy)
+_size = ctypes.c_size_t
+_status = ctypes.c_int
+
+
+def _proto(name, restype, *argtypes):
+    fn = getattr(lib, name)
+    fn.restype = restype
+    fn.argtypes = argtypes
+    return fn
+
+
+attn_version_string = _proto("attn_version_string", ctypes.c_char_p)
+attn_version_number = _proto("attn_version_number", ctypes.c_uint)
+attn_status_string = _proto("attn_status_string", ctypes.c_char_p, ctypes.c_int)
+attn_last_error = _proto("attn_last_error", ctypes.c_char_p)
+attn_simple = _proto("attn_simple", _status, _c_float_p, _c_float_p, _c_float_p, _size, _size,
+                     ctypes.c_bool, _c_float_p, _c_float_p)
+attn_desc_create = _proto("attn_desc_create", _status, ctypes.POINTER(ctypes.c_void_p), _size,
+                          _size, _size, _size, _size, _size)
+attn_desc_destroy = _proto("attn_desc_destroy", None, ctypes.c_void_p)
+attn_desc_set_causal = _proto("attn_desc_set_causal", _status, ctypes.c_void_p, ctypes.c_int)
+attn_desc_set_scale = _proto("attn_desc_set_scale", _status, ctypes.c_void_p, ctypes.c_float)
+attn_desc_set_strides = _proto("attn_desc_set_strides", _status, ctypes.c_void_p, ctypes.c_int,
+                               _size, _size, _size)
+attn_desc_required_len = _proto("attn_desc_required_len", _size, ctypes.c_void_p, ctypes.c_int)
+attn_forward = _proto("attn_forward", _status, ctypes.c_void_p, _c_float_p, _c_float_p,
+                      _c_float_p, _c_float_p, _c_float_p, _c_float_p, _c_float_p)
+attn_weights = _proto("attn_weights", _status, ctypes.c_void_p, _c_float_p, _c_float_p,
+                      _c_float_p, _c_float_p, _c_float_p)
+attn_set_num_threads = _proto("attn_set_num_threads", _status, _size)
+attn_get_num_threads = _proto("attn_get_num_threads", _size)
+attn_isa = _proto("attn_isa", ctypes.c_char_p)
+attn_set_isa = _proto("attn_set_isa", _status, ctypes.c_char_p)
