@@ -42,3 +42,13 @@ add_test(NAME python_demo
   COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/examples/python/demo.py
   WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
 set_tests_properties(python_demo PROPERTIES ENVIRONMENT "${_attn_py_env}" TIMEOUT 60)
+
+# One-command runners: `ninja -C <build> attn_python_demo` / `attn_python_bench`.
+add_custom_target(attn_python_demo
+  COMMAND ${CMAKE_COMMAND} -E env "ATTN_LIBRARY=$<TARGET_FILE:attn>"
+          ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/examples/python/demo.py
+  DEPENDS attn USES_TERMINAL VERBATIM)
+add_custom_target(attn_python_bench
+  COMMAND ${CMAKE_COMMAND} -E env "ATTN_LIBRARY=$<TARGET_FILE:attn>"
+          ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/bench/python/bench.py
+  DEPENDS attn USES_TERMINAL VERBATIM)

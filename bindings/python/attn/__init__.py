@@ -264,10 +264,35 @@ def attention(Q, K, V, causal=True, pad_mask=None):
 # The descriptor API on numpy arrays
 # ------------------------------------------------------------------------------------------
 
+def _make_data_ptr():
+    """The fastest correct way to read an ndarray's data address.
+
+    ``a.ctypes.data`` costs 1-3 us per array (it builds a ctypes helper object each time).
+    NumPy's C struct PyArrayObject starts with PyObject_HEAD followed by ``char *data``
+    (ndarraytypes.h, PyArrayObject_fields; unchanged in NumPy 1.x and 2.x), so the address can be
+    read from the object directly, about 5x faster. This is verified here against
+    ``a.ctypes.data`` on several arrays and views; if anything disagrees (another layout, a debug
+    interpreter with a larger object header), the portable ``a.ctypes.data`` is used instead."""
+    portable = lambda a: a.ctypes.data
+    try:
+        header = object.__basicsize__  # sizeof(PyObject)
+        read = ctypes.c_void_p.from_address
+        fast = lambda a: read(id(a) + header).value
+        base = _np.arange(64, dtype=_np.float32)
+        probes = [base, base[3:], base.reshape(8, 8)[2:], _np.zeros(5, _np.bool_),
+                  _np.empty(0, _np.float32), _np.ones((3, 4), _np.float32)[1:]]
+        if all(fast(a) == portable(a) for a in probes if a.size):
+            return fast
+    except Exception:  # pragma: no cover - any surprise: stay portable
+        pass
+    return portable  # pragma: no cover
+
+
 if _np is not None:
     _F32 = _np.dtype(_np.float32)
     _BOOL = _np.dtype(_np.bool_)
     _ndarray = _np.ndarray
+    _data_ptr = _make_data_ptr()
 
 
 def _need_numpy():
@@ -277,6 +302,16 @@ def _need_numpy():
 
 def _array_ptr(name, a, need, dtype, writable):
     """Address of a numpy array's data after checking it may be handed to C as is."""
+    if type(a) is _ndarray and a.dtype is dtype:  # fast path: the usual well-formed array
+        f = a.flags
+        if f.c_contiguous and f.aligned and a.size >= need and (f.writeable or not writable):
+            return _data_ptr(a)
+    return _array_ptr_checked(name, a, need, dtype, writable)
+
+
+def _array_ptr_checked(name, a, need, dtype, writable):
+    """_array_ptr for anything else: accepts ndarray subclasses and equal dtypes, or raises
+    ValueError naming the argument and the problem."""
     if a is None:
         raise ValueError("%s is None" % name)
     if not isinstance(a, _ndarray):
@@ -296,7 +331,7 @@ def _array_ptr(name, a, need, dtype, writable):
     if a.size < need:
         raise ValueError("%s has %d elements, needs at least %d (attn_desc_required_len)"
                          % (name, a.size, need))
-    return a.ctypes.data
+    return _data_ptr(a)
 
 
 def _strides_arg(name, strides):
