@@ -275,6 +275,9 @@ attn_status attn_simple(const float *q, const float *k, const float *v, size_t n
         attn_desc *desc = nullptr;
         if (n == 0) return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: n must be > 0", fn);
         if (d == 0) return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: d must be > 0", fn);
+        if (n > kMaxDim || d > kMaxDim)
+            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s (%zu) exceeds the limit %zu", fn,
+                        n > kMaxDim ? "n" : "d", n > kMaxDim ? n : d, kMaxDim);
         if (attn_status st = create_desc(fn, &desc, 1, 1, 1, n, n, d)) return st;
         std::unique_ptr<attn_desc> owner(desc);
         desc->p.causal = causal ? core::Causal::TopLeft : core::Causal::None;

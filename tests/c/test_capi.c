@@ -1,0 +1,261 @@
+/* Plain C99 tests of the C API: versions, status strings, every bad-input case (status AND a
+ * message naming the argument), thread-local error messages, descriptor life cycle.
+ * Prints "N passed, M failed". */
+#include <attn.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int g_passed, g_failed;
+
+#define EXPECT(cond)                                                                               \
+    do {                                                                                           \
+        if (cond)                                                                                  \
+            ++g_passed;                                                                            \
+        else {                                                                                     \
+            ++g_failed;                                                                            \
+            printf("FAIL %s:%d: %s (last error: \"%s\")\n", __FILE__, __LINE__, #cond,             \
+                   attn_last_error());                                                             \
+        }                                                                                          \
+    } while (0)
+
+/* The call returns `st` and the message mentions every word in `words` (NULL-terminated). */
+static int fails_with(attn_status got, attn_status st, const char *w1, const char *w2) {
+    const char *msg = attn_last_error();
+    if (got != st) {
+        printf("  expected status %d (%s), got %d; message \"%s\"\n", (int)st,
+               attn_status_string(st), (int)got, msg);
+        return 0;
+    }
+    if ((w1 && !strstr(msg, w1)) || (w2 && !strstr(msg, w2))) {
+        printf("  message \"%s\" should mention \"%s\" and \"%s\"\n", msg, w1 ? w1 : "",
+               w2 ? w2 : "");
+        return 0;
+    }
+    return 1;
+}
+
+static void test_version_and_status(void) {
+    EXPECT(attn_version_number() == ATTN_VERSION_NUMBER);
+    EXPECT(strcmp(attn_version_string(), ATTN_VERSION_STRING) == 0);
+    EXPECT(ATTN_VERSION_NUMBER ==
+           ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH);
+    EXPECT(strcmp(attn_status_string(ATTN_OK), "ok") == 0);
+    EXPECT(strcmp(attn_status_string(ATTN_ERR_NULL_POINTER), "null pointer") == 0);
+    EXPECT(strcmp(attn_status_string(ATTN_ERR_INVALID_ARGUMENT), "invalid argument") == 0);
+    EXPECT(strcmp(attn_status_string(ATTN_ERR_OUT_OF_MEMORY), "out of memory") == 0);
+    EXPECT(strcmp(attn_status_string(ATTN_ERR_UNSUPPORTED), "unsupported") == 0);
+    EXPECT(strcmp(attn_status_string(ATTN_ERR_INTERNAL), "internal error") == 0);
+    EXPECT(strcmp(attn_status_string((attn_status)42), "unknown status") == 0);
+    EXPECT(strcmp(attn_status_string((attn_status)-1), "unknown status") == 0);
+    EXPECT(attn_last_error() != NULL);
+}
+
+static void test_create(void) {
+    attn_desc *d = (attn_desc *)(uintptr_t)1;
+    EXPECT(
+        fails_with(attn_desc_create(NULL, 1, 1, 1, 1, 1, 1), ATTN_ERR_NULL_POINTER, "desc", NULL));
+    EXPECT(fails_with(attn_desc_create(&d, 0, 1, 1, 1, 1, 1), ATTN_ERR_INVALID_ARGUMENT, "batch",
+                      NULL));
+    EXPECT(d == NULL);
+    EXPECT(fails_with(attn_desc_create(&d, 1, 0, 1, 1, 1, 1), ATTN_ERR_INVALID_ARGUMENT, "heads_q",
+                      NULL));
+    EXPECT(fails_with(attn_desc_create(&d, 1, 1, 0, 1, 1, 1), ATTN_ERR_INVALID_ARGUMENT, "heads_kv",
+                      NULL));
+    EXPECT(fails_with(attn_desc_create(&d, 1, 1, 1, 0, 1, 1), ATTN_ERR_INVALID_ARGUMENT, "seq_q",
+                      NULL));
+    EXPECT(fails_with(attn_desc_create(&d, 1, 1, 1, 1, 0, 1), ATTN_ERR_INVALID_ARGUMENT, "seq_k",
+                      NULL));
+    EXPECT(fails_with(attn_desc_create(&d, 1, 1, 1, 1, 1, 0), ATTN_ERR_INVALID_ARGUMENT, "head_dim",
+                      NULL));
+    EXPECT(fails_with(attn_desc_create(&d, 1, 6, 4, 1, 1, 1), ATTN_ERR_INVALID_ARGUMENT,
+                      "heads_q (6) is not a multiple of heads_kv (4)", NULL));
+    EXPECT(fails_with(attn_desc_create(&d, 1, 1, 1, (size_t)1 << 31, 1, 1),
+                      ATTN_ERR_INVALID_ARGUMENT, "seq_q", "limit"));
+    EXPECT(fails_with(attn_desc_create(&d, 1, 1, 1, 1, 1, SIZE_MAX), ATTN_ERR_INVALID_ARGUMENT,
+                      "head_dim", "limit"));
+    /* each size fits, their product does not */
+    EXPECT(fails_with(attn_desc_create(&d, 0x7fffffff, 0x7fffffff, 1, 0x7fffffff, 1, 8),
+                      ATTN_ERR_INVALID_ARGUMENT, "overflow", NULL));
+    EXPECT(d == NULL);
+    EXPECT(attn_desc_create(&d, 2, 4, 2, 3, 5, 8) == ATTN_OK && d != NULL);
+    EXPECT(attn_desc_required_len(d, ATTN_Q) == 2 * 4 * 3 * 8);
+    EXPECT(attn_desc_required_len(d, ATTN_K) == 2 * 2 * 5 * 8);
+    EXPECT(attn_desc_required_len(d, ATTN_V) == 2 * 2 * 5 * 8);
+    EXPECT(attn_desc_required_len(d, ATTN_OUT) == 2 * 4 * 3 * 8);
+    EXPECT(attn_desc_required_len(d, ATTN_LSE) == 2 * 4 * 3);
+    EXPECT(attn_desc_required_len(d, ATTN_WEIGHTS) == 2 * 4 * 3 * 5);
+    EXPECT(attn_desc_required_len(d, ATTN_KEY_VALID) == 2 * 5);
+    EXPECT(attn_desc_required_len(d, ATTN_ALLOWED) == 3 * 5);
+    EXPECT(attn_desc_required_len(d, (attn_operand)8) == 0 &&
+           strstr(attn_last_error(), "which (8)") != NULL);
+    EXPECT(attn_desc_required_len(NULL, ATTN_Q) == 0 && strstr(attn_last_error(), "desc") != NULL);
+    attn_desc_destroy(d);
+    attn_desc_destroy(NULL); /* no-op */
+}
+
+static void test_setters(void) {
+    attn_desc *d = NULL;
+    EXPECT(attn_desc_create(&d, 2, 2, 1, 3, 4, 5) == ATTN_OK);
+    EXPECT(fails_with(attn_desc_set_causal(NULL, ATTN_CAUSAL_NONE), ATTN_ERR_NULL_POINTER, "desc",
+                      NULL));
+    EXPECT(fails_with(attn_desc_set_causal(d, (attn_causal)3), ATTN_ERR_INVALID_ARGUMENT,
+                      "causal (3)", NULL));
+    EXPECT(fails_with(attn_desc_set_causal(d, (attn_causal)-1), ATTN_ERR_INVALID_ARGUMENT,
+                      "causal (-1)", NULL));
+    EXPECT(attn_desc_set_causal(d, ATTN_CAUSAL_BOTTOM_RIGHT) == ATTN_OK);
+    EXPECT(fails_with(attn_desc_set_scale(NULL, 1.0f), ATTN_ERR_NULL_POINTER, "desc", NULL));
+    EXPECT(fails_with(attn_desc_set_scale(d, NAN), ATTN_ERR_INVALID_ARGUMENT, "scale", "finite"));
+    EXPECT(
+        fails_with(attn_desc_set_scale(d, INFINITY), ATTN_ERR_INVALID_ARGUMENT, "scale", "finite"));
+    EXPECT(fails_with(attn_desc_set_scale(d, -INFINITY), ATTN_ERR_INVALID_ARGUMENT, "scale",
+                      "finite"));
+    EXPECT(attn_desc_set_scale(d, 0.0f) == ATTN_OK);
+    EXPECT(attn_desc_set_scale(d, -0.5f) == ATTN_OK);
+    EXPECT(fails_with(attn_desc_set_strides(NULL, ATTN_Q, 1, 1, 1), ATTN_ERR_NULL_POINTER, "desc",
+                      NULL));
+    EXPECT(fails_with(attn_desc_set_strides(d, ATTN_LSE, 1, 1, 1), ATTN_ERR_INVALID_ARGUMENT,
+                      "which (4)", NULL));
+    EXPECT(fails_with(attn_desc_set_strides(d, (attn_operand)99, 1, 1, 1),
+                      ATTN_ERR_INVALID_ARGUMENT, "which (99)", NULL));
+    EXPECT(fails_with(attn_desc_set_strides(d, ATTN_K, SIZE_MAX / 2, 1, 1),
+                      ATTN_ERR_INVALID_ARGUMENT, "k strides", "overflow"));
+    EXPECT(fails_with(attn_desc_set_strides(d, ATTN_OUT, 30, 15, 4), ATTN_ERR_INVALID_ARGUMENT,
+                      "out strides", "overlap"));
+    EXPECT(fails_with(attn_desc_set_strides(d, ATTN_OUT, 0, 15, 5), ATTN_ERR_INVALID_ARGUMENT,
+                      "out strides", "overlap"));
+    /* inputs may broadcast (stride 0) and overlap */
+    EXPECT(attn_desc_set_strides(d, ATTN_K, 0, 0, 5) == ATTN_OK);
+    EXPECT(attn_desc_required_len(d, ATTN_K) == 3 * 5 + 5);
+    /* BSHD output with gaps */
+    EXPECT(attn_desc_set_strides(d, ATTN_OUT, 100, 5, 11) == ATTN_OK);
+    EXPECT(attn_desc_required_len(d, ATTN_OUT) == 100 + 5 + 2 * 11 + 5);
+    attn_desc_destroy(d);
+}
+
+static void test_forward_errors(void) {
+    attn_desc *d = NULL;
+    EXPECT(attn_desc_create(&d, 1, 1, 1, 2, 3, 4) == ATTN_OK);
+    float q[8] = {0}, k[12] = {0}, v[12] = {0}, out[8], lse[2], w[6];
+    float big[64] = {0};
+    bool kv[3] = {true, true, true};
+    EXPECT(fails_with(attn_forward(NULL, q, k, v, NULL, NULL, out, NULL), ATTN_ERR_NULL_POINTER,
+                      "desc", NULL));
+    EXPECT(fails_with(attn_forward(d, NULL, k, v, NULL, NULL, out, NULL), ATTN_ERR_NULL_POINTER,
+                      "q is NULL", NULL));
+    EXPECT(fails_with(attn_forward(d, q, NULL, v, NULL, NULL, out, NULL), ATTN_ERR_NULL_POINTER,
+                      "k is NULL", NULL));
+    EXPECT(fails_with(attn_forward(d, q, k, NULL, NULL, NULL, out, NULL), ATTN_ERR_NULL_POINTER,
+                      "v is NULL", NULL));
+    EXPECT(fails_with(attn_forward(d, q, k, v, NULL, NULL, NULL, NULL), ATTN_ERR_NULL_POINTER,
+                      "out is NULL", NULL));
+    /* outputs must not alias inputs or each other */
+    EXPECT(fails_with(attn_forward(d, big, k, v, NULL, NULL, big + 4, NULL),
+                      ATTN_ERR_INVALID_ARGUMENT, "out overlaps q", NULL));
+    EXPECT(fails_with(attn_forward(d, q, k, v, NULL, NULL, big, big + 7), ATTN_ERR_INVALID_ARGUMENT,
+                      "overlaps", NULL));
+    EXPECT(fails_with(attn_forward(d, q, k, v, (const bool *)(void *)out, NULL, out, NULL),
+                      ATTN_ERR_INVALID_ARGUMENT, "key_valid", NULL));
+    EXPECT(
+        fails_with(attn_weights(NULL, q, k, NULL, NULL, w), ATTN_ERR_NULL_POINTER, "desc", NULL));
+    EXPECT(fails_with(attn_weights(d, NULL, k, NULL, NULL, w), ATTN_ERR_NULL_POINTER, "q is NULL",
+                      NULL));
+    EXPECT(fails_with(attn_weights(d, q, NULL, NULL, NULL, w), ATTN_ERR_NULL_POINTER, "k is NULL",
+                      NULL));
+    EXPECT(fails_with(attn_weights(d, q, k, NULL, NULL, NULL), ATTN_ERR_NULL_POINTER,
+                      "weights is NULL", NULL));
+    EXPECT(fails_with(attn_weights(d, big, k, NULL, NULL, big + 2), ATTN_ERR_INVALID_ARGUMENT,
+                      "weights overlaps q", NULL));
+    /* q and k may alias each other (self-attention on one buffer) */
+    EXPECT(attn_forward(d, k, k, v, kv, NULL, out, lse) == ATTN_OK);
+    /* a used descriptor is immutable */
+    EXPECT(fails_with(attn_desc_set_causal(d, ATTN_CAUSAL_TOP_LEFT), ATTN_ERR_INVALID_ARGUMENT,
+                      "already used", NULL));
+    EXPECT(
+        fails_with(attn_desc_set_scale(d, 2.0f), ATTN_ERR_INVALID_ARGUMENT, "already used", NULL));
+    EXPECT(fails_with(attn_desc_set_strides(d, ATTN_Q, 8, 8, 4), ATTN_ERR_INVALID_ARGUMENT,
+                      "already used", NULL));
+    attn_desc_destroy(d);
+}
+
+static void test_simple(void) {
+    const float q[3] = {0, 0, 0}, k[3] = {1, 2, 3}, v[3] = {10, 20, 30};
+    float out[3];
+    EXPECT(fails_with(attn_simple(NULL, k, v, 3, 1, true, NULL, out), ATTN_ERR_NULL_POINTER,
+                      "attn_simple", "q is NULL"));
+    EXPECT(fails_with(attn_simple(q, k, v, 3, 1, true, NULL, NULL), ATTN_ERR_NULL_POINTER,
+                      "out is NULL", NULL));
+    EXPECT(fails_with(attn_simple(q, k, v, 0, 1, true, NULL, out), ATTN_ERR_INVALID_ARGUMENT,
+                      "n must be > 0", NULL));
+    EXPECT(fails_with(attn_simple(q, k, v, 3, 0, true, NULL, out), ATTN_ERR_INVALID_ARGUMENT,
+                      "d must be > 0", NULL));
+    EXPECT(fails_with(attn_simple(q, k, v, (size_t)1 << 31, 1, true, NULL, out),
+                      ATTN_ERR_INVALID_ARGUMENT, "n (2147483648)", "limit"));
+    EXPECT(fails_with(attn_simple(q, k, v, 3, SIZE_MAX, true, NULL, out), ATTN_ERR_INVALID_ARGUMENT,
+                      "d (", "limit"));
+    EXPECT(attn_simple(q, k, v, 3, 1, true, NULL, out) == ATTN_OK);
+    EXPECT(out[0] == 10.0f && out[1] == 15.0f);
+    EXPECT(fabsf(out[2] - 20.0f) < 1e-5f);
+    EXPECT(attn_simple(q, k, v, 3, 1, false, NULL, out) == ATTN_OK);
+    EXPECT(fabsf(out[0] - 20.0f) < 1e-5f && fabsf(out[1] - 20.0f) < 1e-5f);
+    const bool pad[3] = {true, true, false};
+    EXPECT(attn_simple(q, k, v, 3, 1, false, pad, out) == ATTN_OK);
+    EXPECT(out[0] == 15.0f && out[1] == 15.0f && out[2] == 15.0f);
+    const bool none[3] = {false, false, false};
+    EXPECT(attn_simple(q, k, v, 3, 1, true, none, out) == ATTN_OK);
+    EXPECT(out[0] == 0.0f && out[1] == 0.0f && out[2] == 0.0f);
+}
+
+static void test_threads_and_isa(void) {
+    EXPECT(fails_with(attn_set_num_threads(257), ATTN_ERR_INVALID_ARGUMENT, "n (257)", NULL));
+    EXPECT(attn_set_num_threads(3) == ATTN_OK && attn_get_num_threads() == 3);
+    EXPECT(attn_set_num_threads(0) == ATTN_OK && attn_get_num_threads() >= 1);
+    EXPECT(fails_with(attn_set_isa("avx9000"), ATTN_ERR_INVALID_ARGUMENT, "avx9000", NULL));
+    EXPECT(attn_set_isa("scalar") == ATTN_OK && strcmp(attn_isa(), "scalar") == 0);
+    EXPECT(attn_set_isa(NULL) == ATTN_OK);
+    const char *isa = attn_isa();
+    EXPECT(!strcmp(isa, "scalar") || !strcmp(isa, "sse2") || !strcmp(isa, "avx2") ||
+           !strcmp(isa, "avx512"));
+    attn_status st = attn_set_isa("avx512");
+    EXPECT(st == ATTN_OK || fails_with(st, ATTN_ERR_UNSUPPORTED, "avx512", NULL));
+    attn_set_isa("");
+}
+
+/* Each thread's message is its own. */
+static void *thread_error(void *arg) {
+    (void)arg;
+    attn_desc *d = NULL;
+    attn_desc_create(&d, 1, 1, 1, 1, 1, 0);
+    return (void *)(strstr(attn_last_error(), "head_dim must be > 0") != NULL ? (uintptr_t)1 : 0);
+}
+
+static void test_thread_local_errors(void) {
+    attn_desc *d = NULL;
+    EXPECT(attn_desc_create(&d, 1, 6, 4, 1, 1, 1) == ATTN_ERR_INVALID_ARGUMENT);
+    pthread_t t;
+    void *ok = NULL;
+    EXPECT(pthread_create(&t, NULL, thread_error, NULL) == 0);
+    pthread_join(t, &ok);
+    EXPECT(ok == (void *)(uintptr_t)1);
+    EXPECT(strstr(attn_last_error(), "heads_q (6)") != NULL); /* unchanged by the other thread */
+    /* success leaves the last message alone */
+    EXPECT(attn_desc_create(&d, 1, 1, 1, 1, 1, 1) == ATTN_OK);
+    EXPECT(strstr(attn_last_error(), "heads_q (6)") != NULL);
+    attn_desc_destroy(d);
+}
+
+int main(void) {
+    test_version_and_status();
+    test_create();
+    test_setters();
+    test_forward_errors();
+    test_simple();
+    test_threads_and_isa();
+    test_thread_local_errors();
+    printf("%d passed, %d failed\n", g_passed, g_failed);
+    return g_failed == 0 ? 0 : 1;
+}
