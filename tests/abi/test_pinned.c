@@ -1,0 +1,71 @@
+/* Pinned values of the public header checked at compile time (pinned_values.h) AND against the
+ * built library at run time: status strings, version, required lengths per operand index. */
+#include <stdio.h>
+#include <string.h>
+
+#include "attn.h"
+#include "pinned_values.h"
+
+static int failures = 0;
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+            ++failures;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+int main(void) {
+    /* Runtime mirror of the compile-time pins (an enum compiled into the library as a switch
+     * must agree with the header a client compiled against). */
+    static const struct {
+        int value;
+        const char *text;
+    } statuses[] = {
+        {0, "ok"},          {1, "null pointer"},  {2, "invalid argument"}, {3, "out of memory"},
+        {4, "unsupported"}, {5, "internal error"}};
+    size_t x;
+    attn_desc *desc = NULL;
+    for (x = 0; x < sizeof statuses / sizeof statuses[0]; ++x) {
+        const char *s = attn_status_string((attn_status)statuses[x].value);
+        CHECK(s != NULL && strcmp(s, statuses[x].text) == 0);
+    }
+    CHECK(strcmp(attn_status_string((attn_status)6), "unknown status") == 0);
+    CHECK(strcmp(attn_status_string((attn_status)-1), "unknown status") == 0);
+    CHECK(attn_version_number() == ATTN_VERSION_NUMBER);
+    CHECK(strcmp(attn_version_string(), ATTN_VERSION_STRING) == 0);
+
+    /* Operand indices as the library reads them: batch 2, heads_q 3, heads_kv 1, seq_q 5,
+     * seq_k 7, head_dim 11 gives a distinct length per operand. */
+    CHECK(attn_desc_create(&desc, 2, 3, 1, 5, 7, 11) == ATTN_OK);
+    CHECK(attn_desc_required_len(desc, (attn_operand)0) == 2 * 3 * 5 * 11); /* Q */
+    CHECK(attn_desc_required_len(desc, (attn_operand)1) == 2 * 1 * 7 * 11); /* K */
+    CHECK(attn_desc_required_len(desc, (attn_operand)2) == 2 * 1 * 7 * 11); /* V */
+    CHECK(attn_desc_required_len(desc, (attn_operand)3) == 2 * 3 * 5 * 11); /* OUT */
+    CHECK(attn_desc_required_len(desc, (attn_operand)4) == 2 * 3 * 5);      /* LSE */
+    CHECK(attn_desc_required_len(desc, (attn_operand)5) == 2 * 3 * 5 * 7);  /* WEIGHTS */
+    CHECK(attn_desc_required_len(desc, (attn_operand)6) == 2 * 7);          /* KEY_VALID */
+    CHECK(attn_desc_required_len(desc, (attn_operand)7) == 5 * 7);          /* ALLOWED */
+    CHECK(attn_desc_required_len(desc, (attn_operand)8) == 0);
+    CHECK(attn_desc_set_causal(desc, (attn_causal)0) == ATTN_OK);
+    CHECK(attn_desc_set_causal(desc, (attn_causal)1) == ATTN_OK);
+    CHECK(attn_desc_set_causal(desc, (attn_causal)2) == ATTN_OK);
+    CHECK(attn_desc_set_causal(desc, (attn_causal)3) == ATTN_ERR_INVALID_ARGUMENT);
+    /* Strides for Q (0) and OUT (3) are accepted, LSE (4) is not. */
+    CHECK(attn_desc_set_strides(desc, (attn_operand)3, 3 * 5 * 11, 5 * 11, 11) == ATTN_OK);
+    CHECK(attn_desc_set_strides(desc, (attn_operand)4, 1, 1, 1) == ATTN_ERR_INVALID_ARGUMENT);
+    attn_desc_destroy(desc);
+    /* Status codes seen through real failures. */
+    CHECK(attn_desc_create(NULL, 1, 1, 1, 1, 1, 1) == (attn_status)1);
+    CHECK(attn_desc_create(&desc, 0, 1, 1, 1, 1, 1) == (attn_status)2);
+    CHECK(attn_set_isa("no-such-isa") == (attn_status)2);
+
+    if (failures) {
+        fprintf(stderr, "%d pinned-value check(s) failed\n", failures);
+        return 1;
+    }
+    printf("pinned values OK (status 0..5, causal 0..2, operand 0..7, version %s)\n",
+           attn_version_string());
+    return 0;
+}
