@@ -13,6 +13,11 @@
 # CMake's own C# support needs Visual Studio, so C# is compiled with mcs from custom commands.
 # Needs (Debian): swig mono-mcs mono-runtime nunit-console libnunit-cil-dev.
 
+# The SWIG wrapper is C; enable_language must run at file scope.
+if(ATTN_WITH_CSHARP AND NOT CMAKE_C_COMPILER_LOADED)
+  enable_language(C)
+endif()
+
 function(attn_csharp_setup)
   find_package(SWIG 4.0 COMPONENTS csharp)
   find_program(ATTN_MCS_EXECUTABLE mcs)
@@ -130,17 +135,29 @@ function(attn_csharp_setup)
     USES_TERMINAL VERBATIM)
 
   # --- ctest ---------------------------------------------------------------------------------
-  file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/xlang)
+  if(NOT ATTN_XLANG_DIR)
+    set(ATTN_XLANG_DIR ${CMAKE_BINARY_DIR}/xlang)
+  endif()
+  file(MAKE_DIRECTORY ${ATTN_XLANG_DIR})
   # nunit-console's exit code is the number of failed tests (negative: could not run).
   add_test(NAME csharp_tests
     COMMAND ${ATTN_NUNIT_CONSOLE} -nologo -noshadow -labels
             -xml=${_out}/TestResult.xml ${_out}/LibAttn.Tests.dll
     WORKING_DIRECTORY ${_out})
   set_tests_properties(csharp_tests PROPERTIES
-    ENVIRONMENT "LD_LIBRARY_PATH=${_out}:$<TARGET_FILE_DIR:attn>;MONO_PATH=${_out};ATTN_XLANG_DIR=${CMAKE_BINARY_DIR}/xlang;ATTN_VECTORS_DIR=${PROJECT_SOURCE_DIR}/tests/vectors"
-    # Fail, never pass silently, if NUnit ignored or skipped anything.
-    FAIL_REGULAR_EXPRESSION "Not run: [1-9]|Ignored: [1-9]|Skipped: [1-9]"
+    ENVIRONMENT "LD_LIBRARY_PATH=${_out}:$<TARGET_FILE_DIR:attn>;MONO_PATH=${_out};ATTN_XLANG_DIR=${ATTN_XLANG_DIR};ATTN_VECTORS_DIR=${PROJECT_SOURCE_DIR}/tests/vectors"
+    # Fail, never pass silently, if NUnit ran nothing or ignored, skipped or rejected a test.
+    FAIL_REGULAR_EXPRESSION "Tests run: 0,|Not run: [1-9]|Invalid: [1-9]|Ignored: [1-9]|Skipped: [1-9]"
     TIMEOUT 600)
+  # The demo exits 1 unless the seed example's out[1][0] is 15, and must print exactly what the
+  # C demo prints.
+  add_test(NAME csharp_demo
+    COMMAND ${CMAKE_COMMAND} -DMONO=${ATTN_MONO_EXECUTABLE} -DDEMO=${_out}/AttnDemo.exe
+            "-DC_DEMO=$<$<TARGET_EXISTS:attn_demo>:$<TARGET_FILE:attn_demo>>"
+            -P ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/csharp_demo_check.cmake)
+  set_tests_properties(csharp_demo PROPERTIES
+    ENVIRONMENT "LD_LIBRARY_PATH=${_out}:$<TARGET_FILE_DIR:attn>;MONO_PATH=${_out}"
+    TIMEOUT 120)
 endfunction()
 
 attn_csharp_setup()
