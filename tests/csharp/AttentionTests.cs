@@ -113,8 +113,9 @@ namespace LibAttn.Tests
     [TestFixture]
     public class SharedVectorTests
     {
-        [Test]
-        public void SharedVectorsMatchWithin1e5AndWriteXlangBytes()
+        // Runs every shared case (tolerance checks) and returns the cross-language bytes: for
+        // each case in index order, out, lse and weights as little-endian float32.
+        static byte[] RunAllCases(string label)
         {
             Assert.IsTrue(BitConverter.IsLittleEndian, "vector files are little-endian");
             string dir = Environment.GetEnvironmentVariable("ATTN_VECTORS_DIR");
@@ -136,23 +137,71 @@ namespace LibAttn.Tests
                     Assert.Greater(eq, 0, "bad token '" + tok + "' in: " + line);
                     kv[tok.Substring(0, eq)] = tok.Substring(eq + 1);
                 }
-                RunCase(dir, kv, xlang);
+                RunCase(dir, kv, xlang, label);
                 cases++;
             }
             Assert.Greater(cases, 0, "no cases in " + index);
+            Console.WriteLine("shared vectors [{0}]: {1} cases passed", label, cases);
+            return xlang.ToArray();
+        }
 
+        [Test]
+        public void SharedVectorsMatchWithin1e5AndWriteXlangBytes()
+        {
+            byte[] bytes = RunAllCases("default isa " + Attention.Isa);
             string xdir = Environment.GetEnvironmentVariable("ATTN_XLANG_DIR");
             if (!string.IsNullOrEmpty(xdir))
             {
                 Directory.CreateDirectory(xdir);
-                File.WriteAllBytes(Path.Combine(xdir, "csharp.bin"), xlang.ToArray());
+                File.WriteAllBytes(Path.Combine(xdir, "csharp.bin"), bytes);
             }
-            Console.WriteLine("shared vectors: {0} cases passed", cases);
         }
 
-        static void RunCase(string dir, Dictionary<string, string> c, Stream xlang)
+        [Test]
+        public void SharedVectorsOnEveryIsaAndThreadCount()
         {
-            string name = c["name"];
+            var ran = new List<string>();
+            try
+            {
+                foreach (string isa in new[] { "scalar", "sse2", "avx2", "avx512" })
+                {
+                    try
+                    {
+                        Attention.SetIsa(isa);
+                    }
+                    catch (AttentionException e) when (e.Status == Status.Unsupported)
+                    {
+                        continue; // this CPU or build lacks it
+                    }
+                    Assert.AreEqual(isa, Attention.Isa);
+                    RunAllCases("isa " + isa);
+                    ran.Add(isa);
+                }
+            }
+            finally
+            {
+                Attention.SetIsa(null);
+            }
+            CollectionAssert.Contains(ran, "scalar");
+            CollectionAssert.Contains(ran, Attention.Isa, "the default kernel was among them");
+
+            byte[] many = RunAllCases("threads " + Attention.NumThreads);
+            try
+            {
+                Attention.NumThreads = 1;
+                byte[] one = RunAllCases("threads 1");
+                Assert.IsTrue(one.SequenceEqual(many), "bit-identical for any thread count");
+            }
+            finally
+            {
+                Attention.NumThreads = 0; // the default again
+            }
+        }
+
+        static void RunCase(string dir, Dictionary<string, string> c, Stream xlang,
+                            string label)
+        {
+            string name = c["name"] + " [" + label + "]";
             Func<string, int> I = key => int.Parse(c[key], CultureInfo.InvariantCulture);
             int B = I("batch"), HQ = I("heads_q"), HKV = I("heads_kv"), SQ = I("seq_q"),
                 SK = I("seq_k"), D = I("head_dim"), causal = I("causal");
@@ -174,7 +223,7 @@ namespace LibAttn.Tests
                 builder.Strides(ops[o], st[0], st[1], st[2]);
             }
 
-            string p = Path.Combine(dir, name + ".");
+            string p = Path.Combine(dir, c["name"] + ".");
             float[] q = Util.ReadF32(p + "q.f32"), k = Util.ReadF32(p + "k.f32"),
                     v = Util.ReadF32(p + "v.f32");
             float[] expOut = Util.ReadF32(p + "out.f32"), expLse = Util.ReadF32(p + "lse.f32"),
