@@ -7,17 +7,20 @@
 #   large (B=1, H=1, n=2048, d=64): throughput    = C's ns per call / the language's (>= 0.95
 #                                    means the binding costs less than 5 %)
 #
-# Usage: bench/bindings.sh <build dir>      e.g.  bench/bindings.sh build
+# Usage: bench/bindings.sh <build dir> [rounds]     e.g.  bench/bindings.sh build
 # The build dir must be configured (cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release);
-# missing targets are built. C runs first and last; its better figure is the reference, so
-# machine noise can only make the bindings look worse, never better.
+# missing targets are built. Every round (default 2) runs C and then each language; each
+# language's figure (C's included) is its best over the rounds, so slow phases of a shared
+# machine hit every language alike.
 # Exit status: 0 if every bench present ran, 1 otherwise.
 set -u -o pipefail
 
-if [ $# -ne 1 ]; then
-    echo "usage: $0 <build dir>" >&2
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+    echo "usage: $0 <build dir> [rounds]" >&2
     exit 2
 fi
+rounds=${2:-2}
+case $rounds in ''|*[!0-9]*|0) echo "rounds must be a positive integer" >&2; exit 2 ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 build=$(cd "$1" 2>/dev/null && pwd) || { echo "no such build dir: $1" >&2; exit 2; }
@@ -103,24 +106,22 @@ run_go() {
     collect go "$out"
 }
 
-echo "# C (first run)"
-run_c || status=1
-
-for lang in java csharp go python; do
-    if [ ! -d "$root/bench/$lang" ]; then
-        echo "# $lang: no bench (bench/$lang absent)"
-        continue
-    fi
-    echo "# $lang"
-    case $lang in
-        python) run_python ;;
-        go) run_go ;;
-        *) run_target "$lang" ;;
-    esac || { echo "# $lang: bench FAILED or printed no result lines" >&2; status=1; }
+for round in $(seq "$rounds"); do
+    echo "# round $round of $rounds: c"
+    run_c || status=1
+    for lang in java csharp go python; do
+        if [ ! -d "$root/bench/$lang" ]; then
+            echo "# $lang: no bench (bench/$lang absent)"
+            continue
+        fi
+        echo "# round $round of $rounds: $lang"
+        case $lang in
+            python) run_python ;;
+            go) run_go ;;
+            *) run_target "$lang" ;;
+        esac || { echo "# $lang: bench FAILED or printed no result lines" >&2; status=1; }
+    done
 done
-
-echo "# C (second run)"
-run_c || status=1
 
 echo
 awk '
@@ -131,7 +132,7 @@ function val(line) { sub(/.*ns_per_call=/, "", line); return line + 0 }
         if (!(shape in cbest) || x < cbest[shape]) cbest[shape] = x
     } else {
         if (!(lang in seen)) { order[++n] = lang; seen[lang] = 1 }
-        v[lang, shape] = x
+        if (!((lang, shape) in v) || x < v[lang, shape]) v[lang, shape] = x
     }
 }
 END {
