@@ -1,0 +1,3 @@
+module libattn/attn
+
+go 1.19

@@ -1,0 +1,7 @@
+module libattn/examples/go
+
+go 1.19
+
+require libattn/attn v0.0.0
+
+replace libattn/attn => ../../bindings/go
