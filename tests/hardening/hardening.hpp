@@ -1,0 +1,387 @@
+// Shared pieces of the hardening tests (issue 5) and the fuzzer: a deterministic RNG, a problem
+// description mirroring attn_desc, an independent float64 reference, comparisons, guard-page
+// buffers and the ISA loop. Header-only; C++17; talks to libattn only through attn.h.
+#pragma once
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "attn.h"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ATTN_HARD_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||                         \
+    __has_feature(memory_sanitizer)
+#define ATTN_HARD_SANITIZED 1
+#endif
+#endif
+#ifndef ATTN_HARD_SANITIZED
+#define ATTN_HARD_SANITIZED 0
+#endif
+
+namespace hard {
+
+// ----------------------------------------------------------------------------------------------
+// Failure accounting: every check prints its context and counts; main returns failures() != 0.
+inline std::atomic<int> &failure_count() {
+    static std::atomic<int> n{0};
+    return n;
+}
+inline int failures() {
+    return failure_count().load();
+}
+inline void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+inline void fail(const char *fmt, ...) {
+    if (failure_count().fetch_add(1) >= 50) return; // keep the log readable; still counted
+    va_list ap;
+    va_start(ap, fmt);
+    std::fputs("FAIL: ", stderr);
+    std::vfprintf(stderr, fmt, ap);
+    std::fputc('\n', stderr);
+    va_end(ap);
+}
+
+#define HARD_CHECK(cond, ...)                                                                      \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);          \
+            hard::fail(__VA_ARGS__);                                                               \
+        }                                                                                          \
+    } while (0)
+
+// ----------------------------------------------------------------------------------------------
+// splitmix64: deterministic, seedable, identical everywhere.
+struct Rng {
+    uint64_t s;
+    explicit Rng(uint64_t seed) : s(seed) {}
+    uint64_t next() {
+        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    size_t below(size_t n) { return n ? static_cast<size_t>(next() % n) : 0; }
+    size_t range(size_t lo, size_t hi) { return lo + below(hi - lo + 1); } // [lo, hi]
+    bool chance(double p) { return uniform() < p; }
+    double uniform() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }
+    float value(float lo, float hi) { return lo + static_cast<float>(uniform()) * (hi - lo); }
+};
+
+// ----------------------------------------------------------------------------------------------
+// The problem as the descriptor sees it. Operand index w: 0 Q, 1 K, 2 V, 3 OUT (attn_operand).
+struct Problem {
+    size_t batch = 1, heads_q = 1, heads_kv = 1, seq_q = 1, seq_k = 1, head_dim = 1;
+    int causal = ATTN_CAUSAL_NONE;
+    bool has_scale = false;
+    float scale = 1.0f;
+    size_t st[4][3] = {}; // batch, head, row strides (elements)
+    bool custom[4] = {false, false, false, false};
+
+    size_t heads(int w) const { return w == 0 || w == 3 ? heads_q : heads_kv; }
+    size_t seq(int w) const { return w == 0 || w == 3 ? seq_q : seq_k; }
+    void set_default_strides() {
+        for (int w = 0; w < 4; ++w) {
+            if (custom[w]) continue;
+            st[w][2] = head_dim;
+            st[w][1] = seq(w) * head_dim;
+            st[w][0] = heads(w) * seq(w) * head_dim;
+        }
+    }
+    void set_strides(int w, size_t b, size_t h, size_t r) {
+        st[w][0] = b;
+        st[w][1] = h;
+        st[w][2] = r;
+        custom[w] = true;
+    }
+    size_t len(int w) const {
+        return (batch - 1) * st[w][0] + (heads(w) - 1) * st[w][1] + (seq(w) - 1) * st[w][2] +
+               head_dim;
+    }
+    size_t at(int w, size_t b, size_t h, size_t s) const {
+        return b * st[w][0] + h * st[w][1] + s * st[w][2];
+    }
+    size_t lse_len() const { return batch * heads_q * seq_q; }
+    size_t weights_len() const { return batch * heads_q * seq_q * seq_k; }
+    // The scale the library applies: explicit, or 1/sqrt(head_dim) computed in float.
+    float eff_scale() const {
+        return has_scale ? scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+    }
+    bool visible(size_t b, size_t i, size_t j, const uint8_t *key_valid,
+                 const uint8_t *allowed) const {
+        const long long off = causal == ATTN_CAUSAL_BOTTOM_RIGHT
+                                  ? static_cast<long long>(seq_k) - static_cast<long long>(seq_q)
+                                  : 0;
+        if (causal != ATTN_CAUSAL_NONE &&
+            static_cast<long long>(j) > static_cast<long long>(i) + off)
+            return false;
+        if (key_valid && !key_valid[b * seq_k + j]) return false;
+        if (allowed && !allowed[i * seq_k + j]) return false;
+        return true;
+    }
+    std::string describe() const {
+        char buf[320];
+        std::snprintf(buf, sizeof buf,
+                      "B=%zu HQ=%zu HKV=%zu SQ=%zu SK=%zu D=%zu causal=%d scale=%s%g "
+                      "strides Q(%zu,%zu,%zu) K(%zu,%zu,%zu) V(%zu,%zu,%zu) OUT(%zu,%zu,%zu)",
+                      batch, heads_q, heads_kv, seq_q, seq_k, head_dim, causal,
+                      has_scale ? "" : "default=", static_cast<double>(eff_scale()), st[0][0],
+                      st[0][1], st[0][2], st[1][0], st[1][1], st[1][2], st[2][0], st[2][1],
+                      st[2][2], st[3][0], st[3][1], st[3][2]);
+        return buf;
+    }
+    // A configured descriptor, or nullptr (with a failure recorded).
+    attn_desc *make() const {
+        attn_desc *d = nullptr;
+        attn_status s = attn_desc_create(&d, batch, heads_q, heads_kv, seq_q, seq_k, head_dim);
+        if (s == ATTN_OK) s = attn_desc_set_causal(d, static_cast<attn_causal>(causal));
+        if (s == ATTN_OK && has_scale) s = attn_desc_set_scale(d, scale);
+        for (int w = 0; w < 4 && s == ATTN_OK; ++w)
+            if (custom[w])
+                s = attn_desc_set_strides(d, static_cast<attn_operand>(w), st[w][0], st[w][1],
+                                          st[w][2]);
+        if (s != ATTN_OK) {
+            fail("descriptor for %s: %s (%s)", describe().c_str(), attn_status_string(s),
+                 attn_last_error());
+            attn_desc_destroy(d);
+            return nullptr;
+        }
+        return d;
+    }
+};
+
+// Dense float64 results: out [b][hq][sq][d], lse [b][hq][sq], w [b][hq][sq][sk].
+struct Ref {
+    std::vector<double> out, lse, w;
+    std::vector<char> any; // per row: has a visible key
+};
+
+// Plain float64 reference: one (batch, head, query) row at a time, reading only visible keys.
+inline Ref reference(const Problem &p, const float *q, const float *k, const float *v,
+                     const uint8_t *key_valid, const uint8_t *allowed) {
+    Ref r;
+    const size_t D = p.head_dim, group = p.heads_q / p.heads_kv;
+    const double scale = static_cast<double>(p.eff_scale());
+    r.out.assign(p.batch * p.heads_q * p.seq_q * D, 0.0);
+    r.lse.assign(p.lse_len(), -std::numeric_limits<double>::infinity());
+    r.w.assign(p.weights_len(), 0.0);
+    r.any.assign(p.lse_len(), 0);
+    std::vector<double> s(p.seq_k);
+    for (size_t b = 0; b < p.batch; ++b)
+        for (size_t h = 0; h < p.heads_q; ++h)
+            for (size_t i = 0; i < p.seq_q; ++i) {
+                const size_t row = (b * p.heads_q + h) * p.seq_q + i, kvh = h / group;
+                double m = -std::numeric_limits<double>::infinity();
+                bool any = false;
+                for (size_t j = 0; j < p.seq_k; ++j) {
+                    if (!p.visible(b, i, j, key_valid, allowed)) continue;
+                    double dot = 0.0;
+                    for (size_t d = 0; d < D; ++d)
+                        dot += static_cast<double>(q[p.at(0, b, h, i) + d]) *
+                               static_cast<double>(k[p.at(1, b, kvh, j) + d]);
+                    s[j] = dot * scale;
+                    if (std::isnan(s[j]) || s[j] > m) m = std::isnan(m) ? m : s[j];
+                    any = true;
+                }
+                if (!any) continue;
+                r.any[row] = 1;
+                double sum = 0.0;
+                for (size_t j = 0; j < p.seq_k; ++j)
+                    if (p.visible(b, i, j, key_valid, allowed)) sum += std::exp(s[j] - m);
+                r.lse[row] = m + std::log(sum);
+                for (size_t j = 0; j < p.seq_k; ++j) {
+                    if (!p.visible(b, i, j, key_valid, allowed)) continue;
+                    const double wj = std::exp(s[j] - m) / sum;
+                    r.w[row * p.seq_k + j] = wj;
+                    for (size_t d = 0; d < D; ++d)
+                        r.out[row * D + d] += wj * static_cast<double>(v[p.at(2, b, kvh, j) + d]);
+                }
+            }
+    return r;
+}
+
+// |got - want| <= tol * max(1, |want|); NaN must meet NaN, an infinity the same infinity.
+inline bool close(float got, double want, double tol) {
+    if (std::isnan(want)) return std::isnan(got);
+    if (std::isinf(want)) return static_cast<double>(got) == want;
+    if (!std::isfinite(got)) return false;
+    return std::fabs(static_cast<double>(got) - want) <= tol * std::fmax(1.0, std::fabs(want));
+}
+
+// Compares a call's outputs with the reference. `out` is the strided OUT buffer; lse and
+// weights are optional. Hidden keys must have weight exactly 0; rows without a visible key must
+// give out 0 and lse -inf. Returns the number of mismatches (the first few are printed).
+inline size_t compare(const Problem &p, const Ref &r, const float *out, const float *lse,
+                      const float *weights, double tol, const char *what) {
+    size_t bad = 0;
+    auto report = [&](const char *field, size_t idx, float got, double want) {
+        if (bad++ < 4)
+            fail("%s: %s[%zu] = %.9g, expected %.9g (%s)", what, field, idx,
+                 static_cast<double>(got), want, p.describe().c_str());
+    };
+    const size_t D = p.head_dim;
+    for (size_t b = 0; b < p.batch; ++b)
+        for (size_t h = 0; h < p.heads_q; ++h)
+            for (size_t i = 0; i < p.seq_q; ++i) {
+                const size_t row = (b * p.heads_q + h) * p.seq_q + i;
+                if (out) {
+                    const float *o = out + p.at(3, b, h, i);
+                    for (size_t d = 0; d < D; ++d) {
+                        const double want = r.out[row * D + d];
+                        const bool ok = r.any[row] ? close(o[d], want, tol) : o[d] == 0.0f;
+                        if (!ok) report("out", row * D + d, o[d], want);
+                    }
+                }
+                if (lse && !close(lse[row], r.lse[row], tol))
+                    report("lse", row, lse[row], r.lse[row]);
+                if (weights)
+                    for (size_t j = 0; j < p.seq_k; ++j) {
+                        const size_t x = row * p.seq_k + j;
+                        const double want = r.w[x];
+                        const bool ok = want == 0.0 && !std::isnan(want)
+                                            ? weights[x] == 0.0f
+                                            : close(weights[x], want, tol);
+                        if (!ok) report("weights", x, weights[x], want);
+                    }
+            }
+    return bad;
+}
+
+// ----------------------------------------------------------------------------------------------
+// Guard pages. A buffer of `bytes` either ends exactly where a PROT_NONE page begins
+// (EndAtGuard) or starts exactly where one ends (StartAfterGuard). The rest of its pages is
+// filled with canary bytes; inputs can be made read-only so a stray write faults as well.
+enum class Place { EndAtGuard, StartAfterGuard };
+constexpr unsigned char kCanary = 0xA5;
+
+struct GuardRecord {
+    const char *name;
+    uintptr_t guard_lo, guard_hi;
+};
+// Read by the SIGSEGV handler (async-signal-safe: fixed array, plain loads).
+inline GuardRecord *guard_table() {
+    static GuardRecord table[64];
+    return table;
+}
+
+class GuardBuf {
+  public:
+    GuardBuf() = default;
+    GuardBuf(size_t bytes, Place place, const char *name) { init(bytes, place, name); }
+    GuardBuf(const GuardBuf &) = delete;
+    GuardBuf &operator=(const GuardBuf &) = delete;
+    ~GuardBuf() { release(); }
+
+    void init(size_t bytes, Place place, const char *name) {
+        release();
+        const size_t page = page_size();
+        bytes_ = bytes;
+        data_pages_ = (bytes + page - 1) / page * page;
+        if (data_pages_ == 0) data_pages_ = page;
+        map_len_ = data_pages_ + page;
+        void *m =
+            mmap(nullptr, map_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) {
+            std::perror("mmap");
+            std::abort();
+        }
+        map_ = static_cast<unsigned char *>(m);
+        unsigned char *guard;
+        if (place == Place::EndAtGuard) {
+            rw_ = map_;
+            guard = map_ + data_pages_;
+            data_ = guard - bytes;
+        } else {
+            guard = map_;
+            rw_ = map_ + page;
+            data_ = rw_;
+        }
+        if (mprotect(guard, page, PROT_NONE) != 0) {
+            std::perror("mprotect");
+            std::abort();
+        }
+        std::memset(rw_, kCanary, data_pages_);
+        slot_ = -1;
+        for (int x = 0; x < 64; ++x)
+            if (guard_table()[x].name == nullptr) {
+                guard_table()[x] = GuardRecord{name, reinterpret_cast<uintptr_t>(guard),
+                                               reinterpret_cast<uintptr_t>(guard) + page};
+                slot_ = x;
+                break;
+            }
+    }
+    void release() {
+        if (!map_) return;
+        if (slot_ >= 0) guard_table()[slot_] = GuardRecord{nullptr, 0, 0};
+        munmap(map_, map_len_);
+        map_ = nullptr;
+    }
+    template <class T> T *as() const { return reinterpret_cast<T *>(data_); }
+    size_t bytes() const { return bytes_; }
+    void read_only() {
+        if (mprotect(rw_, data_pages_, PROT_READ) != 0) {
+            std::perror("mprotect");
+            std::abort();
+        }
+    }
+    // Index of the first canary byte outside [data, data + bytes) that changed, or -1.
+    long canary_damage() const {
+        for (unsigned char *x = rw_; x < rw_ + data_pages_; ++x) {
+            if (x >= data_ && x < data_ + bytes_) continue;
+            if (*x != kCanary) return static_cast<long>(x - data_);
+        }
+        return -1;
+    }
+    static size_t page_size() {
+        static const size_t p = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+        return p;
+    }
+
+  private:
+    unsigned char *map_ = nullptr, *rw_ = nullptr, *data_ = nullptr;
+    size_t map_len_ = 0, data_pages_ = 0, bytes_ = 0;
+    int slot_ = -1;
+};
+
+// ----------------------------------------------------------------------------------------------
+// ISAs. Runs fn(name) once per kernel this CPU supports, with the process-wide cap set; prints
+// which ran and which were skipped. Returns the number of ISAs run.
+inline int for_each_isa(const char *test, void (*fn)(const char *, void *), void *ctx) {
+    static const char *const names[] = {"scalar", "sse2", "avx2", "avx512"};
+    std::string ran, skipped;
+    int n = 0;
+    for (const char *name : names) {
+        const attn_status s = attn_set_isa(name);
+        if (s == ATTN_ERR_UNSUPPORTED) {
+            skipped += std::string(" ") + name;
+            continue;
+        }
+        if (s != ATTN_OK) {
+            fail("attn_set_isa(\"%s\") = %s (%s)", name, attn_status_string(s), attn_last_error());
+            continue;
+        }
+        if (std::strcmp(attn_isa(), name) != 0)
+            fail("attn_isa() = %s after attn_set_isa(\"%s\")", attn_isa(), name);
+        fn(name, ctx);
+        ran += std::string(" ") + name;
+        ++n;
+    }
+    attn_set_isa(nullptr);
+    std::printf("%s: ISAs run:%s; not supported here:%s\n", test, ran.c_str(),
+                skipped.empty() ? " none" : skipped.c_str());
+    if (n == 0) fail("%s: no ISA ran", test);
+    return n;
+}
+
+} // namespace hard
