@@ -312,8 +312,11 @@ func NewDesc(batch, headsQ, headsKV, seqQ, seqK, headDim int, opts ...Option) (*
 }
 
 // Close frees the descriptor. It waits for calls in flight on other goroutines; afterwards
-// every method returns ErrClosed (a second Close too).
+// every method returns ErrClosed (a second Close too). A nil or zero Desc behaves as closed.
 func (d *Desc) Close() error {
+	if d == nil {
+		return ErrClosed
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.h == nil {
@@ -327,6 +330,9 @@ func (d *Desc) Close() error {
 // RequiredLen is the number of elements (float32, or bool for the masks) the slice for `which`
 // must hold, from attn_desc_required_len. 0 once closed or for an unknown operand.
 func (d *Desc) RequiredLen(which Operand) int {
+	if d == nil {
+		return 0
+	}
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if d.h == nil || which < 0 || int(which) >= len(d.need) {
@@ -345,6 +351,9 @@ func (d *Desc) RequiredLen(which Operand) int {
 //
 // out and lse must not overlap any other argument.
 func (d *Desc) Forward(q, k, v []float32, keyValid, allowed []bool, out, lse []float32) error {
+	if d == nil {
+		return ErrClosed
+	}
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if d.h == nil {
@@ -388,6 +397,9 @@ func (d *Desc) Forward(q, k, v []float32, keyValid, allowed []bool, out, lse []f
 // softmax over visible keys; hidden keys get exactly 0. q, k, keyValid and allowed as Forward;
 // weights needs RequiredLen(OperandWeights) elements.
 func (d *Desc) Weights(q, k []float32, keyValid, allowed []bool, weights []float32) error {
+	if d == nil {
+		return ErrClosed
+	}
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if d.h == nil {

@@ -385,7 +385,10 @@ func f32Bytes(s []float32) []byte {
 	return raw
 }
 
-func TestSharedVectors(t *testing.T) {
+// runAllCases checks every shared case within 1e-5 (masked weights exactly 0) and returns the
+// xlang bytes: per case, out (zero-initialised buffer), lse and weights.
+func runAllCases(t *testing.T, label string) []byte {
+	t.Helper()
 	dir := vectorsDir()
 	cases := readIndex(t, dir)
 	var xlang []byte
@@ -422,7 +425,7 @@ func TestSharedVectors(t *testing.T) {
 		bad := 0
 		report := func(what string, i int, got float32, want float32) {
 			if bad++; bad <= 5 {
-				t.Errorf("%s: %s[%d] = %v, want %v", c.name, what, i, got, want)
+				t.Errorf("[%s] %s: %s[%d] = %v, want %v", label, c.name, what, i, got, want)
 			}
 		}
 		for i := range wantOut {
@@ -458,7 +461,12 @@ func TestSharedVectors(t *testing.T) {
 		xlang = append(xlang, f32Bytes(lse)...)
 		xlang = append(xlang, f32Bytes(w)...)
 	}
-	t.Logf("%d shared vector cases checked", len(cases))
+	t.Logf("shared vectors [%s]: %d cases checked", label, len(cases))
+	return xlang
+}
+
+func TestSharedVectors(t *testing.T) {
+	xlang := runAllCases(t, "default isa "+ISA())
 	if xdir := os.Getenv("ATTN_XLANG_DIR"); xdir != "" {
 		if err := os.MkdirAll(xdir, 0o755); err != nil {
 			t.Fatal(err)
@@ -472,6 +480,58 @@ func TestSharedVectors(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("wrote %d bytes to %s", len(xlang), filepath.Join(xdir, "go.bin"))
+	}
+}
+
+// Every kernel this CPU runs, and thread count 1 vs the default (bit-identical by contract).
+func TestSharedVectorsEveryISAAndThreadCount(t *testing.T) {
+	defaultISA := ISA()
+	var ran []string
+	func() {
+		defer func() {
+			if err := SetISA(""); err != nil {
+				t.Errorf("SetISA(\"\"): %v", err)
+			}
+		}()
+		for _, isa := range []string{"scalar", "sse2", "avx2", "avx512"} {
+			if err := SetISA(isa); err != nil {
+				if errors.Is(err, &Error{Status: StatusUnsupported}) {
+					continue // this CPU or build lacks it
+				}
+				t.Fatalf("SetISA(%q): %v", isa, err)
+			}
+			if ISA() != isa {
+				t.Fatalf("after SetISA(%q), ISA() = %q", isa, ISA())
+			}
+			runAllCases(t, "isa "+isa)
+			ran = append(ran, isa)
+		}
+	}()
+	if ISA() != defaultISA {
+		t.Errorf("SetISA(\"\") did not restore %q (got %q)", defaultISA, ISA())
+	}
+	if len(ran) == 0 || ran[0] != "scalar" {
+		t.Errorf("the scalar kernel did not run (ran %v)", ran)
+	}
+	found := false
+	for _, isa := range ran {
+		found = found || isa == defaultISA
+	}
+	if !found {
+		t.Errorf("the default kernel %q was not among %v", defaultISA, ran)
+	}
+
+	many := runAllCases(t, fmt.Sprintf("threads %d", NumThreads()))
+	defer func() {
+		if err := SetNumThreads(0); err != nil {
+			t.Errorf("SetNumThreads(0): %v", err)
+		}
+	}()
+	if err := SetNumThreads(1); err != nil {
+		t.Fatal(err)
+	}
+	if one := runAllCases(t, "threads 1"); string(one) != string(many) {
+		t.Errorf("results with 1 thread differ from %d threads (must be bit-identical)", NumThreads())
 	}
 }
 
@@ -567,7 +627,7 @@ func TestErrorsDesc(t *testing.T) {
 	// Library-wide settings.
 	wantError(t, SetNumThreads(257), StatusInvalidArgument)
 	wantError(t, SetNumThreads(-1), StatusInvalidArgument, "n (-1) is negative")
-	wantError(t, SetISA("no-such-isa"), StatusInvalidArgument)
+	wantError(t, SetISA("no-such-isa"), StatusInvalidArgument, "no-such-isa")
 	if err := SetISA(""); err != nil {
 		t.Errorf("SetISA(\"\"): %v", err)
 	}
@@ -601,6 +661,23 @@ func TestUseAfterClose(t *testing.T) {
 	}
 	if n := desc.RequiredLen(OperandQ); n != 0 {
 		t.Errorf("RequiredLen after Close = %d, want 0", n)
+	}
+	// A nil or zero Desc behaves as a closed one: an error, never a crash.
+	var nilDesc *Desc
+	var zero Desc
+	for _, dd := range []*Desc{nilDesc, &zero} {
+		if err := dd.Forward(x, x, x, nil, nil, out, nil); !errors.Is(err, ErrClosed) {
+			t.Errorf("Forward on %p: %v, want ErrClosed", dd, err)
+		}
+		if err := dd.Weights(x, x, nil, nil, out); !errors.Is(err, ErrClosed) {
+			t.Errorf("Weights on %p: %v, want ErrClosed", dd, err)
+		}
+		if err := dd.Close(); !errors.Is(err, ErrClosed) {
+			t.Errorf("Close on %p: %v, want ErrClosed", dd, err)
+		}
+		if n := dd.RequiredLen(OperandQ); n != 0 {
+			t.Errorf("RequiredLen on %p = %d", dd, n)
+		}
 	}
 }
 
