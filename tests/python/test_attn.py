@@ -270,6 +270,7 @@ def test_desc_forward_shapes_and_reference():
         assert out.shape == (B, HQ, SQ, D) and out.dtype == np.float32
         out2, lse = d.forward(q, k, v, key_valid=kv, allowed=al, lse=True)
         assert lse.shape == (B, HQ, SQ)
+        assert isinstance(d.forward(q, k, v, lse=False), np.ndarray)
         w = d.weights(q, k, key_valid=kv, allowed=al)
         assert w.shape == (B, HQ, SQ, SK)
     assert np.array_equal(out, out2)
@@ -321,6 +322,24 @@ def test_desc_strided_out_and_bshd():
     p = attn_ref.Problem(B, H, H, S, S, D, attn_ref.CAUSAL_TOP_LEFT, None, bshd, bshd, bshd, gap)
     ro, _, _ = ref_forward(p, q, k, v)
     assert_close("out", out, ro)
+
+
+def test_desc_attributes():
+    with attn.Desc(2, 6, 2, 3, 5, 16, causal=2) as d:
+        assert (d.batch, d.heads_q, d.heads_kv, d.seq_q, d.seq_k, d.head_dim) == (2, 6, 2, 3, 5,
+                                                                                  16)
+        assert d.causal is attn.Causal.BOTTOM_RIGHT and d.scale == 0.25
+        assert d.required_len(attn.Operand.Q) == 2 * 6 * 3 * 16
+        assert d.required_len(attn.Operand.K) == 2 * 2 * 5 * 16
+        assert d.required_len(attn.Operand.LSE) == 2 * 6 * 3
+        assert d.required_len(attn.Operand.WEIGHTS) == 2 * 6 * 3 * 5
+        assert d.required_len(attn.Operand.KEY_VALID) == 2 * 5
+        assert d.required_len(attn.Operand.ALLOWED) == 3 * 5
+        assert "heads_q=6" in repr(d)
+        with pytest.raises(ValueError):
+            d.required_len(8)
+    with attn.Desc(1, 1, 1, 1, 1, 4, scale=0.1) as d:
+        assert d.scale == np.float32(0.1)
 
 
 def test_library_info():

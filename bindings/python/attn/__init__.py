@@ -412,7 +412,9 @@ class Desc:
         (self.batch, self.heads_q, self.heads_kv,
          self.seq_q, self.seq_k, self.head_dim) = dims
         self.causal = Causal(causal)
-        self.scale = (1.0 / math.sqrt(self.head_dim)) if scale is None else scale
+        # the float32 value the library uses
+        self.scale = ctypes.c_float(1.0 / math.sqrt(self.head_dim) if scale is None
+                                    else scale).value
         b, hq, sq, d = self.batch, self.heads_q, self.seq_q, self.head_dim
         if out_strides is None or tuple(strides[3][1]) == (hq * sq * d, sq * d, d):
             self._out_shape = (b, hq, sq, d)
@@ -451,9 +453,11 @@ class Desc:
         return False
 
     def __del__(self):
-        lock = getattr(self, "_lock", None)
-        if lock is not None:
-            self.close()
+        if getattr(self, "_lock", None) is not None:
+            try:
+                self.close()
+            except Exception:  # interpreter shutdown: module globals may already be gone
+                pass
 
     def _leave(self):
         with self._lock:
@@ -494,8 +498,8 @@ class Desc:
         out:       None (a zero-filled array is allocated: shape (B, heads_q, seq_q, head_dim)
                    with default OUT strides, else flat) or a float32 array written in place
                    (only the elements the OUT strides address are written)
-        lse:       None (not computed), True (allocated, shape (B, heads_q, seq_q)) or a float32
-                   array written in place; -inf for a query with no visible key
+        lse:       None or False (not computed), True (allocated, shape (B, heads_q, seq_q)) or
+                   a float32 array written in place; -inf for a query with no visible key
         Returns out, or (out, lse) when lse is not None.
         """
         if _np is None:
@@ -513,8 +517,8 @@ class Desc:
         if out is None:
             out = _np.zeros(self._out_shape, _F32)
         op = _array_ptr("out", out, L[3], _F32, True)
-        if lse is None:
-            lp = None
+        if lse is None or lse is False:
+            lse = lp = None
         else:
             if lse is True:
                 lse = _np.empty(self._lse_shape, _F32)
