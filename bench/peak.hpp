@@ -1,0 +1,25 @@
+// Register-only floating-point peak loops, one translation unit per ISA (each compiled with that
+// ISA's flags only; call a loop only when the CPU supports its ISA).
+//
+// Each loop runs `iters` iterations of kAccumulators independent chains acc = acc * a + b on full
+// vector registers and returns a checksum (so the work cannot be removed). With a = 0.999999 and
+// b small every chain converges to a finite value: no overflow, no denormals.
+//   AVX-512: 16 chains of vfmadd on zmm (16 lanes): 16 * 16 * 2 = 512 flops per iteration.
+//     Enough chains: FMA latency 4 cycles x 2 FMA ports = 8 in flight needed; 16 leave margin.
+//   AVX2:    12 chains of vfmadd on ymm (8 lanes):  12 * 8 * 2 = 192 flops per iteration
+//     (16 ymm registers: 12 accumulators + 2 constants).
+//   SSE2:    12 chains of mulps + addps on xmm (4 lanes, no FMA in SSE2): 12 * 4 * 2 = 96 flops
+//     per iteration. This is the peak an SSE2 kernel (mul then add) can reach.
+#pragma once
+
+namespace attn_bench {
+
+constexpr double kFlopsPerIterAvx512 = 16.0 * 16.0 * 2.0;
+constexpr double kFlopsPerIterAvx2 = 12.0 * 8.0 * 2.0;
+constexpr double kFlopsPerIterSse2 = 12.0 * 4.0 * 2.0;
+
+float peak_loop_avx512(long iters);
+float peak_loop_avx2(long iters);
+float peak_loop_sse2(long iters);
+
+} // namespace attn_bench

@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Plot libattn's GFLOP/s against sequence length, next to the baselines.
+
+Reads the JSON that attn_bench writes (section "sweep": B=1, H=8, head_dim 128, non-causal,
+one thread) and draws one curve per implementation, with the FMA peaks measured in the same run
+as horizontal lines.
+
+  python3 bench/plot.py --json bench_results.json            # plot an existing run
+  python3 bench/plot.py --run build/bench/attn_bench          # run the sweep, then plot
+  python3 bench/plot.py --run build/bench/attn_bench --quick  # shorter sweep (n <= 1024)
+  python3 bench/plot.py --json bench_results.json --markdown  # also print the README tables
+
+Writes bench/attn_gflops.png unless --out says otherwise. Needs matplotlib.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def fmt(x, digits=2):
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def print_markdown(data):
+    """The figures of one run as Markdown tables (the README keeps the last full run's)."""
+    m = data.get("machine", {})
+    print(f'Machine: {m.get("cpu")}, {m.get("hardware_threads")} hardware threads, {m.get("kernel")}; '
+          f'libattn {m.get("libattn_version")} (default ISA {m.get("libattn_default_isa")}); '
+          f'OpenBLAS default corename {m.get("openblas_corename_default")}; g++ {m.get("compiler")}; '
+          f'{m.get("date_utc")}; mode {m.get("mode")}; load average at start {m.get("load_average_start")}.\n')
+    peaks = {p["isa"]: p["gflops"] for p in data.get("peak", [])}
+    stream = {s["threads"]: s["gbs"] for s in data.get("stream", [])}
+    print("| FMA peak avx512 | FMA peak avx2 | mul+add peak sse2 | stream 1 thread | stream 2 threads |")
+    print("|---|---|---|---|---|")
+    print(f'| {fmt(peaks.get("avx512"), 1)} GFLOP/s | {fmt(peaks.get("avx2"), 1)} GFLOP/s | '
+          f'{fmt(peaks.get("sse2"), 1)} GFLOP/s | {fmt(stream.get(1))} GB/s | {fmt(stream.get(2))} GB/s |\n')
+    rows = [r for r in data.get("prefill", []) if r["layout"] == "bhsd"]
+    if rows:
+        print(f'Prefill, B=1, H={rows[0]["heads"]}, n={rows[0]["n"]}, BHSD (GFLOP/s; ratio to the same ISA\'s peak):\n')
+        print("| ISA | head_dim | causal | mask | 1 thread | of peak | 2 threads | speedup |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            if r["threads"] != 1:
+                continue
+            two = next((t for t in rows if t["threads"] == 2 and all(
+                t[k] == r[k] for k in ("isa", "head_dim", "causal", "mask"))), None)
+            print(f'| {r["isa"]} | {r["head_dim"]} | {"yes" if r["causal"] else "no"} | {r["mask"]} | '
+                  f'{fmt(r["gflops"], 1)} | {fmt(r.get("peak_ratio"))} | '
+                  f'{fmt(two["gflops"], 1) if two else "–"} | '
+                  f'{fmt(r["best_s"] / two["best_s"]) if two else "–"} |')
+        print()
+    dec = data.get("decode", [])
+    if dec:
+        print("Decode, seq_q=1, seq_k=32768, heads 32/8, head_dim 128 (K+V GB/s; ratio to the 2-thread stream):\n")
+        print("| ISA | threads | cold GB/s | of 2-thread stream | hot GB/s |")
+        print("|---|---|---|---|---|")
+        for r in dec:
+            if r["mode"] != "cold":
+                continue
+            hot = next((h for h in dec if h["mode"] == "hot" and h["isa"] == r["isa"] and h["threads"] == r["threads"]), None)
+            print(f'| {r["isa"]} | {r["threads"]} | {fmt(r["gbs"])} | {fmt(r["ratio_to_stream_2_threads"])} | '
+                  f'{fmt(hot["gbs"]) if hot else "–"} |')
+        print()
+    ob = data.get("openblas", [])
+    if ob:
+        print("Unfused OpenBLAS baseline (GFLOP/s end to end, and of its two GEMMs alone):\n")
+        print("| corename | head_dim | causal | threads | end to end | GEMMs alone | softmax share |")
+        print("|---|---|---|---|---|---|---|")
+        for r in ob:
+            print(f'| {r["corename"]}{" (forced)" if r["forced"] else ""} | {r["head_dim"]} | '
+                  f'{"yes" if r["causal"] else "no"} | {r["threads"]} | {fmt(r["gflops"], 1)} | '
+                  f'{fmt(r["gemm_only_gflops"], 1)} | {fmt(100 * (1 - r["gemm_share"]), 0)} % |')
+        print()
+    small = data.get("small", [])
+    if small:
+        print("Small shapes, H=1, head_dim 64 (ns per call):\n")
+        print("| n | scalar loop | libattn 1 thread | libattn 2 threads |")
+        print("|---|---|---|---|")
+        for n in sorted({r["n"] for r in small}):
+            ref = next((r["ns_per_call"] for r in small if r["n"] == n and r["impl"] == "scalar_ref"), None)
+            lib = {r["threads"]: r["ns_per_call"] for r in small if r["n"] == n and r["impl"] == "libattn"}
+            print(f"| {n} | {fmt(ref, 0)} | {fmt(lib.get(1), 0)} | {fmt(lib.get(2), 0)} |")
+        print()
+    mem = data.get("memory", [])
+    if mem:
+        print("Memory, attn_forward at n=16384, d=64: peak RSS growth beyond the operands: " + ", ".join(
+            f'{fmt(r["growth_mib"])} MiB ({r["threads"]} thread{"s" if r["threads"] > 1 else ""})' for r in mem)
+            + f' (operands {fmt(mem[0]["operands_mib"], 0)} MiB; a seq x seq buffer would be '
+            f'{fmt(mem[0]["seq_x_seq_buffer_mib"], 0)} MiB).\n')
+    tg = data.get("targets", [])
+    if tg:
+        print("Targets of issue 4:\n")
+        print("| target | ISA | measured | goal | |")
+        print("|---|---|---|---|---|")
+        for t in tg:
+            print(f'| {t["target"]} | {t["isa"]} | {fmt(t["value"], 3)} | {t["comparison"]} {fmt(t["goal"])} | '
+                  f'{"pass" if t["pass"] else "**miss**"} |')
+        print()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json", default="bench_results.json", help="attn_bench output (read, or written by --run)")
+    ap.add_argument("--run", metavar="ATTN_BENCH", help="run this attn_bench in --sweep-only mode first")
+    ap.add_argument("--quick", action="store_true", help="with --run: a short sweep")
+    ap.add_argument("--out", default=os.path.join(HERE, "attn_gflops.png"), help="PNG to write")
+    ap.add_argument("--markdown", action="store_true",
+                    help="print the figures of a full run as Markdown tables (for bench/README.md)")
+    args = ap.parse_args()
+
+    if args.run:
+        cmd = [args.run, "--sweep-only", "--json", args.json] + (["--quick"] if args.quick else [])
+        print("running:", " ".join(cmd), flush=True)
+        subprocess.run(cmd, check=True)
+
+    with open(args.json) as f:
+        data = json.load(f)
+    if args.markdown:
+        print_markdown(data)
+    sweep = data.get("sweep", [])
+    if not sweep:
+        sys.exit(f"{args.json} has no 'sweep' section: run attn_bench without --no-sweep")
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = {}
+    for r in sweep:
+        curves.setdefault(r["label"], []).append((r["n"], r["gflops"]))
+
+    def style(label):
+        if label.startswith("libattn"):
+            color = "tab:blue" if "avx512" in label else "tab:cyan"
+            return dict(marker="o", linewidth=2.4, color=color)
+        if label.startswith("OpenBLAS"):
+            forced = any(r.get("forced") for r in sweep if r["label"] == label)
+            return dict(marker="s", linewidth=1.6, linestyle="--",
+                        color="tab:green" if forced else "tab:olive")
+        return dict(marker="^", linewidth=1.6, linestyle=":", color="tab:brown")
+
+    fig, ax = plt.subplots(figsize=(9, 5.5), dpi=120)
+    order = sorted(curves, key=lambda l: (not l.startswith("libattn"), not l.startswith("OpenBLAS"), l))
+    for label in order:
+        pts = sorted(curves[label])
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label, **style(label))
+
+    ns = sorted({r["n"] for r in sweep})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ns)
+    ax.set_xticklabels([str(n) for n in ns])
+    ax.set_xlim(ns[0] / 1.25, ns[-1] * 1.25)
+
+    # The FMA peaks of the same run: the ceiling each ISA's kernel aims at.
+    colors = {"avx512": "black", "avx2": "dimgray"}
+    for p in data.get("peak", []):
+        if p["isa"] in colors and p.get("gflops"):
+            ax.axhline(p["gflops"], color=colors[p["isa"]], linewidth=1, linestyle="-.", alpha=0.7)
+            ax.text(ns[0] / 1.2, p["gflops"], f' {p["isa"]} FMA peak, 1 core: {p["gflops"]:.0f} GFLOP/s',
+                    va="bottom", ha="left", fontsize=8, color=colors[p["isa"]])
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("sequence length n (seq_q = seq_k)")
+    ax.set_ylabel("GFLOP/s  (4·H·n²·d / time)")
+    m = data.get("machine", {})
+    ax.set_title("Attention forward, fp32, B=1, H=8, head_dim 128, non-causal, 1 thread\n"
+                 f'{m.get("cpu", "?")}, {m.get("hardware_threads", "?")} threads, '
+                 f'libattn {m.get("libattn_version", "?")}, {m.get("date_utc", "")[:10]}', fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    load = m.get("load_average_start", "")
+    if load and float(load.split()[0]) > 1.0:
+        fig.text(0.01, 0.01, f"note: the machine was busy during this run (load average {load}); "
+                 "figures are low and noisy", fontsize=8, color="tab:red")
+    ax.legend(loc="best", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(args.out)
+    print("wrote", args.out)
+
+
+if __name__ == "__main__":
+    main()
