@@ -1,0 +1,117 @@
+package org.libattn;
+
+/**
+ * Entry points of libattn that need no descriptor: the simple one-sequence attention, version,
+ * thread count and kernel (ISA) selection.
+ *
+ * <p>Errors: a {@code null} required array throws {@link NullPointerException}, a negative size
+ * or an array whose length does not match throws {@link IllegalArgumentException} (checked
+ * before anything reaches native code), and a failure reported by the library throws
+ * {@link AttentionException} with its status and message. All methods are thread-safe.
+ */
+public final class Attention {
+    private Attention() {}
+
+    /**
+     * The original one-sequence, one-head {@code attention(Q, K, V, causal, pad_mask)}, scale
+     * 1/sqrt(d).
+     *
+     * @param q       queries, [n][d] row-major, length exactly n*d
+     * @param k       keys, [n][d], length exactly n*d
+     * @param v       values, [n][d], length exactly n*d
+     * @param n       sequence length (the library rejects 0)
+     * @param d       vector size (the library rejects 0)
+     * @param causal  true: query i sees keys j &lt;= i; false: no causal rule
+     * @param padMask [n], true = real token, false = padding (never attended, never read);
+     *                null = no padding
+     * @return the output, [n][d] row-major
+     * @throws NullPointerException     q, k or v is null
+     * @throws IllegalArgumentException n or d is negative, n*d exceeds the largest Java array,
+     *                                  or an array length does not match
+     * @throws AttentionException       the library refused the call (e.g. n or d is 0)
+     */
+    public static float[] simple(float[] q, float[] k, float[] v, int n, int d, boolean causal,
+            boolean[] padMask) {
+        float[] out = new float[checkedProduct(n, d)];
+        simple(q, k, v, n, d, causal, padMask, out);
+        return out;
+    }
+
+    /**
+     * As {@link #simple(float[], float[], float[], int, int, boolean, boolean[])}, writing into
+     * {@code out} (length exactly n*d, a different array from q, k and v).
+     */
+    public static void simple(float[] q, float[] k, float[] v, int n, int d, boolean causal,
+            boolean[] padMask, float[] out) {
+        int nd = checkedProduct(n, d);
+        Checks.exactLength(q, "q", nd, "n*d");
+        Checks.exactLength(k, "k", nd, "n*d");
+        Checks.exactLength(v, "v", nd, "n*d");
+        Checks.exactLength(out, "out", nd, "n*d");
+        if (padMask != null && padMask.length != n) {
+            throw new IllegalArgumentException(
+                    "padMask has " + padMask.length + " elements, expected n = " + n);
+        }
+        Checks.notSameArray(out, "out", q, "q", k, "k", v, "v");
+        AttnNative.attn_simple(q, k, v, n, d, causal, padMask, out);
+    }
+
+    private static int checkedProduct(int n, int d) {
+        if (n < 0) {
+            throw new IllegalArgumentException("n (" + n + ") is negative");
+        }
+        if (d < 0) {
+            throw new IllegalArgumentException("d (" + d + ") is negative");
+        }
+        long nd = (long) n * d;
+        if (nd > Checks.MAX_ARRAY) {
+            throw new IllegalArgumentException(
+                    "n*d (" + nd + ") exceeds the largest Java array (" + Checks.MAX_ARRAY + ")");
+        }
+        return (int) nd;
+    }
+
+    /** The library's version, "MAJOR.MINOR.PATCH". */
+    public static String version() {
+        return AttnNative.attn_version_string();
+    }
+
+    /** The library's version as MAJOR*10000 + MINOR*100 + PATCH. */
+    public static int versionNumber() {
+        return (int) AttnNative.attn_version_number();
+    }
+
+    /** Name of the kernel in use: "scalar", "sse2", "avx2" or "avx512". */
+    public static String isa() {
+        return AttnNative.attn_isa();
+    }
+
+    /**
+     * Caps the kernel (process-wide) at {@code name}; null or "" restores the default.
+     *
+     * @throws AttentionException INVALID_ARGUMENT for an unknown name, UNSUPPORTED if this CPU
+     *                            or build lacks it
+     */
+    public static void setIsa(String name) {
+        AttnNative.attn_set_isa(name);
+    }
+
+    /** The number of threads attention calls use now. */
+    public static int numThreads() {
+        return (int) AttnNative.attn_get_num_threads();
+    }
+
+    /**
+     * Sets the number of threads attention calls use (the caller counts as one); 0 restores the
+     * default (ATTN_NUM_THREADS, else the hardware thread count).
+     *
+     * @throws IllegalArgumentException n is negative
+     * @throws AttentionException       the library refused n (above 256)
+     */
+    public static void setNumThreads(int n) {
+        if (n < 0) {
+            throw new IllegalArgumentException("n (" + n + ") is negative");
+        }
+        AttnNative.attn_set_num_threads(n);
+    }
+}

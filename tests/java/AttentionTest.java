@@ -1,0 +1,479 @@
+package org.libattn;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.FloatBuffer;
+import java.util.EnumSet;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+
+/** Values (seed example, float64 reference, strides, buffers) and every documented error path. */
+class AttentionTest {
+    // ------------------------------------------------------------------ helpers
+
+    static FloatBuffer directFloats(int n) {
+        return ByteBuffer.allocateDirect(4 * n).order(ByteOrder.nativeOrder()).asFloatBuffer();
+    }
+
+    static FloatBuffer directFloats(float[] a) {
+        FloatBuffer f = directFloats(a.length);
+        f.put(a).flip();
+        return f;
+    }
+
+    static void assertMentions(String message, String... words) {
+        for (String w : words) {
+            // w as a whole token: not preceded or followed by a letter, digit or underscore
+            assertTrue(Pattern.compile("(?<![A-Za-z0-9_])" + Pattern.quote(w) + "(?![A-Za-z0-9_])")
+                    .matcher(message).find(),
+                    "message should name '" + w + "': " + message);
+        }
+    }
+
+    /** A small GQA descriptor with its reference: b=2, hq=4, hkv=2, sq=5, sk=7, d=8. */
+    static Reference gqa(Causal causal) {
+        return new Reference(2, 4, 2, 5, 7, 8, causal, 0.35);
+    }
+
+    // ------------------------------------------------------------------ values
+
+    @Test
+    void seedExample() {
+        float[] q = {0, 0, 0};
+        float[] k = {1, 2, 3};
+        float[] v = {10, 20, 30};
+        float[] out = Attention.simple(q, k, v, 3, 1, true, null);
+        assertEquals(15.0f, out[1 * 1 + 0]); // out[1][0], exactly
+        assertArrayEquals(new float[] {10f, 15f, 20f}, out, 1e-5f);
+
+        try (AttentionDesc desc = AttentionDesc.builder().seqLen(3).headDim(1)
+                .causal(Causal.TOP_LEFT).build()) {
+            float[] w = desc.weights(q, k, null, null);
+            assertArrayEquals(new float[] {1, 0, 0, 0.5f, 0.5f, 0, 1 / 3f, 1 / 3f, 1 / 3f}, w, 1e-6f);
+            assertEquals(0.0f, w[1]); // masked: exactly 0
+            assertEquals(15.0f, desc.forward(q, k, v, null, null)[1]);
+        }
+    }
+
+    @Test
+    void simpleWithPadMaskMatchesReference() {
+        int n = 6, d = 5;
+        float[] q = Reference.random(1, n * d), k = Reference.random(2, n * d),
+                v = Reference.random(3, n * d);
+        boolean[] pad = {true, true, true, true, false, false};
+        k[4 * d] = Float.NaN; // padding is never read
+        v[5 * d + 1] = Float.NaN;
+        for (boolean causal : new boolean[] {false, true}) {
+            float[] out = Attention.simple(q, k, v, n, d, causal, pad);
+            Reference ref = new Reference(1, 1, 1, n, n, d, causal ? Causal.TOP_LEFT : Causal.NONE,
+                    1 / Math.sqrt(d));
+            assertNull(Reference.compare("out", out, ref.run(q, k, v, pad, null).out, 1e-5));
+        }
+    }
+
+    @Test
+    void descriptorMatchesReferenceForEveryCausalRule() {
+        for (Causal causal : Causal.values()) {
+            Reference ref = gqa(causal);
+            float[] q = Reference.random(10, ref.requiredLen(0)), k = Reference.random(11, ref.requiredLen(1)),
+                    v = Reference.random(12, ref.requiredLen(2));
+            boolean[] keyValid = new boolean[2 * 7];
+            boolean[] allowed = new boolean[5 * 7];
+            for (int i = 0; i < keyValid.length; i++) {
+                keyValid[i] = i % 7 != 3 && i != 13;
+            }
+            for (int i = 0; i < allowed.length; i++) {
+                allowed[i] = i % 5 != 1;
+            }
+            try (AttentionDesc desc = ref.builder().build()) {
+                float[] out = new float[ref.requiredLen(3)];
+                float[] lse = new float[2 * 4 * 5];
+                desc.forward(q, k, v, keyValid, allowed, out, lse);
+                float[] w = desc.weights(q, k, keyValid, allowed);
+                Reference.Result r = ref.run(q, k, v, keyValid, allowed);
+                assertNull(Reference.compare("out", out, r.out, 1e-5), causal.toString());
+                assertNull(Reference.compare("lse", lse, r.lse, 1e-5), causal.toString());
+                assertNull(Reference.compare("weights", w, r.weights, 1e-5), causal.toString());
+            }
+        }
+    }
+
+    @Test
+    void fullyMaskedRowGivesZeroOutputAndMinusInfinityLse() {
+        try (AttentionDesc desc = AttentionDesc.builder().seqLen(2, 3).headDim(2).build()) {
+            float[] q = {1, 2, 3, 4}, k = {1, 0, 0, 1, 1, 1}, v = {5, 6, 7, 8, 9, 10};
+            boolean[] allowed = {false, false, false, true, false, true};
+            float[] out = {9, 9, 9, 9};
+            float[] lse = new float[2];
+            desc.forward(q, k, v, null, allowed, out, lse);
+            assertEquals(0.0f, out[0]);
+            assertEquals(0.0f, out[1]);
+            assertEquals(Float.NEGATIVE_INFINITY, lse[0]);
+            assertTrue(Float.isFinite(lse[1]));
+        }
+    }
+
+    @Test
+    void stridedLayoutsAndLongerArrays() {
+        // BSHD inputs, OUT with a gap after each row: the gap and the tail stay untouched.
+        Reference ref = gqa(Causal.BOTTOM_RIGHT);
+        int b = 2, hq = 4, hkv = 2, sq = 5, sk = 7, d = 8;
+        ref.strides(0, (long) sq * hq * d, d, (long) hq * d);
+        ref.strides(1, (long) sk * hkv * d, d, (long) hkv * d);
+        ref.strides(2, 0, (long) sk * d, d); // broadcast over the batch
+        ref.strides(3, (long) hq * sq * (d + 3), (long) sq * (d + 3), d + 3);
+        float[] q = Reference.random(20, ref.requiredLen(0)), k = Reference.random(21, ref.requiredLen(1)),
+                v = Reference.random(22, ref.requiredLen(2) + 5);
+        try (AttentionDesc desc = ref.builder().build()) {
+            assertEquals(ref.requiredLen(3), desc.requiredLen(Operand.OUT));
+            assertEquals(b * hq * sq, desc.requiredLen(Operand.LSE));
+            assertEquals(b * hq * sq * sk, desc.requiredLen(Operand.WEIGHTS));
+            assertEquals(b * sk, desc.requiredLen(Operand.KEY_VALID));
+            assertEquals(sq * sk, desc.requiredLen(Operand.ALLOWED));
+            float[] out = new float[ref.requiredLen(3) + 4];
+            java.util.Arrays.fill(out, 7.5f);
+            desc.forward(q, k, v, null, null, out, null);
+            double[] expected = ref.run(q, k, v, null, null).out;
+            for (int i = 0; i < out.length; i++) {
+                boolean addressed = i < ref.requiredLen(3) && (i % (d + 3)) < d;
+                if (addressed) {
+                    assertEquals(expected[i], out[i], 1e-5 * Math.max(1, Math.abs(expected[i])), "out[" + i + "]");
+                } else {
+                    assertEquals(7.5f, out[i], "out[" + i + "] is not addressed and must stay untouched");
+                }
+            }
+        }
+    }
+
+    @Test
+    void directBuffersWithPositionsGiveTheArrayResults() {
+        Reference ref = gqa(Causal.TOP_LEFT);
+        float[] q = Reference.random(30, ref.requiredLen(0)), k = Reference.random(31, ref.requiredLen(1)),
+                v = Reference.random(32, ref.requiredLen(2));
+        boolean[] keyValid = new boolean[14];
+        java.util.Arrays.fill(keyValid, true);
+        keyValid[5] = false;
+        try (AttentionDesc desc = ref.builder().build()) {
+            float[] out = new float[ref.requiredLen(3)], lse = new float[40];
+            desc.forward(q, k, v, keyValid, null, out, lse);
+            float[] w = desc.weights(q, k, keyValid, null);
+
+            // q sits at position 3 of a larger buffer; the mask at position 2; out at position 1.
+            FloatBuffer qb = directFloats(q.length + 3);
+            qb.position(3);
+            qb.put(q).position(3);
+            ByteBuffer kvb = ByteBuffer.allocateDirect(16);
+            kvb.position(2);
+            for (boolean x : keyValid) {
+                kvb.put((byte) (x ? 7 : 0)); // any nonzero byte is true
+            }
+            kvb.position(2);
+            FloatBuffer ob = directFloats(out.length + 1);
+            ob.position(1);
+            FloatBuffer lb = directFloats(lse.length);
+            desc.forward(qb, directFloats(k), directFloats(v), kvb, null, ob, lb);
+            assertEquals(3, qb.position(), "positions are not moved");
+            float[] got = new float[out.length];
+            ob.get(1, got);
+            assertArrayEquals(out, got);
+            float[] gotLse = new float[lse.length];
+            lb.get(0, gotLse);
+            assertArrayEquals(lse, gotLse);
+            FloatBuffer wb = directFloats(w.length);
+            desc.weights(qb, directFloats(k), kvb, null, wb);
+            float[] gotW = new float[w.length];
+            wb.get(0, gotW);
+            assertArrayEquals(w, gotW);
+        }
+    }
+
+    @Test
+    void enumsMirrorTheCEnums() {
+        assertEquals(attn_status.values().length, Status.values().length);
+        assertEquals(attn_causal.values().length, Causal.values().length);
+        assertEquals(attn_operand.values().length, Operand.values().length);
+        EnumSet<attn_status> s = EnumSet.noneOf(attn_status.class);
+        for (Status x : Status.values()) {
+            assertTrue(s.add(x.raw));
+            assertSame(x, Status.fromCode(x.code()));
+        }
+        for (Causal x : Causal.values()) {
+            assertSame(x, Causal.fromCode(x.code()));
+        }
+        assertEquals(0, Status.OK.code());
+        assertEquals(2, Status.INVALID_ARGUMENT.code());
+        assertEquals(2, Causal.BOTTOM_RIGHT.code());
+        assertEquals(7, Operand.ALLOWED.code());
+        assertEquals("ok", Status.OK.description());
+    }
+
+    @Test
+    void versionThreadsIsa() {
+        assertTrue(Attention.version().matches("\\d+\\.\\d+\\.\\d+"), Attention.version());
+        String[] p = Attention.version().split("\\.");
+        assertEquals(Integer.parseInt(p[0]) * 10000 + Integer.parseInt(p[1]) * 100
+                + Integer.parseInt(p[2]), Attention.versionNumber());
+        assertTrue(java.util.List.of("scalar", "sse2", "avx2", "avx512").contains(Attention.isa()));
+        assertTrue(Attention.numThreads() >= 1);
+    }
+
+    // ------------------------------------------------------------------ errors: simple
+
+    @Test
+    void simpleNullArrays() {
+        float[] a = new float[6];
+        NullPointerException e = assertThrows(NullPointerException.class,
+                () -> Attention.simple(null, a, a, 3, 2, false, null));
+        assertMentions(e.getMessage(), "q");
+        e = assertThrows(NullPointerException.class, () -> Attention.simple(a, a, null, 3, 2, false, null));
+        assertMentions(e.getMessage(), "v");
+        e = assertThrows(NullPointerException.class,
+                () -> Attention.simple(a, a, a, 3, 2, false, null, null));
+        assertMentions(e.getMessage(), "out");
+    }
+
+    @Test
+    void simpleShortArrays() {
+        float[] six = new float[6], five = new float[5];
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> Attention.simple(six, five, six, 3, 2, true, null));
+        assertMentions(e.getMessage(), "k", "5", "6");
+        e = assertThrows(IllegalArgumentException.class,
+                () -> Attention.simple(six, six, six, 3, 2, true, new boolean[2]));
+        assertMentions(e.getMessage(), "padMask", "2", "3");
+        e = assertThrows(IllegalArgumentException.class,
+                () -> Attention.simple(six, six, six, 3, 2, true, null, five));
+        assertMentions(e.getMessage(), "out");
+        float[] seven = new float[7]; // longer is a mismatch too for the simple API
+        assertThrows(IllegalArgumentException.class,
+                () -> Attention.simple(seven, six, six, 3, 2, true, null));
+    }
+
+    @Test
+    void simpleBadDims() {
+        float[] empty = new float[0];
+        AttentionException e = assertThrows(AttentionException.class,
+                () -> Attention.simple(empty, empty, empty, 0, 4, false, null));
+        assertEquals(Status.INVALID_ARGUMENT, e.status());
+        assertEquals(2, e.code());
+        assertMentions(e.libraryMessage(), "n");
+        assertTrue(e.getMessage().startsWith(Status.INVALID_ARGUMENT.description() + ": "), e.getMessage());
+        e = assertThrows(AttentionException.class,
+                () -> Attention.simple(empty, empty, empty, 4, 0, false, null));
+        assertMentions(e.libraryMessage(), "d");
+        IllegalArgumentException ie = assertThrows(IllegalArgumentException.class,
+                () -> Attention.simple(empty, empty, empty, -1, 4, false, null));
+        assertMentions(ie.getMessage(), "n", "negative");
+        ie = assertThrows(IllegalArgumentException.class,
+                () -> Attention.simple(empty, empty, empty, 1 << 20, 1 << 20, false, null));
+        assertMentions(ie.getMessage(), "n*d");
+    }
+
+    @Test
+    void simpleOutputSameAsInput() {
+        float[] a = new float[6], b = new float[6];
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> Attention.simple(a, b, b, 3, 2, false, null, a));
+        assertMentions(e.getMessage(), "out", "q");
+    }
+
+    // ------------------------------------------------------------------ errors: descriptor
+
+    @Test
+    void badDims() {
+        AttentionException e = assertThrows(AttentionException.class,
+                () -> AttentionDesc.builder().heads(6, 4).seqLen(3).headDim(2).build());
+        assertEquals(Status.INVALID_ARGUMENT, e.status());
+        assertMentions(e.libraryMessage(), "heads_q", "heads_kv", "6", "4");
+        e = assertThrows(AttentionException.class, () -> AttentionDesc.builder().seqLen(0, 3).headDim(2).build());
+        assertMentions(e.libraryMessage(), "seq_q");
+        e = assertThrows(AttentionException.class, () -> AttentionDesc.builder().seqLen(3).build());
+        assertMentions(e.libraryMessage(), "head_dim");
+        e = assertThrows(AttentionException.class,
+                () -> AttentionDesc.builder().batch(0).seqLen(3).headDim(2).build());
+        assertMentions(e.libraryMessage(), "batch");
+        IllegalArgumentException ie = assertThrows(IllegalArgumentException.class,
+                () -> AttentionDesc.builder().batch(-2));
+        assertMentions(ie.getMessage(), "batch", "-2");
+        ie = assertThrows(IllegalArgumentException.class,
+                () -> AttentionDesc.builder().strides(Operand.Q, 1, -1, 1));
+        assertMentions(ie.getMessage(), "headStride");
+    }
+
+    @Test
+    void badCausalScaleAndStrides() {
+        NullPointerException npe = assertThrows(NullPointerException.class,
+                () -> AttentionDesc.builder().causal(null));
+        assertMentions(npe.getMessage(), "causal");
+        IllegalArgumentException ie = assertThrows(IllegalArgumentException.class, () -> Causal.fromCode(3));
+        assertMentions(ie.getMessage(), "causal", "3");
+        AttentionException e = assertThrows(AttentionException.class,
+                () -> AttentionDesc.builder().seqLen(2).headDim(2).scale(Float.NaN).build());
+        assertEquals(Status.INVALID_ARGUMENT, e.status());
+        assertMentions(e.libraryMessage(), "scale");
+        e = assertThrows(AttentionException.class,
+                () -> AttentionDesc.builder().seqLen(2).headDim(2).strides(Operand.LSE, 4, 4, 2).build());
+        assertEquals(Status.INVALID_ARGUMENT, e.status());
+        assertMentions(e.libraryMessage(), "which");
+    }
+
+    @Test
+    void rawLayerNullPointerBecomesAttentionException() {
+        // The face never passes null for q; the raw layer still maps the C status and message.
+        long[] h = new long[1];
+        AttnNative.attn_desc_create(h, 1, 1, 1, 2, 2, 2);
+        assertTrue(h[0] != 0);
+        try {
+            float[] a = new float[4];
+            AttentionException e = assertThrows(AttentionException.class,
+                    () -> AttnNative.attn_forward(h[0], null, a, a, null, null, new float[4], null));
+            assertEquals(Status.NULL_POINTER, e.status());
+            assertMentions(e.libraryMessage(), "q");
+            e = assertThrows(AttentionException.class,
+                    () -> AttnNative.attn_weights(h[0], a, a, null, null, null));
+            assertEquals(Status.NULL_POINTER, e.status());
+            assertMentions(e.libraryMessage(), "weights");
+            IllegalArgumentException ie = assertThrows(IllegalArgumentException.class,
+                    () -> AttnNative.attn_forward(h[0], "not an array", a, a, null, null, a, null));
+            assertMentions(ie.getMessage(), "q");
+            ie = assertThrows(IllegalArgumentException.class,
+                    () -> AttnNative.attn_forward(h[0], FloatBuffer.allocate(4), a, a, null, null, a, null));
+            assertMentions(ie.getMessage(), "q", "direct");
+        } finally {
+            AttnNative.attn_desc_destroy(h[0]);
+        }
+    }
+
+    @Test
+    void forwardNullAndShortArrays() {
+        try (AttentionDesc desc = gqa(Causal.NONE).builder().build()) {
+            float[] q = new float[(int) desc.requiredLen(Operand.Q)];
+            float[] kv = new float[(int) desc.requiredLen(Operand.K)];
+            float[] out = new float[(int) desc.requiredLen(Operand.OUT)];
+            NullPointerException npe = assertThrows(NullPointerException.class,
+                    () -> desc.forward(q, null, kv, out));
+            assertMentions(npe.getMessage(), "k");
+            npe = assertThrows(NullPointerException.class, () -> desc.forward(q, kv, kv, null));
+            assertMentions(npe.getMessage(), "out");
+            npe = assertThrows(NullPointerException.class, () -> desc.weights(q, kv, null, null, null));
+            assertMentions(npe.getMessage(), "weights");
+
+            float[] shortK = new float[kv.length - 1];
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                    () -> desc.forward(q, shortK, kv, out));
+            assertMentions(e.getMessage(), "k", String.valueOf(shortK.length), String.valueOf(kv.length));
+            e = assertThrows(IllegalArgumentException.class,
+                    () -> desc.forward(q, kv, kv, new boolean[13], null, out, null));
+            assertMentions(e.getMessage(), "keyValid", "13", "14");
+            e = assertThrows(IllegalArgumentException.class,
+                    () -> desc.forward(q, kv, kv, null, new boolean[34], out, null));
+            assertMentions(e.getMessage(), "allowed");
+            e = assertThrows(IllegalArgumentException.class,
+                    () -> desc.forward(q, kv, kv, null, null, out, new float[39]));
+            assertMentions(e.getMessage(), "lse", "39", "40");
+            e = assertThrows(IllegalArgumentException.class,
+                    () -> desc.weights(q, kv, null, null, new float[10]));
+            assertMentions(e.getMessage(), "weights", "10");
+            e = assertThrows(IllegalArgumentException.class, () -> desc.forward(q, kv, kv, q));
+            assertMentions(e.getMessage(), "out", "q");
+        }
+    }
+
+    @Test
+    void badBuffers() {
+        try (AttentionDesc desc = AttentionDesc.builder().seqLen(4).headDim(2).build()) {
+            FloatBuffer good = directFloats(8);
+            FloatBuffer out = directFloats(8);
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                    () -> desc.forward(FloatBuffer.allocate(8), good, good, null, null, out, null));
+            assertMentions(e.getMessage(), "q", "direct");
+            FloatBuffer bigEndian = ByteBuffer.allocateDirect(32).order(ByteOrder.BIG_ENDIAN).asFloatBuffer();
+            if (ByteOrder.nativeOrder() == ByteOrder.BIG_ENDIAN) {
+                bigEndian = ByteBuffer.allocateDirect(32).order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer();
+            }
+            FloatBuffer wrongOrder = bigEndian;
+            e = assertThrows(IllegalArgumentException.class,
+                    () -> desc.forward(good, wrongOrder, good, null, null, out, null));
+            assertMentions(e.getMessage(), "k", "byte", "order");
+            e = assertThrows(IllegalArgumentException.class,
+                    () -> desc.forward(good, good, good, null, null, out.asReadOnlyBuffer(), null));
+            assertMentions(e.getMessage(), "out", "read");
+            e = assertThrows(IllegalArgumentException.class,
+                    () -> desc.forward(good, good, good, ByteBuffer.allocate(4), null, out, null));
+            assertMentions(e.getMessage(), "keyValid", "direct");
+            e = assertThrows(IllegalArgumentException.class,
+                    () -> desc.forward(good, directFloats(7), good, null, null, out, null));
+            assertMentions(e.getMessage(), "k", "7", "8");
+            FloatBuffer shifted = directFloats(8);
+            shifted.position(1);
+            e = assertThrows(IllegalArgumentException.class,
+                    () -> desc.forward(good, good, shifted, null, null, out, null));
+            assertMentions(e.getMessage(), "v", "7", "8");
+            NullPointerException npe = assertThrows(NullPointerException.class,
+                    () -> desc.weights(good, null, null, null, directFloats(16)));
+            assertMentions(npe.getMessage(), "k");
+        }
+    }
+
+    @Test
+    void overlappingBuffersAreRefusedByTheLibrary() {
+        try (AttentionDesc desc = AttentionDesc.builder().seqLen(4).headDim(2).build()) {
+            ByteBuffer all = ByteBuffer.allocateDirect(4 * 20).order(ByteOrder.nativeOrder());
+            FloatBuffer f = all.asFloatBuffer();
+            FloatBuffer q = f.duplicate().position(0).slice();
+            FloatBuffer out = f.duplicate().position(4).slice(); // overlaps q's last 4 floats
+            FloatBuffer kv = directFloats(8);
+            AttentionException e = assertThrows(AttentionException.class,
+                    () -> desc.forward(q, kv, kv, null, null, out, null));
+            assertEquals(Status.INVALID_ARGUMENT, e.status());
+            assertMentions(e.libraryMessage(), "out");
+        }
+    }
+
+    @Test
+    void useAfterClose() {
+        AttentionDesc desc = AttentionDesc.builder().seqLen(2).headDim(2).build();
+        float[] a = new float[4];
+        desc.forward(a, a, a, new float[4]);
+        assertFalse(desc.isClosed());
+        desc.close();
+        assertTrue(desc.isClosed());
+        IllegalStateException e = assertThrows(IllegalStateException.class, () -> desc.forward(a, a, a, new float[4]));
+        assertMentions(e.getMessage(), "closed");
+        e = assertThrows(IllegalStateException.class, () -> desc.weights(a, a, null, null));
+        assertMentions(e.getMessage(), "closed");
+        e = assertThrows(IllegalStateException.class,
+                () -> desc.forward(directFloats(4), directFloats(4), directFloats(4), null, null, directFloats(4), null));
+        assertMentions(e.getMessage(), "closed");
+        e = assertThrows(IllegalStateException.class, () -> desc.requiredLen(Operand.Q));
+        assertMentions(e.getMessage(), "closed");
+        desc.close(); // idempotent
+        assertTrue(desc.toString().contains("closed"));
+    }
+
+    @Test
+    void isaAndThreadErrors() {
+        AttentionException e = assertThrows(AttentionException.class, () -> Attention.setIsa("no-such-isa"));
+        assertEquals(Status.INVALID_ARGUMENT, e.status());
+        assertTrue(e.libraryMessage().contains("no-such-isa") || e.libraryMessage().contains("name"),
+                e.libraryMessage());
+        Attention.setIsa(null); // restores the default
+        e = assertThrows(AttentionException.class, () -> Attention.setNumThreads(257));
+        assertEquals(Status.INVALID_ARGUMENT, e.status());
+        assertMentions(e.libraryMessage(), "n");
+        assertThrows(IllegalArgumentException.class, () -> Attention.setNumThreads(-1));
+        int before = Attention.numThreads();
+        Attention.setNumThreads(1);
+        assertEquals(1, Attention.numThreads());
+        Attention.setNumThreads(0);
+        assertEquals(before, Attention.numThreads());
+    }
+}
