@@ -36,6 +36,9 @@ struct KernelInfo {
                     const Partial *partial);
     // weights rows of the item (all keys).
     void (*weights)(const Params &p, const Tensors &t, const WorkItem &w, void *scratch);
+    // The same ISA with one query vector per item (or null): used when a KV head has at most
+    // `narrow->lanes` query rows (decode, small GQA groups), so no lanes are computed in vain.
+    const KernelInfo *narrow;
 };
 
 const KernelInfo &kernel_scalar();

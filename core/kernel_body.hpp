@@ -129,10 +129,31 @@ static inline size_t gather_tile(const Params &p, const Tensors &t, size_t b, si
     return nk;
 }
 
+// Byte-span tests eight bytes at a time: has_zero_byte(w) iff some byte of w is 0.
+static inline uint64_t load_u64(const uint8_t *p) {
+    uint64_t w;
+    __builtin_memcpy(&w, p, 8);
+    return w;
+}
+static inline bool has_zero_byte(uint64_t w) {
+    return ((w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull) != 0;
+}
 // True when none of the bytes [p, p + n) is zero.
 static inline bool all_nonzero(const uint8_t *p, size_t n) {
-    for (size_t x = 0; x < n; ++x)
+    size_t x = 0;
+    for (; x + 8 <= n; x += 8)
+        if (has_zero_byte(load_u64(p + x))) return false;
+    for (; x < n; ++x)
         if (!p[x]) return false;
+    return true;
+}
+// True when every byte of [p, p + n) is zero.
+static inline bool all_zero(const uint8_t *p, size_t n) {
+    size_t x = 0;
+    for (; x + 8 <= n; x += 8)
+        if (load_u64(p + x)) return false;
+    for (; x < n; ++x)
+        if (p[x]) return false;
     return true;
 }
 
@@ -154,13 +175,19 @@ static inline int allowed_tile(const Params &p, const Tensors &t, const Rows &r,
                                const unsigned *kidx, size_t nk, Scratch &s) {
     const size_t sk = p.shape.seq_k;
     const size_t ni = static_cast<size_t>(r.imax - r.imin) + 1;
-    const bool contiguous = kidx[nk - 1] == nk - 1;
+    const size_t span = kidx[nk - 1] + 1; // the tile's keys lie in [jbase, jbase + span)
     bool any_false = false, any_true = false;
     for (size_t qi = 0; qi < ni; ++qi) {
         const uint8_t *a = t.allowed + static_cast<size_t>(r.imin + qi) * sk + jbase;
-        if (contiguous && all_nonzero(a, nk)) {
+        // Fast paths: a row whose bytes over the whole span are all true, or all false.
+        if (all_nonzero(a, span)) {
             any_true = true;
             for (size_t x = 0; x < nk; ++x) s.arow[qi * kBK + x] = 1.0f;
+            continue;
+        }
+        if (all_zero(a, span)) {
+            any_false = true;
+            for (size_t x = 0; x < nk; ++x) s.arow[qi * kBK + x] = 0.0f;
             continue;
         }
         for (size_t x = 0; x < nk; ++x) {
@@ -457,8 +484,7 @@ static void weights_item(const Params &p, const Tensors &t, const WorkItem &w, v
     }
 }
 
-static const KernelInfo &make_info(const char *name, Isa isa) {
-    static const KernelInfo info{name,           isa,           kR,           kBK, kDT,
-                                 &scratch_bytes, &forward_item, &weights_item};
-    return info;
+static KernelInfo make_info(const char *name, Isa isa, const KernelInfo *narrow) {
+    return KernelInfo{name,          isa,           kR,    kBK, kDT, &scratch_bytes,
+                      &forward_item, &weights_item, narrow};
 }

@@ -76,7 +76,8 @@ static inline bool vany(vm m) {
 } // namespace scalar
 
 const KernelInfo &kernel_scalar() {
-    return scalar::make_info("scalar", Isa::Scalar);
+    static const KernelInfo info = scalar::make_info("scalar", Isa::Scalar, nullptr);
+    return info;
 }
 
 } // namespace core

@@ -93,6 +93,7 @@ Plan make_plan(const Params &p, bool allow_split) {
     Plan pl;
     pl.k = &current_kernel();
     pl.group = p.shape.heads_q / p.shape.heads_kv;
+    if (pl.k->narrow && pl.group * p.shape.seq_q <= pl.k->narrow->lanes) pl.k = pl.k->narrow;
     pl.row_blocks = ceil_div(pl.group * p.shape.seq_q, pl.k->lanes);
     pl.items = p.shape.batch * p.shape.heads_kv * pl.row_blocks;
     pl.splits = 1;
