@@ -21,8 +21,9 @@ import org.junit.jupiter.api.Test;
 /**
  * The shared test vectors (tests/vectors, from the project's float64 reference): every case must
  * be reproduced within 1e-5 * max(1, |expected|), masked weights exactly 0, through the float[]
- * API and, bit for bit the same, through direct buffers. Writes $ATTN_XLANG_DIR/java.bin for the
- * cross-language byte-identity check.
+ * API and, bit for bit the same, through direct buffers; then again on every kernel (ISA) the CPU
+ * supports, on 1 and 2 threads (bit-identical across thread counts). Writes
+ * $ATTN_XLANG_DIR/java.bin (default kernel and threads) for the cross-language byte identity.
  */
 class VectorsTest {
     static final double TOL = 1e-5;
@@ -138,6 +139,13 @@ class VectorsTest {
         return a;
     }
 
+    /** out, lse and weights of one case. */
+    static final class Got {
+        float[] out;
+        float[] lse;
+        float[] w;
+    }
+
     @Test
     void sharedVectors() throws IOException {
         Path dir = vectorsDir();
@@ -145,17 +153,14 @@ class VectorsTest {
         assertTrue(cases.size() > 0, "index.txt lists no case");
         ByteArrayOutputStream xlang = new ByteArrayOutputStream();
         List<String> failures = new ArrayList<>();
-        int checked = 0;
         for (Case c : cases) {
-            String name = c.get("name");
             try {
-                String msg = runCase(dir, c, xlang);
-                if (msg != null) {
-                    failures.add(name + ": " + msg);
-                }
-                checked++;
+                Got g = runCase(dir, c, true);
+                putLE(xlang, g.out);
+                putLE(xlang, g.lse);
+                putLE(xlang, g.w);
             } catch (RuntimeException | AssertionError e) {
-                failures.add(name + ": " + e);
+                failures.add(c.get("name") + " (default ISA and threads): " + e.getMessage());
             }
         }
         String xdir = System.getenv("ATTN_XLANG_DIR");
@@ -163,15 +168,57 @@ class VectorsTest {
             Files.createDirectories(Paths.get(xdir));
             Files.write(Paths.get(xdir, "java.bin"), xlang.toByteArray());
         }
-        System.out.println("shared vectors: " + checked + " cases run, " + failures.size() + " failed");
+
+        // Every kernel this CPU supports, on 1 thread and on 2: within tolerance of the
+        // expected values, and bit-identical whatever the thread count.
+        int defaultThreads = Attention.numThreads();
+        List<String> isas = new ArrayList<>();
+        try {
+            for (String isa : new String[] {"scalar", "sse2", "avx2", "avx512"}) {
+                try {
+                    Attention.setIsa(isa);
+                } catch (AttentionException e) {
+                    assertEquals(Status.UNSUPPORTED, e.status(), isa + ": " + e.getMessage());
+                    continue; // this CPU or build lacks it
+                }
+                isas.add(isa);
+                for (int threads : new int[] {1, 2}) {
+                    Attention.setNumThreads(threads);
+                    for (int i = 0; i < cases.size(); i++) {
+                        Case c = cases.get(i);
+                        String where = c.get("name") + " (isa " + isa + ", " + threads + " threads)";
+                        try {
+                            Got g = runCase(dir, c, false);
+                            if (threads == 2) {
+                                Attention.setNumThreads(1);
+                                Got one = runCase(dir, c, false);
+                                Attention.setNumThreads(2);
+                                if (!sameBits(g.out, one.out) || !sameBits(g.lse, one.lse)
+                                        || !sameBits(g.w, one.w)) {
+                                    failures.add(where + ": differs from 1 thread");
+                                }
+                            }
+                        } catch (RuntimeException | AssertionError e) {
+                            failures.add(where + ": " + e.getMessage());
+                        }
+                    }
+                }
+            }
+        } finally {
+            Attention.setIsa(null);
+            Attention.setNumThreads(0);
+        }
+        assertEquals(defaultThreads, Attention.numThreads());
+        assertTrue(isas.contains("scalar"), "the scalar kernel must always be available");
+        System.out.println("shared vectors: " + cases.size() + " cases, ISAs " + isas + ", "
+                + failures.size() + " failure(s)");
         if (!failures.isEmpty()) {
-            fail(failures.size() + " of " + cases.size() + " shared vector cases failed:\n"
-                    + String.join("\n", failures));
+            fail(failures.size() + " shared vector check(s) failed:\n" + String.join("\n", failures));
         }
     }
 
-    /** Runs one case; returns a failure description or null. */
-    static String runCase(Path dir, Case c, ByteArrayOutputStream xlang) throws IOException {
+    /** Runs one case and checks it (AssertionError on a mismatch); optionally via buffers too. */
+    static Got runCase(Path dir, Case c, boolean alsoBuffers) throws IOException {
         String name = c.get("name");
         int b = c.i("batch"), hq = c.i("heads_q"), hkv = c.i("heads_kv");
         int sq = c.i("seq_q"), sk = c.i("seq_k"), d = c.i("head_dim");
@@ -202,23 +249,21 @@ class VectorsTest {
             float[] expLse = readF32(dir, name, "lse", (long) b * hq * sq);
             float[] expW = readF32(dir, name, "weights", (long) b * hq * sq * sk);
 
-            float[] out = new float[(int) desc.requiredLen(Operand.OUT)]; // zero-initialised
-            float[] lse = new float[(int) desc.requiredLen(Operand.LSE)];
-            desc.forward(q, k, v, keyValid, allowed, out, lse);
-            float[] w = desc.weights(q, k, keyValid, allowed);
-            putLE(xlang, out);
-            putLE(xlang, lse);
-            putLE(xlang, w);
+            Got g = new Got();
+            g.out = new float[(int) desc.requiredLen(Operand.OUT)]; // zero-initialised
+            g.lse = new float[(int) desc.requiredLen(Operand.LSE)];
+            desc.forward(q, k, v, keyValid, allowed, g.out, g.lse);
+            g.w = desc.weights(q, k, keyValid, allowed);
 
-            String m = Reference.compare("out", out, widen(expOut), TOL);
+            String m = Reference.compare("out", g.out, widen(expOut), TOL);
             if (m == null) {
-                m = Reference.compare("lse", lse, widen(expLse), TOL);
+                m = Reference.compare("lse", g.lse, widen(expLse), TOL);
             }
             if (m == null) {
-                m = Reference.compare("weights", w, widen(expW), TOL);
+                m = Reference.compare("weights", g.w, widen(expW), TOL);
             }
             if (m != null) {
-                return m;
+                throw new AssertionError(m);
             }
             // Masked weights are exactly 0 (the mask recomputed here from the case's rules).
             Reference rules = new Reference(b, hq, hkv, sq, sk, d, causal, 1.0);
@@ -227,25 +272,27 @@ class VectorsTest {
                     for (int i = 0; i < sq; i++) {
                         for (int j = 0; j < sk; j++) {
                             int idx = ((bi * hq + h) * sq + i) * sk + j;
-                            if (!rules.visible(bi, i, j, keyValid, allowed) && w[idx] != 0.0f) {
-                                return "weights[" + idx + "] is masked but " + w[idx];
+                            if (!rules.visible(bi, i, j, keyValid, allowed) && g.w[idx] != 0.0f) {
+                                throw new AssertionError("weights[" + idx + "] is masked but " + g.w[idx]);
                             }
                         }
                     }
                 }
             }
-            // Direct buffers give the same bits as arrays.
-            FloatBuffer bout = direct(new float[out.length]);
-            FloatBuffer blse = direct(new float[lse.length]);
-            FloatBuffer bw = direct(new float[w.length]);
-            desc.forward(direct(q), direct(k), direct(v), direct(keyValid), direct(allowed), bout, blse);
-            desc.weights(direct(q), direct(k), direct(keyValid), direct(allowed), bw);
-            if (!sameBits(out, toArray(bout)) || !sameBits(lse, toArray(blse))
-                    || !sameBits(w, toArray(bw))) {
-                return "direct-buffer results differ from the float[] results";
+            if (alsoBuffers) {
+                // Direct buffers give the same bits as arrays.
+                FloatBuffer bout = direct(new float[g.out.length]);
+                FloatBuffer blse = direct(new float[g.lse.length]);
+                FloatBuffer bw = direct(new float[g.w.length]);
+                desc.forward(direct(q), direct(k), direct(v), direct(keyValid), direct(allowed), bout, blse);
+                desc.weights(direct(q), direct(k), direct(keyValid), direct(allowed), bw);
+                if (!sameBits(g.out, toArray(bout)) || !sameBits(g.lse, toArray(blse))
+                        || !sameBits(g.w, toArray(bw))) {
+                    throw new AssertionError("direct-buffer results differ from the float[] results");
+                }
             }
+            return g;
         }
-        return null;
     }
 
     static boolean sameBits(float[] a, float[] b) {
