@@ -11,7 +11,9 @@
  * kinds, byte order and lengths against attn_desc_required_len before calling; the checks here
  * are a second line of defence, so a mistake in the face gives an exception, not a wild pointer):
  *   [A] const float *q, *k, *v; float *out, *lse, *weights  ->  Object: float[] (critical
- *       array access, zero copy) or a direct FloatBuffer (GetDirectBufferAddress), or null.
+ *       array access, zero copy) or a direct FloatBuffer (GetDirectBufferAddress; its address
+ *       must be 4-byte aligned, which a view of a ByteBuffer sliced at an odd offset is not),
+ *       or null.
  *   [B] const bool *pad_mask, *key_valid, *allowed          ->  Object: boolean[] (critical) or
  *       a direct ByteBuffer, or null.
  *       Critical arrays are pinned in the "check" phase, after every "in" typemap has run, and
@@ -158,6 +160,11 @@ static void attn_jni_throw(JNIEnv *jenv, attn_status status) {
       if (!$1) {
         SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException,
                                 "NAME: the buffer is not direct");
+        return $null;
+      }
+      if ((uintptr_t)$1 % sizeof(*$1) != 0) {
+        SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException,
+                                "NAME: the buffer's address is not aligned to its element size");
         return $null;
       }
     } else {

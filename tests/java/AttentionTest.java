@@ -417,6 +417,11 @@ class AttentionTest {
             e = assertThrows(IllegalArgumentException.class,
                     () -> desc.forward(good, good, shifted, null, null, out, null));
             assertMentions(e.getMessage(), "v", "7", "8");
+            FloatBuffer misaligned = ByteBuffer.allocateDirect(33).position(1).slice()
+                    .order(ByteOrder.nativeOrder()).asFloatBuffer();
+            e = assertThrows(IllegalArgumentException.class,
+                    () -> desc.forward(good, good, misaligned, null, null, out, null));
+            assertMentions(e.getMessage(), "v", "aligned");
             NullPointerException npe = assertThrows(NullPointerException.class,
                     () -> desc.weights(good, null, null, null, directFloats(16)));
             assertMentions(npe.getMessage(), "k");
