@@ -496,8 +496,10 @@ static void weights_item(const Params &p, const Tensors &t, const WorkItem &w, v
         if (!score_tile(p, t, w, r, s, ti)) continue;
         for (size_t x = 0; x < ti.nk; ++x)
             for (size_t n = 0; n < kNV; ++n) {
-                const vf e = vexp(vload(s.st + x * kR + n * kL) - msafe[n]) * inv[n];
-                vstore(s.st + x * kR + n * kL, e);
+                // A hidden key (score -inf) is exactly 0 even when the row's max is NaN.
+                const vf sc = vload(s.st + x * kR + n * kL);
+                const vf e = vexp(sc - msafe[n]) * inv[n];
+                vstore(s.st + x * kR + n * kL, vsel(veq(sc, ninf), zero, e));
             }
         for (size_t x = 0; x < ti.nk; ++x) {
             const size_t col = ti.jbase + s.kidx[x];
