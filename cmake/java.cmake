@@ -128,6 +128,9 @@ add_jar(attn_java_demo_jar
   ENTRY_POINT Demo
   OUTPUT_DIR "${_attn_java_dir}")
 get_target_property(_attn_java_demo_jar attn_java_demo_jar JAR_FILE)
+if(TARGET attn_demo)
+  add_dependencies(attn_java_demo_jar attn_demo) # ctest java_demo compares with its output
+endif()
 
 file(GLOB _attn_java_bench_src CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/bench/java/*.java")
 add_jar(attn_java_bench_jar
