@@ -38,12 +38,17 @@ build_target() {
 }
 
 # Does the build define this target?
+targets=
 has_target() {
-    if [ -f "$build/build.ninja" ]; then
-        ninja -C "$build" -t targets all 2>/dev/null | grep -q "^$1:"
-    else
-        make -C "$build" help 2>/dev/null | grep -q "\.\.\. $1\$"
+    # (listed once into a variable: `producer | grep -q` fails under pipefail with SIGPIPE)
+    if [ -z "$targets" ]; then
+        if [ -f "$build/build.ninja" ]; then
+            targets=$(ninja -C "$build" -t targets all 2>/dev/null | sed 's/:.*//')
+        else
+            targets=$(make -C "$build" help 2>/dev/null | sed -n 's/^\.\.\. //p')
+        fi
     fi
+    grep -qx -- "$1" <<<"$targets"
 }
 
 # Keep the two result lines of one language from a command's output; 1 if they are missing.
