@@ -30,10 +30,16 @@ static inline size_t kround_up(size_t x, size_t m) {
     return (x + m - 1) / m * m;
 }
 
-// Scratch carving. All float blocks start 64-byte aligned.
+// Row blocks per item: a work item holds kM blocks of kR rows that share every K/V tile, so a
+// tile is fetched from L2/L3 once per kM * kR queries rather than once per kR (at head_dim 128
+// and seq 2048 one head's K and V are 2 MiB: they do not stay in L2 between items).
+constexpr size_t kM = kNV == 1 ? 1 : 4;
+constexpr size_t kRows = kM * kR;
+
+// Scratch carving. All float blocks start 64-byte aligned. Per-block state is kM times.
 struct Scratch {
     float *qt, *st, *ot, *m, *l, *vis, *lim, *mask, *arow, *vtail, *zero;
-    const float **krow, **vrow;
+    const float **krow, **vrow, **trow;
     unsigned *kidx;
 };
 
@@ -46,12 +52,12 @@ static inline size_t scratch_layout(const Params &p, unsigned char *base, Scratc
         return ptr;
     };
     Scratch x;
-    x.qt = reinterpret_cast<float *>(take(sizeof(float) * d * kR));
+    x.qt = reinterpret_cast<float *>(take(sizeof(float) * kM * d * kR));
+    x.ot = reinterpret_cast<float *>(take(sizeof(float) * kM * dp * kR));
+    x.m = reinterpret_cast<float *>(take(sizeof(float) * kM * kR));
+    x.l = reinterpret_cast<float *>(take(sizeof(float) * kM * kR));
+    x.vis = reinterpret_cast<float *>(take(sizeof(float) * kM * kR));
     x.st = reinterpret_cast<float *>(take(sizeof(float) * (kBK + kKT) * kR));
-    x.ot = reinterpret_cast<float *>(take(sizeof(float) * dp * kR));
-    x.m = reinterpret_cast<float *>(take(sizeof(float) * kR));
-    x.l = reinterpret_cast<float *>(take(sizeof(float) * kR));
-    x.vis = reinterpret_cast<float *>(take(sizeof(float) * kR));
     x.lim = reinterpret_cast<float *>(take(sizeof(float) * kR));
     x.mask = reinterpret_cast<float *>(take(sizeof(float) * kBK * kR));
     x.arow = reinterpret_cast<float *>(take(sizeof(float) * kBK * kR));
@@ -59,6 +65,7 @@ static inline size_t scratch_layout(const Params &p, unsigned char *base, Scratc
     x.zero = reinterpret_cast<float *>(take(sizeof(float) * d));
     x.krow = reinterpret_cast<const float **>(take(sizeof(float *) * (kBK + kKT)));
     x.vrow = reinterpret_cast<const float **>(take(sizeof(float *) * kBK));
+    x.trow = reinterpret_cast<const float **>(take(sizeof(float *) * kBK));
     x.kidx = reinterpret_cast<unsigned *>(take(sizeof(unsigned) * kBK));
     if (s) *s = x;
     return off;
@@ -77,16 +84,39 @@ struct Rows {
     long long imin, imax;
 };
 
-static inline void item_rows(const Params &p, const WorkItem &w, Rows *r) {
+// Rows [r0, r0 + rows) (rows <= kR) of the item's KV head.
+static inline void block_rows(const Params &p, const WorkItem &w, size_t r0, size_t rows, Rows *r) {
     const size_t group = p.shape.heads_q / p.shape.heads_kv;
-    r->n = w.rows;
+    r->n = rows;
     for (size_t l = 0; l < kR; ++l) {
-        const size_t row = w.r0 + (l < w.rows ? l : w.rows - 1);
+        const size_t row = r0 + (l < rows ? l : rows - 1);
         r->i[l] = static_cast<long long>(row / group);
         r->h[l] = w.kvh * group + row % group;
     }
     r->imin = r->i[0];
-    r->imax = r->i[w.rows - 1];
+    r->imax = r->i[rows - 1];
+}
+
+// One row block of an item and its online-softmax state (pointers into Scratch).
+struct Block {
+    Rows r;
+    float *qt, *ot, *m, *l, *vis;
+    size_t kend; // keys at or past kend are causally hidden from every row of the block
+};
+
+static inline size_t item_blocks(const Params &p, const WorkItem &w, Scratch &s, Block *blk) {
+    const size_t d = p.shape.head_dim, dp = kround_up(d, kDT);
+    size_t nb = 0;
+    for (size_t r0 = 0; r0 < w.rows; r0 += kR, ++nb) {
+        Block &b = blk[nb];
+        block_rows(p, w, w.r0 + r0, kmin(kR, w.rows - r0), &b.r);
+        b.qt = s.qt + nb * d * kR;
+        b.ot = s.ot + nb * dp * kR;
+        b.m = s.m + nb * kR;
+        b.l = s.l + nb * kR;
+        b.vis = s.vis + nb * kR;
+    }
+    return nb;
 }
 
 // qt[dd][l] = scale * q[b][h_l][i_l][dd]
@@ -252,9 +282,10 @@ struct TileInfo {
     size_t kidx_span(const unsigned *kidx) const { return nk ? kidx[nk - 1] + 1 : 0; }
 };
 
-static inline bool score_tile(const Params &p, const Tensors &t, const WorkItem &w, const Rows &r,
-                              Scratch &s, TileInfo &ti) {
+static inline bool score_tile(const Params &p, const Tensors &t, const Block &blk, Scratch &s,
+                              TileInfo &ti) {
     const size_t d = p.shape.head_dim, nk = ti.nk, jbase = ti.jbase;
+    const Rows &r = blk.r;
     const long long off = causal_offset(p);
     // Which masks bite in this tile?
     const bool causal_partial =
@@ -266,24 +297,22 @@ static inline bool score_tile(const Params &p, const Tensors &t, const WorkItem 
     }
     ti.partial = causal_partial || allow == 2;
 
-    // Q.K^T over kKT-row blocks; rows past nk read a zero row and are ignored afterwards.
-    const float *kb = t.k + w.b * p.k.batch + w.kvh * p.k.head;
-    for (size_t x = 0; x < nk; ++x) s.krow[x] = kb + (jbase + s.kidx[x]) * p.k.row;
+    // Q.K^T over kKT-row blocks (s.krow was set for the tile; rows past nk point at a zero row
+    // and are ignored afterwards).
     const size_t nkr = kround_up(nk, kKT);
-    for (size_t x = nk; x < nkr; ++x) s.krow[x] = s.zero;
-    for (size_t x = 0; x < nkr; x += kKT) qk_block(s.krow + x, s.qt, d, s.st + x * kR);
+    for (size_t x = 0; x < nkr; x += kKT) qk_block(s.krow + x, blk.qt, d, s.st + x * kR);
 
     // Mask: hidden scores become -inf (select, so NaN/Inf of a hidden key cannot leak).
     const vf ninf = vbcast(kNegInf), one = vbcast(1.0f);
     if (!ti.partial) {
-        for (size_t n = 0; n < kNV; ++n) vstore(s.vis + n * kL, one);
+        for (size_t n = 0; n < kNV; ++n) vstore(blk.vis + n * kL, one);
         return true;
     }
     vf lim[kNV], vis[kNV];
     if (causal_partial) causal_limits(p, r, jbase, s.lim);
     for (size_t n = 0; n < kNV; ++n) {
         lim[n] = causal_partial ? vload(s.lim + n * kL) : vbcast(16777216.0f);
-        vis[n] = vload(s.vis + n * kL);
+        vis[n] = vload(blk.vis + n * kL);
     }
     const vf zero = vzero();
     for (size_t x = 0; x < nk; ++x) {
@@ -295,7 +324,7 @@ static inline bool score_tile(const Params &p, const Tensors &t, const WorkItem 
             vis[n] = vsel(ok, one, vis[n]);
         }
     }
-    for (size_t n = 0; n < kNV; ++n) vstore(s.vis + n * kL, vis[n]);
+    for (size_t n = 0; n < kNV; ++n) vstore(blk.vis + n * kL, vis[n]);
     return true;
 }
 
@@ -333,90 +362,120 @@ static void zero_floats(float *p, size_t n) {
     for (size_t x = 0; x < n; ++x) p[x] = 0.0f;
 }
 
-// Runs the tiles of one item. Forward mode accumulates ot; weights mode (ot == nullptr) only
-// tracks m and l.
-static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, const Rows &r,
-                      Scratch &s, bool with_pv) {
-    const size_t d = p.shape.head_dim, dp = kround_up(d, kDT);
-    const size_t kend = causal_key_end(p, r, w.k_end);
+// Online softmax update of one block for the scores in s.st: new running max, rescale of the
+// sum (and of the output accumulator when with_pv), probabilities exp(s - m) in place.
+static inline void softmax_tile(Block &blk, Scratch &s, size_t nk, size_t dp, bool with_pv) {
     const vf ninf = vbcast(kNegInf), zero = vzero();
+    vf mnew[kNV], msafe[kNV], alpha[kNV], lsum[kNV];
+    bool rescale = false;
     for (size_t n = 0; n < kNV; ++n) {
-        vstore(s.m + n * kL, ninf);
-        vstore(s.l + n * kL, zero);
-        vstore(s.vis + n * kL, zero);
+        vf mt = ninf;
+        for (size_t x = 0; x < nk; ++x) mt = vmax(mt, vload(s.st + x * kR + n * kL));
+        const vf mold = vload(blk.m + n * kL);
+        mnew[n] = vmax(mold, mt);
+        msafe[n] = vsel(veq(mnew[n], ninf), zero, mnew[n]); // -inf - -inf would be NaN
+        alpha[n] = vexp(mold - msafe[n]);
+        rescale |= vany(vne(mold, mnew[n]));
+        lsum[n] = zero;
     }
-    if (with_pv) zero_floats(s.ot, dp * kR);
+    for (size_t x = 0; x < nk; ++x)
+        for (size_t n = 0; n < kNV; ++n) {
+            const vf e = vexp(vload(s.st + x * kR + n * kL) - msafe[n]);
+            vstore(s.st + x * kR + n * kL, e);
+            lsum[n] = lsum[n] + e;
+        }
+    for (size_t n = 0; n < kNV; ++n) {
+        vstore(blk.l + n * kL, vfma(vload(blk.l + n * kL), alpha[n], lsum[n]));
+        vstore(blk.m + n * kL, mnew[n]);
+    }
+    if (with_pv && rescale)
+        for (size_t dd = 0; dd < dp; ++dd)
+            for (size_t n = 0; n < kNV; ++n)
+                vstore(blk.ot + dd * kR + n * kL, vload(blk.ot + dd * kR + n * kL) * alpha[n]);
+}
+
+// ot += P.V for the tile (s.vrow set; s.trow points at the zero-padded head_dim tail if any).
+static inline void pv_tile(const Params &p, Block &blk, Scratch &s, const TileInfo &ti, bool tail,
+                           bool v_finite) {
+    const size_t d = p.shape.head_dim, nk = ti.nk;
+    if (ti.partial && !v_finite) {
+        // Exact path: a hidden key's Inf/NaN value must not turn 0 * Inf into NaN.
+        for (size_t x = 0; x < nk; ++x)
+            for (size_t l = 0; l < kR; ++l) {
+                const float pw = s.st[x * kR + l];
+                if (pw == 0.0f) continue;
+                for (size_t dd = 0; dd < d; ++dd) blk.ot[dd * kR + l] += pw * s.vrow[x][dd];
+            }
+        return;
+    }
+    const size_t dfull = d / kDT * kDT;
+    for (size_t dd = 0; dd < dfull; dd += kDT) pv_block(s.vrow, dd, s.st, nk, blk.ot + dd * kR);
+    if (tail) pv_block(s.trow, 0, s.st, nk, blk.ot + dfull * kR);
+}
+
+// Runs the key tiles of one item over all its row blocks: each tile's keys are gathered, and
+// its K/V rows located, once; every block then scores it, updates its softmax state and (forward
+// mode) accumulates P.V, so the tile is read from memory once per item.
+static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Block *blk, size_t nb,
+                      Scratch &s, size_t k_end, bool with_pv) {
+    const size_t d = p.shape.head_dim, dp = kround_up(d, kDT), dfull = d / kDT * kDT;
+    const vf ninf = vbcast(kNegInf), zero = vzero();
+    size_t kend = 0;
+    for (size_t bi = 0; bi < nb; ++bi) {
+        Block &b = blk[bi];
+        for (size_t n = 0; n < kNV; ++n) {
+            vstore(b.m + n * kL, ninf);
+            vstore(b.l + n * kL, zero);
+            vstore(b.vis + n * kL, zero);
+        }
+        if (with_pv) zero_floats(b.ot, dp * kR);
+        b.kend = causal_key_end(p, b.r, k_end);
+        if (b.kend > kend) kend = b.kend;
+    }
     const float *vbase = t.v + w.b * p.v.batch + w.kvh * p.v.head;
     const float *kbase = t.k + w.b * p.k.batch + w.kvh * p.k.head;
     size_t j = w.k_begin;
     while (j < kend) {
-        TileInfo ti;
+        TileInfo tile;
         size_t next = j;
-        ti.jbase = j;
-        ti.nk = gather_tile(p, t, w.b, j, kend, s.kidx, &next);
+        tile.jbase = j;
+        tile.nk = gather_tile(p, t, w.b, j, kend, s.kidx, &next);
         j = next;
-        if (ti.nk == 0) continue;
+        const size_t nk = tile.nk;
+        if (nk == 0) continue;
         // Few rows per item (decode) make the loop memory-bound: V rows of this tile arrive
         // during Q.K^T, K rows of the next tile during P.V. With many rows the tiles come from
         // cache and the prefetches only cost issue slots (-7% measured), so they are skipped.
-        if (kNV == 1) {
-            prefetch_rows(vbase, p.v.row, ti.jbase, ti.kidx_span(s.kidx), d);
+        if (kNV == 1 && with_pv) {
+            prefetch_rows(vbase, p.v.row, tile.jbase, tile.kidx_span(s.kidx), d);
             if (j < kend) prefetch_rows(kbase, p.k.row, j, kmin(kBK, kend - j), d);
         }
-        if (!score_tile(p, t, w, r, s, ti)) continue;
-        const size_t nk = ti.nk;
-
-        // Online softmax: new running max, rescale factor, probabilities in place.
-        vf mnew[kNV], msafe[kNV], alpha[kNV], lsum[kNV];
-        bool rescale = false;
-        for (size_t n = 0; n < kNV; ++n) {
-            vf mt = ninf;
-            for (size_t x = 0; x < nk; ++x) mt = vmax(mt, vload(s.st + x * kR + n * kL));
-            const vf mold = vload(s.m + n * kL);
-            mnew[n] = vmax(mold, mt);
-            msafe[n] = vsel(veq(mnew[n], ninf), zero, mnew[n]); // -inf - -inf would be NaN
-            alpha[n] = vexp(mold - msafe[n]);
-            rescale |= vany(vne(mold, mnew[n]));
-            lsum[n] = zero;
-        }
-        for (size_t x = 0; x < nk; ++x)
-            for (size_t n = 0; n < kNV; ++n) {
-                const vf e = vexp(vload(s.st + x * kR + n * kL) - msafe[n]);
-                vstore(s.st + x * kR + n * kL, e);
-                lsum[n] = lsum[n] + e;
-            }
-        for (size_t n = 0; n < kNV; ++n) {
-            vstore(s.l + n * kL, vfma(vload(s.l + n * kL), alpha[n], lsum[n]));
-            vstore(s.m + n * kL, mnew[n]);
-        }
-        if (!with_pv) continue;
-        if (rescale)
-            for (size_t dd = 0; dd < dp; ++dd)
-                for (size_t n = 0; n < kNV; ++n)
-                    vstore(s.ot + dd * kR + n * kL, vload(s.ot + dd * kR + n * kL) * alpha[n]);
-
-        // P.V
-        for (size_t x = 0; x < nk; ++x) s.vrow[x] = vbase + (ti.jbase + s.kidx[x]) * p.v.row;
-        if (ti.partial && !v_tile_finite(p, s, nk)) {
-            // Exact path: a hidden key's Inf/NaN value must not turn 0 * Inf into NaN.
-            for (size_t x = 0; x < nk; ++x)
-                for (size_t l = 0; l < kR; ++l) {
-                    const float pw = s.st[x * kR + l];
-                    if (pw == 0.0f) continue;
-                    for (size_t dd = 0; dd < d; ++dd) s.ot[dd * kR + l] += pw * s.vrow[x][dd];
+        for (size_t x = 0; x < nk; ++x) s.krow[x] = kbase + (tile.jbase + s.kidx[x]) * p.k.row;
+        for (size_t x = nk; x < kround_up(nk, kKT); ++x) s.krow[x] = s.zero;
+        bool tail = false, v_checked = false, v_finite = true;
+        if (with_pv) {
+            for (size_t x = 0; x < nk; ++x) s.vrow[x] = vbase + (tile.jbase + s.kidx[x]) * p.v.row;
+            tail = dfull < d;
+            if (tail) // the head_dim tail of the tile's V rows, zero-padded to kDT
+                for (size_t x = 0; x < nk; ++x) {
+                    float *dst = s.vtail + x * kDT;
+                    for (size_t k = 0; k < kDT; ++k)
+                        dst[k] = dfull + k < d ? s.vrow[x][dfull + k] : 0.0f;
+                    s.trow[x] = dst;
                 }
-            continue;
         }
-        const size_t dfull = d / kDT * kDT;
-        for (size_t dd = 0; dd < dfull; dd += kDT) pv_block(s.vrow, dd, s.st, nk, s.ot + dd * kR);
-        if (dfull < d) {
-            const size_t rem = d - dfull;
-            for (size_t x = 0; x < nk; ++x) {
-                float *dst = s.vtail + x * kDT;
-                for (size_t k = 0; k < kDT; ++k) dst[k] = k < rem ? s.vrow[x][dfull + k] : 0.0f;
-                s.krow[x] = dst; // reuse the pointer array: Q.K^T is done for this tile
+        for (size_t bi = 0; bi < nb; ++bi) {
+            Block &b = blk[bi];
+            if (tile.jbase >= b.kend) continue; // every key of the tile is causally hidden
+            TileInfo ti = tile;
+            if (!score_tile(p, t, b, s, ti)) continue;
+            softmax_tile(b, s, nk, dp, with_pv);
+            if (!with_pv) continue;
+            if (ti.partial && !v_checked) {
+                v_finite = v_tile_finite(p, s, nk);
+                v_checked = true;
             }
-            pv_block(s.krow, 0, s.st, nk, s.ot + dfull * kR);
+            pv_tile(p, b, s, ti, tail, v_finite);
         }
     }
 }
@@ -425,37 +484,41 @@ static void forward_item(const Params &p, const Tensors &t, const WorkItem &w, v
                          const Partial *partial) {
     Scratch s;
     scratch_layout(p, static_cast<unsigned char *>(scratch), &s);
-    Rows r;
-    item_rows(p, w, &r);
+    Block blk[kM];
+    const size_t nb = item_blocks(p, w, s, blk);
     const size_t d = p.shape.head_dim, dp = kround_up(d, kDT);
     zero_floats(s.zero, d);
-    pack_queries(p, t, w, r, s.qt);
-    run_tiles(p, t, w, r, s, true);
+    for (size_t bi = 0; bi < nb; ++bi) pack_queries(p, t, w, blk[bi].r, blk[bi].qt);
+    run_tiles(p, t, w, blk, nb, s, w.k_end, true);
 
-    if (partial) {
-        float *dst = partial->data;
-        for (size_t x = 0; x < kR; ++x) {
-            dst[x] = s.m[x];
-            dst[kR + x] = s.l[x];
-            dst[2 * kR + x] = s.vis[x];
+    for (size_t bi = 0; bi < nb; ++bi) {
+        const Block &b = blk[bi];
+        if (partial) { // [3 + dp][kRows]: m, l, vis, o; this block's lanes at bi * kR
+            float *dst = partial->data + bi * kR;
+            for (size_t x = 0; x < kR; ++x) {
+                dst[x] = b.m[x];
+                dst[kRows + x] = b.l[x];
+                dst[2 * kRows + x] = b.vis[x];
+            }
+            for (size_t dd = 0; dd < dp; ++dd)
+                for (size_t x = 0; x < kR; ++x) dst[(3 + dd) * kRows + x] = b.ot[dd * kR + x];
+            continue;
         }
-        for (size_t x = 0; x < dp * kR; ++x) dst[3 * kR + x] = s.ot[x];
-        return;
-    }
-    // lse = m + log(l); rows with no visible key: out 0, lse -inf.
-    const vf ninf = vbcast(kNegInf), zero = vzero();
-    for (size_t n = 0; n < kNV; ++n) {
-        const vm vis = vne(vload(s.vis + n * kL), zero);
-        const vf lse = vload(s.m + n * kL) + vlog(vload(s.l + n * kL));
-        vstore(s.lim + n * kL, vsel(vis, lse, ninf));
-    }
-    for (size_t l = 0; l < r.n; ++l) {
-        const size_t i = static_cast<size_t>(r.i[l]), h = r.h[l];
-        float *o = t.out + w.b * p.out.batch + h * p.out.head + i * p.out.row;
-        const bool vis = s.vis[l] != 0.0f;
-        const float denom = s.l[l];
-        for (size_t dd = 0; dd < d; ++dd) o[dd] = vis ? s.ot[dd * kR + l] / denom : 0.0f;
-        if (t.lse) t.lse[(w.b * p.shape.heads_q + h) * p.shape.seq_q + i] = s.lim[l];
+        // lse = m + log(l); rows with no visible key: out 0, lse -inf.
+        const vf ninf = vbcast(kNegInf), zero = vzero();
+        for (size_t n = 0; n < kNV; ++n) {
+            const vm vis = vne(vload(b.vis + n * kL), zero);
+            const vf lse = vload(b.m + n * kL) + vlog(vload(b.l + n * kL));
+            vstore(s.lim + n * kL, vsel(vis, lse, ninf));
+        }
+        for (size_t l = 0; l < b.r.n; ++l) {
+            const size_t i = static_cast<size_t>(b.r.i[l]), h = b.r.h[l];
+            float *o = t.out + w.b * p.out.batch + h * p.out.head + i * p.out.row;
+            const bool vis = b.vis[l] != 0.0f;
+            const float denom = b.l[l];
+            for (size_t dd = 0; dd < d; ++dd) o[dd] = vis ? b.ot[dd * kR + l] / denom : 0.0f;
+            if (t.lse) t.lse[(w.b * p.shape.heads_q + h) * p.shape.seq_q + i] = s.lim[l];
+        }
     }
 }
 
@@ -463,52 +526,58 @@ static void forward_item(const Params &p, const Tensors &t, const WorkItem &w, v
 static void weights_item(const Params &p, const Tensors &t, const WorkItem &w, void *scratch) {
     Scratch s;
     scratch_layout(p, static_cast<unsigned char *>(scratch), &s);
-    Rows r;
-    item_rows(p, w, &r);
+    Block blk[kM];
+    const size_t nb = item_blocks(p, w, s, blk);
     const size_t d = p.shape.head_dim, sk = p.shape.seq_k;
     zero_floats(s.zero, d);
-    pack_queries(p, t, w, r, s.qt);
-    run_tiles(p, t, w, r, s, false);
+    for (size_t bi = 0; bi < nb; ++bi) pack_queries(p, t, w, blk[bi].r, blk[bi].qt);
+    run_tiles(p, t, w, blk, nb, s, sk, false);
 
-    float *rowp[kR];
-    for (size_t l = 0; l < r.n; ++l) {
-        rowp[l] =
-            t.weights +
-            ((w.b * p.shape.heads_q + r.h[l]) * p.shape.seq_q + static_cast<size_t>(r.i[l])) * sk;
-        zero_floats(rowp[l], sk);
-    }
+    const float *kbase = t.k + w.b * p.k.batch + w.kvh * p.k.head;
     const vf ninf = vbcast(kNegInf), zero = vzero(), one = vbcast(1.0f);
-    vf msafe[kNV], inv[kNV];
-    for (size_t n = 0; n < kNV; ++n) {
-        const vf m = vload(s.m + n * kL);
-        msafe[n] = vsel(veq(m, ninf), zero, m);
-        inv[n] = vsel(vne(vload(s.vis + n * kL), zero), one / vload(s.l + n * kL), zero);
-    }
-    const size_t kend = causal_key_end(p, r, sk);
-    size_t j = 0;
-    while (j < kend) {
-        TileInfo ti;
-        size_t next = j;
-        ti.jbase = j;
-        ti.nk = gather_tile(p, t, w.b, j, kend, s.kidx, &next);
-        j = next;
-        if (ti.nk == 0) continue;
-        if (!score_tile(p, t, w, r, s, ti)) continue;
-        for (size_t x = 0; x < ti.nk; ++x)
-            for (size_t n = 0; n < kNV; ++n) {
-                // A hidden key (score -inf) is exactly 0 even when the row's max is NaN.
-                const vf sc = vload(s.st + x * kR + n * kL);
-                const vf e = vexp(sc - msafe[n]) * inv[n];
-                vstore(s.st + x * kR + n * kL, vsel(veq(sc, ninf), zero, e));
+    for (size_t bi = 0; bi < nb; ++bi) {
+        const Block &b = blk[bi];
+        const Rows &r = b.r;
+        float *rowp[kR];
+        for (size_t l = 0; l < r.n; ++l) {
+            rowp[l] = t.weights + ((w.b * p.shape.heads_q + r.h[l]) * p.shape.seq_q +
+                                   static_cast<size_t>(r.i[l])) *
+                                      sk;
+            zero_floats(rowp[l], sk);
+        }
+        vf msafe[kNV], inv[kNV];
+        for (size_t n = 0; n < kNV; ++n) {
+            const vf m = vload(b.m + n * kL);
+            msafe[n] = vsel(veq(m, ninf), zero, m);
+            inv[n] = vsel(vne(vload(b.vis + n * kL), zero), one / vload(b.l + n * kL), zero);
+        }
+        size_t j = 0;
+        while (j < b.kend) {
+            TileInfo ti;
+            size_t next = j;
+            ti.jbase = j;
+            ti.nk = gather_tile(p, t, w.b, j, b.kend, s.kidx, &next);
+            j = next;
+            if (ti.nk == 0) continue;
+            for (size_t x = 0; x < ti.nk; ++x) s.krow[x] = kbase + (ti.jbase + s.kidx[x]) * p.k.row;
+            for (size_t x = ti.nk; x < kround_up(ti.nk, kKT); ++x) s.krow[x] = s.zero;
+            if (!score_tile(p, t, b, s, ti)) continue;
+            for (size_t x = 0; x < ti.nk; ++x)
+                for (size_t n = 0; n < kNV; ++n) {
+                    // A hidden key (score -inf) is exactly 0 even when the row's max is NaN.
+                    const vf sc = vload(s.st + x * kR + n * kL);
+                    const vf e = vexp(sc - msafe[n]) * inv[n];
+                    vstore(s.st + x * kR + n * kL, vsel(veq(sc, ninf), zero, e));
+                }
+            for (size_t x = 0; x < ti.nk; ++x) {
+                const size_t col = ti.jbase + s.kidx[x];
+                for (size_t l = 0; l < r.n; ++l) rowp[l][col] = s.st[x * kR + l];
             }
-        for (size_t x = 0; x < ti.nk; ++x) {
-            const size_t col = ti.jbase + s.kidx[x];
-            for (size_t l = 0; l < r.n; ++l) rowp[l][col] = s.st[x * kR + l];
         }
     }
 }
 
 static KernelInfo make_info(const char *name, Isa isa, const KernelInfo *narrow) {
-    return KernelInfo{name,          isa,           kR,    kBK, kDT, &scratch_bytes,
-                      &forward_item, &weights_item, narrow};
+    return KernelInfo{name,           isa,           kRows,         kBK,   kDT,
+                      &scratch_bytes, &forward_item, &weights_item, narrow};
 }
