@@ -2,7 +2,7 @@
 // in one run (issue 4). See bench/README.md for what each figure means.
 //
 //   attn_bench [--quick] [--sweep-only] [--no-sweep] [--json PATH] [--n N]
-//              [--scalar-max-n N] [--openblas-coretype NAME|auto|none]
+//              [--scalar-max-n N] [--openblas-coretype NAME|auto|none] [--patience S]
 //
 // Sections, in the order they run:
 //   peak      register-only FMA (mul+add for SSE2) loops per ISA the CPU has, one thread, GFLOP/s
@@ -71,6 +71,7 @@ struct Options {
     size_t n = 2048;               // prefill sequence length
     size_t scalar_max_n = 1024;    // the scalar reference runs only up to this n (at H=8, d=128)
     std::string coretype = "auto"; // forced OPENBLAS_CORETYPE for the second baseline
+    double patience = -1;          // seconds the run may wait for a quiet machine (-1: default)
     // child modes (internal)
     std::string child;     // "openblas" or "mem"
     std::string child_out; // file the child writes its records to
@@ -82,7 +83,7 @@ struct Options {
     std::fprintf(stderr,
                  "%s\nusage: attn_bench [--quick] [--sweep-only] [--no-sweep] [--json PATH] "
                  "[--n N]\n                  [--scalar-max-n N] [--openblas-coretype "
-                 "NAME|auto|none]\n",
+                 "NAME|auto|none] [--patience SECONDS]\n",
                  msg);
     std::exit(2);
 }
@@ -124,6 +125,8 @@ Options parse_options(int argc, char **argv) {
             o.scalar_max_n = size_value();
         else if (a == "--openblas-coretype")
             o.coretype = value();
+        else if (a == "--patience")
+            o.patience = std::atof(value().c_str());
         else if (a == "--child")
             o.child = value();
         else if (a == "--child-out")
@@ -138,6 +141,7 @@ Options parse_options(int argc, char **argv) {
             usage(("unknown argument " + a).c_str());
     }
     if (o.quick && o.scalar_max_n == 1024) o.scalar_max_n = 256;
+    if (o.patience < 0) o.patience = o.quick ? 60 : 300;
     return o;
 }
 
@@ -315,46 +319,105 @@ void fill(float *x, size_t len, uint64_t seed) {
     }
 }
 
+// ---- Contention. Every figure assumes the run has the CPUs to itself. Linux' pressure stall
+// information (/proc/pressure/cpu, "some ... total=<us>") counts the time in which some runnable
+// task waited for a CPU: over a measurement, stall time / wall time is the share of it spent
+// competing with something else (our own threads never exceed the 2 CPUs we ask for).
+// A measurement whose share exceeds kBusy is repeated, after waiting for a quiet machine, up to
+// twice; the waiting has a budget for the whole run. Each record keeps its share (cpu_pressure).
+constexpr double kBusy = 0.05;
+double g_patience_s = 300.0; // total seconds the run may wait for a quiet machine
+
+// Cumulative CPU stall time in microseconds, or NaN without PSI.
+double psi_some_total_us() {
+    std::ifstream f("/proc/pressure/cpu");
+    std::string word;
+    while (f >> word)
+        if (word.rfind("total=", 0) == 0) return std::atof(word.c_str() + 6);
+    return NAN;
+}
+
+// Waits (at most 30 s, within the run's patience) until one second passes without stalls.
+void wait_for_quiet() {
+    const double t0 = now_s();
+    while (g_patience_s > 0 && now_s() - t0 < 30.0) {
+        const double p0 = psi_some_total_us(), w0 = now_s();
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        const double share = (psi_some_total_us() - p0) / ((now_s() - w0) * 1e6);
+        g_patience_s -= now_s() - w0;
+        if (!(share > 0.01)) break;
+    }
+}
+
+// Runs `f` (one measurement); repeats it while the machine was busy during it. Returns the stall
+// share of the attempt kept (NaN without PSI).
+double run_quiet(const std::function<void()> &f) {
+    double share = NAN;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        if (attempt) wait_for_quiet();
+        const double p0 = psi_some_total_us(), t0 = now_s();
+        f();
+        share = (psi_some_total_us() - p0) / ((now_s() - t0) * 1e6);
+        if (!(share > kBusy) || g_patience_s <= 0) break;
+    }
+    return share;
+}
+
+std::string busy_note(double share) {
+    if (!(share > kBusy)) return "";
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "  [busy %.0f%%]", 100.0 * share);
+    return buf;
+}
+
 struct Timing {
     double best = 0, median = 0;
     int samples = 0;
     long inner = 1;
+    double pressure = NAN; // CPU stall share during the samples (see run_quiet)
 };
 
 struct Budget {
     double seconds;      // time to spend on samples (after warm-up), roughly
     int min_samples;     // at least this many samples
-    int max_samples;     // at most
+    int max_samples;     // at most; 0 = the single (cold) warm-up call is the figure
     double min_sample_s; // a sample repeats the call until it lasts this long (short calls)
 };
 
 // Warm-up call, then samples of `inner` calls each; per-call best and median.
 Timing measure(const std::function<void()> &f, const Budget &b) {
+    Timing r;
+    if (b.max_samples == 0) { // slow configurations: one call is the figure
+        r.pressure = run_quiet([&] {
+            const double t = now_s();
+            f();
+            r.best = r.median = now_s() - t;
+        });
+        r.samples = 1;
+        return r;
+    }
     double t = now_s();
     f(); // warm-up: thread pool, scratch, page faults, caches
     double once = now_s() - t;
-    if (once < 0.05 && b.max_samples > 0) { // short call: a second, warm estimate
+    if (once < 0.05) { // short call: a second, warm estimate
         t = now_s();
         f();
         once = std::min(once, now_s() - t);
     }
     once = std::max(once, 1e-9);
-    Timing r;
-    if (b.max_samples == 0) { // slow configurations: the one (cold) call is the figure
-        r.best = r.median = once;
-        r.samples = 1;
-        return r;
-    }
     r.inner = std::max(1L, static_cast<long>(std::ceil(b.min_sample_s / once)));
     const double per_sample = once * static_cast<double>(r.inner);
     r.samples = static_cast<int>(
         std::clamp(b.seconds / per_sample, double(b.min_samples), double(b.max_samples)));
     std::vector<double> v;
-    for (int s = 0; s < r.samples; ++s) {
-        t = now_s();
-        for (long i = 0; i < r.inner; ++i) f();
-        v.push_back((now_s() - t) / static_cast<double>(r.inner));
-    }
+    r.pressure = run_quiet([&] {
+        v.clear();
+        for (int s = 0; s < r.samples; ++s) {
+            t = now_s();
+            for (long i = 0; i < r.inner; ++i) f();
+            v.push_back((now_s() - t) / static_cast<double>(r.inner));
+        }
+    });
     std::sort(v.begin(), v.end());
     r.best = v.front();
     r.median = v[v.size() / 2];
@@ -471,7 +534,7 @@ struct Peaks {
     }
 };
 
-double measure_peak(float (*loop)(long), double flops_per_iter, double seconds) {
+double measure_peak(float (*loop)(long), double flops_per_iter, double seconds, double *pressure) {
     volatile float sink = 0;
     long iters = 1 << 20;
     double t = now_s();
@@ -480,12 +543,15 @@ double measure_peak(float (*loop)(long), double flops_per_iter, double seconds) 
     iters = std::max(1L << 20, static_cast<long>(double(iters) * 0.05 / std::max(dt, 1e-6)));
     double best = 0;
     const int samples = std::max(3, static_cast<int>(seconds / 0.05));
-    for (int s = 0; s < samples; ++s) {
-        t = now_s();
-        sink = sink + loop(iters);
-        dt = now_s() - t;
-        best = std::max(best, double(iters) * flops_per_iter / dt * 1e-9);
-    }
+    *pressure = run_quiet([&] {
+        best = 0;
+        for (int s = 0; s < samples; ++s) {
+            t = now_s();
+            sink = sink + loop(iters);
+            dt = now_s() - t;
+            best = std::max(best, double(iters) * flops_per_iter / dt * 1e-9);
+        }
+    });
     return best;
 }
 
@@ -493,24 +559,26 @@ Peaks run_peaks(Results &res, const Options &o) {
     std::printf("\n== FMA peak (register-only loops, 1 thread) ==\n");
     Peaks p;
     const double sec = o.quick ? 0.15 : 0.5;
+    double pr = NAN;
     auto report = [&](const char *isa, const char *what, double g, double flops_per_cycle) {
-        std::printf("  %-7s %-28s %7.1f GFLOP/s  (= %.2f GHz x %.0f flop/cycle)\n", isa, what, g,
-                    g / flops_per_cycle, flops_per_cycle);
+        std::printf("  %-7s %-28s %7.1f GFLOP/s  (= %.2f GHz x %.0f flop/cycle)%s\n", isa, what, g,
+                    g / flops_per_cycle, flops_per_cycle, busy_note(pr).c_str());
         res.add("peak", Record()
                             .str("isa", isa)
                             .str("loop", what)
                             .num("gflops", g)
-                            .num("implied_ghz_at_2_ports", g / flops_per_cycle));
+                            .num("implied_ghz_at_2_ports", g / flops_per_cycle)
+                            .num("cpu_pressure", pr));
     };
     if (cpu_has("avx512f")) {
-        p.avx512 = measure_peak(peak_loop_avx512, kFlopsPerIterAvx512, sec);
+        p.avx512 = measure_peak(peak_loop_avx512, kFlopsPerIterAvx512, sec, &pr);
         report("avx512", "16 chains vfmadd zmm", p.avx512, 64);
     }
     if (cpu_has("avx2") && cpu_has("fma")) {
-        p.avx2 = measure_peak(peak_loop_avx2, kFlopsPerIterAvx2, sec);
+        p.avx2 = measure_peak(peak_loop_avx2, kFlopsPerIterAvx2, sec, &pr);
         report("avx2", "12 chains vfmadd ymm", p.avx2, 32);
     }
-    p.sse2 = measure_peak(peak_loop_sse2, kFlopsPerIterSse2, sec);
+    p.sse2 = measure_peak(peak_loop_sse2, kFlopsPerIterSse2, sec, &pr);
     report("sse2", "12 chains mulps+addps xmm", p.sse2, 16);
     return p;
 }
@@ -569,7 +637,7 @@ double stream_gbs(const Array<float> &buf, int threads, int reps) {
 }
 
 struct Stream {
-    double gbs1 = NAN, gbs2 = NAN;
+    double gbs1 = NAN, gbs2 = NAN, pressure1 = NAN, pressure2 = NAN;
 };
 
 Stream run_stream(Results &res, const Options &o) {
@@ -579,15 +647,16 @@ Stream run_stream(Results &res, const Options &o) {
     fill(buf.data(), buf.len, 99);
     Stream s;
     const int reps = o.quick ? 3 : 8;
-    s.gbs1 = stream_gbs(buf, 1, reps);
-    s.gbs2 = stream_gbs(buf, 2, reps);
+    s.pressure1 = run_quiet([&] { s.gbs1 = stream_gbs(buf, 1, reps); });
+    s.pressure2 = run_quiet([&] { s.gbs2 = stream_gbs(buf, 2, reps); });
     for (int t = 1; t <= 2; ++t) {
-        const double g = t == 1 ? s.gbs1 : s.gbs2;
-        std::printf("  threads=%d  %6.2f GB/s\n", t, g);
+        const double g = t == 1 ? s.gbs1 : s.gbs2, pr = t == 1 ? s.pressure1 : s.pressure2;
+        std::printf("  threads=%d  %6.2f GB/s%s\n", t, g, busy_note(pr).c_str());
         res.add("stream", Record()
                               .integer("threads", t)
                               .integer("buffer_bytes", static_cast<long long>(bytes))
-                              .num("gbs", g));
+                              .num("gbs", g)
+                              .num("cpu_pressure", pr));
     }
     return s;
 }
@@ -764,6 +833,7 @@ void run_prefill(Results &res, const Options &o, const Peaks &pk,
                                 .num("gflop", gflop)
                                 .num("best_s", t.best)
                                 .num("median_s", t.median)
+                                .num("cpu_pressure", t.pressure)
                                 .integer("samples", t.samples)
                                 .num("gflops", gflops)
                                 .num("peak_gflops", peak)
@@ -782,10 +852,11 @@ void run_prefill(Results &res, const Options &o, const Peaks &pk,
                                         layout.c_str(), mask.c_str(), threads, t.best * 1e3,
                                         gflops);
                             if (std::isfinite(peak)) std::printf("  %.3f of peak", gflops / peak);
-                            std::printf("  err %.1e%s%s\n", err, err > 1e-4 ? " (LARGE)" : "",
+                            std::printf("  err %.1e%s%s%s\n", err, err > 1e-4 ? " (LARGE)" : "",
                                         threads == 1 ? ""
                                         : same       ? "  ==1t"
-                                                     : "  DIFFERS FROM 1t");
+                                                     : "  DIFFERS FROM 1t",
+                                        busy_note(t.pressure).c_str());
                         }
                     }
                 }
@@ -858,6 +929,7 @@ void run_decode(Results &res, const Options &o, const Stream &st,
                     .num("kv_bytes", kv_bytes)
                     .num("best_s", t.best)
                     .num("median_s", t.median)
+                    .num("cpu_pressure", t.pressure)
                     .integer("samples", t.samples)
                     .num("gbs", gbs)
                     .num("stream_gbs_same_threads", stream)
@@ -879,7 +951,7 @@ void run_decode(Results &res, const Options &o, const Stream &st,
                         std::printf("  %s", same ? "==1t" : "DIFFERS FROM 1t");
                     }
                 }
-                std::printf("\n");
+                std::printf("%s\n", busy_note(t.pressure).c_str());
                 res.add("decode", r);
             }
         }
@@ -908,8 +980,10 @@ void run_small(Results &res, const Options &o, const std::string &default_isa) {
                              .integer("n", n)
                              .integer("head_dim", D)
                              .num("ns_per_call", ref.best * 1e9)
-                             .num("gflops", attention_gflop(1, 1, n, n, D, false) / ref.best));
-        std::printf("  n=%-4zu scalar loop          %10.0f ns\n", n, ref.best * 1e9);
+                             .num("gflops", attention_gflop(1, 1, n, n, D, false) / ref.best)
+                             .num("cpu_pressure", ref.pressure));
+        std::printf("  n=%-4zu scalar loop          %10.0f ns%s\n", n, ref.best * 1e9,
+                    busy_note(ref.pressure).c_str());
         attn_desc *desc = nullptr;
         check(attn_desc_create(&desc, 1, 1, 1, n, n, D), "attn_desc_create");
         for (size_t threads : {size_t(1), size_t(2)}) {
@@ -930,9 +1004,11 @@ void run_small(Results &res, const Options &o, const std::string &default_isa) {
                                  .num("ns_per_call", t.best * 1e9)
                                  .num("ns_per_call_median", t.median * 1e9)
                                  .num("ratio_to_scalar_ref", t.best / ref.best)
-                                 .num("gflops", attention_gflop(1, 1, n, n, D, false) / t.best));
-            std::printf("  n=%-4zu libattn %s t=%zu  %10.0f ns  (%.2fx the scalar loop's time)\n",
-                        n, default_isa.c_str(), threads, t.best * 1e9, t.best / ref.best);
+                                 .num("gflops", attention_gflop(1, 1, n, n, D, false) / t.best)
+                                 .num("cpu_pressure", t.pressure));
+            std::printf("  n=%-4zu libattn %s t=%zu  %10.0f ns  (%.2fx the scalar loop's time)%s\n",
+                        n, default_isa.c_str(), threads, t.best * 1e9, t.best / ref.best,
+                        busy_note(t.pressure).c_str());
         }
         attn_desc_destroy(desc);
     }
@@ -1042,16 +1118,17 @@ std::vector<Record> openblas_prefill(const Options &o, bool forced, const std::s
                     .num("gflop", gflop)
                     .num("best_s", t.best)
                     .num("median_s", t.median)
+                    .num("cpu_pressure", t.pressure)
                     .integer("samples", t.samples)
                     .num("gflops", gflop / t.best)
                     .num("gemm_share", gemm / (gemm + soft))
                     .num("gemm_only_gflops", full_gflop / (gemm / calls))
                     .num("softmax_s_per_call", soft / calls);
                 std::printf("  %sOpenBLAS %-9s d=%-3zu %-10s t=%d  %9.2f ms  %7.2f GFLOP/s "
-                            "end to end; GEMMs alone %7.2f GFLOP/s, softmax %.0f%% of the time\n",
+                            "end to end; GEMMs alone %7.2f GFLOP/s, softmax %.0f%% of the time%s\n",
                             pfx.c_str(), core.c_str(), d, causal ? "causal" : "non-causal", threads,
                             t.best * 1e3, gflop / t.best, full_gflop / (gemm / calls),
-                            100.0 * soft / (gemm + soft));
+                            100.0 * soft / (gemm + soft), busy_note(t.pressure).c_str());
                 recs.push_back(r);
             }
         }
@@ -1085,7 +1162,8 @@ std::vector<Record> openblas_sweep(const Options &o, bool forced) {
             },
             o.quick ? Budget{0.1, 1, 3, 0.0} : Budget{1.0, 2, 10, 0.01});
         const double gflops = attention_gflop(1, 8, n, n, 128, false) / t.best;
-        std::printf("  sweep OpenBLAS %-9s n=%-5zu %7.2f GFLOP/s\n", core.c_str(), n, gflops);
+        std::printf("  sweep OpenBLAS %-9s n=%-5zu %7.2f GFLOP/s%s\n", core.c_str(), n, gflops,
+                    busy_note(t.pressure).c_str());
         recs.push_back(Record()
                            .str("impl", "openblas")
                            .str("label", "OpenBLAS " + core + " unfused" +
@@ -1094,7 +1172,8 @@ std::vector<Record> openblas_sweep(const Options &o, bool forced) {
                            .boolean("forced", forced)
                            .integer("n", n)
                            .num("best_s", t.best)
-                           .num("gflops", gflops));
+                           .num("gflops", gflops)
+                           .num("cpu_pressure", t.pressure));
     }
     return recs;
 }
@@ -1137,7 +1216,8 @@ void run_openblas(Results &res, const Options &o) {
         return;
     }
     std::printf("  (b) child process with OPENBLAS_CORETYPE=%s\n", forced.c_str());
-    std::vector<std::string> args = {"--child=openblas", "--n=" + std::to_string(o.n)};
+    std::vector<std::string> args = {"--child=openblas", "--n=" + std::to_string(o.n),
+                                     "--patience=" + std::to_string(std::max(0.0, g_patience_s))};
     if (o.quick) args.push_back("--quick");
     if (o.no_sweep) args.push_back("--no-sweep");
     if (o.sweep_only) args.push_back("--sweep-only");
@@ -1169,14 +1249,15 @@ void run_scalar(Results &res, const Options &o) {
             },
             Budget{0.0, 1, 0, 0.0});
         const double gflops = attention_gflop(1, 8, n, n, 128, false) / t.best;
-        std::printf("  scalar reference n=%-5zu %9.2f ms  %6.2f GFLOP/s\n", n, t.best * 1e3,
-                    gflops);
+        std::printf("  scalar reference n=%-5zu %9.2f ms  %6.2f GFLOP/s%s\n", n, t.best * 1e3,
+                    gflops, busy_note(t.pressure).c_str());
         res.add("sweep", Record()
                              .str("impl", "scalar_ref")
                              .str("label", "scalar reference (plain loops)")
                              .integer("n", n)
                              .num("best_s", t.best)
-                             .num("gflops", gflops));
+                             .num("gflops", gflops)
+                             .num("cpu_pressure", t.pressure));
     }
 }
 
@@ -1192,14 +1273,16 @@ void run_sweep_libattn(Results &res, const Options &o, const std::vector<std::st
                 time_prefill(pd, false, "bhsd", "none",
                              o.quick ? Budget{0.1, 1, 3, 0.0} : Budget{1.0, 3, 20, 0.01}, out);
             const double gflops = attention_gflop(1, 8, n, n, 128, false) / t.best;
-            std::printf("  sweep libattn %-6s n=%-5zu %7.2f GFLOP/s\n", isa.c_str(), n, gflops);
+            std::printf("  sweep libattn %-6s n=%-5zu %7.2f GFLOP/s%s\n", isa.c_str(), n, gflops,
+                        busy_note(t.pressure).c_str());
             res.add("sweep", Record()
                                  .str("impl", "libattn")
                                  .str("label", "libattn " + isa)
                                  .str("isa", isa)
                                  .integer("n", n)
                                  .num("best_s", t.best)
-                                 .num("gflops", gflops));
+                                 .num("gflops", gflops)
+                                 .num("cpu_pressure", t.pressure));
         }
     }
 }
@@ -1217,11 +1300,21 @@ void summarize(Results &res, const Peaks &pk, const Stream &st, const std::strin
                    r.get_str("mask") == mask && size_t(r.get_num("threads")) == threads;
         });
     };
+    // Largest CPU stall share among the figures a target is made of (NaN-safe).
+    auto pressure = [](std::initializer_list<const Record *> rs) {
+        double m = 0;
+        for (const Record *r : rs) {
+            const double x = r ? r->get_num("cpu_pressure") : NAN;
+            if (x > m) m = x;
+        }
+        return m;
+    };
     auto target = [&](const std::string &name, const std::string &isa, double value, double goal,
-                      bool at_least, const std::string &ref) {
+                      bool at_least, const std::string &ref, double busy) {
         const bool pass = std::isfinite(value) && (at_least ? value >= goal : value <= goal);
-        std::printf("  %-44s %-6s %8.3f  target %s %.2f  %s   (%s)\n", name.c_str(), isa.c_str(),
-                    value, at_least ? ">=" : "<=", goal, pass ? "PASS" : "MISS", ref.c_str());
+        std::printf("  %-46s %-6s %8.3f  target %s %.2f  %s   (%s)%s\n", name.c_str(), isa.c_str(),
+                    value, at_least ? ">=" : "<=", goal, pass ? "PASS" : "MISS", ref.c_str(),
+                    busy_note(busy).c_str());
         res.add("targets", Record()
                                .str("target", name)
                                .str("isa", isa)
@@ -1229,7 +1322,8 @@ void summarize(Results &res, const Peaks &pk, const Stream &st, const std::strin
                                .num("goal", goal)
                                .str("comparison", at_least ? ">=" : "<=")
                                .boolean("pass", pass)
-                               .str("reference", ref));
+                               .str("reference", ref)
+                               .num("cpu_pressure", busy));
     };
     std::vector<std::string> isas = {default_isa};
     if (default_isa != "avx2" && std::isfinite(pk.for_isa("avx2"))) isas.push_back("avx2");
@@ -1244,7 +1338,7 @@ void summarize(Results &res, const Peaks &pk, const Stream &st, const std::strin
                 const double goal = causal ? 0.60 : d == 128 ? 0.70 : 0.60;
                 target("prefill d=" + std::to_string(d) + (causal ? " causal" : " non-causal") +
                            " 1t: of FMA peak",
-                       isa, r->get_num("peak_ratio"), goal, true, ref);
+                       isa, r->get_num("peak_ratio"), goal, true, ref, pressure({r}));
             }
         }
         for (size_t d : {size_t(128), size_t(64)})
@@ -1256,7 +1350,7 @@ void summarize(Results &res, const Peaks &pk, const Stream &st, const std::strin
                     target("mask time / no-mask time d=" + std::to_string(d) +
                                (causal ? " causal " : " non-causal ") + layout,
                            isa, m->get_num("best_s") / a->get_num("best_s"), 1.10, false,
-                           "same run, no mask");
+                           "same run, no mask", pressure({a, m}));
                 }
         for (size_t d : {size_t(128), size_t(64)})
             for (bool causal : {false, true}) {
@@ -1266,7 +1360,7 @@ void summarize(Results &res, const Peaks &pk, const Stream &st, const std::strin
                 target("all-true masks / no-mask time d=" + std::to_string(d) +
                            (causal ? " causal" : " non-causal"),
                        isa, a->get_num("best_s") / b->get_num("best_s"), 1.10, false,
-                       "same run, no mask");
+                       "same run, no mask", pressure({a, b}));
             }
         for (size_t d : {size_t(128), size_t(64)})
             for (bool causal : {false, true})
@@ -1277,7 +1371,7 @@ void summarize(Results &res, const Peaks &pk, const Stream &st, const std::strin
                     target("2-thread speedup d=" + std::to_string(d) +
                                (causal ? " causal " : " non-causal ") + layout,
                            isa, a->get_num("best_s") / b->get_num("best_s"), 1.8, true,
-                           "same run, 1 thread");
+                           "same run, 1 thread", pressure({a, b}));
                 }
         for (size_t d : {size_t(128), size_t(64)}) {
             const Record *c = prefill(isa, d, true, "bhsd", "none", 1);
@@ -1285,7 +1379,7 @@ void summarize(Results &res, const Peaks &pk, const Stream &st, const std::strin
             if (!c || !nc) continue;
             target("causal time / non-causal time d=" + std::to_string(d), isa,
                    c->get_num("best_s") / nc->get_num("best_s"), 0.55, false,
-                   "same run, non-causal");
+                   "same run, non-causal", pressure({c, nc}));
         }
         const Record *dec = res.find("decode", [&](const Record &r) {
             return r.get_str("isa") == isa && r.get_num("threads") == 2 &&
@@ -1295,7 +1389,8 @@ void summarize(Results &res, const Peaks &pk, const Stream &st, const std::strin
             char sref[64];
             std::snprintf(sref, sizeof sref, "2-thread stream %.2f GB/s", st.gbs2);
             target("decode 2t K+V GB/s / stream GB/s (cold)", isa,
-                   dec->get_num("ratio_to_stream_2_threads"), 0.80, true, sref);
+                   dec->get_num("ratio_to_stream_2_threads"), 0.80, true, sref,
+                   std::max(pressure({dec}), st.pressure2 > 0 ? st.pressure2 : 0.0));
         }
     }
     for (auto &r : res.section("small"))
@@ -1303,10 +1398,11 @@ void summarize(Results &res, const Peaks &pk, const Stream &st, const std::strin
             target("small n=" + std::to_string(size_t(r.get_num("n"))) + " t=" +
                        std::to_string(size_t(r.get_num("threads"))) + ": time / scalar loop",
                    r.get_str("isa"), r.get_num("ratio_to_scalar_ref"), 1.0, false,
-                   "same run, plain scalar loop");
+                   "same run, plain scalar loop", pressure({&r}));
     for (auto &r : res.section("memory"))
         target("memory growth MiB n=16384 t=" + std::to_string(size_t(r.get_num("threads"))),
-               r.get_str("isa"), r.get_num("growth_mib"), 64.0, false, "VmHWM before the call");
+               r.get_str("isa"), r.get_num("growth_mib"), 64.0, false, "VmHWM before the call",
+               0.0);
     // Bit identity across thread counts: every 2-thread run against its 1-thread run.
     size_t compared = 0, same = 0;
     for (const char *sec : {"prefill", "decode"})
@@ -1318,7 +1414,7 @@ void summarize(Results &res, const Peaks &pk, const Stream &st, const std::strin
     if (compared)
         target("2-thread outputs bit-identical to 1 thread (share)", "all",
                double(same) / double(compared), 1.0, true,
-               std::to_string(compared) + " configurations");
+               std::to_string(compared) + " configurations", 0.0);
     // For the reader: the baselines next to libattn at the headline shape.
     const Record *lib = prefill(default_isa, 128, false, "bhsd", "none", 1);
     for (auto &r : res.section("openblas"))
@@ -1390,6 +1486,7 @@ std::string utc_now() {
 
 int main(int argc, char **argv) {
     const Options o = parse_options(argc, argv);
+    g_patience_s = o.patience;
     if (o.child == "mem") return child_mem(o);
     if (o.child == "openblas") return child_openblas(o);
     if (!o.child.empty()) usage(("unknown child mode " + o.child).c_str());
