@@ -94,7 +94,7 @@ run_python() {
 }
 
 run_go() {
-    if has_target run_go_bench || has_target attn_go_bench; then
+    if has_target attn_go_bench; then
         run_target go
         return
     fi

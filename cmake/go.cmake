@@ -6,7 +6,7 @@
 # Targets:
 #   attn_go        (ALL) go build of the binding, the demo and the bench against libattn
 #   attn_go_demo   runs examples/go (the C demo's program in Go)      ninja -C <build> attn_go_demo
-#   run_go_bench   runs bench/go (the two lang=go lines)               ninja -C <build> run_go_bench
+#   attn_go_bench  runs bench/go (the two lang=go lines)               ninja -C <build> attn_go_bench
 # Tests:
 #   go_tests           go test -v ./... in bindings/go (shared vectors + $ATTN_XLANG_DIR/go.bin,
 #                      seed example, error paths, use after Close, concurrency)
@@ -97,7 +97,7 @@ add_custom_target(attn_go_demo
   COMMAND ${CMAKE_COMMAND} -E env ${_attn_go_env} ${ATTN_GO_EXECUTABLE} run .
   WORKING_DIRECTORY ${_attn_go_demo}
   DEPENDS attn USES_TERMINAL VERBATIM)
-add_custom_target(run_go_bench
+add_custom_target(attn_go_bench
   COMMAND ${CMAKE_COMMAND} -E env ${_attn_go_env} ${ATTN_GO_EXECUTABLE} run .
   WORKING_DIRECTORY ${_attn_go_bench}
   DEPENDS attn USES_TERMINAL VERBATIM)
