@@ -53,11 +53,11 @@ suite_fuzz() {
     build-fuzz/fuzz/fuzz_attn -max_total_time="$FUZZ_SECONDS" -timeout=30 -rss_limit_mb=3072 \
       -print_final_stats=1 -artifact_prefix="$art/" "$work" fuzz/corpus >"$log" 2>&1
   local rc=$?
-  grep -E '^#[0-9]+ +(INITED|DONE)' "$log" | tail -2
+  grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)' "$log" | tail -2
   grep -E '^stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb)' \
     "$log"
   local done_line execs
-  done_line=$(grep -E '^#[0-9]+ +DONE' "$log" | tail -1)
+  done_line=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -1)
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   if [ $rc -ne 0 ] || [ -n "$(ls -A "$art")" ] || [ -z "$done_line" ]; then
     echo "fuzz: FINDING (exit $rc); the report:" >&2
