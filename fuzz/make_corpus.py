@@ -88,6 +88,8 @@ def main():
                                       values=V_STREAM)
     seeds["weights-long-k-tiles"] = seed(op=WEIGHTS, flags=LONG_K, sq=5, sk=193, d=3, isa=3,
                                          kv=M_RANDOM, values=V_STREAM)
+    # weights has no V: nothing may be computed from a NULL v (batch / kv head offsets).
+    seeds["weights-narrow-batch2-kv2"] = seed(op=WEIGHTS, b=2, hkv=2, sq=1, sk=40, d=5)
     seeds["decode-split"] = seed(flags=DECODE, decode=(4, 4200, 9), causal=2, threads=2,
                                  check_threads=True, values=V_STREAM)
     seeds["decode-one-key"] = seed(flags=DECODE, decode=(1, 4096, 3), kv=M_ONE,
