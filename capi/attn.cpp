@@ -8,6 +8,7 @@
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <new>
@@ -49,6 +50,15 @@ template <class F> attn_status guarded(const char *fn, F &&body) noexcept {
     } catch (...) {
         return fail(ATTN_ERR_INTERNAL, "%s: internal error: unknown exception", fn);
     }
+}
+
+// The integer a caller passed for an enum parameter. A C caller may pass any int; loading it as a
+// C++ enum outside the enumerators' range would be undefined, so the bytes are read as an int.
+template <class E> int raw_enum(E e) {
+    static_assert(sizeof(E) == sizeof(int), "C enums are int-sized");
+    int v;
+    std::memcpy(&v, &e, sizeof v);
+    return v;
 }
 
 bool mul_ok(size_t a, size_t b, size_t *out) {
@@ -245,7 +255,7 @@ unsigned attn_version_number(void) {
 }
 
 const char *attn_status_string(attn_status status) {
-    switch (status) {
+    switch (raw_enum(status)) {
     case ATTN_OK:
         return "ok";
     case ATTN_ERR_NULL_POINTER:
@@ -303,7 +313,7 @@ attn_status attn_desc_set_causal(attn_desc *desc, attn_causal causal) {
     static const char fn[] = "attn_desc_set_causal";
     return guarded(fn, [&]() -> attn_status {
         if (attn_status st = check_mutable(fn, desc)) return st;
-        const int c = static_cast<int>(causal);
+        const int c = raw_enum(causal);
         if (c < ATTN_CAUSAL_NONE || c > ATTN_CAUSAL_BOTTOM_RIGHT)
             return fail(ATTN_ERR_INVALID_ARGUMENT,
                         "%s: causal (%d) is not an attn_causal value (0 none, 1 top-left, 2 "
@@ -331,7 +341,7 @@ attn_status attn_desc_set_strides(attn_desc *desc, attn_operand which, size_t ba
     static const char fn[] = "attn_desc_set_strides";
     return guarded(fn, [&]() -> attn_status {
         if (attn_status st = check_mutable(fn, desc)) return st;
-        const int w = static_cast<int>(which);
+        const int w = raw_enum(which);
         if (w < ATTN_Q || w > ATTN_OUT)
             return fail(ATTN_ERR_INVALID_ARGUMENT,
                         "%s: which (%d) must be ATTN_Q, ATTN_K, ATTN_V or ATTN_OUT", fn, w);
@@ -346,7 +356,8 @@ attn_status attn_desc_set_strides(attn_desc *desc, attn_operand which, size_t ba
         if (w == ATTN_OUT &&
             !rows_disjoint(s.batch, batch_stride, heads, head_stride, seq, row_stride, s.head_dim))
             return fail(ATTN_ERR_INVALID_ARGUMENT,
-                        "%s: out strides (%zu, %zu, %zu) make output rows of %zu floats overlap",
+                        "%s: out strides (%zu, %zu, %zu) do not nest: output rows of %zu floats "
+                        "could overlap",
                         fn, batch_stride, head_stride, row_stride, s.head_dim);
         core::Layout *lay[4] = {&desc->p.q, &desc->p.k, &desc->p.v, &desc->p.out};
         *lay[w] = core::Layout{batch_stride, head_stride, row_stride};
@@ -360,7 +371,7 @@ size_t attn_desc_required_len(const attn_desc *desc, attn_operand which) {
         fail(ATTN_ERR_NULL_POINTER, "attn_desc_required_len: desc is NULL");
         return 0;
     }
-    const int w = static_cast<int>(which);
+    const int w = raw_enum(which);
     if (w < 0 || w > ATTN_ALLOWED) {
         fail(ATTN_ERR_INVALID_ARGUMENT, "attn_desc_required_len: which (%d) is not an attn_operand",
              w);

@@ -155,12 +155,14 @@ ATTN_API attn_status attn_desc_set_causal(attn_desc *desc, attn_causal causal);
 ATTN_API attn_status attn_desc_set_scale(attn_desc *desc, float scale);
 
 /** Set the element strides of Q, K, V or OUT: element (b, h, s, d) is at
- *  b*batch_stride + h*head_stride + s*row_stride + d. Inputs may use any strides (0 broadcasts);
- *  OUT's rows must not overlap each other. Examples, with H heads and D = head_dim:
- *    BHSD (default): batch_stride = H*S*D, head_stride = S*D, row_stride = D
- *    BSHD:           batch_stride = S*H*D, head_stride = D,   row_stride = H*D
- *  ATTN_OK; ATTN_ERR_NULL_POINTER; ATTN_ERR_INVALID_ARGUMENT (which is not Q/K/V/OUT, the buffer
- *  size overflows, OUT rows overlap, or the descriptor was already used). since 0.1 */
+ *  b*batch_stride + h*head_stride + s*row_stride + d. Inputs may use any strides (0 broadcasts).
+ *  OUT's strides must nest so that no two rows can overlap: taken from smallest to largest
+ *  (ignoring dimensions of size 1), each stride is at least the extent of the dimensions inside
+ *  it (the innermost at least head_dim). Every BHSD/BSHD-like layout, padded or not, nests.
+ * Examples, with H heads and D = head_dim: BHSD (default): batch_stride = H*S*D, head_stride = S*D,
+ * row_stride = D BSHD:           batch_stride = S*H*D, head_stride = D,   row_stride = H*D ATTN_OK;
+ * ATTN_ERR_NULL_POINTER; ATTN_ERR_INVALID_ARGUMENT (which is not Q/K/V/OUT, the buffer size
+ * overflows, OUT strides do not nest, or the descriptor was already used). since 0.1 */
 ATTN_API attn_status attn_desc_set_strides(attn_desc *desc, attn_operand which, size_t batch_stride,
                                            size_t head_stride, size_t row_stride);
 

@@ -432,7 +432,7 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
         b.kend = causal_key_end(p, b.r, k_end);
         if (b.kend > kend) kend = b.kend;
     }
-    const float *vbase = t.v + w.b * p.v.batch + w.kvh * p.v.head;
+    const float *vbase = with_pv ? t.v + w.b * p.v.batch + w.kvh * p.v.head : nullptr;
     const float *kbase = t.k + w.b * p.k.batch + w.kvh * p.k.head;
     size_t j = w.k_begin;
     while (j < kend) {
