@@ -54,7 +54,7 @@ template <class F> attn_status guarded(const char *fn, F &&body) noexcept {
 
 // The integer a caller passed for an enum parameter. A C caller may pass any int; loading it as a
 // C++ enum outside the enumerators' range would be undefined, so the bytes are read as an int.
-template <class E> int raw_enum(E e) {
+template <class E> int raw_enum(const E &e) {
     static_assert(sizeof(E) == sizeof(int), "C enums are int-sized");
     int v;
     std::memcpy(&v, &e, sizeof v);
