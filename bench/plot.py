@@ -32,17 +32,20 @@ def print_markdown(data):
           f'libattn {m.get("libattn_version")} (default ISA {m.get("libattn_default_isa")}); '
           f'OpenBLAS default corename {m.get("openblas_corename_default")}; g++ {m.get("compiler")}; '
           f'{m.get("date_utc")}; mode {m.get("mode")}; load average at start {m.get("load_average_start")}.\n')
-    peaks = {p["isa"]: p["gflops"] for p in data.get("peak", [])}
+    peaks = {(p["isa"], p.get("threads", 1)): p["gflops"] for p in data.get("peak", [])}
     stream = {s["threads"]: s["gbs"] for s in data.get("stream", [])}
-    print("| FMA peak avx512 | FMA peak avx2 | mul+add peak sse2 | stream 1 thread | stream 2 threads |")
+    print("| threads | FMA peak avx512 | FMA peak avx2 | mul+add peak sse2 | stream read |")
     print("|---|---|---|---|---|")
-    print(f'| {fmt(peaks.get("avx512"), 1)} GFLOP/s | {fmt(peaks.get("avx2"), 1)} GFLOP/s | '
-          f'{fmt(peaks.get("sse2"), 1)} GFLOP/s | {fmt(stream.get(1))} GB/s | {fmt(stream.get(2))} GB/s |\n')
+    for t in (1, 2):
+        print(f'| {t} | {fmt(peaks.get(("avx512", t)), 1)} GFLOP/s | {fmt(peaks.get(("avx2", t)), 1)} GFLOP/s | '
+              f'{fmt(peaks.get(("sse2", t)), 1)} GFLOP/s | {fmt(stream.get(t))} GB/s |')
+    print()
     rows = [r for r in data.get("prefill", []) if r["layout"] == "bhsd"]
     if rows:
-        print(f'Prefill, B=1, H={rows[0]["heads"]}, n={rows[0]["n"]}, BHSD (GFLOP/s; ratio to the same ISA\'s peak):\n')
-        print("| ISA | head_dim | causal | mask | 1 thread | of peak | 2 threads | speedup |")
-        print("|---|---|---|---|---|---|---|---|")
+        print(f'Prefill, B=1, H={rows[0]["heads"]}, n={rows[0]["n"]}, BHSD (GFLOP/s; "of peak": ratio to the same '
+              'ISA\'s FMA peak at the same thread count):\n')
+        print("| ISA | head_dim | causal | mask | 1 thread | of peak | 2 threads | of peak | speedup |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             if r["threads"] != 1:
                 continue
@@ -50,7 +53,7 @@ def print_markdown(data):
                 t[k] == r[k] for k in ("isa", "head_dim", "causal", "mask"))), None)
             print(f'| {r["isa"]} | {r["head_dim"]} | {"yes" if r["causal"] else "no"} | {r["mask"]} | '
                   f'{fmt(r["gflops"], 1)} | {fmt(r.get("peak_ratio"))} | '
-                  f'{fmt(two["gflops"], 1) if two else "–"} | '
+                  f'{fmt(two["gflops"], 1) if two else "–"} | {fmt(two.get("peak_ratio")) if two else "–"} | '
                   f'{fmt(r["best_s"] / two["best_s"]) if two else "–"} |')
         print()
     dec = data.get("decode", [])
@@ -159,7 +162,7 @@ def main():
     # The FMA peaks of the same run: the ceiling each ISA's kernel aims at.
     colors = {"avx512": "black", "avx2": "dimgray"}
     for p in data.get("peak", []):
-        if p["isa"] in colors and p.get("gflops"):
+        if p["isa"] in colors and p.get("gflops") and p.get("threads", 1) == 1:
             ax.axhline(p["gflops"], color=colors[p["isa"]], linewidth=1, linestyle="-.", alpha=0.7)
             ax.text(ns[0] / 1.2, p["gflops"], f' {p["isa"]} FMA peak, 1 core: {p["gflops"]:.0f} GFLOP/s',
                     va="bottom", ha="left", fontsize=8, color=colors[p["isa"]])
