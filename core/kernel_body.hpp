@@ -38,8 +38,8 @@ constexpr size_t kRows = kM * kR;
 
 // Scratch carving. All float blocks start 64-byte aligned. Per-block state is kM times.
 struct Scratch {
-    float *qt, *st, *ot, *m, *l, *vis, *lim, *mask, *arow, *vtail, *zero;
-    const float **krow, **vrow, **trow;
+    float *qt, *st, *ot, *m, *l, *vis, *lim, *mask, *arow, *kpack, *vpack, *zero;
+    const float **krow, **vrow;
     unsigned *kidx;
 };
 
@@ -61,11 +61,11 @@ static inline size_t scratch_layout(const Params &p, unsigned char *base, Scratc
     x.lim = reinterpret_cast<float *>(take(sizeof(float) * kR));
     x.mask = reinterpret_cast<float *>(take(sizeof(float) * kBK * kR));
     x.arow = reinterpret_cast<float *>(take(sizeof(float) * kBK * kR));
-    x.vtail = reinterpret_cast<float *>(take(sizeof(float) * kBK * kDT));
+    x.kpack = reinterpret_cast<float *>(take(sizeof(float) * kBK * d));
+    x.vpack = reinterpret_cast<float *>(take(sizeof(float) * kBK * dp));
     x.zero = reinterpret_cast<float *>(take(sizeof(float) * d));
     x.krow = reinterpret_cast<const float **>(take(sizeof(float *) * (kBK + kKT)));
     x.vrow = reinterpret_cast<const float **>(take(sizeof(float *) * kBK));
-    x.trow = reinterpret_cast<const float **>(take(sizeof(float *) * kBK));
     x.kidx = reinterpret_cast<unsigned *>(take(sizeof(unsigned) * kBK));
     if (s) *s = x;
     return off;
@@ -394,8 +394,8 @@ static inline void softmax_tile(Block &blk, Scratch &s, size_t nk, size_t dp, bo
                 vstore(blk.ot + dd * kR + n * kL, vload(blk.ot + dd * kR + n * kL) * alpha[n]);
 }
 
-// ot += P.V for the tile (s.vrow set; s.trow points at the zero-padded head_dim tail if any).
-static inline void pv_tile(const Params &p, Block &blk, Scratch &s, const TileInfo &ti, bool tail,
+// ot += P.V for the tile (s.vrow rows hold at least dp = head_dim rounded up to kDT floats).
+static inline void pv_tile(const Params &p, Block &blk, Scratch &s, const TileInfo &ti,
                            bool v_finite) {
     const size_t d = p.shape.head_dim, nk = ti.nk;
     if (ti.partial && !v_finite) {
@@ -408,9 +408,16 @@ static inline void pv_tile(const Params &p, Block &blk, Scratch &s, const TileIn
             }
         return;
     }
-    const size_t dfull = d / kDT * kDT;
-    for (size_t dd = 0; dd < dfull; dd += kDT) pv_block(s.vrow, dd, s.st, nk, blk.ot + dd * kR);
-    if (tail) pv_block(s.trow, 0, s.st, nk, blk.ot + dfull * kR);
+    const size_t dp = kround_up(d, kDT);
+    for (size_t dd = 0; dd < dp; dd += kDT) pv_block(s.vrow, dd, s.st, nk, blk.ot + dd * kR);
+}
+
+// dst[0, n) = src[0, n), then zeros up to `padded`.
+static inline void copy_row(float *dst, const float *src, size_t n, size_t padded) {
+    size_t x = 0;
+    for (; x + kL <= n; x += kL) vstore(dst + x, vload(src + x));
+    for (; x < n; ++x) dst[x] = src[x];
+    for (; x < padded; ++x) dst[x] = 0.0f;
 }
 
 // Runs the key tiles of one item over all its row blocks: each tile's keys are gathered, and
@@ -418,8 +425,12 @@ static inline void pv_tile(const Params &p, Block &blk, Scratch &s, const TileIn
 // mode) accumulates P.V, so the tile is read from memory once per item.
 static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Block *blk, size_t nb,
                       Scratch &s, size_t k_end, bool with_pv) {
-    const size_t d = p.shape.head_dim, dp = kround_up(d, kDT), dfull = d / kDT * kDT;
+    const size_t d = p.shape.head_dim, dp = kround_up(d, kDT);
     const vf ninf = vbcast(kNegInf), zero = vzero();
+    // Rows that are not contiguous (BSHD: H * head_dim apart, often a multiple of 4 KiB, so a
+    // tile's rows would fight over a few L1 sets) are copied into contiguous tiles once per tile;
+    // V is also padded to whole kDT blocks when head_dim is not a multiple of kDT.
+    const bool pack_k = p.k.row != d, pack_v = p.v.row != d || dp != d;
     size_t kend = 0;
     for (size_t bi = 0; bi < nb; ++bi) {
         Block &b = blk[bi];
@@ -450,20 +461,19 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
             prefetch_rows(vbase, p.v.row, tile.jbase, tile.kidx_span(s.kidx), d);
             if (j < kend) prefetch_rows(kbase, p.k.row, j, kmin(kBK, kend - j), d);
         }
-        for (size_t x = 0; x < nk; ++x) s.krow[x] = kbase + (tile.jbase + s.kidx[x]) * p.k.row;
-        for (size_t x = nk; x < kround_up(nk, kKT); ++x) s.krow[x] = s.zero;
-        bool tail = false, v_checked = false, v_finite = true;
-        if (with_pv) {
-            for (size_t x = 0; x < nk; ++x) s.vrow[x] = vbase + (tile.jbase + s.kidx[x]) * p.v.row;
-            tail = dfull < d;
-            if (tail) // the head_dim tail of the tile's V rows, zero-padded to kDT
-                for (size_t x = 0; x < nk; ++x) {
-                    float *dst = s.vtail + x * kDT;
-                    for (size_t k = 0; k < kDT; ++k)
-                        dst[k] = dfull + k < d ? s.vrow[x][dfull + k] : 0.0f;
-                    s.trow[x] = dst;
-                }
+        for (size_t x = 0; x < nk; ++x) {
+            const float *src = kbase + (tile.jbase + s.kidx[x]) * p.k.row;
+            if (pack_k) copy_row(s.kpack + x * d, src, d, d);
+            s.krow[x] = pack_k ? s.kpack + x * d : src;
         }
+        for (size_t x = nk; x < kround_up(nk, kKT); ++x) s.krow[x] = s.zero;
+        bool v_checked = false, v_finite = true;
+        if (with_pv)
+            for (size_t x = 0; x < nk; ++x) {
+                const float *src = vbase + (tile.jbase + s.kidx[x]) * p.v.row;
+                if (pack_v) copy_row(s.vpack + x * dp, src, d, dp);
+                s.vrow[x] = pack_v ? s.vpack + x * dp : src;
+            }
         for (size_t bi = 0; bi < nb; ++bi) {
             Block &b = blk[bi];
             if (tile.jbase >= b.kend) continue; // every key of the tile is causally hidden
@@ -475,7 +485,7 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
                 v_finite = v_tile_finite(p, s, nk);
                 v_checked = true;
             }
-            pv_tile(p, b, s, ti, tail, v_finite);
+            pv_tile(p, b, s, ti, v_finite);
         }
     }
 }
