@@ -147,8 +147,9 @@ def main():
                         color="tab:green" if forced else "tab:olive")
         return dict(marker="^", linewidth=1.6, linestyle=":", color="tab:brown")
 
-    fig, ax = plt.subplots(figsize=(9, 5.5), dpi=120)
-    order = sorted(curves, key=lambda l: (not l.startswith("libattn"), not l.startswith("OpenBLAS"), l))
+    fig, ax = plt.subplots(figsize=(9, 6.2), dpi=120)
+    order = sorted(curves, key=lambda l: (not l.startswith("libattn"), not l.startswith("OpenBLAS"),
+                                          "avx2" in l or "default pick" in l, l))
     for label in order:
         pts = sorted(curves[label])
         ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label, **style(label))
@@ -176,9 +177,9 @@ def main():
     ax.grid(True, which="major", alpha=0.3)
     load = m.get("load_average_start", "")
     if load and float(load.split()[0]) > 1.0:
-        fig.text(0.01, 0.01, f"note: the machine was busy during this run (load average {load}); "
-                 "figures are low and noisy", fontsize=8, color="tab:red")
-    ax.legend(loc="best", fontsize=9)
+        fig.text(0.01, 0.99, f"note: the machine was busy during this run (load average {load}); "
+                 "figures are low and noisy", fontsize=8, color="tab:red", va="top")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=3, fontsize=9, frameon=False)
     fig.tight_layout()
     fig.savefig(args.out)
     print("wrote", args.out)
