@@ -25,6 +25,12 @@ def fmt(x, digits=2):
     return "–" if x is None else f"{x:.{digits}f}"
 
 
+def busy(r):
+    """A mark for figures measured while something else competed for the CPUs (cpu_pressure)."""
+    p = r.get("cpu_pressure") if r else None
+    return f" ⚠{100 * p:.0f}%" if p is not None and p > 0.05 else ""
+
+
 def print_markdown(data):
     """The figures of one run as Markdown tables (the README keeps the last full run's)."""
     m = data.get("machine", {})
@@ -34,6 +40,7 @@ def print_markdown(data):
           f'{m.get("date_utc")}; mode {m.get("mode")}; load average at start {m.get("load_average_start")}.\n')
     peaks = {(p["isa"], p.get("threads", 1)): p["gflops"] for p in data.get("peak", [])}
     stream = {s["threads"]: s["gbs"] for s in data.get("stream", [])}
+    print("⚠NN%: measured while other work took NN % of the time (CPU pressure); treat it with care.\n")
     print("| threads | FMA peak avx512 | FMA peak avx2 | mul+add peak sse2 | stream read |")
     print("|---|---|---|---|---|")
     for t in (1, 2):
@@ -52,8 +59,8 @@ def print_markdown(data):
             two = next((t for t in rows if t["threads"] == 2 and all(
                 t[k] == r[k] for k in ("isa", "head_dim", "causal", "mask"))), None)
             print(f'| {r["isa"]} | {r["head_dim"]} | {"yes" if r["causal"] else "no"} | {r["mask"]} | '
-                  f'{fmt(r["gflops"], 1)} | {fmt(r.get("peak_ratio"))} | '
-                  f'{fmt(two["gflops"], 1) if two else "–"} | {fmt(two.get("peak_ratio")) if two else "–"} | '
+                  f'{fmt(r["gflops"], 1)}{busy(r)} | {fmt(r.get("peak_ratio"))} | '
+                  f'{fmt(two["gflops"], 1) + busy(two) if two else "–"} | {fmt(two.get("peak_ratio")) if two else "–"} | '
                   f'{fmt(r["best_s"] / two["best_s"]) if two else "–"} |')
         print()
     dec = data.get("decode", [])
@@ -65,7 +72,7 @@ def print_markdown(data):
             if r["mode"] != "cold":
                 continue
             hot = next((h for h in dec if h["mode"] == "hot" and h["isa"] == r["isa"] and h["threads"] == r["threads"]), None)
-            print(f'| {r["isa"]} | {r["threads"]} | {fmt(r["gbs"])} | {fmt(r["ratio_to_stream_2_threads"])} | '
+            print(f'| {r["isa"]} | {r["threads"]} | {fmt(r["gbs"])}{busy(r)} | {fmt(r["ratio_to_stream_2_threads"])} | '
                   f'{fmt(hot["gbs"]) if hot else "–"} |')
         print()
     ob = data.get("openblas", [])
@@ -101,7 +108,7 @@ def print_markdown(data):
         print("|---|---|---|---|---|")
         for t in tg:
             print(f'| {t["target"]} | {t["isa"]} | {fmt(t["value"], 3)} | {t["comparison"]} {fmt(t["goal"])} | '
-                  f'{"pass" if t["pass"] else "**miss**"} |')
+                  f'{"pass" if t["pass"] else "**miss**"}{busy(t)} |')
         print()
 
 
