@@ -490,8 +490,182 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
     }
 }
 
+// ---- Decode: at most kDecodeRows query rows per KV head (GQA decode: the group, seq_q = 1) ----
+// The row-lane layout would leave most lanes idle and issue head_dim broadcast-FMAs per key; here
+// the vectors run along head_dim instead: each K and V vector is loaded once per key and used by
+// every row, so a row costs head_dim / kL FMAs per key and the loop keeps up with memory.
+constexpr size_t kDecodeRows = 4;
+constexpr size_t kDB = kL >= 16 ? 4 : 2; // head_dim vectors per P.V register block
+
+static inline float lane0(const vf &x) {
+    float tmp[kL];
+    vstore(tmp, x);
+    return tmp[0];
+}
+
+// o[rr][c0 + c*kL ...] += sum_x p[rr][x] * v_x[c0 + c*kL ...] for CB vectors of head_dim.
+template <size_t CB>
+static inline void pv_decode_block(const float *const *vrow, size_t c0, const float *pr, size_t nk,
+                                   float *o, size_t dpad) {
+    vf acc[kDecodeRows][CB];
+    for (size_t rr = 0; rr < kDecodeRows; ++rr)
+        for (size_t c = 0; c < CB; ++c) acc[rr][c] = vload(o + rr * dpad + c0 + c * kL);
+    for (size_t x = 0; x < nk; ++x) {
+        vf vv[CB];
+        for (size_t c = 0; c < CB; ++c) vv[c] = vload(vrow[x] + c0 + c * kL);
+        for (size_t rr = 0; rr < kDecodeRows; ++rr) {
+            const vf pb = vbcast(pr[rr * kBK + x]);
+            for (size_t c = 0; c < CB; ++c) acc[rr][c] = vfma(pb, vv[c], acc[rr][c]);
+        }
+    }
+    for (size_t rr = 0; rr < kDecodeRows; ++rr)
+        for (size_t c = 0; c < CB; ++c) vstore(o + rr * dpad + c0 + c * kL, acc[rr][c]);
+}
+
+static void decode_item(const Params &p, const Tensors &t, const WorkItem &w, void *scratch,
+                        const Partial *partial) {
+    Scratch s;
+    scratch_layout(p, static_cast<unsigned char *>(scratch), &s);
+    Rows r;
+    block_rows(p, w, w.r0, w.rows, &r);
+    const size_t d = p.shape.head_dim, nr = w.rows, dv = d / kL * kL, dpad = kround_up(d, kL);
+    float *q = s.qt;  // [kDecodeRows][dpad]  scale * q (rows past nr and the padding are 0)
+    float *o = s.ot;  // [kDecodeRows][dpad]  unnormalised output
+    float *sc = s.st; // [kDecodeRows][kBK]   scores, then probabilities
+    float m[kDecodeRows], l[kDecodeRows];
+    bool vis[kDecodeRows];
+    for (size_t rr = 0; rr < kDecodeRows; ++rr) {
+        const float *qs =
+            t.q + w.b * p.q.batch + r.h[rr] * p.q.head + static_cast<size_t>(r.i[rr]) * p.q.row;
+        for (size_t dd = 0; dd < dpad; ++dd)
+            q[rr * dpad + dd] = rr < nr && dd < d ? qs[dd] * p.scale : 0.0f;
+        zero_floats(o + rr * dpad, dpad);
+        zero_floats(sc + rr * kBK, kBK);
+        m[rr] = kNegInf;
+        l[rr] = 0.0f;
+        vis[rr] = false;
+    }
+    const long long off = causal_offset(p);
+    const size_t kend = causal_key_end(p, r, w.k_end);
+    const float *kbase = t.k + w.b * p.k.batch + w.kvh * p.k.head;
+    const float *vbase = t.v + w.b * p.v.batch + w.kvh * p.v.head;
+    const vf ninf = vbcast(kNegInf), zero = vzero();
+    size_t j = w.k_begin;
+    while (j < kend) {
+        size_t next = j;
+        const size_t jbase = j;
+        const size_t nk = gather_tile(p, t, w.b, j, kend, s.kidx, &next);
+        j = next;
+        if (nk == 0) continue;
+        prefetch_rows(vbase, p.v.row, jbase, s.kidx[nk - 1] + 1, d);
+        if (j < kend) prefetch_rows(kbase, p.k.row, j, kmin(kBK, kend - j), d);
+
+        // Scores: one pass over each K row serves every query row.
+        for (size_t x = 0; x < nk; ++x) {
+            const float *kr = kbase + (jbase + s.kidx[x]) * p.k.row;
+            vf acc[kDecodeRows];
+            for (size_t rr = 0; rr < kDecodeRows; ++rr) acc[rr] = zero;
+            for (size_t dd = 0; dd < dv; dd += kL) {
+                const vf kv = vload(kr + dd);
+                for (size_t rr = 0; rr < kDecodeRows; ++rr)
+                    acc[rr] = vfma(vload(q + rr * dpad + dd), kv, acc[rr]);
+            }
+            for (size_t rr = 0; rr < nr; ++rr) {
+                float sum = vhsum(acc[rr]);
+                for (size_t dd = dv; dd < d; ++dd) sum += q[rr * dpad + dd] * kr[dd];
+                sc[rr * kBK + x] = sum;
+            }
+        }
+        // Mask, then the online softmax of each row (vectorised over the tile's keys).
+        bool partial_tile = false;
+        const size_t nkv = kround_up(nk, kL);
+        for (size_t rr = 0; rr < nr; ++rr) {
+            float *srow = sc + rr * kBK;
+            const uint8_t *al =
+                t.allowed ? t.allowed + static_cast<size_t>(r.i[rr]) * p.shape.seq_k : nullptr;
+            bool any = false;
+            for (size_t x = 0; x < nk; ++x) {
+                const size_t jj = jbase + s.kidx[x];
+                const bool ok =
+                    (p.causal == Causal::None || static_cast<long long>(jj) <= r.i[rr] + off) &&
+                    (!al || al[jj]);
+                if (!ok) srow[x] = kNegInf;
+                any |= ok;
+                partial_tile |= !ok;
+            }
+            for (size_t x = nk; x < nkv; ++x) srow[x] = kNegInf;
+            vis[rr] = vis[rr] || any;
+            vf mt = ninf;
+            for (size_t x = 0; x < nkv; x += kL) mt = vmax(mt, vload(srow + x));
+            float tmp[kL];
+            vstore(tmp, mt);
+            float mnew = m[rr];
+            for (size_t e = 0; e < kL; ++e)
+                if (tmp[e] > mnew || tmp[e] != tmp[e]) mnew = tmp[e];
+            const float msafe = mnew == kNegInf ? 0.0f : mnew;
+            const float alpha = lane0(vexp(vbcast(m[rr] - msafe)));
+            vf lsum = zero;
+            for (size_t x = 0; x < nkv; x += kL) {
+                const vf e = vexp(vload(srow + x) - vbcast(msafe));
+                vstore(srow + x, e);
+                lsum = lsum + e;
+            }
+            l[rr] = l[rr] * alpha + vhsum(lsum);
+            if (alpha != 1.0f)
+                for (size_t dd = 0; dd < dpad; dd += kL)
+                    vstore(o + rr * dpad + dd, vload(o + rr * dpad + dd) * vbcast(alpha));
+            m[rr] = mnew;
+        }
+        // P.V: one pass over each V row serves every query row.
+        for (size_t x = 0; x < nk; ++x) s.vrow[x] = vbase + (jbase + s.kidx[x]) * p.v.row;
+        if (partial_tile && !v_tile_finite(p, s, nk)) {
+            // Exact path: a hidden key's Inf/NaN value must not turn 0 * Inf into NaN.
+            for (size_t x = 0; x < nk; ++x)
+                for (size_t rr = 0; rr < nr; ++rr) {
+                    const float pw = sc[rr * kBK + x];
+                    if (pw == 0.0f) continue;
+                    for (size_t dd = 0; dd < d; ++dd) o[rr * dpad + dd] += pw * s.vrow[x][dd];
+                }
+            continue;
+        }
+        size_t c0 = 0;
+        for (; c0 + kDB * kL <= dv; c0 += kDB * kL)
+            pv_decode_block<kDB>(s.vrow, c0, sc, nk, o, dpad);
+        for (; c0 < dv; c0 += kL) pv_decode_block<1>(s.vrow, c0, sc, nk, o, dpad);
+        for (size_t dd = dv; dd < d; ++dd)
+            for (size_t x = 0; x < nk; ++x)
+                for (size_t rr = 0; rr < nr; ++rr)
+                    o[rr * dpad + dd] += sc[rr * kBK + x] * s.vrow[x][dd];
+    }
+
+    if (partial) { // the layout forward_item uses: [3 + dp][kRows]
+        const size_t dp = kround_up(d, kDT);
+        float *dst = partial->data;
+        for (size_t rr = 0; rr < nr; ++rr) {
+            dst[rr] = m[rr];
+            dst[kRows + rr] = l[rr];
+            dst[2 * kRows + rr] = vis[rr] ? 1.0f : 0.0f;
+            for (size_t dd = 0; dd < dp; ++dd)
+                dst[(3 + dd) * kRows + rr] = dd < d ? o[rr * dpad + dd] : 0.0f;
+        }
+        return;
+    }
+    for (size_t rr = 0; rr < nr; ++rr) {
+        const size_t i = static_cast<size_t>(r.i[rr]), h = r.h[rr];
+        float *out = t.out + w.b * p.out.batch + h * p.out.head + i * p.out.row;
+        for (size_t dd = 0; dd < d; ++dd) out[dd] = vis[rr] ? o[rr * dpad + dd] / l[rr] : 0.0f;
+        if (t.lse)
+            t.lse[(w.b * p.shape.heads_q + h) * p.shape.seq_q + i] =
+                vis[rr] ? m[rr] + lane0(vlog(vbcast(l[rr]))) : kNegInf;
+    }
+}
+
 static void forward_item(const Params &p, const Tensors &t, const WorkItem &w, void *scratch,
                          const Partial *partial) {
+    if (kNV == 1 && w.rows <= kDecodeRows && p.shape.head_dim >= kL) {
+        decode_item(p, t, w, scratch, partial);
+        return;
+    }
     Scratch s;
     scratch_layout(p, static_cast<unsigned char *>(scratch), &s);
     Block blk[kM];

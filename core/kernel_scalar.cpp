@@ -70,6 +70,9 @@ static inline vm vand(vm a, vm b) {
 static inline bool vany(vm m) {
     return m;
 }
+static inline float vhsum(vf a) {
+    return a.x;
+}
 
 #include "kernel_body.hpp"
 
