@@ -206,29 +206,27 @@ static inline int allowed_tile(const Params &p, const Tensors &t, const Rows &r,
     const size_t sk = p.shape.seq_k;
     const size_t ni = static_cast<size_t>(r.imax - r.imin) + 1;
     const size_t span = kidx[nk - 1] + 1; // the tile's keys lie in [jbase, jbase + span)
+    // Classify each query row over the whole span first (8 bytes at a time); the per-key mask is
+    // only built when the tile really is mixed, so all-true or block-structured masks cost
+    // ~nothing.
+    unsigned char cls[kR]; // 1: all allowed, 0: none allowed, 2: mixed
     bool any_false = false, any_true = false;
     for (size_t qi = 0; qi < ni; ++qi) {
         const uint8_t *a = t.allowed + static_cast<size_t>(r.imin + qi) * sk + jbase;
-        // Fast paths: a row whose bytes over the whole span are all true, or all false.
-        if (all_nonzero(a, span)) {
-            any_true = true;
-            for (size_t x = 0; x < nk; ++x) s.arow[qi * kBK + x] = 1.0f;
-            continue;
-        }
-        if (all_zero(a, span)) {
-            any_false = true;
-            for (size_t x = 0; x < nk; ++x) s.arow[qi * kBK + x] = 0.0f;
-            continue;
-        }
-        for (size_t x = 0; x < nk; ++x) {
-            const bool ok = a[kidx[x]] != 0;
-            s.arow[qi * kBK + x] = ok ? 1.0f : 0.0f;
-            any_true |= ok;
-            any_false |= !ok;
-        }
+        cls[qi] = all_nonzero(a, span) ? 1 : all_zero(a, span) ? 0 : 2;
+        any_true |= cls[qi] != 0;
+        any_false |= cls[qi] != 1;
     }
     if (!any_false) return 1;
     if (!any_true) return 0;
+    for (size_t qi = 0; qi < ni; ++qi) {
+        const uint8_t *a = t.allowed + static_cast<size_t>(r.imin + qi) * sk + jbase;
+        float *row = s.arow + qi * kBK;
+        if (cls[qi] == 2)
+            for (size_t x = 0; x < nk; ++x) row[x] = a[kidx[x]] != 0 ? 1.0f : 0.0f;
+        else
+            for (size_t x = 0; x < nk; ++x) row[x] = cls[qi];
+    }
     for (size_t x = 0; x < nk; ++x)
         for (size_t l = 0; l < kR; ++l)
             s.mask[x * kR + l] = s.arow[static_cast<size_t>(r.i[l] - r.imin) * kBK + x];
