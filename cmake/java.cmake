@@ -176,8 +176,9 @@ set_tests_properties(java_tests PROPERTIES
 # The demo exits 1 unless the seed example's out[1][0] is 15, and must print exactly what the C
 # demo prints (when the C demo is built).
 add_test(NAME java_demo
-  COMMAND "${CMAKE_COMMAND}" "-DJAVA=${Java_JAVA_EXECUTABLE}"
-    "-DLIBDIR=$<TARGET_FILE_DIR:attn_java>" "-DCLASSPATH=${ATTN_JAR_FILE}:${_attn_java_demo_jar}"
+  COMMAND "${CMAKE_COMMAND}" -DNAME=Java
+    "-DDEMO_CMD=${Java_JAVA_EXECUTABLE}|-Xcheck:jni|-Djava.library.path=$<TARGET_FILE_DIR:attn_java>|-cp|${ATTN_JAR_FILE}:${_attn_java_demo_jar}|Demo"
+    "-DFAIL_REGEX=WARNING in native method|Warning: Calling other JNI|JNI local refs"
     "-DC_DEMO=$<$<TARGET_EXISTS:attn_demo>:$<TARGET_FILE:attn_demo>>"
-    -P "${CMAKE_CURRENT_LIST_DIR}/java_demo_check.cmake")
+    -P "${CMAKE_CURRENT_LIST_DIR}/demo_check.cmake")
 set_tests_properties(java_demo PROPERTIES TIMEOUT 120)
