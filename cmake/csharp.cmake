@@ -152,7 +152,7 @@ function(attn_csharp_setup)
   # The demo exits 1 unless the seed example's out[1][0] is 15, and must print exactly what the
   # C demo prints.
   add_test(NAME csharp_demo
-    COMMAND ${CMAKE_COMMAND} -DNAME=C# "-DDEMO_CMD=${ATTN_MONO_EXECUTABLE}|${_out}/AttnDemo.exe"
+    COMMAND ${CMAKE_COMMAND} "-DNAME=C#" "-DDEMO_CMD=${ATTN_MONO_EXECUTABLE}|${_out}/AttnDemo.exe"
             "-DC_DEMO=$<$<TARGET_EXISTS:attn_demo>:$<TARGET_FILE:attn_demo>>"
             -P ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/demo_check.cmake)
   set_tests_properties(csharp_demo PROPERTIES
