@@ -58,10 +58,5 @@ bool isa_supported(Isa isa);
 void set_isa_cap(Isa cap);
 void reset_isa_cap();
 
-// Forces one ISA for the calling thread's next calls (tests loop over every supported ISA).
-// Returns false when the CPU lacks it. Pass nullptr-like reset via clear_thread_isa().
-bool set_thread_isa(Isa isa);
-void clear_thread_isa();
-
 } // namespace core
 } // namespace attn

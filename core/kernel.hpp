@@ -46,7 +46,7 @@ const KernelInfo &kernel_sse2();
 const KernelInfo &kernel_avx2();
 const KernelInfo &kernel_avx512();
 
-// The kernel used by calls on this thread now (thread override, else the process-wide choice).
+// The kernel calls use now: the best the CPU supports, capped by ATTN_ISA or attn_set_isa.
 const KernelInfo &current_kernel();
 
 } // namespace core

@@ -43,8 +43,7 @@ int env_cap() {
     return cap;
 }
 
-std::atomic<int> g_cap{-1};           // -1: use ATTN_ISA / best
-thread_local int t_isa_override = -1; // tests force one kernel per thread
+std::atomic<int> g_cap{-1}; // -1: use ATTN_ISA / best
 
 const KernelInfo &kernel_for(Isa isa) {
     switch (isa) {
@@ -183,7 +182,6 @@ bool isa_supported(Isa isa) {
 }
 
 Isa active_isa() {
-    if (t_isa_override >= 0) return static_cast<Isa>(t_isa_override);
     const int cap = g_cap.load();
     const int c = cap >= 0 ? cap : env_cap();
     const int best = static_cast<int>(best_isa());
@@ -195,15 +193,6 @@ void set_isa_cap(Isa cap) {
 }
 void reset_isa_cap() {
     g_cap.store(-1);
-}
-
-bool set_thread_isa(Isa isa) {
-    if (!isa_supported(isa)) return false;
-    t_isa_override = static_cast<int>(isa);
-    return true;
-}
-void clear_thread_isa() {
-    t_isa_override = -1;
 }
 
 const KernelInfo &current_kernel() {
