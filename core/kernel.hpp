@@ -24,10 +24,7 @@ struct Partial {
 };
 
 struct KernelInfo {
-    const char *name;
-    Isa isa;
     size_t lanes;     // rows per work item
-    size_t key_tile;  // keys per tile
     size_t dim_block; // head_dim rounding of the output accumulator
     // Bytes of scratch one thread needs for this problem (64-byte aligned base expected).
     size_t (*scratch_bytes)(const Params &p);

@@ -5,8 +5,6 @@
 #define ATTN_ISA_NS avx2
 #define ATTN_XSIMD_ARCH xsimd::fma3<xsimd::avx2>
 #define ATTN_KERNEL_FN kernel_avx2
-#define ATTN_ISA_ENUM Isa::Avx2
-#define ATTN_ISA_NAME "avx2"
 #define ATTN_NV 2
 #define ATTN_KT 6
 #define ATTN_DT 6

@@ -8,8 +8,6 @@
 #define ATTN_ISA_NS avx512
 #define ATTN_XSIMD_ARCH xsimd::avx512bw
 #define ATTN_KERNEL_FN kernel_avx512
-#define ATTN_ISA_ENUM Isa::Avx512
-#define ATTN_ISA_NAME "avx512"
 #define ATTN_NV 2
 #define ATTN_KT 8
 #define ATTN_DT 8

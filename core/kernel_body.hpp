@@ -418,6 +418,21 @@ static inline void copy_row(float *dst, const float *src, size_t n, size_t padde
     for (; x < padded; ++x) dst[x] = 0.0f;
 }
 
+// s.krow[x] -> K row of the tile's key x (rows past nk, up to a whole kKT block, -> a zero row).
+// Rows that are not contiguous (BSHD: H * head_dim apart, often a multiple of 4 KiB, so a tile's
+// rows would fight over a few L1 sets) are first copied into a contiguous tile.
+static inline void set_key_rows(const Params &p, const float *kbase, const TileInfo &tile,
+                                Scratch &s) {
+    const size_t d = p.shape.head_dim;
+    const bool pack = p.k.row != d;
+    for (size_t x = 0; x < tile.nk; ++x) {
+        const float *src = kbase + (tile.jbase + s.kidx[x]) * p.k.row;
+        if (pack) copy_row(s.kpack + x * d, src, d, d);
+        s.krow[x] = pack ? s.kpack + x * d : src;
+    }
+    for (size_t x = tile.nk; x < kround_up(tile.nk, kKT); ++x) s.krow[x] = s.zero;
+}
+
 // Runs the key tiles of one item over all its row blocks: each tile's keys are gathered, and
 // its K/V rows located, once; every block then scores it, updates its softmax state and (forward
 // mode) accumulates P.V, so the tile is read from memory once per item.
@@ -425,10 +440,9 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
                       Scratch &s, size_t k_end, bool with_pv) {
     const size_t d = p.shape.head_dim, dp = kround_up(d, kDT);
     const vf ninf = vbcast(kNegInf), zero = vzero();
-    // Rows that are not contiguous (BSHD: H * head_dim apart, often a multiple of 4 KiB, so a
-    // tile's rows would fight over a few L1 sets) are copied into contiguous tiles once per tile;
-    // V is also padded to whole kDT blocks when head_dim is not a multiple of kDT.
-    const bool pack_k = p.k.row != d, pack_v = p.v.row != d || dp != d;
+    // Strided V rows are copied into a contiguous tile (see set_key_rows), and V is padded to
+    // whole kDT blocks when head_dim is not a multiple of kDT.
+    const bool pack_v = p.v.row != d || dp != d;
     size_t kend = 0;
     for (size_t bi = 0; bi < nb; ++bi) {
         Block &b = blk[bi];
@@ -459,12 +473,7 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
             prefetch_rows(vbase, p.v.row, tile.jbase, tile.kidx_span(s.kidx), d);
             if (j < kend) prefetch_rows(kbase, p.k.row, j, kmin(kBK, kend - j), d);
         }
-        for (size_t x = 0; x < nk; ++x) {
-            const float *src = kbase + (tile.jbase + s.kidx[x]) * p.k.row;
-            if (pack_k) copy_row(s.kpack + x * d, src, d, d);
-            s.krow[x] = pack_k ? s.kpack + x * d : src;
-        }
-        for (size_t x = nk; x < kround_up(nk, kKT); ++x) s.krow[x] = s.zero;
+        set_key_rows(p, kbase, tile, s);
         bool v_checked = false, v_finite = true;
         if (with_pv)
             for (size_t x = 0; x < nk; ++x) {
@@ -741,8 +750,7 @@ static void weights_item(const Params &p, const Tensors &t, const WorkItem &w, v
             ti.nk = gather_tile(p, t, w.b, j, b.kend, s.kidx, &next);
             j = next;
             if (ti.nk == 0) continue;
-            for (size_t x = 0; x < ti.nk; ++x) s.krow[x] = kbase + (ti.jbase + s.kidx[x]) * p.k.row;
-            for (size_t x = ti.nk; x < kround_up(ti.nk, kKT); ++x) s.krow[x] = s.zero;
+            set_key_rows(p, kbase, ti, s);
             if (!score_tile(p, t, b, s, ti)) continue;
             for (size_t x = 0; x < ti.nk; ++x)
                 for (size_t n = 0; n < kNV; ++n) {
@@ -759,7 +767,6 @@ static void weights_item(const Params &p, const Tensors &t, const WorkItem &w, v
     }
 }
 
-static KernelInfo make_info(const char *name, Isa isa, const KernelInfo *narrow) {
-    return KernelInfo{name,           isa,           kRows,         kBK,   kDT,
-                      &scratch_bytes, &forward_item, &weights_item, narrow};
+static KernelInfo make_info(const KernelInfo *narrow) {
+    return KernelInfo{kRows, kDT, &scratch_bytes, &forward_item, &weights_item, narrow};
 }

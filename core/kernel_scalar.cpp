@@ -79,7 +79,7 @@ static inline float vhsum(vf a) {
 } // namespace scalar
 
 const KernelInfo &kernel_scalar() {
-    static const KernelInfo info = scalar::make_info("scalar", Isa::Scalar, nullptr);
+    static const KernelInfo info = scalar::make_info(nullptr);
     return info;
 }
 

@@ -4,8 +4,6 @@
 #define ATTN_ISA_NS sse2
 #define ATTN_XSIMD_ARCH xsimd::sse2
 #define ATTN_KERNEL_FN kernel_sse2
-#define ATTN_ISA_ENUM Isa::Sse2
-#define ATTN_ISA_NAME "sse2"
 #define ATTN_NV 2
 #define ATTN_KT 4
 #define ATTN_DT 4
