@@ -12,16 +12,32 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <vector>
 
 #include "attention.hpp"
 #include "thread_pool.hpp"
 
 namespace core = attn::core;
 
+constexpr int kOperands = 14; // ATTN_Q .. ATTN_KEY_MASS
+
 struct attn_desc {
     core::Params p;
-    size_t len[8] = {}; // attn_desc_required_len per operand
+    size_t len[kOperands] = {};           // attn_desc_required_len per operand
+    bool custom_strides[kOperands] = {};  // set by attn_desc_set_strides
+    int alibi = ATTN_ALIBI_NONE;          // ATTN_PARAM_ALIBI
+    std::vector<float> alibi_standard;    // the standard slopes, when alibi == STANDARD
     std::atomic<bool> used{false};
+};
+
+// One bound operand of an attn_args.
+struct Slot {
+    const void *ptr = nullptr;
+    size_t len = 0;
+};
+
+struct attn_args {
+    Slot slot[kOperands];
 };
 
 namespace {
@@ -115,18 +131,99 @@ bool overlaps(Range a, Range b) {
 }
 
 const char *operand_name(int which) {
-    static const char *const names[] = {"q",   "k",       "v",         "out",
-                                        "lse", "weights", "key_valid", "allowed"};
-    return which >= 0 && which < 8 ? names[which] : "?";
+    static const char *const names[kOperands] = {
+        "q",         "k",    "v",           "out",   "lse",         "weights",     "key_valid",
+        "allowed",   "bias", "alibi_slopes", "sinks", "query_valid", "seq_lens_k", "key_mass"};
+    return which >= 0 && which < kOperands ? names[which] : "?";
 }
 
-void compute_len(attn_desc *d, int which) {
+// Element type and direction of each operand (attn_args setters check them).
+enum class Kind { F32In, F32Out, U8, I32 };
+Kind operand_kind(int which) {
+    switch (which) {
+    case ATTN_OUT:
+    case ATTN_LSE:
+    case ATTN_WEIGHTS:
+    case ATTN_KEY_MASS:
+        return Kind::F32Out;
+    case ATTN_KEY_VALID:
+    case ATTN_ALLOWED:
+    case ATTN_QUERY_VALID:
+        return Kind::U8;
+    case ATTN_SEQ_LENS_K:
+        return Kind::I32;
+    default:
+        return Kind::F32In;
+    }
+}
+const char *kind_setter(Kind k) {
+    switch (k) {
+    case Kind::F32Out:
+        return "attn_args_set_out_f32";
+    case Kind::U8:
+        return "attn_args_set_u8";
+    case Kind::I32:
+        return "attn_args_set_i32";
+    default:
+        return "attn_args_set_f32";
+    }
+}
+size_t kind_bytes(Kind k) {
+    return k == Kind::U8 ? 1 : 4;
+}
+
+// Buffer lengths of the strided operands (Q, K, V, OUT, BIAS) from the shape and strides.
+bool strided_len(const attn_desc *d, int which, const core::Layout &lay, size_t *out) {
     const core::Shape &s = d->p.shape;
-    const core::Layout *lay[4] = {&d->p.q, &d->p.k, &d->p.v, &d->p.out};
+    if (which == ATTN_BIAS)
+        return span_of(s.batch, lay.batch, s.heads_q, lay.head, s.seq_q, lay.row, s.seq_k, out);
     const bool is_q = which == ATTN_Q || which == ATTN_OUT;
     const size_t heads = is_q ? s.heads_q : s.heads_kv, seq = is_q ? s.seq_q : s.seq_k;
-    span_of(s.batch, lay[which]->batch, heads, lay[which]->head, seq, lay[which]->row, s.head_dim,
-            &d->len[which]);
+    const size_t dim = which == ATTN_V || which == ATTN_OUT ? s.head_dim_v : s.head_dim;
+    return span_of(s.batch, lay.batch, heads, lay.head, seq, lay.row, dim, out);
+}
+
+core::Layout *layout_of(attn_desc *d, int which) {
+    switch (which) {
+    case ATTN_Q:
+        return &d->p.q;
+    case ATTN_K:
+        return &d->p.k;
+    case ATTN_V:
+        return &d->p.v;
+    case ATTN_OUT:
+        return &d->p.out;
+    case ATTN_BIAS:
+        return &d->p.bias;
+    default:
+        return nullptr;
+    }
+}
+
+// Contiguous default strides of a strided operand.
+core::Layout default_layout(const attn_desc *d, int which) {
+    const core::Shape &s = d->p.shape;
+    if (which == ATTN_BIAS)
+        return core::Layout{s.heads_q * s.seq_q * s.seq_k, s.seq_q * s.seq_k, s.seq_k};
+    const bool is_q = which == ATTN_Q || which == ATTN_OUT;
+    const size_t heads = is_q ? s.heads_q : s.heads_kv, seq = is_q ? s.seq_q : s.seq_k;
+    const size_t dim = which == ATTN_V || which == ATTN_OUT ? s.head_dim_v : s.head_dim;
+    return core::Layout{heads * seq * dim, seq * dim, dim};
+}
+
+void compute_lens(attn_desc *d) {
+    const core::Shape &s = d->p.shape;
+    const int strided[5] = {ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT, ATTN_BIAS};
+    for (int w : strided) strided_len(d, w, *layout_of(d, w), &d->len[w]);
+    d->len[ATTN_LSE] = s.batch * s.heads_q * s.seq_q;
+    d->len[ATTN_WEIGHTS] = s.batch * s.heads_q * s.seq_q * s.seq_k;
+    d->len[ATTN_KEY_VALID] = s.batch * s.seq_k;
+    d->len[ATTN_ALLOWED] = s.seq_q * s.seq_k;
+    d->len[ATTN_ALIBI_SLOPES] = s.heads_q;
+    d->len[ATTN_SINKS] = s.heads_q;
+    d->len[ATTN_QUERY_VALID] = s.batch * s.seq_q;
+    d->len[ATTN_SEQ_LENS_K] = s.batch;
+    d->len[ATTN_KEY_MASS] = s.batch * s.heads_q * s.seq_k;
 }
 
 attn_status check_desc(const char *fn, const attn_desc *desc) {
@@ -197,49 +294,262 @@ attn_status create_desc(const char *fn, attn_desc **out, size_t batch, size_t he
     attn_desc *d = new (std::nothrow) attn_desc;
     if (!d) return fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory allocating the descriptor", fn);
     core::Shape &s = d->p.shape;
-    s = core::Shape{batch, heads_q, heads_kv, seq_q, seq_k, head_dim};
-    d->p.q = core::Layout{heads_q * seq_q * head_dim, seq_q * head_dim, head_dim};
-    d->p.out = d->p.q;
-    d->p.k = core::Layout{heads_kv * seq_k * head_dim, seq_k * head_dim, head_dim};
-    d->p.v = d->p.k;
+    s = core::Shape{batch, heads_q, heads_kv, seq_q, seq_k, head_dim, head_dim};
+    const int strided[5] = {ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT, ATTN_BIAS};
+    for (int w : strided) *layout_of(d, w) = default_layout(d, w);
     d->p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
     d->p.causal = core::Causal::None;
-    for (int w = 0; w < 4; ++w) compute_len(d, w);
-    d->len[ATTN_LSE] = batch * heads_q * seq_q;
-    d->len[ATTN_WEIGHTS] = batch * heads_q * seq_q * seq_k;
-    d->len[ATTN_KEY_VALID] = batch * seq_k;
-    d->len[ATTN_ALLOWED] = seq_q * seq_k;
+    compute_lens(d);
     *out = d;
     return ATTN_OK;
 }
 
+// Checks the operands of one operation and runs it. slot[w] holds operand w (null = unbound).
+attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *slot) {
+    if (attn_status st = check_desc(fn, desc)) return st;
+    if (op == ATTN_OP_BACKWARD)
+        return fail(ATTN_ERR_UNSUPPORTED, "%s: ATTN_OP_BACKWARD is not available in libattn %s",
+                    fn, ATTN_VERSION_STRING);
+    if (op != ATTN_OP_FORWARD && op != ATTN_OP_WEIGHTS)
+        return fail(ATTN_ERR_INVALID_ARGUMENT,
+                    "%s: op (%d) is not an attn_op (0 forward, 1 weights, 2 backward)", fn, op);
+    const bool fwd = op == ATTN_OP_FORWARD;
+    // Operands this operation reads or writes; the others are ignored.
+    bool used[kOperands] = {};
+    const int common[] = {ATTN_Q,     ATTN_K,           ATTN_KEY_VALID,  ATTN_ALLOWED,
+                          ATTN_BIAS,  ATTN_ALIBI_SLOPES, ATTN_SINKS,     ATTN_QUERY_VALID,
+                          ATTN_SEQ_LENS_K};
+    for (int w : common) used[w] = true;
+    if (fwd) used[ATTN_V] = used[ATTN_OUT] = used[ATTN_LSE] = used[ATTN_KEY_MASS] = true;
+    else used[ATTN_WEIGHTS] = true;
+    const int required[] = {ATTN_Q, ATTN_K, fwd ? ATTN_V : ATTN_WEIGHTS, fwd ? ATTN_OUT : -1};
+    for (int w : required)
+        if (w >= 0 && !slot[w].ptr) return fail(ATTN_ERR_NULL_POINTER, "%s: %s is NULL", fn,
+                                                 operand_name(w));
+    const size_t *len = desc->len;
+    Buffer bufs[kOperands];
+    int nb = 0;
+    for (int w = 0; w < kOperands; ++w) {
+        if (!used[w] || !slot[w].ptr) continue;
+        if (slot[w].len < len[w])
+            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s has %zu elements, needs at least %zu",
+                        fn, operand_name(w), slot[w].len, len[w]);
+        const Kind k = operand_kind(w);
+        bufs[nb++] = Buffer{slot[w].ptr, len[w] * kind_bytes(k), operand_name(w),
+                            k == Kind::F32Out};
+    }
+    if (attn_status st = check_aliasing(fn, bufs, nb)) return st;
+    const core::Params &p = desc->p;
+    if (const Slot &sl = slot[ATTN_SEQ_LENS_K]; sl.ptr) {
+        const int32_t *lens = static_cast<const int32_t *>(sl.ptr);
+        for (size_t b = 0; b < p.shape.batch; ++b)
+            if (lens[b] < 0 || static_cast<size_t>(lens[b]) > p.shape.seq_k)
+                return fail(ATTN_ERR_INVALID_ARGUMENT,
+                            "%s: seq_lens_k[%zu] (%d) is outside [0, seq_k = %zu]", fn, b,
+                            static_cast<int>(lens[b]), p.shape.seq_k);
+    }
+    const float *alibi = static_cast<const float *>(slot[ATTN_ALIBI_SLOPES].ptr);
+    if (desc->alibi == ATTN_ALIBI_OPERAND && !alibi)
+        return fail(ATTN_ERR_NULL_POINTER,
+                    "%s: alibi_slopes is NULL but ATTN_PARAM_ALIBI is ATTN_ALIBI_OPERAND", fn);
+    if (desc->alibi != ATTN_ALIBI_OPERAND && alibi)
+        return fail(ATTN_ERR_INVALID_ARGUMENT,
+                    "%s: alibi_slopes is bound but ATTN_PARAM_ALIBI is not ATTN_ALIBI_OPERAND", fn);
+    if (desc->alibi == ATTN_ALIBI_STANDARD) alibi = desc->alibi_standard.data();
+    if (slot[ATTN_SINKS].ptr && p.plus_one)
+        return fail(ATTN_ERR_INVALID_ARGUMENT,
+                    "%s: sinks cannot be combined with ATTN_PARAM_SOFTMAX_PLUS_ONE", fn);
+    const_cast<attn_desc *>(desc)->used.store(true);
+    core::Tensors t;
+    t.q = static_cast<const float *>(slot[ATTN_Q].ptr);
+    t.k = static_cast<const float *>(slot[ATTN_K].ptr);
+    t.key_valid = static_cast<const uint8_t *>(slot[ATTN_KEY_VALID].ptr);
+    t.allowed = static_cast<const uint8_t *>(slot[ATTN_ALLOWED].ptr);
+    t.bias = static_cast<const float *>(slot[ATTN_BIAS].ptr);
+    t.alibi = alibi;
+    t.sinks = static_cast<const float *>(slot[ATTN_SINKS].ptr);
+    t.query_valid = static_cast<const uint8_t *>(slot[ATTN_QUERY_VALID].ptr);
+    t.seq_lens_k = static_cast<const int32_t *>(slot[ATTN_SEQ_LENS_K].ptr);
+    if (fwd) {
+        t.v = static_cast<const float *>(slot[ATTN_V].ptr);
+        t.out = static_cast<float *>(const_cast<void *>(slot[ATTN_OUT].ptr));
+        t.lse = static_cast<float *>(const_cast<void *>(slot[ATTN_LSE].ptr));
+        t.key_mass = static_cast<float *>(const_cast<void *>(slot[ATTN_KEY_MASS].ptr));
+        core::forward(p, t);
+    } else {
+        t.weights = static_cast<float *>(const_cast<void *>(slot[ATTN_WEIGHTS].ptr));
+        core::weights(p, t);
+    }
+    return ATTN_OK;
+}
+
+// The 0.1 calls: their buffers are as long as the descriptor requires (checked by the caller's
+// contract, not by a length).
 attn_status run_forward(const char *fn, const attn_desc *desc, const float *q, const float *k,
                         const float *v, const bool *key_valid, const bool *allowed, float *out,
                         float *lse) {
     if (attn_status st = check_desc(fn, desc)) return st;
-    const char *missing = !q ? "q" : !k ? "k" : !v ? "v" : !out ? "out" : nullptr;
-    if (missing) return fail(ATTN_ERR_NULL_POINTER, "%s: %s is NULL", fn, missing);
-    const size_t *len = desc->len;
-    const Buffer bufs[] = {
-        {q, len[ATTN_Q] * 4, "q", false},
-        {k, len[ATTN_K] * 4, "k", false},
-        {v, len[ATTN_V] * 4, "v", false},
-        {key_valid, len[ATTN_KEY_VALID], "key_valid", false},
-        {allowed, len[ATTN_ALLOWED], "allowed", false},
-        {out, len[ATTN_OUT] * 4, "out", true},
-        {lse, len[ATTN_LSE] * 4, "lse", true},
-    };
-    if (attn_status st = check_aliasing(fn, bufs, 7)) return st;
-    const_cast<attn_desc *>(desc)->used.store(true);
-    core::Tensors t;
-    t.q = q;
-    t.k = k;
-    t.v = v;
-    t.key_valid = reinterpret_cast<const uint8_t *>(key_valid);
-    t.allowed = reinterpret_cast<const uint8_t *>(allowed);
-    t.out = out;
-    t.lse = lse;
-    core::forward(desc->p, t);
+    Slot slot[kOperands];
+    const void *ptrs[] = {q, k, v, out, lse, nullptr, key_valid, allowed};
+    for (int w = 0; w < 8; ++w) slot[w] = Slot{ptrs[w], ptrs[w] ? desc->len[w] : 0};
+    return execute(fn, desc, ATTN_OP_FORWARD, slot);
+}
+
+// Parameters: kind and range (attn_param_bounds), pinned ids 0..kParams-1.
+struct ParamInfo {
+    const char *name;
+    bool is_float;
+    double min, max;
+};
+constexpr int kParams = 10;
+const ParamInfo kParamInfo[kParams] = {
+    {"ATTN_PARAM_CAUSAL", false, 0, 2},
+    {"ATTN_PARAM_SCALE", true, -3.4028234663852886e38, 3.4028234663852886e38},
+    {"ATTN_PARAM_WINDOW_LEFT", false, -1, 2147483647.0},
+    {"ATTN_PARAM_WINDOW_RIGHT", false, -1, 2147483647.0},
+    {"ATTN_PARAM_SOFTCAP", true, 0, 3.4028234663852886e38},
+    {"ATTN_PARAM_ALIBI", false, 0, 2},
+    {"ATTN_PARAM_SOFTMAX_PLUS_ONE", false, 0, 1},
+    {"ATTN_PARAM_HEAD_DIM_V", false, 1, 2147483647.0},
+    {"ATTN_PARAM_WEIGHTS_MODE", false, 0, 3},
+    {"ATTN_PARAM_BIAS_FIRST", false, 0, 1},
+};
+
+// Sets parameter `id` (already known to be a valid id) to `v` (within bounds, integral for an
+// integer parameter).
+attn_status apply_param(const char *fn, attn_desc *d, int id, double v) {
+    core::Params &p = d->p;
+    const long long iv = static_cast<long long>(v);
+    switch (id) {
+    case ATTN_PARAM_CAUSAL:
+        p.causal = static_cast<core::Causal>(iv);
+        break;
+    case ATTN_PARAM_SCALE:
+        p.scale = static_cast<float>(v);
+        break;
+    case ATTN_PARAM_WINDOW_LEFT:
+        p.window_left = iv;
+        break;
+    case ATTN_PARAM_WINDOW_RIGHT:
+        p.window_right = iv;
+        break;
+    case ATTN_PARAM_SOFTCAP:
+        p.softcap = static_cast<float>(v);
+        break;
+    case ATTN_PARAM_ALIBI:
+        d->alibi = static_cast<int>(iv);
+        d->alibi_standard.clear();
+        if (iv == ATTN_ALIBI_STANDARD) {
+            d->alibi_standard.resize(p.shape.heads_q);
+            core::alibi_standard_slopes(p.shape.heads_q, d->alibi_standard.data());
+        }
+        break;
+    case ATTN_PARAM_SOFTMAX_PLUS_ONE:
+        p.plus_one = iv != 0;
+        break;
+    case ATTN_PARAM_HEAD_DIM_V: {
+        const core::Shape &s = p.shape;
+        const size_t dv = static_cast<size_t>(iv);
+        size_t x;
+        const bool ok = mul_ok(s.batch, s.heads_q, &x) && mul_ok(x, s.seq_q, &x) &&
+                        mul_ok(x, dv, &x) && mul_ok(x, 4, &x) && mul_ok(s.batch, s.heads_kv, &x) &&
+                        mul_ok(x, s.seq_k, &x) && mul_ok(x, dv, &x) && mul_ok(x, 4, &x);
+        if (!ok)
+            return fail(ATTN_ERR_INVALID_ARGUMENT,
+                        "%s: ATTN_PARAM_HEAD_DIM_V (%zu) makes the V or OUT size overflow", fn, dv);
+        attn_desc trial_shape; // check custom strides against the new row length first
+        trial_shape.p = p;
+        trial_shape.p.shape.head_dim_v = dv;
+        for (int w : {ATTN_V, ATTN_OUT}) {
+            if (!d->custom_strides[w]) continue;
+            const core::Layout &lay = *layout_of(d, w);
+            size_t span;
+            if (!strided_len(&trial_shape, w, lay, &span))
+                return fail(ATTN_ERR_INVALID_ARGUMENT,
+                            "%s: ATTN_PARAM_HEAD_DIM_V (%zu): the %s strides make the buffer size "
+                            "overflow",
+                            fn, dv, operand_name(w));
+            const bool is_q = w == ATTN_OUT;
+            if (w == ATTN_OUT &&
+                !rows_disjoint(s.batch, lay.batch, is_q ? s.heads_q : s.heads_kv, lay.head,
+                               s.seq_q, lay.row, dv))
+                return fail(ATTN_ERR_INVALID_ARGUMENT,
+                            "%s: ATTN_PARAM_HEAD_DIM_V (%zu): the out strides (%zu, %zu, %zu) do "
+                            "not nest rows of %zu floats",
+                            fn, dv, lay.batch, lay.head, lay.row, dv);
+        }
+        p.shape.head_dim_v = dv;
+        for (int w : {ATTN_V, ATTN_OUT})
+            if (!d->custom_strides[w]) *layout_of(d, w) = default_layout(d, w);
+        compute_lens(d);
+        break;
+    }
+    case ATTN_PARAM_WEIGHTS_MODE:
+        p.weights_mode = static_cast<core::WeightsMode>(iv);
+        break;
+    case ATTN_PARAM_BIAS_FIRST:
+        p.bias_first = iv != 0;
+        break;
+    }
+    return ATTN_OK;
+}
+
+double read_param(const attn_desc *d, int id) {
+    const core::Params &p = d->p;
+    switch (id) {
+    case ATTN_PARAM_CAUSAL:
+        return static_cast<double>(static_cast<int>(p.causal));
+    case ATTN_PARAM_SCALE:
+        return static_cast<double>(p.scale);
+    case ATTN_PARAM_WINDOW_LEFT:
+        return static_cast<double>(p.window_left);
+    case ATTN_PARAM_WINDOW_RIGHT:
+        return static_cast<double>(p.window_right);
+    case ATTN_PARAM_SOFTCAP:
+        return static_cast<double>(p.softcap);
+    case ATTN_PARAM_ALIBI:
+        return d->alibi;
+    case ATTN_PARAM_SOFTMAX_PLUS_ONE:
+        return p.plus_one ? 1 : 0;
+    case ATTN_PARAM_HEAD_DIM_V:
+        return static_cast<double>(p.shape.head_dim_v);
+    case ATTN_PARAM_WEIGHTS_MODE:
+        return static_cast<double>(static_cast<int>(p.weights_mode));
+    case ATTN_PARAM_BIAS_FIRST:
+        return p.bias_first ? 1 : 0;
+    }
+    return 0;
+}
+
+attn_status set_param(const char *fn, attn_desc *desc, int id, double v, bool from_int) {
+    if (attn_status st = check_mutable(fn, desc)) return st;
+    if (id < 0 || id >= kParams)
+        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: param (%d) is not an attn_param", fn, id);
+    const ParamInfo &pi = kParamInfo[id];
+    if (std::isnan(v)) return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s must not be NaN", fn, pi.name);
+    if (!(v >= pi.min && v <= pi.max))
+        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s (%.17g) is outside [%.9g, %.9g]", fn,
+                    pi.name, v, pi.min, pi.max);
+    if (!pi.is_float && !from_int && v != std::floor(v))
+        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s (%.17g) must be an integer", fn, pi.name,
+                    v);
+    return apply_param(fn, desc, id, v);
+}
+
+attn_status bind(const char *fn, attn_args *args, int which, const void *data, size_t len,
+                 Kind kind) {
+    if (!args) return fail(ATTN_ERR_NULL_POINTER, "%s: args is NULL", fn);
+    if (which < 0 || which >= kOperands)
+        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: which (%d) is not an attn_operand", fn, which);
+    const Kind want = operand_kind(which);
+    if (want != kind)
+        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s is bound with %s, not %s", fn,
+                    operand_name(which), kind_setter(want), fn);
+    if (!data && len != 0)
+        return fail(ATTN_ERR_INVALID_ARGUMENT,
+                    "%s: %s is NULL with len %zu (NULL unbinds the operand: pass len 0)", fn,
+                    operand_name(which), len);
+    args->slot[which] = Slot{data, data ? len : 0};
     return ATTN_OK;
 }
 
@@ -342,25 +652,25 @@ attn_status attn_desc_set_strides(attn_desc *desc, attn_operand which, size_t ba
     return guarded(fn, [&]() -> attn_status {
         if (attn_status st = check_mutable(fn, desc)) return st;
         const int w = raw_enum(which);
-        if (w < ATTN_Q || w > ATTN_OUT)
+        if (w < ATTN_Q || (w > ATTN_OUT && w != ATTN_BIAS))
             return fail(ATTN_ERR_INVALID_ARGUMENT,
-                        "%s: which (%d) must be ATTN_Q, ATTN_K, ATTN_V or ATTN_OUT", fn, w);
+                        "%s: which (%d) must be ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT or ATTN_BIAS", fn,
+                        w);
         const core::Shape &s = desc->p.shape;
-        const bool is_q = w == ATTN_Q || w == ATTN_OUT;
-        const size_t heads = is_q ? s.heads_q : s.heads_kv, seq = is_q ? s.seq_q : s.seq_k;
+        const core::Layout lay{batch_stride, head_stride, row_stride};
         size_t span;
-        if (!span_of(s.batch, batch_stride, heads, head_stride, seq, row_stride, s.head_dim, &span))
+        if (!strided_len(desc, w, lay, &span))
             return fail(ATTN_ERR_INVALID_ARGUMENT,
                         "%s: %s strides (%zu, %zu, %zu) make the buffer size overflow", fn,
                         operand_name(w), batch_stride, head_stride, row_stride);
-        if (w == ATTN_OUT &&
-            !rows_disjoint(s.batch, batch_stride, heads, head_stride, seq, row_stride, s.head_dim))
+        if (w == ATTN_OUT && !rows_disjoint(s.batch, batch_stride, s.heads_q, head_stride, s.seq_q,
+                                            row_stride, s.head_dim_v))
             return fail(ATTN_ERR_INVALID_ARGUMENT,
                         "%s: out strides (%zu, %zu, %zu) do not nest: output rows of %zu floats "
                         "could overlap",
-                        fn, batch_stride, head_stride, row_stride, s.head_dim);
-        core::Layout *lay[4] = {&desc->p.q, &desc->p.k, &desc->p.v, &desc->p.out};
-        *lay[w] = core::Layout{batch_stride, head_stride, row_stride};
+                        fn, batch_stride, head_stride, row_stride, s.head_dim_v);
+        *layout_of(desc, w) = lay;
+        desc->custom_strides[w] = true;
         desc->len[w] = span;
         return ATTN_OK;
     });
@@ -372,7 +682,7 @@ size_t attn_desc_required_len(const attn_desc *desc, attn_operand which) {
         return 0;
     }
     const int w = raw_enum(which);
-    if (w < 0 || w > ATTN_ALLOWED) {
+    if (w < 0 || w >= kOperands) {
         fail(ATTN_ERR_INVALID_ARGUMENT, "attn_desc_required_len: which (%d) is not an attn_operand",
              w);
         return 0;
@@ -392,26 +702,136 @@ attn_status attn_weights(const attn_desc *desc, const float *q, const float *k,
     static const char fn[] = "attn_weights";
     return guarded(fn, [&]() -> attn_status {
         if (attn_status st = check_desc(fn, desc)) return st;
-        const char *missing = !q ? "q" : !k ? "k" : !weights ? "weights" : nullptr;
-        if (missing) return fail(ATTN_ERR_NULL_POINTER, "%s: %s is NULL", fn, missing);
-        const size_t *len = desc->len;
-        const Buffer bufs[] = {
-            {q, len[ATTN_Q] * 4, "q", false},
-            {k, len[ATTN_K] * 4, "k", false},
-            {key_valid, len[ATTN_KEY_VALID], "key_valid", false},
-            {allowed, len[ATTN_ALLOWED], "allowed", false},
-            {weights, len[ATTN_WEIGHTS] * 4, "weights", true},
-        };
-        if (attn_status st = check_aliasing(fn, bufs, 5)) return st;
-        const_cast<attn_desc *>(desc)->used.store(true);
-        core::Tensors t;
-        t.q = q;
-        t.k = k;
-        t.key_valid = reinterpret_cast<const uint8_t *>(key_valid);
-        t.allowed = reinterpret_cast<const uint8_t *>(allowed);
-        t.weights = weights;
-        core::weights(desc->p, t);
+        Slot slot[kOperands];
+        const void *ptrs[] = {q, k, nullptr, nullptr, nullptr, weights, key_valid, allowed};
+        for (int w = 0; w < 8; ++w) slot[w] = Slot{ptrs[w], ptrs[w] ? desc->len[w] : 0};
+        return execute(fn, desc, ATTN_OP_WEIGHTS, slot);
+    });
+}
+
+attn_status attn_desc_set_int(attn_desc *desc, attn_param param, int64_t value) {
+    static const char fn[] = "attn_desc_set_int";
+    return guarded(fn, [&]() -> attn_status {
+        // int64 values beyond 2^53 are out of every range; the double keeps them out of range.
+        return set_param(fn, desc, raw_enum(param), static_cast<double>(value), true);
+    });
+}
+
+attn_status attn_desc_set_float(attn_desc *desc, attn_param param, double value) {
+    static const char fn[] = "attn_desc_set_float";
+    return guarded(fn,
+                   [&]() -> attn_status { return set_param(fn, desc, raw_enum(param), value, false); });
+}
+
+attn_status attn_desc_get_int(const attn_desc *desc, attn_param param, int64_t *value) {
+    static const char fn[] = "attn_desc_get_int";
+    return guarded(fn, [&]() -> attn_status {
+        if (attn_status st = check_desc(fn, desc)) return st;
+        if (!value) return fail(ATTN_ERR_NULL_POINTER, "%s: value is NULL", fn);
+        const int id = raw_enum(param);
+        if (id < 0 || id >= kParams)
+            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: param (%d) is not an attn_param", fn, id);
+        *value = static_cast<int64_t>(read_param(desc, id));
         return ATTN_OK;
+    });
+}
+
+attn_status attn_desc_get_float(const attn_desc *desc, attn_param param, double *value) {
+    static const char fn[] = "attn_desc_get_float";
+    return guarded(fn, [&]() -> attn_status {
+        if (attn_status st = check_desc(fn, desc)) return st;
+        if (!value) return fail(ATTN_ERR_NULL_POINTER, "%s: value is NULL", fn);
+        const int id = raw_enum(param);
+        if (id < 0 || id >= kParams)
+            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: param (%d) is not an attn_param", fn, id);
+        *value = read_param(desc, id);
+        return ATTN_OK;
+    });
+}
+
+attn_status attn_param_bounds(attn_param param, int *is_float, double *min, double *max) {
+    static const char fn[] = "attn_param_bounds";
+    return guarded(fn, [&]() -> attn_status {
+        const int id = raw_enum(param);
+        if (id < 0 || id >= kParams)
+            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: param (%d) is not an attn_param", fn, id);
+        if (is_float) *is_float = kParamInfo[id].is_float ? 1 : 0;
+        if (min) *min = kParamInfo[id].min;
+        if (max) *max = kParamInfo[id].max;
+        return ATTN_OK;
+    });
+}
+
+attn_status attn_args_create(attn_args **args) {
+    static const char fn[] = "attn_args_create";
+    return guarded(fn, [&]() -> attn_status {
+        if (!args) return fail(ATTN_ERR_NULL_POINTER, "%s: args is NULL", fn);
+        *args = new (std::nothrow) attn_args;
+        if (!*args) return fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ATTN_OK;
+    });
+}
+
+void attn_args_destroy(attn_args *args) {
+    delete args;
+}
+
+attn_status attn_args_clear(attn_args *args) {
+    if (!args) return fail(ATTN_ERR_NULL_POINTER, "attn_args_clear: args is NULL");
+    *args = attn_args{};
+    return ATTN_OK;
+}
+
+attn_status attn_args_set_f32(attn_args *args, attn_operand which, const float *data, size_t len) {
+    static const char fn[] = "attn_args_set_f32";
+    return guarded(fn, [&]() { return bind(fn, args, raw_enum(which), data, len, Kind::F32In); });
+}
+
+attn_status attn_args_set_out_f32(attn_args *args, attn_operand which, float *data, size_t len) {
+    static const char fn[] = "attn_args_set_out_f32";
+    return guarded(fn, [&]() { return bind(fn, args, raw_enum(which), data, len, Kind::F32Out); });
+}
+
+attn_status attn_args_set_u8(attn_args *args, attn_operand which, const uint8_t *data,
+                             size_t len) {
+    static const char fn[] = "attn_args_set_u8";
+    return guarded(fn, [&]() { return bind(fn, args, raw_enum(which), data, len, Kind::U8); });
+}
+
+attn_status attn_args_set_i32(attn_args *args, attn_operand which, const int32_t *data,
+                              size_t len) {
+    static const char fn[] = "attn_args_set_i32";
+    return guarded(fn, [&]() { return bind(fn, args, raw_enum(which), data, len, Kind::I32); });
+}
+
+static attn_status bind_16(const char *fn, attn_args *args, int which) {
+    if (!args) return fail(ATTN_ERR_NULL_POINTER, "%s: args is NULL", fn);
+    if (which < 0 || which >= kOperands)
+        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: which (%d) is not an attn_operand", fn, which);
+    return fail(ATTN_ERR_UNSUPPORTED, "%s: 16-bit %s is not available in libattn %s", fn,
+                operand_name(which), ATTN_VERSION_STRING);
+}
+
+attn_status attn_args_set_f16(attn_args *args, attn_operand which, const uint16_t *data,
+                              size_t len) {
+    (void)data;
+    (void)len;
+    return bind_16("attn_args_set_f16", args, raw_enum(which));
+}
+
+attn_status attn_args_set_bf16(attn_args *args, attn_operand which, const uint16_t *data,
+                               size_t len) {
+    (void)data;
+    (void)len;
+    return bind_16("attn_args_set_bf16", args, raw_enum(which));
+}
+
+attn_status attn_run(const attn_desc *desc, attn_op op, const attn_args *args) {
+    static const char fn[] = "attn_run";
+    return guarded(fn, [&]() -> attn_status {
+        if (attn_status st = check_desc(fn, desc)) return st;
+        if (!args) return fail(ATTN_ERR_NULL_POINTER, "%s: args is NULL", fn);
+        return execute(fn, desc, raw_enum(op), args->slot);
     });
 }
 

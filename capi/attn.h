@@ -55,11 +55,11 @@ extern "C" {
 
 /* ==================================  Version  ================================= */
 #define ATTN_VERSION_MAJOR 0
-#define ATTN_VERSION_MINOR 1
+#define ATTN_VERSION_MINOR 2
 #define ATTN_VERSION_PATCH 0
 #define ATTN_VERSION_NUMBER                                                                        \
     (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
-#define ATTN_VERSION_STRING "0.1.0"
+#define ATTN_VERSION_STRING "0.2.0"
 
 /** The library's version as "MAJOR.MINOR.PATCH" (may differ from the header you compiled with).
  *  since 0.1 */
@@ -122,7 +122,14 @@ typedef enum attn_operand {
     ATTN_LSE = 4,       /* [batch][heads_q][seq_q]            contiguous */
     ATTN_WEIGHTS = 5,   /* [batch][heads_q][seq_q][seq_k]     contiguous */
     ATTN_KEY_VALID = 6, /* [batch][seq_k]                     contiguous bytes */
-    ATTN_ALLOWED = 7    /* [seq_q][seq_k]                     contiguous bytes */
+    ATTN_ALLOWED = 7,   /* [seq_q][seq_k]                     contiguous bytes */
+    /* since 0.2, through attn_args / attn_run (see "Extensible call" below) */
+    ATTN_BIAS = 8,         /* f32 [batch][heads_q][seq_q][seq_k] strided (0 broadcasts), input */
+    ATTN_ALIBI_SLOPES = 9, /* f32 [heads_q]                      contiguous, input */
+    ATTN_SINKS = 10,       /* f32 [heads_q]                      contiguous, input */
+    ATTN_QUERY_VALID = 11, /* u8  [batch][seq_q]                 contiguous bytes, input */
+    ATTN_SEQ_LENS_K = 12,  /* i32 [batch]                        contiguous, input */
+    ATTN_KEY_MASS = 13     /* f32 [batch][heads_q][seq_k]        contiguous, output */
 } attn_operand;
 
 /** Opaque problem descriptor: sizes, causal rule, scale and strides. */
@@ -203,6 +210,189 @@ ATTN_API attn_status attn_forward(const attn_desc *desc, const float *q, const f
  *  overlaps an input); ATTN_ERR_OUT_OF_MEMORY. since 0.1 */
 ATTN_API attn_status attn_weights(const attn_desc *desc, const float *q, const float *k,
                                   const bool *key_valid, const bool *allowed, float *weights);
+
+/* ===========================  Extensible call (0.2)  ========================== */
+/* One call carries every variant: static configuration lives on the descriptor (attn_param,
+ * set through attn_desc_set_int / attn_desc_set_float), per-call tensors in an attn_args binding
+ * object (typed setters that take the element count, so the library checks every length), and
+ * attn_run executes an attn_op. attn_forward and attn_weights are thin wrappers over attn_run.
+ *
+ * The score pipeline, for batch b, query head h, query i, key j (every step optional):
+ *   s  = scale * q_i . k_j
+ *   s  = softcap * tanh(s / softcap)                     ATTN_PARAM_SOFTCAP > 0
+ *   s += bias[b][h][i][j]                                ATTN_BIAS (-INFINITY hides the key)
+ *   s += -slope_h * (diag(i) - j)                        ALiBi (ATTN_ALIBI_SLOPES or the
+ *                                                        standard slopes, ATTN_PARAM_ALIBI)
+ *   key j hidden when it fails the causal rule, the sliding window, is padding (key_valid,
+ *   seq_lens_k) or is not allowed; a padded query row (query_valid) is hidden entirely.
+ *   w_ij = exp(s_ij - M) / (exp(sink_h - M) + sum_j' exp(s_ij' - M))   (sink term only with
+ *                                                        ATTN_SINKS or ATTN_PARAM_SOFTMAX_PLUS_ONE)
+ * where diag(i) is the causal diagonal: i for ATTN_CAUSAL_NONE and ATTN_CAUSAL_TOP_LEFT,
+ * i + len_k(b) - seq_q for ATTN_CAUSAL_BOTTOM_RIGHT, with len_k(b) = seq_lens_k[b] when that
+ * operand is given, else seq_k. With ATTN_PARAM_BIAS_FIRST = 1 the bias is added before the
+ * softcap (ONNX's order: softcap(q.k * scale + mask)).
+ * Hidden keys get weight exactly 0 and padded keys (key_valid false, j >= seq_lens_k[b]) are
+ * never read. A row with no visible key (every key hidden, or every score -INFINITY) has
+ * output 0, weights 0 and lse -INFINITY, with or without a sink. */
+
+/** Static parameters of a descriptor. Values are pinned and never renumbered. Each is read and
+ *  written as an integer (attn_desc_set_int / attn_desc_get_int) or as a float
+ *  (attn_desc_set_float / attn_desc_get_float); attn_param_bounds gives its kind and range. */
+typedef enum attn_param {
+    /* int, attn_causal; the same as attn_desc_set_causal. Default ATTN_CAUSAL_NONE. */
+    ATTN_PARAM_CAUSAL = 0,
+    /* float, finite; the same as attn_desc_set_scale. Default 1.0f / sqrtf(head_dim) (the get
+     * returns exactly the float the kernels use). */
+    ATTN_PARAM_SCALE = 1,
+    /* int, >= -1: sliding window, key j visible to query i only if
+     * diag(i) - window_left <= j <= diag(i) + window_right; -1 = unbounded (default). Same
+     * semantics as FlashAttention's window_size and ONNX's left/right_window_size. */
+    ATTN_PARAM_WINDOW_LEFT = 2,
+    ATTN_PARAM_WINDOW_RIGHT = 3,
+    /* float, >= 0: logit softcap c, s = c * tanh(s / c) (Gemma 2); 0 = off (default). */
+    ATTN_PARAM_SOFTCAP = 4,
+    /* int, attn_alibi: ALiBi slopes. ATTN_ALIBI_NONE (default), ATTN_ALIBI_OPERAND (slopes
+     * from the ATTN_ALIBI_SLOPES operand, required), ATTN_ALIBI_STANDARD (the geometric slopes
+     * of Press et al. 2022 for heads_q heads: 2^(-8 (h + 1) / n) for a power of two n, then
+     * interleaved slopes of 2n for the remaining heads, as BLOOM computes them). */
+    ATTN_PARAM_ALIBI = 5,
+    /* int, 0 or 1: "+1" quiet softmax, the same as a sink logit of 0 for every head. Cannot be
+     * combined with the ATTN_SINKS operand. Default 0. */
+    ATTN_PARAM_SOFTMAX_PLUS_ONE = 6,
+    /* int, 1 .. 2^31-1: size of a V row and of an OUT row (DeepSeek MLA: 192 / 128). Default
+     * head_dim. Setting it resets V and OUT to contiguous BHSD strides unless they were set with
+     * attn_desc_set_strides (then they are checked again). */
+    ATTN_PARAM_HEAD_DIM_V = 7,
+    /* int, attn_weights_mode: what ATTN_OP_WEIGHTS writes. Default ATTN_WEIGHTS_SOFTMAX. */
+    ATTN_PARAM_WEIGHTS_MODE = 8,
+    /* int, 0 or 1: add the bias before the softcap (ONNX) instead of after it (default 0). */
+    ATTN_PARAM_BIAS_FIRST = 9
+} attn_param;
+
+/** ATTN_PARAM_ALIBI values. */
+typedef enum attn_alibi {
+    ATTN_ALIBI_NONE = 0,
+    ATTN_ALIBI_OPERAND = 1,
+    ATTN_ALIBI_STANDARD = 2
+} attn_alibi;
+
+/** ATTN_PARAM_WEIGHTS_MODE values: the matrix ATTN_OP_WEIGHTS writes into ATTN_WEIGHTS,
+ *  [batch][heads_q][seq_q][seq_k]. The score modes are ONNX's qk_matmul_output_mode 0..2 and
+ *  write every entry, hidden ones included (a hidden entry holds -INFINITY in the modes that
+ *  apply masks). */
+typedef enum attn_weights_mode {
+    ATTN_WEIGHTS_SOFTMAX = 0, /* probabilities (default; ONNX mode 3) */
+    ATTN_WEIGHTS_SCORES = 1,  /* scale * q.k                                   (ONNX mode 0) */
+    ATTN_WEIGHTS_MASKED = 2,  /* the score after bias, ALiBi and masks          (ONNX mode 1) */
+    ATTN_WEIGHTS_CAPPED = 3   /* after softcap, bias, ALiBi and masks           (ONNX mode 2) */
+} attn_weights_mode;
+
+/** Set a parameter from an integer (a float parameter takes the integer's value). Refused once
+ *  the descriptor was used.
+ *  ATTN_OK; ATTN_ERR_NULL_POINTER (desc); ATTN_ERR_INVALID_ARGUMENT (unknown parameter, value out
+ *  of attn_param_bounds, or the descriptor was already used). since 0.2 */
+ATTN_API attn_status attn_desc_set_int(attn_desc *desc, attn_param param, int64_t value);
+
+/** Set a parameter from a double (float parameters; integer parameters accept integral values).
+ *  ATTN_OK; ATTN_ERR_NULL_POINTER; ATTN_ERR_INVALID_ARGUMENT (unknown parameter, NaN, out of
+ *  range, not integral for an integer parameter, or the descriptor was already used). since 0.2 */
+ATTN_API attn_status attn_desc_set_float(attn_desc *desc, attn_param param, double value);
+
+/** Read a parameter's current value (float parameters are rounded toward zero).
+ *  ATTN_OK; ATTN_ERR_NULL_POINTER (desc or value); ATTN_ERR_INVALID_ARGUMENT (unknown). since 0.2 */
+ATTN_API attn_status attn_desc_get_int(const attn_desc *desc, attn_param param, int64_t *value);
+
+/** Read a parameter's current value as a double (exact for every parameter; ATTN_PARAM_SCALE
+ *  gives the float the kernels multiply by). ATTN_OK; ATTN_ERR_NULL_POINTER;
+ *  ATTN_ERR_INVALID_ARGUMENT (unknown parameter). since 0.2 */
+ATTN_API attn_status attn_desc_get_float(const attn_desc *desc, attn_param param, double *value);
+
+/** Kind and range of a parameter, so bindings can validate before calling: *is_float = 1 for a
+ *  float parameter (set with attn_desc_set_float), 0 for an integer one; [*min, *max] is the
+ *  closed range of accepted values (for integers, exact). Any output pointer may be NULL.
+ *  ATTN_OK; ATTN_ERR_INVALID_ARGUMENT (unknown parameter). since 0.2 */
+ATTN_API attn_status attn_param_bounds(attn_param param, int *is_float, double *min, double *max);
+
+/** Operations of attn_run. Values are pinned. */
+typedef enum attn_op {
+    ATTN_OP_FORWARD = 0,  /* reads Q, K, V (+ optional operands); writes OUT, optional LSE and
+                             KEY_MASS */
+    ATTN_OP_WEIGHTS = 1,  /* reads Q, K (+ optional operands); writes WEIGHTS */
+    ATTN_OP_BACKWARD = 2  /* reserved: returns ATTN_ERR_UNSUPPORTED in this version */
+} attn_op;
+
+/** Per-call tensors: a set of (operand -> pointer, element count). Not thread-safe to modify;
+ *  one attn_args may be read by many concurrent attn_run calls once filled. The pointers are
+ *  borrowed: the caller keeps the buffers alive until attn_run returns. */
+typedef struct attn_args attn_args;
+
+/** Create an empty binding object. ATTN_OK; ATTN_ERR_NULL_POINTER; ATTN_ERR_OUT_OF_MEMORY.
+ *  since 0.2 */
+ATTN_API attn_status attn_args_create(attn_args **args);
+
+/** Free a binding object (not the buffers it names). NULL is a no-op. since 0.2 */
+ATTN_API void attn_args_destroy(attn_args *args);
+
+/** Forget every operand. ATTN_OK; ATTN_ERR_NULL_POINTER. since 0.2 */
+ATTN_API attn_status attn_args_clear(attn_args *args);
+
+/** Bind an input operand of element type float32 (Q, K, V, BIAS, ALIBI_SLOPES, SINKS).
+ *  data: the buffer; len: its length in elements, checked by attn_run against
+ *  attn_desc_required_len (a longer buffer is fine: only the required prefix is read).
+ *  data = NULL unbinds the operand (len must be 0).
+ *  ATTN_OK; ATTN_ERR_NULL_POINTER (args); ATTN_ERR_INVALID_ARGUMENT (which is not a float32
+ *  input, or NULL data with a nonzero len). since 0.2 */
+ATTN_API attn_status attn_args_set_f32(attn_args *args, attn_operand which, const float *data,
+                                       size_t len);
+
+/** Bind an output operand of element type float32 (OUT, LSE, WEIGHTS, KEY_MASS). As
+ *  attn_args_set_f32. Outputs must not overlap any other operand of the call. since 0.2 */
+ATTN_API attn_status attn_args_set_out_f32(attn_args *args, attn_operand which, float *data,
+                                           size_t len);
+
+/** Bind a byte-mask operand (KEY_VALID, ALLOWED, QUERY_VALID): one byte per element, nonzero =
+ *  true. As attn_args_set_f32. since 0.2 */
+ATTN_API attn_status attn_args_set_u8(attn_args *args, attn_operand which, const uint8_t *data,
+                                      size_t len);
+
+/** Bind an int32 operand (SEQ_LENS_K). As attn_args_set_f32. since 0.2 */
+ATTN_API attn_status attn_args_set_i32(attn_args *args, attn_operand which, const int32_t *data,
+                                       size_t len);
+
+/** Bind a 16-bit float operand (IEEE binary16 or bfloat16 bit patterns). Reserved for the
+ *  16-bit K/V caches: in this version every operand returns ATTN_ERR_UNSUPPORTED. since 0.2 */
+ATTN_API attn_status attn_args_set_f16(attn_args *args, attn_operand which, const uint16_t *data,
+                                       size_t len);
+ATTN_API attn_status attn_args_set_bf16(attn_args *args, attn_operand which, const uint16_t *data,
+                                        size_t len);
+
+/** Run an operation with the descriptor's configuration and the bound operands.
+ *
+ *  Operands (element counts from attn_desc_required_len; shapes in attn_operand):
+ *    ATTN_Q, ATTN_K                 required;  ATTN_V required for FORWARD
+ *    ATTN_OUT                       required output of FORWARD; ATTN_LSE optional output
+ *    ATTN_WEIGHTS                   required output of WEIGHTS
+ *    ATTN_KEY_VALID, ATTN_ALLOWED   optional masks, as attn_forward
+ *    ATTN_BIAS                      optional additive bias after scale and softcap; strides
+ *                                   with attn_desc_set_strides(desc, ATTN_BIAS, b, h, row)
+ *                                   (row = along seq_q, keys contiguous; 0 broadcasts)
+ *    ATTN_ALIBI_SLOPES              [heads_q], required iff ATTN_PARAM_ALIBI = OPERAND
+ *    ATTN_SINKS                     [heads_q] sink logits joining every row's denominator
+ *    ATTN_QUERY_VALID               [batch][seq_q]: false = padded query; its OUT row is 0,
+ *                                   its LSE -INFINITY, its weights 0; it costs no compute
+ *    ATTN_SEQ_LENS_K                [batch] int32 in [0, seq_k]: keys j >= seq_lens_k[b] are
+ *                                   padding (never read); BOTTOM_RIGHT aligns to this length
+ *    ATTN_KEY_MASS                  optional output of FORWARD: mass[b][h][j] = sum_i w_ij
+ *                                   (attention each key received; 0 for hidden keys)
+ *  An operand the operation does not read (V for WEIGHTS, say) is ignored.
+ *  Results are bit-identical whatever the thread count.
+ *
+ *  ATTN_OK; ATTN_ERR_NULL_POINTER (desc, args, or a required operand not bound);
+ *  ATTN_ERR_INVALID_ARGUMENT (unknown op, a buffer shorter than required, an output overlapping
+ *  another operand, a seq_lens_k value out of range, ALiBi slopes missing or bound without
+ *  ATTN_PARAM_ALIBI = OPERAND, sinks with SOFTMAX_PLUS_ONE; the message names the operand);
+ *  ATTN_ERR_UNSUPPORTED (ATTN_OP_BACKWARD); ATTN_ERR_OUT_OF_MEMORY. since 0.2 */
+ATTN_API attn_status attn_run(const attn_desc *desc, attn_op op, const attn_args *args);
 
 /* ==============================  Threads and ISA  ============================= */
 /** Set the number of threads attention calls use (the caller counts as one). 0 = the default:

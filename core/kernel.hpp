@@ -17,15 +17,15 @@ struct WorkItem {
 };
 
 // Per-lane partial state of one item when keys are split across items (decode): running max m,
-// sum l, visibility flag and unnormalised output o[head_dim_padded][lanes]. Merged exactly by the
+// sum l, visibility flag and unnormalised output o[head_dim_v_padded][lanes]. Merged exactly by the
 // scheduler in a fixed order, so results do not depend on the thread count.
 struct Partial {
-    float *data = nullptr; // [3 + head_dim_padded][lanes]: m, l, vis, then o
+    float *data = nullptr; // [3 + head_dim_v_padded][lanes]: m, l, vis, then o
 };
 
 struct KernelInfo {
     size_t lanes;     // rows per work item
-    size_t dim_block; // head_dim rounding of the output accumulator
+    size_t dim_block; // head_dim_v rounding of the output accumulator
     // Bytes of scratch one thread needs for this problem (64-byte aligned base expected).
     size_t (*scratch_bytes)(const Params &p);
     // out/lse rows of the item (or `partial` when non-null).
@@ -33,6 +33,8 @@ struct KernelInfo {
                     const Partial *partial);
     // weights rows of the item (all keys).
     void (*weights)(const Params &p, const Tensors &t, const WorkItem &w, void *scratch);
+    // key_mass rows of the KV head of the item (every row of it; t.lse holds the rows' lse).
+    void (*mass)(const Params &p, const Tensors &t, const WorkItem &w, void *scratch);
     // The same ISA with one query vector per item (or null): used when a KV head has at most
     // `narrow->lanes` query rows (decode, small GQA groups), so no lanes are computed in vain.
     const KernelInfo *narrow;

@@ -52,6 +52,9 @@ static inline vf vexp(vf a) {
 static inline vf vlog(vf a) {
     return {std::log(a.x)};
 }
+static inline vf vtanh(vf a) {
+    return {std::tanh(a.x)};
+}
 static inline vf vsel(vm m, vf a, vf b) {
     return m ? a : b;
 }

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <new>
 #include <vector>
@@ -81,52 +82,103 @@ size_t ceil_div(size_t a, size_t b) {
     return (a + b - 1) / b;
 }
 
+thread_local std::vector<uint32_t> t_qmap;
+thread_local std::vector<size_t> t_first_item;
+thread_local std::vector<float> t_lse;
+
+// The split of a call into items depends on the shape, the kernel and the query mask only,
+// never on the thread count, so results are bit-identical for any number of threads.
+// Items of batch entry b are [first[b], first[b + 1]); each KV head of b has `blocks[b]` row
+// blocks of the real queries of b (all of them without query padding).
 struct Plan {
     const KernelInfo *k;
-    size_t group, row_blocks, items, splits, chunk;
+    size_t group, items, splits, chunk;
+    const size_t *first;   // [batch + 1]
+    const uint32_t *nreal; // [batch] real queries of b (null: seq_q each)
 };
 
-// The split of a call into items depends on the shape and the kernel only, never on the thread
-// count, so results are bit-identical for any number of threads.
-Plan make_plan(const Params &p, bool allow_split) {
+// Real queries of each batch entry (query_valid): qmap[b * seq_q + n] = n-th real query of b.
+// Returns false (nothing built) when there is no query mask.
+bool build_qmap(const Params &p, const Tensors &t, std::vector<uint32_t> &qmap) {
+    if (!t.query_valid) return false;
+    const size_t sq = p.shape.seq_q;
+    qmap.resize(p.shape.batch * sq + p.shape.batch);
+    uint32_t *counts = qmap.data() + p.shape.batch * sq;
+    for (size_t b = 0; b < p.shape.batch; ++b) {
+        uint32_t n = 0;
+        for (size_t i = 0; i < sq; ++i)
+            if (t.query_valid[b * sq + i]) qmap[b * sq + n++] = static_cast<uint32_t>(i);
+        counts[b] = n;
+    }
+    return true;
+}
+
+Plan make_plan(const Params &p, const Tensors &t, bool allow_split) {
     Plan pl;
     pl.k = &current_kernel();
     pl.group = p.shape.heads_q / p.shape.heads_kv;
-    if (pl.k->narrow && pl.group * p.shape.seq_q <= pl.k->narrow->lanes) pl.k = pl.k->narrow;
-    pl.row_blocks = ceil_div(pl.group * p.shape.seq_q, pl.k->lanes);
-    pl.items = p.shape.batch * p.shape.heads_kv * pl.row_blocks;
+    const size_t B = p.shape.batch;
+    pl.nreal = t.qmap ? t.qmap + B * p.shape.seq_q : nullptr;
+    size_t maxq = p.shape.seq_q;
+    if (pl.nreal) {
+        maxq = 0;
+        for (size_t b = 0; b < B; ++b) maxq = std::max<size_t>(maxq, pl.nreal[b]);
+    }
+    if (pl.k->narrow && pl.group * maxq <= pl.k->narrow->lanes) pl.k = pl.k->narrow;
+    std::vector<size_t> &first = t_first_item;
+    first.resize(B + 1);
+    first[0] = 0;
+    for (size_t b = 0; b < B; ++b) {
+        const size_t nq = pl.nreal ? pl.nreal[b] : p.shape.seq_q;
+        first[b + 1] = first[b] + p.shape.heads_kv * ceil_div(pl.group * nq, pl.k->lanes);
+    }
+    pl.first = first.data();
+    pl.items = first[B];
     pl.splits = 1;
     // Decode-like calls (few row blocks, many keys): split keys into chunks of >= 2048 so that
     // every thread streams its share of K and V; partials merge exactly afterwards.
-    if (allow_split && pl.items < 16 && p.shape.seq_k >= 4096) {
+    if (allow_split && pl.items > 0 && pl.items < 16 && p.shape.seq_k >= 4096) {
         pl.splits = std::min(ceil_div(16, pl.items), p.shape.seq_k / 2048);
     }
     pl.chunk = ceil_div(p.shape.seq_k, pl.splits);
     return pl;
 }
 
-// Item `it` -> rows; the heaviest row blocks (last queries under a causal rule) go first.
-WorkItem item_of(const Params &p, const Plan &pl, size_t it) {
+// Item `it` -> rows; within a batch entry the heaviest row blocks (last queries under a causal
+// rule) go first.
+WorkItem item_of(const Params &p, const Tensors &t, const Plan &pl, size_t it) {
     WorkItem w;
-    const size_t rb = pl.row_blocks - 1 - it % pl.row_blocks;
-    const size_t bh = it / pl.row_blocks;
-    w.b = bh / p.shape.heads_kv;
-    w.kvh = bh % p.shape.heads_kv;
+    const size_t b =
+        static_cast<size_t>(std::upper_bound(pl.first, pl.first + p.shape.batch + 1, it) -
+                            pl.first) -
+        1;
+    const size_t nq = pl.nreal ? pl.nreal[b] : p.shape.seq_q;
+    const size_t total = pl.group * nq;
+    const size_t row_blocks = ceil_div(total, pl.k->lanes);
+    const size_t local = it - pl.first[b];
+    const size_t rb = row_blocks - 1 - local % row_blocks;
+    w.b = b;
+    w.kvh = local / row_blocks;
     w.r0 = rb * pl.k->lanes;
-    const size_t total = pl.group * p.shape.seq_q;
     w.rows = std::min(pl.k->lanes, total - w.r0);
     w.k_begin = 0;
-    w.k_end = p.shape.seq_k;
+    w.k_end = key_len(p, t, b);
     return w;
 }
 
-// Exact merge of the key-split partials of one item (fixed order of splits).
+size_t dim_padded(const Params &p, const Plan &pl) {
+    return ceil_div(p.shape.head_dim_v, pl.k->dim_block) * pl.k->dim_block;
+}
+
+// Exact merge of the key-split partials of one item (fixed order of splits), then the sink.
 void merge_item(const Params &p, const Tensors &t, const Plan &pl, const WorkItem &w,
                 const float *parts, size_t part_floats) {
-    const size_t R = pl.k->lanes, d = p.shape.head_dim;
+    const size_t R = pl.k->lanes, dv = p.shape.head_dim_v;
+    const uint32_t *qmap = t.qmap ? t.qmap + w.b * p.shape.seq_q : nullptr;
     for (size_t l = 0; l < w.rows; ++l) {
         const size_t row = w.r0 + l;
-        const size_t i = row / pl.group, h = w.kvh * pl.group + row % pl.group;
+        const size_t qi = row / pl.group, h = w.kvh * pl.group + row % pl.group;
+        const size_t i = qmap ? qmap[qi] : qi;
         float *o = t.out + w.b * p.out.batch + h * p.out.head + i * p.out.row;
         float M = -INFINITY;
         bool vis = false;
@@ -139,17 +191,21 @@ void merge_item(const Params &p, const Tensors &t, const Plan &pl, const WorkIte
         }
         float *lse = t.lse ? t.lse + (w.b * p.shape.heads_q + h) * p.shape.seq_q + i : nullptr;
         if (!vis) {
-            for (size_t dd = 0; dd < d; ++dd) o[dd] = 0.0f;
+            for (size_t dd = 0; dd < dv; ++dd) o[dd] = 0.0f;
             if (lse) *lse = -INFINITY;
             continue;
         }
+        float sink;
+        const bool has_sink = sink_of(p, t, h, &sink);
+        if (has_sink && sink > M) M = sink;
         const float Ms = std::isinf(M) && M < 0 ? 0.0f : M;
         float L = 0.0f;
         for (size_t s = 0; s < pl.splits; ++s) {
             const float *ps = parts + s * part_floats;
             if (ps[2 * R + l] != 0.0f) L += ps[R + l] * std::exp(ps[l] - Ms);
         }
-        for (size_t dd = 0; dd < d; ++dd) {
+        if (has_sink) L += std::exp(sink - Ms);
+        for (size_t dd = 0; dd < dv; ++dd) {
             float acc = 0.0f;
             for (size_t s = 0; s < pl.splits; ++s) {
                 const float *ps = parts + s * part_floats;
@@ -159,6 +215,47 @@ void merge_item(const Params &p, const Tensors &t, const Plan &pl, const WorkIte
         }
         if (lse) *lse = M + std::log(L);
     }
+}
+
+// Rows of padded queries: out 0 and lse -inf (forward), weights 0 (weights). They are in no
+// work item.
+void clear_padded_queries(const Params &p, const Tensors &t) {
+    if (!t.query_valid) return;
+    const Shape &s = p.shape;
+    for (size_t b = 0; b < s.batch; ++b)
+        for (size_t i = 0; i < s.seq_q; ++i) {
+            if (t.query_valid[b * s.seq_q + i]) continue;
+            for (size_t h = 0; h < s.heads_q; ++h) {
+                if (t.out) {
+                    float *o = t.out + b * p.out.batch + h * p.out.head + i * p.out.row;
+                    std::fill(o, o + s.head_dim_v, 0.0f);
+                }
+                if (t.lse) t.lse[(b * s.heads_q + h) * s.seq_q + i] = -INFINITY;
+                if (t.weights) {
+                    float *wr = t.weights + ((b * s.heads_q + h) * s.seq_q + i) * s.seq_k;
+                    const float fill = p.weights_mode == WeightsMode::Softmax ? 0.0f : -INFINITY;
+                    std::fill(wr, wr + s.seq_k, fill);
+                }
+            }
+        }
+}
+
+// key_mass: one task per (batch, KV head) over all its real rows (see mass_item).
+void key_mass(const Params &p, const Tensors &t, const Plan &pl) {
+    const Shape &s = p.shape;
+    std::fill(t.key_mass, t.key_mass + s.batch * s.heads_q * s.seq_k, 0.0f);
+    const size_t scratch_bytes = pl.k->scratch_bytes(p);
+    pool_run(s.batch * s.heads_kv, [&](size_t task) {
+        WorkItem w;
+        w.b = task / s.heads_kv;
+        w.kvh = task % s.heads_kv;
+        const size_t nq = pl.nreal ? pl.nreal[w.b] : s.seq_q;
+        w.r0 = 0;
+        w.rows = pl.group * nq;
+        w.k_begin = 0;
+        w.k_end = key_len(p, t, w.b);
+        if (w.rows) pl.k->mass(p, t, w, t_scratch.get(scratch_bytes));
+    });
 }
 
 } // namespace
@@ -199,42 +296,66 @@ const KernelInfo &current_kernel() {
     return kernel_for(active_isa());
 }
 
-void forward(const Params &p, const Tensors &t) {
-    const Plan pl = make_plan(p, true);
+void forward(const Params &p, const Tensors &t0) {
+    Tensors t = t0;
+    if (build_qmap(p, t, t_qmap)) t.qmap = t_qmap.data();
+    clear_padded_queries(p, t);
+    if (t.key_mass && !t.lse) { // the mass pass needs every row's lse
+        t_lse.resize(p.shape.batch * p.shape.heads_q * p.shape.seq_q);
+        t.lse = t_lse.data();
+        clear_padded_queries(p, t);
+    }
+    const Plan pl = make_plan(p, t, true);
     const size_t scratch_bytes = pl.k->scratch_bytes(p);
     if (pl.splits == 1) {
         pool_run(pl.items, [&](size_t it) {
-            const WorkItem w = item_of(p, pl, it);
+            const WorkItem w = item_of(p, t, pl, it);
             pl.k->forward(p, t, w, t_scratch.get(scratch_bytes), nullptr);
         });
-        return;
+    } else {
+        const size_t part_floats = (3 + dim_padded(p, pl)) * pl.k->lanes;
+        std::vector<float> &parts = t_partials; // caller-owned, reused across calls
+        parts.resize(pl.items * pl.splits * part_floats);
+        float *parts_data = parts.data();
+        pool_run(pl.items * pl.splits, [&](size_t it) {
+            WorkItem w = item_of(p, t, pl, it / pl.splits);
+            const size_t s = it % pl.splits;
+            const size_t klen = w.k_end;
+            w.k_begin = std::min(klen, s * pl.chunk);
+            w.k_end = std::min(klen, s * pl.chunk + pl.chunk);
+            Partial part{parts_data + it * part_floats};
+            pl.k->forward(p, t, w, t_scratch.get(scratch_bytes), &part);
+        });
+        pool_run(pl.items, [&](size_t it) {
+            const WorkItem w = item_of(p, t, pl, it);
+            merge_item(p, t, pl, w, parts_data + it * pl.splits * part_floats, part_floats);
+        });
     }
-    const size_t dp = ceil_div(p.shape.head_dim, pl.k->dim_block) * pl.k->dim_block;
-    const size_t part_floats = (3 + dp) * pl.k->lanes;
-    std::vector<float> &parts = t_partials; // caller-owned, reused across calls
-    parts.resize(pl.items * pl.splits * part_floats);
-    float *parts_data = parts.data();
-    pool_run(pl.items * pl.splits, [&](size_t it) {
-        WorkItem w = item_of(p, pl, it / pl.splits);
-        const size_t s = it % pl.splits;
-        w.k_begin = s * pl.chunk;
-        w.k_end = std::min(p.shape.seq_k, w.k_begin + pl.chunk);
-        Partial part{parts_data + it * part_floats};
-        pl.k->forward(p, t, w, t_scratch.get(scratch_bytes), &part);
-    });
+    if (t.key_mass) key_mass(p, t, pl);
+}
+
+void weights(const Params &p, const Tensors &t0) {
+    Tensors t = t0;
+    if (build_qmap(p, t, t_qmap)) t.qmap = t_qmap.data();
+    clear_padded_queries(p, t);
+    const Plan pl = make_plan(p, t, false);
+    const size_t scratch_bytes = pl.k->scratch_bytes(p);
     pool_run(pl.items, [&](size_t it) {
-        const WorkItem w = item_of(p, pl, it);
-        merge_item(p, t, pl, w, parts_data + it * pl.splits * part_floats, part_floats);
+        const WorkItem w = item_of(p, t, pl, it);
+        pl.k->weights(p, t, w, t_scratch.get(scratch_bytes));
     });
 }
 
-void weights(const Params &p, const Tensors &t) {
-    const Plan pl = make_plan(p, false);
-    const size_t scratch_bytes = pl.k->scratch_bytes(p);
-    pool_run(pl.items, [&](size_t it) {
-        const WorkItem w = item_of(p, pl, it);
-        pl.k->weights(p, t, w, t_scratch.get(scratch_bytes));
-    });
+// Press et al. 2022: for n a power of two, slope_h = 2^(-8 (h + 1) / n); otherwise the slopes
+// of the largest power of two m < n, followed by every other slope of 2m (BLOOM's rule).
+void alibi_standard_slopes(size_t n, float *slopes) {
+    size_t m = 1;
+    while (m * 2 <= n) m *= 2;
+    for (size_t h = 0; h < m; ++h)
+        slopes[h] = static_cast<float>(std::pow(2.0, -8.0 * static_cast<double>(h + 1) / m));
+    for (size_t x = 0; m + x < n; ++x)
+        slopes[m + x] =
+            static_cast<float>(std::pow(2.0, -8.0 * static_cast<double>(2 * x + 1) / (2 * m)));
 }
 
 } // namespace core

@@ -47,7 +47,25 @@ int main(void) {
     CHECK(attn_desc_required_len(desc, (attn_operand)5) == 2 * 3 * 5 * 7);  /* WEIGHTS */
     CHECK(attn_desc_required_len(desc, (attn_operand)6) == 2 * 7);          /* KEY_VALID */
     CHECK(attn_desc_required_len(desc, (attn_operand)7) == 5 * 7);          /* ALLOWED */
-    CHECK(attn_desc_required_len(desc, (attn_operand)8) == 0);
+    CHECK(attn_desc_required_len(desc, (attn_operand)8) == 2 * 3 * 5 * 7);  /* BIAS */
+    CHECK(attn_desc_required_len(desc, (attn_operand)9) == 3);              /* ALIBI_SLOPES */
+    CHECK(attn_desc_required_len(desc, (attn_operand)10) == 3);             /* SINKS */
+    CHECK(attn_desc_required_len(desc, (attn_operand)11) == 2 * 5);         /* QUERY_VALID */
+    CHECK(attn_desc_required_len(desc, (attn_operand)12) == 2);             /* SEQ_LENS_K */
+    CHECK(attn_desc_required_len(desc, (attn_operand)13) == 2 * 3 * 7);     /* KEY_MASS */
+    CHECK(attn_desc_required_len(desc, (attn_operand)14) == 0);
+    {
+        int64_t iv = -5;
+        double fv = 0;
+        CHECK(attn_desc_set_int(desc, (attn_param)2, 4) == ATTN_OK);        /* WINDOW_LEFT */
+        CHECK(attn_desc_get_int(desc, (attn_param)2, &iv) == ATTN_OK && iv == 4);
+        CHECK(attn_desc_set_float(desc, (attn_param)4, 30.0) == ATTN_OK);   /* SOFTCAP */
+        CHECK(attn_desc_get_float(desc, (attn_param)4, &fv) == ATTN_OK && fv == 30.0);
+        CHECK(attn_desc_set_int(desc, (attn_param)10, 0) == ATTN_ERR_INVALID_ARGUMENT);
+        CHECK(attn_desc_set_int(desc, (attn_param)2, 0) == ATTN_OK);
+        CHECK(attn_desc_set_int(desc, (attn_param)2, -1) == ATTN_OK);
+        CHECK(attn_desc_set_float(desc, (attn_param)4, 0.0) == ATTN_OK);
+    }
     CHECK(attn_desc_set_causal(desc, (attn_causal)0) == ATTN_OK);
     CHECK(attn_desc_set_causal(desc, (attn_causal)1) == ATTN_OK);
     CHECK(attn_desc_set_causal(desc, (attn_causal)2) == ATTN_OK);

@@ -1,0 +1,411 @@
+// Forward side of the kernel body: P.V, the tile loop, the row-block forward and the decode path.
+// Included by kernel_body.hpp inside the ISA namespace, after kernel_score.hpp.
+
+// ot += P.V for the tile (s.vrow rows hold at least dp = head_dim_v rounded up to kDT floats).
+static inline void pv_tile(const Params &p, Block &blk, Scratch &s, const TileInfo &ti,
+                           bool v_finite) {
+    const size_t dv = p.shape.head_dim_v, nk = ti.nk;
+    if (ti.partial && !v_finite) {
+        // Exact path: a hidden key's Inf/NaN value must not turn 0 * Inf into NaN.
+        for (size_t x = 0; x < nk; ++x)
+            for (size_t l = 0; l < kR; ++l) {
+                const float pw = s.st[x * kR + l];
+                if (pw == 0.0f) continue;
+                for (size_t dd = 0; dd < dv; ++dd) blk.ot[dd * kR + l] += pw * s.vrow[x][dd];
+            }
+        return;
+    }
+    const size_t dp = kround_up(dv, kDT);
+    for (size_t dd = 0; dd < dp; dd += kDT) pv_block(s.vrow, dd, s.st, nk, blk.ot + dd * kR);
+}
+
+// dst[0, n) = src[0, n), then zeros up to `padded`.
+static inline void copy_row(float *dst, const float *src, size_t n, size_t padded) {
+    size_t x = 0;
+    for (; x + kL <= n; x += kL) vstore(dst + x, vload(src + x));
+    for (; x < n; ++x) dst[x] = src[x];
+    for (; x < padded; ++x) dst[x] = 0.0f;
+}
+
+// s.krow[x] -> K row of the tile's key x (rows past nk, up to a whole kKT block, -> a zero row).
+// Rows that are not contiguous (BSHD: H * head_dim apart, often a multiple of 4 KiB, so a tile's
+// rows would fight over a few L1 sets) are first copied into a contiguous tile.
+static inline void set_key_rows(const Params &p, const float *kbase, const TileInfo &tile,
+                                Scratch &s) {
+    const size_t d = p.shape.head_dim;
+    const bool pack = p.k.row != d;
+    for (size_t x = 0; x < tile.nk; ++x) {
+        const float *src = kbase + (tile.jbase + s.kidx[x]) * p.k.row;
+        if (pack) copy_row(s.kpack + x * d, src, d, d);
+        s.krow[x] = pack ? s.kpack + x * d : src;
+    }
+    for (size_t x = tile.nk; x < kround_up(tile.nk, kKT); ++x) s.krow[x] = s.zero;
+}
+
+// Resets the online-softmax state of the item's blocks. Returns the key range the item's tiles
+// must cover (the union of the blocks' ranges).
+static inline void init_blocks(Block *blk, size_t nb, size_t dp, bool with_pv, size_t *kb,
+                               size_t *ke) {
+    const vf ninf = vbcast(kNegInf), zero = vzero();
+    size_t lo = ~size_t(0), hi = 0;
+    for (size_t bi = 0; bi < nb; ++bi) {
+        Block &b = blk[bi];
+        for (size_t n = 0; n < kNV; ++n) {
+            vstore(b.m + n * kL, ninf);
+            vstore(b.l + n * kL, zero);
+            vstore(b.vis + n * kL, zero);
+        }
+        if (with_pv) zero_floats(b.ot, dp * kR);
+        if (b.kend > b.kbeg) {
+            lo = kmin(lo, b.kbeg);
+            if (b.kend > hi) hi = b.kend;
+        }
+    }
+    *kb = lo < hi ? lo : 0;
+    *ke = lo < hi ? hi : 0;
+}
+
+// Runs the key tiles of one item over all its row blocks: each tile's keys are gathered, and
+// its K/V rows located, once; every block then scores it, updates its softmax state and (forward
+// mode) accumulates P.V, so the tile is read from memory once per item.
+static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Block *blk, size_t nb,
+                      Scratch &s, bool with_pv) {
+    const size_t d = p.shape.head_dim, dv = p.shape.head_dim_v, dp = kround_up(dv, kDT);
+    // Strided V rows are copied into a contiguous tile (see set_key_rows), and V is padded to
+    // whole kDT blocks when head_dim_v is not a multiple of kDT.
+    const bool pack_v = p.v.row != dv || dp != dv;
+    size_t kbeg, kend;
+    init_blocks(blk, nb, dp, with_pv, &kbeg, &kend);
+    const float *vbase = with_pv ? t.v + w.b * p.v.batch + w.kvh * p.v.head : nullptr;
+    const float *kbase = t.k + w.b * p.k.batch + w.kvh * p.k.head;
+    size_t j = kbeg;
+    while (j < kend) {
+        TileInfo tile;
+        size_t next = j;
+        tile.jbase = j;
+        tile.nk = gather_tile(p, t, w.b, j, kend, s.kidx, &next);
+        j = next;
+        const size_t nk = tile.nk;
+        if (nk == 0) continue;
+        // Few rows per item (decode) make the loop memory-bound: V rows of this tile arrive
+        // during Q.K^T, K rows of the next tile during P.V. With many rows the tiles come from
+        // cache and the prefetches only cost issue slots (-7% measured), so they are skipped.
+        if (kNV == 1 && with_pv) {
+            prefetch_rows(vbase, p.v.row, tile.jbase, tile.kidx_span(s.kidx), dv);
+            if (j < kend) prefetch_rows(kbase, p.k.row, j, kmin(kBK, kend - j), d);
+        }
+        set_key_rows(p, kbase, tile, s);
+        bool v_checked = false, v_finite = true, v_set = false;
+        for (size_t bi = 0; bi < nb; ++bi) {
+            Block &b = blk[bi];
+            // every key of the tile is outside the block's causal / window range
+            if (tile.jbase >= b.kend || tile.jbase + s.kidx[nk - 1] < b.kbeg) continue;
+            TileInfo ti = tile;
+            if (!score_tile(p, t, b, s, ti)) continue;
+            softmax_tile(b, s, nk, dp, with_pv);
+            if (!with_pv) continue;
+            if (!v_set) {
+                for (size_t x = 0; x < nk; ++x) {
+                    const float *src = vbase + (tile.jbase + s.kidx[x]) * p.v.row;
+                    if (pack_v) copy_row(s.vpack + x * dp, src, dv, dp);
+                    s.vrow[x] = pack_v ? s.vpack + x * dp : src;
+                }
+                v_set = true;
+            }
+            if (ti.partial && !v_checked) {
+                v_finite = v_tile_finite(p, s, nk);
+                v_checked = true;
+            }
+            pv_tile(p, b, s, ti, v_finite);
+        }
+    }
+}
+
+// Final scale of a row: out = o * fo, lse. With a sink logit the denominator gains
+// exp(sink - M), M = max(m, sink), so that w_ij = exp(s_ij - M) / (exp(sink - M) + l e^(m - M)).
+// Rows with no visible key: out 0, lse -inf.
+static inline void finish_lanes(const Params &p, const Tensors &t, const Rows &r, const float *m,
+                                const float *l, const float *vis, float *fo, float *lse,
+                                bool *divide) {
+    const vf ninf = vbcast(kNegInf), zero = vzero(), one = vbcast(1.0f);
+    float sk[kR];
+    bool has_sink = false;
+    for (size_t x = 0; x < kR; ++x) has_sink = sink_of(p, t, r.h[x], &sk[x]);
+    *divide = !has_sink;
+    for (size_t n = 0; n < kNV; ++n) {
+        const vm vs = vne(vload(vis + n * kL), zero);
+        const vf mv = vload(m + n * kL), lv = vload(l + n * kL);
+        if (!has_sink) {
+            // out = o / l (divided per element by the caller: the 0.1 rounding)
+            vstore(fo + n * kL, lv);
+            vstore(lse + n * kL, vsel(vs, mv + vlog(lv), ninf));
+            continue;
+        }
+        const vf sv = vload(sk + n * kL);
+        const vf M = vmax(mv, sv);
+        const vf alpha = vexp(mv - M);
+        const vf L = vfma(lv, alpha, vexp(sv - M));
+        vstore(fo + n * kL, vsel(vs, alpha / L, zero));
+        vstore(lse + n * kL, vsel(vs, M + vlog(L), ninf));
+    }
+    (void)one;
+}
+
+// ---- Decode: at most kDecodeRows query rows per KV head (GQA decode: the group, seq_q = 1) ----
+// The row-lane layout would leave most lanes idle and issue head_dim broadcast-FMAs per key; here
+// the vectors run along head_dim instead: each K and V vector is loaded once per key and used by
+// every row, so a row costs head_dim / kL FMAs per key and the loop keeps up with memory.
+constexpr size_t kDB = kL >= 16 ? 4 : 2; // head_dim vectors per P.V register block
+
+static inline float lane0(const vf &x) {
+    float tmp[kL];
+    vstore(tmp, x);
+    return tmp[0];
+}
+
+// o[rr][c0 + c*kL ...] += sum_x p[rr][x] * v_x[c0 + c*kL ...] for CB vectors of head_dim_v.
+template <size_t CB>
+static inline void pv_decode_block(const float *const *vrow, size_t c0, const float *pr, size_t nk,
+                                   float *o, size_t dpad) {
+    vf acc[kDecodeRows][CB];
+    for (size_t rr = 0; rr < kDecodeRows; ++rr)
+        for (size_t c = 0; c < CB; ++c) acc[rr][c] = vload(o + rr * dpad + c0 + c * kL);
+    for (size_t x = 0; x < nk; ++x) {
+        vf vv[CB];
+        for (size_t c = 0; c < CB; ++c) vv[c] = vload(vrow[x] + c0 + c * kL);
+        for (size_t rr = 0; rr < kDecodeRows; ++rr) {
+            const vf pb = vbcast(pr[rr * kBK + x]);
+            for (size_t c = 0; c < CB; ++c) acc[rr][c] = vfma(pb, vv[c], acc[rr][c]);
+        }
+    }
+    for (size_t rr = 0; rr < kDecodeRows; ++rr)
+        for (size_t c = 0; c < CB; ++c) vstore(o + rr * dpad + c0 + c * kL, acc[rr][c]);
+}
+
+// The score pipeline of one decode row over a tile (scores in srow[0, nk), padded to nkv with
+// -inf on return). Returns whether any key is visible; *partial is set when some key is hidden.
+static inline bool decode_scores(const Params &p, const Tensors &t, const Rows &r, size_t rr,
+                                 const WorkItem &w, size_t jbase, const unsigned *kidx, size_t nk,
+                                 float *srow, bool *partial) {
+    const size_t nkv = kround_up(nk, kL);
+    for (size_t x = nk; x < nkv; ++x) srow[x] = 0.0f;
+    if (!fold_scale(p))
+        for (size_t x = 0; x < nkv; x += kL) vstore(srow + x, vload(srow + x) * vbcast(p.scale));
+    const bool capped = p.softcap > 0.0f;
+    if (capped && !p.bias_first) softcap_rows(srow, nkv, p.softcap);
+    const size_t h = r.h[rr];
+    const long long i = r.i[rr];
+    if (t.bias) {
+        const float *brow = t.bias + w.b * p.bias.batch + h * p.bias.head +
+                            static_cast<size_t>(i) * p.bias.row + jbase;
+        for (size_t x = 0; x < nk; ++x) srow[x] += brow[kidx[x]];
+    }
+    if (capped && p.bias_first) softcap_rows(srow, nkv, p.softcap);
+    if (t.alibi) {
+        const float slope = t.alibi[h];
+        const float drel = static_cast<float>(i + r.off - static_cast<long long>(jbase));
+        for (size_t x = 0; x < nk; ++x) srow[x] += slope * (static_cast<float>(kidx[x]) - drel);
+    }
+    const uint8_t *al = t.allowed ? t.allowed + static_cast<size_t>(i) * p.shape.seq_k : nullptr;
+    bool any = false;
+    for (size_t x = 0; x < nk; ++x) {
+        const long long jj = static_cast<long long>(jbase + kidx[x]);
+        bool ok = jj >= r.lo[rr] && jj < r.hi[rr] && (!al || al[jj]);
+        if (!ok) srow[x] = kNegInf;
+        if (t.bias && srow[x] == kNegInf) ok = false;
+        any |= ok;
+        *partial |= !ok;
+    }
+    for (size_t x = nk; x < nkv; ++x) srow[x] = kNegInf;
+    return any;
+}
+
+static void decode_item(const Params &p, const Tensors &t, const WorkItem &w, void *scratch,
+                        const Partial *partial) {
+    Scratch s;
+    scratch_layout(p, static_cast<unsigned char *>(scratch), &s);
+    Rows r;
+    block_rows(p, t, w, w.r0, w.rows, &r);
+    const size_t d = p.shape.head_dim, dv = p.shape.head_dim_v, nr = w.rows;
+    const size_t dqv = d / kL * kL, dpad = kround_up(d, kL);
+    const size_t dvv = dv / kL * kL, dvpad = kround_up(dv, kL);
+    const float qs = fold_scale(p) ? p.scale : 1.0f;
+    float *q = s.qt;  // [kDecodeRows][dpad]   qs * q (rows past nr and the padding are 0)
+    float *o = s.ot;  // [kDecodeRows][dvpad]  unnormalised output
+    float *sc = s.st; // [kDecodeRows][kBK]    scores, then probabilities
+    float m[kDecodeRows], l[kDecodeRows];
+    bool vis[kDecodeRows];
+    for (size_t rr = 0; rr < kDecodeRows; ++rr) {
+        const float *qsrc =
+            t.q + w.b * p.q.batch + r.h[rr] * p.q.head + static_cast<size_t>(r.i[rr]) * p.q.row;
+        for (size_t dd = 0; dd < dpad; ++dd)
+            q[rr * dpad + dd] = rr < nr && dd < d ? qsrc[dd] * qs : 0.0f;
+        zero_floats(o + rr * dvpad, dvpad);
+        zero_floats(sc + rr * kBK, kBK);
+        m[rr] = kNegInf;
+        l[rr] = 0.0f;
+        vis[rr] = false;
+    }
+    // keys of the item any row may see
+    const long long kb = lmax(static_cast<long long>(w.k_begin), r.lo[0]);
+    const long long ke = lmin(static_cast<long long>(w.k_end), r.hi[kR - 1]);
+    const size_t kbeg = kb < 0 ? 0 : static_cast<size_t>(kb);
+    const size_t kend = ke <= kb ? kbeg : static_cast<size_t>(ke);
+    const float *kbase = t.k + w.b * p.k.batch + w.kvh * p.k.head;
+    const float *vbase = t.v + w.b * p.v.batch + w.kvh * p.v.head;
+    const vf ninf = vbcast(kNegInf), zero = vzero();
+    size_t j = kbeg;
+    while (j < kend) {
+        size_t next = j;
+        const size_t jbase = j;
+        const size_t nk = gather_tile(p, t, w.b, j, kend, s.kidx, &next);
+        j = next;
+        if (nk == 0) continue;
+        prefetch_rows(vbase, p.v.row, jbase, s.kidx[nk - 1] + 1, dv);
+        if (j < kend) prefetch_rows(kbase, p.k.row, j, kmin(kBK, kend - j), d);
+
+        // Scores: one pass over each K row serves every query row.
+        for (size_t x = 0; x < nk; ++x) {
+            const float *kr = kbase + (jbase + s.kidx[x]) * p.k.row;
+            vf acc[kDecodeRows];
+            for (size_t rr = 0; rr < kDecodeRows; ++rr) acc[rr] = zero;
+            for (size_t dd = 0; dd < dqv; dd += kL) {
+                const vf kv = vload(kr + dd);
+                for (size_t rr = 0; rr < kDecodeRows; ++rr)
+                    acc[rr] = vfma(vload(q + rr * dpad + dd), kv, acc[rr]);
+            }
+            for (size_t rr = 0; rr < nr; ++rr) {
+                float sum = vhsum(acc[rr]);
+                for (size_t dd = dqv; dd < d; ++dd) sum += q[rr * dpad + dd] * kr[dd];
+                sc[rr * kBK + x] = sum;
+            }
+        }
+        // Score pipeline and masks, then the online softmax of each row (vectorised over keys).
+        bool partial_tile = false;
+        const size_t nkv = kround_up(nk, kL);
+        for (size_t rr = 0; rr < nr; ++rr) {
+            float *srow = sc + rr * kBK;
+            vis[rr] = decode_scores(p, t, r, rr, w, jbase, s.kidx, nk, srow, &partial_tile) ||
+                      vis[rr];
+            vf mt = ninf;
+            for (size_t x = 0; x < nkv; x += kL) mt = vmax(mt, vload(srow + x));
+            float tmp[kL];
+            vstore(tmp, mt);
+            float mnew = m[rr];
+            for (size_t e = 0; e < kL; ++e)
+                if (tmp[e] > mnew || tmp[e] != tmp[e]) mnew = tmp[e];
+            const float msafe = mnew == kNegInf ? 0.0f : mnew;
+            const float alpha = lane0(vexp(vbcast(m[rr] - msafe)));
+            vf lsum = zero;
+            for (size_t x = 0; x < nkv; x += kL) {
+                const vf e = vexp(vload(srow + x) - vbcast(msafe));
+                vstore(srow + x, e);
+                lsum = lsum + e;
+            }
+            l[rr] = l[rr] * alpha + vhsum(lsum);
+            if (alpha != 1.0f)
+                for (size_t dd = 0; dd < dvpad; dd += kL)
+                    vstore(o + rr * dvpad + dd, vload(o + rr * dvpad + dd) * vbcast(alpha));
+            m[rr] = mnew;
+        }
+        // P.V: one pass over each V row serves every query row.
+        for (size_t x = 0; x < nk; ++x) s.vrow[x] = vbase + (jbase + s.kidx[x]) * p.v.row;
+        if (partial_tile && !v_tile_finite(p, s, nk)) {
+            // Exact path: a hidden key's Inf/NaN value must not turn 0 * Inf into NaN.
+            for (size_t x = 0; x < nk; ++x)
+                for (size_t rr = 0; rr < nr; ++rr) {
+                    const float pw = sc[rr * kBK + x];
+                    if (pw == 0.0f) continue;
+                    for (size_t dd = 0; dd < dv; ++dd) o[rr * dvpad + dd] += pw * s.vrow[x][dd];
+                }
+            continue;
+        }
+        size_t c0 = 0;
+        for (; c0 + kDB * kL <= dvv; c0 += kDB * kL)
+            pv_decode_block<kDB>(s.vrow, c0, sc, nk, o, dvpad);
+        for (; c0 < dvv; c0 += kL) pv_decode_block<1>(s.vrow, c0, sc, nk, o, dvpad);
+        for (size_t dd = dvv; dd < dv; ++dd)
+            for (size_t x = 0; x < nk; ++x)
+                for (size_t rr = 0; rr < nr; ++rr)
+                    o[rr * dvpad + dd] += sc[rr * kBK + x] * s.vrow[x][dd];
+    }
+
+    if (partial) { // the layout forward_item uses: [3 + dp][kRows]
+        const size_t dp = kround_up(dv, kDT);
+        float *dst = partial->data;
+        for (size_t rr = 0; rr < nr; ++rr) {
+            dst[rr] = m[rr];
+            dst[kRows + rr] = l[rr];
+            dst[2 * kRows + rr] = vis[rr] ? 1.0f : 0.0f;
+            for (size_t dd = 0; dd < dp; ++dd)
+                dst[(3 + dd) * kRows + rr] = dd < dv ? o[rr * dvpad + dd] : 0.0f;
+        }
+        return;
+    }
+    for (size_t rr = 0; rr < nr; ++rr) {
+        const size_t i = static_cast<size_t>(r.i[rr]), h = r.h[rr];
+        float *out = t.out + w.b * p.out.batch + h * p.out.head + i * p.out.row;
+        float sink, lse;
+        if (!vis[rr]) {
+            for (size_t dd = 0; dd < dv; ++dd) out[dd] = 0.0f;
+            lse = kNegInf;
+        } else if (sink_of(p, t, h, &sink)) {
+            const float M = m[rr] > sink ? m[rr] : sink;
+            const float alpha = lane0(vexp(vbcast(m[rr] - M)));
+            const float L = l[rr] * alpha + lane0(vexp(vbcast(sink - M)));
+            const float f = alpha / L;
+            for (size_t dd = 0; dd < dv; ++dd) out[dd] = o[rr * dvpad + dd] * f;
+            lse = M + lane0(vlog(vbcast(L)));
+        } else {
+            for (size_t dd = 0; dd < dv; ++dd) out[dd] = o[rr * dvpad + dd] / l[rr];
+            lse = m[rr] + lane0(vlog(vbcast(l[rr])));
+        }
+        if (t.lse) t.lse[(w.b * p.shape.heads_q + h) * p.shape.seq_q + i] = lse;
+    }
+}
+
+static void forward_item(const Params &p, const Tensors &t, const WorkItem &w, void *scratch,
+                         const Partial *partial) {
+    if (kNV == 1 && w.rows <= kDecodeRows && p.shape.head_dim >= kL) {
+        decode_item(p, t, w, scratch, partial);
+        return;
+    }
+    Scratch s;
+    scratch_layout(p, static_cast<unsigned char *>(scratch), &s);
+    Block blk[kM];
+    const size_t nb = item_blocks(p, t, w, s, blk);
+    const size_t dv = p.shape.head_dim_v, dp = kround_up(dv, kDT);
+    zero_floats(s.zero, p.shape.head_dim);
+    for (size_t bi = 0; bi < nb; ++bi) pack_queries(p, t, w, blk[bi].r, blk[bi].qt);
+    run_tiles(p, t, w, blk, nb, s, true);
+
+    for (size_t bi = 0; bi < nb; ++bi) {
+        const Block &b = blk[bi];
+        if (partial) { // [3 + dp][kRows]: m, l, vis, o; this block's lanes at bi * kR
+            float *dst = partial->data + bi * kR;
+            for (size_t x = 0; x < kR; ++x) {
+                dst[x] = b.m[x];
+                dst[kRows + x] = b.l[x];
+                dst[2 * kRows + x] = b.vis[x];
+            }
+            for (size_t dd = 0; dd < dp; ++dd)
+                for (size_t x = 0; x < kR; ++x) dst[(3 + dd) * kRows + x] = b.ot[dd * kR + x];
+            continue;
+        }
+        // lse = m + log(l) (with the sink, see finish_lanes); rows with no visible key: out 0.
+        bool divide;
+        finish_lanes(p, t, b.r, b.m, b.l, b.vis, s.aux, s.lim, &divide);
+        for (size_t l = 0; l < b.r.n; ++l) {
+            const size_t i = static_cast<size_t>(b.r.i[l]), h = b.r.h[l];
+            float *o = t.out + w.b * p.out.batch + h * p.out.head + i * p.out.row;
+            const bool vis = b.vis[l] != 0.0f;
+            const float f = s.aux[l];
+            if (divide)
+                for (size_t dd = 0; dd < dv; ++dd) o[dd] = vis ? b.ot[dd * kR + l] / f : 0.0f;
+            else
+                for (size_t dd = 0; dd < dv; ++dd) o[dd] = vis ? b.ot[dd * kR + l] * f : 0.0f;
+            if (t.lse) t.lse[(w.b * p.shape.heads_q + h) * p.shape.seq_q + i] = s.lim[l];
+        }
+    }
+}
+
