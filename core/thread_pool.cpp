@@ -3,10 +3,13 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -28,7 +31,7 @@ struct Pool {
     std::mutex run_mutex; // one pool job at a time; others run inline
     std::mutex m;
     std::condition_variable cv_work, cv_done;
-    std::vector<std::thread> workers;
+    std::vector<pthread_t> workers;
     // Current job (valid while busy_workers > 0 or the caller is inside pool_run).
     const std::function<void(size_t)> *body = nullptr;
     size_t items = 0;
@@ -69,20 +72,83 @@ struct Pool {
         }
     }
 
-    void resize(size_t n_workers) { // called with run_mutex held and no job running
-        if (n_workers == workers.size()) return;
+    // A worker count that could not be started (threads or address space exhausted), and when:
+    // calls run on the caller alone until the count changes or a second has passed.
+    size_t failed_target = 0;
+    std::chrono::steady_clock::time_point failed_at;
+
+    void join_all() {
         {
             std::lock_guard<std::mutex> g(m);
             stop = true;
         }
         cv_work.notify_all();
-        for (auto &t : workers) t.join();
+        for (pthread_t t : workers) pthread_join(t, nullptr);
         workers.clear();
         stop = false;
-        workers.reserve(n_workers);
-        const size_t gen = generation;
-        for (size_t x = 0; x < n_workers; ++x)
-            workers.emplace_back([this, x, gen] { worker_main(x, gen); });
+    }
+
+    struct Start {
+        Pool *pool;
+        size_t index, generation;
+    };
+    static void *trampoline(void *arg) {
+        const Start st = *static_cast<Start *>(arg);
+        delete static_cast<Start *>(arg);
+        st.pool->worker_main(st.index, st.generation);
+        return nullptr;
+    }
+    // Workers run only kernels (their buffers are on the heap): 1 MiB stacks instead of the
+    // default 8 MiB keep a pool's address space small.
+    void start_worker(size_t index, size_t gen) {
+        start_allowed(index);
+        pthread_attr_t attr;
+        if (pthread_attr_init(&attr) != 0) throw std::bad_alloc();
+        pthread_attr_setstacksize(&attr, size_t(1) << 20);
+        Start *st = new Start{this, index, gen};
+        pthread_t t;
+        const int rc = pthread_create(&t, &attr, &trampoline, st);
+        pthread_attr_destroy(&attr);
+        if (rc != 0) {
+            delete st;
+            throw std::system_error(rc, std::generic_category(), "pthread_create");
+        }
+        workers.push_back(t);
+    }
+
+    // Makes the pool hold n_workers workers (called with run_mutex held, no job running).
+    // Returns false when they could not all be started: then no worker is kept (a partial pool
+    // would hold the address space of its stacks while the process is short of it) and the
+    // caller computes alone; the result is the same, since it never depends on the thread count.
+    bool resize(size_t n_workers) {
+        if (n_workers == workers.size()) return true;
+        const auto now = std::chrono::steady_clock::now();
+        if (n_workers == failed_target && now - failed_at < std::chrono::seconds(1)) return false;
+        join_all();
+        try {
+            workers.reserve(n_workers);
+            const size_t gen = generation;
+            for (size_t x = 0; x < n_workers; ++x) start_worker(x, gen);
+        } catch (const std::exception &) { // std::system_error (EAGAIN), std::bad_alloc
+            join_all();
+            failed_target = n_workers;
+            failed_at = now;
+            return false;
+        }
+        failed_target = 0;
+        return true;
+    }
+
+    // Fault injection for the sanitizer and fuzz builds (whose allocators ignore RLIMIT_AS):
+    // ATTN_FAULT_THREAD_LIMIT=n makes the start of worker n and later ones fail like EAGAIN.
+    static void start_allowed(size_t index) {
+#ifdef ATTN_FAULT_INJECTION
+        if (const char *env = std::getenv("ATTN_FAULT_THREAD_LIMIT"))
+            if (index >= std::strtoul(env, nullptr, 10))
+                throw std::system_error(EAGAIN, std::generic_category(), "injected");
+#else
+        (void)index;
+#endif
     }
 
     ~Pool() {
@@ -91,8 +157,7 @@ struct Pool {
             stop = true;
         }
         cv_work.notify_all();
-        for (auto &t : workers)
-            if (t.joinable()) t.join();
+        for (pthread_t t : workers) pthread_join(t, nullptr);
     }
 };
 
@@ -140,7 +205,10 @@ void pool_run(size_t items, const std::function<void(size_t)> &body) {
         return;
     }
     const size_t n_workers = threads - 1;
-    p.resize(n_workers);
+    if (!p.resize(n_workers)) { // no threads to be had now: compute on this thread
+        for (size_t it = 0; it < items; ++it) body(it);
+        return;
+    }
     const size_t helpers = std::min(n_workers, items - 1);
     {
         std::lock_guard<std::mutex> g(p.m);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Hardening suites of issue 5, each from its CMake preset (CMakePresets.json):
 #   asan   AddressSanitizer + UBSan + LeakSanitizer (gcc): build and run every C/C++ ctest
-#   tsan   ThreadSanitizer (gcc): the threaded tests (hardening_load, _memory, _numerics, ...)
+#   tsan   ThreadSanitizer (gcc): the threaded tests (hardening_load, _memory, _numerics, _threads, ...)
 #   fuzz   libFuzzer + ASan + UBSan (clang): fuzz/fuzz_attn for ATTN_FUZZ_SECONDS (default 60) on
 #          a copy of fuzz/corpus; prints executions and coverage; any finding fails
 #   leaks  valgrind memcheck: create/destroy/forward loops (hardening_memory) and the 8-thread
@@ -37,7 +37,7 @@ suite_tsan() {
   need cmake ninja gcc g++ || return 1
   cmake --preset tsan >/dev/null &&
     cmake --build --preset tsan -j "$JOBS" --target attn_load attn_memory attn_numerics \
-      attn_guard_pages attn_oom test_capi &&
+      attn_guard_pages attn_oom attn_threads test_capi &&
     ctest --preset tsan
 }
 
