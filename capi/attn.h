@@ -19,6 +19,14 @@
  *   - A query row with no visible key has output 0, weights 0 and log-sum-exp -INFINITY (never
  *     NaN). NaN/Inf in the K/V/Q values of visible keys propagate as IEEE arithmetic says.
  *   - Bool masks are one byte per element; any nonzero byte reads as true.
+ *   - Alignment: float and int32 buffers must be aligned to 4 bytes (their natural alignment);
+ *     byte masks need none. No larger alignment is assumed.
+ *   - Scores: scale * q.k is computed so that it cannot overflow when the true value is finite
+ *     (the scale is folded into q only when |scale| <= 1). On the SIMD kernels a visible weight
+ *     smaller than FLT_MIN (about 1.2e-38) may be flushed to 0; the scalar kernel keeps it.
+ *   - Environment: ATTN_NUM_THREADS (a whole number 1..256) and ATTN_ISA (a name that
+ *     attn_set_isa accepts, exactly) set defaults; any other value is ignored with a one-time
+ *     warning on stderr, so a typo is seen rather than silently dropped.
  *   - Every function reports failure through its attn_status and a thread-local message
  *     (attn_last_error) naming the argument and the problem. Nothing writes outside the
  *     buffers it was given; no C++ exception ever crosses this interface.

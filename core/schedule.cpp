@@ -2,6 +2,7 @@
 // per-thread scratch, and merges key-split partial results (decode) in a fixed order.
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
@@ -35,11 +36,19 @@ Isa best_isa() {
     return best;
 }
 
+// ATTN_ISA caps the kernel like attn_set_isa. A value that is not an ISA name (the names are
+// exact, lower case, as attn_set_isa takes them) is ignored with a one-time warning on stderr.
 int env_cap() {
     static const int cap = [] {
         Isa isa;
         const char *env = std::getenv("ATTN_ISA");
-        return env && isa_from_name(env, &isa) ? static_cast<int>(isa) : kIsaCount - 1;
+        if (!env || !*env) return kIsaCount - 1;
+        if (isa_from_name(env, &isa)) return static_cast<int>(isa);
+        std::fprintf(stderr,
+                     "libattn: ignoring ATTN_ISA=\"%.64s\": not one of scalar, sse2, avx2, "
+                     "avx512\n",
+                     env);
+        return kIsaCount - 1;
     }();
     return cap;
 }

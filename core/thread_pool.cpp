@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -17,12 +18,27 @@ namespace attn {
 namespace core {
 namespace {
 
-size_t default_threads() {
-    if (const char *env = std::getenv("ATTN_NUM_THREADS")) {
+// ATTN_NUM_THREADS: a whole number 1..256. Anything else is ignored with a one-time warning on
+// stderr (the same rule as ATTN_ISA), and the hardware thread count is used.
+size_t env_threads() {
+    static const size_t n = [] {
+        const char *env = std::getenv("ATTN_NUM_THREADS");
+        if (!env || !*env) return size_t(0);
         char *end = nullptr;
+        errno = 0;
         const unsigned long v = std::strtoul(env, &end, 10);
-        if (end != env && *end == '\0' && v >= 1 && v <= 256) return v;
-    }
+        if (errno == 0 && end != env && *end == '\0' && env[0] != '-' && v >= 1 && v <= 256)
+            return static_cast<size_t>(v);
+        std::fprintf(stderr,
+                     "libattn: ignoring ATTN_NUM_THREADS=\"%.64s\": not a whole number 1..256\n",
+                     env);
+        return size_t(0);
+    }();
+    return n;
+}
+
+size_t default_threads() {
+    if (const size_t n = env_threads()) return n;
     const unsigned hw = std::thread::hardware_concurrency();
     return hw ? hw : 1;
 }
