@@ -74,6 +74,10 @@ struct ScratchBuf {
     size_t cap = 0;
     ~ScratchBuf() { ::operator delete(ptr, std::align_val_t(64)); }
     void *get(size_t bytes) {
+#ifdef ATTN_FAULT_INJECTION // test builds: ATTN_FAULT_SCRATCH_LIMIT=n fails scratch above n bytes
+        if (const char *env = std::getenv("ATTN_FAULT_SCRATCH_LIMIT"))
+            if (bytes > std::strtoull(env, nullptr, 10)) throw std::bad_alloc();
+#endif
         if (bytes > cap) {
             ::operator delete(ptr, std::align_val_t(64));
             ptr = nullptr;

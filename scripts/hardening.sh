@@ -2,8 +2,9 @@
 # Hardening suites of issue 5, each from its CMake preset (CMakePresets.json):
 #   asan   AddressSanitizer + UBSan + LeakSanitizer (gcc): build and run every C/C++ ctest
 #   tsan   ThreadSanitizer (gcc): the threaded tests (hardening_load, _memory, _numerics, _threads, ...)
-#   fuzz   libFuzzer + ASan + UBSan (clang): fuzz/fuzz_attn for ATTN_FUZZ_SECONDS (default 60) on
-#          a copy of fuzz/corpus; prints executions and coverage; any finding fails
+#   fuzz   libFuzzer + ASan + UBSan (clang): fuzz/fuzz_attn and fuzz/fuzz_run, each for
+#          ATTN_FUZZ_SECONDS (default 60) on a copy of its corpus; prints executions and coverage;
+#          any finding fails
 #   leaks  valgrind memcheck: create/destroy/forward loops (hardening_memory) and the 8-thread
 #          load test leak nothing and touch no uninitialised or unowned memory
 # Usage: scripts/hardening.sh [asan] [tsan] [fuzz] [leaks]      (no argument: all four, in order)
@@ -41,17 +42,17 @@ suite_tsan() {
     ctest --preset tsan
 }
 
-suite_fuzz() {
-  need cmake ninja clang clang++ || return 1
-  cmake --preset fuzz >/dev/null && cmake --build --preset fuzz -j "$JOBS" || return 1
-  local work=build-fuzz/corpus-work art=build-fuzz/artifacts log=build-fuzz/fuzz.log
+# One libFuzzer target for FUZZ_SECONDS on a work copy of its seed corpus.
+fuzz_target() {
+  local target=$1 corpus=$2
+  local work=build-fuzz/$target-work art=build-fuzz/$target-artifacts log=build-fuzz/$target.log
   rm -rf "$art" && mkdir -p "$work" "$art"
-  echo "fuzz: fuzz_attn for ${FUZZ_SECONDS} s on fuzz/corpus ($(ls fuzz/corpus | wc -l) seeds)" \
+  echo "fuzz: $target for ${FUZZ_SECONDS} s on $corpus ($(ls "$corpus" | wc -l) seeds)" \
        "+ $(ls "$work" | wc -l) units kept in $work"
-  # New units go to the first directory (the work copy), never into fuzz/corpus.
+  # New units go to the first directory (the work copy), never into the committed corpus.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    build-fuzz/fuzz/fuzz_attn -max_total_time="$FUZZ_SECONDS" -timeout=30 -rss_limit_mb=3072 \
-      -print_final_stats=1 -artifact_prefix="$art/" "$work" fuzz/corpus >"$log" 2>&1
+    build-fuzz/fuzz/$target -max_total_time="$FUZZ_SECONDS" -timeout=30 -rss_limit_mb=3072 \
+      -print_final_stats=1 -artifact_prefix="$art/" "$work" "$corpus" >"$log" 2>&1
   local rc=$?
   grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)' "$log" | tail -2
   grep -E '^stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb)' \
@@ -60,13 +61,21 @@ suite_fuzz() {
   done_line=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -1)
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   if [ $rc -ne 0 ] || [ -n "$(ls -A "$art")" ] || [ -z "$done_line" ]; then
-    echo "fuzz: FINDING (exit $rc); the report:" >&2
+    echo "fuzz: $target FINDING (exit $rc); the report:" >&2
     grep -E '==== |ERROR: |runtime error|SUMMARY|Test unit written|Base64' "$log" >&2
-    echo "fuzz: full log $log, reproducer(s) in $art/: build-fuzz/fuzz/fuzz_attn <file>" >&2
+    echo "fuzz: full log $log, reproducer(s) in $art/: build-fuzz/fuzz/$target <file>" >&2
     return 1
   fi
-  echo "fuzz: ${execs} executions, $(echo "$done_line" | grep -oE 'cov: [0-9]+ ft: [0-9]+')," \
+  echo "fuzz: $target ${execs} executions, $(echo "$done_line" | grep -oE 'cov: [0-9]+ ft: [0-9]+')," \
        "no finding"
+}
+
+# fuzz_attn: the 0.1 calls; fuzz_run: attn_run with every parameter and operand, under injected
+# thread-start and scratch-allocation failures (the fuzz preset builds with ATTN_FAULT_INJECTION).
+suite_fuzz() {
+  need cmake ninja clang clang++ || return 1
+  cmake --preset fuzz >/dev/null && cmake --build --preset fuzz -j "$JOBS" || return 1
+  fuzz_target fuzz_attn fuzz/corpus && fuzz_target fuzz_run fuzz/corpus_run
 }
 
 suite_leaks() {

@@ -1,0 +1,234 @@
+// Guard pages for the operands of the extensible call (attn_run, since 0.2): q, k, v, bias,
+// alibi_slopes, sinks, key_valid, allowed, query_valid, seq_lens_k, out, lse, weights and
+// key_mass are each placed so that they END at a PROT_NONE page, then (second pass) so that they
+// START right after one; inputs are read-only, outputs surrounded by canaries. Any access one
+// element outside attn_desc_required_len faults and the handler names the buffer. Results are
+// checked against the float64 pipeline (tests/core/reference.hpp), on every ISA.
+#include <signal.h>
+
+#include "hardening.hpp"
+#include "reference.hpp"
+
+using hard::GuardBuf;
+using hard::Place;
+
+namespace {
+
+char g_case[512] = "(none)";
+
+void put(const char *s) {
+    ssize_t r = write(2, s, std::strlen(s));
+    (void)r;
+}
+
+void on_segv(int sig, siginfo_t *info, void *) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(info->si_addr);
+    put("\n*** guard-page fault");
+    const hard::GuardRecord *t = hard::guard_table();
+    for (int x = 0; x < 64; ++x)
+        if (t[x].name && a >= t[x].guard_lo && a < t[x].guard_hi) {
+            put(" in the guard page of '");
+            put(t[x].name);
+            put("'");
+        }
+    put("\n*** case: ");
+    put(g_case);
+    put("\n");
+    signal(sig, SIG_DFL);
+}
+
+size_t g_cases = 0, g_calls = 0;
+
+struct Shape {
+    ref::VProblem p;
+    bool bias = false, slopes = false, sinks = false, key_valid = false, allowed = false,
+         query_valid = false, lens = false, mass = false;
+};
+
+double rel(double got, double want) {
+    if (std::isinf(want)) return got == want ? 0.0 : 1e30;
+    if (std::isnan(got)) return 1e30;
+    return std::fabs(got - want) / std::max(1.0, std::fabs(want));
+}
+
+void run_case(const Shape &s, Place place, hard::Rng &rng) {
+    const ref::VProblem &p = s.p;
+    std::snprintf(g_case, sizeof g_case,
+                  "b %zu hq %zu hkv %zu sq %zu sk %zu d %zu dv %zu causal %d window %lld,%lld "
+                  "softcap %g alibi %d sinks %d qv %d lens %d mass %d isa %s place %s",
+                  p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k, p.head_dim, p.head_dim_v,
+                  p.causal, p.window_left, p.window_right, static_cast<double>(p.softcap), p.alibi,
+                  s.sinks, s.query_valid, s.lens, s.mass, attn_isa(),
+                  place == Place::EndAtGuard ? "end" : "start");
+    attn_desc *d = nullptr;
+    HARD_CHECK(attn_desc_create(&d, p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k,
+                                p.head_dim) == ATTN_OK,
+               "create");
+    attn_desc_set_int(d, ATTN_PARAM_CAUSAL, p.causal);
+    attn_desc_set_int(d, ATTN_PARAM_WINDOW_LEFT, p.window_left);
+    attn_desc_set_int(d, ATTN_PARAM_WINDOW_RIGHT, p.window_right);
+    attn_desc_set_float(d, ATTN_PARAM_SOFTCAP, p.softcap);
+    attn_desc_set_int(d, ATTN_PARAM_ALIBI, p.alibi);
+    attn_desc_set_int(d, ATTN_PARAM_HEAD_DIM_V, static_cast<int64_t>(p.head_dim_v));
+    if (p.custom_strides[4])
+        attn_desc_set_strides(d, ATTN_BIAS, p.strides[4][0], p.strides[4][1], p.strides[4][2]);
+    auto len = [&](attn_operand w) { return attn_desc_required_len(d, w); };
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+
+    GuardBuf q(len(ATTN_Q) * 4, place, "q"), k(len(ATTN_K) * 4, place, "k"),
+        v(len(ATTN_V) * 4, place, "v");
+    GuardBuf bias, slopes, sinks, kv, al, qv, lens;
+    std::vector<int32_t> lens_host(p.batch, static_cast<int32_t>(p.seq_k));
+    if (s.lens) {
+        lens.init(len(ATTN_SEQ_LENS_K) * 4, place, "seq_lens_k");
+        for (size_t b = 0; b < p.batch; ++b) {
+            lens_host[b] = static_cast<int32_t>(rng.range(0, p.seq_k));
+            lens.as<int32_t>()[b] = lens_host[b];
+        }
+    }
+    if (s.key_valid) {
+        kv.init(len(ATTN_KEY_VALID), place, "key_valid");
+        for (size_t x = 0; x < len(ATTN_KEY_VALID); ++x) kv.as<uint8_t>()[x] = rng.chance(0.75);
+    }
+    for (size_t x = 0; x < len(ATTN_Q); ++x) q.as<float>()[x] = rng.value(-1, 1);
+    for (size_t x = 0; x < len(ATTN_K); ++x) k.as<float>()[x] = rng.value(-1, 1);
+    for (size_t x = 0; x < len(ATTN_V); ++x) v.as<float>()[x] = rng.value(-1, 1);
+    for (size_t b = 0; b < p.batch; ++b) // padded keys hold NaN: never read
+        for (size_t h = 0; h < p.heads_kv; ++h)
+            for (size_t j = 0; j < p.seq_k; ++j) {
+                const bool pad = static_cast<int32_t>(j) >= lens_host[b] ||
+                                 (s.key_valid && !kv.as<uint8_t>()[b * p.seq_k + j]);
+                if (!pad) continue;
+                for (size_t x = 0; x < p.head_dim; ++x) k.as<float>()[p.at(1, b, h, j) + x] = nan;
+                for (size_t x = 0; x < p.head_dim_v; ++x)
+                    v.as<float>()[p.at(2, b, h, j) + x] = nan;
+            }
+    if (s.bias) {
+        bias.init(len(ATTN_BIAS) * 4, place, "bias");
+        for (size_t x = 0; x < len(ATTN_BIAS); ++x)
+            bias.as<float>()[x] = rng.chance(0.1) ? -INFINITY : rng.value(-1, 1);
+    }
+    if (s.slopes) {
+        slopes.init(len(ATTN_ALIBI_SLOPES) * 4, place, "alibi_slopes");
+        for (size_t x = 0; x < p.heads_q; ++x) slopes.as<float>()[x] = rng.value(0, 0.5f);
+    }
+    if (s.sinks) {
+        sinks.init(len(ATTN_SINKS) * 4, place, "sinks");
+        for (size_t x = 0; x < p.heads_q; ++x) sinks.as<float>()[x] = rng.value(-2, 2);
+    }
+    if (s.allowed) {
+        al.init(len(ATTN_ALLOWED), place, "allowed");
+        for (size_t x = 0; x < len(ATTN_ALLOWED); ++x) al.as<uint8_t>()[x] = rng.chance(0.8);
+    }
+    if (s.query_valid) {
+        qv.init(len(ATTN_QUERY_VALID), place, "query_valid");
+        for (size_t x = 0; x < len(ATTN_QUERY_VALID); ++x) qv.as<uint8_t>()[x] = rng.chance(0.7);
+    }
+    for (GuardBuf *g : {&q, &k, &v, &bias, &slopes, &sinks, &kv, &al, &qv, &lens})
+        if (g->bytes()) g->read_only();
+    GuardBuf out(len(ATTN_OUT) * 4, place, "out"), lse(len(ATTN_LSE) * 4, place, "lse"),
+        w(len(ATTN_WEIGHTS) * 4, place, "weights"), mass;
+    if (s.mass) mass.init(len(ATTN_KEY_MASS) * 4, place, "key_mass");
+
+    attn_args *a = nullptr;
+    attn_args_create(&a);
+    attn_args_set_f32(a, ATTN_Q, q.as<float>(), len(ATTN_Q));
+    attn_args_set_f32(a, ATTN_K, k.as<float>(), len(ATTN_K));
+    attn_args_set_f32(a, ATTN_V, v.as<float>(), len(ATTN_V));
+    if (s.bias) attn_args_set_f32(a, ATTN_BIAS, bias.as<float>(), len(ATTN_BIAS));
+    if (s.slopes) attn_args_set_f32(a, ATTN_ALIBI_SLOPES, slopes.as<float>(), p.heads_q);
+    if (s.sinks) attn_args_set_f32(a, ATTN_SINKS, sinks.as<float>(), p.heads_q);
+    if (s.key_valid) attn_args_set_u8(a, ATTN_KEY_VALID, kv.as<uint8_t>(), len(ATTN_KEY_VALID));
+    if (s.allowed) attn_args_set_u8(a, ATTN_ALLOWED, al.as<uint8_t>(), len(ATTN_ALLOWED));
+    if (s.query_valid)
+        attn_args_set_u8(a, ATTN_QUERY_VALID, qv.as<uint8_t>(), len(ATTN_QUERY_VALID));
+    if (s.lens) attn_args_set_i32(a, ATTN_SEQ_LENS_K, lens.as<int32_t>(), p.batch);
+    attn_args_set_out_f32(a, ATTN_OUT, out.as<float>(), len(ATTN_OUT));
+    attn_args_set_out_f32(a, ATTN_LSE, lse.as<float>(), len(ATTN_LSE));
+    if (s.mass) attn_args_set_out_f32(a, ATTN_KEY_MASS, mass.as<float>(), len(ATTN_KEY_MASS));
+    attn_args_set_out_f32(a, ATTN_WEIGHTS, w.as<float>(), len(ATTN_WEIGHTS));
+    attn_status st = attn_run(d, ATTN_OP_FORWARD, a);
+    HARD_CHECK(st == ATTN_OK, "%s: forward %s (%s)", g_case, attn_status_string(st),
+               attn_last_error());
+    st = attn_run(d, ATTN_OP_WEIGHTS, a);
+    HARD_CHECK(st == ATTN_OK, "%s: weights %s (%s)", g_case, attn_status_string(st),
+               attn_last_error());
+    g_calls += 2;
+    attn_args_destroy(a);
+    attn_desc_destroy(d);
+    for (const GuardBuf *g : {&out, &lse, &w, &mass})
+        if (g->bytes()) HARD_CHECK(g->canary_damage() < 0, "%s: canary damaged", g_case);
+
+    ref::VInputs in;
+    in.q = q.as<float>(), in.k = k.as<float>(), in.v = v.as<float>();
+    in.bias = s.bias ? bias.as<float>() : nullptr;
+    in.slopes = s.slopes ? slopes.as<float>() : nullptr;
+    in.sinks = s.sinks ? sinks.as<float>() : nullptr;
+    in.key_valid = s.key_valid ? kv.as<uint8_t>() : nullptr;
+    in.allowed = s.allowed ? al.as<uint8_t>() : nullptr;
+    in.query_valid = s.query_valid ? qv.as<uint8_t>() : nullptr;
+    in.seq_lens_k = s.lens ? lens.as<int32_t>() : nullptr;
+    const ref::VResult e = ref::compute_v(p, in);
+    double worst = 0;
+    for (size_t x = 0; x < e.out.size(); ++x) worst = std::max(worst, rel(out.as<float>()[x], e.out[x]));
+    for (size_t x = 0; x < e.lse.size(); ++x) worst = std::max(worst, rel(lse.as<float>()[x], e.lse[x]));
+    for (size_t x = 0; x < e.w.size(); ++x) worst = std::max(worst, rel(w.as<float>()[x], e.w[x]));
+    if (s.mass)
+        for (size_t x = 0; x < e.mass.size(); ++x)
+            worst = std::max(worst, rel(mass.as<float>()[x], e.mass[x]));
+    HARD_CHECK(worst <= 1e-5, "%s: max rel error %g", g_case, worst);
+    ++g_cases;
+}
+
+void all_cases(const char *, void *) {
+    hard::Rng rng(77);
+    for (int n = 0; n < 120; ++n) {
+        Shape s;
+        ref::VProblem &p = s.p;
+        p.batch = rng.range(1, 2);
+        p.heads_kv = rng.range(1, 2);
+        p.heads_q = p.heads_kv * rng.range(1, 3);
+        p.seq_q = n % 5 == 0 ? 1 : rng.range(1, 67);
+        p.seq_k = rng.range(1, 67);
+        p.head_dim = rng.range(1, 67);
+        p.head_dim_v = rng.chance(0.5) ? p.head_dim : rng.range(1, 67);
+        p.causal = static_cast<int>(rng.range(0, 2));
+        if (rng.chance(0.4)) p.window_left = static_cast<long long>(rng.range(0, 20));
+        if (rng.chance(0.3)) p.window_right = static_cast<long long>(rng.range(0, 10));
+        if (rng.chance(0.3)) p.softcap = rng.value(0.5f, 4.0f);
+        p.alibi = rng.chance(0.3) ? static_cast<int>(rng.range(1, 2)) : 0;
+        s.slopes = p.alibi == 1;
+        s.bias = rng.chance(0.5);
+        if (s.bias && rng.chance(0.5)) { // broadcast over batch and heads
+            p.custom_strides[4] = true;
+            p.strides[4][0] = p.strides[4][1] = 0;
+            p.strides[4][2] = p.seq_k;
+        }
+        p.set_default_strides();
+        s.sinks = rng.chance(0.4);
+        s.key_valid = rng.chance(0.4);
+        s.allowed = rng.chance(0.3);
+        s.query_valid = rng.chance(0.4);
+        s.lens = rng.chance(0.4);
+        s.mass = rng.chance(0.5);
+        for (Place place : {Place::EndAtGuard, Place::StartAfterGuard}) run_case(s, place, rng);
+    }
+}
+
+} // namespace
+
+int main() {
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &sa, nullptr);
+    sigaction(SIGBUS, &sa, nullptr);
+    for (size_t threads : {1u, 2u}) {
+        attn_set_num_threads(threads);
+        hard::for_each_isa("guard_variants", all_cases, nullptr);
+    }
+    std::printf("guard_variants: %zu cases, %zu calls, %d failure(s)\n", g_cases, g_calls,
+                hard::failures());
+    return hard::failures() ? 1 : 0;
+}
