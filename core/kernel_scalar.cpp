@@ -76,6 +76,9 @@ static inline bool vany(vm m) {
 static inline float vhsum(vf a) {
     return a.x;
 }
+static inline vf vgather(const float *base, const int32_t *off, int32_t add) {
+    return {base[*off + add]};
+}
 
 #include "kernel_body.hpp"
 
