@@ -78,10 +78,12 @@ int main(int argc, char **argv) {
     size_t threads = 1;
     const char *baseline = nullptr;
     for (int i = 1; i < argc; ++i) {
-        if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::atoi(argv[++i]);
+        if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc)
+            rounds = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = std::strtoul(argv[++i], nullptr, 10);
-        else if (!std::strcmp(argv[i], "--baseline-lib") && i + 1 < argc) baseline = argv[++i];
+        else if (!std::strcmp(argv[i], "--baseline-lib") && i + 1 < argc)
+            baseline = argv[++i];
         else {
             std::fprintf(stderr, "usage: %s [--rounds N] [--threads T] [--baseline-lib lib]\n",
                          argv[0]);
@@ -163,8 +165,8 @@ int main(int argc, char **argv) {
             std::fprintf(stderr, "dlopen %s: %s\n", baseline, dlerror());
             return 1;
         }
-        using create_t = attn_status (*)(attn_desc **, size_t, size_t, size_t, size_t, size_t,
-                                         size_t);
+        using create_t =
+            attn_status (*)(attn_desc **, size_t, size_t, size_t, size_t, size_t, size_t);
         using fwd_t = attn_status (*)(const attn_desc *, const float *, const float *,
                                       const float *, const bool *, const bool *, float *, float *);
         using thr_t = attn_status (*)(size_t);
@@ -182,8 +184,8 @@ int main(int argc, char **argv) {
         std::printf("baseline: %s (libattn %s)\n", baseline, bver());
         vs.push_back({"plain (baseline lib)",
                       [=, &q, &k, &v, &out, &lse] {
-                          check(bfwd(bd, q.data(), k.data(), v.data(), nullptr, nullptr,
-                                     out.data(), lse.data()),
+                          check(bfwd(bd, q.data(), k.data(), v.data(), nullptr, nullptr, out.data(),
+                                     lse.data()),
                                 "baseline forward");
                       },
                       {}});
@@ -213,11 +215,10 @@ int main(int argc, char **argv) {
     };
     row("plain", t_plain, flops_plain, 1.0, "(reference)");
     const double vis_c = visible_pairs(N, -1), vis_w = visible_pairs(NW, W);
-    row("plain causal", t_causal, 4.0 * H * vis_c * D, t_causal / t_plain,
-        "(visible FLOPs)");
+    row("plain causal", t_causal, 4.0 * H * vis_c * D, t_causal / t_plain, "(visible FLOPs)");
     const double t_w = med("window");
-    row("window 4096 / 512", t_w, 4.0 * H * vis_w * D,
-        t_w / (t_plain * vis_w / (double(N) * N)), "<= 1.15 (vs plain, per visible FLOP)");
+    row("window 4096 / 512", t_w, 4.0 * H * vis_w * D, t_w / (t_plain * vis_w / (double(N) * N)),
+        "<= 1.15 (vs plain, per visible FLOP)");
     row("softcap", med("softcap"), flops_plain, med("softcap") / t_plain, "<= 1.25");
     row("bias dense", med("bias dense"), flops_plain, med("bias dense") / t_plain, "<= 1.15");
     row("bias broadcast", med("bias broadcast"), flops_plain, med("bias broadcast") / t_plain,

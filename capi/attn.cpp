@@ -23,10 +23,10 @@ constexpr int kOperands = 14; // ATTN_Q .. ATTN_KEY_MASS
 
 struct attn_desc {
     core::Params p;
-    size_t len[kOperands] = {};           // attn_desc_required_len per operand
-    bool custom_strides[kOperands] = {};  // set by attn_desc_set_strides
-    int alibi = ATTN_ALIBI_NONE;          // ATTN_PARAM_ALIBI
-    std::vector<float> alibi_standard;    // the standard slopes, when alibi == STANDARD
+    size_t len[kOperands] = {};          // attn_desc_required_len per operand
+    bool custom_strides[kOperands] = {}; // set by attn_desc_set_strides
+    int alibi = ATTN_ALIBI_NONE;         // ATTN_PARAM_ALIBI
+    std::vector<float> alibi_standard;   // the standard slopes, when alibi == STANDARD
     std::atomic<bool> used{false};
 };
 
@@ -132,8 +132,9 @@ bool overlaps(Range a, Range b) {
 
 const char *operand_name(int which) {
     static const char *const names[kOperands] = {
-        "q",         "k",    "v",           "out",   "lse",         "weights",     "key_valid",
-        "allowed",   "bias", "alibi_slopes", "sinks", "query_valid", "seq_lens_k", "key_mass"};
+        "q",       "k",           "v",          "out",     "lse",
+        "weights", "key_valid",   "allowed",    "bias",    "alibi_slopes",
+        "sinks",   "query_valid", "seq_lens_k", "key_mass"};
     return which >= 0 && which < kOperands ? names[which] : "?";
 }
 
@@ -308,24 +309,26 @@ attn_status create_desc(const char *fn, attn_desc **out, size_t batch, size_t he
 attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *slot) {
     if (attn_status st = check_desc(fn, desc)) return st;
     if (op == ATTN_OP_BACKWARD)
-        return fail(ATTN_ERR_UNSUPPORTED, "%s: ATTN_OP_BACKWARD is not available in libattn %s",
-                    fn, ATTN_VERSION_STRING);
+        return fail(ATTN_ERR_UNSUPPORTED, "%s: ATTN_OP_BACKWARD is not available in libattn %s", fn,
+                    ATTN_VERSION_STRING);
     if (op != ATTN_OP_FORWARD && op != ATTN_OP_WEIGHTS)
         return fail(ATTN_ERR_INVALID_ARGUMENT,
                     "%s: op (%d) is not an attn_op (0 forward, 1 weights, 2 backward)", fn, op);
     const bool fwd = op == ATTN_OP_FORWARD;
     // Operands this operation reads or writes; the others are ignored.
     bool used[kOperands] = {};
-    const int common[] = {ATTN_Q,     ATTN_K,           ATTN_KEY_VALID,  ATTN_ALLOWED,
-                          ATTN_BIAS,  ATTN_ALIBI_SLOPES, ATTN_SINKS,     ATTN_QUERY_VALID,
-                          ATTN_SEQ_LENS_K};
+    const int common[] = {ATTN_Q,       ATTN_K,           ATTN_KEY_VALID,
+                          ATTN_ALLOWED, ATTN_BIAS,        ATTN_ALIBI_SLOPES,
+                          ATTN_SINKS,   ATTN_QUERY_VALID, ATTN_SEQ_LENS_K};
     for (int w : common) used[w] = true;
-    if (fwd) used[ATTN_V] = used[ATTN_OUT] = used[ATTN_LSE] = used[ATTN_KEY_MASS] = true;
-    else used[ATTN_WEIGHTS] = true;
+    if (fwd)
+        used[ATTN_V] = used[ATTN_OUT] = used[ATTN_LSE] = used[ATTN_KEY_MASS] = true;
+    else
+        used[ATTN_WEIGHTS] = true;
     const int required[] = {ATTN_Q, ATTN_K, fwd ? ATTN_V : ATTN_WEIGHTS, fwd ? ATTN_OUT : -1};
     for (int w : required)
-        if (w >= 0 && !slot[w].ptr) return fail(ATTN_ERR_NULL_POINTER, "%s: %s is NULL", fn,
-                                                 operand_name(w));
+        if (w >= 0 && !slot[w].ptr)
+            return fail(ATTN_ERR_NULL_POINTER, "%s: %s is NULL", fn, operand_name(w));
     const size_t *len = desc->len;
     Buffer bufs[kOperands];
     int nb = 0;
@@ -335,8 +338,8 @@ attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *s
             return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s has %zu elements, needs at least %zu",
                         fn, operand_name(w), slot[w].len, len[w]);
         const Kind k = operand_kind(w);
-        bufs[nb++] = Buffer{slot[w].ptr, len[w] * kind_bytes(k), operand_name(w),
-                            k == Kind::F32Out};
+        bufs[nb++] =
+            Buffer{slot[w].ptr, len[w] * kind_bytes(k), operand_name(w), k == Kind::F32Out};
     }
     if (attn_status st = check_aliasing(fn, bufs, nb)) return st;
     const core::Params &p = desc->p;
@@ -470,9 +473,8 @@ attn_status apply_param(const char *fn, attn_desc *d, int id, double v) {
                             "overflow",
                             fn, dv, operand_name(w));
             const bool is_q = w == ATTN_OUT;
-            if (w == ATTN_OUT &&
-                !rows_disjoint(s.batch, lay.batch, is_q ? s.heads_q : s.heads_kv, lay.head,
-                               s.seq_q, lay.row, dv))
+            if (w == ATTN_OUT && !rows_disjoint(s.batch, lay.batch, is_q ? s.heads_q : s.heads_kv,
+                                                lay.head, s.seq_q, lay.row, dv))
                 return fail(ATTN_ERR_INVALID_ARGUMENT,
                             "%s: ATTN_PARAM_HEAD_DIM_V (%zu): the out strides (%zu, %zu, %zu) do "
                             "not nest rows of %zu floats",
@@ -526,13 +528,13 @@ attn_status set_param(const char *fn, attn_desc *desc, int id, double v, bool fr
     if (id < 0 || id >= kParams)
         return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: param (%d) is not an attn_param", fn, id);
     const ParamInfo &pi = kParamInfo[id];
-    if (std::isnan(v)) return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s must not be NaN", fn, pi.name);
+    if (std::isnan(v))
+        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s must not be NaN", fn, pi.name);
     if (!(v >= pi.min && v <= pi.max))
         return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s (%.17g) is outside [%.9g, %.9g]", fn,
                     pi.name, v, pi.min, pi.max);
     if (!pi.is_float && !from_int && v != std::floor(v))
-        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s (%.17g) must be an integer", fn, pi.name,
-                    v);
+        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s (%.17g) must be an integer", fn, pi.name, v);
     return apply_param(fn, desc, id, v);
 }
 
@@ -719,8 +721,8 @@ attn_status attn_desc_set_int(attn_desc *desc, attn_param param, int64_t value) 
 
 attn_status attn_desc_set_float(attn_desc *desc, attn_param param, double value) {
     static const char fn[] = "attn_desc_set_float";
-    return guarded(fn,
-                   [&]() -> attn_status { return set_param(fn, desc, raw_enum(param), value, false); });
+    return guarded(
+        fn, [&]() -> attn_status { return set_param(fn, desc, raw_enum(param), value, false); });
 }
 
 attn_status attn_desc_get_int(const attn_desc *desc, attn_param param, int64_t *value) {
@@ -792,8 +794,7 @@ attn_status attn_args_set_out_f32(attn_args *args, attn_operand which, float *da
     return guarded(fn, [&]() { return bind(fn, args, raw_enum(which), data, len, Kind::F32Out); });
 }
 
-attn_status attn_args_set_u8(attn_args *args, attn_operand which, const uint8_t *data,
-                             size_t len) {
+attn_status attn_args_set_u8(attn_args *args, attn_operand which, const uint8_t *data, size_t len) {
     static const char fn[] = "attn_args_set_u8";
     return guarded(fn, [&]() { return bind(fn, args, raw_enum(which), data, len, Kind::U8); });
 }

@@ -307,7 +307,8 @@ ATTN_API attn_status attn_desc_set_int(attn_desc *desc, attn_param param, int64_
 ATTN_API attn_status attn_desc_set_float(attn_desc *desc, attn_param param, double value);
 
 /** Read a parameter's current value (float parameters are rounded toward zero).
- *  ATTN_OK; ATTN_ERR_NULL_POINTER (desc or value); ATTN_ERR_INVALID_ARGUMENT (unknown). since 0.2 */
+ *  ATTN_OK; ATTN_ERR_NULL_POINTER (desc or value); ATTN_ERR_INVALID_ARGUMENT (unknown). since 0.2
+ */
 ATTN_API attn_status attn_desc_get_int(const attn_desc *desc, attn_param param, int64_t *value);
 
 /** Read a parameter's current value as a double (exact for every parameter; ATTN_PARAM_SCALE
@@ -323,10 +324,10 @@ ATTN_API attn_status attn_param_bounds(attn_param param, int *is_float, double *
 
 /** Operations of attn_run. Values are pinned. */
 typedef enum attn_op {
-    ATTN_OP_FORWARD = 0,  /* reads Q, K, V (+ optional operands); writes OUT, optional LSE and
-                             KEY_MASS */
-    ATTN_OP_WEIGHTS = 1,  /* reads Q, K (+ optional operands); writes WEIGHTS */
-    ATTN_OP_BACKWARD = 2  /* reserved: returns ATTN_ERR_UNSUPPORTED in this version */
+    ATTN_OP_FORWARD = 0, /* reads Q, K, V (+ optional operands); writes OUT, optional LSE and
+                            KEY_MASS */
+    ATTN_OP_WEIGHTS = 1, /* reads Q, K (+ optional operands); writes WEIGHTS */
+    ATTN_OP_BACKWARD = 2 /* reserved: returns ATTN_ERR_UNSUPPORTED in this version */
 } attn_op;
 
 /** Per-call tensors: a set of (operand -> pointer, element count). Not thread-safe to modify;

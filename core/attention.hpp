@@ -24,8 +24,7 @@ struct Layout {
 // q: [batch][heads_q][seq_q][head_dim], k: [batch][heads_kv][seq_k][head_dim],
 // v: [batch][heads_kv][seq_k][head_dim_v], out: [batch][heads_q][seq_q][head_dim_v]
 struct Shape {
-    size_t batch = 0, heads_q = 0, heads_kv = 0, seq_q = 0, seq_k = 0, head_dim = 0,
-           head_dim_v = 0;
+    size_t batch = 0, heads_q = 0, heads_kv = 0, seq_q = 0, seq_k = 0, head_dim = 0, head_dim_v = 0;
 };
 
 // What the weights entry point writes (attn_weights_mode): probabilities, or the scores at a

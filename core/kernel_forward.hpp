@@ -285,8 +285,8 @@ static void decode_item(const Params &p, const Tensors &t, const WorkItem &w, vo
         const size_t nkv = kround_up(nk, kL);
         for (size_t rr = 0; rr < nr; ++rr) {
             float *srow = sc + rr * kBK;
-            vis[rr] = decode_scores(p, t, r, rr, w, jbase, s.kidx, nk, srow, &partial_tile) ||
-                      vis[rr];
+            vis[rr] =
+                decode_scores(p, t, r, rr, w, jbase, s.kidx, nk, srow, &partial_tile) || vis[rr];
             vf mt = ninf;
             for (size_t x = 0; x < nkv; x += kL) mt = vmax(mt, vload(srow + x));
             float tmp[kL];
@@ -408,4 +408,3 @@ static void forward_item(const Params &p, const Tensors &t, const WorkItem &w, v
         }
     }
 }
-

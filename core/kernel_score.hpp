@@ -113,7 +113,7 @@ static inline void block_rows(const Params &p, const Tensors &t, const WorkItem 
 struct Block {
     Rows r;
     float *qt, *ot, *m, *l, *vis;
-    size_t kbeg, kend; // keys outside [kbeg, kend) are hidden from every row of the block
+    size_t kbeg, kend;     // keys outside [kbeg, kend) are hidden from every row of the block
     const float *brow[kR]; // bias row of each lane (at key 0), when there is a bias
     // The same rows as int32 offsets from bias_base, when they fit (a gather per key vector).
     const float *bias_base;
@@ -130,8 +130,7 @@ static inline void block_key_range(const WorkItem &w, Block &b) {
     b.kend = hi <= lo ? b.kbeg : static_cast<size_t>(hi);
 }
 
-static inline void block_operands(const Params &p, const Tensors &t, const WorkItem &w,
-                                  Block &b) {
+static inline void block_operands(const Params &p, const Tensors &t, const WorkItem &w, Block &b) {
     const float *lo = nullptr, *hi = nullptr;
     for (size_t l = 0; l < kR; ++l) {
         b.brow[l] = t.bias ? t.bias + w.b * p.bias.batch + b.r.h[l] * p.bias.head +
@@ -495,4 +494,3 @@ static inline void softmax_tile(Block &blk, Scratch &s, size_t nk, size_t dp, bo
             for (size_t n = 0; n < kNV; ++n)
                 vstore(blk.ot + dd * kR + n * kL, vload(blk.ot + dd * kR + n * kL) * alpha[n]);
 }
-

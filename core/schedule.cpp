@@ -161,10 +161,9 @@ Plan make_plan(const Params &p, const Tensors &t, bool allow_split) {
 // rule) go first.
 WorkItem item_of(const Params &p, const Tensors &t, const Plan &pl, size_t it) {
     WorkItem w;
-    const size_t b =
-        static_cast<size_t>(std::upper_bound(pl.first, pl.first + p.shape.batch + 1, it) -
-                            pl.first) -
-        1;
+    const size_t b = static_cast<size_t>(
+                         std::upper_bound(pl.first, pl.first + p.shape.batch + 1, it) - pl.first) -
+                     1;
     const size_t nq = pl.nreal ? pl.nreal[b] : p.shape.seq_q;
     const size_t total = pl.group * nq;
     const size_t row_blocks = ceil_div(total, pl.k->lanes);

@@ -105,8 +105,8 @@ attn_status run(const Case &c, attn_desc *d, Breach breach, size_t short_op, Out
     expect(attn_args_create(&a), ATTN_OK, "attn_args_create");
     auto f32 = [&](attn_operand w, const std::vector<float> &x) {
         if (x.empty()) return;
-        const size_t len = breach == kShort && short_op == static_cast<size_t>(w) ? x.size() - 1
-                                                                                  : x.size();
+        const size_t len =
+            breach == kShort && short_op == static_cast<size_t>(w) ? x.size() - 1 : x.size();
         expect(attn_args_set_f32(a, w, x.data(), len), ATTN_OK, "attn_args_set_f32");
     };
     if (!(breach == kMissing && short_op == 0)) f32(ATTN_Q, c.q);
@@ -172,8 +172,8 @@ void check(const Case &c, const Outputs &o) {
                     const size_t at = p.at(3, b, h, i) + d;
                     addressed[at] = 1;
                     if (rel(o.out[at], e.out[row * p.head_dim_v + d]) > 1e-4)
-                        violation("out[%zu,%zu,%zu,%zu] = %g, reference %g", b, h, i, d,
-                                  o.out[at], e.out[row * p.head_dim_v + d]);
+                        violation("out[%zu,%zu,%zu,%zu] = %g, reference %g", b, h, i, d, o.out[at],
+                                  e.out[row * p.head_dim_v + d]);
                 }
                 if (rel(o.lse[row], e.lse[row]) > 1e-4)
                     violation("lse[%zu] = %g, reference %g", row, o.lse[row], e.lse[row]);
@@ -189,7 +189,8 @@ void check(const Case &c, const Outputs &o) {
                 }
             }
     for (size_t x = 0; x < o.out.size(); ++x)
-        if (!addressed[x] && o.out[x] != kSentinel) violation("out[%zu] outside the rows written", x);
+        if (!addressed[x] && o.out[x] != kSentinel)
+            violation("out[%zu] outside the rows written", x);
     if (c.mass)
         for (size_t x = 0; x < e.mass.size(); ++x)
             if (rel(o.mass[x], e.mass[x]) > 1e-4)
@@ -206,7 +207,8 @@ void one_input(const uint8_t *data, size_t size) {
     attn_set_num_threads(threads);
     const uint8_t fault = in.u8() % 8; // 0: thread starts fail, 1: scratch fails, else none
     if (fault == 0) setenv("ATTN_FAULT_THREAD_LIMIT", std::to_string(in.pick(0, 1)).c_str(), 1);
-    if (fault == 1) setenv("ATTN_FAULT_SCRATCH_LIMIT", std::to_string(in.pick(0, 40000)).c_str(), 1);
+    if (fault == 1)
+        setenv("ATTN_FAULT_SCRATCH_LIMIT", std::to_string(in.pick(0, 40000)).c_str(), 1);
 
     Case c;
     ref::VProblem &p = c.p;
@@ -278,12 +280,11 @@ void one_input(const uint8_t *data, size_t size) {
     if (bad == 8)
         expect(attn_desc_set_float(d, ATTN_PARAM_HEAD_DIM_V, 2.5), ATTN_ERR_INVALID_ARGUMENT,
                "head_dim_v 2.5");
-    if (p.has_scale)
-        expect(attn_desc_set_float(d, ATTN_PARAM_SCALE, p.scale), ATTN_OK, "scale");
+    if (p.has_scale) expect(attn_desc_set_float(d, ATTN_PARAM_SCALE, p.scale), ATTN_OK, "scale");
     if (p.custom_strides[4])
-        expect(attn_desc_set_strides(d, ATTN_BIAS, p.strides[4][0], p.strides[4][1],
-                                     p.strides[4][2]),
-               ATTN_OK, "bias strides");
+        expect(
+            attn_desc_set_strides(d, ATTN_BIAS, p.strides[4][0], p.strides[4][1], p.strides[4][2]),
+            ATTN_OK, "bias strides");
     for (int w = 0; w < 5; ++w) {
         const attn_operand ops[5] = {ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT, ATTN_BIAS};
         if (attn_desc_required_len(d, ops[w]) != p.len(w))
@@ -318,7 +319,8 @@ void one_input(const uint8_t *data, size_t size) {
                 for (size_t x = 0; x < p.head_dim; ++x) c.q[p.at(0, b, h, i) + x] = in.value(-1, 1);
         for (size_t h = 0; h < p.heads_kv; ++h)
             for (size_t j = 0; j < p.seq_k; ++j) {
-                const bool pad = j >= klen || (!c.key_valid.empty() && !c.key_valid[b * p.seq_k + j]);
+                const bool pad =
+                    j >= klen || (!c.key_valid.empty() && !c.key_valid[b * p.seq_k + j]);
                 for (size_t x = 0; x < p.head_dim; ++x)
                     c.k[p.at(1, b, h, j) + x] = pad ? kNaN : in.value(-1, 1);
                 for (size_t x = 0; x < p.head_dim_v; ++x)

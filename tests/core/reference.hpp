@@ -110,8 +110,7 @@ inline Result compute(const Problem &p, const float *q, const float *k, const fl
 namespace ref {
 
 struct VProblem {
-    size_t batch = 1, heads_q = 1, heads_kv = 1, seq_q = 1, seq_k = 1, head_dim = 1,
-           head_dim_v = 1;
+    size_t batch = 1, heads_q = 1, heads_kv = 1, seq_q = 1, seq_k = 1, head_dim = 1, head_dim_v = 1;
     int causal = 0; // attn_causal
     bool has_scale = false;
     float scale = 1.0f;
@@ -196,9 +195,8 @@ inline VResult compute_v(const VProblem &p, const VInputs &in) {
             for (size_t i = 0; i < p.seq_q; ++i) {
                 const size_t row = (b * p.heads_q + h) * p.seq_q + i;
                 if (in.query_valid && !in.query_valid[b * p.seq_q + i]) continue;
-                const long long diag =
-                    static_cast<long long>(i) +
-                    (p.causal == 2 ? klen - static_cast<long long>(p.seq_q) : 0);
+                const long long diag = static_cast<long long>(i) +
+                                       (p.causal == 2 ? klen - static_cast<long long>(p.seq_q) : 0);
                 bool any = false;
                 double m = ninf;
                 for (size_t j = 0; j < SK; ++j) {
@@ -245,7 +243,8 @@ inline VResult compute_v(const VProblem &p, const VInputs &in) {
                     r.hidden[row * SK + j] = 0;
                     r.mass[(b * p.heads_q + h) * SK + j] += wj;
                     for (size_t d = 0; d < DV; ++d)
-                        r.out[row * DV + d] += wj * static_cast<double>(in.v[p.at(2, b, kvh, j) + d]);
+                        r.out[row * DV + d] +=
+                            wj * static_cast<double>(in.v[p.at(2, b, kvh, j) + d]);
                 }
             }
         }

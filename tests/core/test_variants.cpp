@@ -166,7 +166,8 @@ double check(const VCase &c, const VRun &r, const std::string &what) {
             return 1e30;
         }
     if (c.mass)
-        for (size_t x = 0; x < e.mass.size(); ++x) worst = std::max(worst, rel(r.mass[x], e.mass[x]));
+        for (size_t x = 0; x < e.mass.size(); ++x)
+            worst = std::max(worst, rel(r.mass[x], e.mass[x]));
     return worst;
 }
 
@@ -312,14 +313,13 @@ TEST_CASE("1000+ random combinations of every variant match the float64 referenc
                 const ref::VProblem &p = c.p;
                 FAIL_CHECK("case " << n << " on " << isa << ": max rel error " << err << " (b "
                                    << p.batch << " hq " << p.heads_q << " hkv " << p.heads_kv
-                                   << " sq " << p.seq_q << " sk " << p.seq_k << " d "
-                                   << p.head_dim << " dv " << p.head_dim_v << " causal "
-                                   << p.causal << " window " << p.window_left << ","
-                                   << p.window_right << " softcap " << p.softcap << " alibi "
-                                   << p.alibi << " bias " << !c.bias.empty() << " sinks "
-                                   << !c.sinks.empty() << " +1 " << p.plus_one << " qv "
-                                   << !c.query_valid.empty() << " lens " << !c.seq_lens.empty()
-                                   << ")");
+                                   << " sq " << p.seq_q << " sk " << p.seq_k << " d " << p.head_dim
+                                   << " dv " << p.head_dim_v << " causal " << p.causal << " window "
+                                   << p.window_left << "," << p.window_right << " softcap "
+                                   << p.softcap << " alibi " << p.alibi << " bias "
+                                   << !c.bias.empty() << " sinks " << !c.sinks.empty() << " +1 "
+                                   << p.plus_one << " qv " << !c.query_valid.empty() << " lens "
+                                   << !c.seq_lens.empty() << ")");
                 break;
             }
         }
@@ -458,10 +458,9 @@ TEST_CASE("weights modes write the score stages (ONNX qk_matmul_output_mode 0..2
                                 want = -INFINITY; // padding is never read
                             }
                             const float got = r.w[((b * 2 + h) * 5 + i) * 7 + j];
-                            CHECK_MESSAGE(rel(got, want) <= 1e-5, isa << " mode " << mode << " ("
-                                                                      << b << h << i << j
-                                                                      << ") got " << got
-                                                                      << " want " << want);
+                            CHECK_MESSAGE(rel(got, want) <= 1e-5,
+                                          isa << " mode " << mode << " (" << b << h << i << j
+                                              << ") got " << got << " want " << want);
                         }
         }
     }

@@ -61,8 +61,8 @@ void run_case(const Shape &s, Place place, hard::Rng &rng) {
                   s.sinks, s.query_valid, s.lens, s.mass, attn_isa(),
                   place == Place::EndAtGuard ? "end" : "start");
     attn_desc *d = nullptr;
-    HARD_CHECK(attn_desc_create(&d, p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k,
-                                p.head_dim) == ATTN_OK,
+    HARD_CHECK(attn_desc_create(&d, p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k, p.head_dim) ==
+                   ATTN_OK,
                "create");
     attn_desc_set_int(d, ATTN_PARAM_CAUSAL, p.causal);
     attn_desc_set_int(d, ATTN_PARAM_WINDOW_LEFT, p.window_left);
@@ -100,8 +100,7 @@ void run_case(const Shape &s, Place place, hard::Rng &rng) {
                                  (s.key_valid && !kv.as<uint8_t>()[b * p.seq_k + j]);
                 if (!pad) continue;
                 for (size_t x = 0; x < p.head_dim; ++x) k.as<float>()[p.at(1, b, h, j) + x] = nan;
-                for (size_t x = 0; x < p.head_dim_v; ++x)
-                    v.as<float>()[p.at(2, b, h, j) + x] = nan;
+                for (size_t x = 0; x < p.head_dim_v; ++x) v.as<float>()[p.at(2, b, h, j) + x] = nan;
             }
     if (s.bias) {
         bias.init(len(ATTN_BIAS) * 4, place, "bias");
@@ -170,8 +169,10 @@ void run_case(const Shape &s, Place place, hard::Rng &rng) {
     in.seq_lens_k = s.lens ? lens.as<int32_t>() : nullptr;
     const ref::VResult e = ref::compute_v(p, in);
     double worst = 0;
-    for (size_t x = 0; x < e.out.size(); ++x) worst = std::max(worst, rel(out.as<float>()[x], e.out[x]));
-    for (size_t x = 0; x < e.lse.size(); ++x) worst = std::max(worst, rel(lse.as<float>()[x], e.lse[x]));
+    for (size_t x = 0; x < e.out.size(); ++x)
+        worst = std::max(worst, rel(out.as<float>()[x], e.out[x]));
+    for (size_t x = 0; x < e.lse.size(); ++x)
+        worst = std::max(worst, rel(lse.as<float>()[x], e.lse[x]));
     for (size_t x = 0; x < e.w.size(); ++x) worst = std::max(worst, rel(w.as<float>()[x], e.w[x]));
     if (s.mass)
         for (size_t x = 0; x < e.mass.size(); ++x)

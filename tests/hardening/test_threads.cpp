@@ -82,8 +82,8 @@ int child(bool inject) {
     for (int call = 0; call < 3; ++call) {
         const std::vector<float> got = forward(in, "16 threads that cannot start");
         HARD_CHECK(got == want, "call %d: result differs from the 1-thread result", call);
-        HARD_CHECK(task_count() == 1, "call %d: %zu threads alive, expected only the caller",
-                   call, task_count());
+        HARD_CHECK(task_count() == 1, "call %d: %zu threads alive, expected only the caller", call,
+                   task_count());
     }
     std::printf("  16 threads requested, none could start: calls ok on the caller, %zu thread(s)\n",
                 task_count());
