@@ -414,7 +414,7 @@ const ParamInfo kParamInfo[kParams] = {
     {"ATTN_PARAM_ALIBI", false, 0, 2},
     {"ATTN_PARAM_SOFTMAX_PLUS_ONE", false, 0, 1},
     {"ATTN_PARAM_HEAD_DIM_V", false, 1, 2147483647.0},
-    {"ATTN_PARAM_WEIGHTS_MODE", false, 0, 3},
+    {"ATTN_PARAM_WEIGHTS_MODE", false, 0, 4},
     {"ATTN_PARAM_BIAS_FIRST", false, 0, 1},
 };
 

@@ -237,8 +237,10 @@ ATTN_API attn_status attn_weights(const attn_desc *desc, const float *q, const f
  *                                                        ATTN_SINKS or ATTN_PARAM_SOFTMAX_PLUS_ONE)
  * where diag(i) is the causal diagonal: i for ATTN_CAUSAL_NONE and ATTN_CAUSAL_TOP_LEFT,
  * i + len_k(b) - seq_q for ATTN_CAUSAL_BOTTOM_RIGHT, with len_k(b) = seq_lens_k[b] when that
- * operand is given, else seq_k. With ATTN_PARAM_BIAS_FIRST = 1 the bias is added before the
- * softcap (ONNX's order: softcap(q.k * scale + mask)).
+ * operand is given, else seq_k. This order (softcap, then bias) is Gemma 2's, FlashAttention's
+ * and the one ONNX's reference implementation and conformance data use. With
+ * ATTN_PARAM_BIAS_FIRST = 1 the bias is added before the softcap instead, softcap(s + bias), the
+ * order ONNX's operator text describes; a -INFINITY bias still hides its key in both orders.
  * Hidden keys get weight exactly 0 and padded keys (key_valid false, j >= seq_lens_k[b]) are
  * never read. A row with no visible key (every key hidden, or every score -INFINITY) has
  * output 0, weights 0 and lse -INFINITY, with or without a sink. */
@@ -273,7 +275,7 @@ typedef enum attn_param {
     ATTN_PARAM_HEAD_DIM_V = 7,
     /* int, attn_weights_mode: what ATTN_OP_WEIGHTS writes. Default ATTN_WEIGHTS_SOFTMAX. */
     ATTN_PARAM_WEIGHTS_MODE = 8,
-    /* int, 0 or 1: add the bias before the softcap (ONNX) instead of after it (default 0). */
+    /* int, 0 or 1: add the bias before the softcap instead of after it (default 0). */
     ATTN_PARAM_BIAS_FIRST = 9
 } attn_param;
 
@@ -285,14 +287,16 @@ typedef enum attn_alibi {
 } attn_alibi;
 
 /** ATTN_PARAM_WEIGHTS_MODE values: the matrix ATTN_OP_WEIGHTS writes into ATTN_WEIGHTS,
- *  [batch][heads_q][seq_q][seq_k]. The score modes are ONNX's qk_matmul_output_mode 0..2 and
- *  write every entry, hidden ones included (a hidden entry holds -INFINITY in the modes that
- *  apply masks). */
+ *  [batch][heads_q][seq_q][seq_k]: the probabilities, or the scores at one stage of the pipeline
+ *  (every entry is written; padded keys, never read, hold -INFINITY, and so do hidden entries in
+ *  the modes that apply the masks). ONNX's qk_matmul_output_mode as its reference implementation
+ *  computes it: 0 = SCORES, 1 = SOFTCAPPED, 2 = CAPPED, 3 = SOFTMAX. */
 typedef enum attn_weights_mode {
-    ATTN_WEIGHTS_SOFTMAX = 0, /* probabilities (default; ONNX mode 3) */
-    ATTN_WEIGHTS_SCORES = 1,  /* scale * q.k                                   (ONNX mode 0) */
-    ATTN_WEIGHTS_MASKED = 2,  /* the score after bias, ALiBi and masks          (ONNX mode 1) */
-    ATTN_WEIGHTS_CAPPED = 3   /* after softcap, bias, ALiBi and masks           (ONNX mode 2) */
+    ATTN_WEIGHTS_SOFTMAX = 0,   /* probabilities (default) */
+    ATTN_WEIGHTS_SCORES = 1,    /* scale * q.k, no mask */
+    ATTN_WEIGHTS_MASKED = 2,    /* scale * q.k + bias + ALiBi, masks applied, no softcap */
+    ATTN_WEIGHTS_CAPPED = 3,    /* the final logits: every step of the pipeline, masks applied */
+    ATTN_WEIGHTS_SOFTCAPPED = 4 /* softcap(scale * q.k), no bias, no mask */
 } attn_weights_mode;
 
 /** Set a parameter from an integer (a float parameter takes the integer's value). Refused once

@@ -29,7 +29,7 @@ struct Shape {
 
 // What the weights entry point writes (attn_weights_mode): probabilities, or the scores at a
 // stage of the score pipeline.
-enum class WeightsMode : int { Softmax = 0, Scores = 1, Masked = 2, Capped = 3 };
+enum class WeightsMode : int { Softmax = 0, Scores = 1, Masked = 2, Capped = 3, Softcapped = 4 };
 
 struct Params {
     Shape shape;

@@ -200,7 +200,7 @@ static inline bool decode_scores(const Params &p, const Tensors &t, const Rows &
                             static_cast<size_t>(i) * p.bias.row + jbase;
         for (size_t x = 0; x < nk; ++x) srow[x] += brow[kidx[x]];
     }
-    if (capped && p.bias_first) softcap_rows(srow, nkv, p.softcap);
+    if (capped && p.bias_first) softcap_rows(srow, nkv, p.softcap, t.bias != nullptr);
     if (t.alibi) {
         const float slope = t.alibi[h];
         const float drel = static_cast<float>(i + r.off - static_cast<long long>(jbase));

@@ -330,16 +330,26 @@ struct TileInfo {
     size_t kidx_span(const unsigned *kidx) const { return nk ? kidx[nk - 1] + 1 : 0; }
 };
 
-static inline void softcap_rows(float *st, size_t n, float cap) {
-    const vf c = vbcast(cap), inv = vbcast(1.0f / cap);
-    for (size_t x = 0; x < n; x += kL) vstore(st + x, c * vtanh(vload(st + x) * inv));
+// s = cap * tanh(s / cap); with keep_ninf a score of -inf (a -inf bias added before the softcap)
+// stays -inf, so that it still hides its key.
+static inline void softcap_rows(float *st, size_t n, float cap, bool keep_ninf = false) {
+    const vf c = vbcast(cap), inv = vbcast(1.0f / cap), ninf = vbcast(kNegInf);
+    if (!keep_ninf) {
+        for (size_t x = 0; x < n; x += kL) vstore(st + x, c * vtanh(vload(st + x) * inv));
+        return;
+    }
+    for (size_t x = 0; x < n; x += kL) {
+        const vf v = vload(st + x);
+        vstore(st + x, vsel(veq(v, ninf), ninf, c * vtanh(v * inv)));
+    }
 }
 
 static inline bool score_tile(const Params &p, const Tensors &t, const Block &blk, Scratch &s,
                               TileInfo &ti, WeightsMode upto = WeightsMode::Softmax) {
     const size_t d = p.shape.head_dim, nk = ti.nk, jbase = ti.jbase;
     const Rows &r = blk.r;
-    const bool scores_only = upto == WeightsMode::Scores;
+    // The unmasked stages cover every key that is not padding.
+    const bool scores_only = upto == WeightsMode::Scores || upto == WeightsMode::Softcapped;
     // Which masks bite in this tile? (keys span [jbase, jlast])
     const long long jfirst = static_cast<long long>(jbase);
     const long long jlast = static_cast<long long>(jbase + s.kidx[nk - 1]);
@@ -360,7 +370,11 @@ static inline bool score_tile(const Params &p, const Tensors &t, const Block &bl
         const vf sc = vbcast(p.scale);
         for (size_t x = 0; x < nk * kR; x += kL) vstore(s.st + x, vload(s.st + x) * sc);
     }
-    if (scores_only) return true;
+    if (scores_only) {
+        if (upto == WeightsMode::Softcapped && p.softcap > 0.0f)
+            softcap_rows(s.st, nk * kR, p.softcap);
+        return true;
+    }
     const bool capped = p.softcap > 0.0f && upto != WeightsMode::Masked;
     if (capped && !p.bias_first) softcap_rows(s.st, nk * kR, p.softcap);
     if (has_bias) {
@@ -381,7 +395,7 @@ static inline bool score_tile(const Params &p, const Tensors &t, const Block &bl
             }
         }
     }
-    if (capped && p.bias_first) softcap_rows(s.st, nk * kR, p.softcap);
+    if (capped && p.bias_first) softcap_rows(s.st, nk * kR, p.softcap, has_bias);
     if (t.alibi) {
         // s += -slope * (diag(i) - j) = slope * (o - (diag(i) - jbase)), o = key offset
         for (size_t l = 0; l < kR; ++l)

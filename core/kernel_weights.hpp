@@ -58,8 +58,9 @@ static void weights_item(const Params &p, const Tensors &t, const WorkItem &w, v
         for (size_t n = 0; n < kNV; ++n) msafe[n] = inv[n] = zero;
         if (probs) softmax_norm(p, t, b, msafe, inv);
         // The raw scores cover every key that is not padding.
-        const size_t jb = mode == WeightsMode::Scores ? w.k_begin : b.kbeg;
-        const size_t je = mode == WeightsMode::Scores ? w.k_end : b.kend;
+        const bool unmasked = mode == WeightsMode::Scores || mode == WeightsMode::Softcapped;
+        const size_t jb = unmasked ? w.k_begin : b.kbeg;
+        const size_t je = unmasked ? w.k_end : b.kend;
         size_t j = jb;
         while (j < je) {
             TileInfo ti;

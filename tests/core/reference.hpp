@@ -215,7 +215,7 @@ inline VResult compute_v(const VProblem &p, const VInputs &in) {
                     double x = dot * p.eff_scale();
                     if (!p.bias_first) x = softcap_of(x, p.softcap);
                     if (in.bias) x += static_cast<double>(in.bias[p.at(4, b, h, i) + j]);
-                    if (p.bias_first) x = softcap_of(x, p.softcap);
+                    if (p.bias_first && x != ninf) x = softcap_of(x, p.softcap); // -inf hides
                     if (p.alibi) {
                         const double slope =
                             p.alibi == 1 ? static_cast<double>(in.slopes[h]) : std_slopes[h];

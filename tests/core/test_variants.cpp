@@ -421,8 +421,10 @@ TEST_CASE("sinks: a fully masked row stays zero; the sink only joins the denomin
 }
 
 TEST_CASE("weights modes write the score stages (ONNX qk_matmul_output_mode 0..2)") {
+    // bias_first = 1 here: the CAPPED stage is softcap(s + bias), masked.
     std::mt19937 g(5);
-    for (int mode : {ATTN_WEIGHTS_SCORES, ATTN_WEIGHTS_MASKED, ATTN_WEIGHTS_CAPPED}) {
+    for (int mode :
+         {ATTN_WEIGHTS_SCORES, ATTN_WEIGHTS_MASKED, ATTN_WEIGHTS_CAPPED, ATTN_WEIGHTS_SOFTCAPPED}) {
         VCase c;
         ref::VProblem &p = c.p;
         p.batch = 2, p.heads_q = 2, p.seq_q = 5, p.seq_k = 7, p.head_dim = 6, p.head_dim_v = 6;
@@ -449,7 +451,9 @@ TEST_CASE("weights modes write the score stages (ONNX qk_matmul_output_mode 0..2
                             const bool pad = !c.key_valid[b * 7 + j];
                             const bool hidden =
                                 pad || j > i || static_cast<long long>(j) < (long long)i - 3;
-                            if (mode != ATTN_WEIGHTS_SCORES) {
+                            if (mode == ATTN_WEIGHTS_SOFTCAPPED) {
+                                want = pad ? -INFINITY : ref::softcap_of(want, p.softcap);
+                            } else if (mode != ATTN_WEIGHTS_SCORES) {
                                 want += c.bias[p.at(4, b, h, i) + j];
                                 if (mode == ATTN_WEIGHTS_CAPPED)
                                     want = ref::softcap_of(want, p.softcap);

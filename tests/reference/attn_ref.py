@@ -1,20 +1,36 @@
 """Independent float64 reference for libattn, in plain Python (no numpy, no library code).
 
-It follows capi/attn.h word for word and is written for reading, not for speed:
+It follows capi/attn.h word for word and is written for reading, not for speed. For batch b,
+query head h, query i (one row at a time):
 
-    for each (b, h, i):
-        visible keys j = causal rule AND key_valid[b][j] AND allowed[i][j]
-        kv head        = h // (heads_q // heads_kv)                      (MHA, GQA, MQA)
-        score_j        = scale * (q_i . k_j)          scale default 1/sqrt(head_dim)
-        weight_j       = exp(score_j - max) / sum exp(score - max) over visible keys, 0 if hidden
-        out_i          = sum_j weight_j * v_j         (0 when no key is visible)
-        lse_i          = max + log(sum exp(score - max))   (-inf when no key is visible)
+    if query i is padding (query_valid[b][i] false): out 0, lse -inf, weights 0; next row
+    len_k(b)   = seq_lens_k[b] if given, else seq_k     keys j >= len_k(b) are padding
+    diag(i)    = i for CAUSAL_NONE / CAUSAL_TOP_LEFT, i + len_k(b) - seq_q for CAUSAL_BOTTOM_RIGHT
+    key j is hidden when: j >= len_k(b); key_valid[b][j] false; the causal rule j <= diag(i)
+        fails (when causal); the window diag(i) - window_left <= j <= diag(i) + window_right
+        fails (a bound of -1 is unbounded); allowed[i][j] false
+    kv head    = h // (heads_q // heads_kv)                            (MHA, GQA, MQA)
+    s_j        = scale * (q_i . k_j)                   scale default 1/sqrt(head_dim)
+    s_j        = softcap * tanh(s_j / softcap)         softcap > 0 (after the bias if bias_first;
+                                                       a -inf s_j + bias stays -inf)
+    s_j       += bias[b][h][i][j]                      bias strides, 0 broadcasts
+    s_j       += -slope_h * (diag(i) - j)              ALiBi (operand slopes or standard slopes)
+    a key whose score is -inf is hidden too (a -inf bias hides a key like a mask)
+    no visible key: out 0, lse -inf, weights 0 (with or without a sink)
+    sink       = sinks[h], or 0 with softmax_plus_one, or none
+    M          = max(max_j s_j, sink)
+    w_j        = exp(s_j - M) / (exp(sink - M) + sum_j' exp(s_j' - M))    (no sink term if none)
+    out_i      = sum_j w_j * v_j                        (rows of head_dim_v)
+    lse_i      = M + log(exp(sink - M) + sum_j exp(s_j - M))
+    key_mass[b][h][j] = sum_i w_ij                      (padded queries contribute nothing)
 
-Element (b, h, s, d) of a strided operand sits at b*batch_stride + h*head_stride + s*row_stride + d.
-Values of hidden keys are never read, so NaN in padded K/V rows cannot reach any result.
+Element (b, h, s, d) of a strided operand sits at b*batch_stride + h*head_stride + s*row_stride + d
+(the bias: element (b, h, i, j) at b*batch_stride + h*head_stride + i*row_stride + j). Values of
+hidden keys are never read, so NaN in padded K/V rows cannot reach any result.
 
 Used by tests/vectors/gen_vectors.py (the shared vectors every language checks) and directly by
-language tests (e.g. tests/python/test_attn.py).
+language tests (e.g. tests/python/test_attn.py). The 0.1 entry points (Problem with the 0.1
+arguments, attention, simple) are unchanged; run() is the 0.2 call with every operand.
 """
 
 import math
@@ -22,6 +38,10 @@ import math
 CAUSAL_NONE = 0
 CAUSAL_TOP_LEFT = 1
 CAUSAL_BOTTOM_RIGHT = 2
+
+ALIBI_NONE = 0
+ALIBI_OPERAND = 1
+ALIBI_STANDARD = 2
 
 
 def bhsd_strides(heads, seq, head_dim):
@@ -46,31 +66,65 @@ def offset(strides, b, h, s):
     return b * bs + h * hs + s * rs
 
 
+def alibi_standard_slopes(n):
+    """The standard ALiBi slopes of n heads (Press et al. 2022), as BLOOM computes them: for a
+    power of two n, slope_h = 2^(-8 (h + 1) / n); otherwise the slopes of the largest power of two
+    m < n, followed by 2^(-8 (2x + 1) / (2m)) for x = 0 .. n - m - 1. Returns float64 values."""
+    m = 1
+    while m * 2 <= n:
+        m *= 2
+    slopes = [2.0 ** (-8.0 * (h + 1) / m) for h in range(m)]
+    slopes += [2.0 ** (-8.0 * (2 * x + 1) / (2 * m)) for x in range(n - m)]
+    return slopes
+
+
 class Problem:
     """One attention problem: sizes, causal rule, scale (None = 1/sqrt(head_dim)) and strides
-    (None = contiguous BHSD)."""
+    (None = contiguous BHSD), plus the 0.2 parameters (keyword arguments, defaults as attn.h):
+    window_left / window_right (-1 unbounded), softcap (0 off), alibi (ALIBI_*),
+    softmax_plus_one, head_dim_v (None = head_dim), bias_first, bias_strides (None =
+    contiguous [batch][heads_q][seq_q][seq_k])."""
 
     def __init__(self, batch, heads_q, heads_kv, seq_q, seq_k, head_dim,
                  causal=CAUSAL_NONE, scale=None,
-                 q_strides=None, k_strides=None, v_strides=None, out_strides=None):
+                 q_strides=None, k_strides=None, v_strides=None, out_strides=None,
+                 window_left=-1, window_right=-1, softcap=0.0, alibi=ALIBI_NONE,
+                 softmax_plus_one=False, head_dim_v=None, bias_first=False, bias_strides=None):
         if min(batch, heads_q, heads_kv, seq_q, seq_k, head_dim) <= 0:
             raise ValueError("all sizes must be > 0")
         if heads_q % heads_kv != 0:
             raise ValueError("heads_q must be a multiple of heads_kv")
         if causal not in (CAUSAL_NONE, CAUSAL_TOP_LEFT, CAUSAL_BOTTOM_RIGHT):
             raise ValueError("bad causal mode")
+        if window_left < -1 or window_right < -1:
+            raise ValueError("window bounds must be >= -1")
+        if not softcap >= 0.0:
+            raise ValueError("softcap must be >= 0")
+        if alibi not in (ALIBI_NONE, ALIBI_OPERAND, ALIBI_STANDARD):
+            raise ValueError("bad alibi mode")
+        if head_dim_v is not None and head_dim_v <= 0:
+            raise ValueError("head_dim_v must be > 0")
         self.batch = batch
         self.heads_q = heads_q
         self.heads_kv = heads_kv
         self.seq_q = seq_q
         self.seq_k = seq_k
         self.head_dim = head_dim
+        self.head_dim_v = head_dim if head_dim_v is None else head_dim_v
         self.causal = causal
         self.scale = scale
+        self.window_left = window_left
+        self.window_right = window_right
+        self.softcap = float(softcap)
+        self.alibi = alibi
+        self.softmax_plus_one = bool(softmax_plus_one)
+        self.bias_first = bool(bias_first)
+        DV = self.head_dim_v
         self.q_strides = tuple(q_strides or bhsd_strides(heads_q, seq_q, head_dim))
         self.k_strides = tuple(k_strides or bhsd_strides(heads_kv, seq_k, head_dim))
-        self.v_strides = tuple(v_strides or bhsd_strides(heads_kv, seq_k, head_dim))
-        self.out_strides = tuple(out_strides or bhsd_strides(heads_q, seq_q, head_dim))
+        self.v_strides = tuple(v_strides or bhsd_strides(heads_kv, seq_k, DV))
+        self.out_strides = tuple(out_strides or bhsd_strides(heads_q, seq_q, DV))
+        self.bias_strides = tuple(bias_strides or bhsd_strides(heads_q, seq_q, seq_k))
 
     def effective_scale(self):
         if self.scale is None:
@@ -85,10 +139,14 @@ class Problem:
         return strided_len(self.batch, self.heads_kv, self.seq_k, self.head_dim, self.k_strides)
 
     def v_len(self):
-        return strided_len(self.batch, self.heads_kv, self.seq_k, self.head_dim, self.v_strides)
+        return strided_len(self.batch, self.heads_kv, self.seq_k, self.head_dim_v, self.v_strides)
 
     def out_len(self):
-        return strided_len(self.batch, self.heads_q, self.seq_q, self.head_dim, self.out_strides)
+        return strided_len(self.batch, self.heads_q, self.seq_q, self.head_dim_v,
+                           self.out_strides)
+
+    def bias_len(self):
+        return strided_len(self.batch, self.heads_q, self.seq_q, self.seq_k, self.bias_strides)
 
     def lse_len(self):
         return self.batch * self.heads_q * self.seq_q
@@ -102,6 +160,20 @@ class Problem:
     def allowed_len(self):
         return self.seq_q * self.seq_k
 
+    def heads_len(self):
+        """alibi_slopes and sinks: [heads_q]."""
+        return self.heads_q
+
+    def query_valid_len(self):
+        return self.batch * self.seq_q
+
+    def seq_lens_k_len(self):
+        return self.batch
+
+    def key_mass_len(self):
+        return self.batch * self.heads_q * self.seq_k
+
+    # The 0.1 rules (no per-batch key lengths, no window).
     def causal_visible(self, i, j):
         """The causal rule alone: may query i see key j?"""
         if self.causal == CAUSAL_NONE:
@@ -112,7 +184,8 @@ class Problem:
 
     def visible(self, key_valid, allowed, b, i, j):
         """Is key j visible to query i of batch b? key_valid: flat [batch][seq_k] or None;
-        allowed: flat [seq_q][seq_k] or None (any truthy value is true)."""
+        allowed: flat [seq_q][seq_k] or None (any truthy value is true). The 0.1 rules: causal
+        rule, key_valid, allowed."""
         if not self.causal_visible(i, j):
             return False
         if key_valid is not None and not key_valid[b * self.seq_k + j]:
@@ -121,57 +194,156 @@ class Problem:
             return False
         return True
 
+    # The 0.2 rules.
+    def key_len(self, b, seq_lens_k=None):
+        """len_k(b): keys of batch entry b (keys at or past it are padding)."""
+        return self.seq_k if seq_lens_k is None else int(seq_lens_k[b])
 
-def attention(p, q, k, v, key_valid=None, allowed=None):
-    """Reference forward pass and weights for Problem p.
+    def diag(self, b, i, seq_lens_k=None):
+        """The causal diagonal of query i in batch entry b."""
+        if self.causal == CAUSAL_BOTTOM_RIGHT:
+            return i + self.key_len(b, seq_lens_k) - self.seq_q
+        return i
 
-    q, k, v: flat sequences addressed with p's strides. Returns (out, lse, weights) as float64
-    lists: out has p.out_len() elements (elements the OUT strides do not address stay 0.0),
-    lse has batch*heads_q*seq_q, weights batch*heads_q*seq_q*seq_k (contiguous)."""
+    def in_range(self, b, i, j, seq_lens_k=None):
+        """The causal rule and the sliding window: may query i see key j (masks aside)?"""
+        dg = self.diag(b, i, seq_lens_k)
+        if self.causal != CAUSAL_NONE and j > dg:
+            return False
+        if self.window_left >= 0 and j < dg - self.window_left:
+            return False
+        if self.window_right >= 0 and j > dg + self.window_right:
+            return False
+        return True
+
+
+def _cap(p, s):
+    return p.softcap * math.tanh(s / p.softcap)
+
+
+def run(p, q, k, v=None, key_valid=None, allowed=None, bias=None, alibi_slopes=None, sinks=None,
+        query_valid=None, seq_lens_k=None):
+    """Reference of attn_run for Problem p with every 0.2 operand (None = not bound).
+
+    q, k, v, bias: flat sequences addressed with p's strides; key_valid [batch][seq_k],
+    allowed [seq_q][seq_k], query_valid [batch][seq_q]: flat, any truthy value is true;
+    alibi_slopes, sinks: [heads_q]; seq_lens_k: [batch] integers in [0, seq_k].
+    Returns (out, lse, weights, key_mass) as float64 lists: out has p.out_len() elements
+    (elements the OUT strides do not address stay 0.0; None when v is None), lse
+    batch*heads_q*seq_q, weights batch*heads_q*seq_q*seq_k and key_mass batch*heads_q*seq_k
+    (all contiguous). Raises ValueError for the argument errors attn_run reports."""
+    if p.alibi == ALIBI_OPERAND and alibi_slopes is None:
+        raise ValueError("alibi_slopes is required with ALIBI_OPERAND")
+    if p.alibi != ALIBI_OPERAND and alibi_slopes is not None:
+        raise ValueError("alibi_slopes given without ALIBI_OPERAND")
+    if sinks is not None and p.softmax_plus_one:
+        raise ValueError("sinks cannot be combined with softmax_plus_one")
+    if seq_lens_k is not None:
+        for b in range(p.batch):
+            if not 0 <= seq_lens_k[b] <= p.seq_k:
+                raise ValueError("seq_lens_k[%d] out of range" % b)
+
+    slopes = None
+    if p.alibi == ALIBI_OPERAND:
+        slopes = [float(x) for x in alibi_slopes]
+    elif p.alibi == ALIBI_STANDARD:
+        slopes = alibi_standard_slopes(p.heads_q)
+
     scale = p.effective_scale()
     group = p.heads_q // p.heads_kv
-    D = p.head_dim
-    out = [0.0] * p.out_len()
+    D, DV, SQ, SK = p.head_dim, p.head_dim_v, p.seq_q, p.seq_k
+    out = [0.0] * p.out_len() if v is not None else None
     lse = [0.0] * p.lse_len()
     weights = [0.0] * p.weights_len()
 
     for b in range(p.batch):
+        L = p.key_len(b, seq_lens_k)
         for h in range(p.heads_q):
             hk = h // group
-            for i in range(p.seq_q):
-                row = (b * p.heads_q + h) * p.seq_q + i
+            if sinks is not None:
+                sink = float(sinks[h])
+            elif p.softmax_plus_one:
+                sink = 0.0
+            else:
+                sink = None
+            for i in range(SQ):
+                row = (b * p.heads_q + h) * SQ + i
+                if query_valid is not None and not query_valid[b * SQ + i]:
+                    lse[row] = -math.inf  # padded query: output row and weights stay 0
+                    continue
                 qo = offset(p.q_strides, b, h, i)
                 qi = [float(q[qo + d]) for d in range(D)]
-
-                visible = [j for j in range(p.seq_k) if p.visible(key_valid, allowed, b, i, j)]
-                if not visible:
-                    lse[row] = -math.inf  # output row and weights stay 0
-                    continue
+                dg = p.diag(b, i, seq_lens_k)
 
                 scores = {}
-                for j in visible:
+                for j in range(L):  # keys j >= len_k(b) are padding: never read
+                    if key_valid is not None and not key_valid[b * SK + j]:
+                        continue
+                    if not p.in_range(b, i, j, seq_lens_k):
+                        continue
+                    if allowed is not None and not allowed[i * SK + j]:
+                        continue
                     ko = offset(p.k_strides, b, hk, j)
                     dot = 0.0
                     for d in range(D):
                         dot += qi[d] * float(k[ko + d])
-                    scores[j] = scale * dot
+                    s = scale * dot
+                    if p.softcap > 0.0 and not p.bias_first:
+                        s = _cap(p, s)
+                    if bias is not None:
+                        s += float(bias[offset(p.bias_strides, b, h, i) + j])
+                    if p.softcap > 0.0 and p.bias_first and s != -math.inf:
+                        s = _cap(p, s)  # a -inf bias still hides the key
+                    if slopes is not None:
+                        s += -slopes[h] * (dg - j)
+                    if s == -math.inf:
+                        continue  # a -inf score hides the key like a mask
+                    scores[j] = s
+
+                if not scores:
+                    lse[row] = -math.inf  # no visible key: output 0, weights 0, even with a sink
+                    continue
 
                 m = max(scores.values())
-                expd = {j: math.exp(scores[j] - m) for j in visible}
-                total = math.fsum(expd.values())
+                if sink is not None:
+                    m = max(m, sink)
+                expd = {j: math.exp(scores[j] - m) for j in scores}
+                terms = list(expd.values())
+                if sink is not None:
+                    terms.append(math.exp(sink - m))
+                total = math.fsum(terms)
                 lse[row] = m + math.log(total)
 
-                acc = [0.0] * D
-                for j in visible:
+                acc = [0.0] * DV
+                for j in scores:
                     w = expd[j] / total
-                    weights[row * p.seq_k + j] = w
-                    vo = offset(p.v_strides, b, hk, j)
-                    for d in range(D):
-                        acc[d] += w * float(v[vo + d])
+                    weights[row * SK + j] = w
+                    if v is not None:
+                        vo = offset(p.v_strides, b, hk, j)
+                        for d in range(DV):
+                            acc[d] += w * float(v[vo + d])
 
-                oo = offset(p.out_strides, b, h, i)
-                for d in range(D):
-                    out[oo + d] = acc[d]
+                if v is not None:
+                    oo = offset(p.out_strides, b, h, i)
+                    for d in range(DV):
+                        out[oo + d] = acc[d]
+
+    key_mass = [0.0] * p.key_mass_len()
+    for b in range(p.batch):
+        for h in range(p.heads_q):
+            for j in range(SK):
+                key_mass[(b * p.heads_q + h) * SK + j] = math.fsum(
+                    weights[((b * p.heads_q + h) * SQ + i) * SK + j] for i in range(SQ))
+    return out, lse, weights, key_mass
+
+
+def attention(p, q, k, v, key_valid=None, allowed=None):
+    """Reference forward pass and weights for Problem p (the 0.1 operands).
+
+    q, k, v: flat sequences addressed with p's strides. Returns (out, lse, weights) as float64
+    lists: out has p.out_len() elements (elements the OUT strides do not address stay 0.0),
+    lse has batch*heads_q*seq_q, weights batch*heads_q*seq_q*seq_k (contiguous)."""
+    out, lse, weights, _ = run(p, q, k, v, key_valid, allowed)
     return out, lse, weights
 
 

@@ -243,6 +243,428 @@ INDEX_HEADER = """\
 """
 
 
+# ---------------------------------------------------------------------------------------------
+# The 0.2 variants (variants.txt, format in VARIANTS.md): attn_args / attn_run with every
+# parameter and operand. Each case: name, seed, sizes, and optionally
+#   params:  causal window_left window_right softcap alibi softmax_plus_one head_dim_v
+#            bias_first scale (written to the line exactly when given, even at the default)
+#   strides: q k v out bias (None/absent = default)
+#   operand makers, each a function (rng, p) -> flat list, drawn in the order of VARIANT_INPUTS:
+#            key_valid allowed bias alibi_slopes sinks query_valid seq_lens_k
+#   mass:    1 = key_mass is bound as a forward output
+# ---------------------------------------------------------------------------------------------
+
+VARIANT_PARAMS = ["causal", "window_left", "window_right", "softcap", "alibi",
+                  "softmax_plus_one", "head_dim_v", "bias_first", "scale"]
+FLOAT_PARAMS = ("softcap", "scale")
+VARIANT_STRIDES = ["q", "k", "v", "out", "bias"]
+VARIANT_INPUTS = ["q", "k", "v", "key_valid", "allowed", "bias", "alibi_slopes", "sinks",
+                  "query_valid", "seq_lens_k"]
+INPUT_TYPE = {"q": "f32", "k": "f32", "v": "f32", "bias": "f32", "alibi_slopes": "f32",
+              "sinks": "f32", "key_valid": "u8", "allowed": "u8", "query_valid": "u8",
+              "seq_lens_k": "i32"}
+NEG_INF = -math.inf
+
+
+def pack_i32(values):
+    return struct.pack("<%di" % len(values), *values)
+
+
+def fmt_float(x):
+    """Shortest decimal of a value that is exact both as float32 and as double."""
+    x = float(x)
+    assert f32(x) == x and math.isfinite(x), x
+    s = repr(x)
+    assert float(s) == x
+    return s
+
+
+# Operand makers.
+
+def kv_lengths(lengths):
+    """key_valid for sequences of the given lengths, padded at the end."""
+    return lambda rng, p: [j < lengths[b] for b in range(p.batch) for j in range(p.seq_k)]
+
+
+def kv_random(p_true):
+    def make(rng, p):
+        m = [rng.random() < p_true for _ in range(p.batch * p.seq_k)]
+        for b in range(p.batch):
+            m[b * p.seq_k] = True
+        return m
+    return make
+
+
+def al_random(p_true, empty_rows=()):
+    def make(rng, p):
+        m = [rng.random() < p_true for _ in range(p.seq_q * p.seq_k)]
+        for i in empty_rows:
+            for j in range(p.seq_k):
+                m[i * p.seq_k + j] = False
+        return m
+    return make
+
+
+def qv_random(p_true, padded=()):
+    """query_valid: random, plus the listed (b, i) forced to padding."""
+    def make(rng, p):
+        m = [rng.random() < p_true for _ in range(p.batch * p.seq_q)]
+        for b, i in padded:
+            m[b * p.seq_q + i] = False
+        return m
+    return make
+
+
+def bias_random(lo=-2.0, hi=2.0, p_ninf=0.0, hidden_rows=()):
+    """A bias buffer of p.bias_len() NaN whose addressed elements are uniform(lo, hi), -inf with
+    probability p_ninf, and -inf over whole (b, h, i) rows listed in hidden_rows (when bias rows
+    are broadcast these coincide with other rows: the last write wins, deterministically)."""
+    def make(rng, p):
+        buf = [NAN] * p.bias_len()
+        for b in range(p.batch):
+            for h in range(p.heads_q):
+                for i in range(p.seq_q):
+                    o = attn_ref.offset(p.bias_strides, b, h, i)
+                    for j in range(p.seq_k):
+                        x = f32(rng.uniform(lo, hi))
+                        if p_ninf and rng.random() < p_ninf:
+                            x = NEG_INF
+                        buf[o + j] = x
+        for b, h, i in hidden_rows:
+            o = attn_ref.offset(p.bias_strides, b, h, i)
+            for j in range(p.seq_k):
+                buf[o + j] = NEG_INF
+        return buf
+    return make
+
+
+def per_head(lo, hi):
+    """[heads_q] float32 values uniform(lo, hi) (ALiBi slopes, sink logits)."""
+    return lambda rng, p: [f32(rng.uniform(lo, hi)) for _ in range(p.heads_q)]
+
+
+def fixed(values):
+    return lambda rng, p: list(values)
+
+
+def bshd(heads, seq, dim):
+    return bshd_strides(heads, seq, dim)
+
+
+VARIANTS = [
+    # --- sliding window ---------------------------------------------------------------------
+    dict(name="win_sym", seed=101, B=1, HQ=2, HKV=2, SQ=12, SK=12, D=8,
+         window_left=3, window_right=2),
+    dict(name="win_diag_only", seed=102, B=1, HQ=1, HKV=1, SQ=7, SK=9, D=8,
+         window_left=0, window_right=0),
+    dict(name="win_left_causal_tl", seed=103, B=2, HQ=2, HKV=1, SQ=20, SK=20, D=8,
+         causal=CAUSAL_TOP_LEFT, window_left=4, window_right=-1),
+    dict(name="win_causal_br_sq_lt_sk", seed=104, B=1, HQ=2, HKV=2, SQ=6, SK=15, D=8,
+         causal=CAUSAL_BOTTOM_RIGHT, window_left=4, window_right=1),
+    # Bottom-right with seq_q > seq_k: the first rows see no key.
+    dict(name="win_causal_br_sq_gt_sk", seed=105, B=1, HQ=2, HKV=2, SQ=10, SK=6, D=8,
+         causal=CAUSAL_BOTTOM_RIGHT, window_left=2),
+    dict(name="win_right_only", seed=106, B=1, HQ=2, HKV=2, SQ=8, SK=8, D=4,
+         window_right=1),
+    # 70 keys: more than one key tile; the window crosses the tile boundary.
+    dict(name="win_tl_seq70", seed=107, B=1, HQ=2, HKV=1, SQ=70, SK=70, D=16,
+         causal=CAUSAL_TOP_LEFT, window_left=20),
+    # --- softcap and bias -------------------------------------------------------------------
+    dict(name="softcap_only", seed=111, B=1, HQ=2, HKV=2, SQ=6, SK=9, D=16, scale=2.0,
+         softcap=5.0),
+    dict(name="softcap_bias_after", seed=112, B=2, HQ=2, HKV=1, SQ=5, SK=7, D=8, scale=1.5,
+         softcap=2.5, bias_first=0, bias=bias_random(-3.0, 3.0)),
+    dict(name="softcap_bias_first", seed=113, B=2, HQ=2, HKV=1, SQ=5, SK=7, D=8, scale=1.5,
+         softcap=2.5, bias_first=1, bias=bias_random(-3.0, 3.0)),
+    dict(name="bias_full", seed=114, B=2, HQ=3, HKV=1, SQ=5, SK=7, D=8,
+         bias=bias_random()),
+    # [1][1][seq_q][seq_k] broadcast over batch and heads.
+    dict(name="bias_bcast_bh", seed=115, B=2, HQ=4, HKV=2, SQ=4, SK=6, D=8,
+         bias_s=(0, 0, 6), bias=bias_random(), causal=CAUSAL_TOP_LEFT),
+    # [batch][heads][1][seq_k] broadcast over queries, with a row gap (NaN, never read).
+    dict(name="bias_bcast_rows", seed=116, B=2, HQ=2, HKV=2, SQ=5, SK=6, D=8,
+         bias_s=(2 * 9, 9, 0), bias=bias_random(-1.0, 1.0)),
+    # -inf entries hide keys; row (b=1, h=0, i=2) is hidden entirely (out 0, lse -inf).
+    dict(name="bias_ninf", seed=117, B=2, HQ=2, HKV=2, SQ=5, SK=8, D=8,
+         bias_s=(2 * 5 * 11, 5 * 11, 11),
+         bias=bias_random(-2.0, 2.0, p_ninf=0.3, hidden_rows=[(1, 0, 2)])),
+    # --- ALiBi ------------------------------------------------------------------------------
+    dict(name="alibi_operand_tl", seed=121, B=2, HQ=3, HKV=3, SQ=6, SK=6, D=8,
+         causal=CAUSAL_TOP_LEFT, alibi=1, alibi_slopes=per_head(0.05, 1.0)),
+    dict(name="alibi_standard_6h_br", seed=122, B=1, HQ=6, HKV=2, SQ=5, SK=9, D=8,
+         causal=CAUSAL_BOTTOM_RIGHT, alibi=2),
+    # Power-of-two heads, no causal rule: keys right of the diagonal get a positive term.
+    dict(name="alibi_standard_8h_none", seed=123, B=1, HQ=8, HKV=4, SQ=4, SK=7, D=8, alibi=2),
+    dict(name="alibi_standard_5h_br_lens", seed=124, B=3, HQ=5, HKV=1, SQ=3, SK=10, D=8,
+         causal=CAUSAL_BOTTOM_RIGHT, alibi=2, seq_lens_k=fixed([10, 4, 7])),
+    # --- sinks and "+1" softmax -------------------------------------------------------------
+    dict(name="sinks_masked_row", seed=131, B=2, HQ=4, HKV=2, SQ=5, SK=6, D=8,
+         sinks=per_head(-1.0, 2.0), allowed=al_random(0.7, empty_rows=[1, 4])),
+    dict(name="sinks_causal_br", seed=132, B=1, HQ=2, HKV=1, SQ=7, SK=5, D=8,
+         causal=CAUSAL_BOTTOM_RIGHT, sinks=per_head(-0.5, 1.5)),
+    dict(name="plus_one_tl", seed=133, B=2, HQ=2, HKV=2, SQ=6, SK=6, D=8,
+         causal=CAUSAL_TOP_LEFT, softmax_plus_one=1),
+    # Batch entry 1 has no valid key: its rows are 0 / -inf despite the "+1".
+    dict(name="plus_one_padded_batch", seed=134, B=3, HQ=2, HKV=2, SQ=4, SK=5, D=8,
+         softmax_plus_one=1, key_valid=kv_lengths([5, 0, 2])),
+    # --- query padding ----------------------------------------------------------------------
+    dict(name="qpad_causal_tl_allowed", seed=141, B=2, HQ=2, HKV=1, SQ=8, SK=8, D=8,
+         causal=CAUSAL_TOP_LEFT, allowed=al_random(0.8),
+         query_valid=qv_random(0.7, padded=[(0, 0), (1, 7)])),
+    dict(name="qpad_causal_br_mass", seed=142, B=2, HQ=4, HKV=2, SQ=6, SK=10, D=8,
+         causal=CAUSAL_BOTTOM_RIGHT, query_valid=qv_random(0.8, padded=[(1, 5)]), mass=1),
+    # --- per-batch key lengths --------------------------------------------------------------
+    dict(name="seqlens_none", seed=151, B=4, HQ=2, HKV=2, SQ=4, SK=9, D=8,
+         seq_lens_k=fixed([5, 0, 9, 3])),
+    dict(name="seqlens_br_decode", seed=152, B=4, HQ=4, HKV=2, SQ=1, SK=30, D=16,
+         causal=CAUSAL_BOTTOM_RIGHT, seq_lens_k=fixed([17, 1, 0, 30])),
+    dict(name="seqlens_br_prefill", seed=153, B=3, HQ=2, HKV=1, SQ=6, SK=12, D=8,
+         causal=CAUSAL_BOTTOM_RIGHT, seq_lens_k=fixed([12, 7, 3]),
+         key_valid=kv_random(0.8)),
+    # --- head_dim_v -------------------------------------------------------------------------
+    dict(name="hdv_24_16", seed=161, B=2, HQ=2, HKV=1, SQ=6, SK=8, D=24, head_dim_v=16,
+         causal=CAUSAL_TOP_LEFT),
+    dict(name="hdv_8_20_bshd", seed=162, B=2, HQ=4, HKV=2, SQ=5, SK=7, D=8, head_dim_v=20,
+         q_s=bshd(4, 5, 8), k_s=bshd(2, 7, 8), v_s=bshd(2, 7, 20), out_s=bshd(4, 5, 20)),
+    # --- GQA, strides, padding, key mass ----------------------------------------------------
+    dict(name="gqa_window_sinks", seed=171, B=2, HQ=6, HKV=2, SQ=9, SK=11, D=16,
+         causal=CAUSAL_BOTTOM_RIGHT, window_left=3, sinks=per_head(-1.0, 1.0)),
+    # Gaps in Q and OUT rows (NaN / untouched 0), K/V broadcast over the batch.
+    dict(name="strided_gaps_softcap", seed=172, B=2, HQ=2, HKV=1, SQ=4, SK=6, D=6,
+         softcap=3.0, scale=1.25,
+         q_s=(2 * 4 * 9 + 3, 4 * 9 + 1, 9), k_s=(0, 6 * 8, 8), v_s=(0, 6 * 7 + 2, 7),
+         out_s=(2 * 4 * 8 + 5, 4 * 8, 8)),
+    dict(name="kvpad_nan_bias_alibi", seed=173, B=3, HQ=2, HKV=2, SQ=5, SK=9, D=8,
+         key_valid=kv_random(0.6), bias=bias_random(-1.0, 1.0), alibi=1,
+         alibi_slopes=per_head(0.1, 0.6)),
+    dict(name="mass_plain", seed=174, B=2, HQ=2, HKV=2, SQ=7, SK=5, D=8, mass=1),
+    dict(name="mass_causal_kvpad", seed=175, B=2, HQ=4, HKV=1, SQ=6, SK=70, D=8,
+         causal=CAUSAL_BOTTOM_RIGHT, key_valid=kv_random(0.7), window_left=40, mass=1),
+    # --- everything at once -----------------------------------------------------------------
+    dict(name="all_combined", seed=181, B=3, HQ=6, HKV=2, SQ=9, SK=13, D=12, head_dim_v=8,
+         causal=CAUSAL_BOTTOM_RIGHT, window_left=5, window_right=1, softcap=4.0, bias_first=0,
+         scale=0.375, alibi=1, alibi_slopes=per_head(0.05, 0.5), sinks=per_head(-1.0, 1.0),
+         key_valid=kv_random(0.8), allowed=al_random(0.85),
+         bias_s=(0, 9 * 13, 13), bias=bias_random(-1.0, 1.0, p_ninf=0.1),
+         query_valid=qv_random(0.8, padded=[(2, 8)]), seq_lens_k=fixed([13, 9, 5]),
+         q_s=bshd(6, 9, 12), k_s=bshd(2, 13, 12), v_s=bshd(2, 13, 8), out_s=bshd(6, 9, 8),
+         mass=1),
+    dict(name="all_combined_plus_one", seed=182, B=2, HQ=5, HKV=1, SQ=8, SK=10, D=8,
+         head_dim_v=12, causal=CAUSAL_TOP_LEFT, window_left=4, softcap=2.0, bias_first=1,
+         alibi=2, softmax_plus_one=1, bias=bias_random(-1.0, 1.0),
+         query_valid=qv_random(0.75), seq_lens_k=fixed([10, 6]), key_valid=kv_random(0.85),
+         allowed=al_random(0.9), mass=1),
+]
+
+
+def variant_problem(c):
+    kw = {x: c[x] for x in ("window_left", "window_right", "softcap", "alibi", "head_dim_v")
+          if x in c}
+    kw["softmax_plus_one"] = bool(c.get("softmax_plus_one", 0))
+    kw["bias_first"] = bool(c.get("bias_first", 0))
+    return Problem(c["B"], c["HQ"], c["HKV"], c["SQ"], c["SK"], c["D"],
+                   c.get("causal", CAUSAL_NONE), c.get("scale"),
+                   c.get("q_s"), c.get("k_s"), c.get("v_s"), c.get("out_s"),
+                   bias_strides=c.get("bias_s"), **kw)
+
+
+def default_strides(p, which):
+    return {"q": bhsd_strides(p.heads_q, p.seq_q, p.head_dim),
+            "k": bhsd_strides(p.heads_kv, p.seq_k, p.head_dim),
+            "v": bhsd_strides(p.heads_kv, p.seq_k, p.head_dim_v),
+            "out": bhsd_strides(p.heads_q, p.seq_q, p.head_dim_v),
+            "bias": bhsd_strides(p.heads_q, p.seq_q, p.seq_k)}[which]
+
+
+def variant_line(c, p, inputs, extra=()):
+    """The variants.txt / errors.txt line of a case (keys in the order of VARIANTS.md)."""
+    toks = ["name=%s" % c["name"]]
+    for key, x in zip(("batch", "heads_q", "heads_kv", "seq_q", "seq_k", "head_dim"),
+                      (p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k, p.head_dim)):
+        toks.append("%s=%d" % (key, x))
+    for key in VARIANT_PARAMS:
+        if key in c:
+            toks.append("%s=%s" % (key, fmt_float(c[key]) if key in FLOAT_PARAMS
+                                   else "%d" % c[key]))
+    for key in VARIANT_STRIDES:
+        s = c.get(key + "_s")
+        if s is not None and tuple(s) != tuple(default_strides(p, key)):
+            toks.append("strides.%s=%d,%d,%d" % ((key,) + tuple(s)))
+    toks.append("in=" + ",".join(x for x in VARIANT_INPUTS if x in inputs))
+    toks.append("mass=%d" % c.get("mass", 0))
+    toks.extend(extra)
+    return " ".join(toks)
+
+
+def build_variant(c):
+    """Returns (variants.txt line, {part: bytes}) for one 0.2 case."""
+    p = variant_problem(c)
+    B, HQ, HKV, SQ, SK, D, DV = (p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k, p.head_dim,
+                                 p.head_dim_v)
+    rng = random.Random(c["seed"])
+    lo, hi = c.get("lo", -1.0), c.get("hi", 1.0)
+    ops = {
+        "q": fill_strided(rng, p.q_len(), B, HQ, SQ, D, p.q_strides, lo, hi),
+        "k": fill_strided(rng, p.k_len(), B, HKV, SK, D, p.k_strides, lo, hi),
+        "v": fill_strided(rng, p.v_len(), B, HKV, SK, DV, p.v_strides, lo, hi),
+    }
+    for x in VARIANT_INPUTS[3:]:
+        if c.get(x):
+            ops[x] = c[x](rng, p)
+    if p.alibi == attn_ref.ALIBI_OPERAND:
+        assert "alibi_slopes" in ops, c["name"]
+
+    # Padding keys (key_valid false, j >= seq_lens_k[b]) are never read: poison their K/V rows.
+    kv, lens = ops.get("key_valid"), ops.get("seq_lens_k")
+    if kv is not None or lens is not None:
+        assert p.k_strides[0] != 0 and p.v_strides[0] != 0, "padding with broadcast K/V"
+        for b in range(B):
+            for j in range(SK):
+                if (kv is None or kv[b * SK + j]) and (lens is None or j < lens[b]):
+                    continue
+                for h in range(HKV):
+                    ko = attn_ref.offset(p.k_strides, b, h, j)
+                    vo = attn_ref.offset(p.v_strides, b, h, j)
+                    for d in range(D):
+                        ops["k"][ko + d] = NAN
+                    for d in range(DV):
+                        ops["v"][vo + d] = NAN
+
+    out, lse, weights, mass = attn_ref.run(
+        p, ops["q"], ops["k"], ops["v"], key_valid=kv, allowed=ops.get("allowed"),
+        bias=ops.get("bias"), alibi_slopes=ops.get("alibi_slopes"), sinks=ops.get("sinks"),
+        query_valid=ops.get("query_valid"), seq_lens_k=lens)
+    out = [f32(x) for x in out]
+    lse = [f32(x) for x in lse]
+    weights = [f32(x) for x in weights]
+    mass = [f32(x) for x in mass]
+    name = c["name"]
+    assert all(math.isfinite(x) for x in out + weights + mass), name
+    assert all(math.isfinite(x) or x == -math.inf for x in lse), name
+    # A visible key's weight must not round to 0 (the "exact 0" rule is for hidden keys only).
+    assert all(x == 0.0 or x > 1e-30 for x in weights), name
+
+    parts = {}
+    for x in VARIANT_INPUTS:
+        if x in ops:
+            t = INPUT_TYPE[x]
+            pack = pack_f32 if t == "f32" else pack_u8 if t == "u8" else pack_i32
+            parts["%s.%s" % (x, t)] = pack(ops[x])
+    parts["out.f32"] = pack_f32(out)
+    parts["lse.f32"] = pack_f32(lse)
+    parts["weights.f32"] = pack_f32(weights)
+    if c.get("mass"):
+        parts["key_mass.f32"] = pack_f32(mass)
+    return variant_line(c, p, ops), parts
+
+
+VARIANTS_HEADER = """\
+# libattn shared vectors of the extensible call (attn_args / attn_run, since 0.2), generated by
+# tests/vectors/gen_vectors.py from the float64 reference tests/reference/attn_ref.py. Do not
+# edit: regenerate (and --check) instead. Format, files and checks: VARIANTS.md.
+"""
+
+
+# ---------------------------------------------------------------------------------------------
+# Error cases (errors.txt, format in VARIANTS.md): a valid case plus one thing to break, the
+# attn_status the first failing call must return and a word its message must contain.
+# ---------------------------------------------------------------------------------------------
+
+ST_OK, ST_NULL, ST_INVALID, ST_UNSUPPORTED = 0, 1, 2, 4
+ALL_IN = ["q", "k", "v", "key_valid", "allowed", "bias", "alibi_slopes", "sinks", "query_valid",
+          "seq_lens_k"]
+
+
+def err(name, brk, status, names=None, op="forward", inputs=("q", "k", "v"), mass=0, **kw):
+    c = dict(name=name, B=2, HQ=4, HKV=2, SQ=3, SK=5, D=4, mass=mass, **kw)
+    return dict(c=c, inputs=set(inputs), op=op, brk=brk, status=status, names=names)
+
+
+ERRORS = [
+    # An operand shorter than attn_desc_required_len by one element.
+    err("short_q", "short:q", ST_INVALID, "q"),
+    err("short_k", "short:k", ST_INVALID, "k"),
+    err("short_v", "short:v", ST_INVALID, "v"),
+    err("short_out", "short:out", ST_INVALID, "out"),
+    err("short_lse", "short:lse", ST_INVALID, "lse"),
+    err("short_weights", "short:weights", ST_INVALID, "weights", op="weights"),
+    err("short_key_mass", "short:key_mass", ST_INVALID, "key_mass", mass=1),
+    err("short_key_valid", "short:key_valid", ST_INVALID, "key_valid", inputs=ALL_IN[:4]),
+    err("short_allowed", "short:allowed", ST_INVALID, "allowed", inputs=ALL_IN[:3] + ["allowed"]),
+    err("short_bias", "short:bias", ST_INVALID, "bias", inputs=ALL_IN[:3] + ["bias"]),
+    err("short_alibi_slopes", "short:alibi_slopes", ST_INVALID, "alibi_slopes",
+        inputs=ALL_IN[:3] + ["alibi_slopes"], alibi=1),
+    err("short_sinks", "short:sinks", ST_INVALID, "sinks", inputs=ALL_IN[:3] + ["sinks"]),
+    err("short_query_valid", "short:query_valid", ST_INVALID, "query_valid",
+        inputs=ALL_IN[:3] + ["query_valid"]),
+    err("short_seq_lens_k", "short:seq_lens_k", ST_INVALID, "seq_lens_k",
+        inputs=ALL_IN[:3] + ["seq_lens_k"]),
+    err("short_bias_strided", "short:bias", ST_INVALID, "bias", inputs=ALL_IN[:3] + ["bias"],
+        bias_s=(0, 5, 0)),
+    err("short_v_head_dim_v", "short:v", ST_INVALID, "v", head_dim_v=6),
+    # A required operand not bound.
+    err("null_q", "null:q", ST_NULL, "q"),
+    err("null_k", "null:k", ST_NULL, "k"),
+    err("null_v", "null:v", ST_NULL, "v"),
+    err("null_out", "null:out", ST_NULL, "out"),
+    err("null_q_weights", "null:q", ST_NULL, "q", op="weights"),
+    err("null_weights", "null:weights", ST_NULL, "weights", op="weights"),
+    err("alibi_missing", "null:alibi_slopes", ST_NULL, "alibi_slopes",
+        inputs=ALL_IN[:3] + ["alibi_slopes"], alibi=1),
+    # Operand values and combinations attn_run refuses.
+    err("seq_lens_k_above", "set:seq_lens_k[1]=6", ST_INVALID, "seq_lens_k",
+        inputs=ALL_IN[:3] + ["seq_lens_k"]),
+    err("seq_lens_k_negative", "set:seq_lens_k[0]=-1", ST_INVALID, "seq_lens_k",
+        inputs=ALL_IN[:3] + ["seq_lens_k"], op="weights"),
+    err("alibi_unexpected", "param:alibi=0", ST_INVALID, "alibi_slopes",
+        inputs=ALL_IN[:3] + ["alibi_slopes"], alibi=1),
+    err("alibi_unexpected_standard", "param:alibi=2", ST_INVALID, "alibi_slopes",
+        inputs=ALL_IN[:3] + ["alibi_slopes"], alibi=1),
+    err("sinks_with_plus_one", "param:softmax_plus_one=1", ST_INVALID, "sinks",
+        inputs=ALL_IN[:3] + ["sinks"]),
+    err("op_backward", "op:backward", ST_UNSUPPORTED, "backward"),
+    # Parameters out of attn_param_bounds.
+    err("param_causal", "param:causal=3", ST_INVALID, "causal"),
+    err("param_window_left", "param:window_left=-2", ST_INVALID, "window_left"),
+    err("param_window_right", "param:window_right=-5", ST_INVALID, "window_right"),
+    err("param_softcap", "param:softcap=-1", ST_INVALID, "softcap"),
+    err("param_scale", "param:scale=1e39", ST_INVALID, "scale"),
+    err("param_alibi", "param:alibi=3", ST_INVALID, "alibi"),
+    err("param_plus_one", "param:softmax_plus_one=2", ST_INVALID, "softmax_plus_one"),
+    err("param_head_dim_v", "param:head_dim_v=0", ST_INVALID, "head_dim_v"),
+    err("param_weights_mode", "param:weights_mode=5", ST_INVALID, "weights_mode"),
+    err("param_bias_first", "param:bias_first=-1", ST_INVALID, "bias_first"),
+    # OUT strides that let rows overlap.
+    err("strides_out_overlap", "strides:out=0,4,2", ST_INVALID, "out"),
+    # An output sharing memory with another operand (inputs may share memory).
+    err("alias_out_q", "alias:out=q", ST_INVALID, "out"),
+    err("alias_lse_k", "alias:lse=k", ST_INVALID, "lse"),
+    err("alias_out_lse", "alias:out=lse", ST_INVALID, "out"),
+    err("alias_key_mass_v", "alias:key_mass=v", ST_INVALID, "key_mass", mass=1),
+    err("alias_weights_bias", "alias:weights=bias", ST_INVALID, "weights", op="weights",
+        inputs=ALL_IN[:3] + ["bias"]),
+    err("alias_inputs_ok", "alias:k=q", ST_OK, None),
+]
+
+
+def build_error(e):
+    c = e["c"]
+    p = variant_problem(c)
+    extra = ["op=%s" % e["op"], "break=%s" % e["brk"], "status=%d" % e["status"]]
+    if e["names"]:
+        extra.append("names=%s" % e["names"])
+    assert set(e["inputs"]) <= set(VARIANT_INPUTS)
+    return variant_line(c, p, e["inputs"], extra)
+
+
+ERRORS_HEADER = """\
+# libattn error cases of the extensible call (since 0.2), generated by
+# tests/vectors/gen_vectors.py. Do not edit: regenerate (and --check) instead. Each line is a
+# valid variants.txt case (no data files: every buffer is zero-filled) plus op, one break,
+# the expected attn_status and a word the message must contain. Format: VARIANTS.md.
+"""
+
+
 def generate():
     """All files as {filename: bytes}."""
     files = {}
@@ -256,11 +678,29 @@ def generate():
         for part, data in parts.items():
             files["%s.%s" % (c["name"], part)] = data
     files["index.txt"] = (INDEX_HEADER + "\n".join(lines) + "\n").encode("ascii")
+
+    lines = []
+    for c in VARIANTS:
+        assert c["name"] not in names, c["name"]
+        names.add(c["name"])
+        line, parts = build_variant(c)
+        lines.append(line)
+        for part, data in parts.items():
+            files["%s.%s" % (c["name"], part)] = data
+    files["variants.txt"] = (VARIANTS_HEADER + "\n".join(lines) + "\n").encode("ascii")
+
+    lines = []
+    for e in ERRORS:
+        assert e["c"]["name"] not in names, e["c"]["name"]
+        names.add(e["c"]["name"])
+        lines.append(build_error(e))
+    files["errors.txt"] = (ERRORS_HEADER + "\n".join(lines) + "\n").encode("ascii")
     return files
 
 
 def is_vector_file(name):
-    return name == "index.txt" or name.endswith(".f32") or name.endswith(".u8")
+    return (name in ("index.txt", "variants.txt", "errors.txt") or name.endswith(".f32") or
+            name.endswith(".u8") or name.endswith(".i32"))
 
 
 def main(argv):
@@ -291,7 +731,8 @@ def main(argv):
         with open(os.path.join(HERE, name), "wb") as f:
             f.write(data)
         total += len(data)
-    print("wrote %d files, %d cases, %d bytes" % (len(files), len(CASES), total))
+    print("wrote %d files, %d + %d cases, %d error cases, %d bytes"
+          % (len(files), len(CASES), len(VARIANTS), len(ERRORS), total))
     return 0
 
 

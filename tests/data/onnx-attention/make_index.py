@@ -3,30 +3,32 @@
 
 Usage:
   python3 make_index.py                       # rewrite index.txt from cases.json (this folder)
-  python3 make_index.py --check               # exit 1 if index.txt is stale or a file is missing
-  python3 make_index.py --copy-from DIR       # copy cases.json and the files of every runnable
-                                              # case from DIR (the converted ONNX vectors), then
-                                              # rewrite index.txt
+  python3 make_index.py --check               # exit 1 if index.txt is stale, a file is missing
+                                              # or a file's size does not match its shape
+  python3 make_index.py --copy-from DIR       # copy cases.json and the files of every case from
+                                              # DIR (the converted ONNX vectors), then rewrite
+                                              # index.txt
 
-A case is RUNNABLE through the current C API when all of these hold (anything else is a skip,
-with the reason cases.json gives):
-  - float32 data; value head size == query/key head size; no softcap, nonpad_kv_seqlen,
-    softmax_precision;
-  - its later_features (if any) are only past_kv (the k/v files already hold the concatenated
-    present K/V) and/or qk_matmul_output (an extra output): cases.json calls these
-    "y_checkable_now";
-  - causal is none, top_left (offset 0) or bottom_right (offset seq_k - seq_q);
-  - the mask is absent or a boolean [seq_q][seq_k] matrix (it becomes attn_forward's `allowed`).
-A qk_matmul_output of mode 3 (softmax probabilities) is compared with attn_weights; other modes
-are not exposed by the API and are not checked (the index says so).
+Every case the 0.2 C API can express is a `run` line. A case is `skip` only when cases.json uses
+a value this script does not know (a new layout, dtype, mask kind, causal kind, qk mode or
+later_feature); the C++ test fails when any `skip` line exists, so a new kind of case can never
+pass silently.
 
-index.txt: '#' comments, then one line per case, whitespace-separated key=value tokens:
-  run  name=N kind=supported|y_checkable layout=BHSD|BSHD batch=B heads_q=HQ heads_kv=HKV
-       seq_q=SQ seq_k=SK head_dim=D causal=none|top_left|bottom_right scale=default|<float>
-       mask=0|1 weights=0|1 fully_masked_rows=R unchecked=<what is not checked, '-' if nothing>
+index.txt: '#' comments, then one line per case, whitespace-separated key=value tokens
+('-' = absent; lists are comma-separated):
+  run  name=N opset=23|24 layout=BHSD|BSHD dtype=float32|float16
+       batch=B heads_q=HQ heads_kv=HKV seq_q=SQ seq_k=SK head_dim=D head_dim_v=DV past_seq=P
+       causal=none|top_left|bottom_right|offset causal_offset=-|o|o0,o1,..   (offset per batch)
+       scale=default|<float32 value> softcap=-|<float>
+       mask=-|bool|additive mask_shape=-|d0,d1,..   (file shape, right-aligned to [B,Hq,Sq,Sk];
+                                                      its key axis may be shorter than SK)
+       nonpad_kv_seqlen=-|n0,n1,..  softmax_precision=-|<ONNX dtype code>  qk_mode=-|0|1|2|3
+       fully_masked_rows=R features=-|f1,f2,..   (cases.json later_features, for the printout)
   skip name=N features=f1,f2 reason=<free text to the end of the line>
-Files of a run case: N.q.f32 N.k.f32 N.v.f32 N.out.f32 (+ N.mask.u8 if mask=1, + N.qk.f32 if
-weights=1), float32 little-endian / one byte per bool, in the case's layout.
+Files of a case: N.q.f32 N.k.f32 N.v.f32 N.out.f32, + N.mask.u8 (mask=bool, one byte per
+element, 1 = attend) or N.mask.f32 (mask=additive), + N.qk.f32 (qk_mode given, always
+[B, Hq, SQ, SK]); float32 little-endian, Q/K/V/out in the case's layout (float16 data widened
+exactly). For past cases the k/v files hold ONNX's present_key/present_value (past + new).
 """
 import argparse
 import json
@@ -35,48 +37,76 @@ import shutil
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-Y_CHECKABLE_FEATURES = {"past_kv", "qk_matmul_output"}
+KNOWN_FEATURES = {"fp16", "float_mask", "mask_per_batch_head", "softcap", "past_kv", "head_dim_v",
+                  "qk_matmul_output", "softmax_precision", "nonpad_kv_seqlen", "causal_offset"}
 
 
-def runnable(c):
-    """(True, '') if the current C API can run the case and check Y, else (False, why)."""
+def unknown(c):
+    """'' if the harness knows every value the case uses, else what it does not know."""
     why = []
-    if c["dtype"] != "float32":
-        why.append("dtype " + c["dtype"])
-    extra = set(c["later_features"]) - Y_CHECKABLE_FEATURES
-    if extra:
-        why.append("needs " + ",".join(sorted(extra)))
-    if c["head_dim_v"] != c["head_dim"]:
-        why.append("head_dim_v != head_dim")
-    for field in ("softcap", "nonpad_kv_seqlen", "softmax_precision"):
-        if c[field] is not None:
-            why.append(field)
-    causal = c["causal"]
-    if causal == "top_left" and c["causal_offset"] not in (0, None):
-        why.append("top_left with offset")
-    elif causal == "bottom_right" and c["causal_offset"] != c["seq_k"] - c["seq_q"]:
-        why.append("bottom_right offset != seq_k - seq_q")
-    elif causal not in ("none", "top_left", "bottom_right"):
-        why.append("causal " + causal)
-    m = c["mask"]
-    if m is not None and not (m["kind"] == "bool" and m["dtype"] == "u8"
-                              and m["shape"] == [c["seq_q"], c["seq_k"]]):
-        why.append("mask is not a bool [seq_q][seq_k] matrix")
     if c["layout"] not in ("BHSD", "BSHD"):
         why.append("layout " + c["layout"])
-    if not why and not c["supported"] and not c["y_checkable_now"]:
-        why.append("not marked supported or y_checkable_now")
-    return (not why, "; ".join(why))
+    if c["dtype"] not in ("float32", "float16"):
+        why.append("dtype " + c["dtype"])
+    extra = set(c["later_features"]) - KNOWN_FEATURES
+    if extra:
+        why.append("unknown features " + ",".join(sorted(extra)))
+    if c["causal"] not in ("none", "top_left", "bottom_right", "offset"):
+        why.append("causal " + c["causal"])
+    m = c["mask"]
+    if m is not None:
+        if (m["kind"], m["dtype"]) not in (("bool", "u8"), ("additive", "f32")):
+            why.append("mask %s/%s" % (m["kind"], m["dtype"]))
+        if not 1 <= len(m["shape"]) <= 4:
+            why.append("mask rank %d" % len(m["shape"]))
+    qk = c["qk_matmul_output"]
+    if qk is not None and qk["mode"] not in (0, 1, 2, 3):
+        why.append("qk_matmul_output mode %r" % qk["mode"])
+    return "; ".join(why)
 
 
 def files_of(c):
-    names = [c["files"][p] for p in ("q", "k", "v", "out")]
-    if c["mask"] is not None:
-        names.append(c["mask"]["file"])
+    """(file name, expected byte count) of every file the case needs."""
+    B, Hq, Hk = c["batch"], c["heads_q"], c["heads_kv"]
+    Sq, Sk, D, Dv = c["seq_q"], c["seq_k"], c["head_dim"], c["head_dim_v"]
+    f = c["files"]
+    out = [(f["q"], 4 * B * Hq * Sq * D), (f["k"], 4 * B * Hk * Sk * D),
+           (f["v"], 4 * B * Hk * Sk * Dv), (f["out"], 4 * B * Hq * Sq * Dv)]
+    m = c["mask"]
+    if m is not None:
+        n = 1
+        for d in m["shape"]:
+            n *= d
+        out.append((m["file"], n * (1 if m["dtype"] == "u8" else 4)))
     qk = c["qk_matmul_output"]
-    if qk is not None and qk["mode"] == 3:
-        names.append(qk["file"])
-    return names
+    if qk is not None:
+        out.append((qk["file"], 4 * B * Hq * Sq * Sk))
+    return out
+
+
+def check_names(c):
+    """The C++ test derives file names from the case name: make sure cases.json agrees."""
+    n = c["name"]
+    want = {p: "%s.%s.f32" % (n, p) for p in ("q", "k", "v", "out")}
+    if c["files"] != want:
+        raise SystemExit("%s: unexpected file names %r" % (n, c["files"]))
+    m = c["mask"]
+    if m is not None and m["file"] != "%s.mask.%s" % (n, m["dtype"]):
+        raise SystemExit("%s: unexpected mask file %s" % (n, m["file"]))
+    qk = c["qk_matmul_output"]
+    if qk is not None:
+        if qk["file"] != n + ".qk.f32":
+            raise SystemExit("%s: unexpected qk file %s" % (n, qk["file"]))
+        if qk["shape"] != [c["batch"], c["heads_q"], c["seq_q"], c["seq_k"]]:
+            raise SystemExit("%s: qk shape %r is not [B, Hq, Sq, Sk]" % (n, qk["shape"]))
+
+
+def ints(v):
+    if v is None:
+        return "-"
+    if isinstance(v, list):
+        return ",".join("%d" % x for x in v)
+    return "%d" % v
 
 
 def index_lines(doc):
@@ -86,32 +116,27 @@ def index_lines(doc):
         "# Source: %s @ %s (%s), %s" % (src["repository"], src["commit"], src["path"], src["license"]),
     ]
     for c in doc["cases"]:
-        ok, why = runnable(c)
-        if c["supported"] and not ok:
-            raise SystemExit("%s is marked supported but not runnable: %s" % (c["name"], why))
-        if not ok:
-            reason = c["reason"] or why
-            feats = ",".join(c["later_features"]) or "-"
-            out.append("skip name=%s features=%s reason=%s" % (c["name"], feats, reason))
+        check_names(c)
+        why = unknown(c)
+        feats = ",".join(c["later_features"]) or "-"
+        if why:
+            out.append("skip name=%s features=%s reason=%s" % (c["name"], feats, why))
             continue
-        if c["scale"] is None:
-            scale = "default"
-        else:
-            scale = repr(float(c["scale"]))  # the float32 attribute value, round-trips via strtof
+        scale = "default" if c["scale"] is None else repr(float(c["scale"]))  # float32 value
+        softcap = "-" if c["softcap"] is None else repr(float(c["softcap"]))
+        m = c["mask"]
         qk = c["qk_matmul_output"]
-        unchecked = []
-        if "past_kv" in c["later_features"]:
-            unchecked.append("present_key/present_value(=k/v_inputs)")
-        if qk is not None and qk["mode"] != 3:
-            unchecked.append("qk_matmul_output_mode_%d" % qk["mode"])
         out.append(
-            "run name=%s kind=%s layout=%s batch=%d heads_q=%d heads_kv=%d seq_q=%d seq_k=%d "
-            "head_dim=%d causal=%s scale=%s mask=%d weights=%d fully_masked_rows=%d unchecked=%s"
-            % (c["name"], "supported" if c["supported"] else "y_checkable", c["layout"],
-               c["batch"], c["heads_q"], c["heads_kv"], c["seq_q"], c["seq_k"], c["head_dim"],
-               c["causal"], scale, c["mask"] is not None,
-               qk is not None and qk["mode"] == 3, c["fully_masked_rows"],
-               ",".join(unchecked) or "-"))
+            "run name=%s opset=%d layout=%s dtype=%s batch=%d heads_q=%d heads_kv=%d seq_q=%d "
+            "seq_k=%d head_dim=%d head_dim_v=%d past_seq=%d causal=%s causal_offset=%s scale=%s "
+            "softcap=%s mask=%s mask_shape=%s nonpad_kv_seqlen=%s softmax_precision=%s qk_mode=%s "
+            "fully_masked_rows=%d features=%s"
+            % (c["name"], c["opset"], c["layout"], c["dtype"], c["batch"], c["heads_q"],
+               c["heads_kv"], c["seq_q"], c["seq_k"], c["head_dim"], c["head_dim_v"],
+               c["past_seq"], c["causal"], ints(c["causal_offset"]), scale, softcap,
+               "-" if m is None else m["kind"], "-" if m is None else ints(m["shape"]),
+               ints(c["nonpad_kv_seqlen"]), ints(c["softmax_precision"]),
+               "-" if qk is None else "%d" % qk["mode"], c["fully_masked_rows"], feats))
     return out
 
 
@@ -125,28 +150,34 @@ def main():
         shutil.copyfile(os.path.join(args.copy_from, "cases.json"), os.path.join(HERE, "cases.json"))
     with open(os.path.join(HERE, "cases.json")) as f:
         doc = json.load(f)
-    needed = [n for c in doc["cases"] if runnable(c)[0] for n in files_of(c)]
+    needed = [nb for c in doc["cases"] for nb in files_of(c)]
     if args.copy_from:
-        for n in needed:
+        for n, _ in needed:
             shutil.copyfile(os.path.join(args.copy_from, n), os.path.join(HERE, n))
     text = "\n".join(index_lines(doc)) + "\n"
     path = os.path.join(HERE, "index.txt")
+    nrun = sum(line.startswith("run ") for line in text.splitlines())
     if args.check:
-        missing = [n for n in needed if not os.path.exists(os.path.join(HERE, n))]
+        bad = []
+        for n, size in needed:
+            p = os.path.join(HERE, n)
+            if not os.path.exists(p):
+                bad.append("missing: " + n)
+            elif os.path.getsize(p) != size:
+                bad.append("%s: %d bytes, expected %d" % (n, os.path.getsize(p), size))
         with open(path) as f:
             stale = f.read() != text
-        for n in missing:
-            print("missing:", n)
+        for b in bad:
+            print(b)
         if stale:
             print("index.txt is stale: rerun make_index.py")
-        print("%d runnable cases, %d files, %s" % (
-            sum(runnable(c)[0] for c in doc["cases"]), len(needed),
-            "FAILED" if missing or stale else "ok"))
-        return 1 if missing or stale else 0
+        print("%d cases, %d run, %d files, %s" % (
+            len(doc["cases"]), nrun, len(needed), "FAILED" if bad or stale else "ok"))
+        return 1 if bad or stale else 0
     with open(path, "w") as f:
         f.write(text)
-    print("wrote index.txt: %d cases, %d runnable, %d files" % (
-        len(doc["cases"]), sum(runnable(c)[0] for c in doc["cases"]), len(needed)))
+    print("wrote index.txt: %d cases, %d run, %d skip, %d files" % (
+        len(doc["cases"]), nrun, len(doc["cases"]) - nrun, len(needed)))
     return 0
 
 

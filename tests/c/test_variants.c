@@ -1,0 +1,521 @@
+/* Shared vectors of the extensible call (tests/vectors/variants.txt and errors.txt, made by the
+ * float64 reference; format in tests/vectors/VARIANTS.md) through attn_args / attn_run.
+ * Usage: test_variants <vectors dir>.
+ *
+ * variants.txt: every case runs ATTN_OP_FORWARD (out, lse, and key_mass when mass=1) and
+ * ATTN_OP_WEIGHTS with the default ISA and thread count, then again on every ISA this CPU
+ * supports with 1 and 2 threads; each run is compared with the expected files. The default run
+ * is appended to $ATTN_XLANG_DIR/c.variants.bin (when that variable is set): the other languages
+ * must match it byte for byte.
+ * errors.txt: every case is configured and run with its one break; the first failing call must
+ * return the expected status with a message naming the expected word.
+ * Prints "N passed, M failed" (cases of both files). */
+#include <attn.h>
+
+#include <ctype.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N_OPERANDS 14
+#define N_PARAMS 10
+
+/* Operand names as the files spell them, indexed by attn_operand. */
+static const char *const k_operand[N_OPERANDS] = {
+    "q",       "k",           "v",          "out",     "lse",
+    "weights", "key_valid",   "allowed",    "bias",    "alibi_slopes",
+    "sinks",   "query_valid", "seq_lens_k", "key_mass"};
+
+/* Element type of each operand: 'f' float32 input, 'o' float32 output, 'u' byte, 'i' int32. */
+static const char k_kind[N_OPERANDS] = {'f', 'f', 'f', 'o', 'o', 'o', 'u',
+                                        'u', 'f', 'f', 'f', 'u', 'i', 'o'};
+
+/* Parameters in the order they are set (VARIANTS.md), with their attn_param and kind. */
+static const struct {
+    const char *key;
+    attn_param id;
+    int is_float;
+} k_params[N_PARAMS] = {
+    {"causal", ATTN_PARAM_CAUSAL, 0},
+    {"window_left", ATTN_PARAM_WINDOW_LEFT, 0},
+    {"window_right", ATTN_PARAM_WINDOW_RIGHT, 0},
+    {"softcap", ATTN_PARAM_SOFTCAP, 1},
+    {"alibi", ATTN_PARAM_ALIBI, 0},
+    {"softmax_plus_one", ATTN_PARAM_SOFTMAX_PLUS_ONE, 0},
+    {"head_dim_v", ATTN_PARAM_HEAD_DIM_V, 0},
+    {"bias_first", ATTN_PARAM_BIAS_FIRST, 0},
+    {"weights_mode", ATTN_PARAM_WEIGHTS_MODE, 0},
+    {"scale", ATTN_PARAM_SCALE, 1},
+};
+
+/* Operands that take strides, in the order they are set. */
+static const attn_operand k_strided[5] = {ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT, ATTN_BIAS};
+
+typedef struct {
+    char name[128];
+    size_t dims[6]; /* batch heads_q heads_kv seq_q seq_k head_dim */
+    int has_param[N_PARAMS];
+    char param[N_PARAMS][64];
+    int has_strides[N_OPERANDS];
+    size_t strides[N_OPERANDS][3];
+    int in[N_OPERANDS]; /* bound inputs */
+    int mass;
+    /* errors.txt only */
+    attn_op op;
+    char brk[128];
+    int status;
+    char names[64];
+} vcase;
+
+static const char *g_dir;
+
+static int operand_id(const char *name, size_t len) {
+    for (int w = 0; w < N_OPERANDS; ++w)
+        if (strlen(k_operand[w]) == len && !strncmp(k_operand[w], name, len)) return w;
+    return -1;
+}
+
+static int param_index(const char *key, size_t len) {
+    for (int x = 0; x < N_PARAMS; ++x)
+        if (strlen(k_params[x].key) == len && !strncmp(k_params[x].key, key, len)) return x;
+    return -1;
+}
+
+static int parse_strides(const char *val, size_t *s) {
+    return sscanf(val, "%zu,%zu,%zu", &s[0], &s[1], &s[2]) == 3;
+}
+
+/* One line into *c; 0 on a malformed line. */
+static int parse_line(char *line, vcase *c) {
+    static const char *dim_keys[6] = {"batch", "heads_q", "heads_kv", "seq_q", "seq_k", "head_dim"};
+    memset(c, 0, sizeof *c);
+    c->op = ATTN_OP_FORWARD;
+    c->status = -1;
+    int ndims = 0;
+    for (char *tok = strtok(line, " \t\r\n"); tok; tok = strtok(NULL, " \t\r\n")) {
+        char *eq = strchr(tok, '=');
+        if (!eq) return 0;
+        *eq = '\0';
+        const char *key = tok, *val = eq + 1;
+        int known = 0, x;
+        if (!strcmp(key, "name")) {
+            snprintf(c->name, sizeof c->name, "%s", val);
+            known = 1;
+        }
+        for (x = 0; x < 6; ++x)
+            if (!strcmp(key, dim_keys[x])) {
+                c->dims[x] = strtoull(val, NULL, 10);
+                ++ndims;
+                known = 1;
+            }
+        if ((x = param_index(key, strlen(key))) >= 0) {
+            c->has_param[x] = 1;
+            snprintf(c->param[x], sizeof c->param[x], "%s", val);
+            known = 1;
+        }
+        if (!strncmp(key, "strides.", 8)) {
+            const int w = operand_id(key + 8, strlen(key + 8));
+            if (w < 0 || !parse_strides(val, c->strides[w])) return 0;
+            c->has_strides[w] = 1;
+            known = 1;
+        }
+        if (!strcmp(key, "in")) {
+            for (const char *p = val; *p;) {
+                const size_t n = strcspn(p, ",");
+                const int w = operand_id(p, n);
+                if (w < 0) return 0;
+                c->in[w] = 1;
+                p += n + (p[n] == ',');
+            }
+            known = 1;
+        }
+        if (!strcmp(key, "mass")) c->mass = atoi(val), known = 1;
+        if (!strcmp(key, "op")) {
+            if (!strcmp(val, "forward"))
+                c->op = ATTN_OP_FORWARD;
+            else if (!strcmp(val, "weights"))
+                c->op = ATTN_OP_WEIGHTS;
+            else
+                return 0;
+            known = 1;
+        }
+        if (!strcmp(key, "break")) snprintf(c->brk, sizeof c->brk, "%s", val), known = 1;
+        if (!strcmp(key, "status")) c->status = atoi(val), known = 1;
+        if (!strcmp(key, "names")) snprintf(c->names, sizeof c->names, "%s", val), known = 1;
+        if (!known) {
+            fprintf(stderr, "unknown key %s\n", key);
+            return 0;
+        }
+    }
+    return c->name[0] != '\0' && ndims == 6;
+}
+
+/* Sets parameter x from its decimal text; returns the status. */
+static attn_status set_param(attn_desc *d, int x, const char *val) {
+    if (k_params[x].is_float) return attn_desc_set_float(d, k_params[x].id, strtod(val, NULL));
+    return attn_desc_set_int(d, k_params[x].id, (int64_t)strtoll(val, NULL, 10));
+}
+
+/* Creates the descriptor of a case: sizes, parameters in table order, then strides. The
+ * errors' param: and strides: breaks are applied after the case's own. Returns the status of
+ * the first failing call (*d may then be a descriptor to destroy, or NULL). */
+static attn_status make_desc(const vcase *c, attn_desc **d) {
+    const size_t *n = c->dims;
+    attn_status st = attn_desc_create(d, n[0], n[1], n[2], n[3], n[4], n[5]);
+    if (st != ATTN_OK) return st;
+    for (int x = 0; x < N_PARAMS; ++x)
+        if (c->has_param[x] && (st = set_param(*d, x, c->param[x])) != ATTN_OK) return st;
+    if (!strncmp(c->brk, "param:", 6)) {
+        const char *key = c->brk + 6, *eq = strchr(key, '=');
+        const int x = eq ? param_index(key, (size_t)(eq - key)) : -1;
+        if (x < 0) {
+            fprintf(stderr, "%s: bad break %s\n", c->name, c->brk);
+            exit(2);
+        }
+        if ((st = set_param(*d, x, eq + 1)) != ATTN_OK) return st;
+    }
+    for (int x = 0; x < 5; ++x) {
+        const int w = k_strided[x];
+        if (c->has_strides[w] &&
+            (st = attn_desc_set_strides(*d, (attn_operand)w, c->strides[w][0], c->strides[w][1],
+                                        c->strides[w][2])) != ATTN_OK)
+            return st;
+    }
+    if (!strncmp(c->brk, "strides:", 8)) {
+        const char *key = c->brk + 8, *eq = strchr(key, '=');
+        const int w = eq ? operand_id(key, (size_t)(eq - key)) : -1;
+        size_t s[3];
+        if (w < 0 || !parse_strides(eq + 1, s)) {
+            fprintf(stderr, "%s: bad break %s\n", c->name, c->brk);
+            exit(2);
+        }
+        if ((st = attn_desc_set_strides(*d, (attn_operand)w, s[0], s[1], s[2])) != ATTN_OK)
+            return st;
+    }
+    return ATTN_OK;
+}
+
+static size_t elem_size(int w) {
+    return k_kind[w] == 'u' ? 1 : 4;
+}
+
+static const char *file_type(int w) {
+    return k_kind[w] == 'u' ? "u8" : k_kind[w] == 'i' ? "i32" : "f32";
+}
+
+/* The file <name>.<operand>.<type>, which must hold exactly `count` elements. */
+static void *load(const char *name, int w, size_t count) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.%s.%s", g_dir, name, k_operand[w], file_type(w));
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "cannot open %s\n", path);
+        exit(2);
+    }
+    void *buf = malloc(elem_size(w) * count + 1);
+    const size_t got = fread(buf, elem_size(w), count, f);
+    const int extra = fgetc(f);
+    fclose(f);
+    if (got != count || extra != EOF) {
+        fprintf(stderr, "%s: expected exactly %zu elements\n", path, count);
+        exit(2);
+    }
+    return buf;
+}
+
+/* Binds operand w (buffer p of len elements) with the setter of its kind. */
+static attn_status bind(attn_args *a, int w, void *p, size_t len) {
+    switch (k_kind[w]) {
+    case 'o':
+        return attn_args_set_out_f32(a, (attn_operand)w, (float *)p, len);
+    case 'u':
+        return attn_args_set_u8(a, (attn_operand)w, (const uint8_t *)p, len);
+    case 'i':
+        return attn_args_set_i32(a, (attn_operand)w, (const int32_t *)p, len);
+    default:
+        return attn_args_set_f32(a, (attn_operand)w, (const float *)p, len);
+    }
+}
+
+/* |got - want| <= 1e-5 * max(1, |want|); an expected 0 must be exactly 0 and an expected
+ * infinity exactly that infinity. */
+static int close_enough(float got, float want) {
+    if (want == 0.0f) return got == 0.0f;
+    if (isinf(want) || isinf(got)) return got == want;
+    if (isnan(want) || isnan(got)) return 0;
+    return fabs((double)got - (double)want) <= 1e-5 * fmax(1.0, fabs((double)want));
+}
+
+static int compare(const char *name, const char *cfg, const char *what, const float *got,
+                   const float *want, size_t n) {
+    for (size_t x = 0; x < n; ++x)
+        if (!close_enough(got[x], want[x])) {
+            printf("FAIL %s [%s]: %s[%zu] = %.9g, expected %.9g\n", name, cfg, what, x, got[x],
+                   want[x]);
+            return 0;
+        }
+    return 1;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* variants.txt                                                                             */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct {
+    size_t len[N_OPERANDS];
+    void *in[N_OPERANDS];    /* loaded inputs (NULL when not bound) */
+    float *want[N_OPERANDS]; /* expected out, lse, weights, key_mass */
+    float *got[N_OPERANDS];  /* outputs of one run */
+} vbufs;
+
+static const int k_outputs[4] = {ATTN_OUT, ATTN_LSE, ATTN_WEIGHTS, ATTN_KEY_MASS};
+
+/* One forward + weights run of a case into b->got (zero-filled first); 1 when the results
+ * match the expected files. */
+static int run_variant(const vcase *c, const attn_desc *d, vbufs *b, const char *cfg) {
+    attn_args *a = NULL;
+    if (attn_args_create(&a) != ATTN_OK) {
+        printf("FAIL %s [%s]: attn_args_create: %s\n", c->name, cfg, attn_last_error());
+        return 0;
+    }
+    int ok = 1;
+    for (int w = 0; w < N_OPERANDS && ok; ++w)
+        if (b->in[w] && bind(a, w, b->in[w], b->len[w]) != ATTN_OK) ok = 0;
+    for (int x = 0; x < 4 && ok; ++x) {
+        const int w = k_outputs[x];
+        if (!b->got[w]) continue;
+        memset(b->got[w], 0, 4 * b->len[w]);
+        if (bind(a, w, b->got[w], b->len[w]) != ATTN_OK) ok = 0;
+    }
+    if (ok && attn_run(d, ATTN_OP_FORWARD, a) != ATTN_OK) ok = 0;
+    if (ok && attn_run(d, ATTN_OP_WEIGHTS, a) != ATTN_OK) ok = 0;
+    if (!ok) printf("FAIL %s [%s]: %s\n", c->name, cfg, attn_last_error());
+    attn_args_destroy(a);
+    for (int x = 0; x < 4 && ok; ++x) {
+        const int w = k_outputs[x];
+        if (b->got[w]) ok = compare(c->name, cfg, k_operand[w], b->got[w], b->want[w], b->len[w]);
+    }
+    return ok;
+}
+
+static int variant_case(const vcase *c, FILE *xlang) {
+    attn_desc *d = NULL;
+    if (make_desc(c, &d) != ATTN_OK) {
+        printf("FAIL %s: %s\n", c->name, attn_last_error());
+        attn_desc_destroy(d);
+        return 0;
+    }
+    vbufs b;
+    memset(&b, 0, sizeof b);
+    for (int w = 0; w < N_OPERANDS; ++w) b.len[w] = attn_desc_required_len(d, (attn_operand)w);
+    for (int w = 0; w < N_OPERANDS; ++w)
+        if (c->in[w]) b.in[w] = load(c->name, w, b.len[w]);
+    for (int x = 0; x < 4; ++x) {
+        const int w = k_outputs[x];
+        if (w == ATTN_KEY_MASS && !c->mass) continue;
+        b.want[w] = load(c->name, w, b.len[w]);
+        b.got[w] = malloc(4 * b.len[w]);
+    }
+
+    /* The default ISA and thread count first: its bytes go to the cross-language file. */
+    attn_set_isa(NULL);
+    attn_set_num_threads(0);
+    char cfg[64];
+    snprintf(cfg, sizeof cfg, "default %s", attn_isa());
+    int ok = run_variant(c, d, &b, cfg);
+    if (xlang)
+        for (int x = 0; x < 4; ++x) {
+            const int w = k_outputs[x];
+            if (b.got[w]) fwrite(b.got[w], 4, b.len[w], xlang);
+        }
+    static const char *isas[4] = {"scalar", "sse2", "avx2", "avx512"};
+    for (int i = 0; i < 4; ++i) {
+        const attn_status st = attn_set_isa(isas[i]);
+        if (st == ATTN_ERR_UNSUPPORTED) continue;
+        if (st != ATTN_OK) {
+            printf("FAIL %s: attn_set_isa(%s): %s\n", c->name, isas[i], attn_last_error());
+            ok = 0;
+            continue;
+        }
+        for (size_t t = 1; t <= 2; ++t) {
+            attn_set_num_threads(t);
+            snprintf(cfg, sizeof cfg, "%s, %zu thread%s", isas[i], t, t > 1 ? "s" : "");
+            ok &= run_variant(c, d, &b, cfg);
+        }
+    }
+    attn_set_isa(NULL);
+    attn_set_num_threads(0);
+    for (int w = 0; w < N_OPERANDS; ++w) free(b.in[w]), free(b.want[w]), free(b.got[w]);
+    attn_desc_destroy(d);
+    return ok;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* errors.txt                                                                               */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Does msg contain word, case-insensitively, with no letter or digit right before or after? */
+static int has_word(const char *msg, const char *word) {
+    const size_t n = strlen(word);
+    for (const char *p = msg; *p; ++p) {
+        size_t x = 0;
+        while (x < n && p[x] && tolower((unsigned char)p[x]) == tolower((unsigned char)word[x]))
+            ++x;
+        if (x == n && (p == msg || !isalnum((unsigned char)p[-1])) && !isalnum((unsigned char)p[n]))
+            return 1;
+    }
+    return 0;
+}
+
+/* The operand named by "<what>:<operand>..." (up to '=' or '['), or -1. */
+static int break_operand(const char *brk, const char *what) {
+    const size_t wl = strlen(what);
+    if (strncmp(brk, what, wl) || brk[wl] != ':') return -1;
+    const char *p = brk + wl + 1;
+    return operand_id(p, strcspn(p, "=["));
+}
+
+/* Configures, binds and runs an error case; returns the status of the first failing call. */
+static attn_status error_run(const vcase *c) {
+    attn_desc *d = NULL;
+    attn_args *a = NULL;
+    void *buf[N_OPERANDS] = {0};
+    int alias_a = -1; /* bound to alias_b's buffer (not freed separately) */
+    attn_status st = make_desc(c, &d);
+    if (st != ATTN_OK) goto done;
+    if ((st = attn_args_create(&a)) != ATTN_OK) goto done;
+
+    int bound[N_OPERANDS];
+    memcpy(bound, c->in, sizeof bound);
+    if (c->op == ATTN_OP_FORWARD) {
+        bound[ATTN_OUT] = bound[ATTN_LSE] = 1;
+        bound[ATTN_KEY_MASS] = c->mass;
+    } else {
+        bound[ATTN_WEIGHTS] = 1;
+    }
+    size_t len[N_OPERANDS];
+    for (int w = 0; w < N_OPERANDS; ++w) len[w] = attn_desc_required_len(d, (attn_operand)w);
+
+    const int shortw = break_operand(c->brk, "short"), nullw = break_operand(c->brk, "null");
+    alias_a = break_operand(c->brk, "alias");
+    const int alias_b =
+        alias_a >= 0 ? operand_id(strchr(c->brk, '=') + 1, strlen(strchr(c->brk, '=') + 1)) : -1;
+    const int setw = break_operand(c->brk, "set");
+    const attn_op op = !strcmp(c->brk, "op:backward") ? ATTN_OP_BACKWARD : c->op;
+    if (alias_a >= 0 && (alias_b < 0 || elem_size(alias_a) != 4 || elem_size(alias_b) != 4 ||
+                         !bound[alias_a] || !bound[alias_b])) {
+        fprintf(stderr, "%s: bad break %s\n", c->name, c->brk);
+        exit(2);
+    }
+    for (int w = 0; w < N_OPERANDS; ++w) {
+        if (!bound[w] || w == alias_a) continue;
+        size_t n = len[w];
+        if (w == alias_b && len[alias_a] > n) n = len[alias_a];
+        buf[w] = calloc(n, elem_size(w));
+    }
+    if (alias_a >= 0) buf[alias_a] = buf[alias_b];
+    if (setw >= 0) {
+        const char *lb = strchr(c->brk, '['), *eq = strchr(c->brk, '=');
+        const size_t idx = lb ? strtoull(lb + 1, NULL, 10) : 0;
+        if (!lb || !eq || !buf[setw] || idx >= len[setw] || k_kind[setw] != 'i') {
+            fprintf(stderr, "%s: bad break %s\n", c->name, c->brk);
+            exit(2);
+        }
+        ((int32_t *)buf[setw])[idx] = (int32_t)strtol(eq + 1, NULL, 10);
+    }
+    for (int w = 0; w < N_OPERANDS; ++w) {
+        if (!bound[w] || w == nullw) continue;
+        if ((st = bind(a, w, buf[w], w == shortw ? len[w] - 1 : len[w])) != ATTN_OK) goto done;
+    }
+    st = attn_run(d, op, a);
+done:
+    for (int w = 0; w < N_OPERANDS; ++w)
+        if (w != alias_a) free(buf[w]);
+    attn_args_destroy(a);
+    attn_desc_destroy(d);
+    return st;
+}
+
+static int error_case(const vcase *c) {
+    if (c->status < 0 || !c->brk[0] || (c->status != ATTN_OK && !c->names[0])) {
+        fprintf(stderr, "%s: errors.txt lines need break, status and names\n", c->name);
+        exit(2);
+    }
+    const attn_status st = error_run(c);
+    const char *msg = attn_last_error();
+    if ((int)st != c->status) {
+        printf("FAIL %s (%s): status %d (%s), expected %d; message \"%s\"\n", c->name, c->brk,
+               (int)st, attn_status_string(st), c->status, msg);
+        return 0;
+    }
+    if (st != ATTN_OK && !has_word(msg, c->names)) {
+        printf("FAIL %s (%s): message \"%s\" does not name \"%s\"\n", c->name, c->brk, msg,
+               c->names);
+        return 0;
+    }
+    return 1;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+/* Runs every case of one file; returns the number that passed (*failed gets the others). */
+static int run_file(const char *file, int errors, FILE *xlang, int *failed) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", g_dir, file);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "cannot open %s\n", path);
+        exit(2);
+    }
+    char line[4096];
+    int passed = 0;
+    *failed = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || line[0] == '\n') continue;
+        vcase c;
+        if (!parse_line(line, &c)) {
+            fprintf(stderr, "%s: bad line\n", path);
+            exit(2);
+        }
+        if (errors ? error_case(&c) : variant_case(&c, xlang))
+            ++passed;
+        else
+            ++*failed;
+    }
+    fclose(f);
+    printf("%s: %d passed, %d failed\n", file, passed, *failed);
+    return passed;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s <vectors dir>\n", argv[0]);
+        return 2;
+    }
+    g_dir = argv[1];
+    FILE *xlang = NULL;
+    const char *xdir = getenv("ATTN_XLANG_DIR");
+    char path[1024];
+    if (xdir && *xdir) {
+        snprintf(path, sizeof path, "%s/c.variants.bin", xdir);
+        xlang = fopen(path, "wb");
+        if (!xlang) {
+            fprintf(stderr, "cannot write %s\n", path);
+            return 2;
+        }
+    }
+    static const char *isas[4] = {"scalar", "sse2", "avx2", "avx512"};
+    printf("default ISA %s; every case also runs on:", attn_isa());
+    for (int i = 0; i < 4; ++i)
+        if (attn_set_isa(isas[i]) == ATTN_OK) printf(" %s", isas[i]);
+    attn_set_isa(NULL);
+    printf(" (1 and 2 threads each)\n");
+    int vfail, efail;
+    const int vpass = run_file("variants.txt", 0, xlang, &vfail);
+    if (xlang) fclose(xlang);
+    const int epass = run_file("errors.txt", 1, NULL, &efail);
+    printf("%d passed, %d failed\n", vpass + epass, vfail + efail);
+    return vfail + efail == 0 && vpass >= 30 && epass >= 40 ? 0 : 1;
+}
