@@ -254,6 +254,30 @@ static void test_thread_local_errors(void) {
     attn_desc_destroy(d);
 }
 
+
+/* Issue 14, item 6: scale * (q . k) = 1e20 is finite, so is the answer, on every ISA: scale 1e30,
+ * q = [1e10], k = [1e-20, 0], v = [1, 2] gives out 1, weights [1, 0], lse 1e20 (folding the scale
+ * into q would overflow to inf and give NaN). */
+static void test_large_scale(void) {
+    const char *isas[] = {"scalar", "sse2", "avx2", "avx512"};
+    const float q[1] = {1e10f}, k[2] = {1e-20f, 0.0f}, v[2] = {1.0f, 2.0f};
+    size_t x;
+    for (x = 0; x < 4; ++x) {
+        attn_desc *d = NULL;
+        float out = -1.0f, lse = -1.0f, w[2] = {-1.0f, -1.0f};
+        if (attn_set_isa(isas[x]) != ATTN_OK) continue;
+        EXPECT(attn_desc_create(&d, 1, 1, 1, 1, 2, 1) == ATTN_OK);
+        EXPECT(attn_desc_set_scale(d, 1e30f) == ATTN_OK);
+        EXPECT(attn_forward(d, q, k, v, NULL, NULL, &out, &lse) == ATTN_OK);
+        EXPECT(attn_weights(d, q, k, NULL, NULL, w) == ATTN_OK);
+        EXPECT(out == 1.0f);
+        EXPECT(w[0] == 1.0f && w[1] == 0.0f);
+        EXPECT(fabs((double)lse - 1e20) <= 1e14);
+        attn_desc_destroy(d);
+    }
+    attn_set_isa(NULL);
+}
+
 int main(void) {
     test_version_and_status();
     test_create();
@@ -262,6 +286,7 @@ int main(void) {
     test_simple();
     test_threads_and_isa();
     test_thread_local_errors();
+    test_large_scale();
     printf("%d passed, %d failed\n", g_passed, g_failed);
     return g_failed == 0 ? 0 : 1;
 }
