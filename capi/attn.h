@@ -392,7 +392,8 @@ ATTN_API attn_status attn_args_set_bf16(attn_args *args, attn_operand which, con
  *    ATTN_ALIBI_SLOPES              [heads_q], required iff ATTN_PARAM_ALIBI = OPERAND
  *    ATTN_SINKS                     [heads_q] sink logits joining every row's denominator
  *    ATTN_QUERY_VALID               [batch][seq_q]: false = padded query; its OUT row is 0,
- *                                   its LSE -INFINITY, its weights 0; it costs no compute
+ *                                   its LSE -INFINITY, its weights 0 (-INFINITY in the score
+ *                                   modes of ATTN_PARAM_WEIGHTS_MODE); it costs no compute
  *    ATTN_SEQ_LENS_K                [batch] int32 in [0, seq_k]: keys j >= seq_lens_k[b] are
  *                                   padding (never read); BOTTOM_RIGHT aligns to this length
  *    ATTN_KEY_MASS                  optional output of FORWARD: mass[b][h][j] = sum_i w_ij

@@ -1,6 +1,7 @@
 # Cross-language byte identity: every language's vector test wrote $ATTN_XLANG_DIR/<lang>.bin
-# (out, lse and weights of every shared case); each must equal the C test's c.bin byte for byte.
-set(_xlang_deps c_vectors)
+# (out, lse and weights of every shared case) and <lang>.variants.bin (the 0.2 cases of
+# variants.txt); each must equal the C tests' c.bin / c.variants.bin byte for byte.
+set(_xlang_deps c_vectors c_variants)
 foreach(_lang IN LISTS ATTN_XLANG_LANGS)
   if(NOT _lang STREQUAL "c")
     list(APPEND _xlang_deps ${_lang}_tests)
