@@ -8,13 +8,17 @@
 #   attn_go_demo   runs examples/go (the C demo's program in Go)      ninja -C <build> attn_go_demo
 #   attn_go_bench  runs bench/go (the two lang=go lines)               ninja -C <build> attn_go_bench
 # Tests:
-#   go_tests           go test -v ./... in bindings/go (shared vectors + $ATTN_XLANG_DIR/go.bin,
-#                      seed example, error paths, use after Close, concurrency)
+#   go_tests           go test -v ./... in bindings/go: the 0.1 shared vectors (+ $ATTN_XLANG_DIR/go.bin),
+#                      the 0.2 variants.txt (+ $ATTN_XLANG_DIR/go.variants.bin) and errors.txt, every
+#                      parameter and operand against a float64 Go reference, the README's rules
+#                      (lengths, nil vs empty, enums, aliasing, ISA names), finalizers, zero
+#                      allocations, use after Close, concurrency, the go doc examples
 #   go_tests_cgocheck  the same with GODEBUG=cgocheck=1
 #   go_tests_cgocheck2 the same with the full pointer checker (GOEXPERIMENT=cgocheck2 on Go >= 1.21,
 #                      GODEBUG=cgocheck=2 before)
 #   go_tests_race      the same under the race detector (Close vs calls in flight, shared Desc)
-#   go_demo            examples/go: the demo shows out[1][0] = 15 and prints what the C demo prints
+#   go_demo            examples/go: the demo shows out[1][0] = 15 and prints exactly what the C
+#                      demo prints (required when the attn_demo target exists)
 
 if(DEFINED ATTN_WITH_GO AND NOT ATTN_WITH_GO)
   return()
@@ -55,6 +59,21 @@ if(NOT IS_ABSOLUTE "${_attn_gocache}")
 endif()
 file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/xlang ${CMAKE_BINARY_DIR}/go)
 
+# cmd/go keys its cache of the SWIG step on capi.swig alone, not on the files it %includes
+# (bindings/attn.i, capi/attn.h): after an edit there, go would reuse stale wrappers. A hash of
+# all three in CGO_CFLAGS (part of go's cache key) makes go rerun SWIG; an edit re-runs this
+# configure step (CMAKE_CONFIGURE_DEPENDS), so `ninja` refreshes the hash before it builds.
+set(_attn_go_swig_inputs ${PROJECT_SOURCE_DIR}/bindings/go/internal/capi/capi.swig
+    ${PROJECT_SOURCE_DIR}/bindings/attn.i ${PROJECT_SOURCE_DIR}/capi/attn.h)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_attn_go_swig_inputs})
+set(_attn_go_swig_hash "")
+foreach(_f IN LISTS _attn_go_swig_inputs)
+  file(SHA256 ${_f} _h)
+  string(APPEND _attn_go_swig_hash ${_h})
+endforeach()
+string(SHA256 _attn_go_swig_hash "${_attn_go_swig_hash}")
+string(SUBSTRING ${_attn_go_swig_hash} 0 16 _attn_go_swig_hash)
+
 set(_attn_go_libdir "$<TARGET_FILE_DIR:attn>")
 set(_attn_go_env
   "GOCACHE=${_attn_gocache}"
@@ -64,16 +83,19 @@ set(_attn_go_env
   "GOTOOLCHAIN=local"
   "GOFLAGS=-buildvcs=false"
   "CGO_ENABLED=1"
-  "CGO_CFLAGS=-O2 -g -I${PROJECT_SOURCE_DIR}/capi"
+  "CGO_CFLAGS=-O2 -g -I${PROJECT_SOURCE_DIR}/capi -DATTN_GO_SWIG_INPUTS=${_attn_go_swig_hash}"
   "CGO_LDFLAGS=-L${_attn_go_libdir} -Wl,-rpath,${_attn_go_libdir}"
   "LD_LIBRARY_PATH=${_attn_go_libdir}"
   "ATTN_VECTORS_DIR=${PROJECT_SOURCE_DIR}/tests/vectors")
 if(CMAKE_C_COMPILER)
   list(APPEND _attn_go_env "CC=${CMAKE_C_COMPILER}")
 endif()
-# Only go_tests writes $ATTN_XLANG_DIR/go.bin (xlang_identical depends on it alone); the checker
-# variants run the same tests without writing.
-set(_attn_go_env_xlang ${_attn_go_env} "ATTN_XLANG_DIR=${CMAKE_BINARY_DIR}/xlang")
+# Only go_tests writes $ATTN_XLANG_DIR/go.bin and go.variants.bin (xlang_identical depends on it
+# alone); the checker variants run the same tests without writing.
+if(NOT ATTN_XLANG_DIR)
+  set(ATTN_XLANG_DIR ${CMAKE_BINARY_DIR}/xlang)
+endif()
+set(_attn_go_env_xlang ${_attn_go_env} "ATTN_XLANG_DIR=${ATTN_XLANG_DIR}")
 set(_attn_go_env_noxlang ${_attn_go_env} "ATTN_XLANG_DIR=")
 
 set(_attn_go_pkg ${PROJECT_SOURCE_DIR}/bindings/go)
@@ -123,7 +145,12 @@ if(_attn_go_minor GREATER_EQUAL 21)
 else()
   set(_attn_cgocheck2 "GODEBUG=cgocheck=2")
 endif()
-set(_attn_c_demo "ATTN_C_DEMO=$<$<TARGET_EXISTS:attn_demo>:$<TARGET_FILE:attn_demo>>")
+# With the C demo built, go_demo must compare against it (by hand, without ATTN_C_DEMO, it skips).
+if(TARGET attn_demo)
+  set(_attn_c_demo "ATTN_C_DEMO=$<TARGET_FILE:attn_demo>;ATTN_C_DEMO_REQUIRED=1")
+else()
+  set(_attn_c_demo "ATTN_C_DEMO=")
+endif()
 set_tests_properties(go_tests PROPERTIES ENVIRONMENT "${_attn_go_env_xlang}" TIMEOUT 900)
 set_tests_properties(go_tests_cgocheck PROPERTIES ENVIRONMENT "${_attn_go_env_noxlang};GODEBUG=cgocheck=1" TIMEOUT 900)
 set_tests_properties(go_tests_cgocheck2 PROPERTIES ENVIRONMENT "${_attn_go_env_noxlang};${_attn_cgocheck2}" TIMEOUT 900)

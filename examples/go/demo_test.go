@@ -20,6 +20,9 @@ func TestDemo(t *testing.T) {
 	}
 	cDemo := os.Getenv("ATTN_C_DEMO")
 	if cDemo == "" {
+		if os.Getenv("ATTN_C_DEMO_REQUIRED") != "" {
+			t.Fatal("ATTN_C_DEMO_REQUIRED is set but ATTN_C_DEMO is empty")
+		}
 		t.Skip("ATTN_C_DEMO not set: output not compared with the C demo")
 	}
 	want, err := exec.Command(cDemo).Output()

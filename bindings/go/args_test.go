@@ -1,0 +1,860 @@
+package attn
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"libattn/attn/internal/capi"
+)
+
+// Tests of the 0.2 call: every parameter and operand against the float64 reference of
+// ref_test.go, the getters, the argument checks, finalizers and zero allocations.
+
+func boolsFrom(n int, f func(i int) bool) []bool {
+	s := make([]bool, n)
+	for i := range s {
+		s[i] = f(i)
+	}
+	return s
+}
+
+// runBoth runs OpForward (out, lse, key_mass) and OpWeights through an Args and returns the
+// outputs; in.* nil slices are left unbound.
+func runBoth(t *testing.T, d *Desc, in refInputs) (out, lse, w, mass []float32) {
+	t.Helper()
+	a, err := d.NewArgs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(a.SetF32(OperandQ, in.q))
+	must(a.SetF32(OperandK, in.k))
+	must(a.SetF32(OperandV, in.v))
+	must(a.SetBool(OperandKeyValid, in.keyValid))
+	must(a.SetBool(OperandAllowed, in.allowed))
+	must(a.SetBool(OperandQueryValid, in.queryValid))
+	must(a.SetF32(OperandBias, in.bias))
+	must(a.SetF32(OperandAlibiSlopes, in.slopes))
+	must(a.SetF32(OperandSinks, in.sinks))
+	must(a.SetI32(OperandSeqLensK, in.seqLensK))
+	out = make([]float32, d.RequiredLen(OperandOut))
+	lse = make([]float32, d.RequiredLen(OperandLSE))
+	w = make([]float32, d.RequiredLen(OperandWeights))
+	mass = make([]float32, d.RequiredLen(OperandKeyMass))
+	must(a.SetOutF32(OperandOut, out))
+	must(a.SetOutF32(OperandLSE, lse))
+	must(a.SetOutF32(OperandKeyMass, mass))
+	must(a.Run(OpForward))
+	must(a.SetOutF32(OperandWeights, w))
+	must(a.Run(OpWeights))
+	return out, lse, w, mass
+}
+
+func compareRef(t *testing.T, label, what string, got []float32, want []float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %s has %d elements, reference %d", label, what, len(got), len(want))
+	}
+	bad := 0
+	for i := range want {
+		ok := close1e5(got[i], want[i])
+		if want[i] == 0 && got[i] != 0 {
+			ok = false // an expected 0 (hidden key, padded row) is exactly 0
+		}
+		if !ok {
+			if bad++; bad <= 5 {
+				t.Errorf("%s: %s[%d] = %v, reference %v", label, what, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+func TestParamsAgainstReference(t *testing.T) {
+	type tc struct {
+		name string
+		p    refProblem
+		opts []Option
+		in   func(p refProblem, in *refInputs)
+	}
+	cases := []tc{
+		{"window symmetric", refProblem{b: 1, hq: 2, hkv: 1, sq: 9, sk: 9, d: 8, wl: 2, wr: 1},
+			[]Option{WithWindow(2, 1)}, nil},
+		{"window left + top-left", refProblem{b: 2, hq: 2, hkv: 2, sq: 7, sk: 7, d: 4, causal: CausalTopLeft, wl: 3, wr: -1},
+			[]Option{WithCausal(CausalTopLeft), WithWindow(3, -1)}, nil},
+		{"window + bottom-right + seq_lens_k", refProblem{b: 3, hq: 2, hkv: 1, sq: 3, sk: 10, d: 8, causal: CausalBottomRight, wl: 4, wr: 0},
+			[]Option{WithCausal(CausalBottomRight), WithWindow(4, 0)},
+			func(p refProblem, in *refInputs) { in.seqLensK = []int32{10, 6, 3} }},
+		{"softcap", refProblem{b: 1, hq: 2, hkv: 2, sq: 5, sk: 6, d: 8, softcap: 2, scale: 1.5, wl: -1, wr: -1},
+			[]Option{WithSoftcap(2), WithScale(1.5)}, nil},
+		{"softcap + bias after", refProblem{b: 2, hq: 2, hkv: 1, sq: 4, sk: 5, d: 8, softcap: 1.5, wl: -1, wr: -1},
+			[]Option{WithSoftcap(1.5)},
+			func(p refProblem, in *refInputs) { in.bias = pattern(p.b*p.hq*p.sq*p.sk, 7) }},
+		{"softcap + bias first", refProblem{b: 2, hq: 2, hkv: 1, sq: 4, sk: 5, d: 8, softcap: 1.5, biasFirst: true, wl: -1, wr: -1},
+			[]Option{WithSoftcap(1.5), WithBiasFirst()},
+			func(p refProblem, in *refInputs) { in.bias = pattern(p.b*p.hq*p.sq*p.sk, 7) }},
+		{"bias with -inf", refProblem{b: 1, hq: 1, hkv: 1, sq: 4, sk: 6, d: 4, wl: -1, wr: -1}, nil,
+			func(p refProblem, in *refInputs) {
+				in.bias = pattern(p.sq*p.sk, 3)
+				for j := 0; j < p.sk; j++ {
+					in.bias[2*p.sk+j] = float32(math.Inf(-1)) // row 2 fully hidden by the bias
+				}
+				in.bias[5] = float32(math.Inf(-1))
+			}},
+		{"alibi operand + causal", refProblem{b: 2, hq: 3, hkv: 3, sq: 5, sk: 5, d: 8, causal: CausalTopLeft, alibi: AlibiOperand, wl: -1, wr: -1},
+			[]Option{WithCausal(CausalTopLeft), WithAlibi(AlibiOperand)},
+			func(p refProblem, in *refInputs) { in.slopes = []float32{0.5, 0.25, 0.125} }},
+		{"alibi standard 6 heads", refProblem{b: 1, hq: 6, hkv: 2, sq: 4, sk: 7, d: 8, causal: CausalBottomRight, alibi: AlibiStandard, wl: -1, wr: -1},
+			[]Option{WithCausal(CausalBottomRight), WithAlibi(AlibiStandard)}, nil},
+		{"sinks", refProblem{b: 2, hq: 2, hkv: 1, sq: 4, sk: 5, d: 8, wl: -1, wr: -1}, nil,
+			func(p refProblem, in *refInputs) {
+				in.sinks = []float32{0.75, -1.5}
+				in.allowed = boolsFrom(p.sq*p.sk, func(i int) bool { return i/p.sk != 1 }) // row 1 hidden
+			}},
+		{"softmax plus one", refProblem{b: 2, hq: 2, hkv: 2, sq: 5, sk: 5, d: 4, causal: CausalTopLeft, plusOne: true, wl: -1, wr: -1},
+			[]Option{WithCausal(CausalTopLeft), WithSoftmaxPlusOne()},
+			func(p refProblem, in *refInputs) {
+				in.keyValid = boolsFrom(p.b*p.sk, func(i int) bool { return i != 7 })
+			}},
+		{"query padding", refProblem{b: 2, hq: 2, hkv: 1, sq: 6, sk: 6, d: 8, causal: CausalTopLeft, wl: -1, wr: -1},
+			[]Option{WithCausal(CausalTopLeft)},
+			func(p refProblem, in *refInputs) {
+				in.queryValid = boolsFrom(p.b*p.sq, func(i int) bool { return i%4 != 3 })
+			}},
+		{"head_dim_v", refProblem{b: 2, hq: 2, hkv: 1, sq: 5, sk: 7, d: 12, dv: 5, wl: -1, wr: -1},
+			[]Option{WithHeadDimV(5)}, nil},
+		{"seq_lens_k with NaN padding", refProblem{b: 3, hq: 2, hkv: 2, sq: 4, sk: 8, d: 4, wl: -1, wr: -1}, nil,
+			func(p refProblem, in *refInputs) { in.seqLensK = []int32{8, 0, 5} }},
+	}
+	for _, c := range cases {
+		p := c.p
+		dv := p.dv
+		if dv == 0 {
+			dv = p.d
+		}
+		in := refInputs{q: pattern(p.b*p.hq*p.sq*p.d, 1), k: pattern(p.b*p.hkv*p.sk*p.d, 2),
+			v: pattern(p.b*p.hkv*p.sk*dv, 3)}
+		if c.in != nil {
+			c.in(p, &in)
+		}
+		want := p.run(in)
+		// NaN in K/V rows of padding keys (seq_lens_k) must never be read.
+		if in.seqLensK != nil {
+			for b := 0; b < p.b; b++ {
+				for h := 0; h < p.hkv; h++ {
+					for j := int(in.seqLensK[b]); j < p.sk; j++ {
+						for x := 0; x < p.d; x++ {
+							in.k[((b*p.hkv+h)*p.sk+j)*p.d+x] = float32(math.NaN())
+						}
+						for x := 0; x < dv; x++ {
+							in.v[((b*p.hkv+h)*p.sk+j)*dv+x] = float32(math.NaN())
+						}
+					}
+				}
+			}
+		}
+		d := mustDesc(t, p.b, p.hq, p.hkv, p.sq, p.sk, p.d, c.opts...)
+		out, lse, w, mass := runBoth(t, d, in)
+		compareRef(t, c.name, "out", out, want.out)
+		compareRef(t, c.name, "lse", lse, want.lse)
+		compareRef(t, c.name, "weights", w, want.w)
+		compareRef(t, c.name, "key_mass", mass, want.mass)
+		d.Close()
+	}
+}
+
+func TestWeightsModes(t *testing.T) {
+	const b, hq, hkv, sq, sk, dd = 1, 2, 1, 4, 6, 8
+	q, k := pattern(b*hq*sq*dd, 4), pattern(b*hkv*sk*dd, 5)
+	bias := pattern(b*hq*sq*sk, 6)
+	for _, c := range []struct {
+		mode WeightsMode
+		p    refProblem
+		opts []Option
+		bias []float32
+	}{
+		{WeightsScores, refProblem{causal: CausalTopLeft, wl: -1, wr: -1}, []Option{WithCausal(CausalTopLeft)}, nil},
+		{WeightsMasked, refProblem{causal: CausalTopLeft, alibi: AlibiStandard, wl: -1, wr: -1},
+			[]Option{WithCausal(CausalTopLeft), WithAlibi(AlibiStandard)}, bias},
+		{WeightsCapped, refProblem{causal: CausalBottomRight, softcap: 0.5, wl: 1, wr: -1},
+			[]Option{WithCausal(CausalBottomRight), WithSoftcap(0.5), WithWindow(1, -1)}, nil},
+		{WeightsSoftmax, refProblem{softcap: 0.5, wl: -1, wr: -1}, []Option{WithSoftcap(0.5)}, bias},
+		{WeightsSoftcapped, refProblem{causal: CausalTopLeft, softcap: 0.5, wl: -1, wr: -1},
+			[]Option{WithCausal(CausalTopLeft), WithSoftcap(0.5)}, bias},
+	} {
+		p := c.p
+		p.b, p.hq, p.hkv, p.sq, p.sk, p.d = b, hq, hkv, sq, sk, dd
+		want := p.run(refInputs{q: q, k: k, bias: c.bias})
+		d := mustDesc(t, b, hq, hkv, sq, sk, dd, append(c.opts, WithWeightsMode(c.mode))...)
+		if d.WeightsMode() != c.mode {
+			t.Errorf("WeightsMode() = %v, want %v", d.WeightsMode(), c.mode)
+		}
+		a, err := d.NewArgs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := make([]float32, d.RequiredLen(OperandWeights))
+		for _, err := range []error{a.SetF32(OperandQ, q), a.SetF32(OperandK, k), a.SetF32(OperandBias, c.bias),
+			a.SetOutF32(OperandWeights, w), a.Run(OpWeights)} {
+			if err != nil {
+				t.Fatalf("%v: %v", c.mode, err)
+			}
+		}
+		ref := map[WeightsMode][]float64{WeightsScores: want.scores, WeightsMasked: want.masked,
+			WeightsCapped: want.capped, WeightsSoftmax: want.w, WeightsSoftcapped: want.softcapped}[c.mode]
+		compareRef(t, c.mode.String(), "weights", w, ref)
+		a.Close()
+		d.Close()
+	}
+}
+
+// The getters read the library: defaults, and every value an option set.
+func TestGetters(t *testing.T) {
+	d := mustDesc(t, 1, 2, 1, 3, 5, 7)
+	if got, want := d.Scale(), float32(1)/float32(math.Sqrt(7)); got != want {
+		t.Errorf("default Scale() = %v (bits %08x), want the float 1/sqrtf(7) = %v", got, math.Float32bits(got), want)
+	}
+	if v, err := d.Param(ParamScale); err != nil || float32(v) != d.Scale() || float64(float32(v)) != v {
+		t.Errorf("Param(ParamScale) = %v, %v: not the float Scale() returns", v, err)
+	}
+	if d.Causal() != CausalNone || d.Softcap() != 0 || d.Alibi() != AlibiNone || d.SoftmaxPlusOne() ||
+		d.HeadDimV() != 7 || d.WeightsMode() != WeightsSoftmax || d.BiasFirst() {
+		t.Errorf("defaults wrong: causal %v softcap %v alibi %v +1 %v dv %d mode %v bias_first %v", d.Causal(),
+			d.Softcap(), d.Alibi(), d.SoftmaxPlusOne(), d.HeadDimV(), d.WeightsMode(), d.BiasFirst())
+	}
+	if l, r := d.Window(); l != -1 || r != -1 {
+		t.Errorf("default Window() = %d, %d", l, r)
+	}
+	d.Close()
+	if d.Scale() != 0 || d.HeadDimV() != 0 {
+		t.Errorf("getters on a closed Desc are not zero")
+	}
+	if _, err := d.Param(ParamScale); !errors.Is(err, ErrClosed) {
+		t.Errorf("Param after Close: %v", err)
+	}
+
+	d = mustDesc(t, 2, 4, 2, 3, 5, 8, WithCausal(CausalBottomRight), WithScale(0.3), WithWindow(4, 0),
+		WithSoftcap(2.5), WithAlibi(AlibiStandard), WithSoftmaxPlusOne(), WithHeadDimV(3),
+		WithWeightsMode(WeightsCapped), WithBiasFirst())
+	defer d.Close()
+	if l, r := d.Window(); l != 4 || r != 0 {
+		t.Errorf("Window() = %d, %d", l, r)
+	}
+	if d.Causal() != CausalBottomRight || d.Scale() != 0.3 || d.Softcap() != 2.5 || d.Alibi() != AlibiStandard ||
+		!d.SoftmaxPlusOne() || d.HeadDimV() != 3 || d.WeightsMode() != WeightsCapped || !d.BiasFirst() {
+		t.Errorf("getters wrong: causal %v scale %v softcap %v alibi %v +1 %v dv %d mode %v bias_first %v",
+			d.Causal(), d.Scale(), d.Softcap(), d.Alibi(), d.SoftmaxPlusOne(), d.HeadDimV(), d.WeightsMode(), d.BiasFirst())
+	}
+	if n, err := d.ParamInt(ParamScale); err != nil || n != 0 {
+		t.Errorf("ParamInt(ParamScale) = %d, %v (0.3 rounds toward zero)", n, err)
+	}
+	// head_dim_v changes the V and OUT lengths (contiguous strides follow it).
+	if d.RequiredLen(OperandV) != 2*2*5*3 || d.RequiredLen(OperandOut) != 2*4*3*3 || d.RequiredLen(OperandK) != 2*2*5*8 {
+		t.Errorf("RequiredLen with head_dim_v 3: v %d out %d k %d", d.RequiredLen(OperandV),
+			d.RequiredLen(OperandOut), d.RequiredLen(OperandK))
+	}
+	for _, c := range []struct {
+		o Operand
+		n int
+	}{{OperandBias, 2 * 4 * 3 * 5}, {OperandAlibiSlopes, 4}, {OperandSinks, 4}, {OperandQueryValid, 2 * 3},
+		{OperandSeqLensK, 2}, {OperandKeyMass, 2 * 4 * 5}} {
+		if got := d.RequiredLen(c.o); got != c.n {
+			t.Errorf("RequiredLen(%v) = %d, want %d", c.o, got, c.n)
+		}
+	}
+	// Generic setters reach the same state.
+	g := mustDesc(t, 2, 4, 2, 3, 5, 8, WithParamInt(ParamCausal, 2), WithParamFloat(ParamScale, 0.3),
+		WithParamInt(ParamWindowLeft, 4), WithParamFloat(ParamWindowRight, 0), WithParamInt(ParamSoftcap, 3),
+		WithParamFloat(ParamHeadDimV, 3))
+	defer g.Close()
+	if g.Causal() != CausalBottomRight || g.Scale() != 0.3 || g.Softcap() != 3 || g.HeadDimV() != 3 {
+		t.Errorf("generic setters: causal %v scale %v softcap %v dv %d", g.Causal(), g.Scale(), g.Softcap(), g.HeadDimV())
+	}
+}
+
+func TestParamBounds(t *testing.T) {
+	for p := Param(0); p < numParams; p++ {
+		r, err := ParamBounds(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var isFloat int32
+		var lo, hi float64
+		if st := capi.Attn_param_bounds(capi.Enum_SS_attn_param(p), &isFloat, &lo, &hi); st != 0 ||
+			r.IsFloat != (isFloat != 0) || r.Min != lo || r.Max != hi {
+			t.Errorf("ParamBounds(%v) = %+v, C says %d %v %v", p, r, isFloat, lo, hi)
+		}
+		if r.IsFloat != (p == ParamScale || p == ParamSoftcap) {
+			t.Errorf("ParamBounds(%v).IsFloat = %v", p, r.IsFloat)
+		}
+	}
+	if r, _ := ParamBounds(ParamWindowLeft); r.Min != -1 || r.Max != maxDim {
+		t.Errorf("window_left range %+v", r)
+	}
+	for _, p := range []Param{-1, 10, 1 << 32, 1<<32 + 1} {
+		_, err := ParamBounds(p)
+		wantError(t, err, StatusInvalidArgument, fmt.Sprintf("param (%d) is not an attn_param", int(p)))
+	}
+}
+
+// Every enum value is range-checked before the C call, so no 64-bit value is truncated to a
+// valid 32-bit one, and the message names the value.
+func TestEnumsRangeChecked(t *testing.T) {
+	for _, c := range []Causal{-1, 3, 1 << 40, 1<<32 + 1, 1 << 32} {
+		_, err := NewDesc(1, 1, 1, 3, 3, 8, WithCausal(c))
+		wantError(t, err, StatusInvalidArgument, fmt.Sprintf("causal (%d) is not an attn_causal value", int(c)))
+	}
+	for _, o := range []Operand{-1, 4, 5, 6, 14, 1 << 32, 1<<32 + 3} {
+		_, err := NewDesc(1, 1, 1, 3, 3, 8, WithStrides(o, 24, 24, 8))
+		wantError(t, err, StatusInvalidArgument, fmt.Sprintf("which (%d) must be ATTN_Q", int(o)))
+	}
+	for _, p := range []Param{-1, 10, 1 << 32, 1<<32 + 1} {
+		_, err := NewDesc(1, 1, 1, 3, 3, 8, WithParamInt(p, 0))
+		wantError(t, err, StatusInvalidArgument, fmt.Sprintf("param (%d) is not an attn_param", int(p)))
+		_, err = NewDesc(1, 1, 1, 3, 3, 8, WithParamFloat(p, 0))
+		wantError(t, err, StatusInvalidArgument, fmt.Sprintf("param (%d)", int(p)))
+	}
+	// attn_param_bounds ranges, with the library's names (no truncation of int64 values).
+	for _, c := range []struct {
+		opt  Option
+		want string
+	}{
+		{WithAlibi(3), "ATTN_PARAM_ALIBI (3) is outside [0, 2]"},
+		{WithAlibi(1<<32 + 1), "ATTN_PARAM_ALIBI (4294967297) is outside [0, 2]"},
+		{WithWeightsMode(WeightsSoftcapped + 1), "ATTN_PARAM_WEIGHTS_MODE (5) is outside [0, 4]"},
+		{WithWeightsMode(1 << 32), "ATTN_PARAM_WEIGHTS_MODE (4294967296)"},
+		{WithWindow(-2, 0), "ATTN_PARAM_WINDOW_LEFT (-2) is outside [-1, 2147483647]"},
+		{WithWindow(0, 1<<31), "ATTN_PARAM_WINDOW_RIGHT (2147483648) is outside [-1, 2147483647]"},
+		{WithHeadDimV(0), "ATTN_PARAM_HEAD_DIM_V (0)"},
+		{WithHeadDimV(1<<32 + 8), "ATTN_PARAM_HEAD_DIM_V (4294967304)"},
+		{WithSoftcap(-1), "ATTN_PARAM_SOFTCAP (-1) is outside [0, "},
+		{WithSoftcap(float32(math.NaN())), "ATTN_PARAM_SOFTCAP must not be NaN"},
+		{WithSoftcap(float32(math.Inf(1))), "ATTN_PARAM_SOFTCAP (+Inf) is outside"},
+		{WithParamFloat(ParamScale, 1e39), "ATTN_PARAM_SCALE (1e+39) is outside [-3.40282347e+38, 3.40282347e+38]"},
+		{WithParamFloat(ParamHeadDimV, 2.5), "ATTN_PARAM_HEAD_DIM_V (2.5) must be an integer"},
+		{WithParamInt(ParamSoftmaxPlusOne, 2), "ATTN_PARAM_SOFTMAX_PLUS_ONE (2)"},
+		{WithParamInt(ParamBiasFirst, -1), "ATTN_PARAM_BIAS_FIRST (-1)"},
+		{WithParamInt(ParamCausal, math.MaxInt64), "ATTN_PARAM_CAUSAL (9223372036854775807)"},
+		{WithParamInt(ParamWindowLeft, math.MinInt64), "ATTN_PARAM_WINDOW_LEFT (-9223372036854775808)"},
+	} {
+		_, err := NewDesc(1, 1, 1, 3, 3, 8, c.opt)
+		wantError(t, err, StatusInvalidArgument, c.want)
+	}
+	// The library itself refuses the rest with its own message (the Go checks agree with it).
+	_, err := NewDesc(1, 1, 1, 3, 3, 8, WithStrides(OperandOut, 0, 0, 2))
+	wantError(t, err, StatusInvalidArgument, "attn_desc_set_strides: out strides")
+
+	d := mustDesc(t, 1, 1, 1, 2, 2, 2)
+	defer d.Close()
+	a, err := d.NewArgs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	x := []float32{1, 2, 3, 4}
+	for _, op := range []Op{-1, 3, 1 << 32, 1<<32 + 1} {
+		wantError(t, a.Run(op), StatusInvalidArgument, fmt.Sprintf("op (%d) is not an attn_op", int(op)))
+	}
+	for _, o := range []Operand{-1, 14, 1 << 32, 1<<32 + 1} {
+		wantError(t, a.SetF32(o, x), StatusInvalidArgument, fmt.Sprintf("which (%d) is not an attn_operand", int(o)))
+		wantError(t, a.SetOutF32(o, x), StatusInvalidArgument, fmt.Sprintf("which (%d)", int(o)))
+		wantError(t, a.SetBool(o, []bool{true}), StatusInvalidArgument, fmt.Sprintf("which (%d)", int(o)))
+		wantError(t, a.SetU8(o, []byte{1}), StatusInvalidArgument, fmt.Sprintf("which (%d)", int(o)))
+		wantError(t, a.SetI32(o, []int32{1}), StatusInvalidArgument, fmt.Sprintf("which (%d)", int(o)))
+		if d.RequiredLen(o) != 0 {
+			t.Errorf("RequiredLen(%d) = %d", int(o), d.RequiredLen(o))
+		}
+	}
+	// A 64-bit Status never reads as a valid 32-bit one.
+	if Status(1<<32).String() != "unknown status" || Status(1<<32+2).String() != "unknown status" {
+		t.Errorf("Status(1<<32).String() = %q", Status(1<<32).String())
+	}
+	// op BACKWARD is a valid value: the library's StatusUnsupported.
+	for _, err := range []error{a.SetF32(OperandQ, x), a.SetF32(OperandK, x), a.SetF32(OperandV, x),
+		a.SetOutF32(OperandOut, make([]float32, 4))} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantError(t, a.Run(OpBackward), StatusUnsupported, "ATTN_OP_BACKWARD")
+	if err := a.Run(OpForward); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestArgsErrors(t *testing.T) {
+	const b, hq, hkv, sq, sk, dd = 2, 2, 1, 3, 4, 4
+	d := mustDesc(t, b, hq, hkv, sq, sk, dd, WithAlibi(AlibiOperand))
+	defer d.Close()
+	a, err := d.NewArgs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	q, k, v := pattern(d.RequiredLen(OperandQ), 1), pattern(d.RequiredLen(OperandK), 2), pattern(d.RequiredLen(OperandV), 3)
+	out := make([]float32, d.RequiredLen(OperandOut))
+	slopes := []float32{0.5, 0.25}
+
+	// Wrong setter for the operand's kind.
+	wantError(t, a.SetF32(OperandOut, out), StatusInvalidArgument, "out is bound with SetOutF32, not SetF32")
+	wantError(t, a.SetOutF32(OperandQ, q), StatusInvalidArgument, "q is bound with SetF32, not SetOutF32")
+	wantError(t, a.SetF32(OperandKeyValid, q), StatusInvalidArgument, "key_valid is bound with SetBool or SetU8")
+	wantError(t, a.SetBool(OperandSeqLensK, []bool{true, true}), StatusInvalidArgument, "seq_lens_k is bound with SetI32")
+	wantError(t, a.SetI32(OperandSinks, []int32{1, 2}), StatusInvalidArgument, "sinks is bound with SetF32")
+
+	// Short and empty (non-nil) slices: length errors naming the operand, before C.
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{a.SetF32(OperandQ, q[:47]), "q has 47 elements, needs at least 48"},
+		{a.SetF32(OperandQ, []float32{}), "q has 0 elements, needs at least 48"},
+		{a.SetF32(OperandBias, []float32{}), "bias has 0 elements, needs at least 48"},
+		{a.SetF32(OperandBias, make([]float32, 47)), "bias has 47 elements, needs at least 48"},
+		{a.SetF32(OperandAlibiSlopes, slopes[:1]), "alibi_slopes has 1 elements, needs at least 2"},
+		{a.SetF32(OperandSinks, []float32{}), "sinks has 0 elements, needs at least 2"},
+		{a.SetBool(OperandKeyValid, []bool{}), "key_valid has 0 elements, needs at least 8"},
+		{a.SetU8(OperandAllowed, make([]byte, 11)), "allowed has 11 elements, needs at least 12"},
+		{a.SetBool(OperandQueryValid, make([]bool, 5)), "query_valid has 5 elements, needs at least 6"},
+		{a.SetI32(OperandSeqLensK, []int32{}), "seq_lens_k has 0 elements, needs at least 2"},
+		{a.SetOutF32(OperandOut, out[:1]), "out has 1 elements, needs at least 48"},
+		{a.SetOutF32(OperandLSE, []float32{}), "lse has 0 elements, needs at least 12"},
+		{a.SetOutF32(OperandKeyMass, make([]float32, 15)), "key_mass has 15 elements, needs at least 16"},
+		{a.SetOutF32(OperandWeights, make([]float32, 47)), "weights has 47 elements, needs at least 48"},
+	} {
+		wantError(t, c.err, StatusInvalidArgument, c.want)
+	}
+	// Nothing bound: the library names the first missing required operand.
+	wantError(t, a.Run(OpForward), StatusNullPointer, "attn_run: q is NULL")
+	for _, err := range []error{a.SetF32(OperandQ, q), a.SetF32(OperandK, k)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantError(t, a.Run(OpForward), StatusNullPointer, "v is NULL")
+	wantError(t, a.Run(OpWeights), StatusNullPointer, "weights is NULL")
+	if err := a.SetF32(OperandV, v); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, a.Run(OpForward), StatusNullPointer, "out is NULL")
+	if err := a.SetOutF32(OperandOut, out); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, a.Run(OpForward), StatusNullPointer, "alibi_slopes is NULL")
+	if err := a.SetF32(OperandAlibiSlopes, append(slopes, 9)); err != nil { // longer: fine
+		t.Fatal(err)
+	}
+	if err := a.Run(OpForward); err != nil {
+		t.Fatal(err)
+	}
+	// Values the library refuses.
+	if err := a.SetI32(OperandSeqLensK, []int32{4, 5}); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, a.Run(OpForward), StatusInvalidArgument, "seq_lens_k[1] (5) is outside [0, seq_k = 4]")
+	if err := a.SetI32(OperandSeqLensK, []int32{-1, 0}); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, a.Run(OpForward), StatusInvalidArgument, "seq_lens_k[0] (-1)")
+	if err := a.SetI32(OperandSeqLensK, nil); err != nil { // nil unbinds
+		t.Fatal(err)
+	}
+	// Aliasing outputs: the library's error and message.
+	if err := a.SetOutF32(OperandOut, q); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, a.Run(OpForward), StatusInvalidArgument, "out overlaps q")
+	lse := make([]float32, 64)
+	if err := a.SetOutF32(OperandOut, lse); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetOutF32(OperandLSE, lse[40:]); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, a.Run(OpForward), StatusInvalidArgument, "overlaps")
+	if err := a.SetOutF32(OperandLSE, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetF32(OperandK, q); err != nil { // inputs may share memory
+		t.Fatal(err)
+	}
+	if err := a.Run(OpForward); err != nil {
+		t.Fatalf("inputs sharing memory: %v", err)
+	}
+	// Sinks with the "+1" softmax.
+	p1 := mustDesc(t, 1, 1, 1, 2, 2, 2, WithSoftmaxPlusOne())
+	defer p1.Close()
+	a1, err := p1.NewArgs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := []float32{1, 2, 3, 4}
+	for _, err := range []error{a1.SetF32(OperandQ, x), a1.SetF32(OperandK, x), a1.SetF32(OperandV, x),
+		a1.SetOutF32(OperandOut, make([]float32, 4)), a1.SetF32(OperandSinks, []float32{0})} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantError(t, a1.Run(OpForward), StatusInvalidArgument, "sinks cannot be combined with ATTN_PARAM_SOFTMAX_PLUS_ONE")
+	// Clear forgets everything.
+	if err := a1.Clear(); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, a1.Run(OpForward), StatusNullPointer, "q is NULL")
+	a1.Close()
+
+	// Use after Close, of the Args and of its Desc.
+	for _, err := range []error{a1.Run(OpForward), a1.SetF32(OperandQ, x), a1.SetOutF32(OperandOut, x),
+		a1.SetBool(OperandKeyValid, nil), a1.SetU8(OperandKeyValid, nil), a1.SetI32(OperandSeqLensK, nil),
+		a1.Clear(), a1.Close()} {
+		if e := wantError(t, err, StatusInvalidArgument, "args is closed"); e != ErrArgsClosed {
+			t.Errorf("%v is not ErrArgsClosed", err)
+		}
+	}
+	var nilArgs *Args
+	var zero Args
+	for _, aa := range []*Args{nilArgs, &zero} {
+		if err := aa.Run(OpForward); !errors.Is(err, ErrArgsClosed) {
+			t.Errorf("Run on %p: %v", aa, err)
+		}
+		if err := aa.SetF32(OperandQ, x); !errors.Is(err, ErrArgsClosed) {
+			t.Errorf("SetF32 on %p: %v", aa, err)
+		}
+		if err := aa.Close(); !errors.Is(err, ErrArgsClosed) {
+			t.Errorf("Close on %p: %v", aa, err)
+		}
+	}
+	d2 := mustDesc(t, 1, 1, 1, 2, 2, 2)
+	a2, err := d2.NewArgs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a2.Close()
+	if a2.Desc() != d2 {
+		t.Errorf("Args.Desc() is not the Desc")
+	}
+	d2.Close()
+	if err := a2.Run(OpForward); err != ErrClosed {
+		t.Errorf("Run after the Desc's Close: %v, want ErrClosed", err)
+	}
+	if err := a2.SetF32(OperandQ, x); err != ErrClosed {
+		t.Errorf("SetF32 after the Desc's Close: %v, want ErrClosed", err)
+	}
+	if _, err := d2.NewArgs(); err != ErrClosed {
+		t.Errorf("NewArgs after Close: %v", err)
+	}
+	var nilDesc *Desc
+	if _, err := nilDesc.NewArgs(); err != ErrClosed {
+		t.Errorf("NewArgs on nil: %v", err)
+	}
+}
+
+// []bool and []byte masks mean the same; any nonzero byte is true; longer slices use their prefix.
+func TestArgsMasksAndPrefix(t *testing.T) {
+	const b, hq, sq, sk, dd = 2, 2, 3, 5, 4
+	d := mustDesc(t, b, hq, hq, sq, sk, dd, WithCausal(CausalBottomRight))
+	defer d.Close()
+	q, k, v := pattern(d.RequiredLen(OperandQ), 1), pattern(d.RequiredLen(OperandK), 2), pattern(d.RequiredLen(OperandV), 3)
+	kvBool := boolsFrom(b*sk, func(i int) bool { return i%3 != 1 })
+	kvByte := make([]byte, b*sk+3) // longer than required: the tail is never read
+	for i, x := range kvBool {
+		if x {
+			kvByte[i] = byte(1 + i*37%255) // any nonzero byte is true
+		}
+	}
+	want := refProblem{b: b, hq: hq, hkv: hq, sq: sq, sk: sk, d: dd, causal: CausalBottomRight, wl: -1, wr: -1}.run(
+		refInputs{q: q, k: k, v: v, keyValid: kvBool})
+	var results [][]float32
+	for _, setMask := range []func(a *Args) error{
+		func(a *Args) error { return a.SetBool(OperandKeyValid, kvBool) },
+		func(a *Args) error { return a.SetU8(OperandKeyValid, kvByte) },
+	} {
+		a, err := d.NewArgs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float32, d.RequiredLen(OperandOut)+7)
+		for i := range out {
+			out[i] = -7
+		}
+		for _, err := range []error{setMask(a), a.SetF32(OperandQ, append(q, 1, 2, 3)), a.SetF32(OperandK, k),
+			a.SetF32(OperandV, v), a.SetOutF32(OperandOut, out), a.Run(OpForward)} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := d.RequiredLen(OperandOut); i < len(out); i++ {
+			if out[i] != -7 {
+				t.Fatalf("out[%d] = %v written past the required prefix", i, out[i])
+			}
+		}
+		compareRef(t, "mask", "out", out[:d.RequiredLen(OperandOut)], want.out)
+		results = append(results, out)
+		a.Close()
+	}
+	for i := range results[0] {
+		if math.Float32bits(results[0][i]) != math.Float32bits(results[1][i]) {
+			t.Fatalf("[]bool and []byte masks differ at %d", i)
+		}
+	}
+	// Args.Run and the 0.1 Desc.Forward agree bit for bit.
+	out := make([]float32, d.RequiredLen(OperandOut))
+	if err := d.Forward(q, k, v, kvBool, nil, out, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range out {
+		if math.Float32bits(out[i]) != math.Float32bits(results[0][i]) {
+			t.Fatalf("Forward and Args.Run differ at %d", i)
+		}
+	}
+}
+
+// Zero copy and zero allocations per Run (and per setter), in place at a sub-slice's offset.
+func TestArgsZeroAlloc(t *testing.T) {
+	const b, hq, hkv, sq, sk, dd = 1, 2, 1, 4, 6, 8
+	d := mustDesc(t, b, hq, hkv, sq, sk, dd, WithCausal(CausalTopLeft), WithSoftcap(3), WithAlibi(AlibiOperand))
+	defer d.Close()
+	a, err := d.NewArgs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	q, k, v := pattern(d.RequiredLen(OperandQ), 1), pattern(d.RequiredLen(OperandK), 2), pattern(d.RequiredLen(OperandV), 3)
+	bias, sinks, slopes := pattern(d.RequiredLen(OperandBias), 4), []float32{0.1, -0.2}, []float32{0.5, 0.25}
+	kv, qv, lens := boolsFrom(b*sk, func(i int) bool { return i != 2 }), []bool{true, true, false, true}, []int32{5}
+	backing := make([]float32, 3+d.RequiredLen(OperandOut)+2)
+	out := backing[3 : 3+d.RequiredLen(OperandOut)]
+	lse, mass, w := make([]float32, d.RequiredLen(OperandLSE)), make([]float32, d.RequiredLen(OperandKeyMass)),
+		make([]float32, d.RequiredLen(OperandWeights))
+	bindAll := func() {
+		for _, err := range []error{a.SetF32(OperandQ, q), a.SetF32(OperandK, k), a.SetF32(OperandV, v),
+			a.SetF32(OperandBias, bias), a.SetF32(OperandSinks, sinks), a.SetF32(OperandAlibiSlopes, slopes),
+			a.SetBool(OperandKeyValid, kv), a.SetBool(OperandQueryValid, qv), a.SetI32(OperandSeqLensK, lens),
+			a.SetOutF32(OperandOut, out), a.SetOutF32(OperandLSE, lse), a.SetOutF32(OperandKeyMass, mass),
+			a.SetOutF32(OperandWeights, w)} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	bindAll()
+	if err := a.Run(OpForward); err != nil {
+		t.Fatal(err)
+	}
+	want := refProblem{b: b, hq: hq, hkv: hkv, sq: sq, sk: sk, d: dd, causal: CausalTopLeft, softcap: 3,
+		alibi: AlibiOperand, wl: -1, wr: -1}.run(refInputs{q: q, k: k, v: v, bias: bias, sinks: sinks,
+		slopes: slopes, keyValid: kv, queryValid: qv, seqLensK: lens})
+	compareRef(t, "all operands", "out", out, want.out)
+	compareRef(t, "all operands", "lse", lse, want.lse)
+	compareRef(t, "all operands", "key_mass", mass, want.mass)
+	if backing[0] != 0 || backing[2] != 0 || backing[len(backing)-1] != 0 {
+		t.Errorf("written outside the out sub-slice")
+	}
+	if allocs := testing.AllocsPerRun(200, func() {
+		if err := a.Run(OpForward); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs != 0 {
+		t.Errorf("Args.Run allocates %v times per call, want 0", allocs)
+	}
+	// After 200 more runs into the same buffers the outputs are the same (overwritten, never
+	// accumulated: key_mass is a sum).
+	compareRef(t, "after 200 runs", "out", out, want.out)
+	compareRef(t, "after 200 runs", "lse", lse, want.lse)
+	compareRef(t, "after 200 runs", "key_mass", mass, want.mass)
+	if allocs := testing.AllocsPerRun(200, bindAll); allocs != 0 {
+		t.Errorf("binding every operand allocates %v times, want 0", allocs)
+	}
+	if err := a.Run(OpWeights); err != nil {
+		t.Fatal(err)
+	}
+	compareRef(t, "all operands", "weights", w, want.w)
+}
+
+// A Desc or Args that is never closed is freed by its finalizer (and a closed one is not freed
+// again): the finalizers report the very objects this test dropped.
+func TestFinalizerSafetyNet(t *testing.T) {
+	const n = 8
+	var mu sync.Mutex
+	freed := map[uintptr]int{}
+	testHookFinalized.Store(func(h uintptr) {
+		mu.Lock()
+		freed[h]++
+		mu.Unlock()
+	})
+	defer testHookFinalized.Store(func(uintptr) {})
+	d0, a0 := descsFinalized.Load(), argsFinalized.Load()
+	closedD, closedA := descsClosed.Load(), argsClosed.Load()
+	var leaked []uintptr
+	func() {
+		for i := 0; i < n; i++ {
+			d := mustDesc(t, 1, 1, 1, 4, 4, 4)
+			a, err := d.NewArgs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := pattern(16, i)
+			for _, err := range []error{a.SetF32(OperandQ, x), a.SetF32(OperandK, x), a.SetF32(OperandV, x),
+				a.SetOutF32(OperandOut, make([]float32, 16)), a.Run(OpForward)} {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			leaked = append(leaked, d.h.Swigcptr(), a.h.Swigcptr())
+			// And one pair closed explicitly: Close frees it (once: a later finalizer sees h nil).
+			cd := mustDesc(t, 1, 1, 1, 4, 4, 4)
+			ca, err := cd.NewArgs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ca.Close()
+			cd.Close()
+		}
+	}()
+	missing := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		m := 0
+		for _, h := range leaked {
+			if freed[h] == 0 {
+				m++
+			}
+		}
+		return m
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for missing() > 0 && time.Now().Before(deadline) {
+		runtime.GC()
+		time.Sleep(5 * time.Millisecond)
+	}
+	if m := missing(); m > 0 {
+		t.Errorf("%d of the %d unclosed descriptors and args were not freed by their finalizers", m, len(leaked))
+	}
+	mu.Lock()
+	for _, h := range leaked {
+		if freed[h] > 1 {
+			t.Errorf("object %#x freed %d times", h, freed[h])
+		}
+	}
+	mu.Unlock()
+	if got := descsFinalized.Load() - d0; got < n {
+		t.Errorf("finalizers freed %d descriptors, want at least %d", got, n)
+	}
+	if got := argsFinalized.Load() - a0; got < n {
+		t.Errorf("finalizers freed %d args, want at least %d", got, n)
+	}
+	if got := descsClosed.Load() - closedD; got != n {
+		t.Errorf("Close freed %d descriptors, want %d", got, n)
+	}
+	if got := argsClosed.Load() - closedA; got != n {
+		t.Errorf("Close freed %d args, want %d", got, n)
+	}
+}
+
+// Many goroutines, one shared Desc, one Args each; and one Args shared (calls serialized).
+func TestArgsConcurrent(t *testing.T) {
+	testHookBeforeLastError = runtime.Gosched
+	defer func() { testHookBeforeLastError = nil }()
+	const b, hq, hkv, sq, sk, dd = 2, 4, 2, 5, 9, 8
+	d := mustDesc(t, b, hq, hkv, sq, sk, dd, WithCausal(CausalBottomRight), WithWindow(3, -1), WithSoftcap(4))
+	defer d.Close()
+	type job struct{ q, k, v, sinks, out []float32 }
+	const goroutines = 32
+	jobs := make([]job, goroutines)
+	for g := range jobs {
+		j := job{q: pattern(d.RequiredLen(OperandQ), g), k: pattern(d.RequiredLen(OperandK), g+1),
+			v: pattern(d.RequiredLen(OperandV), g+2), sinks: pattern(hq, g+3), out: make([]float32, d.RequiredLen(OperandOut))}
+		a, err := d.NewArgs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, err := range []error{a.SetF32(OperandQ, j.q), a.SetF32(OperandK, j.k), a.SetF32(OperandV, j.v),
+			a.SetF32(OperandSinks, j.sinks), a.SetOutF32(OperandOut, j.out), a.Run(OpForward)} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		a.Close()
+		jobs[g] = j
+	}
+	shared, err := d.NewArgs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shared.Close()
+	var wg sync.WaitGroup
+	errs := make(chan string, goroutines)
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			j := jobs[g]
+			a, err := d.NewArgs()
+			if err != nil {
+				errs <- err.Error()
+				return
+			}
+			defer a.Close()
+			out := make([]float32, len(j.out))
+			for _, err := range []error{a.SetF32(OperandQ, j.q), a.SetF32(OperandK, j.k), a.SetF32(OperandV, j.v),
+				a.SetF32(OperandSinks, j.sinks), a.SetOutF32(OperandOut, out)} {
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+			}
+			for it := 0; it < 30; it++ {
+				if err := a.Run(OpForward); err != nil {
+					errs <- err.Error()
+					return
+				}
+				for i := range out {
+					if math.Float32bits(out[i]) != math.Float32bits(j.out[i]) {
+						errs <- fmt.Sprintf("g%d: out[%d] = %v, serial %v", g, i, out[i], j.out[i])
+						return
+					}
+				}
+				// A library failure on this goroutine carries this call's message.
+				want := fmt.Sprintf("seq_lens_k[1] (%d)", 10+g)
+				if err := a.SetI32(OperandSeqLensK, []int32{1, int32(10 + g)}); err != nil {
+					errs <- err.Error()
+					return
+				}
+				if err := a.Run(OpForward); err == nil || !strings.Contains(err.Error(), want) {
+					errs <- fmt.Sprintf("g%d: %v, want %q", g, err, want)
+					return
+				}
+				if err := a.SetI32(OperandSeqLensK, nil); err != nil {
+					errs <- err.Error()
+					return
+				}
+				// The shared Args: any goroutine's binding, serialized; the run may fail only
+				// with the "not bound" status.
+				_ = shared.SetF32(OperandQ, j.q)
+				if err := shared.Run(OpForward); err == nil || !errors.Is(err, &Error{Status: StatusNullPointer}) {
+					errs <- fmt.Sprintf("g%d: shared Args: %v", g, err)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	n := 0
+	for msg := range errs {
+		if n++; n <= 10 {
+			t.Error(msg)
+		}
+	}
+}

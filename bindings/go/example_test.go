@@ -1,0 +1,87 @@
+package attn_test
+
+import (
+	"fmt"
+
+	"libattn/attn"
+)
+
+// The original 3-token example: Q = 0, so each query averages the values it may see.
+func ExampleSimple() {
+	q := []float32{0, 0, 0}
+	k := []float32{1, 2, 3}
+	v := []float32{10, 20, 30}
+	out, err := attn.Simple(q, k, v, 3, 1, true, nil) // n = 3, d = 1, causal
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(out)
+	// Output: [10 15 20]
+}
+
+// A descriptor with the 0.2 parameters; the getters read the values back from the library.
+func ExampleNewDesc() {
+	desc, err := attn.NewDesc(1, 8, 2, 16, 64, 64, // batch, heads_q, heads_kv (GQA), seq_q, seq_k, head_dim
+		attn.WithCausal(attn.CausalBottomRight),
+		attn.WithWindow(32, 0), // 32 keys to the left of the diagonal, none to the right
+		attn.WithSoftcap(50),   // Gemma 2
+		attn.WithAlibi(attn.AlibiStandard))
+	if err != nil {
+		panic(err)
+	}
+	defer desc.Close()
+	left, right := desc.Window()
+	fmt.Println(desc.Causal(), desc.Scale(), left, right, desc.Softcap(), desc.Alibi())
+	fmt.Println("out needs", desc.RequiredLen(attn.OperandOut), "floats")
+
+	// Out-of-range values are refused before the C call, naming the value.
+	_, err = attn.NewDesc(1, 1, 1, 4, 4, 8, attn.WithCausal(attn.Causal(1<<40)))
+	fmt.Println(err)
+	// Output:
+	// bottom-right 0.125 32 0 50 standard
+	// out needs 8192 floats
+	// attn: invalid argument: causal (1099511627776) is not an attn_causal value (0 none, 1 top-left, 2 bottom-right)
+}
+
+// One decode step through the extensible call: a sliding window of 2 keys and the "+1"
+// softmax (a sink logit of 0). Q = 0, so the two visible keys and the sink share the mass.
+func ExampleArgs_Run() {
+	desc, err := attn.NewDesc(1, 1, 1, 1, 4, 2, // one query, four cached keys, head_dim 2
+		attn.WithCausal(attn.CausalBottomRight), attn.WithWindow(1, 0), attn.WithSoftmaxPlusOne())
+	if err != nil {
+		panic(err)
+	}
+	defer desc.Close()
+	args, err := desc.NewArgs()
+	if err != nil {
+		panic(err)
+	}
+	defer args.Close()
+
+	q := []float32{0, 0}
+	k := []float32{1, 1, 2, 2, 3, 3, 4, 4}
+	v := []float32{10, 1, 20, 2, 30, 3, 60, 6}
+	out := make([]float32, desc.RequiredLen(attn.OperandOut))
+	mass := make([]float32, desc.RequiredLen(attn.OperandKeyMass))
+	weights := make([]float32, desc.RequiredLen(attn.OperandWeights))
+	for _, err := range []error{
+		args.SetF32(attn.OperandQ, q), args.SetF32(attn.OperandK, k), args.SetF32(attn.OperandV, v),
+		args.SetOutF32(attn.OperandOut, out), args.SetOutF32(attn.OperandKeyMass, mass),
+		args.Run(attn.OpForward),
+		args.SetOutF32(attn.OperandWeights, weights),
+		args.Run(attn.OpWeights),
+	} {
+		if err != nil {
+			panic(err)
+		}
+	}
+	fmt.Printf("weights %.4f\nout     %.4f\nmass    %.4f\n", weights, out, mass)
+
+	// An empty (non-nil) slice is a length error; only nil means "not given".
+	fmt.Println(args.SetBool(attn.OperandKeyValid, []bool{}))
+	// Output:
+	// weights [0.0000 0.0000 0.3333 0.3333]
+	// out     [30.0000 3.0000]
+	// mass    [0.0000 0.0000 0.3333 0.3333]
+	// attn: invalid argument: key_valid has 0 elements, needs at least 4
+}

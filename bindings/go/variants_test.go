@@ -1,0 +1,660 @@
+package attn
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+// The shared vectors of the extensible call: tests/vectors/variants.txt and errors.txt (format
+// and checks in tests/vectors/VARIANTS.md), run through Desc options and Args.
+
+// variantParams are the parameter keys in the order they are set (VARIANTS.md).
+var variantParams = []struct {
+	key   string
+	p     Param
+	float bool
+}{
+	{"causal", ParamCausal, false}, {"window_left", ParamWindowLeft, false},
+	{"window_right", ParamWindowRight, false}, {"softcap", ParamSoftcap, true},
+	{"alibi", ParamAlibi, false}, {"softmax_plus_one", ParamSoftmaxPlusOne, false},
+	{"head_dim_v", ParamHeadDimV, false}, {"bias_first", ParamBiasFirst, false},
+	{"weights_mode", ParamWeightsMode, false}, {"scale", ParamScale, true},
+}
+
+// Operands that take strides, in the order they are set.
+var variantStrided = []Operand{OperandQ, OperandK, OperandV, OperandOut, OperandBias}
+
+type variantCase struct {
+	line    string
+	name    string
+	dims    [6]int
+	params  map[string]string
+	strides map[Operand][3]int
+	in      map[Operand]bool
+	mass    bool
+	// errors.txt only
+	op     Op
+	brk    string
+	status int
+	names  string
+}
+
+func operandByName(name string) (Operand, bool) {
+	for o := Operand(0); o < numOperands; o++ {
+		if operandNames[o] == name {
+			return o, true
+		}
+	}
+	return 0, false
+}
+
+func parseStrides(s string) ([3]int, error) {
+	var r [3]int
+	parts := strings.Split(s, ",")
+	if len(parts) != 3 {
+		return r, fmt.Errorf("strides %q", s)
+	}
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return r, err
+		}
+		r[i] = n
+	}
+	return r, nil
+}
+
+func readVariantFile(t *testing.T, path string) []variantCase {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("shared vectors missing (run from bindings/go or set ATTN_VECTORS_DIR): %v", err)
+	}
+	defer f.Close()
+	dimKeys := []string{"batch", "heads_q", "heads_kv", "seq_q", "seq_k", "head_dim"}
+	var cases []variantCase
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		c := variantCase{line: line, params: map[string]string{}, strides: map[Operand][3]int{},
+			in: map[Operand]bool{}, status: -1}
+		ndims := 0
+		for _, tok := range strings.Fields(line) {
+			i := strings.IndexByte(tok, '=')
+			if i < 0 {
+				t.Fatalf("%s: bad token %q in %q", path, tok, line)
+			}
+			key, val := tok[:i], tok[i+1:]
+			known := false
+			if key == "name" {
+				c.name, known = val, true
+			}
+			for x, dk := range dimKeys {
+				if key == dk {
+					n, err := strconv.Atoi(val)
+					if err != nil {
+						t.Fatalf("%s: %s in %q: %v", path, tok, line, err)
+					}
+					c.dims[x], known = n, true
+					ndims++
+				}
+			}
+			for _, vp := range variantParams {
+				if key == vp.key {
+					c.params[key], known = val, true
+				}
+			}
+			if strings.HasPrefix(key, "strides.") {
+				o, ok := operandByName(key[len("strides."):])
+				s, err := parseStrides(val)
+				if !ok || err != nil {
+					t.Fatalf("%s: %s in %q", path, tok, line)
+				}
+				c.strides[o], known = s, true
+			}
+			switch key {
+			case "in":
+				for _, n := range strings.Split(val, ",") {
+					o, ok := operandByName(n)
+					if !ok {
+						t.Fatalf("%s: unknown operand %q in %q", path, n, line)
+					}
+					c.in[o] = true
+				}
+				known = true
+			case "mass":
+				c.mass, known = val == "1", true
+			case "op":
+				switch val {
+				case "forward":
+					c.op = OpForward
+				case "weights":
+					c.op = OpWeights
+				default:
+					t.Fatalf("%s: op %q in %q", path, val, line)
+				}
+				known = true
+			case "break":
+				c.brk, known = val, true
+			case "status":
+				n, err := strconv.Atoi(val)
+				if err != nil {
+					t.Fatalf("%s: %s: %v", path, tok, err)
+				}
+				c.status, known = n, true
+			case "names":
+				c.names, known = val, true
+			}
+			if !known {
+				t.Fatalf("%s: unknown key %q in %q", path, key, line)
+			}
+		}
+		if c.name == "" || ndims != 6 {
+			t.Fatalf("%s: incomplete line %q", path, line)
+		}
+		cases = append(cases, c)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return cases
+}
+
+// paramOption maps one key=value of a case to an Option: the idiomatic option where one says
+// exactly this (WithCausal, WithWindow, WithSoftcap, WithAlibi, WithSoftmaxPlusOne,
+// WithHeadDimV, WithBiasFirst, WithWeightsMode, WithScale), else the generic one. generic
+// forces WithParamInt / WithParamFloat (attn_desc_set_int / _float, as VARIANTS.md says).
+func paramOption(t *testing.T, c variantCase, key, val string, generic bool) Option {
+	t.Helper()
+	var vp = variantParams[0]
+	for _, x := range variantParams {
+		if x.key == key {
+			vp = x
+		}
+	}
+	if vp.key != key {
+		t.Fatalf("%s: unknown parameter %q", c.name, key)
+	}
+	if vp.float {
+		f, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			t.Fatalf("%s: %s=%q: %v", c.name, key, val, err)
+		}
+		// The value is the shortest decimal of a float32: rounding the float64 once gives that
+		// float32 exactly (what attn_desc_set_float stores). A value beyond float32 (1e39) goes
+		// to the generic option, so it reaches the range check instead of becoming +Inf.
+		if generic || math.IsInf(float64(float32(f)), 0) {
+			return WithParamFloat(vp.p, f)
+		}
+		if vp.p == ParamScale {
+			return WithScale(float32(f))
+		}
+		return WithSoftcap(float32(f))
+	}
+	n, err := strconv.ParseInt(val, 10, 64)
+	if err != nil {
+		t.Fatalf("%s: %s=%q: %v", c.name, key, val, err)
+	}
+	if generic {
+		return WithParamInt(vp.p, n)
+	}
+	switch vp.p {
+	case ParamCausal:
+		return WithCausal(Causal(n))
+	case ParamAlibi:
+		return WithAlibi(Alibi(n))
+	case ParamHeadDimV:
+		return WithHeadDimV(int(n))
+	case ParamWeightsMode:
+		return WithWeightsMode(WeightsMode(n))
+	case ParamSoftmaxPlusOne:
+		if n == 1 {
+			return WithSoftmaxPlusOne()
+		}
+	case ParamBiasFirst:
+		if n == 1 {
+			return WithBiasFirst()
+		}
+	}
+	return WithParamInt(vp.p, n) // window_left / window_right alone, or a value with no option
+}
+
+// options builds a case's options: parameters in table order (a window given on both sides in
+// one WithWindow), the errors' param: break, strides, the strides: break.
+func (c variantCase) options(t *testing.T, generic bool) []Option {
+	t.Helper()
+	var opts []Option
+	for _, vp := range variantParams {
+		val, ok := c.params[vp.key]
+		if !ok {
+			continue
+		}
+		if !generic && vp.key == "window_left" {
+			right, hasRight := c.params["window_right"]
+			l, err1 := strconv.Atoi(val)
+			r, err2 := strconv.Atoi(right)
+			if hasRight && err1 == nil && err2 == nil {
+				opts = append(opts, WithWindow(l, r))
+				continue
+			}
+			if !hasRight && err1 == nil {
+				opts = append(opts, WithWindow(l, -1)) // -1: the default right bound
+				continue
+			}
+		}
+		if !generic && vp.key == "window_right" {
+			if _, hasLeft := c.params["window_left"]; hasLeft {
+				continue // set with window_left
+			}
+		}
+		opts = append(opts, paramOption(t, c, vp.key, val, generic))
+	}
+	if strings.HasPrefix(c.brk, "param:") {
+		kv := strings.SplitN(c.brk[len("param:"):], "=", 2)
+		if len(kv) != 2 {
+			t.Fatalf("%s: bad break %q", c.name, c.brk)
+		}
+		opts = append(opts, paramOption(t, c, kv[0], kv[1], generic))
+	}
+	for _, o := range variantStrided {
+		if s, ok := c.strides[o]; ok {
+			opts = append(opts, WithStrides(o, s[0], s[1], s[2]))
+		}
+	}
+	if strings.HasPrefix(c.brk, "strides:") {
+		kv := strings.SplitN(c.brk[len("strides:"):], "=", 2)
+		o, ok := operandByName(kv[0])
+		s, err := parseStrides(kv[len(kv)-1])
+		if len(kv) != 2 || !ok || err != nil {
+			t.Fatalf("%s: bad break %q", c.name, c.brk)
+		}
+		opts = append(opts, WithStrides(o, s[0], s[1], s[2]))
+	}
+	return opts
+}
+
+func readI32(t *testing.T, path string, n int) []int32 {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) != 4*n {
+		t.Fatalf("%s: %d bytes, want %d int32", path, len(raw), n)
+	}
+	s := make([]int32, n)
+	for i := range s {
+		s[i] = int32(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return s
+}
+
+func readBytes(t *testing.T, path string, n int) []byte {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) != n {
+		t.Fatalf("%s: %d bytes, want %d", path, len(raw), n)
+	}
+	return raw
+}
+
+// closeVariant is VARIANTS.md's check: within 1e-5 relative-or-absolute, an expected 0 exactly
+// 0, an expected infinity exactly that infinity.
+func closeVariant(got, want float32) bool {
+	switch {
+	case want == 0:
+		return got == 0
+	case math.IsInf(float64(want), 0) || math.IsInf(float64(got), 0):
+		return got == want
+	case math.IsNaN(float64(want)) || math.IsNaN(float64(got)):
+		return false
+	}
+	return math.Abs(float64(got)-float64(want)) <= 1e-5*math.Max(1, math.Abs(float64(want)))
+}
+
+var variantOutputs = []Operand{OperandOut, OperandLSE, OperandWeights, OperandKeyMass}
+
+// runVariants runs every case of variants.txt (forward with out, lse and key_mass when mass=1,
+// then weights) and returns the xlang bytes: per case out, lse, weights (and key_mass).
+func runVariants(t *testing.T, label string, generic bool) []byte {
+	t.Helper()
+	dir := vectorsDir()
+	cases := readVariantFile(t, filepath.Join(dir, "variants.txt"))
+	if len(cases) < 30 {
+		t.Fatalf("variants.txt lists %d cases, expected at least 30", len(cases))
+	}
+	var xlang []byte
+	for _, c := range cases {
+		n := c.dims
+		d := mustDesc(t, n[0], n[1], n[2], n[3], n[4], n[5], c.options(t, generic)...)
+		a, err := d.NewArgs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := func(o Operand, typ string) string { return filepath.Join(dir, c.name+"."+o.String()+"."+typ) }
+		for o := Operand(0); o < numOperands; o++ {
+			if !c.in[o] {
+				continue
+			}
+			need := d.RequiredLen(o)
+			switch operandKinds[o] {
+			case kindF32In:
+				err = a.SetF32(o, readF32(t, p(o, "f32"), need))
+			case kindMask:
+				// key_valid as []bool, the other masks as raw bytes: both setters get used.
+				if o == OperandKeyValid {
+					err = a.SetBool(o, readU8(t, p(o, "u8"), need))
+				} else {
+					err = a.SetU8(o, readBytes(t, p(o, "u8"), need))
+				}
+			case kindI32:
+				err = a.SetI32(o, readI32(t, p(o, "i32"), need))
+			default:
+				t.Fatalf("%s: %v is not an input", c.name, o)
+			}
+			if err != nil {
+				t.Fatalf("%s: bind %v: %v", c.name, o, err)
+			}
+		}
+		got := map[Operand][]float32{}
+		for _, o := range variantOutputs {
+			if o == OperandKeyMass && !c.mass {
+				continue
+			}
+			got[o] = make([]float32, d.RequiredLen(o))
+			if o != OperandWeights {
+				if err := a.SetOutF32(o, got[o]); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := a.Run(OpForward); err != nil {
+			t.Fatalf("[%s] %s: Run(OpForward): %v", label, c.name, err)
+		}
+		if err := a.SetOutF32(OperandWeights, got[OperandWeights]); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Run(OpWeights); err != nil {
+			t.Fatalf("[%s] %s: Run(OpWeights): %v", label, c.name, err)
+		}
+		for _, o := range variantOutputs {
+			g, ok := got[o]
+			if !ok {
+				continue
+			}
+			want := readF32(t, p(o, "f32"), d.RequiredLen(o))
+			bad := 0
+			for i := range want {
+				if !closeVariant(g[i], want[i]) {
+					if bad++; bad <= 3 {
+						t.Errorf("[%s] %s: %v[%d] = %v, want %v", label, c.name, o, i, g[i], want[i])
+					}
+				}
+			}
+			xlang = append(xlang, f32Bytes(g)...)
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("variants [%s]: %d cases checked", label, len(cases))
+	return xlang
+}
+
+func writeXlang(t *testing.T, file string, data []byte) {
+	xdir := os.Getenv("ATTN_XLANG_DIR")
+	if xdir == "" {
+		return
+	}
+	if err := os.MkdirAll(xdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Write then rename, so a reader never sees a half-written file.
+	tmp := filepath.Join(xdir, fmt.Sprintf(".%s.%d", file, os.Getpid()))
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(xdir, file)); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %d bytes to %s", len(data), filepath.Join(xdir, file))
+}
+
+func TestSharedVariants(t *testing.T) {
+	// The xlang bytes come from the default ISA and thread count.
+	if err := SetISA(""); err != nil {
+		t.Fatal(err)
+	}
+	if err := SetNumThreads(0); err != nil {
+		t.Fatal(err)
+	}
+	xlang := runVariants(t, "default isa "+ISA(), false)
+	// The generic setters (attn_desc_set_int / _float) give the same bytes.
+	if generic := runVariants(t, "generic setters", true); string(generic) != string(xlang) {
+		t.Errorf("WithParamInt/WithParamFloat results differ from the typed options'")
+	}
+	writeXlang(t, "go.variants.bin", xlang)
+}
+
+// Every kernel this CPU runs with 1 and 2 threads: within tolerance, and bit-identical across
+// thread counts.
+func TestSharedVariantsEveryISAAndThreadCount(t *testing.T) {
+	defer func() {
+		if err := SetISA(""); err != nil {
+			t.Errorf("SetISA(\"\"): %v", err)
+		}
+		if err := SetNumThreads(0); err != nil {
+			t.Errorf("SetNumThreads(0): %v", err)
+		}
+	}()
+	ran := 0
+	for _, isa := range []string{"scalar", "sse2", "avx2", "avx512"} {
+		if err := SetISA(isa); err != nil {
+			if errors.Is(err, &Error{Status: StatusUnsupported}) {
+				continue
+			}
+			t.Fatalf("SetISA(%q): %v", isa, err)
+		}
+		var first []byte
+		for _, n := range []int{1, 2} {
+			if err := SetNumThreads(n); err != nil {
+				t.Fatal(err)
+			}
+			got := runVariants(t, fmt.Sprintf("%s, %d threads", isa, n), false)
+			if first == nil {
+				first = got
+			} else if string(got) != string(first) {
+				t.Errorf("%s: 1 and 2 threads differ (must be bit-identical)", isa)
+			}
+		}
+		ran++
+	}
+	if ran == 0 {
+		t.Fatal("no ISA ran")
+	}
+}
+
+// hasWord: msg contains word case-insensitively, with no letter or digit right before or after
+// (the C test's rule: "ATTN_PARAM_WINDOW_LEFT" names window_left).
+func hasWord(msg, word string) bool {
+	lm, lw := strings.ToLower(msg), strings.ToLower(word)
+	alnum := func(r byte) bool { return r < 0x80 && (unicode.IsLetter(rune(r)) || unicode.IsDigit(rune(r))) }
+	for i := 0; i+len(lw) <= len(lm); i++ {
+		if lm[i:i+len(lw)] == lw && (i == 0 || !alnum(lm[i-1])) && (i+len(lw) == len(lm) || !alnum(lm[i+len(lw)])) {
+			return true
+		}
+	}
+	return false
+}
+
+// errorRun configures, binds and runs one errors.txt case with its break; it returns the first
+// failing call's error (nil when everything succeeded).
+func errorRun(t *testing.T, c variantCase, generic bool) error {
+	n := c.dims
+	d, err := NewDesc(n[0], n[1], n[2], n[3], n[4], n[5], c.options(t, generic)...)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	a, err := d.NewArgs()
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	bound := map[Operand]bool{}
+	for o := range c.in {
+		bound[o] = true
+	}
+	if c.op == OpForward {
+		bound[OperandOut], bound[OperandLSE], bound[OperandKeyMass] = true, true, c.mass
+	} else {
+		bound[OperandWeights] = true
+	}
+	target := func(prefix string) (Operand, string, bool) {
+		if !strings.HasPrefix(c.brk, prefix+":") {
+			return 0, "", false
+		}
+		rest := c.brk[len(prefix)+1:]
+		name := rest
+		if i := strings.IndexAny(rest, "=["); i >= 0 {
+			name = rest[:i]
+		}
+		o, ok := operandByName(name)
+		if !ok {
+			t.Fatalf("%s: bad break %q", c.name, c.brk)
+		}
+		return o, rest[len(name):], true
+	}
+	shortOp, _, isShort := target("short")
+	nullOp, _, isNull := target("null")
+	aliasA, aliasRest, isAlias := target("alias")
+	setOp, setRest, isSet := target("set")
+	op := c.op
+	if c.brk == "op:backward" {
+		op = OpBackward
+	}
+	// Zero-filled buffers of the required length; an alias shares its target's buffer.
+	f32 := map[Operand][]float32{}
+	masks := map[Operand][]byte{}
+	var lens []int32
+	for o := Operand(0); o < numOperands; o++ {
+		if !bound[o] {
+			continue
+		}
+		switch operandKinds[o] {
+		case kindF32In, kindF32Out:
+			f32[o] = make([]float32, d.RequiredLen(o))
+		case kindMask:
+			masks[o] = make([]byte, d.RequiredLen(o))
+		case kindI32:
+			lens = make([]int32, d.RequiredLen(o))
+		}
+	}
+	if isAlias {
+		b, ok := operandByName(strings.TrimPrefix(aliasRest, "="))
+		if !ok || f32[aliasA] == nil || f32[b] == nil {
+			t.Fatalf("%s: bad break %q", c.name, c.brk)
+		}
+		need := d.RequiredLen(aliasA)
+		if len(f32[b]) < need {
+			f32[b] = make([]float32, need)
+		}
+		f32[aliasA] = f32[b][:need]
+	}
+	if isSet {
+		var idx int
+		var val int32
+		if _, err := fmt.Sscanf(setRest, "[%d]=%d", &idx, &val); err != nil || setOp != OperandSeqLensK || idx >= len(lens) {
+			t.Fatalf("%s: bad break %q", c.name, c.brk)
+		}
+		lens[idx] = val
+	}
+	for o := Operand(0); o < numOperands; o++ {
+		if !bound[o] || (isNull && o == nullOp) {
+			continue
+		}
+		shorten := isShort && o == shortOp
+		switch operandKinds[o] {
+		case kindF32In, kindF32Out:
+			s := f32[o]
+			if shorten {
+				s = s[:len(s)-1]
+			}
+			if operandKinds[o] == kindF32In {
+				err = a.SetF32(o, s)
+			} else {
+				err = a.SetOutF32(o, s)
+			}
+		case kindMask:
+			s := masks[o]
+			if shorten {
+				s = s[:len(s)-1]
+			}
+			err = a.SetU8(o, s)
+		case kindI32:
+			s := lens
+			if shorten {
+				s = s[:len(s)-1]
+			}
+			err = a.SetI32(o, s)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return a.Run(op)
+}
+
+func TestSharedErrors(t *testing.T) {
+	path := filepath.Join(vectorsDir(), "errors.txt")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	cases := readVariantFile(t, path)
+	if len(cases) < 40 {
+		t.Fatalf("errors.txt lists %d cases, expected at least 40", len(cases))
+	}
+	for _, generic := range []bool{false, true} {
+		for _, c := range cases {
+			if c.status < 0 || c.brk == "" || (c.status != 0 && c.names == "") {
+				t.Fatalf("%s: errors.txt lines need break, status and names", c.name)
+			}
+			err := errorRun(t, c, generic)
+			if c.status == 0 {
+				if err != nil {
+					t.Errorf("%s (%s): %v, want success", c.name, c.brk, err)
+				}
+				continue
+			}
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Errorf("%s (%s): %v, want status %d", c.name, c.brk, err, c.status)
+				continue
+			}
+			if int(e.Status) != c.status {
+				t.Errorf("%s (%s): status %d (%v), want %d; message %q", c.name, c.brk, int(e.Status), e.Status, c.status, e.Message)
+			}
+			if !hasWord(e.Message, c.names) {
+				t.Errorf("%s (%s): message %q does not name %q", c.name, c.brk, e.Message, c.names)
+			}
+		}
+	}
+	t.Logf("errors.txt: %d cases checked (typed and generic options)", len(cases))
+}
