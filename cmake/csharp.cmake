@@ -81,8 +81,9 @@ function(attn_csharp_setup)
   set(_mcs ${ATTN_MCS_EXECUTABLE} -nologo -langversion:7.2 -warnaserror+ -optimize+ -debug-)
 
   # --- LibAttn.dll: SWIG's raw classes (internal) + the face ---------------------------------
-  set(_face ${_src}/Attention.cs ${_src}/AttentionDesc.cs ${_src}/AttentionException.cs
-            ${_src}/AttnDescHandle.cs)
+  set(_face ${_src}/Attention.cs ${_src}/AttentionDesc.cs ${_src}/AttentionArgs.cs
+            ${_src}/AttentionException.cs ${_src}/AttnDescHandle.cs ${_src}/AttnArgsHandle.cs
+            ${_src}/Enums.cs)
   add_custom_command(
     OUTPUT ${_out}/LibAttn.dll
     COMMAND ${CMAKE_COMMAND} -E make_directory ${_out}
@@ -93,10 +94,13 @@ function(attn_csharp_setup)
     VERBATIM)
 
   # --- tests, demo, bench --------------------------------------------------------------------
-  set(_tests ${PROJECT_SOURCE_DIR}/tests/csharp/AttentionTests.cs)
+  set(_tests ${PROJECT_SOURCE_DIR}/tests/csharp/AttentionTests.cs
+             ${PROJECT_SOURCE_DIR}/tests/csharp/RunReference.cs
+             ${PROJECT_SOURCE_DIR}/tests/csharp/ExtensibleCallTests.cs
+             ${PROJECT_SOURCE_DIR}/tests/csharp/VariantVectorTests.cs)
   add_custom_command(
     OUTPUT ${_out}/LibAttn.Tests.dll
-    COMMAND ${_mcs} -target:library -r:${_out}/LibAttn.dll -r:${ATTN_NUNIT_FRAMEWORK_DLL}
+    COMMAND ${_mcs} -target:library -unsafe -r:${_out}/LibAttn.dll -r:${ATTN_NUNIT_FRAMEWORK_DLL}
             -out:${_out}/LibAttn.Tests.dll ${_tests}
     DEPENDS ${_out}/LibAttn.dll ${_tests}
     COMMENT "mcs LibAttn.Tests.dll"

@@ -1,5 +1,7 @@
 // libattn C# binding: the simple API and library-wide settings.
 using System;
+using System.Globalization;
+using System.Text;
 
 namespace LibAttn
 {
@@ -14,52 +16,48 @@ namespace LibAttn
     {
         /// <summary>
         /// The original attention(Q, K, V, causal, pad_mask) for one sequence and one head, scale
-        /// 1/sqrt(d).
+        /// 1/sqrt(d). Every argument is checked before the result is allocated, so impossible
+        /// sizes (n = 40000 with tiny arrays) are an ArgumentException, never an
+        /// OutOfMemoryException.
         /// </summary>
-        /// <param name="q">[n][d] queries, row-major: exactly n*d floats.</param>
-        /// <param name="k">[n][d] keys: exactly n*d floats.</param>
-        /// <param name="v">[n][d] values: exactly n*d floats.</param>
+        /// <param name="q">[n][d] queries, row-major: at least n*d floats (a longer array is
+        /// fine: only the first n*d are read).</param>
+        /// <param name="k">[n][d] keys: at least n*d floats.</param>
+        /// <param name="v">[n][d] values: at least n*d floats.</param>
         /// <param name="n">Sequence length, &gt; 0.</param>
         /// <param name="d">Vector size, &gt; 0.</param>
         /// <param name="causal">true: query i sees keys j &lt;= i; false: no causal rule.</param>
         /// <param name="padMask">[n], true = real token, false = padding (never attended); null =
-        /// no padding.</param>
+        /// no padding (an empty array is a length error, not "no padding").</param>
         /// <returns>[n][d] outputs, row-major (n*d floats).</returns>
         /// <exception cref="ArgumentNullException">q, k or v is null.</exception>
         /// <exception cref="ArgumentOutOfRangeException">n or d is not positive.</exception>
-        /// <exception cref="ArgumentException">an array's length is not n*d (padMask: n).</exception>
-        /// <exception cref="AttentionException">the library refused (status and its message).</exception>
+        /// <exception cref="ArgumentException">an array is shorter than n*d (padMask:
+        /// n).</exception>
         public static float[] Simple(float[] q, float[] k, float[] v, int n, int d, bool causal,
                                      bool[] padMask = null)
         {
-            CheckSimpleSizes(n, d);
-            float[] output = new float[(long)n * d];
-            Simple(q, k, v, n, d, causal, padMask, output);
+            long nd = CheckSimpleInputs(q, k, v, n, d, padMask);
+            float[] output = new float[nd]; // nd <= q.Length: a size some array already has
+            Errors.Check(AttnNative.attn_simple(q, k, v, (ulong)n, (ulong)d, causal, padMask,
+                                                output));
             return output;
         }
 
         /// <summary>
         /// As <see cref="Simple(float[], float[], float[], int, int, bool, bool[])"/>, writing
-        /// the [n][d] result into <paramref name="output"/> (exactly n*d floats; it must be a
-        /// different array from the inputs) without allocating.
+        /// the [n][d] result into the first n*d floats of <paramref name="output"/> (it must not
+        /// overlap the inputs: the library's error) without allocating.
         /// </summary>
+        /// <exception cref="ArgumentException">an array is too short, or output is one of the
+        /// inputs ("attn_simple: out overlaps q ...").</exception>
         public static void Simple(float[] q, float[] k, float[] v, int n, int d, bool causal,
                                   bool[] padMask, float[] output)
         {
-            CheckSimpleSizes(n, d);
-            long nd = (long)n * d;
-            CheckExact(q, "q", nd, "n*d");
-            CheckExact(k, "k", nd, "n*d");
-            CheckExact(v, "v", nd, "n*d");
-            if (padMask != null && padMask.LongLength != n)
-                throw new ArgumentException(
-                    "padMask has " + padMask.LongLength + " elements but must have exactly n = " + n,
-                    "padMask");
-            CheckExact(output, "output", nd, "n*d");
-            Status status = AttnNative.attn_simple(q, k, v, (ulong)n, (ulong)d, causal, padMask,
-                                                   output);
-            if (status != Status.Ok)
-                throw AttentionException.FromLastError(status);
+            long nd = CheckSimpleInputs(q, k, v, n, d, padMask);
+            CheckAtLeast(output, "output", nd);
+            Errors.Check(AttnNative.attn_simple(q, k, v, (ulong)n, (ulong)d, causal, padMask,
+                                                output));
         }
 
         /// <summary>The library's version, "MAJOR.MINOR.PATCH".</summary>
@@ -86,21 +84,51 @@ namespace LibAttn
             get { return AttnNative.attn_isa(); }
         }
 
-        /// <summary>Cap the kernel (process-wide) at <paramref name="name"/>, or restore the default
-        /// with null or "".</summary>
-        /// <exception cref="AttentionException">unknown name (InvalidArgument), or this CPU or
-        /// build lacks it (Unsupported).</exception>
+        /// <summary>Cap the kernel (process-wide) at <paramref name="name"/> ("scalar", "sse2",
+        /// "avx2", "avx512"), or restore the default with null or "".</summary>
+        /// <exception cref="ArgumentException">unknown name, with the library's wording; a name
+        /// with an embedded NUL or a non-ASCII character is refused the same way before it
+        /// reaches C (where "avx2\0junk" would read as "avx2").</exception>
+        /// <exception cref="AttentionException">this CPU or build lacks it
+        /// (Unsupported).</exception>
         public static void SetIsa(string name)
         {
-            Status status = AttnNative.attn_set_isa(name);
-            if (status != Status.Ok)
-                throw AttentionException.FromLastError(status);
+            if (name != null)
+                foreach (char c in name)
+                    if (c == '\0' || c > 127)
+                        throw new ArgumentException(
+                            "attn_set_isa: name \"" + Printable(name)
+                                + "\" is not one of scalar, sse2, avx2, avx512",
+                            "name");
+            Errors.Check(AttnNative.attn_set_isa(name));
+        }
+
+        /// <summary>Kind and closed range of a parameter (attn_param_bounds): what the
+        /// <see cref="AttentionDesc.Builder"/> checks every value against.</summary>
+        /// <exception cref="ArgumentOutOfRangeException">param is not a Param value.</exception>
+        public static ParamBounds Bounds(Param param)
+        {
+            return Bounds(param, "param");
+        }
+
+        internal static ParamBounds Bounds(Param param, string argName)
+        {
+            int isFloat;
+            double min, max;
+            if (AttnNative.attn_param_bounds((attn_param)param, out isFloat, out min, out max)
+                != Status.Ok)
+                throw new ArgumentOutOfRangeException(
+                    argName, param,
+                    argName + " (" + ((int)param).ToString(CultureInfo.InvariantCulture)
+                        + ") is not a Param value");
+            return new ParamBounds(param, isFloat != 0, min, max);
         }
 
         /// <summary>Threads attention calls use (the caller counts as one). Setting 0 restores the
         /// default (ATTN_NUM_THREADS or the hardware thread count).</summary>
         /// <exception cref="ArgumentOutOfRangeException">set to a negative value.</exception>
-        /// <exception cref="AttentionException">set above the library's maximum.</exception>
+        /// <exception cref="ArgumentException">set above the library's maximum (its
+        /// message).</exception>
         public static int NumThreads
         {
             get { return (int)AttnNative.attn_get_num_threads(); }
@@ -109,29 +137,49 @@ namespace LibAttn
                 if (value < 0)
                     throw new ArgumentOutOfRangeException("value", value,
                                                           "NumThreads must be >= 0");
-                Status status = AttnNative.attn_set_num_threads((ulong)value);
-                if (status != Status.Ok)
-                    throw AttentionException.FromLastError(status);
+                Errors.Check(AttnNative.attn_set_num_threads((ulong)value));
             }
         }
 
-        static void CheckSimpleSizes(int n, int d)
+        // Sizes first, then every input, before anything is allocated; returns n*d.
+        static long CheckSimpleInputs(float[] q, float[] k, float[] v, int n, int d,
+                                      bool[] padMask)
         {
             if (n <= 0)
                 throw new ArgumentOutOfRangeException("n", n, "n (sequence length) must be > 0");
             if (d <= 0)
                 throw new ArgumentOutOfRangeException("d", d, "d (vector size) must be > 0");
+            long nd = (long)n * d; // < 2^62: no overflow
+            CheckAtLeast(q, "q", nd);
+            CheckAtLeast(k, "k", nd);
+            CheckAtLeast(v, "v", nd);
+            if (padMask != null)
+                AttentionDesc.CheckLength(padMask.LongLength, "padMask", (ulong)n);
+            return nd;
         }
 
-        static void CheckExact(float[] array, string name, long expected, string what)
+        static void CheckAtLeast(float[] array, string name, long required)
         {
             if (array == null)
                 throw new ArgumentNullException(name, name + " must not be null");
-            if (array.LongLength != expected)
-                throw new ArgumentException(name + " has " + array.LongLength
-                                                + " elements but must have exactly " + what + " = "
-                                                + expected,
-                                            name);
+            AttentionDesc.CheckLength(array.LongLength, name, (ulong)required);
+        }
+
+        // At most 64 characters (as the library prints a name), NUL and control characters
+        // escaped.
+        static string Printable(string name)
+        {
+            var sb = new StringBuilder();
+            foreach (char c in name.Length > 64 ? name.Substring(0, 64) : name)
+            {
+                if (c == '\0')
+                    sb.Append("\\0");
+                else if (c < 32)
+                    sb.Append("\\x").Append(((int)c).ToString("x2", CultureInfo.InvariantCulture));
+                else
+                    sb.Append(c);
+            }
+            return sb.ToString();
         }
     }
 }

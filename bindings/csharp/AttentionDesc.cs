@@ -1,5 +1,8 @@
-// libattn C# binding: the descriptor API (batches, heads, GQA, causal modes, strides, masks).
+// libattn C# binding: the descriptor API (batches, heads, GQA, causal modes, strides, masks, and
+// the 0.2 parameters: window, softcap, ALiBi, "+1" softmax, head_dim_v, weights mode, bias order).
 using System;
+using System.Collections.Generic;
+using System.Globalization;
 using System.Threading;
 
 [assembly: System.Runtime.CompilerServices.InternalsVisibleTo("LibAttn.Tests")]
@@ -7,29 +10,35 @@ using System.Threading;
 namespace LibAttn
 {
     /// <summary>
-    /// An immutable attention problem: sizes, causal rule, scale and strides, built with
-    /// <see cref="Builder"/>. Element (b, h, s, d) of Q/K/V/OUT sits at
+    /// An immutable attention problem: sizes, static parameters (<see cref="Param"/>) and
+    /// strides, built with <see cref="Builder"/>. Element (b, h, s, d) of Q/K/V/OUT sits at
     /// b*batchStride + h*headStride + s*rowStride + d (default: contiguous
     /// [batch][heads][seq][head_dim]).
+    /// <para>Two ways to call it: the 0.1 methods
+    /// <see cref="Forward(float[], float[], float[], bool[], bool[], float[], float[])"/> and
+    /// <see cref="Weights(float[], float[], bool[], bool[], float[])"/>, and the extensible
+    /// <see cref="Run(Op, AttentionArgs)"/> that takes every operand (bias, ALiBi slopes, sinks,
+    /// query padding, per-batch key lengths, key mass) bound in an
+    /// <see cref="AttentionArgs"/>.</para>
     /// <para>Thread safety: one descriptor may be used by any number of threads at once.
-    /// <see cref="Dispose"/> may be called while other threads are inside
-    /// <see cref="Forward(float[], float[], float[], bool[], bool[], float[], float[])"/>: those
-    /// calls finish normally and the native descriptor is freed after the last of them; every
-    /// call that starts after Dispose throws <see cref="ObjectDisposedException"/>.</para>
+    /// <see cref="Dispose"/> may be called while other threads are inside a call: those calls
+    /// finish normally and the native descriptor is freed after the last of them; every call that
+    /// starts after Dispose throws <see cref="ObjectDisposedException"/>.</para>
     /// <para>Arrays are pinned for the duration of the call and passed to the library without a
     /// copy. Every array is checked against <see cref="RequiredLen"/> before the call: a shorter
-    /// array is an <see cref="ArgumentException"/>, never an overrun; a longer one is allowed
-    /// (elements past the required length are neither read nor written).</para>
+    /// array (an empty one included) is an <see cref="ArgumentException"/>, never an overrun; a
+    /// longer one is allowed (elements past the required length are neither read nor written).
+    /// null means "not given" for an optional array and is an
+    /// <see cref="ArgumentNullException"/> for a required one.</para>
     /// </summary>
     public sealed class AttentionDesc : IDisposable
     {
-        const int OperandCount = 8;
+        internal const int OperandCount = 14; // Operand.Q .. Operand.KeyMass
+        // The largest float[] .NET allocates (Array.MaxLength).
+        internal const long MaxArrayLength = 0x7FFFFFC7;
 
         readonly AttnDescHandle handle;
-        // Set once by Dispose. SafeHandle alone is not enough: while any call holds a reference,
-        // SafeHandle.Dispose only marks it disposed and DangerousAddRef keeps succeeding, so
-        // under continuous traffic from other threads the handle would never be released.
-        int disposed;
+        int disposed; // set once by Dispose (see Handles.Acquire)
         // attn_desc_required_len for every operand, read once when built: the descriptor can no
         // longer change (the builder applies all configuration before handing it out).
         readonly ulong[] requiredLen;
@@ -40,7 +49,29 @@ namespace LibAttn
         public long SeqQ { get; }
         public long SeqK { get; }
         public long HeadDim { get; }
+
+        // The parameters, read back from the library when built (attn_desc_get_int/_float).
+        /// <summary>The causal rule (<see cref="Param.Causal"/>).</summary>
         public Causal Causal { get; }
+        /// <summary>The score scale: exactly the float the kernels multiply q.k by (default
+        /// 1/sqrt(headDim) as the library rounds it).</summary>
+        public float Scale { get; }
+        /// <summary>Sliding window, keys before the diagonal (-1 = unbounded).</summary>
+        public long WindowLeft { get; }
+        /// <summary>Sliding window, keys after the diagonal (-1 = unbounded).</summary>
+        public long WindowRight { get; }
+        /// <summary>Logit softcap (0 = off).</summary>
+        public float Softcap { get; }
+        /// <summary>Where the ALiBi slopes come from (None = no ALiBi).</summary>
+        public Alibi Alibi { get; }
+        /// <summary>True for the "+1" quiet softmax.</summary>
+        public bool SoftmaxPlusOne { get; }
+        /// <summary>Size of a V and an OUT row (default HeadDim).</summary>
+        public long HeadDimV { get; }
+        /// <summary>What <see cref="Op.Weights"/> writes.</summary>
+        public WeightsMode WeightsMode { get; }
+        /// <summary>True when the bias is added before the softcap (ONNX's order).</summary>
+        public bool BiasFirst { get; }
 
         AttentionDesc(AttnDescHandle handle, Builder b)
         {
@@ -51,15 +82,24 @@ namespace LibAttn
             SeqQ = b.seqQ;
             SeqK = b.seqK;
             HeadDim = b.headDim;
-            Causal = b.causal ?? Causal.None;
-            requiredLen = new ulong[OperandCount];
             IntPtr desc = handle.DangerousGetHandle();
+            requiredLen = new ulong[OperandCount];
             for (int i = 0; i < OperandCount; i++)
             {
                 requiredLen[i] = AttnNative.attn_desc_required_len(desc, (Operand)i);
                 if (requiredLen[i] == 0)
-                    throw AttentionException.FromLastError(Status.Internal);
+                    throw Errors.FromLastError(Status.Internal);
             }
+            Causal = (Causal)ReadInt(desc, Param.Causal);
+            Scale = (float)ReadDouble(desc, Param.Scale);
+            WindowLeft = ReadInt(desc, Param.WindowLeft);
+            WindowRight = ReadInt(desc, Param.WindowRight);
+            Softcap = (float)ReadDouble(desc, Param.Softcap);
+            Alibi = (Alibi)ReadInt(desc, Param.Alibi);
+            SoftmaxPlusOne = ReadInt(desc, Param.SoftmaxPlusOne) != 0;
+            HeadDimV = ReadInt(desc, Param.HeadDimV);
+            WeightsMode = (WeightsMode)ReadInt(desc, Param.WeightsMode);
+            BiasFirst = ReadInt(desc, Param.BiasFirst) != 0;
         }
 
         /// <summary>A new builder (same as <c>new AttentionDesc.Builder()</c>).</summary>
@@ -80,22 +120,102 @@ namespace LibAttn
             get { return handle.IsClosed; }
         }
 
-        /// <summary>Number of elements (floats, or bools for the masks) the array for
-        /// <paramref name="which"/> must hold, from the sizes and strides
+        /// <summary>Number of elements (floats, mask bytes/bools or ints) the array for
+        /// <paramref name="which"/> must hold, from the sizes, head_dim_v and strides
         /// (attn_desc_required_len).</summary>
-        /// <exception cref="AttentionException">which is not an Operand value.</exception>
+        /// <exception cref="ArgumentOutOfRangeException">which is not an Operand value.</exception>
         /// <exception cref="ObjectDisposedException">the descriptor was disposed.</exception>
         public ulong RequiredLen(Operand which)
+        {
+            Acquire();
+            try
+            {
+                return requiredLen[OperandIndex(which, "which")];
+            }
+            finally
+            {
+                handle.DangerousRelease();
+            }
+        }
+
+        /// <summary>Any parameter's current value as an integer (float parameters rounded toward
+        /// zero), read from the library (attn_desc_get_int).</summary>
+        /// <exception cref="ArgumentOutOfRangeException">param is not a Param value.</exception>
+        public long GetInt(Param param)
         {
             IntPtr desc = Acquire();
             try
             {
-                if ((uint)which < OperandCount)
-                    return requiredLen[(int)which];
-                ulong n = AttnNative.attn_desc_required_len(desc, which);
-                if (n == 0)
-                    throw AttentionException.FromLastError(Status.InvalidArgument);
-                return n;
+                Attention.Bounds(param); // names an unknown value before the C call
+                return ReadInt(desc, param);
+            }
+            finally
+            {
+                handle.DangerousRelease();
+            }
+        }
+
+        /// <summary>Any parameter's current value as a double (exact for every parameter), read
+        /// from the library (attn_desc_get_float).</summary>
+        /// <exception cref="ArgumentOutOfRangeException">param is not a Param value.</exception>
+        public double GetDouble(Param param)
+        {
+            IntPtr desc = Acquire();
+            try
+            {
+                Attention.Bounds(param);
+                return ReadDouble(desc, param);
+            }
+            finally
+            {
+                handle.DangerousRelease();
+            }
+        }
+
+        static long ReadInt(IntPtr desc, Param param)
+        {
+            long value;
+            Errors.Check(AttnNative.attn_desc_get_int(desc, (attn_param)param, out value));
+            return value;
+        }
+
+        static double ReadDouble(IntPtr desc, Param param)
+        {
+            double value;
+            Errors.Check(AttnNative.attn_desc_get_float(desc, (attn_param)param, out value));
+            return value;
+        }
+
+        /// <summary>
+        /// The extensible call (attn_run): runs <paramref name="op"/> with this descriptor's
+        /// parameters on the operands bound in <paramref name="args"/>. The arrays are pinned for
+        /// this call only and passed without a copy.
+        /// </summary>
+        /// <param name="op"><see cref="Op.Forward"/> (reads Q, K, V; writes Out, optional Lse
+        /// and KeyMass) or <see cref="Op.Weights"/> (reads Q, K; writes Weights). Operands the
+        /// operation does not read are ignored.</param>
+        /// <param name="args">The bound operands.</param>
+        /// <exception cref="ArgumentNullException">args is null, or a required operand is not
+        /// bound (the library's message names it: "attn_run: v is NULL").</exception>
+        /// <exception cref="ArgumentException">op is not an Op value; a bound array is shorter
+        /// than RequiredLen ("q has 10 elements, needs at least 12"); or the library refused the
+        /// combination (an output overlapping another operand, seq_lens_k out of range, ALiBi
+        /// slopes without Alibi.Operand, sinks with SoftmaxPlusOne), with its message.</exception>
+        /// <exception cref="AttentionException">Unsupported (Op.Backward), OutOfMemory.</exception>
+        /// <exception cref="ObjectDisposedException">the descriptor or args was
+        /// disposed.</exception>
+        public void Run(Op op, AttentionArgs args)
+        {
+            IntPtr desc = Acquire();
+            try
+            {
+                if (args == null)
+                    throw new ArgumentNullException("args", "args must not be null");
+                if ((uint)op > (uint)Op.Backward)
+                    throw new ArgumentOutOfRangeException(
+                        "op", op, "op (" + ((int)op).ToString(CultureInfo.InvariantCulture)
+                                      + ") is not an Op value (0 Forward, 1 Weights, 2 Backward)");
+                args.RunOn(desc, requiredLen, op);
             }
             finally
             {
@@ -108,19 +228,18 @@ namespace LibAttn
         /// </summary>
         /// <param name="q">[batch][heads_q][seq_q][head_dim] (Q strides).</param>
         /// <param name="k">[batch][heads_kv][seq_k][head_dim] (K strides).</param>
-        /// <param name="v">[batch][heads_kv][seq_k][head_dim] (V strides).</param>
+        /// <param name="v">[batch][heads_kv][seq_k][head_dim_v] (V strides).</param>
         /// <param name="keyValid">[batch][seq_k], true = real token, false = padding (never read);
         /// null = all real.</param>
         /// <param name="allowed">[seq_q][seq_k], true = query i may see key j, for every batch
         /// and head; null = all allowed.</param>
-        /// <param name="output">[batch][heads_q][seq_q][head_dim] (OUT strides), written; only
+        /// <param name="output">[batch][heads_q][seq_q][head_dim_v] (OUT strides), written; only
         /// the elements the strides address. Must not be one of the inputs.</param>
         /// <param name="lse">[batch][heads_q][seq_q] log-sum-exp of the scaled visible scores
         /// (-infinity for a row with no visible key), written; null = not wanted.</param>
         /// <exception cref="ArgumentNullException">q, k, v or output is null.</exception>
-        /// <exception cref="ArgumentException">an array is shorter than RequiredLen.</exception>
-        /// <exception cref="AttentionException">the library refused (e.g. output overlaps an
-        /// input).</exception>
+        /// <exception cref="ArgumentException">an array is shorter than RequiredLen, or the
+        /// library refused (e.g. output overlaps an input: its message).</exception>
         /// <exception cref="ObjectDisposedException">the descriptor was disposed.</exception>
         public void Forward(float[] q, float[] k, float[] v, bool[] keyValid, bool[] allowed,
                             float[] output, float[] lse = null)
@@ -128,17 +247,11 @@ namespace LibAttn
             IntPtr desc = Acquire();
             try
             {
-                CheckRequired(q, "q", Operand.Q);
-                CheckRequired(k, "k", Operand.K);
-                CheckRequired(v, "v", Operand.V);
-                CheckOptional(keyValid, "keyValid", Operand.KeyValid);
-                CheckOptional(allowed, "allowed", Operand.Allowed);
+                CheckForwardInputs(q, k, v, keyValid, allowed);
                 CheckRequired(output, "output", Operand.Out);
                 CheckOptional(lse, "lse", Operand.Lse);
-                Status status = AttnNative.attn_forward(desc, q, k, v, keyValid, allowed, output,
-                                                        lse);
-                if (status != Status.Ok)
-                    throw AttentionException.FromLastError(status);
+                Errors.Check(AttnNative.attn_forward(desc, q, k, v, keyValid, allowed, output,
+                                                     lse));
             }
             finally
             {
@@ -148,44 +261,21 @@ namespace LibAttn
 
         /// <summary>
         /// Attention forward pass returning a new output array of RequiredLen(Operand.Out)
-        /// floats (elements the OUT strides do not address are 0). See
+        /// floats (elements the OUT strides do not address are 0). The inputs are checked before
+        /// anything is allocated. See
         /// <see cref="Forward(float[], float[], float[], bool[], bool[], float[], float[])"/>.
         /// </summary>
         public float[] Forward(float[] q, float[] k, float[] v, bool[] keyValid = null,
                                bool[] allowed = null)
         {
-            float[] output = new float[RequiredLen(Operand.Out)];
-            Forward(q, k, v, keyValid, allowed, output, null);
-            return output;
-        }
-
-        /// <summary>
-        /// The attention weights (attn_weights) into a caller-owned array:
-        /// weights[b][h][i][j] = softmax over visible keys j of scale * q_i . k_j; hidden keys get
-        /// exactly 0.
-        /// </summary>
-        /// <param name="q">As in Forward.</param>
-        /// <param name="k">As in Forward.</param>
-        /// <param name="keyValid">As in Forward; null = all real.</param>
-        /// <param name="allowed">As in Forward; null = all allowed.</param>
-        /// <param name="weights">[batch][heads_q][seq_q][seq_k] contiguous, written.</param>
-        /// <exception cref="ArgumentNullException">q, k or weights is null.</exception>
-        /// <exception cref="ArgumentException">an array is shorter than RequiredLen.</exception>
-        /// <exception cref="AttentionException">the library refused.</exception>
-        /// <exception cref="ObjectDisposedException">the descriptor was disposed.</exception>
-        public void Weights(float[] q, float[] k, bool[] keyValid, bool[] allowed, float[] weights)
-        {
             IntPtr desc = Acquire();
             try
             {
-                CheckRequired(q, "q", Operand.Q);
-                CheckRequired(k, "k", Operand.K);
-                CheckOptional(keyValid, "keyValid", Operand.KeyValid);
-                CheckOptional(allowed, "allowed", Operand.Allowed);
-                CheckRequired(weights, "weights", Operand.Weights);
-                Status status = AttnNative.attn_weights(desc, q, k, keyValid, allowed, weights);
-                if (status != Status.Ok)
-                    throw AttentionException.FromLastError(status);
+                CheckForwardInputs(q, k, v, keyValid, allowed);
+                float[] output = NewArray(Operand.Out, "output");
+                Errors.Check(AttnNative.attn_forward(desc, q, k, v, keyValid, allowed, output,
+                                                     null));
+                return output;
             }
             finally
             {
@@ -193,13 +283,53 @@ namespace LibAttn
             }
         }
 
-        /// <summary>The attention weights in a new array of RequiredLen(Operand.Weights) floats.
-        /// See <see cref="Weights(float[], float[], bool[], bool[], float[])"/>.</summary>
+        /// <summary>
+        /// The attention weights (attn_weights) into a caller-owned array:
+        /// weights[b][h][i][j] = softmax over visible keys j of scale * q_i . k_j; hidden keys get
+        /// exactly 0. (Other weights modes, bias, ALiBi, ...: <see cref="Run"/> with
+        /// <see cref="Op.Weights"/>; this 0.1 call uses the descriptor's parameters too.)
+        /// </summary>
+        /// <param name="q">As in Forward.</param>
+        /// <param name="k">As in Forward.</param>
+        /// <param name="keyValid">As in Forward; null = all real.</param>
+        /// <param name="allowed">As in Forward; null = all allowed.</param>
+        /// <param name="weights">[batch][heads_q][seq_q][seq_k] contiguous, written.</param>
+        /// <exception cref="ArgumentNullException">q, k or weights is null.</exception>
+        /// <exception cref="ArgumentException">an array is shorter than RequiredLen, or the
+        /// library refused.</exception>
+        /// <exception cref="ObjectDisposedException">the descriptor was disposed.</exception>
+        public void Weights(float[] q, float[] k, bool[] keyValid, bool[] allowed, float[] weights)
+        {
+            IntPtr desc = Acquire();
+            try
+            {
+                CheckWeightsInputs(q, k, keyValid, allowed);
+                CheckRequired(weights, "weights", Operand.Weights);
+                Errors.Check(AttnNative.attn_weights(desc, q, k, keyValid, allowed, weights));
+            }
+            finally
+            {
+                handle.DangerousRelease();
+            }
+        }
+
+        /// <summary>The attention weights in a new array of RequiredLen(Operand.Weights) floats
+        /// (the inputs are checked before anything is allocated). See
+        /// <see cref="Weights(float[], float[], bool[], bool[], float[])"/>.</summary>
         public float[] Weights(float[] q, float[] k, bool[] keyValid = null, bool[] allowed = null)
         {
-            float[] weights = new float[RequiredLen(Operand.Weights)];
-            Weights(q, k, keyValid, allowed, weights);
-            return weights;
+            IntPtr desc = Acquire();
+            try
+            {
+                CheckWeightsInputs(q, k, keyValid, allowed);
+                float[] weights = NewArray(Operand.Weights, "weights");
+                Errors.Check(AttnNative.attn_weights(desc, q, k, keyValid, allowed, weights));
+                return weights;
+            }
+            finally
+            {
+                handle.DangerousRelease();
+            }
         }
 
         /// <summary>Frees the native descriptor (after any call still in flight on another
@@ -210,74 +340,92 @@ namespace LibAttn
                 handle.Dispose();
         }
 
-        // Takes a reference on the handle for the duration of one call (the caller releases it
-        // in finally). A call that starts after Dispose throws; a call that took its reference
-        // before Dispose finishes normally and the last release frees the native descriptor.
         IntPtr Acquire()
         {
-            bool added = false;
-            if (Volatile.Read(ref disposed) == 0)
-            {
-                try
-                {
-                    handle.DangerousAddRef(ref added);
-                }
-                catch (ObjectDisposedException)
-                {
-                    added = false;
-                }
-                if (added && Volatile.Read(ref disposed) != 0)
-                {
-                    handle.DangerousRelease(); // Dispose came in between: do not start
-                    added = false;
-                }
-            }
-            if (!added)
-                throw new ObjectDisposedException("AttentionDesc",
-                                                  "the AttentionDesc has been disposed");
-            return handle.DangerousGetHandle();
+            return Handles.Acquire(handle, ref disposed, "AttentionDesc");
+        }
+
+        void CheckForwardInputs(float[] q, float[] k, float[] v, bool[] keyValid, bool[] allowed)
+        {
+            CheckRequired(q, "q", Operand.Q);
+            CheckRequired(k, "k", Operand.K);
+            CheckRequired(v, "v", Operand.V);
+            CheckOptional(keyValid, "keyValid", Operand.KeyValid);
+            CheckOptional(allowed, "allowed", Operand.Allowed);
+        }
+
+        void CheckWeightsInputs(float[] q, float[] k, bool[] keyValid, bool[] allowed)
+        {
+            CheckRequired(q, "q", Operand.Q);
+            CheckRequired(k, "k", Operand.K);
+            CheckOptional(keyValid, "keyValid", Operand.KeyValid);
+            CheckOptional(allowed, "allowed", Operand.Allowed);
+        }
+
+        float[] NewArray(Operand which, string name)
+        {
+            ulong n = requiredLen[(int)which];
+            if (n > (ulong)MaxArrayLength)
+                throw new ArgumentException(
+                    name + " would need " + n + " elements, more than a C# array holds ("
+                        + MaxArrayLength + ")",
+                    name);
+            return new float[n];
         }
 
         void CheckRequired(float[] array, string name, Operand which)
         {
             if (array == null)
                 throw new ArgumentNullException(name, name + " must not be null");
-            CheckLength(array.LongLength, name, which);
+            CheckLength(array.LongLength, name, requiredLen[(int)which]);
         }
 
         void CheckOptional(Array array, string name, Operand which)
         {
             if (array != null)
-                CheckLength(array.LongLength, name, which);
+                CheckLength(array.LongLength, name, requiredLen[(int)which]);
         }
 
-        void CheckLength(long length, string name, Operand which)
+        // The wording every language uses (README.md, "One rule in every language").
+        internal static void CheckLength(long length, string name, ulong required)
         {
-            ulong required = requiredLen[(int)which];
             if ((ulong)length < required)
-                throw new ArgumentException(name + " has " + length
-                                                + " elements but the descriptor requires at least "
-                                                + required + " (Operand." + which + ")",
-                                            name);
+                throw new ArgumentException(
+                    name + " has " + length + " elements, needs at least " + required, name);
+        }
+
+        internal static int OperandIndex(Operand which, string argName)
+        {
+            if ((uint)which >= OperandCount)
+                throw new ArgumentOutOfRangeException(
+                    argName, which,
+                    argName + " (" + ((int)which).ToString(CultureInfo.InvariantCulture)
+                        + ") is not an Operand value (0 Q .. 13 KeyMass)");
+            return (int)which;
         }
 
         /// <summary>
         /// Builds an <see cref="AttentionDesc"/>. Defaults: batch 1, 1 query and 1 key/value
-        /// head, <see cref="LibAttn.Causal.None"/>, scale 1/sqrt(headDim), contiguous
-        /// [batch][heads][seq][head_dim] strides. SeqLen and HeadDim must be set. Sizes and
-        /// strides are range-checked by the library in <see cref="Build"/> (AttentionException
-        /// with its message); negative values are rejected at once
-        /// (ArgumentOutOfRangeException). A builder may build any number of descriptors.
+        /// head, <see cref="LibAttn.Causal.None"/>, scale 1/sqrt(headDim), no window, softcap or
+        /// ALiBi, headDimV = headDim, contiguous [batch][heads][seq][head_dim] strides. SeqLen and
+        /// HeadDim must be set.
+        /// <para>Every parameter is checked when it is set, against the library's own bounds
+        /// (attn_param_bounds): a value out of range, NaN or an enum value cast from an
+        /// undefined integer throws <see cref="ArgumentOutOfRangeException"/> naming the value;
+        /// negative sizes and strides too. Sizes, strides and their products are checked by the
+        /// library in <see cref="Build"/> (<see cref="ArgumentException"/> with its message).
+        /// Parameters reach the library in <see cref="Param"/> order, strides after them. A
+        /// builder may build any number of descriptors; it is not meant to be shared between
+        /// threads.</para>
         /// </summary>
         public sealed class Builder
         {
             internal long batch = 1, headsQ = 1, headsKv = 1, seqQ, seqK, headDim;
-            internal Causal? causal;
-            float? scale;
-            readonly long[][] strides = new long[4][];
-            // Strides for operands outside Q/K/V/OUT, kept to let the library reject them.
-            readonly System.Collections.Generic.List<Tuple<Operand, long, long, long>> otherStrides =
-                new System.Collections.Generic.List<Tuple<Operand, long, long, long>>();
+            // Parameters by id, applied in id order: an integer (attn_desc_set_int) or a double
+            // (attn_desc_set_float) each.
+            readonly SortedDictionary<int, KeyValuePair<long, double?>> parameters =
+                new SortedDictionary<int, KeyValuePair<long, double?>>();
+            readonly long[][] strides = new long[OperandCount][];
 
             /// <summary>Number of sequences (default 1).</summary>
             public Builder Batch(long batch)
@@ -315,7 +463,8 @@ namespace LibAttn
                 return SeqLen(seq, seq);
             }
 
-            /// <summary>Vector size per head.</summary>
+            /// <summary>Vector size per head (of Q and K; of V and OUT too unless
+            /// <see cref="HeadDimV"/> is set).</summary>
             public Builder HeadDim(long headDim)
             {
                 this.headDim = NonNegative(headDim, "headDim");
@@ -330,60 +479,139 @@ namespace LibAttn
             }
 
             /// <summary>The causal rule (default None).</summary>
+            /// <exception cref="ArgumentOutOfRangeException">not a Causal value.</exception>
             public Builder Causal(Causal causal)
             {
-                this.causal = causal;
-                return this;
+                return SetEnum(LibAttn.Param.Causal, (int)causal, "causal", typeof(Causal));
             }
 
-            /// <summary>Score scale applied to q.k (any finite value; default
+            /// <summary>Score scale applied to q.k (any finite value, 0 included; default
             /// 1/sqrt(headDim)).</summary>
+            /// <exception cref="ArgumentOutOfRangeException">NaN or infinite.</exception>
             public Builder Scale(float scale)
             {
-                this.scale = scale;
-                return this;
+                return SetChecked(LibAttn.Param.Scale, scale, "scale");
             }
 
-            /// <summary>Element strides of Q, K, V or Out: element (b, h, s, d) is at
-            /// b*batchStride + h*headStride + s*rowStride + d. 0 broadcasts (inputs only).</summary>
+            /// <summary>Sliding window around the causal diagonal: key j is visible to query i
+            /// only if diag(i) - left &lt;= j &lt;= diag(i) + right; -1 = unbounded on that side
+            /// (the default). FlashAttention's window_size, ONNX's
+            /// left/right_window_size.</summary>
+            /// <exception cref="ArgumentOutOfRangeException">a bound below -1 or above
+            /// 2^31-1.</exception>
+            public Builder Window(long left, long right)
+            {
+                CheckValue(LibAttn.Param.WindowLeft, left, "left");
+                CheckValue(LibAttn.Param.WindowRight, right, "right");
+                Store(LibAttn.Param.WindowLeft, left);
+                return Store(LibAttn.Param.WindowRight, right);
+            }
+
+            /// <summary>Logit softcap c: s = c * tanh(s / c) (Gemma 2); 0 = off
+            /// (default).</summary>
+            /// <exception cref="ArgumentOutOfRangeException">negative, NaN or infinite.</exception>
+            public Builder Softcap(float cap)
+            {
+                return SetChecked(LibAttn.Param.Softcap, cap, "cap");
+            }
+
+            /// <summary>ALiBi: <see cref="LibAttn.Alibi.Standard"/> (the slopes of Press et al.
+            /// for headsQ heads) or <see cref="LibAttn.Alibi.Operand"/> (bind
+            /// <see cref="Operand.AlibiSlopes"/>, [heads_q] floats). Default None.</summary>
+            /// <exception cref="ArgumentOutOfRangeException">not an Alibi value.</exception>
+            public Builder Alibi(Alibi mode)
+            {
+                return SetEnum(LibAttn.Param.Alibi, (int)mode, "mode", typeof(Alibi));
+            }
+
+            /// <summary>"+1" quiet softmax: a sink logit of 0 for every head (cannot be combined
+            /// with the <see cref="Operand.Sinks"/> operand).</summary>
+            public Builder SoftmaxPlusOne(bool on = true)
+            {
+                return Store(LibAttn.Param.SoftmaxPlusOne, on ? 1 : 0);
+            }
+
+            /// <summary>Size of a V row and of an OUT row when it differs from headDim (DeepSeek
+            /// MLA: 192 / 128).</summary>
+            /// <exception cref="ArgumentOutOfRangeException">below 1 or above 2^31-1.</exception>
+            public Builder HeadDimV(long headDimV)
+            {
+                CheckValue(LibAttn.Param.HeadDimV, headDimV, "headDimV");
+                return Store(LibAttn.Param.HeadDimV, headDimV);
+            }
+
+            /// <summary>What <see cref="Op.Weights"/> writes (default Softmax).</summary>
+            /// <exception cref="ArgumentOutOfRangeException">not a WeightsMode value.</exception>
+            public Builder WeightsMode(WeightsMode mode)
+            {
+                return SetEnum(LibAttn.Param.WeightsMode, (int)mode, "mode", typeof(WeightsMode));
+            }
+
+            /// <summary>Add the bias before the softcap (ONNX's order: softcap(q.k*scale + mask))
+            /// instead of after it (the default).</summary>
+            public Builder BiasFirst(bool on = true)
+            {
+                return Store(LibAttn.Param.BiasFirst, on ? 1 : 0);
+            }
+
+            /// <summary>Any parameter from an integer (attn_desc_set_int; a float parameter takes
+            /// the integer's value).</summary>
+            /// <exception cref="ArgumentOutOfRangeException">param is not a Param value, or value
+            /// is outside its bounds.</exception>
+            public Builder Set(Param param, long value)
+            {
+                CheckValue(param, value, "value");
+                return Store(param, value);
+            }
+
+            /// <summary>Any parameter from a double (attn_desc_set_float; an integer parameter
+            /// accepts integral values).</summary>
+            /// <exception cref="ArgumentOutOfRangeException">param is not a Param value, or value
+            /// is NaN, outside its bounds or not integral for an integer parameter.</exception>
+            public Builder Set(Param param, double value)
+            {
+                return SetChecked(param, value, "value");
+            }
+
+            /// <summary>Element strides of Q, K, V, Out or Bias: element (b, h, s, d) is at
+            /// b*batchStride + h*headStride + s*rowStride + d (Bias: (b, h, i, j) at
+            /// b*batchStride + h*headStride + i*rowStride + j). 0 broadcasts (inputs only).
+            /// Another operand is refused by the library in <see cref="Build"/>.</summary>
+            /// <exception cref="ArgumentOutOfRangeException">a negative stride, or which is not
+            /// an Operand value.</exception>
             public Builder Strides(Operand which, long batchStride, long headStride, long rowStride)
             {
+                int w = OperandIndex(which, "which");
                 NonNegative(batchStride, "batchStride");
                 NonNegative(headStride, "headStride");
                 NonNegative(rowStride, "rowStride");
-                if ((uint)which < 4)
-                    strides[(int)which] = new long[] { batchStride, headStride, rowStride };
-                else
-                    otherStrides.Add(Tuple.Create(which, batchStride, headStride, rowStride));
+                strides[w] = new long[] { batchStride, headStride, rowStride };
                 return this;
             }
 
             /// <summary>Creates the descriptor. Dispose it (using) when done.</summary>
-            /// <exception cref="AttentionException">the library rejected a size, the causal
-            /// rule, the scale or strides (its message names the argument).</exception>
+            /// <exception cref="ArgumentException">the library rejected a size, a parameter or
+            /// strides (its message names the argument).</exception>
             public AttentionDesc Build()
             {
                 IntPtr raw;
-                Status status = AttnNative.attn_desc_create(out raw, (ulong)batch, (ulong)headsQ,
-                                                            (ulong)headsKv, (ulong)seqQ,
-                                                            (ulong)seqK, (ulong)headDim);
-                if (status != Status.Ok)
-                    throw AttentionException.FromLastError(status);
+                Errors.Check(AttnNative.attn_desc_create(out raw, (ulong)batch, (ulong)headsQ,
+                                                         (ulong)headsKv, (ulong)seqQ, (ulong)seqK,
+                                                         (ulong)headDim));
                 var owner = new AttnDescHandle(raw);
                 try
                 {
-                    if (causal.HasValue)
-                        Check(AttnNative.attn_desc_set_causal(raw, causal.Value));
-                    if (scale.HasValue)
-                        Check(AttnNative.attn_desc_set_scale(raw, scale.Value));
-                    for (int i = 0; i < 4; i++)
+                    foreach (var p in parameters)
+                        Errors.Check(p.Value.Value.HasValue
+                                         ? AttnNative.attn_desc_set_float(raw, (attn_param)p.Key,
+                                                                          p.Value.Value.Value)
+                                         : AttnNative.attn_desc_set_int(raw, (attn_param)p.Key,
+                                                                        p.Value.Key));
+                    for (int i = 0; i < OperandCount; i++)
                         if (strides[i] != null)
-                            Check(AttnNative.attn_desc_set_strides(
+                            Errors.Check(AttnNative.attn_desc_set_strides(
                                 raw, (Operand)i, (ulong)strides[i][0], (ulong)strides[i][1],
                                 (ulong)strides[i][2]));
-                    foreach (var s in otherStrides)
-                        Check(AttnNative.attn_desc_set_strides(raw, s.Item1, (ulong)s.Item2,
-                                                               (ulong)s.Item3, (ulong)s.Item4));
                     return new AttentionDesc(owner, this);
                 }
                 catch
@@ -393,10 +621,75 @@ namespace LibAttn
                 }
             }
 
-            static void Check(Status status)
+            Builder Store(Param param, long value)
             {
-                if (status != Status.Ok)
-                    throw AttentionException.FromLastError(status);
+                parameters[(int)param] = new KeyValuePair<long, double?>(value, null);
+                return this;
+            }
+
+            Builder SetChecked(Param param, double value, string argName)
+            {
+                ParamBounds b = Attention.Bounds(param, "param");
+                if (double.IsNaN(value))
+                    throw new ArgumentOutOfRangeException(
+                        argName, value, ParamName(param) + " must not be NaN");
+                CheckRange(b, value, value.ToString("R", CultureInfo.InvariantCulture), argName);
+                parameters[(int)param] = new KeyValuePair<long, double?>(0, value);
+                return this;
+            }
+
+            Builder SetEnum(Param param, int value, string argName, Type enumType)
+            {
+                ParamBounds b = Attention.Bounds(param, "param");
+                if (!b.Accepts(value))
+                {
+                    var names = new List<string>();
+                    foreach (object e in Enum.GetValues(enumType))
+                        names.Add(((int)e).ToString(CultureInfo.InvariantCulture) + " " + e);
+                    throw new ArgumentOutOfRangeException(
+                        argName, value,
+                        ParamName(param) + " (" + value.ToString(CultureInfo.InvariantCulture)
+                            + ") is not " + Article(enumType.Name) + " value ("
+                            + string.Join(", ", names) + ")");
+                }
+                return Store(param, value);
+            }
+
+            static void CheckValue(Param param, long value, string argName)
+            {
+                CheckRange(Attention.Bounds(param, "param"), value,
+                           value.ToString(CultureInfo.InvariantCulture), argName);
+            }
+
+            // Messages name the parameter as the library and every other language do
+            // ("window_left (-2) is outside [-1, 2147483647]"); ParamName is the C# argument.
+            static void CheckRange(ParamBounds b, double value, string shown, string argName)
+            {
+                if (!(value >= b.Min && value <= b.Max))
+                    throw new ArgumentOutOfRangeException(
+                        argName, shown,
+                        string.Format(CultureInfo.InvariantCulture,
+                                      "{0} ({1}) is outside [{2:R}, {3:R}]", ParamName(b.Param),
+                                      shown, b.Min, b.Max));
+                if (!b.IsFloat && value != Math.Floor(value))
+                    throw new ArgumentOutOfRangeException(
+                        argName, shown, ParamName(b.Param) + " (" + shown + ") must be an integer");
+            }
+
+            static readonly string[] ParamNames = {
+                "causal", "scale", "window_left", "window_right", "softcap", "alibi",
+                "softmax_plus_one", "head_dim_v", "weights_mode", "bias_first" };
+
+            internal static string ParamName(Param param)
+            {
+                return (uint)param < ParamNames.Length
+                           ? ParamNames[(int)param]
+                           : "param " + ((int)param).ToString(CultureInfo.InvariantCulture);
+            }
+
+            static string Article(string word)
+            {
+                return ("AEIOU".IndexOf(word[0]) >= 0 ? "an " : "a ") + word;
             }
 
             static long NonNegative(long value, string name)

@@ -4,8 +4,9 @@
  * adds `-dllimport libattn_csharp`). What SWIG emits is the raw layer: the internal classes
  * AttnNative (one static method per C function, names as in attn.h) and AttnNativePINVOKE, plus
  * the public enums Status, Causal and Operand. The idiomatic face (Attention, AttentionDesc,
- * AttentionException) is hand-written in bindings/csharp/LibAttn/ and is the only other public
- * surface.
+ * AttentionArgs, AttentionException, ParamBounds and the enums Param, Alibi, WeightsMode, Op) is
+ * hand-written in bindings/csharp/*.cs and is the only other public surface (ApiTests lists the
+ * exported types).
  *
  * Typemap catalogue (every typemap binds by the parameter names of attn.h):
  *   [T1] size_t                          -> ulong                (SWIG's default is 32-bit uint)
@@ -14,13 +15,30 @@
  *   [T3] const bool *pad_mask, *key_valid, *allowed
  *                                        -> bool[]   pinned with `fixed`, zero copy. Never the
  *        copying `bool INPUT[]` marshalling: Mono marshals it as 4 bytes per bool.
- *        NOTE: `fixed` on an empty array yields NULL; the face rejects short arrays before
- *        calling, so an empty array only ever reaches C where NULL is meaningful (no lse/mask).
+ *        NOTE: `fixed` on an empty array yields NULL; the face rejects short arrays (empty ones
+ *        included: every required length is > 0) before calling, so NULL only ever reaches C
+ *        for an argument the caller passed as null.
  *   [T4] attn_desc * / const attn_desc * -> System.IntPtr          (no SWIGTYPE_p_attn_desc class)
  *   [T5] attn_desc **desc                -> out System.IntPtr      (create's out parameter)
  *   [T6] enums attn_status / attn_causal / attn_operand -> public C# enums Status / Causal /
- *        Operand with PascalCase members (Status.InvalidArgument, Causal.TopLeft, Operand.Out).
- * None of the raw methods checks a length: that is the face's job (AttentionDesc.Check*). */
+ *        Operand with PascalCase members (Status.InvalidArgument, Causal.TopLeft, Operand.KeyMass).
+ *   [T7] attn_args * / const attn_args * -> System.IntPtr; attn_args **args -> out IntPtr
+ *        (AttentionArgs owns it through the SafeHandle AttnArgsHandle).
+ *   [T8] the (data, len) pairs of attn_args_set_f32 / _out_f32 / _u8 / _i32:
+ *        const float *data, float *data, const uint8_t *data, const int32_t *data
+ *                                        -> System.IntPtr, len -> ulong ([T1]).
+ *        Not FIXED[]: attn_args only stores the pointer, which must stay valid until attn_run
+ *        returns, and a FIXED[] pin ends when the setter returns. The face (AttentionArgs /
+ *        AttentionDesc.Run) pins every bound array with `fixed` around the setters AND
+ *        attn_run, then unbinds them: still zero copy, never a dangling pointer.
+ *   [T9] int64_t -> long; the read-back pointers as `out` parameters (blittable, no copy):
+ *        int64_t *value -> out long, double *value / *min / *max -> out double,
+ *        int *is_float -> out int.
+ *   [T10] attn_param / attn_alibi / attn_weights_mode / attn_op -> internal enums under their C
+ *        names; the public Param / Alibi / WeightsMode / Op are hand-written (Enums.cs).
+ * None of the raw methods checks a length: that is the face's job (AttentionDesc.Check*,
+ * AttentionDesc.Run), and attn_run checks the lengths it is given once more.
+ * Functions of attn.h that the allow-list leaves out (attn_args_set_f16/bf16) get no wrapper. */
 
 %module AttnNative
 
@@ -55,6 +73,39 @@
 %typemap(csin) attn_desc **desc "out $csinput"
 %typemap(in) attn_desc **desc %{ $1 = (attn_desc **)$input; %}
 
+/* ---- [T7] the binding object, as [T4] / [T5]. ---- */
+%typemap(ctype) attn_args *, const attn_args * "void *"
+%typemap(imtype) attn_args *, const attn_args * "global::System.IntPtr"
+%typemap(cstype) attn_args *, const attn_args * "global::System.IntPtr"
+%typemap(csin) attn_args *, const attn_args * "$csinput"
+%typemap(in) attn_args *, const attn_args * %{ $1 = ($1_ltype)$input; %}
+
+%typemap(ctype) attn_args **args "void **"
+%typemap(imtype) attn_args **args "out global::System.IntPtr"
+%typemap(cstype) attn_args **args "out global::System.IntPtr"
+%typemap(csin) attn_args **args "out $csinput"
+%typemap(in) attn_args **args %{ $1 = (attn_args **)$input; %}
+
+/* ---- [T8] attn_args_set_*(args, which, data, len): data is a pointer the caller keeps pinned
+ * until attn_run returns (see the catalogue). ---- */
+%typemap(ctype) const float *data, float *data, const uint8_t *data,
+                const int32_t *data "void *"
+%typemap(imtype) const float *data, float *data, const uint8_t *data,
+                 const int32_t *data "global::System.IntPtr"
+%typemap(cstype) const float *data, float *data, const uint8_t *data,
+                 const int32_t *data "global::System.IntPtr"
+%typemap(csin) const float *data, float *data, const uint8_t *data,
+               const int32_t *data "$csinput"
+%typemap(in) const float *data, float *data, const uint8_t *data,
+             const int32_t *data %{ $1 = ($1_ltype)$input; %}
+
+/* ---- [T9] 64-bit integers and the read-back out parameters. ---- */
+%include "typemaps.i"
+%apply long long { int64_t };
+%apply long long *OUTPUT { int64_t *value };
+%apply double *OUTPUT { double *value, double *min, double *max };
+%apply int *OUTPUT { int *is_float };
+
 /* ---- [T6] real enums with .NET names. Global-scope (::) renames are more specific than
  * attn.i's plain `%rename("%s")` allow-list entries, so they win although they come first.
  * A value added to attn.i but not listed here still appears, under its C name. ---- */
@@ -78,5 +129,21 @@
 %rename(Weights) ::ATTN_WEIGHTS;
 %rename(KeyValid) ::ATTN_KEY_VALID;
 %rename(Allowed) ::ATTN_ALLOWED;
+%rename(Bias) ::ATTN_BIAS;
+%rename(AlibiSlopes) ::ATTN_ALIBI_SLOPES;
+%rename(Sinks) ::ATTN_SINKS;
+%rename(QueryValid) ::ATTN_QUERY_VALID;
+%rename(SeqLensK) ::ATTN_SEQ_LENS_K;
+%rename(KeyMass) ::ATTN_KEY_MASS;
+
+/* ---- [T10] the 0.2 enums attn_param / attn_alibi / attn_weights_mode / attn_op stay under their
+ * C names and internal: C enumerators share one scope, so their natural .NET names collide with
+ * each other and with [T6] (ATTN_PARAM_CAUSAL vs attn_causal, ATTN_OP_WEIGHTS vs ATTN_WEIGHTS,
+ * ATTN_ALIBI_NONE vs ATTN_CAUSAL_NONE, ...) and SWIG would silently drop the later ones
+ * (warning 302). The public enums Param, Alibi, WeightsMode and Op are hand-written in
+ * Enums.cs; ApiTests.PublicEnumsMirrorTheHeader checks them name for name and value for value
+ * against these generated ones, so a value added to attn.h cannot be missed. ---- */
+%typemap(csclassmodifiers) enum attn_param, enum attn_alibi, enum attn_weights_mode,
+                           enum attn_op "internal enum"
 
 %include "../attn.i"

@@ -1,0 +1,1045 @@
+// NUnit tests of the 0.2 extensible call through the C# face: every parameter (Builder setters,
+// properties read back from the library, attn_param_bounds), every operand (AttentionArgs,
+// AttentionDesc.Run) against the float64 reference in RunReference.cs, and bad input naming the
+// argument. The shared vectors of the same call are in VariantVectorTests.cs.
+using System;
+using System.Buffers;
+using System.Collections.Generic;
+using System.Linq;
+using System.Runtime.InteropServices;
+using System.Threading;
+using NUnit.Framework;
+
+namespace LibAttn.Tests
+{
+    static class Run02
+    {
+        // Binds the inputs, runs Forward (out, lse, key_mass) and Weights, returns the results.
+        public static void Both(AttentionDesc desc, Inputs a, out float[] output, out float[] lse,
+                                out float[] weights, out float[] mass)
+        {
+            output = new float[desc.RequiredLen(Operand.Out)];
+            lse = new float[desc.RequiredLen(Operand.Lse)];
+            weights = new float[desc.RequiredLen(Operand.Weights)];
+            mass = new float[desc.RequiredLen(Operand.KeyMass)];
+            using (var args = new AttentionArgs())
+            {
+                args.Bind(Operand.Q, a.Q).Bind(Operand.K, a.K).Bind(Operand.V, a.V)
+                    .Bind(Operand.Bias, a.Bias).Bind(Operand.AlibiSlopes, a.AlibiSlopes)
+                    .Bind(Operand.Sinks, a.Sinks).Bind(Operand.KeyValid, a.KeyValid)
+                    .Bind(Operand.Allowed, a.Allowed).Bind(Operand.QueryValid, a.QueryValid)
+                    .Bind(Operand.SeqLensK, a.SeqLensK);
+                args.Bind(Operand.Out, output).Bind(Operand.Lse, lse).Bind(Operand.KeyMass, mass);
+                desc.Run(Op.Forward, args);
+                args.Bind(Operand.Weights, weights);
+                desc.Run(Op.Weights, args);
+            }
+        }
+
+        // Checks every result against the reference: 1e-5 relative-or-absolute, hidden keys
+        // exactly 0, rows without a visible key exactly -inf.
+        public static void Check(Problem p, Inputs a, string what)
+        {
+            Expected e = RunReference.Run(p, a);
+            using (AttentionDesc desc = p.Builder().Build())
+            {
+                float[] o, l, w, m;
+                Both(desc, a, out o, out l, out w, out m);
+                for (int i = 0; i < e.Out.Length; i++) Util.AssertClose(e.Out[i], o[i], what + " out[" + i + "]");
+                for (int i = 0; i < e.Lse.Length; i++) Util.AssertClose(e.Lse[i], l[i], what + " lse[" + i + "]");
+                for (int i = 0; i < e.Weights.Length; i++)
+                {
+                    Util.AssertClose(e.Weights[i], w[i], what + " weights[" + i + "]");
+                    if (e.Hidden[i]) Assert.AreEqual(0.0f, w[i], what + " hidden weights[" + i + "]");
+                }
+                for (int i = 0; i < e.KeyMass.Length; i++)
+                    Util.AssertClose(e.KeyMass[i], m[i], what + " key_mass[" + i + "]");
+            }
+        }
+
+        public static Inputs Random(Problem p, int salt)
+        {
+            return new Inputs { Q = Util.Values((int)p.QLen, salt), K = Util.Values((int)p.KLen, salt + 1),
+                                V = Util.Values((int)p.VLen, salt + 2) };
+        }
+
+        public static bool[] Mask(int n, int period, int offset = 0)
+        {
+            var r = new bool[n];
+            for (int i = 0; i < n; i++) r[i] = (i + offset) % period != 0;
+            return r;
+        }
+    }
+
+    [TestFixture]
+    public class ParameterTests
+    {
+        static AttentionDesc.Builder Small()
+        {
+            return new AttentionDesc.Builder().Dims(2, 4, 2, 3, 5, 4);
+        }
+
+        [Test]
+        public void PublicEnumsMirrorTheHeader()
+        {
+            // The hand-written public enums against SWIG's internal ones generated from attn.h:
+            // same members (ATTN_PARAM_WINDOW_LEFT <-> WindowLeft), same values, none missing.
+            var pairs = new[] {
+                Tuple.Create(typeof(attn_param), typeof(Param), "ATTN_PARAM_"),
+                Tuple.Create(typeof(attn_alibi), typeof(Alibi), "ATTN_ALIBI_"),
+                Tuple.Create(typeof(attn_weights_mode), typeof(WeightsMode), "ATTN_WEIGHTS_"),
+                Tuple.Create(typeof(attn_op), typeof(Op), "ATTN_OP_") };
+            foreach (var t in pairs)
+            {
+                string[] raw = Enum.GetNames(t.Item1);
+                Assert.AreEqual(raw.Length, Enum.GetNames(t.Item2).Length, t.Item2.Name);
+                foreach (string c in raw)
+                {
+                    string pascal = string.Concat(c.Substring(t.Item3.Length).Split('_')
+                        .Select(x => x.Substring(0, 1) + x.Substring(1).ToLowerInvariant()));
+                    Assert.IsTrue(Enum.IsDefined(t.Item2, pascal), t.Item2.Name + "." + pascal);
+                    Assert.AreEqual((int)Enum.Parse(t.Item1, c), (int)Enum.Parse(t.Item2, pascal), c);
+                }
+            }
+            var ops = new[] { Operand.Q, Operand.K, Operand.V, Operand.Out, Operand.Lse,
+                              Operand.Weights, Operand.KeyValid, Operand.Allowed, Operand.Bias,
+                              Operand.AlibiSlopes, Operand.Sinks, Operand.QueryValid,
+                              Operand.SeqLensK, Operand.KeyMass };
+            for (int i = 0; i < ops.Length; i++) Assert.AreEqual(i, (int)ops[i]);
+            Assert.AreEqual(ops.Length, Enum.GetValues(typeof(Operand)).Length);
+            Assert.AreEqual(9, (int)Param.BiasFirst);
+            Assert.AreEqual(2, (int)Alibi.Standard);
+            Assert.AreEqual(3, (int)WeightsMode.Capped);
+            Assert.AreEqual(2, (int)Op.Backward);
+        }
+
+        [Test]
+        public void PublicSurfaceIsTheFaceAndTheEnums()
+        {
+            string[] exported = typeof(Attention).Assembly.GetExportedTypes()
+                                    .Select(x => x.FullName).OrderBy(x => x).ToArray();
+            CollectionAssert.AreEqual(
+                new[] { "LibAttn.Alibi", "LibAttn.Attention", "LibAttn.AttentionArgs",
+                        "LibAttn.AttentionDesc", "LibAttn.AttentionDesc+Builder",
+                        "LibAttn.AttentionException", "LibAttn.Causal", "LibAttn.Op",
+                        "LibAttn.Operand", "LibAttn.Param", "LibAttn.ParamBounds",
+                        "LibAttn.Status", "LibAttn.WeightsMode" },
+                exported, "no SWIGTYPE_p_* or raw class leaks: " + string.Join(", ", exported));
+        }
+
+        [Test]
+        public void BoundsComeFromTheLibrary()
+        {
+            var expected = new Dictionary<Param, Tuple<bool, double, double>> {
+                { Param.Causal, Tuple.Create(false, 0.0, 2.0) },
+                { Param.Scale, Tuple.Create(true, -(double)float.MaxValue, (double)float.MaxValue) },
+                { Param.WindowLeft, Tuple.Create(false, -1.0, 2147483647.0) },
+                { Param.WindowRight, Tuple.Create(false, -1.0, 2147483647.0) },
+                { Param.Softcap, Tuple.Create(true, 0.0, (double)float.MaxValue) },
+                { Param.Alibi, Tuple.Create(false, 0.0, 2.0) },
+                { Param.SoftmaxPlusOne, Tuple.Create(false, 0.0, 1.0) },
+                { Param.HeadDimV, Tuple.Create(false, 1.0, 2147483647.0) },
+                { Param.WeightsMode, Tuple.Create(false, 0.0, 4.0) },
+                { Param.BiasFirst, Tuple.Create(false, 0.0, 1.0) } };
+            foreach (Param p in Enum.GetValues(typeof(Param)))
+            {
+                ParamBounds b = Attention.Bounds(p);
+                Assert.AreEqual(p, b.Param);
+                Assert.AreEqual(expected[p].Item1, b.IsFloat, p + " kind");
+                Assert.AreEqual(expected[p].Item2, b.Min, p + " min");
+                Assert.AreEqual(expected[p].Item3, b.Max, p + " max");
+                Assert.IsFalse(b.Accepts(double.NaN));
+            }
+            Assert.IsTrue(Attention.Bounds(Param.Softcap).Accepts(0.5));
+            Assert.IsFalse(Attention.Bounds(Param.HeadDimV).Accepts(2.5));
+            foreach (int bad in new[] { 10, -1, 1000, int.MinValue })
+            {
+                var e = Assert.Throws<ArgumentOutOfRangeException>(() => Attention.Bounds((Param)bad));
+                Assert.AreEqual("param", e.ParamName);
+                StringAssert.Contains("param (" + bad + ") is not a Param value", e.Message);
+            }
+        }
+
+        [Test]
+        public void DefaultScaleIsExactlyTheLibrarysFloat()
+        {
+            foreach (int d in new[] { 1, 3, 6, 7, 17, 64, 96, 128, 192 })
+                using (var desc = new AttentionDesc.Builder().SeqLen(5, 7).HeadDim(d).Build())
+                {
+                    // 1.0f / sqrtf(d) in float arithmetic: sqrt and division of floats rounded once
+                    // each (a double result rounded to float is the correctly rounded float one).
+                    float sqrtf = (float)Math.Sqrt(d);
+                    float expected = (float)(1.0 / sqrtf);
+                    Assert.AreEqual(expected, desc.Scale, "head_dim " + d);
+                    Assert.AreEqual((double)expected, desc.GetDouble(Param.Scale), "head_dim " + d);
+                    // Bit for bit the same results as that scale given explicitly.
+                    var p = new Problem(1, 1, 1, 5, 7, d);
+                    Inputs a = Run02.Random(p, d);
+                    float[] o1, l1, w1, m1, o2, l2, w2, m2;
+                    Run02.Both(desc, a, out o1, out l1, out w1, out m1);
+                    using (var explicitScale = new AttentionDesc.Builder().SeqLen(5, 7).HeadDim(d)
+                                                   .Scale(desc.Scale).Build())
+                        Run02.Both(explicitScale, a, out o2, out l2, out w2, out m2);
+                    CollectionAssert.AreEqual(o1, o2, "head_dim " + d);
+                    CollectionAssert.AreEqual(l1, l2, "head_dim " + d);
+                    CollectionAssert.AreEqual(w1, w2, "head_dim " + d);
+                }
+        }
+
+        [Test]
+        public void EveryParameterIsReadBackFromTheLibrary()
+        {
+            using (var desc = Small().Build())
+            {
+                Assert.AreEqual(Causal.None, desc.Causal);
+                Assert.AreEqual(0.5f, desc.Scale);
+                Assert.AreEqual(-1, desc.WindowLeft);
+                Assert.AreEqual(-1, desc.WindowRight);
+                Assert.AreEqual(0f, desc.Softcap);
+                Assert.AreEqual(Alibi.None, desc.Alibi);
+                Assert.IsFalse(desc.SoftmaxPlusOne);
+                Assert.AreEqual(4, desc.HeadDimV);
+                Assert.AreEqual(WeightsMode.Softmax, desc.WeightsMode);
+                Assert.IsFalse(desc.BiasFirst);
+            }
+            using (var desc = Small().Causal(Causal.BottomRight).Scale(0.3f).Window(2, 0)
+                                  .Softcap(7.5f).Alibi(Alibi.Standard).SoftmaxPlusOne()
+                                  .HeadDimV(6).WeightsMode(WeightsMode.Capped).BiasFirst().Build())
+            {
+                Assert.AreEqual(Causal.BottomRight, desc.Causal);
+                Assert.AreEqual(0.3f, desc.Scale);
+                Assert.AreEqual(2, desc.WindowLeft);
+                Assert.AreEqual(0, desc.WindowRight);
+                Assert.AreEqual(7.5f, desc.Softcap);
+                Assert.AreEqual(Alibi.Standard, desc.Alibi);
+                Assert.IsTrue(desc.SoftmaxPlusOne);
+                Assert.AreEqual(6, desc.HeadDimV);
+                Assert.AreEqual(WeightsMode.Capped, desc.WeightsMode);
+                Assert.IsTrue(desc.BiasFirst);
+                // head_dim_v resizes V and OUT (contiguous, 6 per row).
+                Assert.AreEqual(2UL * 2 * 5 * 6, desc.RequiredLen(Operand.V));
+                Assert.AreEqual(2UL * 4 * 3 * 6, desc.RequiredLen(Operand.Out));
+                Assert.AreEqual(2UL * 2 * 5 * 4, desc.RequiredLen(Operand.K));
+                // The generic getters agree.
+                Assert.AreEqual(2, desc.GetInt(Param.Causal));
+                Assert.AreEqual((double)0.3f, desc.GetDouble(Param.Scale));
+                Assert.AreEqual(7, desc.GetInt(Param.Softcap)); // rounded toward zero
+                Assert.AreEqual(7.5, desc.GetDouble(Param.Softcap));
+                Assert.AreEqual(6.0, desc.GetDouble(Param.HeadDimV));
+                var e = Assert.Throws<ArgumentOutOfRangeException>(() => desc.GetInt((Param)10));
+                StringAssert.Contains("param (10)", e.Message);
+                Assert.Throws<ArgumentOutOfRangeException>(() => desc.GetDouble((Param)(-1)));
+            }
+            // The generic setters, from an integer or a double.
+            using (var desc = Small().Set(Param.WindowLeft, 3L).Set(Param.WindowRight, 1.0)
+                                  .Set(Param.Softcap, 2L).Set(Param.Scale, 0.25)
+                                  .Set(Param.Causal, 1L).Build())
+            {
+                Assert.AreEqual(3, desc.WindowLeft);
+                Assert.AreEqual(1, desc.WindowRight);
+                Assert.AreEqual(2f, desc.Softcap);
+                Assert.AreEqual(0.25f, desc.Scale);
+                Assert.AreEqual(Causal.TopLeft, desc.Causal);
+            }
+            // Later settings win; a builder builds many descriptors.
+            var bl = Small().Window(1, 1).Window(5, -1);
+            using (AttentionDesc a = bl.Build(), b = bl.HeadDimV(2).Build())
+            {
+                Assert.AreEqual(5, a.WindowLeft);
+                Assert.AreEqual(-1, a.WindowRight);
+                Assert.AreEqual(4, a.HeadDimV);
+                Assert.AreEqual(2, b.HeadDimV);
+            }
+        }
+
+        [Test]
+        public void BadParametersAreRefusedWhenSetNamingTheArgumentAndValue()
+        {
+            var cases = new List<Tuple<TestDelegate, string, string>> {
+                Tuple.Create<TestDelegate, string, string>(() => Small().Window(-2, 0), "left",
+                    "window_left (-2) is outside [-1, 2147483647]"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().Window(0, 1L << 31), "right",
+                    "window_right (2147483648) is outside [-1, 2147483647]"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().Window(long.MinValue, 0), "left",
+                    "window_left (-9223372036854775808)"), // no truncation to 32 bits
+                Tuple.Create<TestDelegate, string, string>(() => Small().Softcap(-1f), "cap",
+                    "softcap (-1) is outside"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().Softcap(float.NaN), "cap",
+                    "softcap must not be NaN"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().Softcap(float.PositiveInfinity),
+                    "cap", "softcap (Infinity) is outside"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().HeadDimV(0), "headDimV",
+                    "head_dim_v (0) is outside [1, 2147483647]"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().HeadDimV(1L << 32), "headDimV",
+                    "head_dim_v (4294967296)"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().Alibi((Alibi)3), "mode",
+                    "alibi (3) is not an Alibi value (0 None, 1 Operand, 2 Standard)"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().WeightsMode((WeightsMode)5),
+                    "mode", "weights_mode (5) is not a WeightsMode value"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().WeightsMode((WeightsMode)(-1)),
+                    "mode", "weights_mode (-1)"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().Causal((Causal)3), "causal",
+                    "causal (3) is not a Causal value (0 None, 1 TopLeft, 2 BottomRight)"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().Scale(float.NegativeInfinity),
+                    "scale", "scale (-Infinity) is outside"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().Set(Param.Scale, 1e39), "value",
+                    "scale (1E+39) is outside"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().Set(Param.SoftmaxPlusOne, 2L),
+                    "value", "softmax_plus_one (2) is outside [0, 1]"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().Set(Param.BiasFirst, -1L),
+                    "value", "bias_first (-1) is outside [0, 1]"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().Set(Param.HeadDimV, 2.5),
+                    "value", "head_dim_v (2.5) must be an integer"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().Set(Param.WindowLeft, double.NaN),
+                    "value", "window_left must not be NaN"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().Set((Param)10, 1L), "param",
+                    "param (10) is not a Param value"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().Set((Param)(-7), 1.0), "param",
+                    "param (-7) is not a Param value"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().Strides((Operand)14, 1, 1, 1),
+                    "which", "which (14) is not an Operand value"),
+            };
+            foreach (var c in cases)
+            {
+                var e = Assert.Throws<ArgumentOutOfRangeException>(c.Item1, c.Item3);
+                Assert.AreEqual(c.Item2, e.ParamName, c.Item3);
+                StringAssert.Contains(c.Item3, e.Message);
+            }
+            // Combinations only the library can judge: at Build, with its message.
+            // head_dim_v reaches the library before the strides, whatever the order of the calls:
+            // OUT rows 4 floats apart nest for head_dim 4, not for head_dim_v 6.
+            Small().Strides(Operand.Out, 48, 12, 4).Build().Dispose();
+            var be = Assert.Throws<ArgumentException>(
+                () => Small().Strides(Operand.Out, 48, 12, 4).HeadDimV(6).Build());
+            StringAssert.Contains("out strides (48, 12, 4) do not nest: output rows of 6 floats",
+                                  be.Message);
+            be = Assert.Throws<ArgumentException>(
+                () => new AttentionDesc.Builder().Dims(1L << 20, 1, 1, 1L << 20, 1, 4)
+                          .HeadDimV(int.MaxValue).Build());
+            StringAssert.Contains("ATTN_PARAM_HEAD_DIM_V (2147483647) makes the V or OUT size overflow",
+                                  be.Message);
+            // A refused setter leaves the builder as it was.
+            var ok = Small();
+            Assert.Throws<ArgumentOutOfRangeException>(() => ok.Window(3, -9));
+            using (var desc = ok.Build())
+            {
+                Assert.AreEqual(-1, desc.WindowLeft);
+                Assert.AreEqual(-1, desc.WindowRight);
+            }
+        }
+    }
+
+    [TestFixture]
+    public class OperandTests
+    {
+        [Test]
+        public void WindowAgainstReference()
+        {
+            foreach (int causal in new[] { 0, 1, 2 })
+                foreach (var w in new[] { Tuple.Create(3L, 2L), Tuple.Create(0L, 0L),
+                                          Tuple.Create(-1L, 1L), Tuple.Create(4L, -1L) })
+                {
+                    var p = new Problem(2, 4, 2, 9, 13, 8) { Causal = causal, WindowLeft = w.Item1,
+                                                             WindowRight = w.Item2 };
+                    Run02.Check(p, Run02.Random(p, 3), "window " + w + " causal " + causal);
+                }
+            // 70 keys: more than one key tile, the window crossing tile boundaries.
+            var big = new Problem(1, 2, 1, 70, 70, 16) { Causal = 1, WindowLeft = 20 };
+            Run02.Check(big, Run02.Random(big, 5), "window seq 70");
+        }
+
+        [Test]
+        public void SoftcapAndBiasInBothOrdersAgainstReference()
+        {
+            foreach (bool first in new[] { false, true })
+            {
+                var p = new Problem(2, 2, 1, 5, 7, 8) { Scale = 1.5, Softcap = 2.5, BiasFirst = first };
+                Inputs a = Run02.Random(p, 11);
+                a.Bias = Util.Values((int)p.BiasLen, 12).Select(x => 3 * x).ToArray();
+                Run02.Check(p, a, "softcap+bias first=" + first);
+            }
+            var cap = new Problem(1, 2, 2, 6, 9, 16) { Scale = 2.0, Softcap = 5.0 };
+            Run02.Check(cap, Run02.Random(cap, 13), "softcap only");
+        }
+
+        [Test]
+        public void BiasStridesBroadcastAndMinusInfinityAgainstReference()
+        {
+            // [1][1][seq_q][seq_k] broadcast over batch and heads.
+            var p = new Problem(2, 4, 2, 4, 6, 8) { BS = new long[] { 0, 0, 6 }, Causal = 1 };
+            Inputs a = Run02.Random(p, 21);
+            a.Bias = Util.Values((int)p.BiasLen, 22);
+            Assert.AreEqual(24, p.BiasLen);
+            Run02.Check(p, a, "bias broadcast");
+            // [batch][heads][1][seq_k] broadcast over queries, with a NaN gap; -inf hides keys.
+            var r = new Problem(2, 2, 2, 5, 6, 8) { BS = new long[] { 2 * 9, 9, 0 } };
+            Inputs b = Run02.Random(r, 23);
+            b.Bias = Enumerable.Repeat(float.NaN, (int)r.BiasLen).ToArray();
+            for (int bb = 0; bb < 2; bb++)
+                for (int h = 0; h < 2; h++)
+                    for (int j = 0; j < 6; j++)
+                        b.Bias[bb * 18 + h * 9 + j] = j == 2 ? float.NegativeInfinity : 0.25f * j;
+            b.Bias[9 + 0] = b.Bias[9 + 1] = b.Bias[9 + 3] = b.Bias[9 + 4] = b.Bias[9 + 5] =
+                float.NegativeInfinity; // (b 0, h 1): every key hidden
+            Run02.Check(r, b, "bias rows broadcast, -inf");
+            Expected e = RunReference.Run(r, b);
+            Assert.IsTrue(double.IsNegativeInfinity(e.Lse[1 * 5 + 0]), "a fully hidden row");
+        }
+
+        [Test]
+        public void AlibiOperandAndStandardAgainstReference()
+        {
+            var p = new Problem(2, 3, 3, 6, 6, 8) { Causal = 1, Alibi = 1 };
+            Inputs a = Run02.Random(p, 31);
+            a.AlibiSlopes = new[] { 0.05f, 0.5f, 1.0f };
+            Run02.Check(p, a, "alibi operand");
+            foreach (int heads in new[] { 5, 6, 8 })
+                foreach (int causal in new[] { 0, 2 })
+                {
+                    var s = new Problem(1, heads, 1, 5, 9, 8) { Causal = causal, Alibi = 2 };
+                    Run02.Check(s, Run02.Random(s, 32 + heads), "alibi standard " + heads);
+                }
+            CollectionAssert.AreEqual(new[] { 0.25, 0.0625, 0.015625, 0.00390625 },
+                                      RunReference.StandardSlopes(4));
+        }
+
+        [Test]
+        public void SinksAndPlusOneAgainstReference()
+        {
+            var p = new Problem(2, 4, 2, 5, 6, 8);
+            Inputs a = Run02.Random(p, 41);
+            a.Sinks = new[] { -1.0f, 0.0f, 0.5f, 2.0f };
+            a.Allowed = Run02.Mask(30, 4);
+            for (int j = 0; j < 6; j++) a.Allowed[6 + j] = false; // row 1: no visible key
+            Run02.Check(p, a, "sinks");
+            Expected e = RunReference.Run(p, a);
+            Assert.IsTrue(double.IsNegativeInfinity(e.Lse[1]), "no visible key: -inf despite a sink");
+
+            var q = new Problem(3, 2, 2, 4, 5, 8) { PlusOne = true, Causal = 1 };
+            Inputs b = Run02.Random(q, 42);
+            b.KeyValid = new bool[15];
+            for (int j = 0; j < 5; j++) { b.KeyValid[j] = true; b.KeyValid[10 + j] = j < 2; }
+            Run02.Check(q, b, "plus one, batch 1 all padding");
+        }
+
+        [Test]
+        public void QueryPaddingSeqLensAndKeyMassAgainstReference()
+        {
+            var p = new Problem(2, 4, 2, 6, 10, 8) { Causal = 2 };
+            Inputs a = Run02.Random(p, 51);
+            a.QueryValid = Run02.Mask(12, 5);
+            a.SeqLensK = new[] { 7, 0 };
+            // Padding keys are never read: poison them.
+            for (int b = 0; b < 2; b++)
+                for (int h = 0; h < 2; h++)
+                    for (int j = a.SeqLensK[b]; j < 10; j++)
+                        for (int d = 0; d < 8; d++)
+                            a.K[((b * 2 + h) * 10 + j) * 8 + d] = a.V[((b * 2 + h) * 10 + j) * 8 + d] =
+                                float.NaN;
+            Run02.Check(p, a, "query padding, seq lens, mass");
+            var dec = new Problem(4, 4, 2, 1, 30, 16) { Causal = 2 };
+            Inputs d1 = Run02.Random(dec, 52);
+            d1.SeqLensK = new[] { 17, 1, 0, 30 };
+            Run02.Check(dec, d1, "decode with seq lens");
+        }
+
+        [Test]
+        public void HeadDimVAndStridesAgainstReference()
+        {
+            var p = new Problem(2, 2, 1, 6, 8, 24) { DV = 16, Causal = 1 };
+            Run02.Check(p, Run02.Random(p, 61), "head_dim_v 16");
+            // BSHD everywhere with head_dim_v 20, set after the strides in the builder (applied
+            // before them by Build).
+            var s = new Problem(2, 4, 2, 5, 7, 8) { DV = 20 };
+            s.QS = new long[] { 5 * 4 * 8, 8, 4 * 8 };
+            s.KS = new long[] { 7 * 2 * 8, 8, 2 * 8 };
+            s.VS = new long[] { 7 * 2 * 20, 20, 2 * 20 };
+            s.OS = new long[] { 5 * 4 * 20, 20, 4 * 20 };
+            Run02.Check(s, Run02.Random(s, 62), "head_dim_v 20 bshd");
+        }
+
+        [Test]
+        public void EverythingAtOnceAgainstReference()
+        {
+            var p = new Problem(3, 6, 2, 9, 13, 12) { DV = 8, Causal = 2, WindowLeft = 5,
+                                                      WindowRight = 1, Softcap = 4.0, Scale = 0.375,
+                                                      Alibi = 1 };
+            p.BS = new long[] { 0, 9 * 13, 13 };
+            Inputs a = Run02.Random(p, 71);
+            a.AlibiSlopes = Util.Values(6, 72).Select(x => 0.3f + 0.2f * x).ToArray();
+            a.Sinks = Util.Values(6, 73);
+            a.KeyValid = Run02.Mask(39, 6);
+            a.Allowed = Run02.Mask(117, 7);
+            a.Bias = Util.Values((int)p.BiasLen, 74);
+            a.Bias[5] = float.NegativeInfinity;
+            a.QueryValid = Run02.Mask(27, 9, 1);
+            a.SeqLensK = new[] { 13, 9, 5 };
+            Run02.Check(p, a, "all combined");
+        }
+
+        [Test]
+        public void WeightsModesWriteTheScoresOfEachStage()
+        {
+            var p = new Problem(1, 2, 1, 4, 6, 8) { Causal = 1, Softcap = 1.5, Alibi = 2 };
+            Inputs a = Run02.Random(p, 81);
+            a.Bias = Util.Values((int)p.BiasLen, 82);
+            a.Allowed = Run02.Mask(24, 5);
+            foreach (WeightsMode mode in new[] { WeightsMode.Scores, WeightsMode.Masked,
+                                                 WeightsMode.Capped, WeightsMode.Softcapped })
+                foreach (bool first in new[] { false, true })
+                {
+                    p.WeightsMode = (int)mode;
+                    p.BiasFirst = first;
+                    double[] want = RunReference.Scores(p, a, (int)mode);
+                    using (var desc = p.Builder().Build())
+                    using (var args = new AttentionArgs())
+                    {
+                        Assert.AreEqual(mode, desc.WeightsMode);
+                        var w = new float[desc.RequiredLen(Operand.Weights)];
+                        args.Bind(Operand.Q, a.Q).Bind(Operand.K, a.K).Bind(Operand.Bias, a.Bias)
+                            .Bind(Operand.Allowed, a.Allowed).Bind(Operand.Weights, w);
+                        desc.Run(Op.Weights, args);
+                        for (int i = 0; i < want.Length; i++)
+                            Util.AssertClose(want[i], w[i], mode + " first=" + first + " [" + i + "]");
+                        bool masks = mode == WeightsMode.Masked || mode == WeightsMode.Capped;
+                        Assert.AreEqual(masks, w.Any(float.IsNegativeInfinity),
+                                        mode + ": -inf exactly where masks apply");
+                    }
+                }
+            // Padded keys are never read: -inf in every score mode, NaN in their K rows harmless.
+            var pp = new Problem(2, 1, 1, 3, 5, 4) { Causal = 1, Softcap = 2 };
+            Inputs pa = Run02.Random(pp, 83);
+            pa.KeyValid = new[] { true, true, false, true, true, true, true, true, true, true };
+            pa.SeqLensK = new[] { 5, 3 };
+            for (int d = 0; d < 4; d++) pa.K[2 * 4 + d] = pa.K[(5 + 4) * 4 + d] = float.NaN;
+            foreach (WeightsMode mode in new[] { WeightsMode.Scores, WeightsMode.Masked,
+                                                 WeightsMode.Capped, WeightsMode.Softcapped })
+            {
+                pp.WeightsMode = (int)mode;
+                double[] want = RunReference.Scores(pp, pa, (int)mode);
+                using (var desc = pp.Builder().Build())
+                using (var args = new AttentionArgs())
+                {
+                    var w = new float[desc.RequiredLen(Operand.Weights)];
+                    args.Bind(Operand.Q, pa.Q).Bind(Operand.K, pa.K).Bind(Operand.KeyValid, pa.KeyValid)
+                        .Bind(Operand.SeqLensK, pa.SeqLensK).Bind(Operand.Weights, w);
+                    desc.Run(Op.Weights, args);
+                    for (int i = 0; i < want.Length; i++)
+                        Util.AssertClose(want[i], w[i], mode + " padded [" + i + "]");
+                }
+            }
+        }
+
+        [Test]
+        public void RunMatchesThe01CallsBitForBit()
+        {
+            int B = 2, HQ = 4, HKV = 2, SQ = 5, SK = 9, D = 6;
+            float[] q = Util.Values(B * HQ * SQ * D, 4), k = Util.Values(B * HKV * SK * D, 5),
+                    v = Util.Values(B * HKV * SK * D, 6);
+            bool[] kv = Run02.Mask(B * SK, 4), al = Run02.Mask(SQ * SK, 5);
+            using (var desc = new AttentionDesc.Builder().Dims(B, HQ, HKV, SQ, SK, D)
+                                  .Causal(Causal.BottomRight).Build())
+            using (var args = new AttentionArgs())
+            {
+                var o1 = new float[desc.RequiredLen(Operand.Out)];
+                var l1 = new float[desc.RequiredLen(Operand.Lse)];
+                desc.Forward(q, k, v, kv, al, o1, l1);
+                float[] w1 = desc.Weights(q, k, kv, al);
+                var o2 = new float[o1.Length];
+                var l2 = new float[l1.Length];
+                var w2 = new float[w1.Length];
+                args.Bind(Operand.Q, q).Bind(Operand.K, k).Bind(Operand.V, v)
+                    .Bind(Operand.KeyValid, kv).Bind(Operand.Allowed, al)
+                    .Bind(Operand.Out, o2).Bind(Operand.Lse, l2).Bind(Operand.Weights, w2);
+                desc.Run(Op.Forward, args);
+                desc.Run(Op.Weights, args);
+                CollectionAssert.AreEqual(o1, o2);
+                CollectionAssert.AreEqual(l1, l2);
+                CollectionAssert.AreEqual(w1, w2);
+            }
+        }
+    }
+
+    // Memory not backed by a managed array (AllocHGlobal), for the MemoryHandle pinning path.
+    sealed unsafe class NativeFloats : MemoryManager<float>
+    {
+        readonly IntPtr ptr;
+        readonly int length;
+        public int Pins;
+
+        public NativeFloats(int length)
+        {
+            this.length = length;
+            ptr = Marshal.AllocHGlobal(length * sizeof(float));
+        }
+
+        public override Span<float> GetSpan() { return new Span<float>((void*)ptr, length); }
+
+        public override MemoryHandle Pin(int elementIndex = 0)
+        {
+            Pins++;
+            return new MemoryHandle((float*)ptr + elementIndex);
+        }
+
+        public override void Unpin() { }
+
+        protected override void Dispose(bool disposing) { Marshal.FreeHGlobal(ptr); }
+    }
+
+    sealed unsafe class NativeBytes : MemoryManager<byte>
+    {
+        readonly IntPtr ptr;
+        readonly int length;
+
+        public NativeBytes(int length)
+        {
+            this.length = length;
+            ptr = Marshal.AllocHGlobal(length);
+        }
+
+        public override Span<byte> GetSpan() { return new Span<byte>((void*)ptr, length); }
+
+        public override MemoryHandle Pin(int elementIndex = 0)
+        {
+            return new MemoryHandle((byte*)ptr + elementIndex);
+        }
+
+        public override void Unpin() { }
+
+        protected override void Dispose(bool disposing) { Marshal.FreeHGlobal(ptr); }
+    }
+
+    [TestFixture]
+    public class ArgsTests
+    {
+        // B=2, HQ=4, HKV=2, SQ=3, SK=5, D=4: Q/OUT 96, K/V 80, LSE 24, W 120, KV 10, ALLOWED 15,
+        // BIAS 120, heads 4, QV 6, SEQ_LENS 2, MASS 40.
+        static AttentionDesc Desc(int alibi = 0)
+        {
+            return new AttentionDesc.Builder().Dims(2, 4, 2, 3, 5, 4).Alibi((Alibi)alibi).Build();
+        }
+
+        static AttentionArgs Filled(float[] q, float[] kv, float[] o)
+        {
+            return new AttentionArgs().Bind(Operand.Q, q).Bind(Operand.K, kv).Bind(Operand.V, kv)
+                       .Bind(Operand.Out, o);
+        }
+
+        [Test]
+        public void RequiredLenOfEveryOperand()
+        {
+            using (var desc = Desc())
+            {
+                var want = new ulong[] { 96, 80, 80, 96, 24, 120, 10, 15, 120, 4, 4, 6, 2, 40 };
+                for (int i = 0; i < want.Length; i++)
+                    Assert.AreEqual(want[i], desc.RequiredLen((Operand)i), ((Operand)i).ToString());
+            }
+        }
+
+        [Test]
+        public void MasksAsBoolsBytesOrMemoryAndSlicesGiveIdenticalBits()
+        {
+            var p = new Problem(2, 4, 2, 3, 5, 4) { Causal = 1 };
+            Inputs a = Run02.Random(p, 91);
+            bool[] kv = Run02.Mask(10, 3), qv = Run02.Mask(6, 4);
+            byte[] kvb = kv.Select(x => x ? (byte)7 : (byte)0).ToArray(); // any nonzero is true
+            byte[] qvb = qv.Select(x => x ? (byte)1 : (byte)0).ToArray();
+            int[] lens = { 4, 5 };
+            using (var desc = p.Builder().Build())
+            {
+                Func<Action<AttentionArgs>, float[]> run = bind =>
+                {
+                    var o = new float[96];
+                    using (var args = new AttentionArgs())
+                    {
+                        bind(args);
+                        args.Bind(Operand.Out, o);
+                        desc.Run(Op.Forward, args);
+                    }
+                    return o;
+                };
+                float[] plain = run(x => x.Bind(Operand.Q, a.Q).Bind(Operand.K, a.K).Bind(Operand.V, a.V)
+                                          .Bind(Operand.KeyValid, kv).Bind(Operand.QueryValid, qv)
+                                          .Bind(Operand.SeqLensK, lens));
+                float[] bytes = run(x => x.Bind(Operand.Q, a.Q).Bind(Operand.K, a.K).Bind(Operand.V, a.V)
+                                          .Bind(Operand.KeyValid, kvb).Bind(Operand.QueryValid, qvb)
+                                          .Bind(Operand.SeqLensK, lens));
+                // Slices of bigger arrays: each Memory window starts at an offset.
+                Func<float[], Memory<float>> slice = x =>
+                    new Memory<float>(new float[3].Concat(x).Concat(new float[2]).ToArray(), 3, x.Length);
+                float[] sliced = run(x => x.Bind(Operand.Q, slice(a.Q))
+                                          .Bind(Operand.K, (ReadOnlyMemory<float>)slice(a.K))
+                                          .Bind(Operand.V, slice(a.V))
+                                          .Bind(Operand.KeyValid, new ReadOnlyMemory<bool>(
+                                              new[] { false }.Concat(kv).ToArray(), 1, 10))
+                                          .Bind(Operand.QueryValid, new ReadOnlyMemory<byte>(
+                                              new byte[] { 0, 0 }.Concat(qvb).ToArray(), 2, 6))
+                                          .Bind(Operand.SeqLensK, new ReadOnlyMemory<int>(
+                                              new[] { 99, 4, 5 }, 1, 2)));
+                CollectionAssert.AreEqual(plain, bytes);
+                CollectionAssert.AreEqual(plain, sliced);
+                Assert.IsTrue(plain.Any(x => x != 0));
+
+                // Memory not backed by an array: pinned through MemoryManager.Pin for each call.
+                using (var nq = new NativeFloats(96))
+                using (var no = new NativeFloats(96))
+                using (var nkv = new NativeBytes(10))
+                {
+                    a.Q.AsSpan().CopyTo(nq.GetSpan());
+                    kvb.AsSpan().CopyTo(nkv.GetSpan());
+                    no.GetSpan().Fill(0);
+                    using (var args = new AttentionArgs())
+                    {
+                        args.Bind(Operand.Q, nq.Memory).Bind(Operand.K, a.K).Bind(Operand.V, a.V)
+                            .Bind(Operand.KeyValid, (ReadOnlyMemory<byte>)nkv.Memory)
+                            .Bind(Operand.QueryValid, qv).Bind(Operand.SeqLensK, lens)
+                            .Bind(Operand.Out, no.Memory);
+                        desc.Run(Op.Forward, args);
+                        desc.Run(Op.Forward, args);
+                    }
+                    CollectionAssert.AreEqual(plain, no.GetSpan().ToArray());
+                    Assert.AreEqual(2, nq.Pins, "pinned once per call");
+                }
+            }
+        }
+
+        [Test]
+        public void LongerArraysAreFineAndOnlyTheRequiredPrefixIsWritten()
+        {
+            using (var desc = Desc())
+            {
+                float[] q = Util.Values(96, 1), kv = Util.Values(80, 2);
+                var exact = new float[96];
+                using (var args = Filled(q, kv, exact)) desc.Run(Op.Forward, args);
+                var longer = Enumerable.Repeat(42f, 100).ToArray();
+                var mass = Enumerable.Repeat(43f, 41).ToArray();
+                using (var args = Filled(q.Concat(new[] { float.NaN }).ToArray(), kv, longer)
+                                      .Bind(Operand.KeyMass, mass)
+                                      .Bind(Operand.KeyValid, Enumerable.Repeat(true, 11).ToArray()))
+                    desc.Run(Op.Forward, args);
+                CollectionAssert.AreEqual(exact, longer.Take(96).ToArray());
+                CollectionAssert.AreEqual(new[] { 42f, 42f, 42f, 42f }, longer.Skip(96).ToArray());
+                Assert.AreEqual(43f, mass[40]);
+            }
+        }
+
+        [Test]
+        public void BadOperandsAreRefusedNamingTheArgument()
+        {
+            using (var desc = Desc())
+            {
+                float[] q = new float[96], kv = new float[80], o = new float[96];
+                var shortCases = new Dictionary<string, Action<AttentionArgs>> {
+                    { "q has 95 elements, needs at least 96", a => a.Bind(Operand.Q, new float[95]) },
+                    { "v has 0 elements, needs at least 80", a => a.Bind(Operand.V, new float[0]) },
+                    { "out has 24 elements, needs at least 96", a => a.Bind(Operand.Out, new float[24]) },
+                    { "lse has 23 elements, needs at least 24", a => a.Bind(Operand.Lse, new float[23]) },
+                    { "key_mass has 0 elements, needs at least 40", a => a.Bind(Operand.KeyMass, new float[0]) },
+                    // Empty optional operands are length errors, never "not given".
+                    { "bias has 0 elements, needs at least 120", a => a.Bind(Operand.Bias, new float[0]) },
+                    { "sinks has 3 elements, needs at least 4", a => a.Bind(Operand.Sinks, new float[3]) },
+                    { "key_valid has 0 elements, needs at least 10", a => a.Bind(Operand.KeyValid, new bool[0]) },
+                    { "allowed has 14 elements, needs at least 15", a => a.Bind(Operand.Allowed, new byte[14]) },
+                    { "query_valid has 0 elements, needs at least 6",
+                      a => a.Bind(Operand.QueryValid, ReadOnlyMemory<bool>.Empty) },
+                    { "seq_lens_k has 0 elements, needs at least 2", a => a.Bind(Operand.SeqLensK, new int[0]) },
+                    { "k has 0 elements, needs at least 80",
+                      a => a.Bind(Operand.K, default(ReadOnlyMemory<float>)) },
+                    { "q has 0 elements, needs at least 96",
+                      a => a.Bind(Operand.Q, new Memory<float>(new float[96], 96, 0)) },
+                };
+                foreach (var c in shortCases)
+                    using (var args = Filled(q, kv, o))
+                    {
+                        c.Value(args);
+                        var e = Assert.Throws<ArgumentException>(() => desc.Run(Op.Forward, args), c.Key);
+                        Assert.IsNotInstanceOf<ArgumentNullException>(e, c.Key);
+                        StringAssert.StartsWith(c.Key, e.Message);
+                        Assert.AreEqual(c.Key.Substring(0, c.Key.IndexOf(' ')), e.ParamName);
+                    }
+                // An operand the operation does not read is ignored, short or not (as in C).
+                using (var args = Filled(q, new float[80], o).Bind(Operand.V, new float[1])
+                                      .Bind(Operand.Weights, new float[120]))
+                    desc.Run(Op.Weights, args);
+
+                // Required operands not bound: the library's NullPointer, as ArgumentNullException.
+                foreach (var c in new[] { Tuple.Create(Operand.Q, Op.Forward, "q"),
+                                          Tuple.Create(Operand.V, Op.Forward, "v"),
+                                          Tuple.Create(Operand.Out, Op.Forward, "out"),
+                                          Tuple.Create(Operand.K, Op.Weights, "k"),
+                                          Tuple.Create(Operand.Weights, Op.Weights, "weights") })
+                    using (var args = Filled(q, kv, o).Bind(Operand.Weights, new float[120]))
+                    {
+                        args.Unbind(c.Item1);
+                        Assert.IsFalse(args.IsBound(c.Item1));
+                        var e = Assert.Throws<ArgumentNullException>(() => desc.Run(c.Item2, args));
+                        Assert.AreEqual(c.Item3, e.ParamName);
+                        StringAssert.Contains("attn_run: " + c.Item3 + " is NULL", e.Message);
+                    }
+                using (var args = Filled(q, kv, o).Bind(Operand.Q, (float[])null))
+                    Assert.AreEqual("q", Assert.Throws<ArgumentNullException>(
+                        () => desc.Run(Op.Forward, args)).ParamName);
+                Assert.AreEqual("args", Assert.Throws<ArgumentNullException>(
+                    () => desc.Run(Op.Forward, null)).ParamName);
+
+                // Outputs overlapping another operand: the library's error and message.
+                var alias = new Dictionary<string, Action<AttentionArgs>> {
+                    { "attn_run: out overlaps q", a => a.Bind(Operand.Out, q) },
+                    { "attn_run: lse overlaps k", a => a.Bind(Operand.Lse, kv) },
+                    { "attn_run: key_mass overlaps k", a => a.Bind(Operand.KeyMass, kv) },
+                    { "attn_run: out overlaps lse", a => a.Bind(Operand.Lse, o) },
+                };
+                foreach (var c in alias)
+                    using (var args = Filled(q, kv, o))
+                    {
+                        c.Value(args);
+                        var e = Assert.Throws<ArgumentException>(() => desc.Run(Op.Forward, args));
+                        StringAssert.Contains(c.Key, e.Message);
+                    }
+                using (var args = Filled(q, q, o)) desc.Run(Op.Forward, args); // inputs may alias
+
+                // Values and combinations only the library can judge.
+                using (var args = Filled(q, kv, o).Bind(Operand.SeqLensK, new[] { 3, 6 }))
+                    StringAssert.Contains("seq_lens_k[1] (6) is outside [0, seq_k = 5]",
+                        Assert.Throws<ArgumentException>(() => desc.Run(Op.Forward, args)).Message);
+                using (var args = Filled(q, kv, o).Bind(Operand.AlibiSlopes, new float[4]))
+                    StringAssert.Contains("alibi_slopes is bound but ATTN_PARAM_ALIBI is not",
+                        Assert.Throws<ArgumentException>(() => desc.Run(Op.Forward, args)).Message);
+                using (var plus = new AttentionDesc.Builder().Dims(2, 4, 2, 3, 5, 4).SoftmaxPlusOne().Build())
+                using (var args = Filled(q, kv, o).Bind(Operand.Sinks, new float[4]))
+                    StringAssert.Contains("sinks cannot be combined with ATTN_PARAM_SOFTMAX_PLUS_ONE",
+                        Assert.Throws<ArgumentException>(() => plus.Run(Op.Forward, args)).Message);
+                using (var withSlopes = Desc(1))
+                using (var args = Filled(q, kv, o))
+                {
+                    var e = Assert.Throws<ArgumentNullException>(() => withSlopes.Run(Op.Forward, args));
+                    Assert.AreEqual("alibi_slopes", e.ParamName);
+                }
+
+                // Enum values out of range, named before the C call.
+                using (var args = Filled(q, kv, o))
+                {
+                    var re = Assert.Throws<ArgumentOutOfRangeException>(() => desc.Run((Op)3, args));
+                    Assert.AreEqual("op", re.ParamName);
+                    StringAssert.Contains("op (3) is not an Op value", re.Message);
+                    re = Assert.Throws<ArgumentOutOfRangeException>(() => desc.Run((Op)(-1), args));
+                    StringAssert.Contains("op (-1)", re.Message);
+                    re = Assert.Throws<ArgumentOutOfRangeException>(() => args.Bind((Operand)14, q));
+                    StringAssert.Contains("which (14) is not an Operand value", re.Message);
+                    re = Assert.Throws<ArgumentOutOfRangeException>(() => args.Unbind((Operand)(-1)));
+                    Assert.AreEqual("which", re.ParamName);
+                    // Backward is reserved: the library's Unsupported.
+                    var ae = Assert.Throws<AttentionException>(() => desc.Run(Op.Backward, args));
+                    Assert.AreEqual(Status.Unsupported, ae.Status);
+                    StringAssert.Contains("ATTN_OP_BACKWARD is not available", ae.Message);
+                }
+
+                // An operand bound with the wrong element type.
+                using (var args = new AttentionArgs())
+                {
+                    var wrong = new Dictionary<string, TestDelegate> {
+                        { "Operand.KeyValid (key_valid) takes a mask", () => args.Bind(Operand.KeyValid, q) },
+                        { "Operand.Q (q) takes float[]", () => args.Bind(Operand.Q, new bool[96]) },
+                        { "Operand.SeqLensK (seq_lens_k) takes int[]", () => args.Bind(Operand.SeqLensK, new byte[2]) },
+                        { "Operand.Allowed (allowed) takes a mask", () => args.Bind(Operand.Allowed, new int[15]) },
+                        { "Operand.Out (out) takes an output float[] or Memory<float>, not ReadOnlyMemory<float>",
+                          () => args.Bind(Operand.Out, new ReadOnlyMemory<float>(o)) },
+                    };
+                    foreach (var c in wrong)
+                    {
+                        var e = Assert.Throws<ArgumentException>(c.Value, c.Key);
+                        StringAssert.StartsWith(c.Key, e.Message);
+                        Assert.AreEqual("data", e.ParamName);
+                    }
+                    Assert.IsFalse(Enumerable.Range(0, 14).Any(i => args.IsBound((Operand)i)));
+                }
+                Assert.IsTrue(o.All(x => x == 0), "no refused call wrote anything");
+            }
+        }
+
+        [Test]
+        public void RunCopiesAndAllocatesNothingPerCall()
+        {
+            var p = new Problem(2, 4, 2, 3, 5, 4) { Causal = 2, Alibi = 1 };
+            Inputs a = Run02.Random(p, 95);
+            using (var desc = p.Builder().Build())
+            using (var args = new AttentionArgs())
+            {
+                var o = new float[96];
+                var lse = new float[24];
+                var mass = new float[40];
+                var w = new float[120];
+                args.Bind(Operand.Q, a.Q).Bind(Operand.K, a.K).Bind(Operand.V, a.V)
+                    .Bind(Operand.Out, o).Bind(Operand.Lse, lse).Bind(Operand.KeyMass, mass)
+                    .Bind(Operand.Weights, w).Bind(Operand.KeyValid, Run02.Mask(10, 4))
+                    .Bind(Operand.Allowed, new byte[15].Select(x => (byte)1).ToArray())
+                    .Bind(Operand.AlibiSlopes, new Memory<float>(new[] { 0f, .1f, .2f, .3f, .4f }, 1, 4))
+                    .Bind(Operand.Sinks, new float[4]).Bind(Operand.QueryValid, Run02.Mask(6, 5))
+                    .Bind(Operand.SeqLensK, new[] { 5, 4 });
+                for (int i = 0; i < 10; i++) // JIT and thread pool warm-up
+                {
+                    desc.Run(Op.Forward, args);
+                    desc.Run(Op.Weights, args);
+                }
+                long before = GC.GetAllocatedBytesForCurrentThread();
+                for (int i = 0; i < 200; i++)
+                {
+                    desc.Run(Op.Forward, args);
+                    desc.Run(Op.Weights, args);
+                }
+                long perCall = (GC.GetAllocatedBytesForCurrentThread() - before) / 400;
+                Assert.AreEqual(0, perCall, "bytes allocated per Run");
+                // Every result is the library's own, in the caller's arrays (nothing copied
+                // back): the outputs hold what the reference says.
+                Expected e = RunReference.Run(p, new Inputs { Q = a.Q, K = a.K, V = a.V,
+                    KeyValid = Run02.Mask(10, 4), AlibiSlopes = new[] { .1f, .2f, .3f, .4f },
+                    Sinks = new float[4], QueryValid = Run02.Mask(6, 5), SeqLensK = new[] { 5, 4 } });
+                for (int i = 0; i < 96; i++) Util.AssertClose(e.Out[i], o[i], "out");
+                for (int i = 0; i < 120; i++) Util.AssertClose(e.Weights[i], w[i], "weights");
+            }
+        }
+
+        [Test]
+        public void OperandsAreUnboundAfterEachCallAndTheArraysMayMove()
+        {
+            using (var desc = Desc())
+            using (var args = new AttentionArgs())
+            {
+                float[] q = Util.Values(96, 1), kv = Util.Values(80, 2);
+                var o1 = new float[96];
+                args.Bind(Operand.Q, q).Bind(Operand.K, kv).Bind(Operand.V, kv).Bind(Operand.Out, o1)
+                    .Bind(Operand.KeyValid, Run02.Mask(10, 3));
+                desc.Run(Op.Forward, args);
+                // Garbage everywhere, compaction: the next call pins the arrays where they are now.
+                for (int i = 0; i < 20; i++) GC.KeepAlive(new float[10000]);
+                GC.Collect(2, GCCollectionMode.Forced, true, true);
+                GC.WaitForPendingFinalizers();
+                var o2 = new float[96];
+                args.Bind(Operand.Out, o2);
+                desc.Run(Op.Forward, args);
+                CollectionAssert.AreEqual(o1, o2);
+                // Unbinding a mask makes it "not given" again for the library.
+                args.Unbind(Operand.KeyValid);
+                var o3 = new float[96];
+                args.Bind(Operand.Out, o3);
+                desc.Run(Op.Forward, args);
+                var o4 = desc.Forward(q, kv, kv);
+                CollectionAssert.AreEqual(o4, o3);
+                CollectionAssert.AreNotEqual(o1, o3);
+                // Clear forgets everything.
+                args.Clear();
+                Assert.Throws<ArgumentNullException>(() => desc.Run(Op.Forward, args));
+            }
+        }
+
+        [Test]
+        public void DisposeOfArgsAndDescriptor()
+        {
+            var desc = Desc();
+            float[] q = new float[96], kv = new float[80], o = new float[96];
+            var args = Filled(q, kv, o);
+            desc.Run(Op.Forward, args);
+            Assert.IsFalse(args.IsDisposed);
+            args.Dispose();
+            Assert.IsTrue(args.IsDisposed);
+            Assert.IsTrue(args.NativeReleased);
+            args.Dispose(); // idempotent
+            StringAssert.Contains("AttentionArgs",
+                Assert.Throws<ObjectDisposedException>(() => desc.Run(Op.Forward, args)).Message);
+            Assert.Throws<ObjectDisposedException>(() => args.Bind(Operand.Q, q));
+            Assert.Throws<ObjectDisposedException>(() => args.Clear());
+            var fresh = Filled(q, kv, o);
+            desc.Dispose();
+            StringAssert.Contains("AttentionDesc",
+                Assert.Throws<ObjectDisposedException>(() => desc.Run(Op.Forward, fresh)).Message);
+            Assert.Throws<ObjectDisposedException>(() => desc.GetInt(Param.Causal));
+            Assert.Throws<ObjectDisposedException>(() => desc.Run((Op)9, null)); // disposed first
+            fresh.Dispose();
+
+            // Never disposed: the SafeHandles' finalizers free the native objects.
+            long released = Interlocked.Read(ref AttnArgsHandle.Released);
+            MakeGarbage(20);
+            for (int i = 0; i < 3; i++)
+            {
+                GC.Collect();
+                GC.WaitForPendingFinalizers();
+            }
+            Assert.Greater(Interlocked.Read(ref AttnArgsHandle.Released), released + 10,
+                           "finalizers freed the abandoned args objects");
+        }
+
+        static void MakeGarbage(int n)
+        {
+            for (int i = 0; i < n; i++) new AttentionArgs().Bind(Operand.Q, new float[4]);
+        }
+
+        [Test]
+        public void ManyThreadsEachWithTheirOwnArgsOrSharingOne()
+        {
+            const int T = 6;
+            var p = new Problem(2, 4, 2, 16, 24, 16) { Causal = 2, WindowLeft = 9, Softcap = 3,
+                                                       Alibi = 2 };
+            Inputs a = Run02.Random(p, 101);
+            a.SeqLensK = new[] { 24, 13 };
+            a.QueryValid = Run02.Mask(32, 7);
+            using (var desc = p.Builder().Build())
+            using (var shared = new AttentionArgs())
+            {
+                float[] o0, l0, w0, m0;
+                Run02.Both(desc, a, out o0, out l0, out w0, out m0);
+                shared.Bind(Operand.Q, a.Q).Bind(Operand.K, a.K).Bind(Operand.V, a.V)
+                      .Bind(Operand.SeqLensK, a.SeqLensK).Bind(Operand.QueryValid, a.QueryValid);
+                var failures = new System.Collections.Concurrent.ConcurrentQueue<string>();
+                var threads = new Thread[T];
+                for (int t = 0; t < T; t++)
+                {
+                    int me = t;
+                    threads[t] = new Thread(() =>
+                    {
+                        try
+                        {
+                            for (int it = 0; it < 40; it++)
+                            {
+                                float[] o, l, w, m;
+                                Run02.Both(desc, a, out o, out l, out w, out m);
+                                if (!o.SequenceEqual(o0) || !l.SequenceEqual(l0) ||
+                                    !w.SequenceEqual(w0) || !m.SequenceEqual(m0))
+                                    failures.Enqueue("thread " + me + ": own args, wrong result");
+                                // One args object shared by every thread: calls run one at a time.
+                                var out2 = new float[o0.Length];
+                                lock (shared)
+                                {
+                                    shared.Bind(Operand.Out, out2);
+                                    desc.Run(Op.Forward, shared);
+                                }
+                                if (!out2.SequenceEqual(o0))
+                                    failures.Enqueue("thread " + me + ": shared args, wrong result");
+                                try
+                                {
+                                    using (var bad = new AttentionArgs().Bind(Operand.Q, a.Q)
+                                                         .Bind(Operand.K, a.K).Bind(Operand.V, a.V)
+                                                         .Bind(Operand.Out, a.K))
+                                        desc.Run(Op.Forward, bad);
+                                    failures.Enqueue("thread " + me + ": aliasing accepted");
+                                }
+                                catch (ArgumentException e)
+                                {
+                                    if (!e.Message.Contains("out overlaps k") &&
+                                        !e.Message.Contains("out has"))
+                                        failures.Enqueue("thread " + me + ": foreign message " + e.Message);
+                                }
+                            }
+                        }
+                        catch (Exception e)
+                        {
+                            failures.Enqueue("thread " + me + ": " + e);
+                        }
+                    });
+                    threads[t].Start();
+                }
+                foreach (var th in threads) Assert.IsTrue(th.Join(120000), "a thread hung");
+                Assert.IsEmpty(failures.ToArray(), string.Join("\n", failures.Take(5)));
+            }
+        }
+    }
+}

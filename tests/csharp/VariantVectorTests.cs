@@ -1,0 +1,425 @@
+// The shared vectors of the extensible call (tests/vectors/VARIANTS.md) through the C# face:
+// every line of variants.txt runs through AttentionDesc.Builder + AttentionArgs +
+// AttentionDesc.Run, is checked as VARIANTS.md says and its raw results are written to
+// $ATTN_XLANG_DIR/csharp.variants.bin for xlang_identical; every line of errors.txt must fail
+// with its status (ArgumentException -> INVALID_ARGUMENT, ArgumentNullException -> NULL_POINTER,
+// AttentionException -> its Status, no exception -> OK) and a message containing its names.
+using System;
+using System.Collections.Generic;
+using System.Globalization;
+using System.IO;
+using System.Linq;
+using NUnit.Framework;
+
+namespace LibAttn.Tests
+{
+    [TestFixture]
+    public class VariantVectorTests
+    {
+        static readonly CultureInfo Inv = CultureInfo.InvariantCulture;
+        static readonly string[] InputNames = { "q", "k", "v", "key_valid", "allowed", "bias",
+                                                "alibi_slopes", "sinks", "query_valid",
+                                                "seq_lens_k" };
+
+        static string Dir()
+        {
+            string dir = Environment.GetEnvironmentVariable("ATTN_VECTORS_DIR");
+            Assert.IsFalse(string.IsNullOrEmpty(dir), "ATTN_VECTORS_DIR is not set");
+            return dir;
+        }
+
+        static readonly string[] LineKeys = {
+            "name", "batch", "heads_q", "heads_kv", "seq_q", "seq_k", "head_dim", "causal",
+            "window_left", "window_right", "softcap", "alibi", "softmax_plus_one", "head_dim_v",
+            "bias_first", "weights_mode", "scale", "strides.q", "strides.k", "strides.v",
+            "strides.out", "strides.bias", "in", "mass" };
+        static readonly string[] ErrorKeys = { "op", "break", "status", "names" };
+
+        // The cases of a file; a key VARIANTS.md does not define fails the test.
+        static List<Dictionary<string, string>> Lines(string file)
+        {
+            string path = Path.Combine(Dir(), file);
+            Assert.IsTrue(File.Exists(path), "missing " + path);
+            var r = new List<Dictionary<string, string>>();
+            foreach (string raw in File.ReadAllLines(path))
+            {
+                string line = raw.Trim();
+                if (line.Length == 0 || line.StartsWith("#")) continue;
+                var kv = new Dictionary<string, string>();
+                foreach (string tok in line.Split((char[])null, StringSplitOptions.RemoveEmptyEntries))
+                {
+                    int eq = tok.IndexOf('=');
+                    Assert.Greater(eq, 0, "bad token '" + tok + "' in: " + line);
+                    string key = tok.Substring(0, eq);
+                    Assert.IsFalse(kv.ContainsKey(key), "repeated key in: " + line);
+                    Assert.IsTrue(LineKeys.Contains(key) ||
+                                      (file == "errors.txt" && ErrorKeys.Contains(key)),
+                                  "unknown key '" + key + "' in " + file + ": " + line);
+                    kv[key] = tok.Substring(eq + 1);
+                }
+                foreach (string key in new[] { "name", "batch", "heads_q", "heads_kv", "seq_q",
+                                               "seq_k", "head_dim", "in", "mass" })
+                    Assert.IsTrue(kv.ContainsKey(key), "no " + key + " in: " + line);
+                r.Add(kv);
+            }
+            Assert.Greater(r.Count, 0, "no cases in " + path);
+            return r;
+        }
+
+        static Operand OperandOf(string name)
+        {
+            int i = Array.IndexOf(AttentionArgs.Names, name);
+            Assert.GreaterOrEqual(i, 0, "unknown operand " + name);
+            return (Operand)i;
+        }
+
+        // The descriptor of a line, configured through the idiomatic setters (the generic Set
+        // only for values a typed setter cannot express, e.g. softmax_plus_one=2). Parameters in
+        // VARIANTS.md order, strides after them (the builder applies them in that order anyway).
+        static AttentionDesc.Builder Builder(Dictionary<string, string> c)
+        {
+            Func<string, long> I = key => long.Parse(c[key], Inv);
+            var b = new AttentionDesc.Builder().Dims(I("batch"), I("heads_q"), I("heads_kv"),
+                                                     I("seq_q"), I("seq_k"), I("head_dim"));
+            string v;
+            if (c.TryGetValue("causal", out v)) b.Causal((Causal)int.Parse(v, Inv));
+            if (c.ContainsKey("window_left") || c.ContainsKey("window_right"))
+                b.Window(c.ContainsKey("window_left") ? I("window_left") : -1,
+                         c.ContainsKey("window_right") ? I("window_right") : -1);
+            if (c.TryGetValue("softcap", out v)) b.Softcap(float.Parse(v, NumberStyles.Float, Inv));
+            if (c.TryGetValue("alibi", out v)) b.Alibi((Alibi)int.Parse(v, Inv));
+            if (c.TryGetValue("softmax_plus_one", out v))
+            {
+                long x = long.Parse(v, Inv);
+                if (x == 0 || x == 1) b.SoftmaxPlusOne(x == 1);
+                else b.Set(Param.SoftmaxPlusOne, x);
+            }
+            if (c.ContainsKey("head_dim_v")) b.HeadDimV(I("head_dim_v"));
+            if (c.TryGetValue("bias_first", out v))
+            {
+                long x = long.Parse(v, Inv);
+                if (x == 0 || x == 1) b.BiasFirst(x == 1);
+                else b.Set(Param.BiasFirst, x);
+            }
+            if (c.TryGetValue("weights_mode", out v)) b.WeightsMode((WeightsMode)int.Parse(v, Inv));
+            if (c.TryGetValue("scale", out v))
+            {
+                double x = double.Parse(v, NumberStyles.Float, Inv);
+                if ((double)(float)x == x) b.Scale((float)x);
+                else b.Set(Param.Scale, x); // not a float (1e39): the library's bounds decide
+            }
+            foreach (string op in new[] { "q", "k", "v", "out", "bias" })
+                if (c.TryGetValue("strides." + op, out v))
+                {
+                    long[] s = v.Split(',').Select(x => long.Parse(x, Inv)).ToArray();
+                    Assert.AreEqual(3, s.Length, c["name"] + ": strides." + op);
+                    b.Strides(OperandOf(op), s[0], s[1], s[2]);
+                }
+            return b;
+        }
+
+        static string[] Inputs(Dictionary<string, string> c)
+        {
+            string[] names = c["in"].Split(new[] { ',' }, StringSplitOptions.RemoveEmptyEntries);
+            foreach (string n in names)
+                CollectionAssert.Contains(InputNames, n, c["name"] + ": in=");
+            return names;
+        }
+
+        // ---- variants.txt -----------------------------------------------------------------
+
+        // Runs every case; returns the xlang bytes (per case: out, lse, weights, key_mass).
+        static byte[] RunAll(string label, bool boolMasks)
+        {
+            Assert.IsTrue(BitConverter.IsLittleEndian, "vector files are little-endian");
+            var xlang = new MemoryStream();
+            var lines = Lines("variants.txt");
+            foreach (var c in lines) RunCase(c, xlang, label, boolMasks);
+            Console.WriteLine("variant vectors [{0}]: {1} cases passed", label, lines.Count);
+            return xlang.ToArray();
+        }
+
+        static void RunCase(Dictionary<string, string> c, Stream xlang, string label,
+                            bool boolMasks)
+        {
+            string name = c["name"] + " [" + label + "]";
+            string p = Path.Combine(Dir(), c["name"] + ".");
+            bool mass = c["mass"] == "1";
+            using (AttentionDesc desc = Builder(c).Build())
+            using (var args = new AttentionArgs())
+            {
+                foreach (string input in Inputs(c))
+                {
+                    Operand op = OperandOf(input);
+                    string type = input == "seq_lens_k" ? "i32"
+                                  : input == "key_valid" || input == "allowed" || input == "query_valid"
+                                      ? "u8" : "f32";
+                    string file = p + input + "." + type;
+                    long len;
+                    if (type == "f32")
+                    {
+                        float[] x = Util.ReadF32(file);
+                        len = x.Length;
+                        args.Bind(op, x);
+                    }
+                    else if (type == "u8")
+                    {
+                        byte[] x = File.ReadAllBytes(file);
+                        len = x.Length;
+                        if (boolMasks) args.Bind(op, x.Select(y => y != 0).ToArray());
+                        else args.Bind(op, x);
+                    }
+                    else
+                    {
+                        byte[] raw = File.ReadAllBytes(file);
+                        var x = new int[raw.Length / 4];
+                        Buffer.BlockCopy(raw, 0, x, 0, raw.Length);
+                        len = x.Length;
+                        args.Bind(op, x);
+                    }
+                    Assert.AreEqual(desc.RequiredLen(op), (ulong)len, name + ": " + file + " length");
+                }
+                float[] expOut = Util.ReadF32(p + "out.f32"), expLse = Util.ReadF32(p + "lse.f32"),
+                        expW = Util.ReadF32(p + "weights.f32");
+                float[] expMass = mass ? Util.ReadF32(p + "key_mass.f32") : null;
+                Assert.AreEqual(desc.RequiredLen(Operand.Out), (ulong)expOut.Length, name + " out file");
+                Assert.AreEqual(desc.RequiredLen(Operand.Lse), (ulong)expLse.Length, name + " lse file");
+                Assert.AreEqual(desc.RequiredLen(Operand.Weights), (ulong)expW.Length, name);
+                if (mass)
+                    Assert.AreEqual(desc.RequiredLen(Operand.KeyMass), (ulong)expMass.Length, name);
+
+                var output = new float[expOut.Length]; // zero: elements OUT does not address
+                var lse = new float[expLse.Length];
+                var weights = new float[expW.Length];
+                float[] keyMass = mass ? new float[expMass.Length] : null;
+                args.Bind(Operand.Out, output).Bind(Operand.Lse, lse);
+                if (mass) args.Bind(Operand.KeyMass, keyMass);
+                desc.Run(Op.Forward, args);
+                args.Bind(Operand.Weights, weights); // the same inputs, V included: ignored
+                desc.Run(Op.Weights, args);
+
+                // Within 1e-5; every expected 0 (hidden weights, padded rows, OUT gaps, unseen
+                // keys' mass) exactly 0, every expected -inf lse exactly -inf.
+                Check(expOut, output, name + " out");
+                Check(expLse, lse, name + " lse");
+                Check(expW, weights, name + " weights");
+                if (mass) Check(expMass, keyMass, name + " key_mass");
+
+                foreach (float[] part in new[] { output, lse, weights, keyMass })
+                {
+                    if (part == null) continue;
+                    var bytes = new byte[part.Length * 4];
+                    Buffer.BlockCopy(part, 0, bytes, 0, bytes.Length);
+                    xlang.Write(bytes, 0, bytes.Length);
+                }
+            }
+        }
+
+        static void Check(float[] expected, float[] got, string what)
+        {
+            for (int i = 0; i < expected.Length; i++)
+            {
+                if (expected[i] == 0)
+                    Assert.AreEqual(0.0f, got[i], what + "[" + i + "] exactly 0");
+                else
+                    Util.AssertClose(expected[i], got[i], what + "[" + i + "]");
+            }
+        }
+
+        [Test]
+        public void VariantsMatchWithin1e5AndWriteXlangBytes()
+        {
+            byte[] bytes = RunAll("default isa " + Attention.Isa, false);
+            string xdir = Environment.GetEnvironmentVariable("ATTN_XLANG_DIR");
+            if (!string.IsNullOrEmpty(xdir))
+            {
+                Directory.CreateDirectory(xdir);
+                File.WriteAllBytes(Path.Combine(xdir, "csharp.variants.bin"), bytes);
+            }
+            // bool[] masks give the same bytes as byte[] masks.
+            CollectionAssert.AreEqual(bytes, RunAll("bool masks", true));
+        }
+
+        [Test]
+        public void VariantsOnEveryIsaAndBitIdenticalForAnyThreadCount()
+        {
+            var ran = new List<string>();
+            try
+            {
+                foreach (string isa in new[] { "scalar", "sse2", "avx2", "avx512" })
+                {
+                    try
+                    {
+                        Attention.SetIsa(isa);
+                    }
+                    catch (AttentionException e) when (e.Status == Status.Unsupported)
+                    {
+                        continue; // this CPU or build lacks it
+                    }
+                    Assert.AreEqual(isa, Attention.Isa);
+                    RunAll("isa " + isa, false);
+                    ran.Add(isa);
+                }
+            }
+            finally
+            {
+                Attention.SetIsa(null);
+            }
+            CollectionAssert.Contains(ran, "scalar");
+            CollectionAssert.Contains(ran, Attention.Isa);
+            byte[] many = RunAll("threads " + Attention.NumThreads, false);
+            try
+            {
+                Attention.NumThreads = 1;
+                CollectionAssert.AreEqual(many, RunAll("threads 1", false),
+                                          "bit-identical for any thread count");
+            }
+            finally
+            {
+                Attention.NumThreads = 0;
+            }
+        }
+
+        // ---- errors.txt -------------------------------------------------------------------
+
+        // Runs one error line; returns the status its first failing step maps to, and the message.
+        static Status RunErrorCase(Dictionary<string, string> c, out string message)
+        {
+            message = "";
+            string brk = c.ContainsKey("break") ? c["break"] : "";
+            int colon = brk.IndexOf(':');
+            string kind = colon < 0 ? brk : brk.Substring(0, colon);
+            string what = colon < 0 ? "" : brk.Substring(colon + 1);
+            var line = new Dictionary<string, string>(c);
+            if (kind == "param" || kind == "strides")
+            {
+                int eq = what.IndexOf('=');
+                line[(kind == "strides" ? "strides." : "") + what.Substring(0, eq)] =
+                    what.Substring(eq + 1);
+            }
+            else
+                Assert.Contains(kind, new[] { "short", "null", "set", "alias", "op", "" },
+                                c["name"] + ": unknown break " + brk);
+            try
+            {
+                using (AttentionDesc desc = Builder(line).Build())
+                using (var args = new AttentionArgs())
+                {
+                    bool fwd = c["op"] == "forward";
+                    Assert.IsTrue(fwd || c["op"] == "weights", c["name"] + ": op=" + c["op"]);
+                    var bound = new List<string>(Inputs(c));
+                    if (fwd) bound.AddRange(new[] { "out", "lse" });
+                    else bound.Add("weights");
+                    if (fwd && c["mass"] == "1") bound.Add("key_mass");
+                    var arrays = new Dictionary<string, Array>();
+                    foreach (string n in bound)
+                    {
+                        Operand op = OperandOf(n);
+                        long len = (long)desc.RequiredLen(op);
+                        if (kind == "short" && what == n) len--;
+                        arrays[n] = n == "seq_lens_k" ? new int[len]
+                                    : n == "key_valid" || n == "allowed" || n == "query_valid"
+                                        ? (Array)new byte[len] : new float[len];
+                    }
+                    if (kind == "set")
+                    {
+                        // operand[index]=value
+                        int lb = what.IndexOf('['), rb = what.IndexOf(']');
+                        string n = what.Substring(0, lb);
+                        int at = int.Parse(what.Substring(lb + 1, rb - lb - 1), Inv);
+                        arrays[n].SetValue(Convert.ChangeType(double.Parse(what.Substring(rb + 2), Inv),
+                                                              arrays[n].GetType().GetElementType(), Inv),
+                                           at);
+                    }
+                    if (kind == "null")
+                        arrays.Remove(what);
+                    // alias:a=b: one buffer of max(required_len(a), required_len(b)) floats, each
+                    // bound with its own required length (Memory windows of the same array).
+                    string[] alias = kind == "alias" ? what.Split('=') : new string[0];
+                    float[] shared = null;
+                    if (alias.Length == 2)
+                        shared = new float[Math.Max(arrays[alias[0]].Length, arrays[alias[1]].Length)];
+                    foreach (var kv in arrays.OrderBy(x => (int)OperandOf(x.Key)))
+                    {
+                        Operand op = OperandOf(kv.Key);
+                        if (shared != null && alias.Contains(kv.Key))
+                            args.Bind(op, new Memory<float>(shared, 0, kv.Value.Length));
+                        else if (kv.Value is float[]) args.Bind(op, (float[])kv.Value);
+                        else if (kv.Value is byte[]) args.Bind(op, (byte[])kv.Value);
+                        else args.Bind(op, (int[])kv.Value);
+                    }
+                    Op run = kind == "op" ? (Op)Enum.Parse(typeof(Op), what, true)
+                             : fwd ? Op.Forward : Op.Weights;
+                    desc.Run(run, args);
+                }
+                return Status.Ok;
+            }
+            catch (ArgumentNullException e) // before ArgumentException: it is one
+            {
+                message = e.Message;
+                return Status.NullPointer;
+            }
+            catch (ArgumentException e)
+            {
+                message = e.Message;
+                return Status.InvalidArgument;
+            }
+            catch (AttentionException e)
+            {
+                message = e.Message;
+                return e.Status;
+            }
+        }
+
+        // The word, case-insensitively, with no letter or digit right before or after it.
+        static bool NamesWord(string message, string word)
+        {
+            for (int at = message.IndexOf(word, StringComparison.OrdinalIgnoreCase); at >= 0;
+                 at = message.IndexOf(word, at + 1, StringComparison.OrdinalIgnoreCase))
+            {
+                int end = at + word.Length;
+                if ((at == 0 || !char.IsLetterOrDigit(message[at - 1])) &&
+                    (end == message.Length || !char.IsLetterOrDigit(message[end])))
+                    return true;
+            }
+            return false;
+        }
+
+        [Test]
+        public void NamesMatchWholeWords()
+        {
+            Assert.IsTrue(NamesWord("attn_desc_set_int: ATTN_PARAM_WINDOW_LEFT (-2) is outside",
+                                    "window_left"));
+            Assert.IsTrue(NamesWord("q has 3 elements", "q"));
+            Assert.IsFalse(NamesWord("seq_q must be > 0", "q_x"));
+            Assert.IsFalse(NamesWord("sequence", "q"));
+            Assert.IsFalse(NamesWord("alibi2", "alibi"));
+        }
+
+        [Test]
+        public void ErrorLinesGiveTheirStatusAndNameTheArgument()
+        {
+            var lines = Lines("errors.txt");
+            var failures = new List<string>();
+            foreach (var c in lines)
+            {
+                foreach (string key in new[] { "op", "break", "status" })
+                    Assert.IsTrue(c.ContainsKey(key), c["name"] + ": no " + key);
+                string message;
+                Status got = RunErrorCase(c, out message);
+                var want = (Status)int.Parse(c["status"], Inv);
+                if (got != want)
+                    failures.Add(c["name"] + ": status " + got + ", expected " + want + " ("
+                                 + message.Split('\n')[0] + ")");
+                string word;
+                if (c.TryGetValue("names", out word) && !NamesWord(message, word))
+                    failures.Add(c["name"] + ": message '" + message.Split('\n')[0]
+                                 + "' does not name " + word);
+                else if (want != Status.Ok && !c.ContainsKey("names"))
+                    failures.Add(c["name"] + ": a failing line without names");
+            }
+            Assert.IsEmpty(failures, string.Join("\n", failures));
+            Console.WriteLine("error vectors: {0} cases passed", lines.Count);
+        }
+    }
+}
