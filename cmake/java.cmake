@@ -90,7 +90,11 @@ set(_attn_java_generated
 set(_attn_java_enums
   "${_attn_java_gen}/attn_status.java"
   "${_attn_java_gen}/attn_causal.java"
-  "${_attn_java_gen}/attn_operand.java")
+  "${_attn_java_gen}/attn_operand.java"
+  "${_attn_java_gen}/attn_param.java"
+  "${_attn_java_gen}/attn_alibi.java"
+  "${_attn_java_gen}/attn_weights_mode.java"
+  "${_attn_java_gen}/attn_op.java")
 add_custom_command(
   OUTPUT ${_attn_java_enums}
   COMMAND "${CMAKE_COMMAND}" -E touch_nocreate ${_attn_java_enums}

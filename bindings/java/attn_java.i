@@ -3,7 +3,8 @@
  * Generated at build time by cmake/java.cmake (UseSWIG, C++ wrapper, package org.libattn):
  *   AttnNative.java, AttnNativeJNI.java   raw wrappers, package-private (final class)
  *   attn_status.java, attn_causal.java,   raw enums, package-private; the public enums Status,
- *   attn_operand.java                     Causal and Operand (bindings/java/src) map onto them
+ *   attn_operand.java, attn_param.java,   Causal, Operand, Alibi, WeightsMode and Op
+ *   attn_alibi.java, attn_weights_mode.java, attn_op.java   (bindings/java/src) map onto them
  * Nothing else may be generated: an unmapped pointer type would add a SWIGTYPE_p_* class, which
  * java.cmake does not compile, so the build fails loudly instead of exposing it.
  *
@@ -19,15 +20,33 @@
  *       Critical arrays are pinned in the "check" phase, after every "in" typemap has run, and
  *       released in "freearg"; no other JNI call happens in between, so -Xcheck:jni stays quiet.
  *       Inputs are released with JNI_ABORT (nothing to copy back), outputs with mode 0.
- *   [C] attn_desc *, const attn_desc *                       ->  long handle
- *       attn_desc **desc                                    ->  long[1] out parameter
+ *   [C] attn_desc *, const attn_desc *, attn_args *, const attn_args *  ->  long handle
+ *       attn_desc **desc, attn_args **args                              ->  long[1] out parameter
  *   [D] size_t                                              ->  long (negative: exception)
+ *       int64_t                                             ->  long
  *   [E] attn_status as a return value                       ->  void; a status other than
  *       ATTN_OK throws org.libattn.AttentionException(status, attn_last_error()) from the same
  *       native call ("ret" typemap, after the arrays are released), so the message is always
  *       the failing call's own, read on its own thread.
  *   [F] enums                                               ->  package-private Java enums with
  *       the values of attn.h (%javaconst(1): no JNI getter per constant).
+ *   [G] int64_t *value, double *value                       ->  long[1], double[1] out parameters
+ *       int *is_float, double *min, double *max             ->  int[1], double[1], double[1],
+ *                                                               each may be null (= not wanted)
+ *   [H] (const float *data, size_t len), (float *data, size_t len),
+ *       (const uint8_t *data, size_t len), (const int32_t *data, size_t len)  of the
+ *       attn_args_set_* setters  ->  one Object: a direct FloatBuffer / ByteBuffer / IntBuffer
+ *       (address + capacity) or null (unbind). attn_args keeps the pointer after the setter
+ *       returns, so a Java array is refused here: the garbage collector may move it once the
+ *       call is over. Arrays go through [I], which pins them for exactly one attn_run.
+ *   [I] attn_jni_run / attn_jni_simple (defined below, not in attn.h): one JNI call that
+ *       classifies every operand (float[], boolean[], byte[], int[] or a direct buffer), pins
+ *       every array with GetPrimitiveArrayCritical (an array passed twice is pinned once, so
+ *       the library sees one address and reports "out overlaps q" even under -Xcheck:jni,
+ *       which pins copies), binds them into an attn_args, runs attn_run (attn_simple), unbinds
+ *       them and releases the pins (without an attn_args: attn_forward / attn_weights, the 0.1
+ *       calls, lengths checked here as they take none). No JNI call happens while anything is
+ *       pinned. The face runs every call through these two functions.
  */
 %module AttnNative
 
@@ -93,8 +112,11 @@
 /* Classes resolved once in JNI_OnLoad (global references, valid for the life of the VM). */
 static jclass attn_jni_float_array;   /* float[]                        */
 static jclass attn_jni_bool_array;    /* boolean[]                      */
+static jclass attn_jni_byte_array;    /* byte[]                         */
+static jclass attn_jni_int_array;     /* int[]                          */
 static jclass attn_jni_float_buffer;  /* java.nio.FloatBuffer           */
 static jclass attn_jni_byte_buffer;   /* java.nio.ByteBuffer            */
+static jclass attn_jni_int_buffer;    /* java.nio.IntBuffer             */
 static jclass attn_jni_exception;     /* org.libattn.AttentionException */
 static jmethodID attn_jni_exception_ctor; /* AttentionException(int, byte[]) */
 
@@ -115,11 +137,15 @@ extern "C" JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *) {
     if (vm->GetEnv((void **)&env, JNI_VERSION_1_8) != JNI_OK) return JNI_ERR;
     attn_jni_float_array = attn_jni_global_class(env, "[F");
     attn_jni_bool_array = attn_jni_global_class(env, "[Z");
+    attn_jni_byte_array = attn_jni_global_class(env, "[B");
+    attn_jni_int_array = attn_jni_global_class(env, "[I");
     attn_jni_float_buffer = attn_jni_global_class(env, "java/nio/FloatBuffer");
     attn_jni_byte_buffer = attn_jni_global_class(env, "java/nio/ByteBuffer");
+    attn_jni_int_buffer = attn_jni_global_class(env, "java/nio/IntBuffer");
     attn_jni_exception = attn_jni_global_class(env, "org/libattn/AttentionException");
-    if (!attn_jni_float_array || !attn_jni_bool_array || !attn_jni_float_buffer ||
-        !attn_jni_byte_buffer || !attn_jni_exception)
+    if (!attn_jni_float_array || !attn_jni_bool_array || !attn_jni_byte_array ||
+        !attn_jni_int_array || !attn_jni_float_buffer || !attn_jni_byte_buffer ||
+        !attn_jni_int_buffer || !attn_jni_exception)
         return JNI_ERR;
     attn_jni_exception_ctor = env->GetMethodID(attn_jni_exception, "<init>", "(I[B)V");
     if (!attn_jni_exception_ctor) return JNI_ERR;
@@ -218,30 +244,35 @@ ATTN_JAVA_PINNED_CALL(attn_simple)
 ATTN_JAVA_PINNED_CALL(attn_forward)
 ATTN_JAVA_PINNED_CALL(attn_weights)
 
-/* ---- [C] descriptor handles -------------------------------------------------------------- */
-%typemap(jni) attn_desc *, const attn_desc * "jlong"
-%typemap(jtype) attn_desc *, const attn_desc * "long"
-%typemap(jstype) attn_desc *, const attn_desc * "long"
-%typemap(javain) attn_desc *, const attn_desc * "$javainput"
-%typemap(in) attn_desc *, const attn_desc * %{ $1 = ($1_ltype)(intptr_t)$input; %}
+/* ---- [C] descriptor and binding-object handles ------------------------------------------ */
+%typemap(jni) attn_desc *, const attn_desc *, attn_args *, const attn_args * "jlong"
+%typemap(jtype) attn_desc *, const attn_desc *, attn_args *, const attn_args * "long"
+%typemap(jstype) attn_desc *, const attn_desc *, attn_args *, const attn_args * "long"
+%typemap(javain) attn_desc *, const attn_desc *, attn_args *, const attn_args * "$javainput"
+%typemap(in) attn_desc *, const attn_desc *, attn_args *, const attn_args *
+  %{ $1 = ($1_ltype)(intptr_t)$input; %}
 
-%typemap(jni) attn_desc **desc "jlongArray"
-%typemap(jtype) attn_desc **desc "long[]"
-%typemap(jstype) attn_desc **desc "long[]"
-%typemap(javain) attn_desc **desc "$javainput"
-%typemap(in) attn_desc **desc (attn_desc *handle = nullptr) %{
+%define ATTN_JAVA_HANDLE_OUT(CTYPE, NAME)
+%typemap(jni) CTYPE **NAME "jlongArray"
+%typemap(jtype) CTYPE **NAME "long[]"
+%typemap(jstype) CTYPE **NAME "long[]"
+%typemap(javain) CTYPE **NAME "$javainput"
+%typemap(in) CTYPE **NAME (CTYPE *handle = nullptr) %{
   if (!$input || jenv->GetArrayLength($input) < 1) {
-    SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException, "desc: expected a long[1]");
+    SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException, "NAME: expected a long[1]");
     return $null;
   }
   $1 = &handle;
 %}
-%typemap(argout) attn_desc **desc %{
+%typemap(argout) CTYPE **NAME %{
   {
     jlong h = (jlong)(intptr_t)handle$argnum;
     jenv->SetLongArrayRegion($input, 0, 1, &h);
   }
 %}
+%enddef
+ATTN_JAVA_HANDLE_OUT(attn_desc, desc)
+ATTN_JAVA_HANDLE_OUT(attn_args, args)
 
 /* ---- [D] size_t as long ------------------------------------------------------------------ */
 %typemap(jni) size_t "jlong"
@@ -260,6 +291,78 @@ ATTN_JAVA_PINNED_CALL(attn_weights)
 %}
 %typemap(out) size_t %{ $result = (jlong)$1; %}
 
+%typemap(jni) int64_t "jlong"
+%typemap(jtype) int64_t "long"
+%typemap(jstype) int64_t "long"
+%typemap(javain) int64_t "$javainput"
+%typemap(in) int64_t %{ $1 = (int64_t)$input; %}
+
+/* ---- [G] scalar out parameters (attn_desc_get_int/_float, attn_param_bounds) -------------- */
+%define ATTN_JAVA_SCALAR_OUT(CTYPE, NAME, JNITYPE, JNIARRAY, JAVAARRAY, SETTER, REQUIRED)
+%typemap(jni) CTYPE *NAME "JNIARRAY"
+%typemap(jtype) CTYPE *NAME "JAVAARRAY"
+%typemap(jstype) CTYPE *NAME "JAVAARRAY"
+%typemap(javain) CTYPE *NAME "$javainput"
+%typemap(in) CTYPE *NAME (CTYPE temp = 0) %{
+  $1 = nullptr;
+  if ($input && jenv->GetArrayLength($input) >= 1) {
+    $1 = &temp;
+  } else if ($input || REQUIRED) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException,
+                            "NAME: expected a JAVAARRAY of length 1");
+    return $null;
+  }
+%}
+%typemap(argout) CTYPE *NAME %{
+  if ($1) {
+    JNITYPE x = (JNITYPE)temp$argnum;
+    jenv->SETTER($input, 0, 1, &x);
+  }
+%}
+%enddef
+ATTN_JAVA_SCALAR_OUT(int64_t, value, jlong, jlongArray, long[], SetLongArrayRegion, true)
+ATTN_JAVA_SCALAR_OUT(double, value, jdouble, jdoubleArray, double[], SetDoubleArrayRegion, true)
+ATTN_JAVA_SCALAR_OUT(int, is_float, jint, jintArray, int[], SetIntArrayRegion, false)
+ATTN_JAVA_SCALAR_OUT(double, min, jdouble, jdoubleArray, double[], SetDoubleArrayRegion, false)
+ATTN_JAVA_SCALAR_OUT(double, max, jdouble, jdoubleArray, double[], SetDoubleArrayRegion, false)
+
+/* ---- [H] (data, len) pairs of the attn_args setters: direct buffers only ------------------ */
+%define ATTN_JAVA_BUFFER_PAIR(CTYPE, BUFFER_CLASS, KIND)
+%typemap(jni) (CTYPE data, size_t len) "jobject"
+%typemap(jtype) (CTYPE data, size_t len) "Object"
+%typemap(jstype) (CTYPE data, size_t len) "Object"
+%typemap(javain) (CTYPE data, size_t len) "$javainput"
+%typemap(in) (CTYPE data, size_t len) %{
+  $1 = nullptr;
+  $2 = 0;
+  if ($input) {
+    if (!jenv->IsInstanceOf($input, BUFFER_CLASS)) {
+      SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException,
+                              "data: expected a direct " KIND " or null (attn_args keeps the "
+                              "pointer, and a Java array may move once this call returns: "
+                              "pass arrays to attn_jni_run)");
+      return $null;
+    }
+    $1 = ($1_ltype)jenv->GetDirectBufferAddress($input);
+    if (!$1) {
+      SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException,
+                              "data: the buffer is not direct");
+      return $null;
+    }
+    if ((uintptr_t)$1 % sizeof(*$1) != 0) {
+      SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException,
+                              "data: the buffer's address is not aligned to its element size");
+      return $null;
+    }
+    $2 = (size_t)jenv->GetDirectBufferCapacity($input);
+  }
+%}
+%enddef
+ATTN_JAVA_BUFFER_PAIR(const float *, attn_jni_float_buffer, "FloatBuffer")
+ATTN_JAVA_BUFFER_PAIR(float *, attn_jni_float_buffer, "FloatBuffer")
+ATTN_JAVA_BUFFER_PAIR(const uint8_t *, attn_jni_byte_buffer, "ByteBuffer")
+ATTN_JAVA_BUFFER_PAIR(const int32_t *, attn_jni_int_buffer, "IntBuffer")
+
 /* ---- [E] status returns become exceptions ------------------------------------------------ */
 %typemap(jni) attn_status "void"
 %typemap(jtype) attn_status "void"
@@ -277,3 +380,242 @@ ATTN_JAVA_PINNED_CALL(attn_weights)
 %typemap(in) attn_status status %{ $1 = (attn_status)$input; %}
 
 %include "../attn.i"
+
+/* ---- [I] one-call pinned runs (not in attn.h; the face's only path to the kernels) ------- */
+%typemap(in, numinputs=0) JNIEnv *jenv %{ $1 = jenv; %}
+
+%{
+/* Element type and direction of each attn_operand (attn.h's table). */
+enum attn_jni_elem { ATTN_JNI_F32_IN, ATTN_JNI_F32_OUT, ATTN_JNI_U8, ATTN_JNI_I32 };
+
+static attn_jni_elem attn_jni_elem_of(int which) {
+    switch (which) {
+    case ATTN_OUT: case ATTN_LSE: case ATTN_WEIGHTS: case ATTN_KEY_MASS: return ATTN_JNI_F32_OUT;
+    case ATTN_KEY_VALID: case ATTN_ALLOWED: case ATTN_QUERY_VALID: return ATTN_JNI_U8;
+    case ATTN_SEQ_LENS_K: return ATTN_JNI_I32;
+    default: return ATTN_JNI_F32_IN;
+    }
+}
+
+static const int attn_jni_operands = 14; /* ATTN_Q .. ATTN_KEY_MASS */
+static const char *const attn_jni_operand_names[attn_jni_operands] = {
+    "q",    "k",            "v",     "out",         "lse",        "weights",  "key_valid",
+    "allowed", "bias", "alibi_slopes", "sinks", "query_valid", "seq_lens_k", "key_mass"};
+
+/* Where an empty Java array points: it is "given" (not NULL), holds nothing, is never read. */
+static float attn_jni_empty[1];
+
+/* The operands of one call: classified and checked first (JNI calls allowed), then every array
+ * pinned at once, then plain C calls only, then every pin released. */
+struct attn_jni_pins {
+    struct Pin {
+        jarray arr;   /* a critical array, or nullptr for a direct buffer */
+        void *ptr;
+        size_t len;   /* elements: array length or buffer capacity */
+        int root;     /* the pin holding this array (an array passed twice is pinned once) */
+        bool output;  /* released with mode 0 (copy back) rather than JNI_ABORT */
+    };
+    JNIEnv *env;
+    Pin pin[attn_jni_operands];
+    int n = 0;
+    int pinned = 0; /* pins [0, pinned) hold their critical arrays */
+
+    explicit attn_jni_pins(JNIEnv *e) : env(e) {}
+    ~attn_jni_pins() { release(); }
+
+    bool fail(const char *name, const char *what) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s: %s", name, what);
+        SWIG_JavaThrowException(env, SWIG_JavaIllegalArgumentException, msg);
+        return false;
+    }
+
+    /* Classify obj (non-null) as operand element type e. false: an exception is pending. */
+    bool add(jobject obj, attn_jni_elem e, const char *name, int *index) {
+        Pin &x = pin[n];
+        x.arr = nullptr;
+        x.ptr = nullptr;
+        x.len = 0;
+        x.root = n;
+        x.output = e == ATTN_JNI_F32_OUT;
+        size_t elem = 4;
+        bool is_array = false, is_buffer = false;
+        if (e == ATTN_JNI_F32_IN || e == ATTN_JNI_F32_OUT) {
+            is_array = env->IsInstanceOf(obj, attn_jni_float_array);
+            is_buffer = !is_array && env->IsInstanceOf(obj, attn_jni_float_buffer);
+            if (!is_array && !is_buffer) return fail(name, "expected float[] or a direct FloatBuffer");
+        } else if (e == ATTN_JNI_U8) {
+            elem = 1;
+            is_array = env->IsInstanceOf(obj, attn_jni_bool_array) ||
+                       env->IsInstanceOf(obj, attn_jni_byte_array);
+            is_buffer = !is_array && env->IsInstanceOf(obj, attn_jni_byte_buffer);
+            if (!is_array && !is_buffer)
+                return fail(name, "expected boolean[], byte[] or a direct ByteBuffer");
+        } else {
+            is_array = env->IsInstanceOf(obj, attn_jni_int_array);
+            is_buffer = !is_array && env->IsInstanceOf(obj, attn_jni_int_buffer);
+            if (!is_array && !is_buffer) return fail(name, "expected int[] or a direct IntBuffer");
+        }
+        if (is_array) {
+            x.arr = (jarray)obj;
+            x.len = (size_t)env->GetArrayLength(x.arr);
+            for (int k = 0; k < n; ++k)
+                if (pin[k].arr && pin[k].root == k && env->IsSameObject(pin[k].arr, obj)) {
+                    x.root = k;
+                    pin[k].output = pin[k].output || x.output;
+                    break;
+                }
+        } else {
+            x.ptr = env->GetDirectBufferAddress(obj);
+            if (!x.ptr) return fail(name, "the buffer is not direct");
+            if ((uintptr_t)x.ptr % elem != 0)
+                return fail(name, "the buffer's address is not aligned to its element size");
+            x.len = (size_t)env->GetDirectBufferCapacity(obj);
+        }
+        *index = n++;
+        return true;
+    }
+
+    /* Pin every array (only GetPrimitiveArrayCritical from here until release()). */
+    bool pin_all() {
+        for (int i = 0; i < n; ++i, pinned = i) {
+            Pin &x = pin[i];
+            if (!x.arr || x.root != i) continue;
+            if (x.len == 0) {
+                x.ptr = attn_jni_empty;
+                continue;
+            }
+            x.ptr = env->GetPrimitiveArrayCritical(x.arr, nullptr);
+            if (!x.ptr) {
+                attn_jni_pin_failed = "could not pin a Java array (GetPrimitiveArrayCritical)";
+                return false;
+            }
+        }
+        pinned = n;
+        for (int i = 0; i < n; ++i)
+            if (pin[i].root != i) pin[i].ptr = pin[pin[i].root].ptr;
+        return true;
+    }
+
+    void release() {
+        for (int i = pinned - 1; i >= 0; --i) {
+            Pin &x = pin[i];
+            if (x.arr && x.root == i && x.ptr && x.ptr != attn_jni_empty)
+                env->ReleasePrimitiveArrayCritical(x.arr, x.ptr, x.output ? 0 : JNI_ABORT);
+        }
+        pinned = 0;
+    }
+};
+
+static attn_status attn_jni_bind(attn_args *a, int which, const attn_jni_pins::Pin &x) {
+    const attn_operand w = (attn_operand)which;
+    switch (attn_jni_elem_of(which)) {
+    case ATTN_JNI_F32_OUT: return attn_args_set_out_f32(a, w, (float *)x.ptr, x.len);
+    case ATTN_JNI_U8: return attn_args_set_u8(a, w, (const uint8_t *)x.ptr, x.len);
+    case ATTN_JNI_I32: return attn_args_set_i32(a, w, (const int32_t *)x.ptr, x.len);
+    default: return attn_args_set_f32(a, w, (const float *)x.ptr, x.len);
+    }
+}
+%}
+
+%rename("%s") attn_jni_run;
+%rename("%s") attn_jni_simple;
+%inline %{
+/* attn_run with every operand given as a Java object (null = not bound): arrays are pinned for
+ * this call only. The operands the operation does not read should be passed as null (they would
+ * be pinned for nothing). args = NULL makes the 0.1 call instead (attn_forward for FORWARD,
+ * attn_weights for WEIGHTS, whose messages name those functions) with the eight 0.1 operands;
+ * as those calls take no lengths, the lengths are checked here against attn_desc_required_len. */
+static attn_status attn_jni_run(JNIEnv *jenv, const attn_desc *desc, attn_op op, attn_args *args,
+                                jobject q, jobject k, jobject v, jobject out, jobject lse,
+                                jobject weights, jobject key_valid, jobject allowed,
+                                jobject bias, jobject alibi_slopes, jobject sinks,
+                                jobject query_valid, jobject seq_lens_k, jobject key_mass) {
+    jobject ops[attn_jni_operands] = {q,    k,           v,     out,         lse,
+                                      weights, key_valid, allowed, bias, alibi_slopes,
+                                      sinks, query_valid, seq_lens_k, key_mass};
+    const bool legacy = !args;
+    if (legacy && op != ATTN_OP_FORWARD && op != ATTN_OP_WEIGHTS) {
+        SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException,
+                                "op: without an attn_args only FORWARD and WEIGHTS run");
+        return ATTN_ERR_INVALID_ARGUMENT;
+    }
+    attn_jni_pins pins(jenv);
+    int index[attn_jni_operands];
+    for (int w = 0; w < attn_jni_operands; ++w) {
+        index[w] = -1;
+        if (!ops[w]) continue;
+        const char *name = attn_jni_operand_names[w];
+        if (legacy && w > ATTN_ALLOWED) {
+            pins.fail(name, "is not an operand of attn_forward / attn_weights");
+            return ATTN_ERR_INVALID_ARGUMENT;
+        }
+        if (!pins.add(ops[w], attn_jni_elem_of(w), name, &index[w]))
+            return ATTN_ERR_INVALID_ARGUMENT; /* the IllegalArgumentException is pending */
+        const size_t need = legacy && desc ? attn_desc_required_len(desc, (attn_operand)w) : 0;
+        if (pins.pin[index[w]].len < need) {
+            char what[96];
+            snprintf(what, sizeof what, "has %zu elements, needs at least %zu",
+                     pins.pin[index[w]].len, need);
+            pins.fail(name, what);
+            return ATTN_ERR_INVALID_ARGUMENT;
+        }
+    }
+    if (!pins.pin_all()) return ATTN_ERR_OUT_OF_MEMORY;
+    attn_status st;
+    if (legacy) {
+        void *p[8];
+        for (int w = 0; w < 8; ++w) p[w] = index[w] >= 0 ? pins.pin[index[w]].ptr : nullptr;
+        if (op == ATTN_OP_FORWARD)
+            st = attn_forward(desc, (const float *)p[0], (const float *)p[1], (const float *)p[2],
+                              (const bool *)p[6], (const bool *)p[7], (float *)p[3],
+                              (float *)p[4]);
+        else
+            st = attn_weights(desc, (const float *)p[0], (const float *)p[1], (const bool *)p[6],
+                              (const bool *)p[7], (float *)p[5]);
+    } else {
+        st = attn_args_clear(args);
+        for (int w = 0; w < attn_jni_operands && st == ATTN_OK; ++w)
+            if (index[w] >= 0) st = attn_jni_bind(args, w, pins.pin[index[w]]);
+        if (st == ATTN_OK) st = attn_run(desc, op, args);
+        attn_args_clear(args); /* no pointer outlives its pin */
+    }
+    pins.release();
+    return st;
+}
+
+/* attn_simple with Java objects, pinned as attn_jni_run pins them. attn_simple takes no lengths:
+ * q, k, v and out must hold n*d elements and pad_mask n (checked here; n*d is not computed when
+ * it would overflow: attn_simple refuses those sizes itself). */
+static attn_status attn_jni_simple(JNIEnv *jenv, jobject q, jobject k, jobject v, size_t n,
+                                   size_t d, bool causal, jobject pad_mask, jobject out) {
+    attn_jni_pins pins(jenv);
+    jobject ops[5] = {q, k, v, pad_mask, out};
+    const attn_jni_elem elem[5] = {ATTN_JNI_F32_IN, ATTN_JNI_F32_IN, ATTN_JNI_F32_IN, ATTN_JNI_U8,
+                                   ATTN_JNI_F32_OUT};
+    const char *names[5] = {"q", "k", "v", "pad_mask", "out"};
+    int index[5];
+    size_t nd = 0;
+    const bool sized = !__builtin_mul_overflow(n, d, &nd);
+    for (int x = 0; x < 5; ++x) {
+        index[x] = -1;
+        if (ops[x] && !pins.add(ops[x], elem[x], names[x], &index[x]))
+            return ATTN_ERR_INVALID_ARGUMENT;
+        const size_t need = x == 3 ? n : nd;
+        if (ops[x] && sized && pins.pin[index[x]].len < need) {
+            char what[96];
+            snprintf(what, sizeof what, "has %zu elements, needs at least %zu", pins.pin[index[x]].len,
+                     need);
+            pins.fail(names[x], what);
+            return ATTN_ERR_INVALID_ARGUMENT;
+        }
+    }
+    if (!pins.pin_all()) return ATTN_ERR_OUT_OF_MEMORY;
+    void *p[5];
+    for (int x = 0; x < 5; ++x) p[x] = index[x] >= 0 ? pins.pin[index[x]].ptr : nullptr;
+    attn_status st = attn_simple((const float *)p[0], (const float *)p[1], (const float *)p[2], n,
+                                 d, causal, (const bool *)p[3], (float *)p[4]);
+    pins.release();
+    return st;
+}
+%}

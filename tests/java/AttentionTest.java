@@ -200,6 +200,33 @@ class AttentionTest {
         assertEquals(attn_status.values().length, Status.values().length);
         assertEquals(attn_causal.values().length, Causal.values().length);
         assertEquals(attn_operand.values().length, Operand.values().length);
+        assertEquals(attn_param.values().length, Param.values().length);
+        assertEquals(attn_alibi.values().length, Alibi.values().length);
+        assertEquals(attn_weights_mode.values().length, WeightsMode.values().length);
+        assertEquals(attn_op.values().length, Op.values().length);
+        for (Operand x : Operand.values()) {
+            assertEquals(x.ordinal(), x.code(), x + ": AttentionArgs indexes operands by ordinal");
+            assertSame(x, Operand.fromCode(x.code()));
+        }
+        for (Param x : Param.values()) {
+            assertEquals(x.ordinal(), x.code(), x.toString());
+            assertSame(x, Param.fromCode(x.code()));
+        }
+        for (Alibi x : Alibi.values()) {
+            assertSame(x, Alibi.fromCode(x.code()));
+        }
+        for (WeightsMode x : WeightsMode.values()) {
+            assertSame(x, WeightsMode.fromCode(x.code()));
+        }
+        for (Op x : Op.values()) {
+            assertSame(x, Op.fromCode(x.code()));
+        }
+        assertEquals(13, Operand.KEY_MASS.code());
+        assertEquals(9, Param.BIAS_FIRST.code());
+        assertEquals(2, Alibi.STANDARD.code());
+        assertEquals(3, WeightsMode.CAPPED.code());
+        assertEquals(4, WeightsMode.SOFTCAPPED.code());
+        assertEquals(2, Op.BACKWARD.code());
         EnumSet<attn_status> s = EnumSet.noneOf(attn_status.class);
         for (Status x : Status.values()) {
             assertTrue(s.add(x.raw));
@@ -252,9 +279,45 @@ class AttentionTest {
         e = assertThrows(IllegalArgumentException.class,
                 () -> Attention.simple(six, six, six, 3, 2, true, null, five));
         assertMentions(e.getMessage(), "out");
-        float[] seven = new float[7]; // longer is a mismatch too for the simple API
-        assertThrows(IllegalArgumentException.class,
-                () -> Attention.simple(seven, six, six, 3, 2, true, null));
+        // Longer arrays are accepted, as everywhere: only the n*d prefix is read or written.
+        float[] q7 = {0, 0, 0, 0, 0, 0, Float.NaN}, k7 = {1, 0, 2, 0, 3, 0, Float.NaN},
+                v7 = {10, 1, 20, 2, 30, 3, Float.NaN}, out7 = new float[7];
+        out7[6] = 42;
+        Attention.simple(q7, k7, v7, 3, 2, true, new boolean[] {true, true, true, false}, out7);
+        assertArrayEquals(new float[] {10, 1, 15, 1.5f, 20, 2, 42}, out7, 1e-5f);
+        assertArrayEquals(new float[] {10, 1, 15, 1.5f, 20, 2}, Attention.simple(q7, k7, v7, 3, 2,
+                true, null), 1e-5f);
+        // Empty arrays are a length error (not "not given").
+        e = assertThrows(IllegalArgumentException.class,
+                () -> Attention.simple(six, six, six, 3, 2, true, new boolean[0]));
+        assertMentions(e.getMessage(), "padMask", "0", "3");
+        e = assertThrows(IllegalArgumentException.class,
+                () -> Attention.simple(six, six, new float[0], 3, 2, true, null));
+        assertMentions(e.getMessage(), "v", "0", "6");
+    }
+
+    @Test
+    void simpleImpossibleSizesAreRefusedBeforeAllocating() {
+        // n*d = 1.6e9 floats (6.4 GB) would fit a Java array; the tiny inputs are refused first.
+        float[] one = new float[1];
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> Attention.simple(one, one, one, 40000, 40000, true, null));
+        assertMentions(e.getMessage(), "q", "1", "1600000000");
+        e = assertThrows(IllegalArgumentException.class,
+                () -> Attention.simple(one, one, one, 40000, 40000, true, null, one));
+        assertMentions(e.getMessage(), "q");
+        e = assertThrows(IllegalArgumentException.class,
+                () -> Attention.simple(one, one, one, Integer.MAX_VALUE, Integer.MAX_VALUE, false, null));
+        assertMentions(e.getMessage(), "q", "n*d");
+        // The descriptor's allocating overloads check every input before allocating the output.
+        try (AttentionDesc huge = AttentionDesc.builder().seqLen(40000).headDim(40000).build()) {
+            assertEquals(1_600_000_000L, huge.requiredLen(Operand.WEIGHTS));
+            e = assertThrows(IllegalArgumentException.class, () -> huge.weights(one, one, null, null));
+            assertMentions(e.getMessage(), "q", "1", "1600000000");
+            e = assertThrows(IllegalArgumentException.class,
+                    () -> huge.forward(one, one, one, null, null));
+            assertMentions(e.getMessage(), "q");
+        }
     }
 
     @Test
@@ -279,10 +342,16 @@ class AttentionTest {
 
     @Test
     void simpleOutputSameAsInput() {
+        // The library's own rule and message, also for the very same array (pinned once, so
+        // the library sees one address even when -Xcheck:jni pins copies).
         float[] a = new float[6], b = new float[6];
-        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        AttentionException e = assertThrows(AttentionException.class,
                 () -> Attention.simple(a, b, b, 3, 2, false, null, a));
-        assertMentions(e.getMessage(), "out", "q");
+        assertEquals(Status.INVALID_ARGUMENT, e.status());
+        assertMentions(e.libraryMessage(), "out", "overlaps", "q");
+        e = assertThrows(AttentionException.class, () -> Attention.simple(b, b, a, 3, 2, false, null, a));
+        assertMentions(e.libraryMessage(), "out", "overlaps", "v");
+        Attention.simple(b, b, b, 3, 2, false, null, a); // inputs may share memory
     }
 
     // ------------------------------------------------------------------ errors: descriptor
@@ -315,11 +384,14 @@ class AttentionTest {
         assertMentions(npe.getMessage(), "causal");
         IllegalArgumentException ie = assertThrows(IllegalArgumentException.class, () -> Causal.fromCode(3));
         assertMentions(ie.getMessage(), "causal", "3");
+        // Parameters are validated with attn_param_bounds before anything reaches the library.
+        ie = assertThrows(IllegalArgumentException.class,
+                () -> AttentionDesc.builder().seqLen(2).headDim(2).scale(Float.NaN));
+        assertMentions(ie.getMessage(), "scale", "NaN");
+        ie = assertThrows(IllegalArgumentException.class,
+                () -> AttentionDesc.builder().scale(Float.POSITIVE_INFINITY));
+        assertMentions(ie.getMessage(), "scale", "Infinity");
         AttentionException e = assertThrows(AttentionException.class,
-                () -> AttentionDesc.builder().seqLen(2).headDim(2).scale(Float.NaN).build());
-        assertEquals(Status.INVALID_ARGUMENT, e.status());
-        assertMentions(e.libraryMessage(), "scale");
-        e = assertThrows(AttentionException.class,
                 () -> AttentionDesc.builder().seqLen(2).headDim(2).strides(Operand.LSE, 4, 4, 2).build());
         assertEquals(Status.INVALID_ARGUMENT, e.status());
         assertMentions(e.libraryMessage(), "which");
@@ -382,8 +454,25 @@ class AttentionTest {
             e = assertThrows(IllegalArgumentException.class,
                     () -> desc.weights(q, kv, null, null, new float[10]));
             assertMentions(e.getMessage(), "weights", "10");
-            e = assertThrows(IllegalArgumentException.class, () -> desc.forward(q, kv, kv, q));
-            assertMentions(e.getMessage(), "out", "q");
+            AttentionException ae = assertThrows(AttentionException.class, () -> desc.forward(q, kv, kv, q));
+            assertEquals(Status.INVALID_ARGUMENT, ae.status());
+            assertMentions(ae.libraryMessage(), "out", "overlaps", "q");
+            float[] lse = new float[40];
+            ae = assertThrows(AttentionException.class,
+                    () -> desc.forward(q, kv, kv, null, null, out, kv));
+            assertMentions(ae.libraryMessage(), "lse", "overlaps", "k");
+            ae = assertThrows(AttentionException.class, () -> desc.weights(q, kv, null, null, q));
+            assertMentions(ae.libraryMessage(), "weights", "overlaps", "q");
+            // Empty optional arrays are length errors; only null means "not given".
+            e = assertThrows(IllegalArgumentException.class,
+                    () -> desc.forward(q, kv, kv, new boolean[0], null, out, lse));
+            assertMentions(e.getMessage(), "keyValid", "0", "14");
+            e = assertThrows(IllegalArgumentException.class,
+                    () -> desc.forward(q, kv, kv, null, null, out, new float[0]));
+            assertMentions(e.getMessage(), "lse", "0", "40");
+            e = assertThrows(IllegalArgumentException.class,
+                    () -> desc.forward(new float[0], kv, kv, out));
+            assertMentions(e.getMessage(), "q", "0");
         }
     }
 

@@ -111,6 +111,60 @@ class ConcurrencyTest {
         assertEquals(THREADS * ROUNDS * 3, calls.get());
     }
 
+    @Test
+    void threadsWithTheirOwnArgsOnOneDescriptor() throws Exception {
+        // The extensible call: window, softcap, ALiBi, per-batch key lengths and key mass.
+        Reference ref = new Reference(2, 4, 2, 9, 13, 16, Causal.BOTTOM_RIGHT, 0.25).window(6, 1)
+                .softcap(4.0).alibi(Alibi.STANDARD);
+        try (AttentionDesc desc = ref.builder().build()) {
+            onThreads(8, t -> {
+                Reference.Inputs in = ExtensibleCallTest.inputs(ref, 4000 + 10 * t);
+                in.seqLensK = new int[] {13 - t, 5 + t};
+                Reference.Result2 r = ref.run(in);
+                try (AttentionArgs args = desc.args()) {
+                    float[] out = new float[ref.requiredLen(3)];
+                    float[] mass = new float[(int) desc.requiredLen(Operand.KEY_MASS)];
+                    args.set(Operand.Q, in.q).set(Operand.K, in.k).set(Operand.V, in.v)
+                            .set(Operand.SEQ_LENS_K, in.seqLensK).set(Operand.OUT, out)
+                            .set(Operand.KEY_MASS, mass);
+                    for (int round = 0; round < ROUNDS; round++) {
+                        args.run(Op.FORWARD);
+                        check(t, round, Reference.compare("out", out, r.out, 1e-5));
+                        check(t, round, Reference.compare("key_mass", mass, r.keyMass, 1e-5));
+                        // This thread's own library error.
+                        args.set(Operand.SEQ_LENS_K, new int[] {14 + t, 0});
+                        try {
+                            args.run(Op.FORWARD);
+                            fail("seq_lens_k " + (14 + t) + " was accepted");
+                        } catch (AttentionException e) {
+                            AttentionTest.assertMentions(e.libraryMessage(), "seq_lens_k",
+                                    String.valueOf(14 + t));
+                        }
+                        args.set(Operand.SEQ_LENS_K, in.seqLensK);
+                    }
+                }
+            });
+        }
+    }
+
+    @Test
+    void oneArgsObjectSharedByThreadsRunsOneCallAtATime() throws Exception {
+        Reference ref = new Reference(1, 2, 2, 16, 16, 8, Causal.TOP_LEFT, 0.3).window(4, 0);
+        Reference.Inputs in = ExtensibleCallTest.inputs(ref, 5000);
+        double[] expected = ref.run(in).out;
+        float[] out = new float[ref.requiredLen(3)];
+        try (AttentionDesc desc = ref.builder().build(); AttentionArgs args = desc.args()) {
+            args.set(Operand.Q, in.q).set(Operand.K, in.k).set(Operand.V, in.v).set(Operand.OUT, out);
+            onThreads(8, t -> {
+                for (int round = 0; round < ROUNDS; round++) {
+                    args.run(Op.FORWARD);
+                    args.set(Operand.Q, in.q); // rebinding meanwhile is safe: calls are serialized
+                }
+            });
+        }
+        check(0, 0, Reference.compare("out", out, expected, 1e-5));
+    }
+
     static void check(int t, int round, String failure) {
         if (failure != null) {
             fail("thread " + t + " round " + round + ": " + failure);

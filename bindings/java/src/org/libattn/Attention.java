@@ -5,7 +5,7 @@ package org.libattn;
  * thread count and kernel (ISA) selection.
  *
  * <p>Errors: a {@code null} required array throws {@link NullPointerException}, a negative size
- * or an array whose length does not match throws {@link IllegalArgumentException} (checked
+ * or an array shorter than required throws {@link IllegalArgumentException} (checked
  * before anything reaches native code), and a failure reported by the library throws
  * {@link AttentionException} with its status and message. All methods are thread-safe.
  */
@@ -16,59 +16,69 @@ public final class Attention {
      * The original one-sequence, one-head {@code attention(Q, K, V, causal, pad_mask)}, scale
      * 1/sqrt(d).
      *
-     * @param q       queries, [n][d] row-major, length exactly n*d
-     * @param k       keys, [n][d], length exactly n*d
-     * @param v       values, [n][d], length exactly n*d
+     * @param q       queries, [n][d] row-major, at least n*d elements (longer: the prefix is used)
+     * @param k       keys, [n][d], at least n*d elements
+     * @param v       values, [n][d], at least n*d elements
      * @param n       sequence length (the library rejects 0)
      * @param d       vector size (the library rejects 0)
      * @param causal  true: query i sees keys j &lt;= i; false: no causal rule
      * @param padMask [n], true = real token, false = padding (never attended, never read);
      *                null = no padding
-     * @return the output, [n][d] row-major
+     * @return the output, [n][d] row-major (allocated only once every argument has been checked)
      * @throws NullPointerException     q, k or v is null
-     * @throws IllegalArgumentException n or d is negative, n*d exceeds the largest Java array,
-     *                                  or an array length does not match
+     * @throws IllegalArgumentException n or d is negative, an array is shorter than n*d (padMask
+     *                                  than n), or n*d exceeds the largest Java array
      * @throws AttentionException       the library refused the call (e.g. n or d is 0)
      */
     public static float[] simple(float[] q, float[] k, float[] v, int n, int d, boolean causal,
             boolean[] padMask) {
-        float[] out = new float[checkedProduct(n, d)];
-        simple(q, k, v, n, d, causal, padMask, out);
+        long nd = checkSimple(q, k, v, n, d, padMask);
+        if (nd > Checks.MAX_ARRAY) {
+            throw new IllegalArgumentException(
+                    "n*d (" + nd + ") exceeds the largest Java array (" + Checks.MAX_ARRAY + ")");
+        }
+        float[] out = new float[(int) nd];
+        AttnNative.attn_jni_simple(q, k, v, n, d, causal, padMask, out);
         return out;
     }
 
     /**
      * As {@link #simple(float[], float[], float[], int, int, boolean, boolean[])}, writing into
-     * {@code out} (length exactly n*d, a different array from q, k and v).
+     * {@code out} (at least n*d elements). An out that overlaps q, k or v (the same array) is
+     * refused by the library: {@link AttentionException} "out overlaps q".
      */
     public static void simple(float[] q, float[] k, float[] v, int n, int d, boolean causal,
             boolean[] padMask, float[] out) {
-        int nd = checkedProduct(n, d);
-        Checks.exactLength(q, "q", nd, "n*d");
-        Checks.exactLength(k, "k", nd, "n*d");
-        Checks.exactLength(v, "v", nd, "n*d");
-        Checks.exactLength(out, "out", nd, "n*d");
-        if (padMask != null && padMask.length != n) {
-            throw new IllegalArgumentException(
-                    "padMask has " + padMask.length + " elements, expected n = " + n);
+        long nd = checkSimple(q, k, v, n, d, padMask);
+        if (out == null) {
+            throw Checks.missing("out");
         }
-        Checks.notSameArray(out, "out", q, "q", k, "k", v, "v");
-        AttnNative.attn_simple(q, k, v, n, d, causal, padMask, out);
+        Checks.length(out.length, "out", nd, "n*d", "elements");
+        AttnNative.attn_jni_simple(q, k, v, n, d, causal, padMask, out);
     }
 
-    private static int checkedProduct(int n, int d) {
+    /** Every check of simple() that needs no output: returns n*d. */
+    private static long checkSimple(float[] q, float[] k, float[] v, int n, int d,
+            boolean[] padMask) {
         if (n < 0) {
             throw new IllegalArgumentException("n (" + n + ") is negative");
         }
         if (d < 0) {
             throw new IllegalArgumentException("d (" + d + ") is negative");
         }
-        long nd = (long) n * d;
-        if (nd > Checks.MAX_ARRAY) {
-            throw new IllegalArgumentException(
-                    "n*d (" + nd + ") exceeds the largest Java array (" + Checks.MAX_ARRAY + ")");
+        long nd = (long) n * d; // cannot overflow a long
+        String[] names = {"q", "k", "v"};
+        float[][] in = {q, k, v};
+        for (int x = 0; x < 3; x++) {
+            if (in[x] == null) {
+                throw Checks.missing(names[x]);
+            }
+            Checks.length(in[x].length, names[x], nd, "n*d", "elements");
         }
-        return (int) nd;
+        if (padMask != null) {
+            Checks.length(padMask.length, "padMask", n, "n", "elements");
+        }
+        return nd;
     }
 
     /** The library's version, "MAJOR.MINOR.PATCH". */
@@ -89,7 +99,9 @@ public final class Attention {
     /**
      * Caps the kernel (process-wide) at {@code name}; null or "" restores the default.
      *
-     * @throws AttentionException INVALID_ARGUMENT for an unknown name, UNSUPPORTED if this CPU
+     * @throws AttentionException INVALID_ARGUMENT for an unknown name (embedded NULs and
+     *                            non-ASCII characters included: the library's "name ... is not
+     *                            one of scalar, sse2, avx2, avx512"), UNSUPPORTED if this CPU
      *                            or build lacks it
      */
     public static void setIsa(String name) {

@@ -1,22 +1,30 @@
 package org.libattn;
 
+import java.lang.ref.Cleaner;
+import java.lang.ref.Reference;
 import java.nio.ByteBuffer;
 import java.nio.FloatBuffer;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
 
 /**
- * An attention problem: sizes, causal rule, scale and strides, fixed when {@link Builder#build()}
- * returns. Use it in try-with-resources; {@link #close()} frees the native descriptor (there is
- * no finalizer).
+ * An attention problem: sizes, causal rule, scale, strides and the 0.2 parameters (sliding
+ * window, softcap, ALiBi, "+1" softmax, headDimV, weights mode, bias order), fixed when
+ * {@link Builder#build()} returns. Use it in try-with-resources; {@link #close()} frees the
+ * native descriptor. A descriptor that is never closed is freed by a {@link Cleaner} once it is
+ * unreachable (a safety net, not a substitute for closing).
  *
  * <pre>{@code
  * try (AttentionDesc desc = AttentionDesc.builder()
  *         .batch(2).heads(8, 2).seqLen(128, 128).headDim(64)
- *         .causal(Causal.TOP_LEFT)
- *         .build()) {
+ *         .causal(Causal.TOP_LEFT).window(32, 0).softcap(50f)
+ *         .build();
+ *      AttentionArgs args = desc.args()) {
  *     float[] out = new float[(int) desc.requiredLen(Operand.OUT)];
- *     desc.forward(q, k, v, null, null, out, null);
+ *     args.set(Operand.Q, q).set(Operand.K, k).set(Operand.V, v).set(Operand.OUT, out)
+ *         .set(Operand.SEQ_LENS_K, new int[] {128, 97});
+ *     args.run(Op.FORWARD);
+ *     desc.forward(q, k, v, null, null, out, null); // the 0.1 call, the same kernels
  * }
  * }</pre>
  *
@@ -31,23 +39,27 @@ import java.util.concurrent.locks.LockSupport;
  * <h2>Errors</h2>
  * <ul>
  * <li>{@link NullPointerException}: a required array/buffer is null (q, k, v, out, weights);
- * <li>{@link IllegalArgumentException}: too short; a heap buffer, a buffer in the wrong byte
- * order or a read-only output buffer; an output that is the same array as another argument; a
- * negative size or stride given to the builder;
+ * <li>{@link IllegalArgumentException}: too short (empty included; only null means "not
+ * given"); a heap buffer, a buffer in the wrong byte order or a read-only output buffer; a
+ * negative size or stride, or a parameter outside its range (attn_param_bounds) given to the
+ * builder;
  * <li>{@link IllegalStateException}: the descriptor is closed;
  * <li>{@link AttentionException}: the library refused the call (status + the library's message),
- * e.g. a dimension of 0, heads_q not a multiple of heads_kv, a non-finite scale, overlapping
- * buffers.
+ * e.g. a dimension of 0, heads_q not a multiple of heads_kv, an output overlapping another
+ * argument ("out overlaps q", also when it is the same array).
  * </ul>
  *
  * <h2>Threads</h2>
- * Any number of threads may call {@code forward}, {@code weights} and {@code requiredLen} on one
- * descriptor at once. {@link #close()} waits for calls in flight and makes later calls throw
+ * Any number of threads may call {@code forward}, {@code weights}, {@code requiredLen} and the
+ * getters on one descriptor at once, and run their own {@link AttentionArgs} on it.
+ * {@link #close()} waits for calls in flight and makes later calls throw
  * {@link IllegalStateException}; it never frees the native descriptor under a running call.
  */
 public final class AttentionDesc implements AutoCloseable {
-    /** The native attn_desc*; freed by close() once no call is in flight. */
+    /** The native attn_desc*; freed once no call is in flight (close) or by the Cleaner. */
     private final long handle;
+    private final Natives.Handle owner;
+    private final Cleaner.Cleanable cleanable;
     /**
      * Calls in flight, and whether close() has started. A call increments inFlight and then
      * reads closed; close() sets closed and then waits for inFlight to reach 0: with both
@@ -65,12 +77,21 @@ public final class AttentionDesc implements AutoCloseable {
     private final int seqQ;
     private final int seqK;
     private final int headDim;
+    // The parameters, read back from the library once configured (the descriptor is immutable).
     private final Causal causal;
     private final float scale;
+    private final int windowLeft;
+    private final int windowRight;
+    private final float softcap;
+    private final Alibi alibi;
+    private final boolean softmaxPlusOne;
+    private final int headDimV;
+    private final WeightsMode weightsMode;
+    private final boolean biasFirst;
     /** attn_desc_required_len per Operand (ordinal), read once: the descriptor is immutable. */
     private final long[] required = new long[Operand.values().length];
 
-    private AttentionDesc(long handle, Builder b, float scale) {
+    private AttentionDesc(long handle, Builder b) {
         this.handle = handle;
         this.batch = b.batch;
         this.headsQ = b.headsQ;
@@ -78,16 +99,43 @@ public final class AttentionDesc implements AutoCloseable {
         this.seqQ = b.seqQ;
         this.seqK = b.seqK;
         this.headDim = b.headDim;
-        this.causal = b.causal;
-        this.scale = scale;
+        this.causal = Causal.fromCode(Params.getInt(handle, attn_param.ATTN_PARAM_CAUSAL));
+        this.scale = (float) Params.getFloat(handle, attn_param.ATTN_PARAM_SCALE);
+        this.windowLeft = (int) Params.getInt(handle, attn_param.ATTN_PARAM_WINDOW_LEFT);
+        this.windowRight = (int) Params.getInt(handle, attn_param.ATTN_PARAM_WINDOW_RIGHT);
+        this.softcap = (float) Params.getFloat(handle, attn_param.ATTN_PARAM_SOFTCAP);
+        this.alibi = Alibi.fromCode(Params.getInt(handle, attn_param.ATTN_PARAM_ALIBI));
+        this.softmaxPlusOne = Params.getInt(handle, attn_param.ATTN_PARAM_SOFTMAX_PLUS_ONE) != 0;
+        this.headDimV = (int) Params.getInt(handle, attn_param.ATTN_PARAM_HEAD_DIM_V);
+        this.weightsMode = WeightsMode.fromCode(
+                Params.getInt(handle, attn_param.ATTN_PARAM_WEIGHTS_MODE));
+        this.biasFirst = Params.getInt(handle, attn_param.ATTN_PARAM_BIAS_FIRST) != 0;
         for (Operand op : Operand.values()) {
             required[op.ordinal()] = AttnNative.attn_desc_required_len(handle, op.raw);
         }
+        // Last: from here on the Cleaner owns the handle (the builder frees it on a failure above).
+        this.owner = new Natives.Handle(handle, false);
+        this.cleanable = Natives.CLEANER.register(this, owner);
     }
 
-    /** A builder with batch 1, 1 head, causal NONE and default scale and strides. */
+    /** A builder with batch 1, 1 head, causal NONE and default scale, strides and parameters. */
     public static Builder builder() {
         return new Builder();
+    }
+
+    /**
+     * A new, empty binding object for this descriptor's {@link AttentionArgs#run(Op)}: the
+     * extensible call with every operand. Close it (or let the Cleaner free it).
+     *
+     * @throws IllegalStateException the descriptor is closed
+     */
+    public AttentionArgs args() {
+        enter();
+        try {
+            return new AttentionArgs(this);
+        } finally {
+            leave();
+        }
     }
 
     // ------------------------------------------------------------------------------ forward
@@ -97,11 +145,11 @@ public final class AttentionDesc implements AutoCloseable {
      *
      * @param q        queries [batch][headsQ][seqQ][headDim] (strides of Operand.Q)
      * @param k        keys [batch][headsKv][seqK][headDim] (strides of Operand.K)
-     * @param v        values [batch][headsKv][seqK][headDim] (strides of Operand.V)
+     * @param v        values [batch][headsKv][seqK][headDimV] (strides of Operand.V)
      * @param keyValid [batch][seqK], true = real token, false = padding; null = all real
      * @param allowed  [seqQ][seqK], true = query i may see key j, for every batch and head;
      *                 null = all allowed
-     * @param out      output [batch][headsQ][seqQ][headDim] (strides of Operand.OUT); only the
+     * @param out      output [batch][headsQ][seqQ][headDimV] (strides of Operand.OUT); only the
      *                 elements the strides address are written
      * @param lse      [batch][headsQ][seqQ] log-sum-exp of the scaled visible scores
      *                 (-infinity for a row with no visible key); null = not wanted
@@ -110,20 +158,13 @@ public final class AttentionDesc implements AutoCloseable {
             float[] out, float[] lse) {
         long h = enter();
         try {
-            Checks.minLength(q, "q", need(Operand.Q), Operand.Q);
-            Checks.minLength(k, "k", need(Operand.K), Operand.K);
-            Checks.minLength(v, "v", need(Operand.V), Operand.V);
-            Checks.minLength(keyValid, "keyValid", need(Operand.KEY_VALID), Operand.KEY_VALID);
-            Checks.minLength(allowed, "allowed", need(Operand.ALLOWED), Operand.ALLOWED);
+            checkForwardInputs(q, k, v, keyValid, allowed);
             Checks.minLength(out, "out", need(Operand.OUT), Operand.OUT);
-            if (lse != null) {
-                Checks.minLength(lse, "lse", need(Operand.LSE), Operand.LSE);
-            }
-            Checks.notSameArray(out, "out", q, "q", k, "k", v, "v", lse, "lse");
-            Checks.notSameArray(lse, "lse", q, "q", k, "k", v, "v");
-            AttnNative.attn_forward(h, q, k, v, keyValid, allowed, out, lse);
+            Checks.optional(lse, "lse", need(Operand.LSE), Operand.LSE);
+            AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, 0, q, k, v, out, lse, null,
+                    keyValid, allowed, null, null, null, null, null, null);
         } finally {
-            inFlight.decrementAndGet();
+            leave();
         }
     }
 
@@ -132,11 +173,30 @@ public final class AttentionDesc implements AutoCloseable {
         forward(q, k, v, null, null, out, null);
     }
 
-    /** Forward pass into a new zero-initialised array of {@code requiredLen(Operand.OUT)} floats. */
+    /**
+     * Forward pass into a new zero-initialised array of {@code requiredLen(Operand.OUT)} floats
+     * (allocated only once every argument has been checked).
+     */
     public float[] forward(float[] q, float[] k, float[] v, boolean[] keyValid, boolean[] allowed) {
-        float[] out = new float[arrayLength(Operand.OUT)];
+        enter();
+        float[] out;
+        try {
+            checkForwardInputs(q, k, v, keyValid, allowed);
+            out = new float[arrayLength(Operand.OUT)];
+        } finally {
+            leave();
+        }
         forward(q, k, v, keyValid, allowed, out, null);
         return out;
+    }
+
+    private void checkForwardInputs(float[] q, float[] k, float[] v, boolean[] keyValid,
+            boolean[] allowed) {
+        Checks.minLength(q, "q", need(Operand.Q), Operand.Q);
+        Checks.minLength(k, "k", need(Operand.K), Operand.K);
+        Checks.minLength(v, "v", need(Operand.V), Operand.V);
+        Checks.optional(keyValid, "keyValid", need(Operand.KEY_VALID), Operand.KEY_VALID);
+        Checks.optional(allowed, "allowed", need(Operand.ALLOWED), Operand.ALLOWED);
     }
 
     /**
@@ -155,9 +215,10 @@ public final class AttentionDesc implements AutoCloseable {
             ByteBuffer al2 = Checks.bytes(allowed, "allowed", need(Operand.ALLOWED), Operand.ALLOWED);
             FloatBuffer out2 = Checks.floats(out, "out", need(Operand.OUT), Operand.OUT, true, true);
             FloatBuffer lse2 = Checks.floats(lse, "lse", need(Operand.LSE), Operand.LSE, false, true);
-            AttnNative.attn_forward(h, q2, k2, v2, kv2, al2, out2, lse2);
+            AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, 0, q2, k2, v2, out2, lse2, null,
+                    kv2, al2, null, null, null, null, null, null);
         } finally {
-            inFlight.decrementAndGet();
+            leave();
         }
     }
 
@@ -165,7 +226,8 @@ public final class AttentionDesc implements AutoCloseable {
 
     /**
      * The attention weights: weights[b][h][i][j] = softmax over the visible keys j of
-     * scale * q_i . k_j; hidden keys get exactly 0.
+     * scale * q_i . k_j; hidden keys get exactly 0 (or, with a score {@link WeightsMode}, the
+     * scores of that stage).
      *
      * @param q        as in forward
      * @param k        as in forward
@@ -177,23 +239,37 @@ public final class AttentionDesc implements AutoCloseable {
             float[] weights) {
         long h = enter();
         try {
-            Checks.minLength(q, "q", need(Operand.Q), Operand.Q);
-            Checks.minLength(k, "k", need(Operand.K), Operand.K);
-            Checks.minLength(keyValid, "keyValid", need(Operand.KEY_VALID), Operand.KEY_VALID);
-            Checks.minLength(allowed, "allowed", need(Operand.ALLOWED), Operand.ALLOWED);
+            checkWeightsInputs(q, k, keyValid, allowed);
             Checks.minLength(weights, "weights", need(Operand.WEIGHTS), Operand.WEIGHTS);
-            Checks.notSameArray(weights, "weights", q, "q", k, "k");
-            AttnNative.attn_weights(h, q, k, keyValid, allowed, weights);
+            AttnNative.attn_jni_run(h, attn_op.ATTN_OP_WEIGHTS, 0, q, k, null, null, null,
+                    weights, keyValid, allowed, null, null, null, null, null, null);
         } finally {
-            inFlight.decrementAndGet();
+            leave();
         }
     }
 
-    /** The weights into a new array of {@code requiredLen(Operand.WEIGHTS)} floats. */
+    /**
+     * The weights into a new array of {@code requiredLen(Operand.WEIGHTS)} floats (allocated
+     * only once every argument has been checked).
+     */
     public float[] weights(float[] q, float[] k, boolean[] keyValid, boolean[] allowed) {
-        float[] w = new float[arrayLength(Operand.WEIGHTS)];
+        enter();
+        float[] w;
+        try {
+            checkWeightsInputs(q, k, keyValid, allowed);
+            w = new float[arrayLength(Operand.WEIGHTS)];
+        } finally {
+            leave();
+        }
         weights(q, k, keyValid, allowed, w);
         return w;
+    }
+
+    private void checkWeightsInputs(float[] q, float[] k, boolean[] keyValid, boolean[] allowed) {
+        Checks.minLength(q, "q", need(Operand.Q), Operand.Q);
+        Checks.minLength(k, "k", need(Operand.K), Operand.K);
+        Checks.optional(keyValid, "keyValid", need(Operand.KEY_VALID), Operand.KEY_VALID);
+        Checks.optional(allowed, "allowed", need(Operand.ALLOWED), Operand.ALLOWED);
     }
 
     /** The weights on direct buffers (see the class comment). */
@@ -208,17 +284,18 @@ public final class AttentionDesc implements AutoCloseable {
             ByteBuffer al2 = Checks.bytes(allowed, "allowed", need(Operand.ALLOWED), Operand.ALLOWED);
             FloatBuffer w2 = Checks.floats(weights, "weights", need(Operand.WEIGHTS),
                     Operand.WEIGHTS, true, true);
-            AttnNative.attn_weights(h, q2, k2, kv2, al2, w2);
+            AttnNative.attn_jni_run(h, attn_op.ATTN_OP_WEIGHTS, 0, q2, k2, null, null, null, w2,
+                    kv2, al2, null, null, null, null, null, null);
         } finally {
-            inFlight.decrementAndGet();
+            leave();
         }
     }
 
     // ------------------------------------------------------------------------------ queries
 
     /**
-     * The number of elements (floats, or booleans for the masks) the buffer for {@code which}
-     * must hold, from the sizes and strides (attn_desc_required_len).
+     * The number of elements (floats, bytes for the masks, ints for SEQ_LENS_K) the buffer for
+     * {@code which} must hold, from the sizes and strides (attn_desc_required_len).
      *
      * @throws IllegalStateException the descriptor is closed
      */
@@ -230,7 +307,7 @@ public final class AttentionDesc implements AutoCloseable {
         try {
             return need(which);
         } finally {
-            inFlight.decrementAndGet();
+            leave();
         }
     }
 
@@ -258,13 +335,75 @@ public final class AttentionDesc implements AutoCloseable {
         return headDim;
     }
 
+    /** The causal rule (ATTN_PARAM_CAUSAL, read from the library). */
     public Causal causal() {
         return causal;
     }
 
-    /** The score scale (1/sqrt(headDim) unless the builder set one). */
+    /**
+     * The score scale, exactly the float the kernels multiply by (ATTN_PARAM_SCALE, read from the
+     * library; 1/sqrtf(headDim) unless the builder set one).
+     */
     public float scale() {
         return scale;
+    }
+
+    /** Keys visible to query i start at diag(i) - windowLeft(); -1 = unbounded (the default). */
+    public int windowLeft() {
+        return windowLeft;
+    }
+
+    /** Keys visible to query i end at diag(i) + windowRight(); -1 = unbounded (the default). */
+    public int windowRight() {
+        return windowRight;
+    }
+
+    /** The logit softcap c (s = c * tanh(s / c)); 0 = off (the default). */
+    public float softcap() {
+        return softcap;
+    }
+
+    /** The ALiBi mode (default NONE). */
+    public Alibi alibi() {
+        return alibi;
+    }
+
+    /** True for the "+1" quiet softmax (a sink logit 0 for every head). */
+    public boolean softmaxPlusOne() {
+        return softmaxPlusOne;
+    }
+
+    /** The size of a V row and of an OUT row (default headDim). */
+    public int headDimV() {
+        return headDimV;
+    }
+
+    /** What {@link Op#WEIGHTS} writes (default SOFTMAX). */
+    public WeightsMode weightsMode() {
+        return weightsMode;
+    }
+
+    /** True when the bias is added before the softcap (ONNX's order); false = after (default). */
+    public boolean biasFirst() {
+        return biasFirst;
+    }
+
+    /**
+     * Any parameter's value, read from the library (attn_desc_get_float: exact for every
+     * parameter; the typed getters above return the same values).
+     *
+     * @throws IllegalStateException the descriptor is closed
+     */
+    public double param(Param p) {
+        if (p == null) {
+            throw new NullPointerException("param must not be null");
+        }
+        long h = enter();
+        try {
+            return Params.getFloat(h, p.raw);
+        } finally {
+            leave();
+        }
     }
 
     /** True once {@link #close()} has run. */
@@ -288,7 +427,8 @@ public final class AttentionDesc implements AutoCloseable {
                 LockSupport.parkNanos(pause);
                 pause = Math.min(2 * pause, 1_000_000);
             }
-            AttnNative.attn_desc_destroy(handle);
+            owner.closing = true;
+            cleanable.clean(); // attn_desc_destroy, exactly once
             destroyed = true;
         }
     }
@@ -296,12 +436,18 @@ public final class AttentionDesc implements AutoCloseable {
     @Override
     public String toString() {
         return "AttentionDesc[batch=" + batch + ", headsQ=" + headsQ + ", headsKv=" + headsKv
-                + ", seqQ=" + seqQ + ", seqK=" + seqK + ", headDim=" + headDim + ", causal="
-                + causal + ", scale=" + scale + (isClosed() ? ", closed]" : "]");
+                + ", seqQ=" + seqQ + ", seqK=" + seqK + ", headDim=" + headDim + ", headDimV="
+                + headDimV + ", causal=" + causal + ", scale=" + scale + ", window=(" + windowLeft
+                + ", " + windowRight + "), softcap=" + softcap + ", alibi=" + alibi
+                + ", softmaxPlusOne=" + softmaxPlusOne + ", weightsMode=" + weightsMode
+                + ", biasFirst=" + biasFirst + (isClosed() ? ", closed]" : "]");
     }
 
-    /** Registers a call in flight (the caller must decrement inFlight in a finally block). */
-    private long enter() {
+    /**
+     * Registers a call in flight and returns the native handle; the caller must call
+     * {@link #leave()} in a finally block.
+     */
+    long enter() {
         inFlight.incrementAndGet();
         if (closed) {
             inFlight.decrementAndGet();
@@ -310,7 +456,13 @@ public final class AttentionDesc implements AutoCloseable {
         return handle;
     }
 
-    private long need(Operand op) {
+    /** Ends a call in flight; keeps this object (and so the native descriptor) alive until here. */
+    void leave() {
+        inFlight.decrementAndGet();
+        Reference.reachabilityFence(this);
+    }
+
+    long need(Operand op) {
         return required[op.ordinal()];
     }
 
@@ -328,10 +480,13 @@ public final class AttentionDesc implements AutoCloseable {
     /**
      * Configures and creates an {@link AttentionDesc}. Defaults: batch 1, 1 query head and 1
      * key/value head, causal {@link Causal#NONE}, scale 1/sqrt(headDim), contiguous
-     * [batch][heads][seq][headDim] strides. seqLen and headDim have no default. Sizes the library
-     * refuses (0, headsQ not a multiple of headsKv) make {@link #build()} throw
-     * {@link AttentionException}; negative values are refused at once with
-     * {@link IllegalArgumentException}. A builder may build several descriptors.
+     * [batch][heads][seq][headDim] strides, and the library's defaults for every 0.2 parameter
+     * (no window, no softcap, no ALiBi, ordinary softmax, headDimV = headDim, weights SOFTMAX,
+     * bias after the softcap). seqLen and headDim have no default. Negative sizes and strides
+     * and parameters outside their range (attn_param_bounds) are refused at once with
+     * {@link IllegalArgumentException}; sizes the library refuses (0, headsQ not a multiple of
+     * headsKv) and strides that do not fit make {@link #build()} throw
+     * {@link AttentionException}. A builder may build several descriptors.
      */
     public static final class Builder {
         private int batch = 1;
@@ -340,9 +495,9 @@ public final class AttentionDesc implements AutoCloseable {
         private int seqQ;
         private int seqK;
         private int headDim;
-        private Causal causal = Causal.NONE;
-        private boolean scaleSet;
-        private float scale;
+        /** Parameters set on this builder, by attn_param value; applied in that order. */
+        private final boolean[] paramSet = new boolean[attn_param.values().length];
+        private final double[] paramValue = new double[attn_param.values().length];
         /** Strides per Operand (ordinal); null = the library's default. */
         private final long[][] strides = new long[Operand.values().length][];
 
@@ -381,7 +536,7 @@ public final class AttentionDesc implements AutoCloseable {
             return this;
         }
 
-        /** Vector size of q, k and v. */
+        /** Vector size of q and k (and of v and out unless {@link #headDimV(int)} is set). */
         public Builder headDim(int headDim) {
             this.headDim = nonNegative(headDim, "headDim");
             return this;
@@ -392,22 +547,141 @@ public final class AttentionDesc implements AutoCloseable {
             if (causal == null) {
                 throw new NullPointerException("causal must not be null (use Causal.NONE)");
             }
-            this.causal = causal;
-            return this;
+            return param(attn_param.ATTN_PARAM_CAUSAL, causal.code());
         }
 
-        /** The score scale (any finite value, 0 included; default 1/sqrt(headDim)). */
+        /**
+         * The score scale (any finite value, 0 included; default 1/sqrtf(headDim)).
+         *
+         * @throws IllegalArgumentException NaN or infinite
+         */
         public Builder scale(float scale) {
-            this.scaleSet = true;
-            this.scale = scale;
+            return param(attn_param.ATTN_PARAM_SCALE,
+                    Params.checkFloat(attn_param.ATTN_PARAM_SCALE, scale, "scale"));
+        }
+
+        /**
+         * Sliding window: key j is visible to query i only if
+         * diag(i) - left &lt;= j &lt;= diag(i) + right, where diag(i) is the causal diagonal;
+         * -1 = unbounded on that side (the default). FlashAttention's window_size, ONNX's
+         * left/right window sizes.
+         *
+         * @throws IllegalArgumentException a bound below -1
+         */
+        public Builder window(int left, int right) {
+            Params.checkInt(attn_param.ATTN_PARAM_WINDOW_LEFT, left, "window left");
+            Params.checkInt(attn_param.ATTN_PARAM_WINDOW_RIGHT, right, "window right");
+            // (both checked before either is stored)
+            param(attn_param.ATTN_PARAM_WINDOW_LEFT, left);
+            return param(attn_param.ATTN_PARAM_WINDOW_RIGHT, right);
+        }
+
+        /**
+         * Logit softcap c: s = c * tanh(s / c) (Gemma 2); 0 = off (the default).
+         *
+         * @throws IllegalArgumentException negative, NaN or infinite
+         */
+        public Builder softcap(float c) {
+            return param(attn_param.ATTN_PARAM_SOFTCAP,
+                    Params.checkFloat(attn_param.ATTN_PARAM_SOFTCAP, c, "softcap"));
+        }
+
+        /**
+         * ALiBi slopes: {@link Alibi#STANDARD} (computed for headsQ heads) or
+         * {@link Alibi#OPERAND} (then {@link Operand#ALIBI_SLOPES} must be bound); default NONE.
+         */
+        public Builder alibi(Alibi mode) {
+            if (mode == null) {
+                throw new NullPointerException("alibi must not be null (use Alibi.NONE)");
+            }
+            return param(attn_param.ATTN_PARAM_ALIBI, mode.code());
+        }
+
+        /** The "+1" quiet softmax: a sink logit of 0 for every head (not with Operand.SINKS). */
+        public Builder softmaxPlusOne() {
+            return softmaxPlusOne(true);
+        }
+
+        /** Turns the "+1" quiet softmax on or off (default off). */
+        public Builder softmaxPlusOne(boolean on) {
+            return param(attn_param.ATTN_PARAM_SOFTMAX_PLUS_ONE, on ? 1 : 0);
+        }
+
+        /**
+         * The size of a V row and of an OUT row (DeepSeek MLA: headDim 192, headDimV 128);
+         * default headDim. V and OUT keep contiguous strides unless set with
+         * {@link #strides}.
+         *
+         * @throws IllegalArgumentException below 1
+         */
+        public Builder headDimV(int headDimV) {
+            Params.checkInt(attn_param.ATTN_PARAM_HEAD_DIM_V, headDimV, "headDimV");
+            return param(attn_param.ATTN_PARAM_HEAD_DIM_V, headDimV);
+        }
+
+        /** What {@link Op#WEIGHTS} writes (default {@link WeightsMode#SOFTMAX}). */
+        public Builder weightsMode(WeightsMode mode) {
+            if (mode == null) {
+                throw new NullPointerException("weightsMode must not be null (use WeightsMode.SOFTMAX)");
+            }
+            return param(attn_param.ATTN_PARAM_WEIGHTS_MODE, mode.code());
+        }
+
+        /** Adds the bias before the softcap (ONNX's order: softcap(q.k * scale + bias)). */
+        public Builder biasFirst() {
+            return biasFirst(true);
+        }
+
+        /** Bias before (true) or after (false, the default) the softcap. */
+        public Builder biasFirst(boolean on) {
+            return param(attn_param.ATTN_PARAM_BIAS_FIRST, on ? 1 : 0);
+        }
+
+        /**
+         * Sets any parameter from an integer, as attn_desc_set_int (a float parameter takes
+         * the integer's value).
+         *
+         * @throws IllegalArgumentException the value is outside the parameter's range
+         *                                  (attn_param_bounds)
+         */
+        public Builder param(Param p, long value) {
+            if (p == null) {
+                throw new NullPointerException("param must not be null");
+            }
+            if (p.isFloat()) {
+                return param(p.raw, Params.checkDouble(p.raw, value, p.cname));
+            }
+            return param(p.raw, Params.checkInt(p.raw, value, p.cname));
+        }
+
+        /**
+         * Sets any parameter from a double, as attn_desc_set_float (an integer parameter takes
+         * only integral values).
+         *
+         * @throws IllegalArgumentException NaN, outside the parameter's range
+         *                                  (attn_param_bounds), or not integral for an
+         *                                  integer parameter
+         */
+        public Builder param(Param p, double value) {
+            if (p == null) {
+                throw new NullPointerException("param must not be null");
+            }
+            return param(p.raw, Params.checkDouble(p.raw, value, p.cname));
+        }
+
+        private Builder param(attn_param p, double value) {
+            paramSet[p.swigValue()] = true;
+            paramValue[p.swigValue()] = value;
             return this;
         }
 
         /**
-         * Element strides of Q, K, V or OUT: element (b, h, s, d) is at
-         * b*batchStride + h*headStride + s*rowStride + d. For example, with H heads, S rows and
+         * Element strides of Q, K, V, OUT or BIAS: element (b, h, s, d) is at
+         * b*batchStride + h*headStride + s*rowStride + d (for BIAS, element (b, h, i, j) at
+         * b*batchStride + h*headStride + i*rowStride + j). For example, with H heads, S rows and
          * D = headDim: BHSD (default) = (H*S*D, S*D, D); BSHD = (S*H*D, D, H*D). Inputs may use
-         * 0 to broadcast; OUT rows must not overlap.
+         * 0 to broadcast; OUT rows must not overlap. Applied after every parameter (so V and OUT
+         * strides are checked against headDimV).
          */
         public Builder strides(Operand which, long batchStride, long headStride, long rowStride) {
             if (which == null) {
@@ -423,7 +697,7 @@ public final class AttentionDesc implements AutoCloseable {
         /**
          * Creates the descriptor.
          *
-         * @throws AttentionException the library refused a size, the scale or a stride; the
+         * @throws AttentionException the library refused a size, a parameter or a stride; the
          *                            message names it
          */
         public AttentionDesc build() {
@@ -431,9 +705,16 @@ public final class AttentionDesc implements AutoCloseable {
             AttnNative.attn_desc_create(out, batch, headsQ, headsKv, seqQ, seqK, headDim);
             long h = out[0];
             try {
-                AttnNative.attn_desc_set_causal(h, causal.raw);
-                if (scaleSet) {
-                    AttnNative.attn_desc_set_scale(h, scale);
+                for (attn_param p : attn_param.values()) {
+                    int id = p.swigValue();
+                    if (!paramSet[id]) {
+                        continue;
+                    }
+                    if (Params.bounds(p).isFloat) {
+                        AttnNative.attn_desc_set_float(h, p, paramValue[id]);
+                    } else {
+                        AttnNative.attn_desc_set_int(h, p, (long) paramValue[id]);
+                    }
                 }
                 for (Operand op : Operand.values()) {
                     long[] s = strides[op.ordinal()];
@@ -441,8 +722,7 @@ public final class AttentionDesc implements AutoCloseable {
                         AttnNative.attn_desc_set_strides(h, op.raw, s[0], s[1], s[2]);
                     }
                 }
-                float effective = scaleSet ? scale : (float) (1.0 / Math.sqrt(headDim));
-                return new AttentionDesc(h, this, effective);
+                return new AttentionDesc(h, this);
             } catch (RuntimeException | Error e) {
                 AttnNative.attn_desc_destroy(h);
                 throw e;

@@ -26,6 +26,15 @@ public enum Causal {
      * @throws IllegalArgumentException if no causal rule has this value
      */
     public static Causal fromCode(int code) {
+        return fromCode((long) code);
+    }
+
+    /**
+     * As {@link #fromCode(int)}, for any integer (no truncation to 32 bits).
+     *
+     * @throws IllegalArgumentException if no causal rule has this value
+     */
+    public static Causal fromCode(long code) {
         for (Causal c : values()) {
             if (c.code() == code) {
                 return c;

@@ -4,67 +4,70 @@ import java.nio.Buffer;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
+import java.nio.IntBuffer;
 
-/** Argument checks shared by the face classes; every message names the argument. */
+/**
+ * Argument checks shared by the face classes; every message names the argument. The rules are
+ * README's "One rule in every language": null means "not given" (an error for a required
+ * argument: {@link NullPointerException}); an array or buffer shorter than required, empty ones
+ * included, is an {@link IllegalArgumentException} ("q has 10 elements, needs at least 12");
+ * longer ones are fine (only the prefix is used).
+ */
 final class Checks {
     /** The largest length a Java array can have on common VMs. */
     static final long MAX_ARRAY = Integer.MAX_VALUE - 8;
 
     private Checks() {}
 
-    static void exactLength(float[] a, String name, int expected, String what) {
-        if (a == null) {
-            throw new NullPointerException(name + " must not be null");
+    static NullPointerException missing(String name) {
+        return new NullPointerException(name + " must not be null");
+    }
+
+    /** have &lt; need: the length error, naming the argument and where the need comes from. */
+    static void length(long have, String name, long need, String what, String unit) {
+        if (have < need) {
+            throw new IllegalArgumentException(name + " has " + have + " " + unit
+                    + ", needs at least " + need + " (" + what + ")");
         }
-        if (a.length != expected) {
-            throw new IllegalArgumentException(
-                    name + " has " + a.length + " elements, expected " + what + " = " + expected);
-        }
+    }
+
+    static String required(Operand op) {
+        return "requiredLen(" + op + ")";
     }
 
     /** A required float[]: not null and at least {@code need} elements. */
     static void minLength(float[] a, String name, long need, Operand op) {
         if (a == null) {
-            throw new NullPointerException(name + " must not be null");
+            throw missing(name);
         }
-        tooShort(a.length, name, need, op, "elements");
+        length(a.length, name, need, required(op), "elements");
+    }
+
+    /** An optional float[]: null, or at least {@code need} elements. */
+    static void optional(float[] a, String name, long need, Operand op) {
+        if (a != null) {
+            length(a.length, name, need, required(op), "elements");
+        }
     }
 
     /** An optional boolean[]: null, or at least {@code need} elements. */
-    static void minLength(boolean[] a, String name, long need, Operand op) {
+    static void optional(boolean[] a, String name, long need, Operand op) {
         if (a != null) {
-            tooShort(a.length, name, need, op, "elements");
-        }
-    }
-
-    private static void tooShort(long have, String name, long need, Operand op, String unit) {
-        if (have < need) {
-            throw new IllegalArgumentException(name + " is too short: " + have + " " + unit
-                    + ", the descriptor requires " + need + " (requiredLen(" + op + "))");
-        }
-    }
-
-    /** Outputs must not be the same array object as another argument. */
-    static void notSameArray(Object out, String outName, Object... others) {
-        for (int i = 0; i + 1 < others.length; i += 2) {
-            if (out != null && out == others[i]) {
-                throw new IllegalArgumentException(
-                        outName + " must not be the same array as " + others[i + 1]);
-            }
+            length(a.length, name, need, required(op), "elements");
         }
     }
 
     /**
      * A FloatBuffer for native code: direct, native byte order, writable if an output, at least
-     * {@code need} floats remaining. Returns the buffer to pass (a slice when the position is not
-     * 0, because native code sees the buffer from its start address). null stays null when
-     * optional.
+     * {@code need} floats remaining. Returns the buffer to pass (a slice when the buffer does
+     * not start at its position 0 or ends before its capacity, because native code sees the
+     * buffer from its start address to its capacity). null stays null when optional.
      */
     static FloatBuffer floats(FloatBuffer b, String name, long need, Operand op, boolean required,
             boolean output) {
         if (b == null) {
             if (required) {
-                throw new NullPointerException(name + " must not be null");
+                throw missing(name);
             }
             return null;
         }
@@ -78,7 +81,25 @@ final class Checks {
                     + ", it must be the native byte order " + ByteOrder.nativeOrder()
                     + " (ByteBuffer.order(ByteOrder.nativeOrder()) before asFloatBuffer())");
         }
-        return common(b, name, need, op, output, "floats");
+        return common(b, name, need, op, output);
+    }
+
+    /** An IntBuffer for native code: direct, native byte order, long enough. */
+    static IntBuffer ints(IntBuffer b, String name, long need, Operand op) {
+        if (b == null) {
+            return null;
+        }
+        if (!b.isDirect()) {
+            throw new IllegalArgumentException(name + " must be a direct IntBuffer (e.g. "
+                    + "ByteBuffer.allocateDirect(4 * n).order(ByteOrder.nativeOrder())"
+                    + ".asIntBuffer()), got a heap buffer");
+        }
+        if (b.order() != ByteOrder.nativeOrder()) {
+            throw new IllegalArgumentException(name + " has byte order " + b.order()
+                    + ", it must be the native byte order " + ByteOrder.nativeOrder()
+                    + " (ByteBuffer.order(ByteOrder.nativeOrder()) before asIntBuffer())");
+        }
+        return common(b, name, need, op, false);
     }
 
     /** A mask ByteBuffer (one byte per boolean, nonzero = true): direct, long enough. */
@@ -90,16 +111,16 @@ final class Checks {
             throw new IllegalArgumentException(name + " must be a direct ByteBuffer "
                     + "(ByteBuffer.allocateDirect(n)), got a heap buffer");
         }
-        return common(b, name, need, op, false, "bytes");
+        return common(b, name, need, op, false);
     }
 
     @SuppressWarnings("unchecked")
     private static <B extends Buffer> B common(B b, String name, long need, Operand op,
-            boolean output, String unit) {
+            boolean output) {
         if (output && b.isReadOnly()) {
             throw new IllegalArgumentException(name + " is read-only");
         }
-        tooShort(b.remaining(), name, need, op, unit + " remaining");
-        return b.position() == 0 ? b : (B) b.slice();
+        length(b.remaining(), name, need, required(op), "elements remaining");
+        return b.position() == 0 && b.limit() == b.capacity() ? b : (B) b.slice();
     }
 }

@@ -1,32 +1,108 @@
 package org.libattn;
 
-/** The buffers of an attention call, for strides and required lengths. */
+/**
+ * The buffers of an attention call (attn_operand in attn.h; the numeric values are pinned), for
+ * {@link AttentionArgs#set}, {@link AttentionDesc.Builder#strides} and
+ * {@link AttentionDesc#requiredLen}. Each has an element type: floats (float[] or a direct
+ * FloatBuffer), a byte mask (boolean[], byte[] or a direct ByteBuffer; nonzero = true) or ints
+ * (int[] or a direct IntBuffer).
+ */
 public enum Operand {
-    /** Queries, floats [batch][headsQ][seqQ][headDim], strided. */
-    Q(attn_operand.ATTN_Q),
-    /** Keys, floats [batch][headsKv][seqK][headDim], strided. */
-    K(attn_operand.ATTN_K),
-    /** Values, floats [batch][headsKv][seqK][headDim], strided. */
-    V(attn_operand.ATTN_V),
-    /** Output, floats [batch][headsQ][seqQ][headDim], strided. */
-    OUT(attn_operand.ATTN_OUT),
-    /** Log-sum-exp, floats [batch][headsQ][seqQ], contiguous. */
-    LSE(attn_operand.ATTN_LSE),
-    /** Attention weights, floats [batch][headsQ][seqQ][seqK], contiguous. */
-    WEIGHTS(attn_operand.ATTN_WEIGHTS),
-    /** Padding mask, booleans [batch][seqK], true = real token. */
-    KEY_VALID(attn_operand.ATTN_KEY_VALID),
-    /** Allowed mask, booleans [seqQ][seqK], true = query i may see key j. */
-    ALLOWED(attn_operand.ATTN_ALLOWED);
+    /** Queries, floats [batch][headsQ][seqQ][headDim], strided; input. */
+    Q(attn_operand.ATTN_Q, Element.FLOAT, false),
+    /** Keys, floats [batch][headsKv][seqK][headDim], strided; input. */
+    K(attn_operand.ATTN_K, Element.FLOAT, false),
+    /** Values, floats [batch][headsKv][seqK][headDimV], strided; input. */
+    V(attn_operand.ATTN_V, Element.FLOAT, false),
+    /** Output, floats [batch][headsQ][seqQ][headDimV], strided; output. */
+    OUT(attn_operand.ATTN_OUT, Element.FLOAT, true),
+    /** Log-sum-exp, floats [batch][headsQ][seqQ], contiguous; output. */
+    LSE(attn_operand.ATTN_LSE, Element.FLOAT, true),
+    /** Attention weights, floats [batch][headsQ][seqQ][seqK], contiguous; output. */
+    WEIGHTS(attn_operand.ATTN_WEIGHTS, Element.FLOAT, true),
+    /** Padding mask, bytes [batch][seqK], true = real token; input. */
+    KEY_VALID(attn_operand.ATTN_KEY_VALID, Element.BYTE, false),
+    /** Allowed mask, bytes [seqQ][seqK], true = query i may see key j; input. */
+    ALLOWED(attn_operand.ATTN_ALLOWED, Element.BYTE, false),
+    /**
+     * Additive score bias, floats [batch][headsQ][seqQ][seqK], strided (keys contiguous; stride
+     * 0 broadcasts); -infinity hides a key; input. Since 0.2.
+     */
+    BIAS(attn_operand.ATTN_BIAS, Element.FLOAT, false),
+    /** ALiBi slopes, floats [headsQ]; input, required iff {@link Alibi#OPERAND}. Since 0.2. */
+    ALIBI_SLOPES(attn_operand.ATTN_ALIBI_SLOPES, Element.FLOAT, false),
+    /** Sink logits joining every row's softmax denominator, floats [headsQ]; input. Since 0.2. */
+    SINKS(attn_operand.ATTN_SINKS, Element.FLOAT, false),
+    /**
+     * Query padding, bytes [batch][seqQ], false = padded query (output 0, lse -infinity,
+     * weights 0); input. Since 0.2.
+     */
+    QUERY_VALID(attn_operand.ATTN_QUERY_VALID, Element.BYTE, false),
+    /**
+     * Keys per batch entry, ints [batch] in [0, seqK]: keys j &gt;= seqLensK[b] are padding;
+     * BOTTOM_RIGHT aligns to this length; input. Since 0.2.
+     */
+    SEQ_LENS_K(attn_operand.ATTN_SEQ_LENS_K, Element.INT, false),
+    /**
+     * Attention each key received, floats [batch][headsQ][seqK]: mass[b][h][j] = sum_i w_ij;
+     * optional output of {@link Op#FORWARD}. Since 0.2.
+     */
+    KEY_MASS(attn_operand.ATTN_KEY_MASS, Element.FLOAT, true);
+
+    /** Element types of operands. */
+    enum Element {
+        FLOAT("floats (float[] or a direct FloatBuffer)"),
+        BYTE("a byte mask (boolean[], byte[] or a direct ByteBuffer)"),
+        INT("ints (int[] or a direct IntBuffer)");
+
+        final String what;
+
+        Element(String what) {
+            this.what = what;
+        }
+    }
 
     final attn_operand raw;
+    final Element element;
+    final boolean output;
+    /** The library's name of the operand ("q", "key_valid", ...), used in messages. */
+    final String cname;
 
-    Operand(attn_operand raw) {
+    Operand(attn_operand raw, Element element, boolean output) {
         this.raw = raw;
+        this.element = element;
+        this.output = output;
+        this.cname = name().toLowerCase(java.util.Locale.ROOT);
     }
 
     /** The numeric value of the C enum. */
     public int code() {
         return raw.swigValue();
+    }
+
+    /** True for the operands the library writes (OUT, LSE, WEIGHTS, KEY_MASS). */
+    public boolean isOutput() {
+        return output;
+    }
+
+    /**
+     * The operand with this numeric value.
+     *
+     * @throws IllegalArgumentException if no operand has this value
+     */
+    public static Operand fromCode(long code) {
+        if (code >= 0 && code < values().length) {
+            Operand o = values()[(int) code];
+            if (o.code() == code) {
+                return o;
+            }
+        }
+        for (Operand o : values()) {
+            if (o.code() == code) {
+                return o;
+            }
+        }
+        throw new IllegalArgumentException("operand (" + code + ") is not an Operand value (0 .. "
+                + (values().length - 1) + ")");
     }
 }

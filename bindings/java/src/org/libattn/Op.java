@@ -1,0 +1,37 @@
+package org.libattn;
+
+/** Operations of {@link AttentionArgs#run(Op)} (attn_op in attn.h; the numeric values are pinned). */
+public enum Op {
+    /** Reads Q, K, V and the optional operands; writes OUT, and LSE and KEY_MASS when bound. */
+    FORWARD(attn_op.ATTN_OP_FORWARD),
+    /** Reads Q, K and the optional operands; writes WEIGHTS (see {@link WeightsMode}). */
+    WEIGHTS(attn_op.ATTN_OP_WEIGHTS),
+    /** Reserved: this version of the library answers {@link Status#UNSUPPORTED}. */
+    BACKWARD(attn_op.ATTN_OP_BACKWARD);
+
+    final attn_op raw;
+
+    Op(attn_op raw) {
+        this.raw = raw;
+    }
+
+    /** The numeric value of the C enum. */
+    public int code() {
+        return raw.swigValue();
+    }
+
+    /**
+     * The operation with this numeric value.
+     *
+     * @throws IllegalArgumentException if no operation has this value
+     */
+    public static Op fromCode(long code) {
+        for (Op o : values()) {
+            if (o.code() == code) {
+                return o;
+            }
+        }
+        throw new IllegalArgumentException("op (" + code + ") is not an Op value (0 forward, "
+                + "1 weights, 2 backward)");
+    }
+}

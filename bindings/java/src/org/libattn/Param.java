@@ -1,0 +1,77 @@
+package org.libattn;
+
+/**
+ * The static parameters of a descriptor (attn_param in attn.h; the numeric values are pinned),
+ * for the generic {@link AttentionDesc.Builder#param(Param, long)} /
+ * {@link AttentionDesc.Builder#param(Param, double)} and {@link AttentionDesc#param(Param)}. The
+ * builder's typed methods ({@code causal}, {@code scale}, {@code window}, {@code softcap},
+ * {@code alibi}, {@code softmaxPlusOne}, {@code headDimV}, {@code weightsMode},
+ * {@code biasFirst}) set the same parameters. Kind and range come from the library
+ * (attn_param_bounds).
+ */
+public enum Param {
+    /** int, a {@link Causal} code. */
+    CAUSAL(attn_param.ATTN_PARAM_CAUSAL),
+    /** float, finite: the score scale. */
+    SCALE(attn_param.ATTN_PARAM_SCALE),
+    /** int &gt;= -1: sliding window, keys before diag(i) - windowLeft are hidden; -1 = unbounded. */
+    WINDOW_LEFT(attn_param.ATTN_PARAM_WINDOW_LEFT),
+    /** int &gt;= -1: sliding window, keys after diag(i) + windowRight are hidden; -1 = unbounded. */
+    WINDOW_RIGHT(attn_param.ATTN_PARAM_WINDOW_RIGHT),
+    /** float &gt;= 0: logit softcap; 0 = off. */
+    SOFTCAP(attn_param.ATTN_PARAM_SOFTCAP),
+    /** int, an {@link Alibi} code. */
+    ALIBI(attn_param.ATTN_PARAM_ALIBI),
+    /** int, 0 or 1: the "+1" quiet softmax. */
+    SOFTMAX_PLUS_ONE(attn_param.ATTN_PARAM_SOFTMAX_PLUS_ONE),
+    /** int, 1 .. 2^31-1: size of a V row and of an OUT row. */
+    HEAD_DIM_V(attn_param.ATTN_PARAM_HEAD_DIM_V),
+    /** int, a {@link WeightsMode} code. */
+    WEIGHTS_MODE(attn_param.ATTN_PARAM_WEIGHTS_MODE),
+    /** int, 0 or 1: bias before the softcap. */
+    BIAS_FIRST(attn_param.ATTN_PARAM_BIAS_FIRST);
+
+    final attn_param raw;
+    /** The library's spelling in messages, e.g. "window_left". */
+    final String cname;
+
+    Param(attn_param raw) {
+        this.raw = raw;
+        this.cname = name().toLowerCase(java.util.Locale.ROOT);
+    }
+
+    /** The numeric value of the C enum. */
+    public int code() {
+        return raw.swigValue();
+    }
+
+    /** True for a float parameter (SCALE, SOFTCAP), false for an integer one. */
+    public boolean isFloat() {
+        return Params.bounds(raw).isFloat;
+    }
+
+    /** The smallest accepted value (attn_param_bounds). */
+    public double min() {
+        return Params.bounds(raw).min;
+    }
+
+    /** The largest accepted value (attn_param_bounds). */
+    public double max() {
+        return Params.bounds(raw).max;
+    }
+
+    /**
+     * The parameter with this numeric value.
+     *
+     * @throws IllegalArgumentException if no parameter has this value
+     */
+    public static Param fromCode(long code) {
+        for (Param p : values()) {
+            if (p.code() == code) {
+                return p;
+            }
+        }
+        throw new IllegalArgumentException("param (" + code + ") is not a Param value (0 .. "
+                + (values().length - 1) + ")");
+    }
+}
