@@ -2,8 +2,10 @@
 # Included from the top-level CMakeLists.txt when ATTN_WITH_PYTHON is ON.
 #
 # Tests:
-#   python_tests  pytest -q tests/python (shared vectors + $ATTN_XLANG_DIR/python.bin, seed example,
-#                 list API vs the float64 reference, error paths, concurrency)
+#   python_tests  pytest -q tests/python: the 0.1 shared vectors ($ATTN_XLANG_DIR/python.bin) and
+#                 the 0.2 ones (variants.txt -> python.variants.bin, errors.txt), every attn_param
+#                 and operand vs the float64 reference, shape/stride checks, README's "One rule"
+#                 table, scaled_dot_product_attention vs numpy float64, concurrency
 #   python_demo   examples/python/demo.py against the built library (one command)
 
 find_package(Python3 COMPONENTS Interpreter)

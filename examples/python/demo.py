@@ -52,7 +52,9 @@ def main():
     Q, K, V = [[0.0], [0.0], [0.0]], [[1.0], [2.0], [3.0]], [[10.0], [20.0], [30.0]]
     out = attn.attention(Q, K, V, causal=True)
     with attn.Desc(1, 1, 1, 3, 3, 1, causal=attn.Causal.TOP_LEFT) as desc:
-        w = desc.weights(np.array(Q, np.float32), np.array(K, np.float32))[0, 0]
+        # numpy arrays have exactly the descriptor's shape: (batch, heads, seq, head_dim)
+        w = desc.weights(np.array(Q, np.float32).reshape(1, 1, 3, 1),
+                         np.array(K, np.float32).reshape(1, 1, 3, 1))[0, 0]
 
     print("1. Three tokens, Q = 0, V = [10, 20, 30], causal")
     print("   weights (rows = queries, columns = keys, . = masked):")

@@ -171,8 +171,8 @@ def test_seed_example():
     assert all(isinstance(x, float) for row in out for x in row)
 
     with attn.Desc(1, 1, 1, 3, 3, 1, causal=attn.Causal.TOP_LEFT) as d:
-        q = np.array(Q, np.float32)
-        w = d.weights(q, np.array(K, np.float32))
+        q = np.array(Q, np.float32).reshape(1, 1, 3, 1)  # exactly (batch, heads, seq, head_dim)
+        w = d.weights(q, np.array(K, np.float32).reshape(1, 1, 3, 1))
         third = np.float32(1.0) / np.float32(3.0)
         np.testing.assert_allclose(w[0, 0], [[1, 0, 0], [0.5, 0.5, 0], [third] * 3], rtol=1e-6)
         assert w[0, 0, 0, 1] == 0.0 and w[0, 0, 0, 2] == 0.0 and w[0, 0, 1, 2] == 0.0
@@ -300,16 +300,20 @@ def test_desc_zero_copy_in_place():
         uniform = d.forward(q, k, v)
         np.testing.assert_allclose(uniform, np.broadcast_to(v.mean(axis=2, keepdims=True),
                                                             v.shape), rtol=1e-5, atol=1e-6)
-        # arrays larger than required are fine (only the first required_len elements count)
+        # numpy arrays must have exactly the descriptor's shape, or be flat buffers of exactly
+        # required_len elements: a longer flat buffer is refused (README "One rule")
         longer = np.zeros(out.size + 5, np.float32)
-        d.forward(q, k, v, out=longer)
-        assert (longer[out.size:] == 0.0).all()
+        with pytest.raises(ValueError, match="out has %d elements, needs exactly %d"
+                           % (out.size + 5, out.size)):
+            d.forward(q, k, v, out=longer)
+        assert (longer == 0.0).all()
 
 
 def test_desc_strided_out_and_bshd():
     rng = np.random.default_rng(7)
     B, H, S, D = 2, 3, 4, 5
-    # BSHD inputs as natural numpy shapes (B, S, H, D)
+    # BSHD inputs: natural numpy shapes (B, S, H, D), passed as flat buffers (read with the
+    # configured strides) or as their (B, H, S, D) views (.transpose(0, 2, 1, 3))
     q, k, v = rand(rng, (B, S, H, D)), rand(rng, (B, S, H, D)), rand(rng, (B, S, H, D))
     bshd = (S * H * D, D, H * D)
     gap = (H * S * (D + 3), S * (D + 3), D + 3)
@@ -317,11 +321,21 @@ def test_desc_strided_out_and_bshd():
                    k_strides=bshd, v_strides=bshd, out_strides=gap) as d:
         n = d.required_len(attn.Operand.OUT)
         assert n == (B - 1) * gap[0] + (H - 1) * gap[1] + (S - 1) * gap[2] + D
-        out = d.forward(q, k, v)
-        assert out.shape == (n,)
+        out = d.forward(q.reshape(-1), k.reshape(-1), v.reshape(-1))
+        # the allocated out is a (B, H, S, D) view laid out with out_strides
+        assert out.shape == (B, H, S, D)
+        assert out.strides == tuple(4 * x for x in gap + (1,))
+        t = lambda a: a.transpose(0, 2, 1, 3)
+        out_views = d.forward(t(q), t(k), t(v))
+        assert np.array_equal(out_views, out)
+        assert len(d._variants) == 0  # the views match the configured strides
+        # a (B, S, H, D) array is not a (B, H, S, D) one: refused, never misread
+        with pytest.raises(ValueError, match=r"q has shape \(2, 4, 3, 5\), expected"):
+            d.forward(q, t(k), t(v))
+    flat_out = np.lib.stride_tricks.as_strided(out, (n,), (4,))
     p = attn_ref.Problem(B, H, H, S, S, D, attn_ref.CAUSAL_TOP_LEFT, None, bshd, bshd, bshd, gap)
     ro, _, _ = ref_forward(p, q, k, v)
-    assert_close("out", out, ro)
+    assert_close("out", np.array(flat_out), ro)
 
 
 def test_desc_attributes():
@@ -336,8 +350,10 @@ def test_desc_attributes():
         assert d.required_len(attn.Operand.KEY_VALID) == 2 * 5
         assert d.required_len(attn.Operand.ALLOWED) == 3 * 5
         assert "heads_q=6" in repr(d)
-        with pytest.raises(ValueError):
-            d.required_len(8)
+        with pytest.raises(ValueError, match=r"operand \(14\)"):
+            d.required_len(14)
+        with pytest.raises(ValueError, match=r"operand \(4294967296\)"):
+            d.required_len(2 ** 32)  # no truncation to 32 bits
     with attn.Desc(1, 1, 1, 1, 1, 4, scale=0.1) as d:
         assert d.scale == np.float32(0.1)
 
@@ -445,7 +461,7 @@ def test_bad_python_arguments(kwargs, words):
     ({"scale": float("inf")}, "scale"),
     ({"out_strides": (0, 0, 0)}, ""),  # OUT rows overlap
 ])
-def test_bad_configuration_from_library(kwargs, word):
+def test_bad_configuration(kwargs, word):
     with pytest.raises(attn.AttentionError) as e:
         attn.Desc(1, 2, 2, 4, 4, 8, **kwargs)
     assert e.value.status is attn.Status.INVALID_ARGUMENT
@@ -468,11 +484,13 @@ def test_bad_arrays():
         fails(["q", "ndarray"], q.tolist(), k, v)
         fails(["k", "63 elements", "at least 64"], q, k.reshape(-1)[:-1], v)
         fails(["v", "dtype float64"], q, k, v.astype(np.float64))
-        fails(["q", "C-contiguous"], np.zeros((B, H, S, 2 * D), np.float32)[..., ::2], k, v)
-        fails(["q", "C-contiguous"], np.asfortranarray(np.zeros((S, 2 * H * D), np.float32)),
-              k, v)
+        fails(["q", "last dimension", "stride 2"],
+              np.zeros((B, H, S, 2 * D), np.float32)[..., ::2], k, v)
+        fails(["q", "2 dimensions", "expected 4"],
+              np.asfortranarray(np.zeros((S, 2 * H * D), np.float32)), k, v)
         fails(["v", "dtype >f4"], q, k, v.astype(">f4"))
-        fails(["key_valid", "dtype uint8"], q, k, v, key_valid=np.ones((B, S), np.uint8))
+        fails(["key_valid", "dtype int32", "bool or uint8"], q, k, v,
+              key_valid=np.ones((B, S), np.int32))
         fails(["key_valid", "3 elements"], q, k, v, key_valid=np.ones(3, np.bool_))
         fails(["allowed", "15 elements"], q, k, v, allowed=np.ones(15, np.bool_))
         fails(["out", "63 elements"], q, k, v, out=np.zeros(63, np.float32))
@@ -480,7 +498,7 @@ def test_bad_arrays():
         ro = np.zeros(B * H * S * D, np.float32)
         ro.flags.writeable = False
         fails(["out", "read-only"], q, k, v, out=ro)
-        with pytest.raises(ValueError, match="out has 7 elements"):
+        with pytest.raises(ValueError, match=r"out \(weights\) has 7 elements"):
             d.weights(q, k, out=np.zeros(7, np.float32))
         with pytest.raises(ValueError, match="k is None"):
             d.weights(q, None)
@@ -613,3 +631,20 @@ def test_close_while_threads_call():
             th.join()
         assert results and all(results)
         assert desc._handle is None  # freed once the last call returned
+
+
+def test_readme_example_runs():
+    """The first example of bindings/python/README.md runs as written (its values checked)."""
+    import contextlib
+    import io
+    import re
+    with open(os.path.join(ROOT, "bindings", "python", "README.md")) as f:
+        text = f.read()
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    ns = {}
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        exec(compile(code, "README.md", "exec"), ns)
+    assert printed.getvalue().startswith(repr(np.float32(1 / 8).item()))  # desc.scale at d=64
+    assert ns["w"].shape == (2, 8, 16, 16) and ns["lse"].shape == (2, 8, 16)
+    assert ns["out"].shape == (2, 8, 16, 64)
+    assert (ns["w"][1][..., 12:] == 0.0).all()  # padding keys of batch 1

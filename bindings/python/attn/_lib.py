@@ -92,3 +92,36 @@ attn_set_num_threads = _proto("attn_set_num_threads", _status, _size)
 attn_get_num_threads = _proto("attn_get_num_threads", _size)
 attn_isa = _proto("attn_isa", ctypes.c_char_p)
 attn_set_isa = _proto("attn_set_isa", _status, ctypes.c_char_p)
+
+
+def _need_0_2():
+    """The 0.2 entry points; a 0.1 library lacks them: say so instead of an AttributeError."""
+    if attn_version_number() < 200 or not hasattr(lib, "attn_run"):
+        raise OSError("libattn at %s is version %s; this package needs libattn >= 0.2.0 "
+                      "(attn_run, attn_args_*, attn_desc_set_int/_float)"
+                      % (path, attn_version_string().decode("ascii", "replace")))
+
+
+_need_0_2()
+
+# since 0.2: parameters, the attn_args binding object and attn_run.
+_void_p = ctypes.c_void_p
+attn_desc_set_int = _proto("attn_desc_set_int", _status, _void_p, ctypes.c_int, ctypes.c_int64)
+attn_desc_set_float = _proto("attn_desc_set_float", _status, _void_p, ctypes.c_int,
+                             ctypes.c_double)
+attn_desc_get_int = _proto("attn_desc_get_int", _status, _void_p, ctypes.c_int,
+                           ctypes.POINTER(ctypes.c_int64))
+attn_desc_get_float = _proto("attn_desc_get_float", _status, _void_p, ctypes.c_int,
+                             ctypes.POINTER(ctypes.c_double))
+attn_param_bounds = _proto("attn_param_bounds", _status, ctypes.c_int,
+                           ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_double),
+                           ctypes.POINTER(ctypes.c_double))
+attn_args_create = _proto("attn_args_create", _status, ctypes.POINTER(_void_p))
+attn_args_destroy = _proto("attn_args_destroy", None, _void_p)
+attn_args_clear = _proto("attn_args_clear", _status, _void_p)
+attn_args_set_f32 = _proto("attn_args_set_f32", _status, _void_p, ctypes.c_int, _void_p, _size)
+attn_args_set_out_f32 = _proto("attn_args_set_out_f32", _status, _void_p, ctypes.c_int, _void_p,
+                               _size)
+attn_args_set_u8 = _proto("attn_args_set_u8", _status, _void_p, ctypes.c_int, _void_p, _size)
+attn_args_set_i32 = _proto("attn_args_set_i32", _status, _void_p, ctypes.c_int, _void_p, _size)
+attn_run = _proto("attn_run", _status, _void_p, ctypes.c_int, _void_p)

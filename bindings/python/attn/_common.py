@@ -1,0 +1,359 @@
+"""Enums, errors and argument checks shared by the faces of the package (internal).
+
+Error classes and the statuses they carry (README "One rule in every language"):
+
+    AttentionError                 every failure the library reports, and every argument the
+                                   binding refuses; .status is a Status, .message the text
+    InvalidArgumentError           Status.INVALID_ARGUMENT; also a ValueError
+    ArgumentTypeError              Status.INVALID_ARGUMENT for a value of the wrong type or dtype;
+                                   a TypeError and (through InvalidArgumentError) a ValueError
+    NullPointerError               Status.NULL_POINTER (a required array is None); a ValueError
+
+so ``except ValueError`` catches every malformed argument, ``except TypeError`` every wrong type,
+and ``e.status`` maps any of them to the C status. Other statuses (OUT_OF_MEMORY, UNSUPPORTED,
+INTERNAL) raise plain AttentionError. A closed Desc or Args raises a plain ValueError.
+"""
+
+import ctypes
+import enum
+import math
+import numbers
+import operator
+
+from . import _lib
+
+try:
+    import numpy as _np
+except ImportError:  # the list API works without numpy
+    _np = None
+
+
+class Status(enum.IntEnum):
+    """attn_status (values pinned by the C API)."""
+    OK = 0
+    NULL_POINTER = 1
+    INVALID_ARGUMENT = 2
+    OUT_OF_MEMORY = 3
+    UNSUPPORTED = 4
+    INTERNAL = 5
+
+
+class Causal(enum.IntEnum):
+    """attn_causal: which keys j query i may see before padding and the allowed mask."""
+    NONE = 0          # every key
+    TOP_LEFT = 1      # j <= i                     (PyTorch is_causal)
+    BOTTOM_RIGHT = 2  # j <= i + (seq_k - seq_q)   (KV cache / decode)
+
+
+class Operand(enum.IntEnum):
+    """attn_operand, for Desc.required_len and Args."""
+    Q = 0
+    K = 1
+    V = 2
+    OUT = 3
+    LSE = 4
+    WEIGHTS = 5
+    KEY_VALID = 6
+    ALLOWED = 7
+    BIAS = 8            # since 0.2
+    ALIBI_SLOPES = 9
+    SINKS = 10
+    QUERY_VALID = 11
+    SEQ_LENS_K = 12
+    KEY_MASS = 13
+
+
+class Param(enum.IntEnum):
+    """attn_param: the static parameters of a descriptor (since 0.2)."""
+    CAUSAL = 0
+    SCALE = 1
+    WINDOW_LEFT = 2
+    WINDOW_RIGHT = 3
+    SOFTCAP = 4
+    ALIBI = 5
+    SOFTMAX_PLUS_ONE = 6
+    HEAD_DIM_V = 7
+    WEIGHTS_MODE = 8
+    BIAS_FIRST = 9
+
+
+class Alibi(enum.IntEnum):
+    """attn_alibi: where the ALiBi slopes come from."""
+    NONE = 0
+    OPERAND = 1   # the alibi_slopes array of each call
+    STANDARD = 2  # the geometric slopes of Press et al. 2022 (BLOOM's rule for any head count)
+
+
+class WeightsMode(enum.IntEnum):
+    """attn_weights_mode: what Desc.weights writes."""
+    SOFTMAX = 0  # probabilities (default)
+    SCORES = 1   # scale * q.k
+    MASKED = 2   # the score after bias, ALiBi and masks (-inf where hidden)
+    CAPPED = 3   # after softcap, bias, ALiBi and masks
+
+
+class Op(enum.IntEnum):
+    """attn_op, for Desc.run."""
+    FORWARD = 0
+    WEIGHTS = 1
+    BACKWARD = 2  # reserved: the library answers Status.UNSUPPORTED
+
+
+# ------------------------------------------------------------------------------------------
+# Errors
+# ------------------------------------------------------------------------------------------
+
+def status_string(status):
+    """The library's short description of a status code."""
+    return _lib.attn_status_string(int(status)).decode("ascii")
+
+
+class AttentionError(Exception):
+    """A libattn call failed, or the binding refused an argument before calling it.
+    ``status`` is a Status (or the raw int for an unknown code), ``message`` the library's
+    message for that call (attn_last_error, read on the calling thread right after the call) or
+    the binding's own."""
+
+    def __init__(self, status, message):
+        try:
+            status = Status(status)
+        except ValueError:
+            pass
+        self.status = status
+        self.message = message
+        super().__init__("%s: %s" % (status_string(status), message))
+
+    def __reduce__(self):
+        return (type(self), (self.status, self.message))
+
+
+class InvalidArgumentError(AttentionError, ValueError):
+    """Status.INVALID_ARGUMENT: a size, stride, shape, enum value or number is out of range."""
+
+    def __init__(self, message, status=Status.INVALID_ARGUMENT):
+        AttentionError.__init__(self, status, message)
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.status))
+
+
+class ArgumentTypeError(InvalidArgumentError, TypeError):
+    """Status.INVALID_ARGUMENT for an argument of the wrong type or dtype (a TypeError)."""
+
+
+class NullPointerError(InvalidArgumentError):
+    """Status.NULL_POINTER: a required array is None (or the library found it NULL)."""
+
+    def __init__(self, message, status=Status.NULL_POINTER):
+        InvalidArgumentError.__init__(self, message, status)
+
+
+def library_error(status):
+    """The exception for a failed C call; call right after the call, on its thread."""
+    message = _lib.attn_last_error()
+    message = message.decode("utf-8", "replace") if message else ""
+    if status == Status.INVALID_ARGUMENT:
+        return InvalidArgumentError(message)
+    if status == Status.NULL_POINTER:
+        return NullPointerError(message)
+    return AttentionError(status, message)
+
+
+def check_status(status):
+    """Raise for a failed C call; call right after the C call, on its thread."""
+    if status != 0:
+        raise library_error(status)
+
+
+# ------------------------------------------------------------------------------------------
+# Scalars
+# ------------------------------------------------------------------------------------------
+
+SIZE_MAX = 2 ** (8 * ctypes.sizeof(ctypes.c_size_t)) - 1
+
+
+def _type_name(value):
+    return type(value).__name__
+
+
+def integer(name, value):
+    """operator.index(value), refusing bool and non-integers with ArgumentTypeError."""
+    if isinstance(value, bool) or (_np is not None and isinstance(value, _np.bool_)):
+        raise ArgumentTypeError("%s must be an integer, got bool" % name)
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ArgumentTypeError("%s must be an integer, got %s"
+                                % (name, _type_name(value))) from None
+
+
+def size_arg(name, value):
+    """A non-negative integer that fits size_t (range limits beyond that are the library's)."""
+    value = integer(name, value)
+    if value < 0:
+        raise InvalidArgumentError("%s (%d) is negative" % (name, value))
+    if value > SIZE_MAX:
+        raise InvalidArgumentError("%s (%d) does not fit size_t" % (name, value))
+    return value
+
+
+def real(name, value):
+    """A real number as a Python float, refusing str, bool, None, complex with
+    ArgumentTypeError (no parsing of strings: scale="0.5" is a type error)."""
+    if isinstance(value, bool) or (_np is not None and isinstance(value, _np.bool_)):
+        raise ArgumentTypeError("%s must be a real number, got bool" % name)
+    if not isinstance(value, numbers.Real):
+        raise ArgumentTypeError("%s must be a real number, got %s" % (name, _type_name(value)))
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond the double range
+        return math.inf if value > 0 else -math.inf
+
+
+def enum_arg(name, value, enum_type, what):
+    """An enum value, checked against the enum before any C call (no truncation to 32 bits).
+    Strings name a member case-insensitively ("top_left")."""
+    if isinstance(value, str):
+        try:
+            return enum_type[value.upper()]
+        except KeyError:
+            raise InvalidArgumentError(
+                "%s (%r) is not one of %s" % (name, value, ", ".join(
+                    repr(m.name.lower()) for m in enum_type))) from None
+    value = integer(name, value)
+    try:
+        return enum_type(value)
+    except ValueError:
+        raise InvalidArgumentError("%s (%d) is not an %s (%s)" % (
+            name, value, what, ", ".join("%d %s" % (m.value, m.name.lower().replace("_", "-"))
+                                         for m in enum_type))) from None
+
+
+_BOUNDS = {}
+
+
+def param_bounds(param):
+    """(is_float, min, max) of a parameter, from the library (attn_param_bounds), cached."""
+    got = _BOUNDS.get(param)
+    if got is None:
+        is_float = ctypes.c_int()
+        lo, hi = ctypes.c_double(), ctypes.c_double()
+        check_status(_lib.attn_param_bounds(int(param), ctypes.byref(is_float), ctypes.byref(lo),
+                                            ctypes.byref(hi)))
+        got = _BOUNDS[param] = (bool(is_float.value), lo.value, hi.value)
+    return got
+
+
+def _fmt_bound(x):
+    return "%d" % x if x == int(x) and abs(x) < 2 ** 63 else repr(x)
+
+
+def param_value(name, param, value):
+    """Check a parameter value against attn_param_bounds: returns an int for an integer
+    parameter, a float for a float one. The message shows the value the caller gave."""
+    is_float, lo, hi = param_bounds(param)
+    if is_float:
+        x = real(name, value)
+        if math.isnan(x):
+            raise InvalidArgumentError("%s must not be NaN" % name)
+    else:
+        x = integer(name, value)
+    if not lo <= x <= hi:
+        raise InvalidArgumentError("%s (%r) is outside [%s, %s]"
+                                   % (name, value, _fmt_bound(lo), _fmt_bound(hi)))
+    return x
+
+
+# ------------------------------------------------------------------------------------------
+# Arrays
+# ------------------------------------------------------------------------------------------
+
+def _make_data_ptr():
+    """The fastest correct way to read an ndarray's data address.
+
+    ``a.ctypes.data`` costs 1-3 us per array (it builds a ctypes helper object each time).
+    NumPy's C struct PyArrayObject starts with PyObject_HEAD followed by ``char *data``
+    (ndarraytypes.h, PyArrayObject_fields; unchanged in NumPy 1.x and 2.x), so the address can be
+    read from the object directly, about 5x faster. This is verified here against
+    ``a.ctypes.data`` on several arrays and views; if anything disagrees (another layout, a debug
+    interpreter with a larger object header), the portable ``a.ctypes.data`` is used instead."""
+    portable = lambda a: a.ctypes.data
+    try:
+        header = object.__basicsize__  # sizeof(PyObject)
+        read = ctypes.c_void_p.from_address
+        fast = lambda a: read(id(a) + header).value
+        base = _np.arange(64, dtype=_np.float32)
+        probes = [base, base[3:], base.reshape(8, 8)[2:], _np.zeros(5, _np.bool_),
+                  base.reshape(8, 8).T[1:], _np.ones((3, 4), _np.float32)[1:]]
+        if all(fast(a) == portable(a) for a in probes if a.size):
+            return fast
+    except Exception:  # pragma: no cover - any surprise: stay portable
+        pass
+    return portable  # pragma: no cover
+
+
+if _np is not None:
+    F32 = _np.dtype(_np.float32)
+    BOOL = _np.dtype(_np.bool_)
+    U8 = _np.dtype(_np.uint8)
+    I32 = _np.dtype(_np.int32)
+    ndarray = _np.ndarray
+    data_ptr = _make_data_ptr()
+
+
+def need_numpy():
+    if _np is None:
+        raise ImportError("the attn array API needs numpy (pip install numpy)")
+
+
+def as_ndarray(name, a, dtype_text):
+    """An ndarray view of `a` without copying: ndarrays as they are, objects with __dlpack__
+    (torch tensors, jax/cupy CPU arrays) through numpy.from_dlpack, objects with __array__ through
+    numpy.asarray. None raises NullPointerError; anything else ArgumentTypeError."""
+    if isinstance(a, ndarray):
+        return a
+    if a is None:
+        raise NullPointerError("%s is None" % name)
+    if hasattr(a, "__dlpack__"):
+        try:
+            return _np.from_dlpack(a)
+        except (TypeError, ValueError, RuntimeError, BufferError) as e:
+            raise ArgumentTypeError("%s (%s) could not be viewed through DLPack: %s"
+                                    % (name, _type_name(a), e)) from None
+    if hasattr(a, "__array__") and not isinstance(a, (list, tuple)):
+        return _np.asarray(a)
+    raise ArgumentTypeError("%s must be a numpy.ndarray of %s (or expose __dlpack__ / "
+                            "__array__), got %s" % (name, dtype_text, _type_name(a)))
+
+
+def dtype_name(dtypes):
+    return " or ".join(d.name for d in dtypes)
+
+
+def check_dtype(name, a, dtypes):
+    """ArgumentTypeError unless a.dtype is one of `dtypes` (native byte order)."""
+    dt = a.dtype
+    for want in dtypes:
+        if dt is want or dt == want:
+            return
+    raise ArgumentTypeError("%s has dtype %s, expected %s (no conversion is made: arrays are "
+                            "passed without copies)" % (name, dt.str if dt.byteorder == ">"
+                                                        else dt, dtype_name(dtypes)))
+
+
+def element_strides(name, a):
+    """The strides of `a` in elements, refusing negative or non-element-multiple strides.
+    Dimensions of size 1 report stride 0 (they never move the address)."""
+    item = a.itemsize
+    out = []
+    for n, s in zip(a.shape, a.strides):
+        if n == 1:
+            out.append(0)
+            continue
+        if s < 0 or s % item:
+            raise InvalidArgumentError(
+                "%s has byte strides %s: every stride must be a non-negative multiple of the "
+                "element size (%d bytes) for the library to address it without a copy"
+                % (name, tuple(a.strides), item))
+        out.append(s // item)
+    return out

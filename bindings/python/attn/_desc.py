@@ -1,0 +1,855 @@
+"""The descriptor API on numpy arrays (Desc) and the raw binding object (Args). Internal module:
+import these from ``attn``.
+
+Every call goes through one path: the arrays are checked against the descriptor (dtype, ndim,
+every dim, strides), bound to a C ``attn_args`` with their element counts, and ``attn_run``
+executes. The attn_args of these calls is one per thread, cleared in a ``finally`` block after
+every call (no pointer stays bound) and destroyed when its thread ends.
+
+Strides. A strided operand (q, k, v, out, bias) is either
+
+* an N-D array of exactly the operand's shape (q: (batch, heads_q, seq_q, head_dim), ...); its
+  element strides are read from the array (any non-negative strides with head_dim contiguous:
+  ``.transpose(1, 2)`` of a BSHD array, slices with gaps, ``numpy.broadcast_to`` views). When
+  they differ from the strides the Desc was created with, the Desc configures a matching C
+  descriptor internally (same parameters, the array's strides; cached, at most 32 stride sets)
+  so the array is read where it is, as it is; or
+* a flat 1-D buffer of exactly ``desc.required_len(operand)`` elements, addressed with the strides
+  the Desc was created with (q_strides=... etc.; default contiguous BHSD).
+
+The other operands (lse, weights, masks, slopes, sinks, seq_lens_k, key_mass) are contiguous by
+definition: C-contiguous arrays of exactly their shape, or flat buffers of exactly their length.
+"""
+
+import ctypes
+import threading
+
+from . import _lib
+from ._common import (Alibi, ArgumentTypeError, Causal, InvalidArgumentError, NullPointerError,
+                      Op, Operand, Param, WeightsMode, as_ndarray, check_dtype, check_status,
+                      element_strides, enum_arg, library_error, need_numpy, param_value,
+                      size_arg, _np)
+from . import _common
+
+# Operand ids as plain ints (enum attribute access costs ~0.4 us: too much for the hot path).
+(_Q, _K, _V, _OUT, _LSE, _WEIGHTS, _KEY_VALID, _ALLOWED, _BIAS, _ALIBI_SLOPES, _SINKS,
+ _QUERY_VALID, _SEQ_LENS_K, _KEY_MASS) = range(14)
+_STRIDED = (_Q, _K, _V, _OUT, _BIAS)
+_SLOT = {_Q: 0, _K: 1, _V: 2, _OUT: 3, _BIAS: 4}  # position in a stride key
+_MAX_VARIANTS = 32
+_FORWARD, _WEIGHTS_OP = int(Op.FORWARD), int(Op.WEIGHTS)
+
+# ndarray.flags.num bits (numpy/ndarraytypes.h): NPY_ARRAY_C_CONTIGUOUS, _ALIGNED, _WRITEABLE.
+_C_CONTIGUOUS, _ALIGNED, _WRITEABLE = 0x0001, 0x0100, 0x0400
+_IN_FLAGS = _C_CONTIGUOUS | _ALIGNED
+_OUT_FLAGS = _IN_FLAGS | _WRITEABLE
+
+_NAMES = ("q", "k", "v", "out", "lse", "weights", "key_valid", "allowed", "bias", "alibi_slopes",
+          "sinks", "query_valid", "seq_lens_k", "key_mass")
+
+# Element kind of each operand: its attn_args setter and accepted dtypes (filled lazily: numpy is
+# optional for the list API).
+_F32_IN, _F32_OUT, _U8, _I32 = range(4)
+_KIND = (_F32_IN, _F32_IN, _F32_IN, _F32_OUT, _F32_OUT, _F32_OUT, _U8, _U8, _F32_IN, _F32_IN,
+         _F32_IN, _U8, _I32, _F32_OUT)  # indexed by operand
+_SETTER_OF_KIND = {_F32_IN: _lib.attn_args_set_f32, _F32_OUT: _lib.attn_args_set_out_f32,
+                   _U8: _lib.attn_args_set_u8, _I32: _lib.attn_args_set_i32}
+_SETTER = tuple(_SETTER_OF_KIND[k] for k in _KIND)  # the attn_args setter of each operand
+
+
+def _dtypes(kind):
+    if kind == _U8:
+        return (_common.BOOL, _common.U8)
+    if kind == _I32:
+        return (_common.I32,)
+    return (_common.F32,)
+
+
+def _fmt_shape(shape):
+    return "(%s)" % ", ".join(str(n) for n in shape) if len(shape) != 1 else "(%d,)" % shape[0]
+
+
+# ------------------------------------------------------------------------------------------
+# C descriptors and calls
+# ------------------------------------------------------------------------------------------
+
+def _new_handle(dims, params, strides):
+    """A configured C descriptor: attn_desc_create(dims), then each (Param, value) of `params`
+    (ints with attn_desc_set_int, floats with attn_desc_set_float), then each (Operand, triple) of
+    `strides`. Returns (handle, required lengths per operand)."""
+    handle = ctypes.c_void_p()
+    check_status(_lib.attn_desc_create(ctypes.byref(handle), *dims))
+    h = handle.value
+    try:
+        for param, value in params:
+            if isinstance(value, float):
+                check_status(_lib.attn_desc_set_float(h, param, value))
+            else:
+                check_status(_lib.attn_desc_set_int(h, param, value))
+        for op, s in strides:
+            check_status(_lib.attn_desc_set_strides(h, op, *s))
+        lens = [int(_lib.attn_desc_required_len(h, op)) for op in Operand]
+    except BaseException:
+        _lib.attn_desc_destroy(h)
+        raise
+    return h, lens
+
+
+class _CallArgs:
+    """The attn_args of one thread's calls: created on first use, cleared after every call,
+    destroyed with the thread (threading.local drops it) or at interpreter exit."""
+    __slots__ = ("handle",)
+
+    def __init__(self):
+        self.handle = None
+        handle = ctypes.c_void_p()
+        check_status(_lib.attn_args_create(ctypes.byref(handle)))
+        self.handle = handle.value
+
+    def __del__(self):
+        handle, self.handle = self.handle, None
+        if handle is not None:
+            try:
+                _lib.attn_args_destroy(handle)
+            except Exception:  # interpreter shutdown
+                pass
+
+
+_tls = threading.local()
+
+
+def _execute(handle, op, binds, lens):
+    """One attn_run: bind every (operand, address) of `binds` with its element count from
+    `lens` to this thread's attn_args, run `op`, then unbind everything whatever happens."""
+    call_args = getattr(_tls, "args", None)
+    if call_args is None:
+        call_args = _tls.args = _CallArgs()
+    args = call_args.handle
+    try:
+        for w, ptr in binds:
+            status = _SETTER[w](args, w, ptr, lens[w])
+            if status:
+                raise library_error(status)
+        status = _lib.attn_run(handle, op, args)
+        if status:
+            raise library_error(status)  # reads attn_last_error on this thread, right away
+    finally:
+        _lib.attn_args_clear(args)
+
+
+def _read_int(handle, param):
+    v = ctypes.c_int64()
+    check_status(_lib.attn_desc_get_int(handle, param, ctypes.byref(v)))
+    return v.value
+
+
+def _read_float(handle, param):
+    v = ctypes.c_double()
+    check_status(_lib.attn_desc_get_float(handle, param, ctypes.byref(v)))
+    return v.value
+
+
+def _strides_arg(name, strides):
+    if strides is None:
+        return None
+    if isinstance(strides, (str, bytes)):
+        raise ArgumentTypeError("%s must be (batch_stride, head_stride, row_stride)" % name)
+    try:
+        values = tuple(strides)
+    except TypeError:
+        raise ArgumentTypeError("%s must be (batch_stride, head_stride, row_stride)"
+                                % name) from None
+    if len(values) != 3:
+        raise InvalidArgumentError("%s must have 3 elements (batch_stride, head_stride, "
+                                   "row_stride), got %d" % (name, len(values)))
+    return tuple(size_arg("%s[%d]" % (name, i), s) for i, s in enumerate(values))
+
+
+def _window_arg(window, window_left, window_right):
+    """(left, right) from window=(left, right) or window_left= / window_right=; None = -1."""
+    if window is not None:
+        if window_left is not None or window_right is not None:
+            raise InvalidArgumentError("give window=(left, right) or window_left= / "
+                                       "window_right=, not both")
+        if isinstance(window, (str, bytes)):
+            raise ArgumentTypeError("window must be a (left, right) pair, got %s"
+                                    % type(window).__name__)
+        try:
+            pair = tuple(window)
+        except TypeError:
+            raise ArgumentTypeError("window must be a (left, right) pair, got %s"
+                                    % type(window).__name__) from None
+        if len(pair) != 2:
+            raise InvalidArgumentError("window must be a (left, right) pair, got %d elements"
+                                       % len(pair))
+        window_left, window_right = pair
+    left = -1 if window_left is None else param_value("window_left", Param.WINDOW_LEFT,
+                                                      window_left)
+    right = -1 if window_right is None else param_value("window_right", Param.WINDOW_RIGHT,
+                                                        window_right)
+    return left, right
+
+
+def _flag_arg(name, param, value):
+    """A 0/1 parameter from a bool (or 0/1)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or (_np is not None and isinstance(value, _np.bool_)):
+        return int(bool(value))
+    return param_value(name, param, value)
+
+
+def build_params(causal, scale, window, window_left, window_right, softcap, alibi,
+                 softmax_plus_one, head_dim_v, weights_mode, bias_first):
+    """The (Param, value) list for the non-default parameters, every value checked against
+    attn_param_bounds before any C call (the message shows the value as given)."""
+    params = []
+    if causal is not None:
+        c = enum_arg("causal", causal, Causal, "attn_causal value")
+        if c != Causal.NONE:
+            params.append((Param.CAUSAL, int(c)))
+    left, right = _window_arg(window, window_left, window_right)
+    if left != -1:
+        params.append((Param.WINDOW_LEFT, left))
+    if right != -1:
+        params.append((Param.WINDOW_RIGHT, right))
+    if softcap is not None:
+        cap = param_value("softcap", Param.SOFTCAP, softcap)
+        if cap != 0.0:
+            params.append((Param.SOFTCAP, cap))
+    if alibi is not None:
+        a = enum_arg("alibi", alibi, Alibi, "attn_alibi value")
+        if a != Alibi.NONE:
+            params.append((Param.ALIBI, int(a)))
+    if _flag_arg("softmax_plus_one", Param.SOFTMAX_PLUS_ONE, softmax_plus_one):
+        params.append((Param.SOFTMAX_PLUS_ONE, 1))
+    if head_dim_v is not None:
+        params.append((Param.HEAD_DIM_V, param_value("head_dim_v", Param.HEAD_DIM_V,
+                                                     head_dim_v)))
+    if weights_mode is not None:
+        m = enum_arg("weights_mode", weights_mode, WeightsMode, "attn_weights_mode value")
+        if m != WeightsMode.SOFTMAX:
+            params.append((Param.WEIGHTS_MODE, int(m)))
+    if _flag_arg("bias_first", Param.BIAS_FIRST, bias_first):
+        params.append((Param.BIAS_FIRST, 1))
+    if scale is not None:
+        params.append((Param.SCALE, param_value("scale", Param.SCALE, scale)))
+    return params
+
+
+# ------------------------------------------------------------------------------------------
+# Desc
+# ------------------------------------------------------------------------------------------
+
+class Desc:
+    """An attention problem: sizes, parameters and strides, fixed at construction.
+
+        with attn.Desc(batch, heads_q, heads_kv, seq_q, seq_k, head_dim,
+                       causal=attn.Causal.TOP_LEFT, window=(128, 0), softcap=50.0) as desc:
+            out, lse = desc.forward(q, k, v, key_valid=mask, lse=True)
+
+    Shapes (numpy order, outermost first): q (batch, heads_q, seq_q, head_dim), k (batch,
+    heads_kv, seq_k, head_dim), v (batch, heads_kv, seq_k, head_dim_v), out (batch, heads_q,
+    seq_q, head_dim_v); float32. Masks are bool_ (or uint8) arrays, True = visible / real.
+    Strided operands (q, k, v, out, bias) may be any strided view of exactly their shape (see the
+    module doc) or flat buffers laid out with the strides given here.
+
+    Parameters (each checked against attn_param_bounds; read back from the library into the
+    attributes of the same name): causal (Causal, its int or "top_left" / "bottom_right" /
+    "none"); scale (real; default 1/sqrt(head_dim) as the library computes it); window=(left,
+    right) or window_left= / window_right= (-1 or None = unbounded); softcap (0 = off); alibi
+    (None, "standard" = the standard slopes, "operand" = the alibi_slopes array of each call);
+    softmax_plus_one (bool); head_dim_v (default head_dim); weights_mode (WeightsMode or its
+    name); bias_first (bool: bias before the softcap, ONNX's order). q_strides, k_strides,
+    v_strides, out_strides, bias_strides: (batch_stride, head_stride, row_stride) in elements.
+
+    A Desc may be shared by any number of threads. close() (or leaving the with block) frees it;
+    any later use raises ValueError. A close() racing with running calls waits for them: the C
+    descriptors are freed when the last running call returns.
+    """
+
+    def __init__(self, batch, heads_q, heads_kv, seq_q, seq_k, head_dim, *,
+                 causal=Causal.NONE, scale=None, window=None, window_left=None,
+                 window_right=None, softcap=None, alibi=None, softmax_plus_one=False,
+                 head_dim_v=None, weights_mode=None, bias_first=False,
+                 q_strides=None, k_strides=None, v_strides=None, out_strides=None,
+                 bias_strides=None):
+        self._lock = threading.Lock()
+        self._active = 0
+        self._closed = True
+        self._handle = None
+        self._variants = {}
+
+        dims = tuple(size_arg(n, x) for n, x in (("batch", batch), ("heads_q", heads_q),
+                                                 ("heads_kv", heads_kv), ("seq_q", seq_q),
+                                                 ("seq_k", seq_k), ("head_dim", head_dim)))
+        params = build_params(causal, scale, window, window_left, window_right, softcap, alibi,
+                              softmax_plus_one, head_dim_v, weights_mode, bias_first)
+        given = {}
+        for op, name, s in ((_Q, "q_strides", q_strides),
+                            (_K, "k_strides", k_strides),
+                            (_V, "v_strides", v_strides),
+                            (_OUT, "out_strides", out_strides),
+                            (_BIAS, "bias_strides", bias_strides)):
+            s = _strides_arg(name, s)
+            if s is not None:
+                given[op] = s
+
+        self._handle, self._len = _new_handle(dims, params, sorted(given.items()))
+        self._closed = False
+        self._dims = dims
+        self._params = params
+        try:
+            self._read_back()
+        except BaseException:
+            self.close()
+            raise
+
+        B, HQ, HKV, SQ, SK, D = dims
+        DV = self.head_dim_v
+        self._shape = {
+            _Q: (B, HQ, SQ, D), _K: (B, HKV, SK, D), _V: (B, HKV, SK, DV),
+            _OUT: (B, HQ, SQ, DV), _LSE: (B, HQ, SQ),
+            _WEIGHTS: (B, HQ, SQ, SK), _KEY_VALID: (B, SK),
+            _ALLOWED: (SQ, SK), _BIAS: (B, HQ, SQ, SK),
+            _ALIBI_SLOPES: (HQ,), _SINKS: (HQ,), _QUERY_VALID: (B, SQ),
+            _SEQ_LENS_K: (B,), _KEY_MASS: (B, HQ, SK)}
+        self._dim_names = {
+            _Q: ("batch", "heads_q", "seq_q", "head_dim"),
+            _K: ("batch", "heads_kv", "seq_k", "head_dim"),
+            _V: ("batch", "heads_kv", "seq_k", "head_dim_v"),
+            _OUT: ("batch", "heads_q", "seq_q", "head_dim_v"),
+            _LSE: ("batch", "heads_q", "seq_q"),
+            _WEIGHTS: ("batch", "heads_q", "seq_q", "seq_k"),
+            _KEY_VALID: ("batch", "seq_k"), _ALLOWED: ("seq_q", "seq_k"),
+            _BIAS: ("batch or 1", "heads_q or 1", "seq_q or 1", "seq_k"),
+            _ALIBI_SLOPES: ("heads_q",), _SINKS: ("heads_q",),
+            _QUERY_VALID: ("batch", "seq_q"), _SEQ_LENS_K: ("batch",),
+            _KEY_MASS: ("batch", "heads_q", "seq_k")}
+        # (heads, seq) counts of each strided operand, for normalising strides: a dimension of
+        # size 1 never moves the address, so its stride is 0 in every comparison.
+        counts = {_Q: (B, HQ, SQ), _K: (B, HKV, SK), _V: (B, HKV, SK),
+                  _OUT: (B, HQ, SQ), _BIAS: (B, HQ, SQ)}
+        self._counts = counts
+        configured = {}
+        for op in _STRIDED:
+            if op in given:
+                s = given[op]
+            elif op == _BIAS:
+                s = (HQ * SQ * SK, SQ * SK, SK)
+            else:
+                n_h, n_s, d = ((HQ, SQ, D) if op == _Q else (HKV, SK, D) if op == _K
+                               else (HKV, SK, DV) if op == _V else (HQ, SQ, DV))
+                s = (n_h * n_s * d, n_s * d, d)
+            configured[op] = s
+        self._strides = configured
+        self._norm = tuple(self._normalise(op, configured[op]) for op in _STRIDED)
+        # contiguous strides of each strided operand's own shape (the fast path's answer)
+        self._contig = {}
+        for op in _STRIDED:
+            b, h, s, d = self._shape[op]
+            self._contig[op] = self._normalise(op, (h * s * d, s * d, d))
+        self._contig_ok = {op: self._contig[op] == self._norm[_SLOT[op]]
+                           for op in _STRIDED}
+
+    def _normalise(self, op, s):
+        return tuple(0 if n == 1 else x for n, x in zip(self._counts[op], s))
+
+    def _read_back(self):
+        h = self._handle
+        (self.batch, self.heads_q, self.heads_kv,
+         self.seq_q, self.seq_k, self.head_dim) = self._dims
+        #: every parameter as the library holds it (attn_desc_get_int / attn_desc_get_float)
+        self.causal = Causal(_read_int(h, Param.CAUSAL))
+        self.scale = _read_float(h, Param.SCALE)  # exactly the float the kernels multiply by
+        self.window_left = _read_int(h, Param.WINDOW_LEFT)
+        self.window_right = _read_int(h, Param.WINDOW_RIGHT)
+        self.window = (self.window_left, self.window_right)
+        self.softcap = _read_float(h, Param.SOFTCAP)
+        self.alibi = Alibi(_read_int(h, Param.ALIBI))
+        self.softmax_plus_one = bool(_read_int(h, Param.SOFTMAX_PLUS_ONE))
+        self.head_dim_v = _read_int(h, Param.HEAD_DIM_V)
+        self.weights_mode = WeightsMode(_read_int(h, Param.WEIGHTS_MODE))
+        self.bias_first = bool(_read_int(h, Param.BIAS_FIRST))
+
+    # --- lifetime ---------------------------------------------------------------------------
+
+    def close(self):
+        """Free the descriptor (idempotent). Later calls raise ValueError."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._active == 0:
+                self._destroy_locked()
+
+    def _destroy_locked(self):
+        handle, self._handle = self._handle, None
+        variants, self._variants = self._variants, {}
+        if handle is not None:
+            _lib.attn_desc_destroy(handle)
+        for h, _ in variants.values():
+            _lib.attn_desc_destroy(h)
+
+    @property
+    def closed(self):
+        return self._closed
+
+    def __enter__(self):
+        if self._closed:
+            raise ValueError("Desc is closed")
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        if getattr(self, "_lock", None) is not None:
+            try:
+                self.close()
+            except Exception:  # interpreter shutdown: module globals may already be gone
+                pass
+
+    def _enter_call(self):
+        with self._lock:  # count the call in flight: close() defers the free until it returns
+            if self._closed:
+                raise ValueError("Desc is closed")
+            self._active += 1
+
+    def _leave(self):
+        with self._lock:
+            self._active -= 1
+            if self._closed and self._active == 0:
+                self._destroy_locked()
+
+    def __repr__(self):
+        if not hasattr(self, "_shape"):
+            return "Desc(<not created>)"
+        extra = []
+        if self.window != (-1, -1):
+            extra.append("window=%r" % (self.window,))
+        if self.softcap:
+            extra.append("softcap=%r" % self.softcap)
+        if self.alibi:
+            extra.append("alibi=%r" % self.alibi.name.lower())
+        if self.softmax_plus_one:
+            extra.append("softmax_plus_one=True")
+        if self.head_dim_v != self.head_dim:
+            extra.append("head_dim_v=%d" % self.head_dim_v)
+        if self.weights_mode:
+            extra.append("weights_mode=%r" % self.weights_mode.name.lower())
+        if self.bias_first:
+            extra.append("bias_first=True")
+        return ("Desc(batch=%d, heads_q=%d, heads_kv=%d, seq_q=%d, seq_k=%d, head_dim=%d, "
+                "causal=%s, scale=%r%s%s)" % (
+                    self.batch, self.heads_q, self.heads_kv, self.seq_q, self.seq_k,
+                    self.head_dim, self.causal.name, self.scale,
+                    "".join(", " + e for e in extra), ", closed" if self._closed else ""))
+
+    # --- queries ----------------------------------------------------------------------------
+
+    def required_len(self, operand):
+        """Elements (floats, bytes for masks, int32 for seq_lens_k) the flat buffer for
+        `operand` must hold (attn_desc_required_len)."""
+        operand = enum_arg("operand", operand, Operand, "attn_operand")
+        if self._closed:
+            raise ValueError("Desc is closed")
+        return self._len[operand]
+
+    def shape(self, operand):
+        """The numpy shape of `operand` (bias: the full shape; size-1 dims broadcast)."""
+        operand = enum_arg("operand", operand, Operand, "attn_operand")
+        return self._shape[operand]
+
+    def param(self, param):
+        """A parameter's current value read from the library now: an int for an integer
+        parameter, a float for a float one (attn_desc_get_int / attn_desc_get_float)."""
+        param = enum_arg("param", param, Param, "attn_param")
+        is_float = _common.param_bounds(param)[0]
+        self._enter_call()
+        try:
+            return (_read_float if is_float else _read_int)(self._handle, param)
+        finally:
+            self._leave()
+
+    # --- argument checks --------------------------------------------------------------------
+
+    def _shape_error(self, name, op, a, flat_ok=True):
+        shape = self._shape[op]
+        want = "(%s) = %s" % (", ".join(self._dim_names[op]), _fmt_shape(shape))
+        flat = (" or a flat buffer of %d elements" % self._len[op]
+                if flat_ok and len(shape) > 1 else "")
+        if a.ndim != len(shape):
+            return InvalidArgumentError("%s has %d dimension%s (shape %s), expected %d: %s%s"
+                                        % (name, a.ndim, "" if a.ndim == 1 else "s",
+                                           _fmt_shape(a.shape), len(shape), want, flat))
+        return InvalidArgumentError("%s has shape %s, expected %s%s"
+                                    % (name, _fmt_shape(a.shape), want, flat))
+
+    def _flat(self, name, op, a, writable):
+        """A 1-D buffer standing for `op`: contiguous, exactly required_len elements."""
+        need = self._len[op]
+        if a.size < need:
+            raise InvalidArgumentError("%s has %d elements, needs at least %d "
+                                       "(attn_desc_required_len)" % (name, a.size, need))
+        if a.size > need:
+            raise InvalidArgumentError(
+                "%s has %d elements, needs exactly %d: a flat numpy buffer must hold exactly "
+                "attn_desc_required_len elements (or pass an array of shape %s)"
+                % (name, a.size, need, _fmt_shape(self._shape[op])))
+        self._flags(name, a, writable)
+        return _common.data_ptr(a)
+
+    @staticmethod
+    def _flags(name, a, writable):
+        flags = a.flags
+        if not flags.c_contiguous:
+            raise InvalidArgumentError("%s is not C-contiguous (use numpy.ascontiguousarray; "
+                                       "arrays are passed without copies)" % name)
+        if not flags.aligned:
+            raise InvalidArgumentError("%s is not aligned for %s" % (name, a.dtype.name))
+        if writable and not flags.writeable:
+            raise InvalidArgumentError("%s is read-only" % name)
+
+    def _strided(self, name, op, a, writable):
+        """(address, normalised element strides) of a strided operand."""
+        if (type(a) is _common.ndarray and a.dtype is _common.F32
+                and a.shape == self._shape[op]
+                and a.flags.num & (_OUT_FLAGS if writable else _IN_FLAGS)
+                == (_OUT_FLAGS if writable else _IN_FLAGS)):
+            return _common.data_ptr(a), self._contig[op]  # the usual case: about 0.5 us
+        a = as_ndarray(name, a, "float32")
+        check_dtype(name, a, (_common.F32,))
+        shape = self._shape[op]
+        if a.ndim == 1:
+            return self._flat(name, op, a, writable), self._norm[_SLOT[op]]
+        if a.ndim != 4:
+            raise self._shape_error(name, op, a)
+        bias = op == _BIAS
+        for i, (got, want) in enumerate(zip(a.shape, shape)):
+            if got != want and not (bias and i < 3 and got == 1):
+                raise self._shape_error(name, op, a)
+        if not a.flags.aligned:
+            raise InvalidArgumentError("%s is not aligned for float32" % name)
+        if writable and not a.flags.writeable:
+            raise InvalidArgumentError("%s is read-only" % name)
+        es = element_strides(name, a)
+        if a.shape[3] > 1 and es[3] != 1:
+            raise InvalidArgumentError(
+                "%s: its last dimension (%s) has stride %d elements; the library reads it "
+                "contiguously (stride 1): pass numpy.ascontiguousarray(%s) or a view with "
+                "contiguous rows" % (name, "seq_k" if bias else self._dim_names[op][3], es[3],
+                                     name))
+        return _common.data_ptr(a), self._normalise(op, es[:3])
+
+    def _contiguous(self, name, op, a, writable):
+        """Address of a contiguous operand of exactly its shape (or a flat buffer)."""
+        kind = _KIND[op]
+        shape = self._shape[op]
+        if (type(a) is _common.ndarray and a.shape == shape
+                and (a.dtype is _common.F32 if kind in (_F32_IN, _F32_OUT)
+                     else a.dtype in _dtypes(kind))
+                and a.flags.num & (_OUT_FLAGS if writable else _IN_FLAGS)
+                == (_OUT_FLAGS if writable else _IN_FLAGS)):
+            return _common.data_ptr(a)
+        dtypes = _dtypes(kind)
+        a = as_ndarray(name, a, _common.dtype_name(dtypes))
+        check_dtype(name, a, dtypes)
+        if a.shape != shape:
+            if a.ndim == 1 and len(shape) > 1:
+                return self._flat(name, op, a, writable)
+            if a.ndim == 1 and a.size < self._len[op]:
+                raise InvalidArgumentError("%s has %d elements, needs at least %d"
+                                           % (name, a.size, self._len[op]))
+            raise self._shape_error(name, op, a)
+        self._flags(name, a, writable)
+        return _common.data_ptr(a)
+
+    def _output(self, name, op, a, alloc):
+        """An optional output: None / False = not wanted, True = allocated, else an array."""
+        if a is None or a is False:
+            return None, None
+        if a is True:
+            a = alloc(self._shape[op], _common.F32)
+        return a, self._contiguous(name, op, a, True)
+
+    def _variant(self, key):
+        """The C descriptor for normalised strides `key` (None = operand not bound: any
+        strides do); the caller holds an active call."""
+        with self._lock:
+            got = self._variants.get(key)
+            if got is not None:
+                return got, False
+            if None in key:
+                for k, made in self._variants.items():
+                    if all(x is None or x == y for x, y in zip(key, k)):
+                        return made, False
+                key = tuple(self._norm[i] if x is None else x for i, x in enumerate(key))
+                got = self._variants.get(key)
+                if got is not None:
+                    return got, False
+            made = _new_handle(self._dims, self._params, list(zip(_STRIDED, key)))
+            if len(self._variants) < _MAX_VARIANTS:
+                self._variants[key] = made
+                return made, False
+            return made, True  # temporary: destroyed after the call
+
+    def _call(self, op, binds, strides):
+        """Run with a descriptor matching `strides` (5 normalised triples; None = the operand
+        is not bound)."""
+        self._enter_call()
+        try:
+            if strides == self._norm or (None in strides and all(
+                    x is None or x == y for x, y in zip(strides, self._norm))):
+                handle, lens, temporary = self._handle, self._len, False
+            else:
+                (handle, lens), temporary = self._variant(strides)
+            try:
+                _execute(handle, op, binds, lens)
+            finally:
+                if temporary:
+                    _lib.attn_desc_destroy(handle)
+        finally:
+            self._leave()
+
+    def _optional_inputs(self, binds, strides, bias, alibi_slopes, sinks, query_valid,
+                         seq_lens_k):
+        if bias is not None:
+            p, strides[4] = self._strided("bias", _BIAS, bias, False)
+            binds.append((_BIAS, p))
+        for name, op, a in (("alibi_slopes", _ALIBI_SLOPES, alibi_slopes),
+                            ("sinks", _SINKS, sinks),
+                            ("query_valid", _QUERY_VALID, query_valid),
+                            ("seq_lens_k", _SEQ_LENS_K, seq_lens_k)):
+            if a is not None:
+                binds.append((op, self._contiguous(name, op, a, False)))
+
+    # --- calls ------------------------------------------------------------------------------
+
+    def forward(self, q, k, v, key_valid=None, allowed=None, out=None, lse=None, *,
+                bias=None, alibi_slopes=None, sinks=None, query_valid=None, seq_lens_k=None,
+                key_mass=None):
+        """Attention forward pass (ATTN_OP_FORWARD).
+
+        q, k, v:     float32 (batch, heads_q, seq_q, head_dim), (batch, heads_kv, seq_k,
+                     head_dim), (batch, heads_kv, seq_k, head_dim_v); any strides with the last
+                     dimension contiguous, or flat buffers (see the class doc); read in place
+        key_valid:   None or bool_/uint8 (batch, seq_k), True = real key
+        allowed:     None or bool_/uint8 (seq_q, seq_k), True = query i may see key j
+        out:         None (allocated, zero-filled: shape (batch, heads_q, seq_q, head_dim_v),
+                     laid out with out_strides) or a float32 array written in place
+        lse:         None / False (not computed), True (allocated (batch, heads_q, seq_q)) or a
+                     float32 array; -inf for a row with no visible key
+        bias:        None or float32 (batch|1, heads_q|1, seq_q|1, seq_k), added to the scores
+                     (after the softcap unless bias_first); size-1 dims broadcast (stride 0)
+        alibi_slopes: float32 (heads_q,), required iff the Desc has alibi="operand"
+        sinks:       float32 (heads_q,) sink logits joining every row's denominator
+        query_valid: bool_/uint8 (batch, seq_q): False = padded query (out 0, lse -inf)
+        seq_lens_k:  int32 (batch,) in [0, seq_k]: keys j >= seq_lens_k[b] are padding
+        key_mass:    None / False, True (allocated (batch, heads_q, seq_k)) or a float32 array:
+                     mass[b][h][j] = sum over queries of the weight of key j
+        Returns out; (out, lse) when lse is requested; (out, lse, key_mass) when key_mass is
+        requested (lse is then None unless requested too). None means "not given"; an empty
+        array is a length error.
+        """
+        if _np is None:
+            need_numpy()
+        if self._closed:
+            raise ValueError("Desc is closed")
+        qp, sq = self._strided("q", _Q, q, False)
+        kp, sk = self._strided("k", _K, k, False)
+        vp, sv = self._strided("v", _V, v, False)
+        if out is None:
+            out = self._alloc_out()
+        op_, so = self._strided("out", _OUT, out, True)
+        strides = [sq, sk, sv, so, self._norm[4]]  # bias not bound: the configured one
+        binds = [(_Q, qp), (_K, kp), (_V, vp), (_OUT, op_)]
+        if key_valid is not None:
+            binds.append((_KEY_VALID,
+                          self._contiguous("key_valid", _KEY_VALID, key_valid, False)))
+        if allowed is not None:
+            binds.append((_ALLOWED,
+                          self._contiguous("allowed", _ALLOWED, allowed, False)))
+        if (bias is not None or alibi_slopes is not None or sinks is not None
+                or query_valid is not None or seq_lens_k is not None):
+            self._optional_inputs(binds, strides, bias, alibi_slopes, sinks, query_valid,
+                                  seq_lens_k)
+        lse_a = mass_a = None
+        if lse is not None and lse is not False:
+            lse_a, lp = self._output("lse", _LSE, lse, _np.empty)
+            binds.append((_LSE, lp))
+        if key_mass is not None and key_mass is not False:
+            mass_a, mp = self._output("key_mass", _KEY_MASS, key_mass, _np.zeros)
+            binds.append((_KEY_MASS, mp))
+        self._call(_FORWARD, binds, tuple(strides))
+        if mass_a is not None:
+            return out, lse_a, mass_a
+        return out if lse_a is None else (out, lse_a)
+
+    def _alloc_out(self):
+        shape = self._shape[_OUT]
+        if self._contig_ok[_OUT]:
+            return _np.zeros(shape, _common.F32)
+        # custom out_strides: a view of that layout over a zeroed buffer
+        buf = _np.zeros(self._len[_OUT], _common.F32)
+        s = self._strides[_OUT]
+        return _np.lib.stride_tricks.as_strided(buf, shape, (s[0] * 4, s[1] * 4, s[2] * 4, 4))
+
+    def weights(self, q, k, key_valid=None, allowed=None, out=None, *, bias=None,
+                alibi_slopes=None, sinks=None, query_valid=None, seq_lens_k=None):
+        """The attention weights (ATTN_OP_WEIGHTS) as float32 (batch, heads_q, seq_q, seq_k):
+        probabilities with hidden keys exactly 0 (or the scores of weights_mode).
+
+        q, k and the optional inputs as forward. out: None (allocated) or a float32 array of
+        that shape (C-contiguous) or a flat buffer, written in place. Returns the weights."""
+        need_numpy()
+        if self._closed:
+            raise ValueError("Desc is closed")
+        qp, sq = self._strided("q", _Q, q, False)
+        kp, sk = self._strided("k", _K, k, False)
+        if out is None:
+            out = _np.empty(self._shape[_WEIGHTS], _common.F32)
+        wp = self._contiguous("out (weights)", _WEIGHTS, out, True)
+        strides = [sq, sk, None, None, None]
+        binds = [(_Q, qp), (_K, kp), (_WEIGHTS, wp)]
+        if key_valid is not None:
+            binds.append((_KEY_VALID,
+                          self._contiguous("key_valid", _KEY_VALID, key_valid, False)))
+        if allowed is not None:
+            binds.append((_ALLOWED,
+                          self._contiguous("allowed", _ALLOWED, allowed, False)))
+        self._optional_inputs(binds, strides, bias, alibi_slopes, sinks, query_valid,
+                              seq_lens_k)
+        self._call(_WEIGHTS_OP, binds, tuple(strides))
+        return out
+
+    def run(self, op, args):
+        """attn_run(desc, op, args) on an Args object (the raw face: buffers laid out with this
+        Desc's configured strides, lengths checked by the library)."""
+        op = enum_arg("op", op, Op, "attn_op")
+        if not isinstance(args, Args):
+            if args is None:
+                raise NullPointerError("args is None")
+            raise ArgumentTypeError("args must be an attn.Args, got %s" % type(args).__name__)
+        self._enter_call()
+        try:
+            with args._lock:
+                if args._handle is None:
+                    raise ValueError("Args is closed")
+                status = _lib.attn_run(self._handle, op, args._handle)
+                if status:
+                    raise library_error(status)
+        finally:
+            self._leave()
+
+
+# ------------------------------------------------------------------------------------------
+# Args: the raw binding object
+# ------------------------------------------------------------------------------------------
+
+class Args:
+    """attn_args: operand -> (buffer, element count), for Desc.run. The raw face of the C call:
+    buffers are C-contiguous numpy arrays (any shape) read with the descriptor's configured
+    strides; their element count is passed along and checked by the library (a longer buffer is
+    fine, as in C). The Args keeps a reference to each bound array until it is unbound, cleared
+    or closed. close() (or the with block) frees it; __del__ frees a forgotten one.
+
+        with attn.Args() as args:
+            args.set(attn._Q, q); args.set(attn._K, k); ...
+            desc.run(attn.Op.FORWARD, args)
+    """
+
+    def __init__(self):
+        need_numpy()
+        self._lock = threading.Lock()
+        self._handle = None
+        self._refs = {}
+        handle = ctypes.c_void_p()
+        check_status(_lib.attn_args_create(ctypes.byref(handle)))
+        self._handle = handle.value
+
+    def _bind(self, setter, dtypes, writable, operand, array):
+        which = enum_arg("operand", operand, Operand, "attn_operand")
+        name = _NAMES[which]
+        if array is not None:
+            a = as_ndarray(name, array, _common.dtype_name(dtypes))
+            check_dtype(name, a, dtypes)
+            if a.size == 0:
+                raise InvalidArgumentError("%s has 0 elements (an empty array is not \"not "
+                                           "given\": pass None to unbind)" % name)
+            Desc._flags(name, a, writable)
+            ptr, n = _common.data_ptr(a), a.size
+        else:
+            a, ptr, n = None, None, 0
+        with self._lock:
+            if self._handle is None:
+                raise ValueError("Args is closed")
+            status = setter(self._handle, which, ptr, n)
+            if status:
+                raise library_error(status)
+            if a is None:
+                self._refs.pop(which, None)
+            else:
+                self._refs[which] = a
+        return self
+
+    def set(self, operand, array):
+        """Bind `array` as `operand` with the setter of its element type (float32 inputs and
+        outputs, bool_/uint8 masks, int32 seq_lens_k); None unbinds. Returns self."""
+        which = enum_arg("operand", operand, Operand, "attn_operand")
+        kind = _KIND[which]
+        return self._bind(_SETTER[which], _dtypes(kind), kind == _F32_OUT, which, array)
+
+    def set_f32(self, operand, array):
+        """attn_args_set_f32: a float32 input (q, k, v, bias, alibi_slopes, sinks)."""
+        return self._bind(_lib.attn_args_set_f32, (_common.F32,), False, operand, array)
+
+    def set_out_f32(self, operand, array):
+        """attn_args_set_out_f32: a float32 output (out, lse, weights, key_mass)."""
+        return self._bind(_lib.attn_args_set_out_f32, (_common.F32,), True, operand, array)
+
+    def set_u8(self, operand, array):
+        """attn_args_set_u8: a byte mask (key_valid, allowed, query_valid), bool_ or uint8."""
+        return self._bind(_lib.attn_args_set_u8, (_common.BOOL, _common.U8), False, operand,
+                          array)
+
+    def set_i32(self, operand, array):
+        """attn_args_set_i32: an int32 operand (seq_lens_k)."""
+        return self._bind(_lib.attn_args_set_i32, (_common.I32,), False, operand, array)
+
+    def clear(self):
+        """Unbind every operand."""
+        with self._lock:
+            if self._handle is None:
+                raise ValueError("Args is closed")
+            check_status(_lib.attn_args_clear(self._handle))
+            self._refs.clear()
+
+    def close(self):
+        """Free the binding object (idempotent); the arrays are released."""
+        with self._lock:
+            handle, self._handle = self._handle, None
+            self._refs = {}
+        if handle is not None:
+            _lib.attn_args_destroy(handle)
+
+    @property
+    def closed(self):
+        return self._handle is None
+
+    def __enter__(self):
+        if self._handle is None:
+            raise ValueError("Args is closed")
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        if getattr(self, "_lock", None) is not None:
+            try:
+                self.close()
+            except Exception:  # interpreter shutdown
+                pass

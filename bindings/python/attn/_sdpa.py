@@ -1,0 +1,232 @@
+"""attn.scaled_dot_product_attention: PyTorch's signature and shapes over libattn (internal
+module: import it from ``attn``)."""
+
+import math
+
+from . import _lib
+from ._common import (Alibi, ArgumentTypeError, Causal, InvalidArgumentError, as_ndarray,
+                      check_dtype, element_strides, real, _np)
+from . import _common
+from ._desc import (_ALIBI_SLOPES, _ALLOWED, _BIAS, _FORWARD, _K, _OUT, _Q, _SINKS, _V,
+                    _execute, _new_handle, build_params)
+
+
+def _shape(shape):
+    return "(%s)" % ", ".join(str(n) for n in shape) if len(shape) != 1 else "(%d,)" % shape[0]
+
+
+def _batch_stride(name, shape, strides, batch):
+    """One element stride that walks the flattened batch dims `batch` of an array whose leading
+    dims are `shape` (each equal to the batch dim or 1 = broadcast) with element `strides`."""
+    dims = []
+    for n_arr, s, n in zip(shape, strides, batch):
+        if n == 1:
+            continue
+        dims.append((n, 0 if n_arr == 1 else s))
+    if not dims:
+        return 0
+    for (n0, s0), (n1, s1) in zip(dims, dims[1:]):
+        if s0 != s1 * n1:
+            raise InvalidArgumentError(
+                "%s: its batch dimensions %s (element strides %s) cannot be walked with one "
+                "batch stride; make them contiguous (numpy.ascontiguousarray) or use a single "
+                "batch dimension" % (name, _shape(shape), tuple(strides)))
+    return dims[-1][1]
+
+
+def _tensor(name, x):
+    a = as_ndarray(name, x, "float32")
+    check_dtype(name, a, (_common.F32,))
+    if a.ndim < 2:
+        raise InvalidArgumentError("%s has %d dimension%s, expected at least 2: (..., %s)"
+                                   % (name, a.ndim, "" if a.ndim == 1 else "s",
+                                      "L, E" if name == "query" else "S, E"))
+    if not a.flags.aligned:
+        raise InvalidArgumentError("%s is not aligned for float32" % name)
+    return a
+
+
+def _split(a):
+    """(batch dims, heads, seq, dim) of a (..., H, S, E) / (S, E) array."""
+    if a.ndim == 2:
+        return (), 1, a.shape[0], a.shape[1]
+    return a.shape[:-3], a.shape[-3], a.shape[-2], a.shape[-1]
+
+
+def _strides4(name, a, batch):
+    """(batch, head, row) element strides of a float32 (..., H, S, E) array, E contiguous."""
+    es = element_strides(name, a)
+    if a.shape[-1] > 1 and es[-1] != 1:
+        raise InvalidArgumentError(
+            "%s: its last dimension has stride %d elements; the library reads it contiguously "
+            "(stride 1): pass a view with contiguous rows" % (name, es[-1]))
+    if a.ndim == 2:
+        return (0, 0, es[0])
+    nb = a.ndim - 3
+    return (_batch_stride(name, a.shape[:nb], es[:nb], batch), es[-3], es[-2])
+
+
+def _broadcast_error(name, mask_shape, target):
+    return InvalidArgumentError("attn_mask has shape %s, which does not broadcast to the "
+                                "attention shape %s (..., heads, L, S)"
+                                % (_shape(mask_shape), _shape(target)))
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False, *,
+                                 window=None, softcap=None, sinks=None, softmax_plus_one=False,
+                                 alibi=None, out=None):
+    """torch.nn.functional.scaled_dot_product_attention on libattn (float32, CPU, exact).
+
+    query (..., Hq, L, E), key (..., H, S, E), value (..., H, S, Ev) float32: numpy arrays or
+    anything exposing __dlpack__ (torch tensors; no copy) or __array__; any leading batch dims
+    (also none: (L, E)), any strides with the last dimension contiguous. key/value batch dims
+    equal query's or are 1 (broadcast). Returns a float32 numpy array (..., Hq, L, Ev).
+
+    attn_mask:  None, bool (True = attend) or float32 (added to the scores), broadcastable to
+                (..., Hq, L, S) by PyTorch's rules. A bool mask of shape (L, S) (or (1, .., 1, L,
+                S)) becomes the library's `allowed` mask; any other bool mask becomes a 0 / -inf
+                float bias; a float mask is the ATTN_BIAS operand with stride 0 on broadcast dims
+                (read in place; copied only when its key axis is broadcast or strided, or when
+                its batch dims cannot be walked with one stride, e.g. (2, 1, ...) against
+                batch dims (2, 3)).
+    dropout_p:  must be 0 (ValueError otherwise: the library has no dropout).
+    is_causal:  True = query i sees keys j <= i (Causal.TOP_LEFT, PyTorch's alignment); cannot
+                be combined with attn_mask (as in PyTorch).
+    scale:      None = 1/sqrt(E) (the library's float), else a real number.
+    enable_gqa: allow Hq to be a multiple of H (query head h reads key head h // (Hq // H)); a
+                head mismatch without it raises ValueError.
+    Extensions (keyword-only): window=(left, right) sliding window (-1/None = unbounded),
+    softcap (Gemma 2 logit cap), sinks (float32 (Hq,) sink logits), softmax_plus_one,
+    alibi (None, "standard" or a float32 (Hq,) slopes array), out (a float32 array of the
+    result's shape, written in place).
+    A row with no visible key gives 0 (PyTorch's math kernel gives NaN there before 2.5).
+    """
+    q = _tensor("query", query)
+    k = _tensor("key", key)
+    v = _tensor("value", value)
+    p = real("dropout_p", dropout_p)
+    if p != 0.0:
+        raise InvalidArgumentError("dropout_p (%r) must be 0: libattn has no dropout"
+                                   % (dropout_p,))
+    if not isinstance(is_causal, (bool, _np.bool_)):
+        raise ArgumentTypeError("is_causal must be a bool, got %s" % type(is_causal).__name__)
+    if not isinstance(enable_gqa, (bool, _np.bool_)):
+        raise ArgumentTypeError("enable_gqa must be a bool, got %s" % type(enable_gqa).__name__)
+    if is_causal and attn_mask is not None:
+        raise InvalidArgumentError("attn_mask and is_causal=True cannot both be given "
+                                   "(PyTorch refuses the combination too)")
+    if not (q.ndim == k.ndim == v.ndim):
+        raise InvalidArgumentError("query, key and value must have the same number of "
+                                   "dimensions, got %d, %d and %d" % (q.ndim, k.ndim, v.ndim))
+    batch, HQ, L, E = _split(q)
+    kb, HK, S, EK = _split(k)
+    vb, HV, SV, EV = _split(v)
+    if EK != E:
+        raise InvalidArgumentError("key has E = %d (shape %s), query has E = %d (shape %s)"
+                                   % (EK, _shape(k.shape), E, _shape(q.shape)))
+    if SV != S or HV != HK:
+        raise InvalidArgumentError("value has shape %s, key has %s: value must be (..., %d, %d, "
+                                   "Ev)" % (_shape(v.shape), _shape(k.shape), HK, S))
+    for name, b in (("key", kb), ("value", vb)):
+        if any(n != m and n != 1 for n, m in zip(b, batch)):
+            raise InvalidArgumentError("%s batch dims %s do not match query's %s (each must be "
+                                       "equal or 1)" % (name, _shape(b), _shape(batch)))
+    if HQ != HK:
+        if not enable_gqa:
+            raise InvalidArgumentError("query has %d heads, key/value %d: pass enable_gqa=True "
+                                       "for grouped-query attention" % (HQ, HK))
+        if HQ % HK:
+            raise InvalidArgumentError("query heads (%d) must be a multiple of key/value heads "
+                                       "(%d) with enable_gqa" % (HQ, HK))
+    B = math.prod(batch)
+    if min(B, HQ, HK, L, S, E, EV) == 0:
+        raise InvalidArgumentError("empty dimension: query %s, key %s, value %s"
+                                   % (_shape(q.shape), _shape(k.shape), _shape(v.shape)))
+
+    alibi_slopes = None
+    alibi_mode = None
+    if alibi is not None:
+        if isinstance(alibi, (str, Alibi)):
+            alibi_mode = alibi
+        else:
+            alibi_mode, alibi_slopes = Alibi.OPERAND, alibi
+    params = build_params(Causal.TOP_LEFT if is_causal else None, scale, window, None, None,
+                          softcap, alibi_mode, softmax_plus_one, EV if EV != E else None, None,
+                          None)
+
+    out_shape = batch + (HQ, L, EV) if q.ndim > 2 else (L, EV)
+    if out is None:
+        res = _np.empty(out_shape, _common.F32)
+    else:
+        res = as_ndarray("out", out, "float32")
+        check_dtype("out", res, (_common.F32,))
+        if res.shape != out_shape:
+            raise InvalidArgumentError("out has shape %s, expected %s"
+                                       % (_shape(res.shape), _shape(out_shape)))
+        if not res.flags.writeable:
+            raise InvalidArgumentError("out is read-only")
+        if not res.flags.aligned:
+            raise InvalidArgumentError("out is not aligned for float32")
+
+    strides = [(_Q, _strides4("query", q, batch)),
+               (_K, _strides4("key", k, batch)),
+               (_V, _strides4("value", v, batch)),
+               (_OUT, _strides4("out", res, batch))]
+    binds = [(_Q, q), (_K, k), (_V, v), (_OUT, res)]
+
+    if attn_mask is not None:
+        m = as_ndarray("attn_mask", attn_mask, "bool or float32")
+        check_dtype("attn_mask", m, (_common.BOOL, _common.F32))
+        target = out_shape[:-1] + (S,)  # (..., Hq, L, S)
+        if m.ndim > len(target):
+            raise _broadcast_error("attn_mask", m.shape, target)
+        full = (1,) * (len(target) - m.ndim) + m.shape
+        if any(n != t and n != 1 for n, t in zip(full, target)):
+            raise _broadcast_error("attn_mask", m.shape, target)
+        m = m.reshape(full)  # a view: only leading 1s were added
+        if m.dtype == _common.BOOL and all(n == 1 for n in full[:-2]):
+            allowed = _np.ascontiguousarray(_np.broadcast_to(m.reshape(full[-2:]), (L, S)))
+            binds.append((_ALLOWED, allowed))
+        else:
+            if m.dtype == _common.BOOL:  # 0 where True, -inf where False, the mask's own shape
+                m = _np.where(m, _np.float32(0.0), _np.float32(-_np.inf))
+            if m.shape[-1] != S or (S > 1 and m.strides[-1] != 4):
+                m = _np.ascontiguousarray(_np.broadcast_to(m, m.shape[:-1] + (S,)))
+            if not m.flags.aligned:
+                m = m.copy()
+            es = element_strides("attn_mask", m)
+            nb = m.ndim - 3
+            if m.ndim == 2:
+                bs, hs, rs = 0, 0, es[0]
+            else:
+                try:
+                    bs = _batch_stride("attn_mask", m.shape[:nb], es[:nb], batch)
+                except InvalidArgumentError:  # e.g. (2, 1, ...) against batch (2, 3): expand
+                    m = _np.ascontiguousarray(_np.broadcast_to(m, batch + m.shape[nb:]))
+                    es = element_strides("attn_mask", m)
+                    bs = _batch_stride("attn_mask", m.shape[:nb], es[:nb], batch)
+                hs, rs = es[-3], es[-2]
+            strides.append((_BIAS, (bs, hs, rs)))
+            binds.append((_BIAS, m))
+    if sinks is not None:
+        s = as_ndarray("sinks", sinks, "float32")
+        check_dtype("sinks", s, (_common.F32,))
+        if s.shape != (HQ,):
+            raise InvalidArgumentError("sinks has shape %s, expected (Hq,) = (%d,)"
+                                       % (_shape(s.shape), HQ))
+        binds.append((_SINKS, _np.ascontiguousarray(s)))
+    if alibi_slopes is not None:
+        s = as_ndarray("alibi", alibi_slopes, "float32")
+        check_dtype("alibi", s, (_common.F32,))
+        if s.shape != (HQ,):
+            raise InvalidArgumentError("alibi slopes have shape %s, expected (Hq,) = (%d,)"
+                                       % (_shape(s.shape), HQ))
+        binds.append((_ALIBI_SLOPES, _np.ascontiguousarray(s)))
+
+    handle, lens = _new_handle((B, HQ, HK, L, S, E), params, strides)
+    try:
+        _execute(handle, _FORWARD, [(w, _common.data_ptr(a)) for w, a in binds], lens)
+    finally:
+        _lib.attn_desc_destroy(handle)
+    return res
