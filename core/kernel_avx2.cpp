@@ -9,4 +9,5 @@
 #define ATTN_KT 6
 #define ATTN_DT 6
 #define ATTN_BK 96
+#define ATTN_TRANSPOSE_AVX2
 #include "kernel_xsimd.inc"

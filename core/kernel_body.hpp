@@ -7,7 +7,8 @@
 //   kNV, kKT, kDT, kBK          register blocking: query vectors per item, key rows per Q.K^T
 //                               block, head_dim values per P.V block, keys per tile
 //   vload vstore vbcast vzero vfma(a, b, c) = a*b + c, vmax, vexp, vlog, vtanh, vsel(m, a, b),
-//   vlt, veq, vne, vand, vany, vhsum, vgather(base, off, add) = base[off[l] + add] per lane
+//   vlt, veq, vne, vand, vany, vhsum,
+//   vtranspose_add(st, ld, rows, c0): st[c * ld + l] += rows[l][c0 + c] for c, l < kL
 // and includes nothing else after it. No std:: function is called here (see kernel.hpp).
 //
 // The body is three files, each with one job:

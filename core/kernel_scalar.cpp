@@ -76,8 +76,8 @@ static inline bool vany(vm m) {
 static inline float vhsum(vf a) {
     return a.x;
 }
-static inline vf vgather(const float *base, const int32_t *off, int32_t add) {
-    return {base[*off + add]};
+static inline void vtranspose_add(float *st, size_t, const float *const *rows, size_t c0) {
+    st[0] += rows[0][c0];
 }
 
 #include "kernel_body.hpp"

@@ -115,11 +115,7 @@ struct Block {
     float *qt, *ot, *m, *l, *vis;
     size_t kbeg, kend;     // keys outside [kbeg, kend) are hidden from every row of the block
     const float *brow[kR]; // bias row of each lane (at key 0), when there is a bias
-    // The same rows as int32 offsets from bias_base, when they fit (a gather per key vector).
-    const float *bias_base;
-    int32_t boff[kR];
-    bool bias_gather;
-    float slope[kR]; // ALiBi slope of each lane, when there is ALiBi
+    float slope[kR];       // ALiBi slope of each lane, when there is ALiBi
 };
 
 // Keys [kbeg, kend) of the block within the item's [k_begin, k_end).
@@ -131,20 +127,12 @@ static inline void block_key_range(const WorkItem &w, Block &b) {
 }
 
 static inline void block_operands(const Params &p, const Tensors &t, const WorkItem &w, Block &b) {
-    const float *lo = nullptr, *hi = nullptr;
     for (size_t l = 0; l < kR; ++l) {
         b.brow[l] = t.bias ? t.bias + w.b * p.bias.batch + b.r.h[l] * p.bias.head +
                                  static_cast<size_t>(b.r.i[l]) * p.bias.row
                            : nullptr;
         b.slope[l] = t.alibi ? t.alibi[b.r.h[l]] : 0.0f;
-        if (b.brow[l] && (!lo || b.brow[l] < lo)) lo = b.brow[l];
-        if (b.brow[l] && (!hi || b.brow[l] > hi)) hi = b.brow[l];
     }
-    b.bias_base = lo;
-    // offsets + keys must stay below 2^31 for the int32 gather
-    b.bias_gather = lo && static_cast<size_t>(hi - lo) + p.shape.seq_k < (size_t(1) << 31);
-    for (size_t l = 0; l < kR; ++l)
-        b.boff[l] = b.bias_gather ? static_cast<int32_t>(b.brow[l] - lo) : 0;
 }
 
 static inline size_t item_blocks(const Params &p, const Tensors &t, const WorkItem &w, Scratch &s,
@@ -378,21 +366,18 @@ static inline bool score_tile(const Params &p, const Tensors &t, const Block &bl
     const bool capped = p.softcap > 0.0f && upto != WeightsMode::Masked;
     if (capped && !p.bias_first) softcap_rows(s.st, nk * kR, p.softcap);
     if (has_bias) {
-        // The bias rows run along keys; the tile is lane-minor, so each key is a gather.
-        if (blk.bias_gather) {
-            for (size_t x = 0; x < nk; ++x) {
-                const int32_t col = static_cast<int32_t>(jbase + s.kidx[x]);
-                for (size_t n = 0; n < kNV; ++n) {
-                    float *sp = s.st + x * kR + n * kL;
-                    vstore(sp, vload(sp) + vgather(blk.bias_base, blk.boff + n * kL, col));
-                }
-            }
-        } else {
-            for (size_t x = 0; x < nk; ++x) {
-                const size_t col = jbase + s.kidx[x];
-                float *row = s.st + x * kR;
-                for (size_t l = 0; l < kR; ++l) row[l] += blk.brow[l][col];
-            }
+        // The bias rows run along keys while the tile is lane-minor: a transposed add. Contiguous
+        // keys go kL x kL blocks at a time (vtranspose_add), the rest key by key.
+        const float *rows[kR];
+        for (size_t l = 0; l < kR; ++l) rows[l] = blk.brow[l] + jbase;
+        size_t x0 = 0;
+        if (!t.key_valid)
+            for (; x0 + kL <= nk; x0 += kL)
+                for (size_t n = 0; n < kNV; ++n)
+                    vtranspose_add(s.st + x0 * kR + n * kL, kR, rows + n * kL, x0);
+        for (size_t l = 0; l < kR; ++l) {
+            float *col = s.st + l;
+            for (size_t x = x0; x < nk; ++x) col[x * kR] += rows[l][s.kidx[x]];
         }
     }
     if (capped && p.bias_first) softcap_rows(s.st, nk * kR, p.softcap, has_bias);
