@@ -538,6 +538,17 @@ attn_status set_param(const char *fn, attn_desc *desc, int id, double v, bool fr
     return apply_param(fn, desc, id, v);
 }
 
+// Checks of the getters; *out receives the value (as a double) of parameter id.
+attn_status get_param(const char *fn, const attn_desc *desc, int id, const void *value,
+                      double *out) {
+    if (attn_status st = check_desc(fn, desc)) return st;
+    if (!value) return fail(ATTN_ERR_NULL_POINTER, "%s: value is NULL", fn);
+    if (id < 0 || id >= kParams)
+        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: param (%d) is not an attn_param", fn, id);
+    *out = read_param(desc, id);
+    return ATTN_OK;
+}
+
 attn_status bind(const char *fn, attn_args *args, int which, const void *data, size_t len,
                  Kind kind) {
     if (!args) return fail(ATTN_ERR_NULL_POINTER, "%s: args is NULL", fn);
@@ -728,27 +739,17 @@ attn_status attn_desc_set_float(attn_desc *desc, attn_param param, double value)
 attn_status attn_desc_get_int(const attn_desc *desc, attn_param param, int64_t *value) {
     static const char fn[] = "attn_desc_get_int";
     return guarded(fn, [&]() -> attn_status {
-        if (attn_status st = check_desc(fn, desc)) return st;
-        if (!value) return fail(ATTN_ERR_NULL_POINTER, "%s: value is NULL", fn);
-        const int id = raw_enum(param);
-        if (id < 0 || id >= kParams)
-            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: param (%d) is not an attn_param", fn, id);
-        *value = static_cast<int64_t>(read_param(desc, id));
+        double v = 0;
+        if (attn_status st = get_param(fn, desc, raw_enum(param), value, &v)) return st;
+        *value = static_cast<int64_t>(v);
         return ATTN_OK;
     });
 }
 
 attn_status attn_desc_get_float(const attn_desc *desc, attn_param param, double *value) {
     static const char fn[] = "attn_desc_get_float";
-    return guarded(fn, [&]() -> attn_status {
-        if (attn_status st = check_desc(fn, desc)) return st;
-        if (!value) return fail(ATTN_ERR_NULL_POINTER, "%s: value is NULL", fn);
-        const int id = raw_enum(param);
-        if (id < 0 || id >= kParams)
-            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: param (%d) is not an attn_param", fn, id);
-        *value = read_param(desc, id);
-        return ATTN_OK;
-    });
+    return guarded(
+        fn, [&]() -> attn_status { return get_param(fn, desc, raw_enum(param), value, value); });
 }
 
 attn_status attn_param_bounds(attn_param param, int *is_float, double *min, double *max) {

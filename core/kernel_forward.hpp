@@ -39,7 +39,9 @@ static inline void set_key_rows(const Params &p, const float *kbase, const TileI
         if (pack) copy_row(s.kpack + x * d, src, d, d);
         s.krow[x] = pack ? s.kpack + x * d : src;
     }
-    for (size_t x = tile.nk; x < kround_up(tile.nk, kKT); ++x) s.krow[x] = s.zero;
+    // A block may start its Q.K^T blocks at any key of the tile (see run_tiles): the rows after
+    // the tile's keys point at a zero row for one whole kKT block more.
+    for (size_t x = tile.nk; x < kround_up(tile.nk, kKT) + kKT; ++x) s.krow[x] = s.zero;
 }
 
 // Resets the online-softmax state of the item's blocks. Returns the key range the item's tiles
@@ -78,15 +80,9 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
     init_blocks(blk, nb, dp, with_pv, &kbeg, &kend);
     const float *vbase = with_pv ? t.v + w.b * p.v.batch + w.kvh * p.v.head : nullptr;
     const float *kbase = t.k + w.b * p.k.batch + w.kvh * p.k.head;
-    size_t j = kbeg;
-    while (j < kend) {
-        TileInfo tile;
-        size_t next = j;
-        tile.jbase = j;
-        tile.nk = gather_tile(p, t, w.b, j, kend, s.kidx, &next);
-        j = next;
+    TileInfo tile;
+    for (size_t j = kbeg; next_tile(p, t, w.b, &j, kend, s.kidx, &tile);) {
         const size_t nk = tile.nk;
-        if (nk == 0) continue;
         // Few rows per item (decode) make the loop memory-bound: V rows of this tile arrive
         // during Q.K^T, K rows of the next tile during P.V. With many rows the tiles come from
         // cache and the prefetches only cost issue slots (-7% measured), so they are skipped.
@@ -98,11 +94,21 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
         bool v_checked = false, v_finite = true, v_set = false;
         for (size_t bi = 0; bi < nb; ++bi) {
             Block &b = blk[bi];
-            // every key of the tile is outside the block's causal / window range
-            if (tile.jbase >= b.kend || tile.jbase + s.kidx[nk - 1] < b.kbeg) continue;
+            // The block computes only the keys [x0, x1) of the tile inside its causal / window
+            // range (the tiles are shared by the item's blocks, whose ranges are shifted by a
+            // block's rows: with a sliding window this saves up to a tile per block).
+            size_t x0 = 0, x1 = nk;
+            while (x0 < nk && tile.jbase + s.kidx[x0] < b.kbeg) ++x0;
+            while (x1 > x0 && tile.jbase + s.kidx[x1 - 1] >= b.kend) --x1;
+            if (x0 == x1) continue;
+            Scratch sb = s; // the sub-tile: the same buffers, keys from x0
+            sb.kidx += x0;
+            sb.krow += x0;
+            sb.vrow += x0;
             TileInfo ti = tile;
-            if (!score_tile(p, t, b, s, ti)) continue;
-            softmax_tile(b, s, nk, dp, with_pv);
+            ti.nk = x1 - x0;
+            if (!score_tile(p, t, b, sb, ti)) continue;
+            softmax_tile(b, sb, ti.nk, dp, with_pv);
             if (!with_pv) continue;
             if (!v_set) {
                 for (size_t x = 0; x < nk; ++x) {
@@ -112,11 +118,11 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
                 }
                 v_set = true;
             }
-            if (ti.partial && !v_checked) {
+            if (ti.partial && !v_checked) { // the whole tile: finite there is finite in [x0, x1)
                 v_finite = v_tile_finite(p, s, nk);
                 v_checked = true;
             }
-            pv_tile(p, b, s, ti, v_finite);
+            pv_tile(p, b, sb, ti, v_finite);
         }
     }
 }
@@ -254,13 +260,9 @@ static void decode_item(const Params &p, const Tensors &t, const WorkItem &w, vo
     const float *kbase = t.k + w.b * p.k.batch + w.kvh * p.k.head;
     const float *vbase = t.v + w.b * p.v.batch + w.kvh * p.v.head;
     const vf ninf = vbcast(kNegInf), zero = vzero();
-    size_t j = kbeg;
-    while (j < kend) {
-        size_t next = j;
-        const size_t jbase = j;
-        const size_t nk = gather_tile(p, t, w.b, j, kend, s.kidx, &next);
-        j = next;
-        if (nk == 0) continue;
+    TileInfo tile;
+    for (size_t j = kbeg; next_tile(p, t, w.b, &j, kend, s.kidx, &tile);) {
+        const size_t jbase = tile.jbase, nk = tile.nk;
         prefetch_rows(vbase, p.v.row, jbase, s.kidx[nk - 1] + 1, dv);
         if (j < kend) prefetch_rows(kbase, p.k.row, j, kmin(kBK, kend - j), d);
 

@@ -62,7 +62,7 @@ static inline size_t scratch_layout(const Params &p, unsigned char *base, Scratc
     x.kpack = fl(kBK * d);
     x.vpack = fl(kBK * mx(dp, kround_up(dv, kL)));
     x.zero = fl(d);
-    x.krow = reinterpret_cast<const float **>(take(sizeof(float *) * (kBK + kKT)));
+    x.krow = reinterpret_cast<const float **>(take(sizeof(float *) * (kBK + 2 * kKT)));
     x.vrow = reinterpret_cast<const float **>(take(sizeof(float *) * kBK));
     x.kidx = reinterpret_cast<unsigned *>(take(sizeof(unsigned) * kBK));
     if (s) *s = x;
@@ -318,6 +318,20 @@ struct TileInfo {
     size_t kidx_span(const unsigned *kidx) const { return nk ? kidx[nk - 1] + 1 : 0; }
 };
 
+// The next tile of non-padding keys at or after *j (below end) into ti, advancing *j; false when
+// no key is left.
+static inline bool next_tile(const Params &p, const Tensors &t, size_t b, size_t *j, size_t end,
+                             unsigned *kidx, TileInfo *ti) {
+    while (*j < end) {
+        size_t next = *j;
+        ti->jbase = *j;
+        ti->nk = gather_tile(p, t, b, *j, end, kidx, &next);
+        *j = next;
+        if (ti->nk) return true;
+    }
+    return false;
+}
+
 // s = cap * tanh(s / cap); with keep_ninf a score of -inf (a -inf bias added before the softcap)
 // stays -inf, so that it still hides its key.
 static inline void softcap_rows(float *st, size_t n, float cap, bool keep_ninf = false) {
@@ -366,18 +380,20 @@ static inline bool score_tile(const Params &p, const Tensors &t, const Block &bl
     const bool capped = p.softcap > 0.0f && upto != WeightsMode::Masked;
     if (capped && !p.bias_first) softcap_rows(s.st, nk * kR, p.softcap);
     if (has_bias) {
-        // The bias rows run along keys while the tile is lane-minor: a transposed add. Contiguous
-        // keys go kL x kL blocks at a time (vtranspose_add), the rest key by key.
+        // The bias rows run along keys while the tile is lane-minor: a transposed add. Keys that
+        // are consecutive go kL x kL blocks at a time (vtranspose_add), the rest key by key.
+        const bool consecutive = s.kidx[nk - 1] - s.kidx[0] == nk - 1;
         const float *rows[kR];
-        for (size_t l = 0; l < kR; ++l) rows[l] = blk.brow[l] + jbase;
+        for (size_t l = 0; l < kR; ++l) rows[l] = blk.brow[l] + jbase + s.kidx[0];
         size_t x0 = 0;
-        if (!t.key_valid)
+        if (consecutive)
             for (; x0 + kL <= nk; x0 += kL)
                 for (size_t n = 0; n < kNV; ++n)
                     vtranspose_add(s.st + x0 * kR + n * kL, kR, rows + n * kL, x0);
         for (size_t l = 0; l < kR; ++l) {
             float *col = s.st + l;
-            for (size_t x = x0; x < nk; ++x) col[x * kR] += rows[l][s.kidx[x]];
+            const float *brow = blk.brow[l] + jbase;
+            for (size_t x = x0; x < nk; ++x) col[x * kR] += brow[s.kidx[x]];
         }
     }
     if (capped && p.bias_first) softcap_rows(s.st, nk * kR, p.softcap, has_bias);

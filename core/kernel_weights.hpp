@@ -61,14 +61,8 @@ static void weights_item(const Params &p, const Tensors &t, const WorkItem &w, v
         const bool unmasked = mode == WeightsMode::Scores || mode == WeightsMode::Softcapped;
         const size_t jb = unmasked ? w.k_begin : b.kbeg;
         const size_t je = unmasked ? w.k_end : b.kend;
-        size_t j = jb;
-        while (j < je) {
-            TileInfo ti;
-            size_t next = j;
-            ti.jbase = j;
-            ti.nk = gather_tile(p, t, w.b, j, je, s.kidx, &next);
-            j = next;
-            if (ti.nk == 0) continue;
+        TileInfo ti;
+        for (size_t j = jb; next_tile(p, t, w.b, &j, je, s.kidx, &ti);) {
             set_key_rows(p, kbase, ti, s);
             if (!score_tile(p, t, b, s, ti, mode)) continue;
             if (probs)
@@ -119,14 +113,8 @@ static void mass_item(const Params &p, const Tensors &t, const WorkItem &whole, 
             float *mrow[kR];
             for (size_t l = 0; l < r.n; ++l)
                 mrow[l] = t.key_mass + (w.b * p.shape.heads_q + r.h[l]) * sk;
-            size_t j = b.kbeg;
-            while (j < b.kend) {
-                TileInfo ti;
-                size_t next = j;
-                ti.jbase = j;
-                ti.nk = gather_tile(p, t, w.b, j, b.kend, s.kidx, &next);
-                j = next;
-                if (ti.nk == 0) continue;
+            TileInfo ti;
+            for (size_t j = b.kbeg; next_tile(p, t, w.b, &j, b.kend, s.kidx, &ti);) {
                 set_key_rows(p, kbase, ti, s);
                 if (!score_tile(p, t, b, s, ti)) continue;
                 for (size_t x = 0; x < ti.nk; ++x)

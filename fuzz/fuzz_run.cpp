@@ -27,48 +27,14 @@
 #include <vector>
 
 #include "attn.h"
+#include "fuzz_common.hpp"
 #include "reference.hpp"
 
 namespace {
 
-struct Source {
-    const uint8_t *p;
-    size_t n;
-    uint64_t s;
-    uint8_t u8() {
-        if (n) {
-            --n;
-            return *p++;
-        }
-        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return static_cast<uint8_t>(z ^ (z >> 31));
-    }
-    size_t pick(size_t lo, size_t hi) { return lo + u8() % (hi - lo + 1); }
-    float value(float lo, float hi) { return lo + (hi - lo) * (u8() / 255.0f); }
-};
-
-std::string g_what;
-
-[[noreturn]] void violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void violation(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    std::fputs("\n==== libattn contract violation (attn_run): ", stderr);
-    std::vfprintf(stderr, fmt, ap);
-    std::fprintf(stderr, "\n==== case: %s\n==== isa %s, threads %zu\n", g_what.c_str(), attn_isa(),
-                 attn_get_num_threads());
-    va_end(ap);
-    std::abort();
-}
-
-void expect(attn_status got, attn_status want, const char *call) {
-    if (got != want)
-        violation("%s returned %d (%s), expected %d; message \"%s\"", call, got,
-                  attn_status_string(got), want, attn_last_error());
-    if (got != ATTN_OK && !attn_last_error()[0]) violation("%s failed without a message", call);
-}
+using fuzz::g_what;
+using fuzz::Source;
+using fuzz::violation;
 
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 const float kInf = std::numeric_limits<float>::infinity();
@@ -102,12 +68,12 @@ struct Outputs {
 attn_status run(const Case &c, attn_desc *d, Breach breach, size_t short_op, Outputs &o) {
     const ref::VProblem &p = c.p;
     attn_args *a = nullptr;
-    expect(attn_args_create(&a), ATTN_OK, "attn_args_create");
+    fuzz::expect_status(attn_args_create(&a), ATTN_OK, "attn_args_create");
     auto f32 = [&](attn_operand w, const std::vector<float> &x) {
         if (x.empty()) return;
         const size_t len =
             breach == kShort && short_op == static_cast<size_t>(w) ? x.size() - 1 : x.size();
-        expect(attn_args_set_f32(a, w, x.data(), len), ATTN_OK, "attn_args_set_f32");
+        fuzz::expect_status(attn_args_set_f32(a, w, x.data(), len), ATTN_OK, "attn_args_set_f32");
     };
     if (!(breach == kMissing && short_op == 0)) f32(ATTN_Q, c.q);
     if (!(breach == kMissing && short_op == 1)) f32(ATTN_K, c.k);
@@ -116,39 +82,36 @@ attn_status run(const Case &c, attn_desc *d, Breach breach, size_t short_op, Out
     f32(ATTN_ALIBI_SLOPES, c.slopes);
     f32(ATTN_SINKS, c.sinks);
     auto u8 = [&](attn_operand w, const std::vector<uint8_t> &x) {
-        if (!x.empty()) expect(attn_args_set_u8(a, w, x.data(), x.size()), ATTN_OK, "set_u8");
+        if (!x.empty())
+            fuzz::expect_status(attn_args_set_u8(a, w, x.data(), x.size()), ATTN_OK, "set_u8");
     };
     u8(ATTN_KEY_VALID, c.key_valid);
     u8(ATTN_ALLOWED, c.allowed);
     u8(ATTN_QUERY_VALID, c.query_valid);
     if (!c.lens.empty())
-        expect(attn_args_set_i32(a, ATTN_SEQ_LENS_K, c.lens.data(), c.lens.size()), ATTN_OK,
-               "set_i32");
+        fuzz::expect_status(attn_args_set_i32(a, ATTN_SEQ_LENS_K, c.lens.data(), c.lens.size()),
+                            ATTN_OK, "set_i32");
     o.out.assign(p.len(3), kSentinel);
     o.lse.assign(attn_desc_required_len(d, ATTN_LSE), kSentinel);
     o.w.assign(attn_desc_required_len(d, ATTN_WEIGHTS), kSentinel);
     float *out = breach == kAlias ? const_cast<float *>(c.q.data()) : o.out.data();
     const size_t out_len = breach == kAlias ? c.q.size() : o.out.size();
-    expect(attn_args_set_out_f32(a, ATTN_OUT, out, out_len), ATTN_OK, "set_out_f32");
-    expect(attn_args_set_out_f32(a, ATTN_LSE, o.lse.data(), o.lse.size()), ATTN_OK, "lse");
+    fuzz::expect_status(attn_args_set_out_f32(a, ATTN_OUT, out, out_len), ATTN_OK, "set_out_f32");
+    fuzz::expect_status(attn_args_set_out_f32(a, ATTN_LSE, o.lse.data(), o.lse.size()), ATTN_OK,
+                        "lse");
     if (c.mass) {
         o.mass.assign(attn_desc_required_len(d, ATTN_KEY_MASS), kSentinel);
-        expect(attn_args_set_out_f32(a, ATTN_KEY_MASS, o.mass.data(), o.mass.size()), ATTN_OK,
-               "mass");
+        fuzz::expect_status(attn_args_set_out_f32(a, ATTN_KEY_MASS, o.mass.data(), o.mass.size()),
+                            ATTN_OK, "mass");
     }
     attn_status st = attn_run(d, ATTN_OP_FORWARD, a);
     if (st == ATTN_OK) {
-        expect(attn_args_set_out_f32(a, ATTN_WEIGHTS, o.w.data(), o.w.size()), ATTN_OK, "w");
+        fuzz::expect_status(attn_args_set_out_f32(a, ATTN_WEIGHTS, o.w.data(), o.w.size()), ATTN_OK,
+                            "w");
         st = attn_run(d, ATTN_OP_WEIGHTS, a);
     }
     attn_args_destroy(a);
     return st;
-}
-
-double rel(double got, double want) {
-    if (std::isinf(want)) return got == want ? 0.0 : 1e30;
-    if (std::isnan(got)) return 1e30;
-    return std::fabs(got - want) / std::max(1.0, std::fabs(want));
 }
 
 void check(const Case &c, const Outputs &o) {
@@ -171,18 +134,18 @@ void check(const Case &c, const Outputs &o) {
                 for (size_t d = 0; d < p.head_dim_v; ++d) {
                     const size_t at = p.at(3, b, h, i) + d;
                     addressed[at] = 1;
-                    if (rel(o.out[at], e.out[row * p.head_dim_v + d]) > 1e-4)
+                    if (ref::rel_err(o.out[at], e.out[row * p.head_dim_v + d]) > 1e-4)
                         violation("out[%zu,%zu,%zu,%zu] = %g, reference %g", b, h, i, d, o.out[at],
                                   e.out[row * p.head_dim_v + d]);
                 }
-                if (rel(o.lse[row], e.lse[row]) > 1e-4)
+                if (ref::rel_err(o.lse[row], e.lse[row]) > 1e-4)
                     violation("lse[%zu] = %g, reference %g", row, o.lse[row], e.lse[row]);
                 for (size_t j = 0; j < p.seq_k; ++j) {
                     const float got = o.w[row * p.seq_k + j];
                     if (e.hidden[row * p.seq_k + j]) {
                         if (got != 0.0f || std::signbit(got))
                             violation("hidden weight [%zu][%zu] = %g", row, j, got);
-                    } else if (rel(got, e.w[row * p.seq_k + j]) > 1e-4) {
+                    } else if (ref::rel_err(got, e.w[row * p.seq_k + j]) > 1e-4) {
                         violation("weight [%zu][%zu] = %g, reference %g", row, j, got,
                                   e.w[row * p.seq_k + j]);
                     }
@@ -193,7 +156,7 @@ void check(const Case &c, const Outputs &o) {
             violation("out[%zu] outside the rows written", x);
     if (c.mass)
         for (size_t x = 0; x < e.mass.size(); ++x)
-            if (rel(o.mass[x], e.mass[x]) > 1e-4)
+            if (ref::rel_err(o.mass[x], e.mass[x]) > 1e-4)
                 violation("key_mass[%zu] = %g, reference %g", x, o.mass[x], e.mass[x]);
 }
 
@@ -251,11 +214,12 @@ void one_input(const uint8_t *data, size_t size) {
              std::to_string(fault) + " bad " + std::to_string(bad);
 
     attn_desc *d = nullptr;
-    expect(attn_desc_create(&d, p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k, p.head_dim),
-           ATTN_OK, "attn_desc_create");
+    fuzz::expect_status(
+        attn_desc_create(&d, p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k, p.head_dim), ATTN_OK,
+        "attn_desc_create");
     auto seti = [&](attn_param k, int64_t v, bool ok) {
-        expect(attn_desc_set_int(d, k, v), ok ? ATTN_OK : ATTN_ERR_INVALID_ARGUMENT,
-               "attn_desc_set_int");
+        fuzz::expect_status(attn_desc_set_int(d, k, v), ok ? ATTN_OK : ATTN_ERR_INVALID_ARGUMENT,
+                            "attn_desc_set_int");
     };
     seti(ATTN_PARAM_CAUSAL, p.causal, true);
     if (bad == 0) seti(ATTN_PARAM_CAUSAL, 3, false);
@@ -263,13 +227,13 @@ void one_input(const uint8_t *data, size_t size) {
     if (bad == 1) seti(ATTN_PARAM_WINDOW_LEFT, -2, false);
     seti(ATTN_PARAM_WINDOW_RIGHT, wr, true);
     if (bad == 2) seti(ATTN_PARAM_WINDOW_RIGHT, int64_t(1) << 40, false);
-    expect(attn_desc_set_float(d, ATTN_PARAM_SOFTCAP, p.softcap), ATTN_OK, "softcap");
+    fuzz::expect_status(attn_desc_set_float(d, ATTN_PARAM_SOFTCAP, p.softcap), ATTN_OK, "softcap");
     if (bad == 3)
-        expect(attn_desc_set_float(d, ATTN_PARAM_SOFTCAP, -1.0), ATTN_ERR_INVALID_ARGUMENT,
-               "softcap -1");
+        fuzz::expect_status(attn_desc_set_float(d, ATTN_PARAM_SOFTCAP, -1.0),
+                            ATTN_ERR_INVALID_ARGUMENT, "softcap -1");
     if (bad == 4)
-        expect(attn_desc_set_float(d, ATTN_PARAM_SOFTCAP, std::nan("")), ATTN_ERR_INVALID_ARGUMENT,
-               "softcap NaN");
+        fuzz::expect_status(attn_desc_set_float(d, ATTN_PARAM_SOFTCAP, std::nan("")),
+                            ATTN_ERR_INVALID_ARGUMENT, "softcap NaN");
     seti(ATTN_PARAM_BIAS_FIRST, p.bias_first, true);
     seti(ATTN_PARAM_ALIBI, p.alibi, true);
     if (bad == 5) seti(ATTN_PARAM_ALIBI, 3, false);
@@ -278,11 +242,12 @@ void one_input(const uint8_t *data, size_t size) {
     if (bad == 6) seti(ATTN_PARAM_HEAD_DIM_V, 0, false);
     if (bad == 7) seti(static_cast<attn_param>(15), 0, false); // in the enum's value range, no id
     if (bad == 8)
-        expect(attn_desc_set_float(d, ATTN_PARAM_HEAD_DIM_V, 2.5), ATTN_ERR_INVALID_ARGUMENT,
-               "head_dim_v 2.5");
-    if (p.has_scale) expect(attn_desc_set_float(d, ATTN_PARAM_SCALE, p.scale), ATTN_OK, "scale");
+        fuzz::expect_status(attn_desc_set_float(d, ATTN_PARAM_HEAD_DIM_V, 2.5),
+                            ATTN_ERR_INVALID_ARGUMENT, "head_dim_v 2.5");
+    if (p.has_scale)
+        fuzz::expect_status(attn_desc_set_float(d, ATTN_PARAM_SCALE, p.scale), ATTN_OK, "scale");
     if (p.custom_strides[4])
-        expect(
+        fuzz::expect_status(
             attn_desc_set_strides(d, ATTN_BIAS, p.strides[4][0], p.strides[4][1], p.strides[4][2]),
             ATTN_OK, "bias strides");
     for (int w = 0; w < 5; ++w) {
@@ -384,7 +349,7 @@ void one_input(const uint8_t *data, size_t size) {
     const bool lens_bad = breach == kLensRange;
     if (lens_bad) { // refused before any read: keep the reference out of it
         Outputs o;
-        expect(run(c, d, breach, short_op, o), want, "attn_run (bad seq_lens_k)");
+        fuzz::expect_status(run(c, d, breach, short_op, o), want, "attn_run (bad seq_lens_k)");
         attn_desc_destroy(d);
         unsetenv("ATTN_FAULT_THREAD_LIMIT");
         unsetenv("ATTN_FAULT_SCRATCH_LIMIT");
@@ -396,14 +361,14 @@ void one_input(const uint8_t *data, size_t size) {
         unsetenv("ATTN_FAULT_SCRATCH_LIMIT"); // the failure leaves the library usable
         st = run(c, d, breach, short_op, o);
     }
-    expect(st, want, "attn_run");
+    fuzz::expect_status(st, want, "attn_run");
     unsetenv("ATTN_FAULT_THREAD_LIMIT");
     unsetenv("ATTN_FAULT_SCRATCH_LIMIT");
     if (want == ATTN_OK) {
         check(c, o);
         attn_set_num_threads(threads == 1 ? 2 : 1);
         Outputs o2;
-        expect(run(c, d, kNone, 0, o2), ATTN_OK, "attn_run (other thread count)");
+        fuzz::expect_status(run(c, d, kNone, 0, o2), ATTN_OK, "attn_run (other thread count)");
         if (std::memcmp(o2.out.data(), o.out.data(), o.out.size() * 4) != 0)
             violation("out differs between thread counts");
         if (std::memcmp(o2.w.data(), o.w.data(), o.w.size() * 4) != 0)

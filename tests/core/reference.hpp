@@ -2,6 +2,7 @@
 // time, visible keys = causal rule AND key_valid AND allowed, softmax over the visible keys.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -170,6 +171,14 @@ inline std::vector<double> standard_slopes(size_t n) {
     for (size_t h = 1; h <= m; ++h) s.push_back(std::pow(2.0, -8.0 * h / m));
     for (size_t x = 0; s.size() < n; ++x) s.push_back(std::pow(2.0, -8.0 * (2 * x + 1) / (2 * m)));
     return s;
+}
+
+// |got - want| / max(1, |want|): the error measure of every variant test (inf must match exactly,
+// NaN never does).
+inline double rel_err(double got, double want) {
+    if (std::isinf(want)) return got == want ? 0.0 : 1e30;
+    if (std::isnan(got)) return 1e30;
+    return std::fabs(got - want) / std::max(1.0, std::fabs(want));
 }
 
 inline double softcap_of(double s, double c) {

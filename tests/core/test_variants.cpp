@@ -125,12 +125,6 @@ VRun run(const VCase &c) {
     return r;
 }
 
-double rel(double got, double want) {
-    if (std::isinf(want)) return got == want ? 0.0 : 1e30;
-    if (std::isnan(got)) return 1e30;
-    return std::fabs(got - want) / std::max(1.0, std::fabs(want));
-}
-
 // Max error relative to max(1, |reference|); hidden weights must be exactly +0.
 double check(const VCase &c, const VRun &r, const std::string &what) {
     const ref::VProblem &p = c.p;
@@ -144,9 +138,9 @@ double check(const VCase &c, const VRun &r, const std::string &what) {
                 for (size_t d = 0; d < p.head_dim_v; ++d) {
                     const size_t at = p.at(3, b, h, i) + d;
                     addressed[at] = 1;
-                    worst = std::max(worst, rel(r.out[at], e.out[row * p.head_dim_v + d]));
+                    worst = std::max(worst, ref::rel_err(r.out[at], e.out[row * p.head_dim_v + d]));
                 }
-                worst = std::max(worst, rel(r.lse[row], e.lse[row]));
+                worst = std::max(worst, ref::rel_err(r.lse[row], e.lse[row]));
                 for (size_t j = 0; j < p.seq_k; ++j) {
                     const float got = r.w[row * p.seq_k + j];
                     if (e.hidden[row * p.seq_k + j]) {
@@ -157,7 +151,7 @@ double check(const VCase &c, const VRun &r, const std::string &what) {
                         }
                         continue;
                     }
-                    worst = std::max(worst, rel(got, e.w[row * p.seq_k + j]));
+                    worst = std::max(worst, ref::rel_err(got, e.w[row * p.seq_k + j]));
                 }
             }
     for (size_t x = 0; x < r.out.size(); ++x)
@@ -167,7 +161,7 @@ double check(const VCase &c, const VRun &r, const std::string &what) {
         }
     if (c.mass)
         for (size_t x = 0; x < e.mass.size(); ++x)
-            worst = std::max(worst, rel(r.mass[x], e.mass[x]));
+            worst = std::max(worst, ref::rel_err(r.mass[x], e.mass[x]));
     return worst;
 }
 
@@ -462,7 +456,7 @@ TEST_CASE("weights modes write the score stages (ONNX qk_matmul_output_mode 0..2
                                 want = -INFINITY; // padding is never read
                             }
                             const float got = r.w[((b * 2 + h) * 5 + i) * 7 + j];
-                            CHECK_MESSAGE(rel(got, want) <= 1e-5,
+                            CHECK_MESSAGE(ref::rel_err(got, want) <= 1e-5,
                                           isa << " mode " << mode << " (" << b << h << i << j
                                               << ") got " << got << " want " << want);
                         }

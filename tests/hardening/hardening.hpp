@@ -3,6 +3,7 @@
 // buffers and the ISA loop. Header-only; C++17; talks to libattn only through attn.h.
 #pragma once
 
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -353,6 +354,57 @@ class GuardBuf {
     size_t map_len_ = 0, data_pages_ = 0, bytes_ = 0;
     int slot_ = -1;
 };
+
+// ----------------------------------------------------------------------------------------------
+// The SIGSEGV / SIGBUS handler of the guard-page suites: names the buffer whose guard page was hit
+// and the case (guard_case(), set by the test before each call). Async-signal-safe.
+constexpr size_t kGuardCaseLen = 512;
+inline char *guard_case() {
+    static char buf[kGuardCaseLen] = "(none)";
+    return buf;
+}
+
+inline void guard_put(const char *s) {
+    ssize_t r = write(2, s, std::strlen(s));
+    (void)r;
+}
+inline void guard_put_hex(uintptr_t v) {
+    char buf[19] = "0x";
+    for (int x = 0; x < 16; ++x) buf[2 + x] = "0123456789abcdef"[(v >> (60 - 4 * x)) & 15];
+    buf[18] = 0;
+    guard_put(buf);
+}
+
+inline void on_guard_fault(int sig, siginfo_t *info, void *) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(info->si_addr);
+    guard_put("\n*** guard-page fault at ");
+    guard_put_hex(a);
+    const GuardRecord *t = guard_table();
+    bool named = false;
+    for (int x = 0; x < 64; ++x)
+        if (t[x].name && a >= t[x].guard_lo && a < t[x].guard_hi) {
+            guard_put(" in the guard page of '");
+            guard_put(t[x].name);
+            guard_put("' (offset ");
+            guard_put_hex(a - t[x].guard_lo);
+            guard_put(" into the guard page)");
+            named = true;
+        }
+    if (!named) guard_put(" (not in a guard page: a read-only input written, or a wild access)");
+    guard_put("\n*** case: ");
+    guard_put(guard_case());
+    guard_put("\n");
+    signal(sig, SIG_DFL); // returning re-executes the access and dies with the default action
+}
+
+inline void install_guard_handler() {
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_guard_fault;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &sa, nullptr);
+    sigaction(SIGBUS, &sa, nullptr);
+}
 
 // ----------------------------------------------------------------------------------------------
 // ISAs. Runs fn(name) once per kernel this CPU supports, with the process-wide cap set; prints

@@ -22,40 +22,7 @@ using hard::Rng;
 
 namespace {
 
-char g_case[512] = "(none)";
-
-void put(const char *s) {
-    ssize_t r = write(2, s, std::strlen(s));
-    (void)r;
-}
-void put_hex(uintptr_t v) {
-    char buf[19] = "0x";
-    for (int x = 0; x < 16; ++x) buf[2 + x] = "0123456789abcdef"[(v >> (60 - 4 * x)) & 15];
-    buf[18] = 0;
-    put(buf);
-}
-
-void on_segv(int sig, siginfo_t *info, void *) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(info->si_addr);
-    put("\n*** guard-page fault at ");
-    put_hex(a);
-    const hard::GuardRecord *t = hard::guard_table();
-    bool named = false;
-    for (int x = 0; x < 64; ++x)
-        if (t[x].name && a >= t[x].guard_lo && a < t[x].guard_hi) {
-            put(" in the guard page of '");
-            put(t[x].name);
-            put("' (offset ");
-            put_hex(a - t[x].guard_lo);
-            put(" into the guard page)");
-            named = true;
-        }
-    if (!named) put(" (not in a guard page: a read-only input written, or a wild access)");
-    put("\n*** case: ");
-    put(g_case);
-    put("\n");
-    signal(sig, SIG_DFL); // returning re-executes the access and dies with the default action
-}
+char *const g_case = hard::guard_case();
 
 struct Options {
     bool key_valid = false, allowed = false, lse = true;
@@ -143,8 +110,9 @@ struct Stats {
 void run_placement(const Problem &p, const Options &o, const Inputs &in, const hard::Ref &ref,
                    Place place, Stats &stats, const char *isa) {
     const char *where = place == Place::EndAtGuard ? "end-at-guard" : "start-after-guard";
-    std::snprintf(g_case, sizeof g_case, "isa=%s %s threads=%d key_valid=%d allowed=%d lse=%d %s",
-                  isa, where, o.threads, o.key_valid, o.allowed, o.lse, p.describe().c_str());
+    std::snprintf(g_case, hard::kGuardCaseLen,
+                  "isa=%s %s threads=%d key_valid=%d allowed=%d lse=%d %s", isa, where, o.threads,
+                  o.key_valid, o.allowed, o.lse, p.describe().c_str());
     attn_desc *desc = p.make();
     if (!desc) return;
     const size_t lq = attn_desc_required_len(desc, ATTN_Q),
@@ -318,12 +286,7 @@ void run_isa(const char *isa, void *vctx) {
 } // namespace
 
 int main() {
-    struct sigaction sa;
-    std::memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_segv;
-    sa.sa_flags = SA_SIGINFO;
-    sigaction(SIGSEGV, &sa, nullptr);
-    sigaction(SIGBUS, &sa, nullptr);
+    hard::install_guard_handler();
 
     Ctx ctx;
     const char *full = std::getenv("ATTN_GUARD_FULL");

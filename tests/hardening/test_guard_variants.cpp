@@ -14,28 +14,7 @@ using hard::Place;
 
 namespace {
 
-char g_case[512] = "(none)";
-
-void put(const char *s) {
-    ssize_t r = write(2, s, std::strlen(s));
-    (void)r;
-}
-
-void on_segv(int sig, siginfo_t *info, void *) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(info->si_addr);
-    put("\n*** guard-page fault");
-    const hard::GuardRecord *t = hard::guard_table();
-    for (int x = 0; x < 64; ++x)
-        if (t[x].name && a >= t[x].guard_lo && a < t[x].guard_hi) {
-            put(" in the guard page of '");
-            put(t[x].name);
-            put("'");
-        }
-    put("\n*** case: ");
-    put(g_case);
-    put("\n");
-    signal(sig, SIG_DFL);
-}
+char *const g_case = hard::guard_case();
 
 size_t g_cases = 0, g_calls = 0;
 
@@ -45,15 +24,9 @@ struct Shape {
          query_valid = false, lens = false, mass = false;
 };
 
-double rel(double got, double want) {
-    if (std::isinf(want)) return got == want ? 0.0 : 1e30;
-    if (std::isnan(got)) return 1e30;
-    return std::fabs(got - want) / std::max(1.0, std::fabs(want));
-}
-
 void run_case(const Shape &s, Place place, hard::Rng &rng) {
     const ref::VProblem &p = s.p;
-    std::snprintf(g_case, sizeof g_case,
+    std::snprintf(g_case, hard::kGuardCaseLen,
                   "b %zu hq %zu hkv %zu sq %zu sk %zu d %zu dv %zu causal %d window %lld,%lld "
                   "softcap %g alibi %d sinks %d qv %d lens %d mass %d isa %s place %s",
                   p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k, p.head_dim, p.head_dim_v,
@@ -170,13 +143,14 @@ void run_case(const Shape &s, Place place, hard::Rng &rng) {
     const ref::VResult e = ref::compute_v(p, in);
     double worst = 0;
     for (size_t x = 0; x < e.out.size(); ++x)
-        worst = std::max(worst, rel(out.as<float>()[x], e.out[x]));
+        worst = std::max(worst, ref::rel_err(out.as<float>()[x], e.out[x]));
     for (size_t x = 0; x < e.lse.size(); ++x)
-        worst = std::max(worst, rel(lse.as<float>()[x], e.lse[x]));
-    for (size_t x = 0; x < e.w.size(); ++x) worst = std::max(worst, rel(w.as<float>()[x], e.w[x]));
+        worst = std::max(worst, ref::rel_err(lse.as<float>()[x], e.lse[x]));
+    for (size_t x = 0; x < e.w.size(); ++x)
+        worst = std::max(worst, ref::rel_err(w.as<float>()[x], e.w[x]));
     if (s.mass)
         for (size_t x = 0; x < e.mass.size(); ++x)
-            worst = std::max(worst, rel(mass.as<float>()[x], e.mass[x]));
+            worst = std::max(worst, ref::rel_err(mass.as<float>()[x], e.mass[x]));
     HARD_CHECK(worst <= 1e-5, "%s: max rel error %g", g_case, worst);
     ++g_cases;
 }
@@ -219,12 +193,7 @@ void all_cases(const char *, void *) {
 } // namespace
 
 int main() {
-    struct sigaction sa;
-    std::memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_segv;
-    sa.sa_flags = SA_SIGINFO;
-    sigaction(SIGSEGV, &sa, nullptr);
-    sigaction(SIGBUS, &sa, nullptr);
+    hard::install_guard_handler();
     for (size_t threads : {1u, 2u}) {
         attn_set_num_threads(threads);
         hard::for_each_isa("guard_variants", all_cases, nullptr);
