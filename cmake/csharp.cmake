@@ -106,6 +106,16 @@ function(attn_csharp_setup)
     COMMENT "mcs LibAttn.Tests.dll"
     VERBATIM)
 
+  # The thread-start failure child (issue 14): its own process, since it lowers RLIMIT_AS.
+  set(_tf_child ${PROJECT_SOURCE_DIR}/tests/csharp/ThreadFailureChild.cs)
+  add_custom_command(
+    OUTPUT ${_out}/ThreadFailureChild.exe
+    COMMAND ${_mcs} -target:exe -unsafe -r:${_out}/LibAttn.dll
+            -out:${_out}/ThreadFailureChild.exe ${_tf_child}
+    DEPENDS ${_out}/LibAttn.dll ${_tf_child}
+    COMMENT "mcs ThreadFailureChild.exe"
+    VERBATIM)
+
   set(_demo ${PROJECT_SOURCE_DIR}/examples/csharp/Demo.cs)
   add_custom_command(
     OUTPUT ${_out}/AttnDemo.exe
@@ -124,7 +134,7 @@ function(attn_csharp_setup)
 
   add_custom_target(attn_csharp_assemblies ALL
     DEPENDS ${_out}/LibAttn.dll ${_out}/LibAttn.Tests.dll ${_out}/AttnDemo.exe
-            ${_out}/AttnBench.exe)
+            ${_out}/AttnBench.exe ${_out}/ThreadFailureChild.exe)
 
   # One-command runners: `ninja -C <build> attn_csharp_demo` / `attn_csharp_bench`.
   set(_env LD_LIBRARY_PATH=${_out}:$<TARGET_FILE_DIR:attn> MONO_PATH=${_out})
@@ -153,6 +163,16 @@ function(attn_csharp_setup)
     # Fail, never pass silently, if NUnit ran nothing or ignored, skipped or rejected a test.
     FAIL_REGULAR_EXPRESSION "Tests run: 0,|Not run: [1-9]|Invalid: [1-9]|Ignored: [1-9]|Skipped: [1-9]"
     TIMEOUT 600)
+  # Issue 14, item 1: worker threads that cannot start under a lowered soft RLIMIT_AS. The child
+  # mono process lowers its own limit; exit 0 only if every call succeeded with the 1-thread
+  # result, no worker was alive under the limit, and the workers came back once it was raised.
+  add_test(NAME csharp_thread_failure
+    COMMAND ${ATTN_MONO_EXECUTABLE} ${_out}/ThreadFailureChild.exe
+    WORKING_DIRECTORY ${_out})
+  set_tests_properties(csharp_thread_failure PROPERTIES
+    ENVIRONMENT "LD_LIBRARY_PATH=${_out}:$<TARGET_FILE_DIR:attn>;MONO_PATH=${_out}"
+    FAIL_REGULAR_EXPRESSION "FAIL:"
+    TIMEOUT 120)
   # The demo exits 1 unless the seed example's out[1][0] is 15, and must print exactly what the
   # C demo prints.
   add_test(NAME csharp_demo

@@ -177,6 +177,25 @@ set_tests_properties(java_tests PROPERTIES
   FAIL_REGULAR_EXPRESSION "WARNING in native method|Warning: Calling other JNI|FATAL ERROR in native method|JNI local refs"
   TIMEOUT 600)
 
+# Issue 14, item 1: worker threads that cannot start under a lowered soft RLIMIT_AS. The child JVM
+# (tests/java/ThreadFailureChild.java) lowers its own limit with prlimit; a small fixed heap,
+# serial GC (no GC threads started on demand) and the interpreter only (no JIT arenas or code
+# cache growth, whose allocation failures would abort the JVM) keep the JVM's own needs before
+# the limit. Exit 0 only if every call succeeded
+# with the 1-thread result, no worker was alive under the limit, and the workers came back after.
+find_program(ATTN_PRLIMIT_PROGRAM prlimit)
+if(NOT ATTN_PRLIMIT_PROGRAM)
+  message(FATAL_ERROR "ATTN_WITH_JAVA is ON but prlimit (util-linux) was not found: the test "
+    "java_thread_failure needs it.")
+endif()
+add_test(NAME java_thread_failure
+  COMMAND ${_attn_java_run} -Xms64m -Xmx64m -XX:+UseSerialGC -Xss1m -Xint
+    -XX:ReservedCodeCacheSize=32m
+    -cp "${ATTN_JAR_FILE}:${_attn_java_tests_jar}" org.libattn.ThreadFailureChild)
+set_tests_properties(java_thread_failure PROPERTIES
+  FAIL_REGULAR_EXPRESSION "FAIL:|Exception|OutOfMemoryError"
+  TIMEOUT 120)
+
 # The demo exits 1 unless the seed example's out[1][0] is 15, and must print exactly what the C
 # demo prints (when the C demo is built).
 add_test(NAME java_demo

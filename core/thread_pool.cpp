@@ -111,6 +111,9 @@ struct Pool {
     static void *trampoline(void *arg) {
         const Start st = *static_cast<Start *>(arg);
         delete static_cast<Start *>(arg);
+#if defined(__linux__)
+        pthread_setname_np(pthread_self(), "attn-worker"); // seen in top, gdb, /proc/*/task
+#endif
         st.pool->worker_main(st.index, st.generation);
         return nullptr;
     }

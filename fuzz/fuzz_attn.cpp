@@ -134,6 +134,7 @@ Config decode(Source &in) {
         const uint8_t m = in.u8();
         c.stride_mode[w] = m % 8;
         if (m >= 0xF8) c.bad_which = 4 + m % 8 + (m & 1 ? 100 : 0);
+        if (c.bad_which == ATTN_BIAS) c.bad_which = 14; // BIAS takes strides since 0.2
     }
     c.kv = static_cast<Mask>(in.u8() % 5);
     c.al = static_cast<Mask>(in.u8() % 5);
