@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <vector>
 
@@ -106,6 +107,7 @@ thread_local std::vector<float> t_lse;
 struct Plan {
     const KernelInfo *k;
     size_t group, items, splits, chunk;
+    bool serial;           // too little work to be worth waking a worker
     const size_t *first;   // [batch + 1]
     const uint32_t *nreal; // [batch] real queries of b (null: seq_q each)
 };
@@ -125,6 +127,9 @@ bool build_qmap(const Params &p, const Tensors &t, std::vector<uint32_t> &qmap) 
     }
     return true;
 }
+
+// Below this many multiply-adds (~10 us on one core) a call runs on the caller's thread.
+constexpr double kSerialMacs = 1 << 20;
 
 Plan make_plan(const Params &p, const Tensors &t, bool allow_split) {
     Plan pl;
@@ -154,7 +159,23 @@ Plan make_plan(const Params &p, const Tensors &t, bool allow_split) {
         pl.splits = std::min(ceil_div(16, pl.items), p.shape.seq_k / 2048);
     }
     pl.chunk = ceil_div(p.shape.seq_k, pl.splits);
+    // Waking a sleeping worker costs tens of microseconds: calls whose multiply-adds (an upper
+    // bound: every query against every key) take less than that on one core run on the caller.
+    // Decided from the work, not the item count, so a small decode step never gets slower with
+    // more threads; the result does not depend on it either way.
+    const double macs = static_cast<double>(p.shape.batch) * p.shape.heads_q * maxq *
+                        p.shape.seq_k * (p.shape.head_dim + p.shape.head_dim_v);
+    pl.serial = macs < kSerialMacs;
     return pl;
+}
+
+// Runs body(item) for every item: on the pool, or on the caller alone for a small call.
+void run_items(const Plan &pl, size_t items, const std::function<void(size_t)> &body) {
+    if (pl.serial) {
+        for (size_t it = 0; it < items; ++it) body(it);
+        return;
+    }
+    pool_run(items, body);
 }
 
 // Item `it` -> rows; within a batch entry the heaviest row blocks (last queries under a causal
@@ -257,7 +278,7 @@ void key_mass(const Params &p, const Tensors &t, const Plan &pl) {
     const Shape &s = p.shape;
     std::fill(t.key_mass, t.key_mass + s.batch * s.heads_q * s.seq_k, 0.0f);
     const size_t scratch_bytes = pl.k->scratch_bytes(p);
-    pool_run(s.batch * s.heads_kv, [&](size_t task) {
+    run_items(pl, s.batch * s.heads_kv, [&](size_t task) {
         WorkItem w;
         w.b = task / s.heads_kv;
         w.kvh = task % s.heads_kv;
@@ -320,7 +341,7 @@ void forward(const Params &p, const Tensors &t0) {
     const Plan pl = make_plan(p, t, true);
     const size_t scratch_bytes = pl.k->scratch_bytes(p);
     if (pl.splits == 1) {
-        pool_run(pl.items, [&](size_t it) {
+        run_items(pl, pl.items, [&](size_t it) {
             const WorkItem w = item_of(p, t, pl, it);
             pl.k->forward(p, t, w, t_scratch.get(scratch_bytes), nullptr);
         });
@@ -329,7 +350,7 @@ void forward(const Params &p, const Tensors &t0) {
         std::vector<float> &parts = t_partials; // caller-owned, reused across calls
         parts.resize(pl.items * pl.splits * part_floats);
         float *parts_data = parts.data();
-        pool_run(pl.items * pl.splits, [&](size_t it) {
+        run_items(pl, pl.items * pl.splits, [&](size_t it) {
             WorkItem w = item_of(p, t, pl, it / pl.splits);
             const size_t s = it % pl.splits;
             const size_t klen = w.k_end;
@@ -338,7 +359,7 @@ void forward(const Params &p, const Tensors &t0) {
             Partial part{parts_data + it * part_floats};
             pl.k->forward(p, t, w, t_scratch.get(scratch_bytes), &part);
         });
-        pool_run(pl.items, [&](size_t it) {
+        run_items(pl, pl.items, [&](size_t it) {
             const WorkItem w = item_of(p, t, pl, it);
             merge_item(p, t, pl, w, parts_data + it * pl.splits * part_floats, part_floats);
         });
@@ -352,7 +373,7 @@ void weights(const Params &p, const Tensors &t0) {
     clear_padded_queries(p, t);
     const Plan pl = make_plan(p, t, false);
     const size_t scratch_bytes = pl.k->scratch_bytes(p);
-    pool_run(pl.items, [&](size_t it) {
+    run_items(pl, pl.items, [&](size_t it) {
         const WorkItem w = item_of(p, t, pl, it);
         pl.k->weights(p, t, w, t_scratch.get(scratch_bytes));
     });

@@ -89,11 +89,12 @@ void iteration(hard::Rng &rng) {
 }
 
 // A call with 8 work items: it runs on the pool (resizing it) when the thread count is > 1.
+// A call with enough work to use the pool (calls below ~1M multiply-adds run on the caller).
 void pooled_call() {
     hard::Problem p;
     p.heads_q = p.heads_kv = 8;
-    p.seq_q = p.seq_k = 4;
-    p.head_dim = 4;
+    p.seq_q = p.seq_k = 64;
+    p.head_dim = 64;
     p.set_default_strides();
     std::vector<float> a(p.len(0), 1.0f), o(p.len(3));
     attn_desc *d = p.make();
