@@ -385,6 +385,11 @@ static inline bool score_tile(const Params &p, const Tensors &t, const Block &bl
         const bool consecutive = s.kidx[nk - 1] - s.kidx[0] == nk - 1;
         const float *rows[kR];
         for (size_t l = 0; l < kR; ++l) rows[l] = blk.brow[l] + jbase + s.kidx[0];
+        // The rows are seq_k apart (often a multiple of 4 KiB: they share L1 sets); ask for the
+        // next tile's part of each row now, so that it waits in L2 rather than in DRAM.
+        if (consecutive && jbase + s.kidx[0] + 2 * kBK <= p.shape.seq_k)
+            for (size_t l = 0; l < kR; ++l)
+                for (size_t x = 0; x < kBK; x += 16) __builtin_prefetch(rows[l] + kBK + x, 0, 2);
         size_t x0 = 0;
         if (consecutive)
             for (; x0 + kL <= nk; x0 += kL)
