@@ -397,15 +397,25 @@ static void forward_item(const Params &p, const Tensors &t, const WorkItem &w, v
         // lse = m + log(l) (with the sink, see finish_lanes); rows with no visible key: out 0.
         bool divide;
         finish_lanes(p, t, b.r, b.m, b.l, b.vis, s.aux, s.lim, &divide);
+        // Normalise the accumulator in place, a vector of lanes at a time (the same IEEE
+        // quotients as one row at a time), then copy each lane's row out.
+        const vf zero = vzero();
+        vm vis[kNV];
+        vf f[kNV];
+        for (size_t n = 0; n < kNV; ++n) {
+            vis[n] = vne(vload(b.vis + n * kL), zero);
+            f[n] = vload(s.aux + n * kL);
+        }
+        for (size_t dd = 0; dd < dv; ++dd)
+            for (size_t n = 0; n < kNV; ++n) {
+                float *op = b.ot + dd * kR + n * kL;
+                const vf x = divide ? vload(op) / f[n] : vload(op) * f[n];
+                vstore(op, vsel(vis[n], x, zero));
+            }
         for (size_t l = 0; l < b.r.n; ++l) {
             const size_t i = static_cast<size_t>(b.r.i[l]), h = b.r.h[l];
             float *o = t.out + w.b * p.out.batch + h * p.out.head + i * p.out.row;
-            const bool vis = b.vis[l] != 0.0f;
-            const float f = s.aux[l];
-            if (divide)
-                for (size_t dd = 0; dd < dv; ++dd) o[dd] = vis ? b.ot[dd * kR + l] / f : 0.0f;
-            else
-                for (size_t dd = 0; dd < dv; ++dd) o[dd] = vis ? b.ot[dd * kR + l] * f : 0.0f;
+            for (size_t dd = 0; dd < dv; ++dd) o[dd] = b.ot[dd * kR + l];
             if (t.lse) t.lse[(w.b * p.shape.heads_q + h) * p.shape.seq_q + i] = s.lim[l];
         }
     }
