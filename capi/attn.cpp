@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <initializer_list>
 #include <memory>
 #include <new>
 #include <vector>
@@ -174,8 +175,7 @@ size_t kind_bytes(Kind k) {
 }
 
 // Buffer lengths of the strided operands (Q, K, V, OUT, BIAS) from the shape and strides.
-bool strided_len(const attn_desc *d, int which, const core::Layout &lay, size_t *out) {
-    const core::Shape &s = d->p.shape;
+bool strided_len(const core::Shape &s, int which, const core::Layout &lay, size_t *out) {
     if (which == ATTN_BIAS)
         return span_of(s.batch, lay.batch, s.heads_q, lay.head, s.seq_q, lay.row, s.seq_k, out);
     const bool is_q = which == ATTN_Q || which == ATTN_OUT;
@@ -202,8 +202,7 @@ core::Layout *layout_of(attn_desc *d, int which) {
 }
 
 // Contiguous default strides of a strided operand.
-core::Layout default_layout(const attn_desc *d, int which) {
-    const core::Shape &s = d->p.shape;
+core::Layout default_layout(const core::Shape &s, int which) {
     if (which == ATTN_BIAS)
         return core::Layout{s.heads_q * s.seq_q * s.seq_k, s.seq_q * s.seq_k, s.seq_k};
     const bool is_q = which == ATTN_Q || which == ATTN_OUT;
@@ -215,7 +214,7 @@ core::Layout default_layout(const attn_desc *d, int which) {
 void compute_lens(attn_desc *d) {
     const core::Shape &s = d->p.shape;
     const int strided[5] = {ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT, ATTN_BIAS};
-    for (int w : strided) strided_len(d, w, *layout_of(d, w), &d->len[w]);
+    for (int w : strided) strided_len(s, w, *layout_of(d, w), &d->len[w]);
     d->len[ATTN_LSE] = s.batch * s.heads_q * s.seq_q;
     d->len[ATTN_WEIGHTS] = s.batch * s.heads_q * s.seq_q * s.seq_k;
     d->len[ATTN_KEY_VALID] = s.batch * s.seq_k;
@@ -265,6 +264,23 @@ attn_status check_aliasing(const char *fn, const Buffer *bufs, int n) {
     return ATTN_OK;
 }
 
+// Every buffer size fits size_t in bytes: [b][hq][sq][d], [b][hkv][sk][d] and [b][hkv][sk][dv],
+// [b][hq][sq][dv], [b][hq][sq][sk] (weights and bias) floats; [sq][sk], [b][sk] bytes.
+bool sizes_fit(const core::Shape &s) {
+    auto fits = [](size_t elem, std::initializer_list<size_t> dims) {
+        size_t x = elem;
+        for (size_t d : dims)
+            if (!mul_ok(x, d, &x)) return false;
+        return true;
+    };
+    return fits(4, {s.batch, s.heads_q, s.seq_q, s.head_dim}) &&
+           fits(4, {s.batch, s.heads_kv, s.seq_k, s.head_dim}) &&
+           fits(4, {s.batch, s.heads_kv, s.seq_k, s.head_dim_v}) &&
+           fits(4, {s.batch, s.heads_q, s.seq_q, s.head_dim_v}) &&
+           fits(4, {s.batch, s.heads_q, s.seq_q, s.seq_k}) && fits(1, {s.seq_q, s.seq_k}) &&
+           fits(1, {s.batch, s.seq_k});
+}
+
 attn_status create_desc(const char *fn, attn_desc **out, size_t batch, size_t heads_q,
                         size_t heads_kv, size_t seq_q, size_t seq_k, size_t head_dim) {
     const size_t dims[6] = {batch, heads_q, heads_kv, seq_q, seq_k, head_dim};
@@ -279,14 +295,8 @@ attn_status create_desc(const char *fn, attn_desc **out, size_t batch, size_t he
     if (heads_q % heads_kv != 0)
         return fail(ATTN_ERR_INVALID_ARGUMENT,
                     "%s: heads_q (%zu) is not a multiple of heads_kv (%zu)", fn, heads_q, heads_kv);
-    // Every buffer size must fit size_t in bytes: [b][hq][sq][d], [b][hkv][sk][d],
-    // [b][hq][sq][sk] (weights).
-    size_t x;
-    const bool ok = mul_ok(batch, heads_q, &x) && mul_ok(x, seq_q, &x) && mul_ok(x, head_dim, &x) &&
-                    mul_ok(x, 4, &x) && mul_ok(batch, heads_kv, &x) && mul_ok(x, seq_k, &x) &&
-                    mul_ok(x, head_dim, &x) && mul_ok(x, 4, &x) && mul_ok(batch, heads_q, &x) &&
-                    mul_ok(x, seq_q, &x) && mul_ok(x, seq_k, &x) && mul_ok(x, 4, &x) &&
-                    mul_ok(seq_q, seq_k, &x) && mul_ok(batch, seq_k, &x);
+    const bool ok =
+        sizes_fit(core::Shape{batch, heads_q, heads_kv, seq_q, seq_k, head_dim, head_dim});
     if (!ok)
         return fail(ATTN_ERR_INVALID_ARGUMENT,
                     "%s: sizes overflow size_t (batch %zu, heads_q %zu, heads_kv %zu, seq_q %zu, "
@@ -297,7 +307,7 @@ attn_status create_desc(const char *fn, attn_desc **out, size_t batch, size_t he
     core::Shape &s = d->p.shape;
     s = core::Shape{batch, heads_q, heads_kv, seq_q, seq_k, head_dim, head_dim};
     const int strided[5] = {ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT, ATTN_BIAS};
-    for (int w : strided) *layout_of(d, w) = default_layout(d, w);
+    for (int w : strided) *layout_of(d, w) = default_layout(s, w);
     d->p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
     d->p.causal = core::Causal::None;
     compute_lens(d);
@@ -451,30 +461,23 @@ attn_status apply_param(const char *fn, attn_desc *d, int id, double v) {
         p.plus_one = iv != 0;
         break;
     case ATTN_PARAM_HEAD_DIM_V: {
-        const core::Shape &s = p.shape;
         const size_t dv = static_cast<size_t>(iv);
-        size_t x;
-        const bool ok = mul_ok(s.batch, s.heads_q, &x) && mul_ok(x, s.seq_q, &x) &&
-                        mul_ok(x, dv, &x) && mul_ok(x, 4, &x) && mul_ok(s.batch, s.heads_kv, &x) &&
-                        mul_ok(x, s.seq_k, &x) && mul_ok(x, dv, &x) && mul_ok(x, 4, &x);
-        if (!ok)
+        core::Shape trial = p.shape; // check the sizes and custom strides first
+        trial.head_dim_v = dv;
+        if (!sizes_fit(trial))
             return fail(ATTN_ERR_INVALID_ARGUMENT,
                         "%s: ATTN_PARAM_HEAD_DIM_V (%zu) makes the V or OUT size overflow", fn, dv);
-        attn_desc trial_shape; // check custom strides against the new row length first
-        trial_shape.p = p;
-        trial_shape.p.shape.head_dim_v = dv;
         for (int w : {ATTN_V, ATTN_OUT}) {
             if (!d->custom_strides[w]) continue;
             const core::Layout &lay = *layout_of(d, w);
             size_t span;
-            if (!strided_len(&trial_shape, w, lay, &span))
+            if (!strided_len(trial, w, lay, &span))
                 return fail(ATTN_ERR_INVALID_ARGUMENT,
                             "%s: ATTN_PARAM_HEAD_DIM_V (%zu): the %s strides make the buffer size "
                             "overflow",
                             fn, dv, operand_name(w));
-            const bool is_q = w == ATTN_OUT;
-            if (w == ATTN_OUT && !rows_disjoint(s.batch, lay.batch, is_q ? s.heads_q : s.heads_kv,
-                                                lay.head, s.seq_q, lay.row, dv))
+            if (w == ATTN_OUT && !rows_disjoint(trial.batch, lay.batch, trial.heads_q, lay.head,
+                                                trial.seq_q, lay.row, dv))
                 return fail(ATTN_ERR_INVALID_ARGUMENT,
                             "%s: ATTN_PARAM_HEAD_DIM_V (%zu): the out strides (%zu, %zu, %zu) do "
                             "not nest rows of %zu floats",
@@ -482,7 +485,7 @@ attn_status apply_param(const char *fn, attn_desc *d, int id, double v) {
         }
         p.shape.head_dim_v = dv;
         for (int w : {ATTN_V, ATTN_OUT})
-            if (!d->custom_strides[w]) *layout_of(d, w) = default_layout(d, w);
+            if (!d->custom_strides[w]) *layout_of(d, w) = default_layout(p.shape, w);
         compute_lens(d);
         break;
     }
@@ -672,7 +675,7 @@ attn_status attn_desc_set_strides(attn_desc *desc, attn_operand which, size_t ba
         const core::Shape &s = desc->p.shape;
         const core::Layout lay{batch_stride, head_stride, row_stride};
         size_t span;
-        if (!strided_len(desc, w, lay, &span))
+        if (!strided_len(s, w, lay, &span))
             return fail(ATTN_ERR_INVALID_ARGUMENT,
                         "%s: %s strides (%zu, %zu, %zu) make the buffer size overflow", fn,
                         operand_name(w), batch_stride, head_stride, row_stride);

@@ -133,7 +133,7 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
 static inline void finish_lanes(const Params &p, const Tensors &t, const Rows &r, const float *m,
                                 const float *l, const float *vis, float *fo, float *lse,
                                 bool *divide) {
-    const vf ninf = vbcast(kNegInf), zero = vzero(), one = vbcast(1.0f);
+    const vf ninf = vbcast(kNegInf), zero = vzero();
     float sk[kR];
     bool has_sink = false;
     for (size_t x = 0; x < kR; ++x) has_sink = sink_of(p, t, r.h[x], &sk[x]);
@@ -154,7 +154,6 @@ static inline void finish_lanes(const Params &p, const Tensors &t, const Rows &r
         vstore(fo + n * kL, vsel(vs, alpha / L, zero));
         vstore(lse + n * kL, vsel(vs, M + vlog(L), ninf));
     }
-    (void)one;
 }
 
 // ---- Decode: at most kDecodeRows query rows per KV head (GQA decode: the group, seq_q = 1) ----

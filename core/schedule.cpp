@@ -332,12 +332,11 @@ const KernelInfo &current_kernel() {
 void forward(const Params &p, const Tensors &t0) {
     Tensors t = t0;
     if (build_qmap(p, t, t_qmap)) t.qmap = t_qmap.data();
-    clear_padded_queries(p, t);
     if (t.key_mass && !t.lse) { // the mass pass needs every row's lse
         t_lse.resize(p.shape.batch * p.shape.heads_q * p.shape.seq_q);
         t.lse = t_lse.data();
-        clear_padded_queries(p, t);
     }
+    clear_padded_queries(p, t);
     const Plan pl = make_plan(p, t, true);
     const size_t scratch_bytes = pl.k->scratch_bytes(p);
     if (pl.splits == 1) {
