@@ -14,6 +14,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 FUZZ_SECONDS=${ATTN_FUZZ_SECONDS:-60}
+# A fixed seed keeps CI reproducible; ATTN_FUZZ_SEED=0 lets libFuzzer pick one (longer hunts).
+FUZZ_SEED=${ATTN_FUZZ_SEED:-1}
 JOBS=${ATTN_JOBS:-$(nproc)}
 suites=("$@")
 [ ${#suites[@]} -eq 0 ] && suites=(asan tsan fuzz leaks)
@@ -51,7 +53,7 @@ fuzz_target() {
        "+ $(ls "$work" | wc -l) units kept in $work"
   # New units go to the first directory (the work copy), never into the committed corpus.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    build-fuzz/fuzz/$target -max_total_time="$FUZZ_SECONDS" -timeout=30 -rss_limit_mb=3072 \
+    build-fuzz/fuzz/$target -seed="$FUZZ_SEED" -max_total_time="$FUZZ_SECONDS" -timeout=30 -rss_limit_mb=3072 \
       -print_final_stats=1 -artifact_prefix="$art/" "$work" "$corpus" >"$log" 2>&1
   local rc=$?
   grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)' "$log" | tail -2
