@@ -13,7 +13,8 @@
 //   - a refused call must return the predicted status with a message; a valid one ATTN_OK, or
 //     ATTN_ERR_OUT_OF_MEMORY only under the scratch fault (and then work once the fault is gone);
 //     failed thread starts never fail a call;
-//   - results match the float64 pipeline (tests/core/reference.hpp) within 1e-4 relative, hidden
+//   - results match the float64 pipeline (tests/core/reference.hpp) within 1e-4 relative (more
+//     for logits in the thousands, see tolerance()), hidden
 //     weights are exactly +0, unaddressed OUT elements untouched;
 //   - another thread count gives bit-identical results.
 #include <algorithm>
@@ -114,8 +115,27 @@ attn_status run(const Case &c, attn_desc *d, Breach breach, size_t short_op, Out
     return st;
 }
 
+// fp32 rounds each score to about 6e-8 of its magnitude, and an error in a score is an error of
+// the same size in its weight: logits in the thousands (ALiBi slope x a long key range) cannot
+// be matched to 1e-4. The tolerance grows with the largest score magnitude the case can reach.
+double tolerance(const Case &c) {
+    const ref::VProblem &p = c.p;
+    double mag = std::fabs(p.eff_scale()) * p.head_dim; // |q|, |k| <= 1
+    if (p.softcap > 0) mag = std::min(mag, static_cast<double>(p.softcap));
+    for (float b : c.bias)
+        if (std::isfinite(b))
+            mag = std::max(mag, std::fabs(p.eff_scale()) * p.head_dim + std::fabs(b));
+    double slope = 0;
+    if (p.alibi == 1)
+        for (float x : c.slopes) slope = std::max(slope, std::fabs(static_cast<double>(x)));
+    if (p.alibi == 2) slope = 0.5;
+    mag += slope * static_cast<double>(p.seq_k + p.seq_q);
+    return 1e-4 + 16 * 6e-8 * mag;
+}
+
 void check(const Case &c, const Outputs &o) {
     const ref::VProblem &p = c.p;
+    const double tol = tolerance(c);
     ref::VInputs in;
     in.q = c.q.data(), in.k = c.k.data(), in.v = c.v.data();
     in.bias = c.bias.empty() ? nullptr : c.bias.data();
@@ -134,18 +154,18 @@ void check(const Case &c, const Outputs &o) {
                 for (size_t d = 0; d < p.head_dim_v; ++d) {
                     const size_t at = p.at(3, b, h, i) + d;
                     addressed[at] = 1;
-                    if (ref::rel_err(o.out[at], e.out[row * p.head_dim_v + d]) > 1e-4)
+                    if (ref::rel_err(o.out[at], e.out[row * p.head_dim_v + d]) > tol)
                         violation("out[%zu,%zu,%zu,%zu] = %g, reference %g", b, h, i, d, o.out[at],
                                   e.out[row * p.head_dim_v + d]);
                 }
-                if (ref::rel_err(o.lse[row], e.lse[row]) > 1e-4)
+                if (ref::rel_err(o.lse[row], e.lse[row]) > tol)
                     violation("lse[%zu] = %g, reference %g", row, o.lse[row], e.lse[row]);
                 for (size_t j = 0; j < p.seq_k; ++j) {
                     const float got = o.w[row * p.seq_k + j];
                     if (e.hidden[row * p.seq_k + j]) {
                         if (got != 0.0f || std::signbit(got))
                             violation("hidden weight [%zu][%zu] = %g", row, j, got);
-                    } else if (ref::rel_err(got, e.w[row * p.seq_k + j]) > 1e-4) {
+                    } else if (ref::rel_err(got, e.w[row * p.seq_k + j]) > tol) {
                         violation("weight [%zu][%zu] = %g, reference %g", row, j, got,
                                   e.w[row * p.seq_k + j]);
                     }
@@ -156,7 +176,7 @@ void check(const Case &c, const Outputs &o) {
             violation("out[%zu] outside the rows written", x);
     if (c.mass)
         for (size_t x = 0; x < e.mass.size(); ++x)
-            if (ref::rel_err(o.mass[x], e.mass[x]) > 1e-4)
+            if (ref::rel_err(o.mass[x], e.mass[x]) > tol)
                 violation("key_mass[%zu] = %g, reference %g", x, o.mass[x], e.mass[x]);
 }
 
