@@ -3,6 +3,7 @@
 // (onnxruntime's API_IMPL_BEGIN/END idea): nothing throws across the ABI.
 #include "attn.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdarg>
@@ -20,7 +21,7 @@
 
 namespace core = attn::core;
 
-constexpr int kOperands = 14; // ATTN_Q .. ATTN_KEY_MASS
+constexpr int kOperands = 19; // ATTN_Q .. ATTN_NEW_V
 
 struct attn_desc {
     core::Params p;
@@ -28,6 +29,7 @@ struct attn_desc {
     bool custom_strides[kOperands] = {}; // set by attn_desc_set_strides
     int alibi = ATTN_ALIBI_NONE;         // ATTN_PARAM_ALIBI
     std::vector<float> alibi_standard;   // the standard slopes, when alibi == STANDARD
+    size_t max_pages_param = 0;          // ATTN_PARAM_MAX_PAGES as set (0 = from seq_k)
     std::atomic<bool> used{false};
 };
 
@@ -132,10 +134,25 @@ bool overlaps(Range a, Range b) {
 }
 
 const char *operand_name(int which) {
-    static const char *const names[kOperands] = {
-        "q",       "k",           "v",          "out",     "lse",
-        "weights", "key_valid",   "allowed",    "bias",    "alibi_slopes",
-        "sinks",   "query_valid", "seq_lens_k", "key_mass"};
+    static const char *const names[kOperands] = {"q",
+                                                 "k",
+                                                 "v",
+                                                 "out",
+                                                 "lse",
+                                                 "weights",
+                                                 "key_valid",
+                                                 "allowed",
+                                                 "bias",
+                                                 "alibi_slopes",
+                                                 "sinks",
+                                                 "query_valid",
+                                                 "seq_lens_k",
+                                                 "key_mass",
+                                                 "cu_seqlens_q",
+                                                 "cu_seqlens_k",
+                                                 "block_table",
+                                                 "new_k",
+                                                 "new_v"};
     return which >= 0 && which < kOperands ? names[which] : "?";
 }
 
@@ -153,6 +170,9 @@ Kind operand_kind(int which) {
     case ATTN_QUERY_VALID:
         return Kind::U8;
     case ATTN_SEQ_LENS_K:
+    case ATTN_CU_SEQLENS_Q:
+    case ATTN_CU_SEQLENS_K:
+    case ATTN_BLOCK_TABLE:
         return Kind::I32;
     default:
         return Kind::F32In;
@@ -174,14 +194,33 @@ size_t kind_bytes(Kind k) {
     return k == Kind::U8 ? 1 : 4;
 }
 
-// Buffer lengths of the strided operands (Q, K, V, OUT, BIAS) from the shape and strides.
-bool strided_len(const core::Shape &s, int which, const core::Layout &lay, size_t *out) {
+// The view of a strided operand (Q, K, V, OUT, BIAS) as [c0][c1][c2][dim] with strides: dense
+// [batch][heads][seq]; varlen a token pack [1][heads][batch * max_len] (an upper bound, the
+// real total comes with each call); a paged K/V one page [1][heads_kv][page_size].
+struct View {
+    size_t c0, s0, c1, s1, c2, s2, dim;
+};
+View view_of(const core::Shape &s, const core::Params &mode, int which, const core::Layout &lay) {
     if (which == ATTN_BIAS)
-        return span_of(s.batch, lay.batch, s.heads_q, lay.head, s.seq_q, lay.row, s.seq_k, out);
+        return View{s.batch, lay.batch, s.heads_q, lay.head, s.seq_q, lay.row, s.seq_k};
     const bool is_q = which == ATTN_Q || which == ATTN_OUT;
     const size_t heads = is_q ? s.heads_q : s.heads_kv, seq = is_q ? s.seq_q : s.seq_k;
     const size_t dim = which == ATTN_V || which == ATTN_OUT ? s.head_dim_v : s.head_dim;
-    return span_of(s.batch, lay.batch, heads, lay.head, seq, lay.row, dim, out);
+    if (!is_q && mode.page_size) return View{1, 0, heads, lay.head, mode.page_size, lay.row, dim};
+    if (mode.varlen) return View{1, 0, heads, lay.head, s.batch * seq, lay.row, dim};
+    return View{s.batch, lay.batch, heads, lay.head, seq, lay.row, dim};
+}
+
+// Buffer lengths of the strided operands from the shape, the layout mode and the strides.
+bool strided_len(const core::Shape &s, const core::Params &mode, int which, const core::Layout &lay,
+                 size_t *out) {
+    const View v = view_of(s, mode, which, lay);
+    return span_of(v.c0, v.s0, v.c1, v.s1, v.c2, v.s2, v.dim, out);
+}
+
+bool out_nests(const core::Shape &s, const core::Params &mode, const core::Layout &lay) {
+    const View v = view_of(s, mode, ATTN_OUT, lay);
+    return rows_disjoint(v.c0, v.s0, v.c1, v.s1, v.c2, v.s2, v.dim);
 }
 
 core::Layout *layout_of(attn_desc *d, int which) {
@@ -201,20 +240,24 @@ core::Layout *layout_of(attn_desc *d, int which) {
     }
 }
 
-// Contiguous default strides of a strided operand.
-core::Layout default_layout(const core::Shape &s, int which) {
+// Contiguous default strides of a strided operand: BHSD; token-major [tokens][heads][dim] in
+// varlen mode; token-major pages [page_size][heads_kv][dim] with a paged cache.
+core::Layout default_layout(const core::Shape &s, const core::Params &mode, int which) {
     if (which == ATTN_BIAS)
         return core::Layout{s.heads_q * s.seq_q * s.seq_k, s.seq_q * s.seq_k, s.seq_k};
     const bool is_q = which == ATTN_Q || which == ATTN_OUT;
     const size_t heads = is_q ? s.heads_q : s.heads_kv, seq = is_q ? s.seq_q : s.seq_k;
     const size_t dim = which == ATTN_V || which == ATTN_OUT ? s.head_dim_v : s.head_dim;
+    if (!is_q && mode.page_size)
+        return core::Layout{mode.page_size * heads * dim, dim, heads * dim};
+    if (mode.varlen) return core::Layout{0, dim, heads * dim};
     return core::Layout{heads * seq * dim, seq * dim, dim};
 }
 
 void compute_lens(attn_desc *d) {
     const core::Shape &s = d->p.shape;
     const int strided[5] = {ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT, ATTN_BIAS};
-    for (int w : strided) strided_len(s, w, *layout_of(d, w), &d->len[w]);
+    for (int w : strided) strided_len(s, d->p, w, *layout_of(d, w), &d->len[w]);
     d->len[ATTN_LSE] = s.batch * s.heads_q * s.seq_q;
     d->len[ATTN_WEIGHTS] = s.batch * s.heads_q * s.seq_q * s.seq_k;
     d->len[ATTN_KEY_VALID] = s.batch * s.seq_k;
@@ -224,6 +267,10 @@ void compute_lens(attn_desc *d) {
     d->len[ATTN_QUERY_VALID] = s.batch * s.seq_q;
     d->len[ATTN_SEQ_LENS_K] = s.batch;
     d->len[ATTN_KEY_MASS] = s.batch * s.heads_q * s.seq_k;
+    d->len[ATTN_CU_SEQLENS_Q] = d->len[ATTN_CU_SEQLENS_K] = s.batch + 1;
+    d->len[ATTN_BLOCK_TABLE] = s.batch * d->p.max_pages;
+    d->len[ATTN_NEW_K] = s.batch * s.seq_q * s.heads_kv * s.head_dim;
+    d->len[ATTN_NEW_V] = s.batch * s.seq_q * s.heads_kv * s.head_dim_v;
 }
 
 attn_status check_desc(const char *fn, const attn_desc *desc) {
@@ -307,12 +354,179 @@ attn_status create_desc(const char *fn, attn_desc **out, size_t batch, size_t he
     core::Shape &s = d->p.shape;
     s = core::Shape{batch, heads_q, heads_kv, seq_q, seq_k, head_dim, head_dim};
     const int strided[5] = {ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT, ATTN_BIAS};
-    for (int w : strided) *layout_of(d, w) = default_layout(s, w);
+    for (int w : strided) *layout_of(d, w) = default_layout(s, d->p, w);
     d->p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
     d->p.causal = core::Causal::None;
     compute_lens(d);
     *out = d;
     return ATTN_OK;
+}
+
+// A cu_seqlens operand: cu[0] = 0, non-decreasing, every length <= max_len. *total = cu[batch].
+attn_status check_cu(const char *fn, int which, const int32_t *cu, size_t batch, size_t max_len,
+                     const char *max_name, size_t *total) {
+    const char *name = operand_name(which);
+    if (cu[0] != 0)
+        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s[0] (%d) must be 0", fn, name,
+                    static_cast<int>(cu[0]));
+    for (size_t b = 0; b < batch; ++b) {
+        const long long len = static_cast<long long>(cu[b + 1]) - cu[b];
+        if (len < 0)
+            return fail(ATTN_ERR_INVALID_ARGUMENT,
+                        "%s: %s must not decrease: %s[%zu] = %d > %s[%zu] = %d", fn, name, name, b,
+                        static_cast<int>(cu[b]), name, b + 1, static_cast<int>(cu[b + 1]));
+        if (static_cast<unsigned long long>(len) > max_len)
+            return fail(ATTN_ERR_INVALID_ARGUMENT,
+                        "%s: %s: sequence %zu has length %lld, above %s = %zu", fn, name, b, len,
+                        max_name, max_len);
+    }
+    *total = static_cast<size_t>(cu[batch]);
+    return ATTN_OK;
+}
+
+// Whole pages a paged K or V buffer of `len` floats holds (one page spans `extent` floats).
+size_t pages_in(size_t len, size_t extent, size_t page_stride) {
+    if (len < extent) return 0;
+    if (page_stride == 0) return SIZE_MAX; // every page id names the same memory
+    return (len - extent) / page_stride + 1;
+}
+
+// The block table rows in use: every slot holding one of the first seq_lens_k[b] keys names a
+// page the K/V buffers hold.
+attn_status check_block_table(const char *fn, const core::Params &p, const int32_t *table,
+                              const int32_t *lens, size_t num_pages) {
+    const size_t ps = p.page_size, mp = p.max_pages;
+    for (size_t b = 0; b < p.shape.batch; ++b) {
+        const size_t len = static_cast<size_t>(lens[b]); // >= 0: checked before
+        if (len > mp * ps)
+            return fail(ATTN_ERR_INVALID_ARGUMENT,
+                        "%s: seq_lens_k[%zu] (%zu) exceeds max_pages x page_size = %zu x %zu", fn,
+                        b, len, mp, ps);
+        const size_t used = (len + ps - 1) / ps;
+        for (size_t slot = 0; slot < used; ++slot) {
+            const int32_t id = table[b * mp + slot];
+            if (id == -1)
+                return fail(ATTN_ERR_INVALID_ARGUMENT,
+                            "%s: block_table[%zu][%zu] is -1 (unused) but sequence %zu has %zu "
+                            "keys, which fill slots 0..%zu",
+                            fn, b, slot, b, len, used - 1);
+            if (id < 0 || static_cast<size_t>(id) >= num_pages)
+                return fail(ATTN_ERR_INVALID_ARGUMENT,
+                            "%s: block_table[%zu][%zu] (%d) is not a page of the K/V buffers, "
+                            "which hold %zu pages",
+                            fn, b, slot, static_cast<int>(id), num_pages);
+        }
+    }
+    return ATTN_OK;
+}
+
+// Call-time facts of the serving layouts: the totals of a varlen pack, the pages of a paged
+// cache. need[] receives every operand's required length for this call.
+struct CallShape {
+    size_t total_q = 0, total_k = 0, num_pages = 0;
+};
+
+// Checks the serving-layout operands of a call (which must be bound with which mode, their
+// values) and fills need[] / cs. `what` names the operation for UNSUPPORTED messages.
+attn_status check_serving(const char *fn, const attn_desc *desc, const Slot *slot, const bool *used,
+                          bool weights_op, size_t *need, CallShape *cs) {
+    const core::Params &p = desc->p;
+    const core::Shape &s = p.shape;
+    const bool paged = p.page_size != 0;
+    for (int w = 0; w < kOperands; ++w) need[w] = desc->len[w];
+    auto bound = [&](int w) { return used[w] && slot[w].ptr != nullptr; };
+    auto require = [&](int w, const char *why) -> attn_status {
+        if (!bound(w))
+            return fail(ATTN_ERR_NULL_POINTER, "%s: %s is NULL but %s", fn, operand_name(w), why);
+        return ATTN_OK;
+    };
+    auto refuse = [&](int w, const char *why) -> attn_status {
+        if (bound(w))
+            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s is bound but %s", fn, operand_name(w),
+                        why);
+        return ATTN_OK;
+    };
+    if (p.varlen) {
+        if (attn_status st = require(ATTN_CU_SEQLENS_Q, "ATTN_PARAM_VARLEN is 1")) return st;
+        if (!paged) {
+            if (attn_status st = require(ATTN_CU_SEQLENS_K, "ATTN_PARAM_VARLEN is 1 and the K/V "
+                                                            "cache is not paged"))
+                return st;
+            if (attn_status st = refuse(ATTN_SEQ_LENS_K, "a varlen batch takes its key lengths "
+                                                         "from cu_seqlens_k"))
+                return st;
+        }
+        const int unsupported[] = {ATTN_BIAS, ATTN_QUERY_VALID, ATTN_KEY_MASS};
+        for (int w : unsupported)
+            if (bound(w))
+                return fail(ATTN_ERR_UNSUPPORTED,
+                            "%s: %s is not supported with ATTN_PARAM_VARLEN in libattn %s", fn,
+                            operand_name(w), ATTN_VERSION_STRING);
+        if (weights_op)
+            return fail(ATTN_ERR_UNSUPPORTED,
+                        "%s: ATTN_OP_WEIGHTS is not supported with ATTN_PARAM_VARLEN in libattn %s",
+                        fn, ATTN_VERSION_STRING);
+    } else {
+        if (attn_status st = refuse(ATTN_CU_SEQLENS_Q, "ATTN_PARAM_VARLEN is 0")) return st;
+    }
+    if (paged) {
+        if (attn_status st = require(ATTN_BLOCK_TABLE, "ATTN_PARAM_PAGE_SIZE is set")) return st;
+        if (attn_status st = require(ATTN_SEQ_LENS_K, "ATTN_PARAM_PAGE_SIZE is set (the keys in "
+                                                      "each sequence's cache)"))
+            return st;
+        if (attn_status st = refuse(ATTN_CU_SEQLENS_K, "a paged cache takes its key lengths from "
+                                                       "seq_lens_k"))
+            return st;
+    } else {
+        if (attn_status st = refuse(ATTN_BLOCK_TABLE, "ATTN_PARAM_PAGE_SIZE is 0")) return st;
+        if (!p.varlen)
+            if (attn_status st = refuse(ATTN_CU_SEQLENS_K, "ATTN_PARAM_VARLEN is 0")) return st;
+    }
+    // The integer operands first: their values size the others.
+    for (int w : {ATTN_CU_SEQLENS_Q, ATTN_CU_SEQLENS_K, ATTN_BLOCK_TABLE, ATTN_SEQ_LENS_K})
+        if (bound(w) && slot[w].len < need[w])
+            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s has %zu elements, needs at least %zu",
+                        fn, operand_name(w), slot[w].len, need[w]);
+    if (bound(ATTN_SEQ_LENS_K)) {
+        const int32_t *lens = static_cast<const int32_t *>(slot[ATTN_SEQ_LENS_K].ptr);
+        for (size_t b = 0; b < s.batch; ++b)
+            if (lens[b] < 0 || static_cast<size_t>(lens[b]) > s.seq_k)
+                return fail(ATTN_ERR_INVALID_ARGUMENT,
+                            "%s: seq_lens_k[%zu] (%d) is outside [0, seq_k = %zu]", fn, b,
+                            static_cast<int>(lens[b]), s.seq_k);
+    }
+    if (p.varlen) {
+        const int32_t *cu = static_cast<const int32_t *>(slot[ATTN_CU_SEQLENS_Q].ptr);
+        if (attn_status st =
+                check_cu(fn, ATTN_CU_SEQLENS_Q, cu, s.batch, s.seq_q, "seq_q", &cs->total_q))
+            return st;
+        const View vq = view_of(s, p, ATTN_Q, p.q), vo = view_of(s, p, ATTN_OUT, p.out);
+        need[ATTN_Q] = cs->total_q ? (cs->total_q - 1) * vq.s2 + (vq.c1 - 1) * vq.s1 + vq.dim : 0;
+        need[ATTN_OUT] = cs->total_q ? (cs->total_q - 1) * vo.s2 + (vo.c1 - 1) * vo.s1 + vo.dim : 0;
+        need[ATTN_LSE] = s.heads_q * cs->total_q;
+        need[ATTN_NEW_K] = cs->total_q * s.heads_kv * s.head_dim;
+        need[ATTN_NEW_V] = cs->total_q * s.heads_kv * s.head_dim_v;
+        if (!paged) {
+            const int32_t *ck = static_cast<const int32_t *>(slot[ATTN_CU_SEQLENS_K].ptr);
+            if (attn_status st =
+                    check_cu(fn, ATTN_CU_SEQLENS_K, ck, s.batch, s.seq_k, "seq_k", &cs->total_k))
+                return st;
+            for (int w : {ATTN_K, ATTN_V}) {
+                const View v = view_of(s, p, w, w == ATTN_K ? p.k : p.v);
+                need[w] = cs->total_k ? (cs->total_k - 1) * v.s2 + (v.c1 - 1) * v.s1 + v.dim : 0;
+            }
+        }
+    }
+    return ATTN_OK;
+}
+
+// With a paged cache: the pages the bound K (and V) hold, then the block table against them.
+attn_status check_pages(const char *fn, const core::Params &p, const Slot &k, const Slot *v,
+                        const Slot &table, const Slot &lens, const size_t *need, CallShape *cs) {
+    cs->num_pages = pages_in(k.len, need[ATTN_K], p.k.batch);
+    if (v) cs->num_pages = std::min(cs->num_pages, pages_in(v->len, need[ATTN_V], p.v.batch));
+    return check_block_table(fn, p, static_cast<const int32_t *>(table.ptr),
+                             static_cast<const int32_t *>(lens.ptr), cs->num_pages);
 }
 
 // Checks the operands of one operation and runs it. slot[w] holds operand w (null = unbound).
@@ -327,9 +541,18 @@ attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *s
     const bool fwd = op == ATTN_OP_FORWARD;
     // Operands this operation reads or writes; the others are ignored.
     bool used[kOperands] = {};
-    const int common[] = {ATTN_Q,       ATTN_K,           ATTN_KEY_VALID,
-                          ATTN_ALLOWED, ATTN_BIAS,        ATTN_ALIBI_SLOPES,
-                          ATTN_SINKS,   ATTN_QUERY_VALID, ATTN_SEQ_LENS_K};
+    const int common[] = {ATTN_Q,
+                          ATTN_K,
+                          ATTN_KEY_VALID,
+                          ATTN_ALLOWED,
+                          ATTN_BIAS,
+                          ATTN_ALIBI_SLOPES,
+                          ATTN_SINKS,
+                          ATTN_QUERY_VALID,
+                          ATTN_SEQ_LENS_K,
+                          ATTN_CU_SEQLENS_Q,
+                          ATTN_CU_SEQLENS_K,
+                          ATTN_BLOCK_TABLE};
     for (int w : common) used[w] = true;
     if (fwd)
         used[ATTN_V] = used[ATTN_OUT] = used[ATTN_LSE] = used[ATTN_KEY_MASS] = true;
@@ -339,28 +562,30 @@ attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *s
     for (int w : required)
         if (w >= 0 && !slot[w].ptr)
             return fail(ATTN_ERR_NULL_POINTER, "%s: %s is NULL", fn, operand_name(w));
-    const size_t *len = desc->len;
+    size_t need[kOperands];
+    CallShape cs;
+    if (attn_status st = check_serving(fn, desc, slot, used, !fwd, need, &cs)) return st;
+    const core::Params &dp = desc->p;
+    const bool paged = dp.page_size != 0;
     Buffer bufs[kOperands];
     int nb = 0;
     for (int w = 0; w < kOperands; ++w) {
         if (!used[w] || !slot[w].ptr) continue;
-        if (slot[w].len < len[w])
+        if (slot[w].len < need[w])
             return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s has %zu elements, needs at least %zu",
-                        fn, operand_name(w), slot[w].len, len[w]);
+                        fn, operand_name(w), slot[w].len, need[w]);
         const Kind k = operand_kind(w);
-        bufs[nb++] =
-            Buffer{slot[w].ptr, len[w] * kind_bytes(k), operand_name(w), k == Kind::F32Out};
+        // a paged pool may be read anywhere: all of it counts for aliasing
+        const size_t n = paged && (w == ATTN_K || w == ATTN_V) ? slot[w].len : need[w];
+        bufs[nb++] = Buffer{slot[w].ptr, n * kind_bytes(k), operand_name(w), k == Kind::F32Out};
     }
     if (attn_status st = check_aliasing(fn, bufs, nb)) return st;
-    const core::Params &p = desc->p;
-    if (const Slot &sl = slot[ATTN_SEQ_LENS_K]; sl.ptr) {
-        const int32_t *lens = static_cast<const int32_t *>(sl.ptr);
-        for (size_t b = 0; b < p.shape.batch; ++b)
-            if (lens[b] < 0 || static_cast<size_t>(lens[b]) > p.shape.seq_k)
-                return fail(ATTN_ERR_INVALID_ARGUMENT,
-                            "%s: seq_lens_k[%zu] (%d) is outside [0, seq_k = %zu]", fn, b,
-                            static_cast<int>(lens[b]), p.shape.seq_k);
-    }
+    if (paged)
+        if (attn_status st = check_pages(fn, dp, slot[ATTN_K], fwd ? &slot[ATTN_V] : nullptr,
+                                         slot[ATTN_BLOCK_TABLE], slot[ATTN_SEQ_LENS_K], need, &cs))
+            return st;
+    core::Params p = dp;
+    p.total_q = cs.total_q;
     const float *alibi = static_cast<const float *>(slot[ATTN_ALIBI_SLOPES].ptr);
     if (desc->alibi == ATTN_ALIBI_OPERAND && !alibi)
         return fail(ATTN_ERR_NULL_POINTER,
@@ -383,6 +608,9 @@ attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *s
     t.sinks = static_cast<const float *>(slot[ATTN_SINKS].ptr);
     t.query_valid = static_cast<const uint8_t *>(slot[ATTN_QUERY_VALID].ptr);
     t.seq_lens_k = static_cast<const int32_t *>(slot[ATTN_SEQ_LENS_K].ptr);
+    t.cu_q = static_cast<const int32_t *>(slot[ATTN_CU_SEQLENS_Q].ptr);
+    t.cu_k = paged ? nullptr : static_cast<const int32_t *>(slot[ATTN_CU_SEQLENS_K].ptr);
+    t.block_table = paged ? static_cast<const int32_t *>(slot[ATTN_BLOCK_TABLE].ptr) : nullptr;
     if (fwd) {
         t.v = static_cast<const float *>(slot[ATTN_V].ptr);
         t.out = static_cast<float *>(const_cast<void *>(slot[ATTN_OUT].ptr));
@@ -414,7 +642,7 @@ struct ParamInfo {
     bool is_float;
     double min, max;
 };
-constexpr int kParams = 10;
+constexpr int kParams = 14;
 const ParamInfo kParamInfo[kParams] = {
     {"ATTN_PARAM_CAUSAL", false, 0, 2},
     {"ATTN_PARAM_SCALE", true, -3.4028234663852886e38, 3.4028234663852886e38},
@@ -426,7 +654,53 @@ const ParamInfo kParamInfo[kParams] = {
     {"ATTN_PARAM_HEAD_DIM_V", false, 1, 2147483647.0},
     {"ATTN_PARAM_WEIGHTS_MODE", false, 0, 4},
     {"ATTN_PARAM_BIAS_FIRST", false, 0, 1},
+    {"ATTN_PARAM_VARLEN", false, 0, 1},
+    {"ATTN_PARAM_PAGE_SIZE", false, 0, 2147483647.0},
+    {"ATTN_PARAM_MAX_PAGES", false, 0, 2147483647.0},
+    {"ATTN_PARAM_BATCH_INVARIANT", false, 0, 1},
 };
+
+// Switches the layout mode (varlen, page size, max pages) to `trial`: default strides follow
+// the mode, custom strides are checked again; nothing changes on failure.
+attn_status relayout(const char *fn, attn_desc *d, const char *param, core::Params trial) {
+    const core::Shape &s = trial.shape;
+    if (trial.page_size) {
+        trial.max_pages = d->max_pages_param ? d->max_pages_param
+                                             : (s.seq_k + trial.page_size - 1) / trial.page_size;
+        size_t cells;
+        if (!mul_ok(s.batch, trial.max_pages, &cells) || !mul_ok(cells, 4, &cells))
+            return fail(ATTN_ERR_INVALID_ARGUMENT,
+                        "%s: %s: the block table (batch %zu x max_pages %zu) overflows size_t", fn,
+                        param, s.batch, trial.max_pages);
+    } else {
+        trial.max_pages = 0;
+    }
+    core::Layout lays[4];
+    const int ws[4] = {ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT};
+    for (int x = 0; x < 4; ++x) {
+        const int w = ws[x];
+        lays[x] = d->custom_strides[w] ? *layout_of(d, w) : default_layout(s, trial, w);
+        size_t span;
+        if (!strided_len(s, trial, w, lays[x], &span))
+            return fail(ATTN_ERR_INVALID_ARGUMENT,
+                        "%s: %s: the %s strides make the buffer size overflow", fn, param,
+                        operand_name(w));
+        if (w == ATTN_OUT && !out_nests(s, trial, lays[x]))
+            return fail(ATTN_ERR_INVALID_ARGUMENT,
+                        "%s: %s: the out strides (%zu, %zu, %zu) do not nest in this layout", fn,
+                        param, lays[x].batch, lays[x].head, lays[x].row);
+    }
+    const core::Layout q = lays[0], k = lays[1], v = lays[2], out = lays[3];
+    d->p.varlen = trial.varlen;
+    d->p.page_size = trial.page_size;
+    d->p.max_pages = trial.max_pages;
+    d->p.q = q;
+    d->p.k = k;
+    d->p.v = v;
+    d->p.out = out;
+    compute_lens(d);
+    return ATTN_OK;
+}
 
 // Sets parameter `id` (already known to be a valid id) to `v` (within bounds, integral for an
 // integer parameter).
@@ -471,13 +745,12 @@ attn_status apply_param(const char *fn, attn_desc *d, int id, double v) {
             if (!d->custom_strides[w]) continue;
             const core::Layout &lay = *layout_of(d, w);
             size_t span;
-            if (!strided_len(trial, w, lay, &span))
+            if (!strided_len(trial, p, w, lay, &span))
                 return fail(ATTN_ERR_INVALID_ARGUMENT,
                             "%s: ATTN_PARAM_HEAD_DIM_V (%zu): the %s strides make the buffer size "
                             "overflow",
                             fn, dv, operand_name(w));
-            if (w == ATTN_OUT && !rows_disjoint(trial.batch, lay.batch, trial.heads_q, lay.head,
-                                                trial.seq_q, lay.row, dv))
+            if (w == ATTN_OUT && !out_nests(trial, p, lay))
                 return fail(ATTN_ERR_INVALID_ARGUMENT,
                             "%s: ATTN_PARAM_HEAD_DIM_V (%zu): the out strides (%zu, %zu, %zu) do "
                             "not nest rows of %zu floats",
@@ -485,7 +758,7 @@ attn_status apply_param(const char *fn, attn_desc *d, int id, double v) {
         }
         p.shape.head_dim_v = dv;
         for (int w : {ATTN_V, ATTN_OUT})
-            if (!d->custom_strides[w]) *layout_of(d, w) = default_layout(p.shape, w);
+            if (!d->custom_strides[w]) *layout_of(d, w) = default_layout(p.shape, p, w);
         compute_lens(d);
         break;
     }
@@ -494,6 +767,26 @@ attn_status apply_param(const char *fn, attn_desc *d, int id, double v) {
         break;
     case ATTN_PARAM_BIAS_FIRST:
         p.bias_first = iv != 0;
+        break;
+    case ATTN_PARAM_VARLEN: {
+        core::Params trial = p;
+        trial.varlen = iv != 0;
+        return relayout(fn, d, kParamInfo[id].name, trial);
+    }
+    case ATTN_PARAM_PAGE_SIZE: {
+        core::Params trial = p;
+        trial.page_size = static_cast<size_t>(iv);
+        return relayout(fn, d, kParamInfo[id].name, trial);
+    }
+    case ATTN_PARAM_MAX_PAGES: {
+        const size_t old = d->max_pages_param;
+        d->max_pages_param = static_cast<size_t>(iv);
+        const attn_status st = relayout(fn, d, kParamInfo[id].name, p);
+        if (st) d->max_pages_param = old;
+        return st;
+    }
+    case ATTN_PARAM_BATCH_INVARIANT:
+        p.invariant = iv != 0;
         break;
     }
     return ATTN_OK;
@@ -522,6 +815,14 @@ double read_param(const attn_desc *d, int id) {
         return static_cast<double>(static_cast<int>(p.weights_mode));
     case ATTN_PARAM_BIAS_FIRST:
         return p.bias_first ? 1 : 0;
+    case ATTN_PARAM_VARLEN:
+        return p.varlen ? 1 : 0;
+    case ATTN_PARAM_PAGE_SIZE:
+        return static_cast<double>(p.page_size);
+    case ATTN_PARAM_MAX_PAGES:
+        return static_cast<double>(d->max_pages_param);
+    case ATTN_PARAM_BATCH_INVARIANT:
+        return p.invariant ? 1 : 0;
     }
     return 0;
 }
@@ -675,12 +976,11 @@ attn_status attn_desc_set_strides(attn_desc *desc, attn_operand which, size_t ba
         const core::Shape &s = desc->p.shape;
         const core::Layout lay{batch_stride, head_stride, row_stride};
         size_t span;
-        if (!strided_len(s, w, lay, &span))
+        if (!strided_len(s, desc->p, w, lay, &span))
             return fail(ATTN_ERR_INVALID_ARGUMENT,
                         "%s: %s strides (%zu, %zu, %zu) make the buffer size overflow", fn,
                         operand_name(w), batch_stride, head_stride, row_stride);
-        if (w == ATTN_OUT && !rows_disjoint(s.batch, batch_stride, s.heads_q, head_stride, s.seq_q,
-                                            row_stride, s.head_dim_v))
+        if (w == ATTN_OUT && !out_nests(s, desc->p, lay))
             return fail(ATTN_ERR_INVALID_ARGUMENT,
                         "%s: out strides (%zu, %zu, %zu) do not nest: output rows of %zu floats "
                         "could overlap",
@@ -837,6 +1137,168 @@ attn_status attn_run(const attn_desc *desc, attn_op op, const attn_args *args) {
         if (attn_status st = check_desc(fn, desc)) return st;
         if (!args) return fail(ATTN_ERR_NULL_POINTER, "%s: args is NULL", fn);
         return execute(fn, desc, raw_enum(op), args->slot);
+    });
+}
+
+attn_status attn_kv_append(const attn_desc *desc, const attn_args *args, float *k_cache,
+                           size_t k_len, float *v_cache, size_t v_len) {
+    static const char fn[] = "attn_kv_append";
+    return guarded(fn, [&]() -> attn_status {
+        if (attn_status st = check_desc(fn, desc)) return st;
+        if (!args) return fail(ATTN_ERR_NULL_POINTER, "%s: args is NULL", fn);
+        if (!k_cache) return fail(ATTN_ERR_NULL_POINTER, "%s: k_cache is NULL", fn);
+        if (!v_cache) return fail(ATTN_ERR_NULL_POINTER, "%s: v_cache is NULL", fn);
+        const Slot *slot = args->slot;
+        if (!slot[ATTN_SEQ_LENS_K].ptr)
+            return fail(ATTN_ERR_NULL_POINTER, "%s: seq_lens_k is NULL", fn);
+        const core::Params &dp = desc->p;
+        const bool paged = dp.page_size != 0;
+        // The caches stand where K and V stand in a run; seq_lens_k is required here in every
+        // mode (it says where the new rows go), so a varlen pack without pages is refused
+        // below only if cu_seqlens_k is missing.
+        Slot s2[kOperands];
+        for (int w = 0; w < kOperands; ++w) s2[w] = slot[w];
+        s2[ATTN_K] = Slot{k_cache, k_len};
+        s2[ATTN_V] = Slot{v_cache, v_len};
+        bool used[kOperands] = {};
+        for (int w : {ATTN_K, ATTN_V, ATTN_CU_SEQLENS_Q, ATTN_BLOCK_TABLE, ATTN_NEW_K, ATTN_NEW_V})
+            used[w] = true;
+        used[ATTN_CU_SEQLENS_K] = dp.varlen && !paged;
+        used[ATTN_SEQ_LENS_K] = paged; // checked below in every mode
+        size_t need[kOperands];
+        CallShape cs;
+        if (attn_status st = check_serving(fn, desc, s2, used, false, need, &cs)) return st;
+        for (int w : {ATTN_NEW_K, ATTN_NEW_V}) // NULL only when there is nothing to append
+            if (!slot[w].ptr && need[w] > 0)
+                return fail(ATTN_ERR_NULL_POINTER, "%s: %s is NULL", fn, operand_name(w));
+        // seq_lens_k (the lengths after the append) checked like check_serving does in a run
+        if (slot[ATTN_SEQ_LENS_K].len < dp.shape.batch)
+            return fail(ATTN_ERR_INVALID_ARGUMENT,
+                        "%s: seq_lens_k has %zu elements, needs at "
+                        "least %zu",
+                        fn, slot[ATTN_SEQ_LENS_K].len, dp.shape.batch);
+        const int32_t *lens = static_cast<const int32_t *>(slot[ATTN_SEQ_LENS_K].ptr);
+        const int32_t *cu = static_cast<const int32_t *>(slot[ATTN_CU_SEQLENS_Q].ptr);
+        for (size_t b = 0; b < dp.shape.batch; ++b) {
+            const size_t n = dp.varlen ? static_cast<size_t>(cu[b + 1] - cu[b]) : dp.shape.seq_q;
+            if (lens[b] < 0 || static_cast<size_t>(lens[b]) > dp.shape.seq_k)
+                return fail(ATTN_ERR_INVALID_ARGUMENT,
+                            "%s: seq_lens_k[%zu] (%d) is outside [0, seq_k = %zu]", fn, b,
+                            static_cast<int>(lens[b]), dp.shape.seq_k);
+            if (static_cast<size_t>(lens[b]) < n)
+                return fail(ATTN_ERR_INVALID_ARGUMENT,
+                            "%s: seq_lens_k[%zu] (%d) is less than the %zu new tokens of sequence "
+                            "%zu (it counts the cache after the append)",
+                            fn, b, static_cast<int>(lens[b]), n, b);
+            if (dp.varlen && !paged) {
+                const int32_t *ck = static_cast<const int32_t *>(slot[ATTN_CU_SEQLENS_K].ptr);
+                if (lens[b] > ck[b + 1] - ck[b])
+                    return fail(ATTN_ERR_INVALID_ARGUMENT,
+                                "%s: seq_lens_k[%zu] (%d) exceeds sequence %zu's room in the pack "
+                                "(cu_seqlens_k gives %d)",
+                                fn, b, static_cast<int>(lens[b]), b,
+                                static_cast<int>(ck[b + 1] - ck[b]));
+            }
+        }
+        Buffer bufs[4];
+        const int ws[4] = {ATTN_K, ATTN_V, ATTN_NEW_K, ATTN_NEW_V};
+        for (int x = 0; x < 4; ++x) {
+            const int w = ws[x];
+            if (s2[w].len < need[w])
+                return fail(ATTN_ERR_INVALID_ARGUMENT,
+                            "%s: %s has %zu elements, needs at least %zu", fn,
+                            w == ATTN_K   ? "k_cache"
+                            : w == ATTN_V ? "v_cache"
+                                          : operand_name(w),
+                            s2[w].len, need[w]);
+            const size_t n = paged && x < 2 ? s2[w].len : need[w];
+            bufs[x] = Buffer{s2[w].ptr, n * sizeof(float),
+                             x == 0   ? "k_cache"
+                             : x == 1 ? "v_cache"
+                                      : operand_name(w),
+                             x < 2};
+        }
+        if (attn_status st = check_aliasing(fn, bufs, 4)) return st;
+        if (paged) {
+            Slot bt = slot[ATTN_BLOCK_TABLE];
+            if (attn_status st = check_pages(fn, dp, s2[ATTN_K], &s2[ATTN_V], bt,
+                                             slot[ATTN_SEQ_LENS_K], need, &cs))
+                return st;
+        }
+        core::Params p = dp;
+        p.total_q = cs.total_q;
+        core::Tensors t;
+        t.k = k_cache;
+        t.v = v_cache;
+        t.seq_lens_k = lens;
+        t.cu_q = dp.varlen ? cu : nullptr;
+        t.block_table = paged ? static_cast<const int32_t *>(slot[ATTN_BLOCK_TABLE].ptr) : nullptr;
+        // positions come from seq_lens_k; cu_seqlens_k only places the sequences in the pack
+        t.cu_k = dp.varlen && !paged ? static_cast<const int32_t *>(slot[ATTN_CU_SEQLENS_K].ptr)
+                                     : nullptr;
+        core::kv_append(p, t, static_cast<const float *>(slot[ATTN_NEW_K].ptr),
+                        static_cast<const float *>(slot[ATTN_NEW_V].ptr));
+        return ATTN_OK;
+    });
+}
+
+attn_status attn_merge(const attn_desc *desc, const attn_args *acc, const attn_args *part) {
+    static const char fn[] = "attn_merge";
+    return guarded(fn, [&]() -> attn_status {
+        if (attn_status st = check_desc(fn, desc)) return st;
+        if (!acc) return fail(ATTN_ERR_NULL_POINTER, "%s: acc is NULL", fn);
+        if (!part) return fail(ATTN_ERR_NULL_POINTER, "%s: part is NULL", fn);
+        const core::Params &dp = desc->p;
+        const Slot *a = acc->slot, *b = part->slot;
+        for (int w : {ATTN_OUT, ATTN_LSE}) {
+            if (!a[w].ptr)
+                return fail(ATTN_ERR_NULL_POINTER, "%s: acc's %s is NULL", fn, operand_name(w));
+            if (!b[w].ptr)
+                return fail(ATTN_ERR_NULL_POINTER, "%s: part's %s is NULL", fn, operand_name(w));
+        }
+        size_t need[kOperands];
+        for (int w = 0; w < kOperands; ++w) need[w] = desc->len[w];
+        size_t total_q = 0;
+        const int32_t *cu = static_cast<const int32_t *>(a[ATTN_CU_SEQLENS_Q].ptr);
+        if (dp.varlen) {
+            if (!cu)
+                return fail(ATTN_ERR_NULL_POINTER,
+                            "%s: acc's cu_seqlens_q is NULL but ATTN_PARAM_VARLEN is 1", fn);
+            if (a[ATTN_CU_SEQLENS_Q].len < dp.shape.batch + 1)
+                return fail(ATTN_ERR_INVALID_ARGUMENT,
+                            "%s: cu_seqlens_q has %zu elements, needs at least %zu", fn,
+                            a[ATTN_CU_SEQLENS_Q].len, dp.shape.batch + 1);
+            if (attn_status st = check_cu(fn, ATTN_CU_SEQLENS_Q, cu, dp.shape.batch, dp.shape.seq_q,
+                                          "seq_q", &total_q))
+                return st;
+            const View vo = view_of(dp.shape, dp, ATTN_OUT, dp.out);
+            need[ATTN_OUT] = total_q ? (total_q - 1) * vo.s2 + (vo.c1 - 1) * vo.s1 + vo.dim : 0;
+            need[ATTN_LSE] = dp.shape.heads_q * total_q;
+        }
+        Buffer bufs[4];
+        int n = 0;
+        for (const Slot *sl : {a, b})
+            for (int w : {ATTN_OUT, ATTN_LSE}) {
+                const char *who = sl == a ? "acc" : "part";
+                if (sl[w].len < need[w])
+                    return fail(ATTN_ERR_INVALID_ARGUMENT,
+                                "%s: %s's %s has %zu elements, needs at least %zu", fn, who,
+                                operand_name(w), sl[w].len, need[w]);
+                bufs[n++] = Buffer{sl[w].ptr, need[w] * sizeof(float),
+                                   sl == a ? (w == ATTN_OUT ? "acc out" : "acc lse")
+                                           : (w == ATTN_OUT ? "part out" : "part lse"),
+                                   sl == a};
+            }
+        if (attn_status st = check_aliasing(fn, bufs, n)) return st;
+        core::Params p = dp;
+        p.total_q = total_q;
+        core::Tensors t;
+        t.out = static_cast<float *>(const_cast<void *>(a[ATTN_OUT].ptr));
+        t.lse = static_cast<float *>(const_cast<void *>(a[ATTN_LSE].ptr));
+        t.cu_q = dp.varlen ? cu : nullptr;
+        core::merge_into(p, t, static_cast<const float *>(b[ATTN_OUT].ptr),
+                         static_cast<const float *>(b[ATTN_LSE].ptr));
+        return ATTN_OK;
     });
 }
 

@@ -137,7 +137,13 @@ typedef enum attn_operand {
     ATTN_SINKS = 10,       /* f32 [heads_q]                      contiguous, input */
     ATTN_QUERY_VALID = 11, /* u8  [batch][seq_q]                 contiguous bytes, input */
     ATTN_SEQ_LENS_K = 12,  /* i32 [batch]                        contiguous, input */
-    ATTN_KEY_MASS = 13     /* f32 [batch][heads_q][seq_k]        contiguous, output */
+    ATTN_KEY_MASS = 13,    /* f32 [batch][heads_q][seq_k]        contiguous, output */
+    /* since 0.2, serving layouts (see "Serving layouts" below) */
+    ATTN_CU_SEQLENS_Q = 14, /* i32 [batch + 1] prefix sums of the query lengths (varlen) */
+    ATTN_CU_SEQLENS_K = 15, /* i32 [batch + 1] prefix sums of the key lengths (varlen) */
+    ATTN_BLOCK_TABLE = 16,  /* i32 [batch][max_pages] page ids of each sequence (paged K/V) */
+    ATTN_NEW_K = 17,        /* f32 [tokens][heads_kv][head_dim] rows for attn_kv_append */
+    ATTN_NEW_V = 18         /* f32 [tokens][heads_kv][head_dim_v] rows for attn_kv_append */
 } attn_operand;
 
 /** Opaque problem descriptor: sizes, causal rule, scale and strides. */
@@ -174,10 +180,14 @@ ATTN_API attn_status attn_desc_set_scale(attn_desc *desc, float scale);
  *  OUT's strides must nest so that no two rows can overlap: taken from smallest to largest
  *  (ignoring dimensions of size 1), each stride is at least the extent of the dimensions inside
  *  it (the innermost at least head_dim). Every BHSD/BSHD-like layout, padded or not, nests.
- * Examples, with H heads and D = head_dim: BHSD (default): batch_stride = H*S*D, head_stride = S*D,
- * row_stride = D BSHD:           batch_stride = S*H*D, head_stride = D,   row_stride = H*D ATTN_OK;
- * ATTN_ERR_NULL_POINTER; ATTN_ERR_INVALID_ARGUMENT (which is not Q/K/V/OUT, the buffer size
- * overflows, OUT strides do not nest, or the descriptor was already used). since 0.1 */
+ *  Examples, with H heads and D = head_dim. BHSD (the default): batch_stride = H*S*D,
+ *  head_stride = S*D, row_stride = D. BSHD: batch_stride = S*H*D, head_stride = D,
+ *  row_stride = H*D. In varlen mode (ATTN_PARAM_VARLEN) batch_stride of Q and OUT (and of K and
+ *  V without paging) is not used; with a paged cache (ATTN_PARAM_PAGE_SIZE) batch_stride of K
+ *  and V is the page stride and row_stride the token stride inside a page.
+ *  ATTN_OK; ATTN_ERR_NULL_POINTER; ATTN_ERR_INVALID_ARGUMENT (which is not Q/K/V/OUT/BIAS, the
+ *  buffer size overflows, OUT strides do not nest, or the descriptor was already used).
+ *  since 0.1 */
 ATTN_API attn_status attn_desc_set_strides(attn_desc *desc, attn_operand which, size_t batch_stride,
                                            size_t head_stride, size_t row_stride);
 
@@ -276,7 +286,20 @@ typedef enum attn_param {
     /* int, attn_weights_mode: what ATTN_OP_WEIGHTS writes. Default ATTN_WEIGHTS_SOFTMAX. */
     ATTN_PARAM_WEIGHTS_MODE = 8,
     /* int, 0 or 1: add the bias before the softcap instead of after it (default 0). */
-    ATTN_PARAM_BIAS_FIRST = 9
+    ATTN_PARAM_BIAS_FIRST = 9,
+    /* int, 0 or 1: packed variable-length batch (FlashAttention's varlen layout); seq_q and
+     * seq_k become the maximum lengths. See "Serving layouts". Default 0. */
+    ATTN_PARAM_VARLEN = 10,
+    /* int, 0 .. 2^31-1: tokens per page of a paged K/V cache; 0 = contiguous K/V (default). */
+    ATTN_PARAM_PAGE_SIZE = 11,
+    /* int, 0 .. 2^31-1: columns of ATTN_BLOCK_TABLE; 0 = ceil(seq_k / page_size) (default). */
+    ATTN_PARAM_MAX_PAGES = 12,
+    /* int, 0 or 1: batch invariance. A query's output bits then depend only on its own
+     * sequence, never on its batch-mates, the batch size, the layout (padded, varlen, paged),
+     * the prefill chunk it is in or the thread count: key tiles start at fixed key positions,
+     * keys are never split across threads and decode rows take the same kernel as prefill
+     * rows. Costs speed on decode-like calls (see README). Default 0. */
+    ATTN_PARAM_BATCH_INVARIANT = 13
 } attn_param;
 
 /** ATTN_PARAM_ALIBI values. */
@@ -349,7 +372,8 @@ ATTN_API void attn_args_destroy(attn_args *args);
 /** Forget every operand. ATTN_OK; ATTN_ERR_NULL_POINTER. since 0.2 */
 ATTN_API attn_status attn_args_clear(attn_args *args);
 
-/** Bind an input operand of element type float32 (Q, K, V, BIAS, ALIBI_SLOPES, SINKS).
+/** Bind an input operand of element type float32 (Q, K, V, BIAS, ALIBI_SLOPES, SINKS, NEW_K,
+ *  NEW_V).
  *  data: the buffer; len: its length in elements, checked by attn_run against
  *  attn_desc_required_len (a longer buffer is fine: only the required prefix is read).
  *  data = NULL unbinds the operand (len must be 0).
@@ -368,7 +392,8 @@ ATTN_API attn_status attn_args_set_out_f32(attn_args *args, attn_operand which, 
 ATTN_API attn_status attn_args_set_u8(attn_args *args, attn_operand which, const uint8_t *data,
                                       size_t len);
 
-/** Bind an int32 operand (SEQ_LENS_K). As attn_args_set_f32. since 0.2 */
+/** Bind an int32 operand (SEQ_LENS_K, CU_SEQLENS_Q, CU_SEQLENS_K, BLOCK_TABLE). As
+ *  attn_args_set_f32. since 0.2 */
 ATTN_API attn_status attn_args_set_i32(attn_args *args, attn_operand which, const int32_t *data,
                                        size_t len);
 
@@ -398,6 +423,7 @@ ATTN_API attn_status attn_args_set_bf16(attn_args *args, attn_operand which, con
  *                                   padding (never read); BOTTOM_RIGHT aligns to this length
  *    ATTN_KEY_MASS                  optional output of FORWARD: mass[b][h][j] = sum_i w_ij
  *                                   (attention each key received; 0 for hidden keys)
+ *    ATTN_CU_SEQLENS_Q/_K, ATTN_BLOCK_TABLE   the serving layouts (see "Serving layouts")
  *  An operand the operation does not read (V for WEIGHTS, say) is ignored.
  *  Results are bit-identical whatever the thread count.
  *
@@ -407,6 +433,66 @@ ATTN_API attn_status attn_args_set_bf16(attn_args *args, attn_operand which, con
  *  ATTN_PARAM_ALIBI = OPERAND, sinks with SOFTMAX_PLUS_ONE; the message names the operand);
  *  ATTN_ERR_UNSUPPORTED (ATTN_OP_BACKWARD); ATTN_ERR_OUT_OF_MEMORY. since 0.2 */
 ATTN_API attn_status attn_run(const attn_desc *desc, attn_op op, const attn_args *args);
+
+/* ==============================  Serving layouts  ============================= */
+/* Packed variable-length batches (ATTN_PARAM_VARLEN = 1), FlashAttention's varlen layout:
+ *   ATTN_CU_SEQLENS_Q, ATTN_CU_SEQLENS_K: int32 [batch + 1], cu[0] = 0, non-decreasing, the
+ *     length of sequence b is cu[b + 1] - cu[b] (0 allowed: it produces nothing) and at most
+ *     seq_q (queries) or seq_k (keys) of the descriptor: those are max_seqlen_q / max_seqlen_k.
+ *   Q and OUT are token-major [total_q][heads_q][head_dim(_v)], K and V
+ *   [total_k][heads_kv][head_dim(_v)] (default strides head = head_dim, row = heads * head_dim;
+ *   other head and row strides through attn_desc_set_strides). LSE is [heads_q][total_q].
+ *   Masks and variants apply per sequence, with positions counted from the sequence's start:
+ *   causal rules (BOTTOM_RIGHT aligns the sequence's last query with its last key), window,
+ *   softcap, sinks, ALiBi, KEY_VALID ([batch][seq_k] by position) and ALLOWED ([seq_q][seq_k]).
+ *   Not with varlen: BIAS, QUERY_VALID, KEY_MASS, ATTN_OP_WEIGHTS (ATTN_ERR_UNSUPPORTED).
+ *   The work is planned over the real tokens only.
+ * Paged K/V (ATTN_PARAM_PAGE_SIZE = page_size >= 1), the vLLM / FlashAttention block table:
+ *   K and V are pools of pages: token t of a page p of KV head h is at
+ *   p * batch_stride + h * head_stride + t * row_stride. Defaults are token-major pages
+ *   [num_pages][page_size][heads_kv][head_dim] (FlashAttention's k_cache); head-major pages
+ *   [num_pages][heads_kv][page_size][head_dim] (vLLM CPU, OpenVINO) are the strides
+ *   (heads_kv * page_size * D, page_size * D, D). num_pages is what the bound buffers hold.
+ *   ATTN_BLOCK_TABLE: int32 [batch][max_pages]; key j of sequence b lives in page
+ *   block_table[b][j / page_size] at token j % page_size; -1 marks an unused slot.
+ *   ATTN_SEQ_LENS_K (required): keys in the cache of each sequence, new ones included.
+ *   Q is dense [batch][heads_q][seq_q][head_dim] or varlen (ATTN_CU_SEQLENS_Q; chunked
+ *   prefill and decode in one call); ATTN_CU_SEQLENS_K is not used with pages.
+ *   A page id outside [0, num_pages), a -1 among the used slots or a length beyond
+ *   max_pages * page_size is ATTN_ERR_INVALID_ARGUMENT naming the sequence and the slot. */
+
+/** Write new key and value rows into their cache positions (vLLM's reshape_and_cache): token t
+ *  (0-based) of the n_b new tokens of sequence b goes to key position seq_lens_k[b] - n_b + t,
+ *  i.e. seq_lens_k already counts the new tokens, so the same args then serve attn_run.
+ *
+ *  args: ATTN_NEW_K, ATTN_NEW_V: contiguous token-major rows [tokens][heads_kv][head_dim] and
+ *        [tokens][heads_kv][head_dim_v]; tokens = cu_seqlens_q[batch] in varlen mode (n_b from
+ *        ATTN_CU_SEQLENS_Q), else batch * seq_q (n_b = seq_q, tokens ordered [batch][seq_q]);
+ *        ATTN_SEQ_LENS_K required; ATTN_BLOCK_TABLE required with a paged cache.
+ *  k_cache, v_cache: the K and V buffers (the pools with a paged cache; dense K/V otherwise, in
+ *        the descriptor's K/V layout); k_len, v_len their lengths in floats.
+ *  Only the destination rows are written.
+ *
+ *  ATTN_OK; ATTN_ERR_NULL_POINTER (desc, args, a cache or a required operand);
+ *  ATTN_ERR_INVALID_ARGUMENT (a buffer too short, seq_lens_k[b] < n_b or out of range, a bad
+ *  page id, caches overlapping each other or the new rows); ATTN_ERR_OUT_OF_MEMORY. since 0.2 */
+ATTN_API attn_status attn_kv_append(const attn_desc *desc, const attn_args *args, float *k_cache,
+                                    size_t k_len, float *v_cache, size_t v_len);
+
+/** Exact merge of partial results computed over disjoint key sets (split-KV, ring attention,
+ *  prefix caching): acc <- merge(acc, part), row by row,
+ *    lse = log(exp(lse_acc) + exp(lse_part)),
+ *    out = exp(lse_acc - lse) out_acc + exp(lse_part - lse) out_part.
+ *  A part with lse -INFINITY contributes nothing; both -INFINITY gives out 0, lse -INFINITY.
+ *  Folding parts one after another in a fixed order gives bit-identical results.
+ *
+ *  acc, part: ATTN_OUT and ATTN_LSE (both required in each) in the descriptor's OUT and LSE
+ *  layouts (dense, or varlen with ATTN_CU_SEQLENS_Q bound in acc). acc is updated in place;
+ *  part is only read (bind its buffers with attn_args_set_out_f32 too).
+ *
+ *  ATTN_OK; ATTN_ERR_NULL_POINTER; ATTN_ERR_INVALID_ARGUMENT (a buffer too short, acc and part
+ *  buffers overlapping, bad cu_seqlens_q). since 0.2 */
+ATTN_API attn_status attn_merge(const attn_desc *desc, const attn_args *acc, const attn_args *part);
 
 /* ==============================  Threads and ISA  ============================= */
 /** Set the number of threads attention calls use (the caller counts as one). 0 = the default:

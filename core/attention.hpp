@@ -16,7 +16,10 @@ constexpr int kIsaCount = 4;
 const char *isa_name(Isa isa);
 bool isa_from_name(const char *name, Isa *out);
 
-// Element strides of one [batch][heads][seq][head_dim] operand; head_dim is contiguous.
+// Element strides of one [batch][heads][seq][head_dim] operand; head_dim is contiguous. In a
+// varlen call `batch` of Q and OUT (and of K and V without paging) is unused: sequence b starts
+// at token cu_seqlens[b] of a token-major pack. With a paged cache `batch` of K and V is the
+// page stride and `row` the token stride inside a page.
 struct Layout {
     size_t batch = 0, head = 0, row = 0;
 };
@@ -42,6 +45,12 @@ struct Params {
     bool bias_first = false;                       // bias before softcap (ONNX order)
     bool plus_one = false;                         // sink logit 0 for every head
     WeightsMode weights_mode = WeightsMode::Softmax;
+    // Serving layouts (attn_param VARLEN, PAGE_SIZE, MAX_PAGES, BATCH_INVARIANT).
+    bool varlen = false;    // Q/OUT (and K/V unless paged) packed by cu_seqlens
+    size_t page_size = 0;   // 0 = contiguous K/V; else K/V are pages of this many tokens
+    size_t max_pages = 0;   // columns of the block table
+    size_t total_q = 0;     // varlen: cu_seqlens_q[batch] of this call (set per call)
+    bool invariant = false; // reduction order over keys depends on key positions only
 };
 
 // Raw operands of one call. key_valid: [batch][seq_k], allowed: [seq_q][seq_k]; bytes, nonzero =
@@ -60,21 +69,77 @@ struct Tensors {
     const uint8_t *query_valid = nullptr;
     const int32_t *seq_lens_k = nullptr;
     float *key_mass = nullptr;
+    // Serving layouts: cu_q / cu_k [batch + 1] prefix sums (varlen), block_table
+    // [batch][max_pages] page ids (paged K/V).
+    const int32_t *cu_q = nullptr, *cu_k = nullptr, *block_table = nullptr;
     // Set by the scheduler: qmap[b * seq_q + n] = n-th real query of batch b (null = identity).
     const uint32_t *qmap = nullptr;
 };
 
 // Keys of batch entry b (keys at or past it are padding).
 inline size_t key_len(const Params &p, const Tensors &t, size_t b) {
-    return t.seq_lens_k ? static_cast<size_t>(t.seq_lens_k[b]) : p.shape.seq_k;
+    if (t.seq_lens_k) return static_cast<size_t>(t.seq_lens_k[b]);
+    if (t.cu_k) return static_cast<size_t>(t.cu_k[b + 1] - t.cu_k[b]);
+    return p.shape.seq_k;
+}
+
+// Query positions of batch entry b (a varlen sequence's length, else seq_q).
+inline size_t query_len(const Params &p, const Tensors &t, size_t b) {
+    return t.cu_q ? static_cast<size_t>(t.cu_q[b + 1] - t.cu_q[b]) : p.shape.seq_q;
+}
+
+// Element offsets of query i of head h in Q and OUT, and the LSE index.
+inline size_t q_index(const Params &p, const Tensors &t, size_t b, size_t h, size_t i) {
+    return t.cu_q ? (static_cast<size_t>(t.cu_q[b]) + i) * p.q.row + h * p.q.head
+                  : b * p.q.batch + h * p.q.head + i * p.q.row;
+}
+inline size_t out_index(const Params &p, const Tensors &t, size_t b, size_t h, size_t i) {
+    return t.cu_q ? (static_cast<size_t>(t.cu_q[b]) + i) * p.out.row + h * p.out.head
+                  : b * p.out.batch + h * p.out.head + i * p.out.row;
+}
+// LSE: [batch][heads_q][seq_q], or FlashAttention's varlen [heads_q][total_q].
+inline size_t lse_index(const Params &p, const Tensors &t, size_t b, size_t h, size_t i) {
+    return t.cu_q ? h * p.total_q + static_cast<size_t>(t.cu_q[b]) + i
+                  : (b * p.shape.heads_q + h) * p.shape.seq_q + i;
+}
+
+// The K or V rows of one (batch entry, KV head): contiguous, packed (varlen) or paged.
+struct KvRows {
+    const float *base = nullptr;    // key 0 (dense) or the pool's KV head (paged)
+    size_t row = 0;                 // token stride
+    const int32_t *pages = nullptr; // block-table row of the batch entry (paged), else null
+    size_t page_size = 0, page_stride = 0;
+    const float *at(size_t j) const {
+        if (!pages) return base + j * row;
+        return base + static_cast<size_t>(pages[j / page_size]) * page_stride +
+               (j % page_size) * row;
+    }
+};
+
+inline KvRows kv_rows(const Params &p, const Tensors &t, bool value, size_t b, size_t kvh) {
+    const Layout &lay = value ? p.v : p.k;
+    const float *data = value ? t.v : t.k;
+    KvRows r;
+    r.row = lay.row;
+    if (t.block_table) {
+        r.base = data + kvh * lay.head;
+        r.pages = t.block_table + b * p.max_pages;
+        r.page_size = p.page_size;
+        r.page_stride = lay.batch;
+    } else if (t.cu_k) {
+        r.base = data + static_cast<size_t>(t.cu_k[b]) * lay.row + kvh * lay.head;
+    } else {
+        r.base = data + b * lay.batch + kvh * lay.head;
+    }
+    return r;
 }
 
 // diag(i) = i + diag_offset: the causal diagonal of batch entry b ("key j visible to query i iff
 // j <= diag(i)" under a causal rule; the sliding window is centred on it too).
 inline long long diag_offset(const Params &p, const Tensors &t, size_t b) {
-    return p.causal == Causal::BottomRight
-               ? static_cast<long long>(key_len(p, t, b)) - static_cast<long long>(p.shape.seq_q)
-               : 0;
+    return p.causal == Causal::BottomRight ? static_cast<long long>(key_len(p, t, b)) -
+                                                 static_cast<long long>(query_len(p, t, b))
+                                           : 0;
 }
 
 // The sink logit of query head h, or false when there is none.
@@ -99,6 +164,13 @@ inline bool fold_scale(const Params &p) {
 // Entry points. They throw std::bad_alloc when scratch cannot be allocated; nothing else.
 void forward(const Params &p, const Tensors &t);
 void weights(const Params &p, const Tensors &t);
+
+// Writes the new K/V rows (token-major [tokens][heads_kv][head_dim(_v)]) into t.k / t.v (the
+// caller's writable caches) at positions key_len(b) - query_len(b) + x. Arguments checked.
+void kv_append(const Params &p, const Tensors &t, const float *new_k, const float *new_v);
+
+// acc.out / acc.lse <- exact merge with the part (same layouts as acc's OUT and LSE).
+void merge_into(const Params &p, const Tensors &acc, const float *part_out, const float *part_lse);
 
 // The standard ALiBi slopes of n heads (Press et al. 2022; BLOOM's rule for n not a power of 2).
 void alibi_standard_slopes(size_t n, float *slopes);

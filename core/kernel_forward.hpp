@@ -30,12 +30,12 @@ static inline void copy_row(float *dst, const float *src, size_t n, size_t padde
 // s.krow[x] -> K row of the tile's key x (rows past nk, up to a whole kKT block, -> a zero row).
 // Rows that are not contiguous (BSHD: H * head_dim apart, often a multiple of 4 KiB, so a tile's
 // rows would fight over a few L1 sets) are first copied into a contiguous tile.
-static inline void set_key_rows(const Params &p, const float *kbase, const TileInfo &tile,
+static inline void set_key_rows(const Params &p, const KvRows &kb, const TileInfo &tile,
                                 Scratch &s) {
     const size_t d = p.shape.head_dim;
     const bool pack = p.k.row != d;
     for (size_t x = 0; x < tile.nk; ++x) {
-        const float *src = kbase + (tile.jbase + s.kidx[x]) * p.k.row;
+        const float *src = kb.at(tile.jbase + s.kidx[x]);
         if (pack) copy_row(s.kpack + x * d, src, d, d);
         s.krow[x] = pack ? s.kpack + x * d : src;
     }
@@ -78,8 +78,11 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
     const bool pack_v = p.v.row != dv || dp != dv;
     size_t kbeg, kend;
     init_blocks(blk, nb, dp, with_pv, &kbeg, &kend);
-    const float *vbase = with_pv ? t.v + w.b * p.v.batch + w.kvh * p.v.head : nullptr;
-    const float *kbase = t.k + w.b * p.k.batch + w.kvh * p.k.head;
+    // Batch invariance: tiles start at multiples of kBK (their boundaries then depend on the key
+    // positions only, not on which rows share the item).
+    if (p.invariant) kbeg -= kbeg % kBK;
+    const KvRows vb = with_pv ? kv_rows(p, t, true, w.b, w.kvh) : KvRows{};
+    const KvRows kb = kv_rows(p, t, false, w.b, w.kvh);
     TileInfo tile;
     for (size_t j = kbeg; next_tile(p, t, w.b, &j, kend, s.kidx, &tile);) {
         const size_t nk = tile.nk;
@@ -87,10 +90,10 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
         // during Q.K^T, K rows of the next tile during P.V. With many rows the tiles come from
         // cache and the prefetches only cost issue slots (-7% measured), so they are skipped.
         if (kNV == 1 && with_pv) {
-            prefetch_rows(vbase, p.v.row, tile.jbase, tile.kidx_span(s.kidx), dv);
-            if (j < kend) prefetch_rows(kbase, p.k.row, j, kmin(kBK, kend - j), d);
+            prefetch_rows(vb, tile.jbase, tile.kidx_span(s.kidx), dv);
+            if (j < kend) prefetch_rows(kb, j, kmin(kBK, kend - j), d);
         }
-        set_key_rows(p, kbase, tile, s);
+        set_key_rows(p, kb, tile, s);
         bool v_checked = false, v_finite = true, v_set = false;
         for (size_t bi = 0; bi < nb; ++bi) {
             Block &b = blk[bi];
@@ -112,7 +115,7 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
             if (!with_pv) continue;
             if (!v_set) {
                 for (size_t x = 0; x < nk; ++x) {
-                    const float *src = vbase + (tile.jbase + s.kidx[x]) * p.v.row;
+                    const float *src = vb.at(tile.jbase + s.kidx[x]);
                     if (pack_v) copy_row(s.vpack + x * dp, src, dv, dp);
                     s.vrow[x] = pack_v ? s.vpack + x * dp : src;
                 }
@@ -241,8 +244,7 @@ static void decode_item(const Params &p, const Tensors &t, const WorkItem &w, vo
     float m[kDecodeRows], l[kDecodeRows];
     bool vis[kDecodeRows];
     for (size_t rr = 0; rr < kDecodeRows; ++rr) {
-        const float *qsrc =
-            t.q + w.b * p.q.batch + r.h[rr] * p.q.head + static_cast<size_t>(r.i[rr]) * p.q.row;
+        const float *qsrc = t.q + q_index(p, t, w.b, r.h[rr], static_cast<size_t>(r.i[rr]));
         for (size_t dd = 0; dd < dpad; ++dd)
             q[rr * dpad + dd] = rr < nr && dd < d ? qsrc[dd] * qs : 0.0f;
         zero_floats(o + rr * dvpad, dvpad);
@@ -256,18 +258,17 @@ static void decode_item(const Params &p, const Tensors &t, const WorkItem &w, vo
     const long long ke = lmin(static_cast<long long>(w.k_end), r.hi[kR - 1]);
     const size_t kbeg = kb < 0 ? 0 : static_cast<size_t>(kb);
     const size_t kend = ke <= kb ? kbeg : static_cast<size_t>(ke);
-    const float *kbase = t.k + w.b * p.k.batch + w.kvh * p.k.head;
-    const float *vbase = t.v + w.b * p.v.batch + w.kvh * p.v.head;
+    const KvRows krows = kv_rows(p, t, false, w.b, w.kvh), vb = kv_rows(p, t, true, w.b, w.kvh);
     const vf ninf = vbcast(kNegInf), zero = vzero();
     TileInfo tile;
     for (size_t j = kbeg; next_tile(p, t, w.b, &j, kend, s.kidx, &tile);) {
         const size_t jbase = tile.jbase, nk = tile.nk;
-        prefetch_rows(vbase, p.v.row, jbase, s.kidx[nk - 1] + 1, dv);
-        if (j < kend) prefetch_rows(kbase, p.k.row, j, kmin(kBK, kend - j), d);
+        prefetch_rows(vb, jbase, s.kidx[nk - 1] + 1, dv);
+        if (j < kend) prefetch_rows(krows, j, kmin(kBK, kend - j), d);
 
         // Scores: one pass over each K row serves every query row.
         for (size_t x = 0; x < nk; ++x) {
-            const float *kr = kbase + (jbase + s.kidx[x]) * p.k.row;
+            const float *kr = krows.at(jbase + s.kidx[x]);
             vf acc[kDecodeRows];
             for (size_t rr = 0; rr < kDecodeRows; ++rr) acc[rr] = zero;
             for (size_t dd = 0; dd < dqv; dd += kL) {
@@ -310,7 +311,7 @@ static void decode_item(const Params &p, const Tensors &t, const WorkItem &w, vo
             m[rr] = mnew;
         }
         // P.V: one pass over each V row serves every query row.
-        for (size_t x = 0; x < nk; ++x) s.vrow[x] = vbase + (jbase + s.kidx[x]) * p.v.row;
+        for (size_t x = 0; x < nk; ++x) s.vrow[x] = vb.at(jbase + s.kidx[x]);
         if (partial_tile && !v_tile_finite(p, s, nk)) {
             // Exact path: a hidden key's Inf/NaN value must not turn 0 * Inf into NaN.
             for (size_t x = 0; x < nk; ++x)
@@ -345,7 +346,7 @@ static void decode_item(const Params &p, const Tensors &t, const WorkItem &w, vo
     }
     for (size_t rr = 0; rr < nr; ++rr) {
         const size_t i = static_cast<size_t>(r.i[rr]), h = r.h[rr];
-        float *out = t.out + w.b * p.out.batch + h * p.out.head + i * p.out.row;
+        float *out = t.out + out_index(p, t, w.b, h, i);
         float sink, lse;
         if (!vis[rr]) {
             for (size_t dd = 0; dd < dv; ++dd) out[dd] = 0.0f;
@@ -361,13 +362,15 @@ static void decode_item(const Params &p, const Tensors &t, const WorkItem &w, vo
             for (size_t dd = 0; dd < dv; ++dd) out[dd] = o[rr * dvpad + dd] / l[rr];
             lse = m[rr] + lane0(vlog(vbcast(l[rr])));
         }
-        if (t.lse) t.lse[(w.b * p.shape.heads_q + h) * p.shape.seq_q + i] = lse;
+        if (t.lse) t.lse[lse_index(p, t, w.b, h, i)] = lse;
     }
 }
 
 static void forward_item(const Params &p, const Tensors &t, const WorkItem &w, void *scratch,
                          const Partial *partial) {
-    if (kNV == 1 && w.rows <= kDecodeRows && p.shape.head_dim >= kL) {
+    // The decode path sums q.k along head_dim in another order than the row-block path: under
+    // batch invariance every row takes the row-block path, whatever its batch-mates.
+    if (kNV == 1 && w.rows <= kDecodeRows && p.shape.head_dim >= kL && !p.invariant) {
         decode_item(p, t, w, scratch, partial);
         return;
     }
@@ -413,9 +416,9 @@ static void forward_item(const Params &p, const Tensors &t, const WorkItem &w, v
             }
         for (size_t l = 0; l < b.r.n; ++l) {
             const size_t i = static_cast<size_t>(b.r.i[l]), h = b.r.h[l];
-            float *o = t.out + w.b * p.out.batch + h * p.out.head + i * p.out.row;
+            float *o = t.out + out_index(p, t, w.b, h, i);
             for (size_t dd = 0; dd < dv; ++dd) o[dd] = b.ot[dd * kR + l];
-            if (t.lse) t.lse[(w.b * p.shape.heads_q + h) * p.shape.seq_q + i] = s.lim[l];
+            if (t.lse) t.lse[lse_index(p, t, w.b, h, i)] = s.lim[l];
         }
     }
 }

@@ -159,8 +159,7 @@ static inline void pack_queries(const Params &p, const Tensors &t, const WorkIte
     const size_t d = p.shape.head_dim;
     const float qs = fold_scale(p) ? p.scale : 1.0f;
     for (size_t l = 0; l < kR; ++l) {
-        const float *q =
-            t.q + w.b * p.q.batch + r.h[l] * p.q.head + static_cast<size_t>(r.i[l]) * p.q.row;
+        const float *q = t.q + q_index(p, t, w.b, r.h[l], static_cast<size_t>(r.i[l]));
         for (size_t dd = 0; dd < d; ++dd) qt[dd * kR + l] = q[dd] * qs;
     }
 }
@@ -179,6 +178,13 @@ static inline size_t gather_tile(const Params &p, const Tensors &t, size_t b, si
         return nk;
     }
     const uint8_t *kv = t.key_valid + b * p.shape.seq_k;
+    if (p.invariant) { // a tile is the keys [j, j + kBK) that are not padding
+        const size_t stop = kmin(span_end, j + kBK);
+        for (size_t jj = j; jj < stop; ++jj)
+            if (kv[jj]) kidx[nk++] = static_cast<unsigned>(jj - j);
+        *next = stop;
+        return nk;
+    }
     size_t jj = j;
     for (; jj < span_end && nk < kBK; ++jj)
         if (kv[jj]) kidx[nk++] = static_cast<unsigned>(jj - j);
@@ -471,10 +477,9 @@ static inline bool v_tile_finite(const Params &p, const Scratch &s, size_t nk) {
 // streamed once per item; in decode they come from DRAM and the hardware prefetcher does not
 // ramp up on 64 short row streams, so each tile asks for the next tile's rows ahead of use.
 // A prefetch never faults and feeds no value into the computation.
-static inline void prefetch_rows(const float *base, size_t row_stride, size_t j, size_t n,
-                                 size_t d) {
+static inline void prefetch_rows(const KvRows &kv, size_t j, size_t n, size_t d) {
     for (size_t x = 0; x < n; ++x) {
-        const char *row = reinterpret_cast<const char *>(base + (j + x) * row_stride);
+        const char *row = reinterpret_cast<const char *>(kv.at(j + x));
         for (size_t off = 0; off < d * sizeof(float); off += 64) __builtin_prefetch(row + off);
     }
 }

@@ -39,7 +39,7 @@ static void weights_item(const Params &p, const Tensors &t, const WorkItem &w, v
     for (size_t bi = 0; bi < nb; ++bi) pack_queries(p, t, w, blk[bi].r, blk[bi].qt);
     if (probs) run_tiles(p, t, w, blk, nb, s, false);
 
-    const float *kbase = t.k + w.b * p.k.batch + w.kvh * p.k.head;
+    const KvRows kb = kv_rows(p, t, false, w.b, w.kvh);
     const vf ninf = vbcast(kNegInf), zero = vzero();
     for (size_t bi = 0; bi < nb; ++bi) {
         Block &b = blk[bi];
@@ -63,7 +63,7 @@ static void weights_item(const Params &p, const Tensors &t, const WorkItem &w, v
         const size_t je = unmasked ? w.k_end : b.kend;
         TileInfo ti;
         for (size_t j = jb; next_tile(p, t, w.b, &j, je, s.kidx, &ti);) {
-            set_key_rows(p, kbase, ti, s);
+            set_key_rows(p, kb, ti, s);
             if (!score_tile(p, t, b, s, ti, mode)) continue;
             if (probs)
                 for (size_t x = 0; x < ti.nk; ++x)
@@ -88,7 +88,7 @@ static void mass_item(const Params &p, const Tensors &t, const WorkItem &whole, 
     Scratch s;
     scratch_layout(p, static_cast<unsigned char *>(scratch), &s);
     const size_t d = p.shape.head_dim, sk = p.shape.seq_k;
-    const float *kbase = t.k + whole.b * p.k.batch + whole.kvh * p.k.head;
+    const KvRows kb = kv_rows(p, t, false, whole.b, whole.kvh);
     const vf ninf = vbcast(kNegInf), zero = vzero();
     zero_floats(s.zero, d);
     for (size_t r0 = 0; r0 < whole.rows; r0 += kRows) {
@@ -103,8 +103,7 @@ static void mass_item(const Params &p, const Tensors &t, const WorkItem &whole, 
             pack_queries(p, t, w, r, b.qt);
             float lse[kR];
             for (size_t l = 0; l < kR; ++l)
-                lse[l] = t.lse[(w.b * p.shape.heads_q + r.h[l]) * p.shape.seq_q +
-                               static_cast<size_t>(r.i[l])];
+                lse[l] = t.lse[lse_index(p, t, w.b, r.h[l], static_cast<size_t>(r.i[l]))];
             vf lv[kNV];
             for (size_t n = 0; n < kNV; ++n) {
                 const vf x = vload(lse + n * kL);
@@ -115,7 +114,7 @@ static void mass_item(const Params &p, const Tensors &t, const WorkItem &whole, 
                 mrow[l] = t.key_mass + (w.b * p.shape.heads_q + r.h[l]) * sk;
             TileInfo ti;
             for (size_t j = b.kbeg; next_tile(p, t, w.b, &j, b.kend, s.kidx, &ti);) {
-                set_key_rows(p, kbase, ti, s);
+                set_key_rows(p, kb, ti, s);
                 if (!score_tile(p, t, b, s, ti)) continue;
                 for (size_t x = 0; x < ti.nk; ++x)
                     for (size_t n = 0; n < kNV; ++n) {

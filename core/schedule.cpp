@@ -97,6 +97,7 @@ size_t ceil_div(size_t a, size_t b) {
 }
 
 thread_local std::vector<uint32_t> t_qmap;
+thread_local std::vector<uint32_t> t_qlens;
 thread_local std::vector<size_t> t_first_item;
 thread_local std::vector<float> t_lse;
 
@@ -137,6 +138,12 @@ Plan make_plan(const Params &p, const Tensors &t, bool allow_split) {
     pl.group = p.shape.heads_q / p.shape.heads_kv;
     const size_t B = p.shape.batch;
     pl.nreal = t.qmap ? t.qmap + B * p.shape.seq_q : nullptr;
+    if (t.cu_q) { // varlen: the real queries of each sequence are its tokens
+        std::vector<uint32_t> &lens = t_qlens;
+        lens.resize(B);
+        for (size_t b = 0; b < B; ++b) lens[b] = static_cast<uint32_t>(t.cu_q[b + 1] - t.cu_q[b]);
+        pl.nreal = lens.data();
+    }
     size_t maxq = p.shape.seq_q;
     if (pl.nreal) {
         maxq = 0;
@@ -155,7 +162,8 @@ Plan make_plan(const Params &p, const Tensors &t, bool allow_split) {
     pl.splits = 1;
     // Decode-like calls (few row blocks, many keys): split keys into chunks of >= 2048 so that
     // every thread streams its share of K and V; partials merge exactly afterwards.
-    if (allow_split && pl.items > 0 && pl.items < 16 && p.shape.seq_k >= 4096) {
+    // Under batch invariance keys are never split (the split depends on the batch).
+    if (allow_split && !p.invariant && pl.items > 0 && pl.items < 16 && p.shape.seq_k >= 4096) {
         pl.splits = std::min(ceil_div(16, pl.items), p.shape.seq_k / 2048);
     }
     pl.chunk = ceil_div(p.shape.seq_k, pl.splits);
@@ -212,7 +220,7 @@ void merge_item(const Params &p, const Tensors &t, const Plan &pl, const WorkIte
         const size_t row = w.r0 + l;
         const size_t qi = row / pl.group, h = w.kvh * pl.group + row % pl.group;
         const size_t i = qmap ? qmap[qi] : qi;
-        float *o = t.out + w.b * p.out.batch + h * p.out.head + i * p.out.row;
+        float *o = t.out + out_index(p, t, w.b, h, i);
         float M = -INFINITY;
         bool vis = false;
         for (size_t s = 0; s < pl.splits; ++s) {
@@ -222,7 +230,7 @@ void merge_item(const Params &p, const Tensors &t, const Plan &pl, const WorkIte
                 if (!(ps[l] <= M)) M = ps[l]; // NaN propagates
             }
         }
-        float *lse = t.lse ? t.lse + (w.b * p.shape.heads_q + h) * p.shape.seq_q + i : nullptr;
+        float *lse = t.lse ? t.lse + lse_index(p, t, w.b, h, i) : nullptr;
         if (!vis) {
             for (size_t dd = 0; dd < dv; ++dd) o[dd] = 0.0f;
             if (lse) *lse = -INFINITY;

@@ -53,7 +53,12 @@ int main(void) {
     CHECK(attn_desc_required_len(desc, (attn_operand)11) == 2 * 5);         /* QUERY_VALID */
     CHECK(attn_desc_required_len(desc, (attn_operand)12) == 2);             /* SEQ_LENS_K */
     CHECK(attn_desc_required_len(desc, (attn_operand)13) == 2 * 3 * 7);     /* KEY_MASS */
-    CHECK(attn_desc_required_len(desc, (attn_operand)14) == 0);
+    CHECK(attn_desc_required_len(desc, (attn_operand)14) == 2 + 1);         /* CU_SEQLENS_Q */
+    CHECK(attn_desc_required_len(desc, (attn_operand)15) == 2 + 1);         /* CU_SEQLENS_K */
+    CHECK(attn_desc_required_len(desc, (attn_operand)16) == 0);  /* BLOCK_TABLE: not paged */
+    CHECK(attn_desc_required_len(desc, (attn_operand)17) == 2 * 5 * 1 * 11); /* NEW_K */
+    CHECK(attn_desc_required_len(desc, (attn_operand)18) == 2 * 5 * 1 * 11); /* NEW_V */
+    CHECK(attn_desc_required_len(desc, (attn_operand)19) == 0);
     {
         int64_t iv = -5;
         double fv = 0;
@@ -61,7 +66,10 @@ int main(void) {
         CHECK(attn_desc_get_int(desc, (attn_param)2, &iv) == ATTN_OK && iv == 4);
         CHECK(attn_desc_set_float(desc, (attn_param)4, 30.0) == ATTN_OK);   /* SOFTCAP */
         CHECK(attn_desc_get_float(desc, (attn_param)4, &fv) == ATTN_OK && fv == 30.0);
-        CHECK(attn_desc_set_int(desc, (attn_param)10, 0) == ATTN_ERR_INVALID_ARGUMENT);
+        CHECK(attn_desc_set_int(desc, (attn_param)13, 1) == ATTN_OK); /* BATCH_INVARIANT */
+        CHECK(attn_desc_get_int(desc, (attn_param)13, &iv) == ATTN_OK && iv == 1);
+        CHECK(attn_desc_set_int(desc, (attn_param)13, 0) == ATTN_OK);
+        CHECK(attn_desc_set_int(desc, (attn_param)14, 0) == ATTN_ERR_INVALID_ARGUMENT);
         CHECK(attn_desc_set_int(desc, (attn_param)2, 0) == ATTN_OK);
         CHECK(attn_desc_set_int(desc, (attn_param)2, -1) == ATTN_OK);
         CHECK(attn_desc_set_float(desc, (attn_param)4, 0.0) == ATTN_OK);

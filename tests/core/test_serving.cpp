@@ -1,0 +1,1017 @@
+// Serving layouts through the C API: packed variable-length batches (cu_seqlens), paged K/V
+// caches (block table, both page layouts), attn_kv_append, attn_merge and batch invariance, on
+// every ISA this CPU supports. The reference is ref::compute_v (float64) run on each sequence
+// alone, gathered into plain dense arrays by this file, so the packing logic is checked too.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attn.h"
+#include "reference.hpp"
+
+namespace {
+
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+const float kSentinel = 777.0f;
+
+std::vector<std::string> isas() {
+    std::vector<std::string> out;
+    for (const char *name : {"scalar", "sse2", "avx2", "avx512"})
+        if (attn_set_isa(name) == ATTN_OK) out.push_back(name);
+    attn_set_isa(nullptr);
+    return out;
+}
+
+size_t pick(std::mt19937 &g, size_t lo, size_t hi) {
+    return std::uniform_int_distribution<size_t>(lo, hi)(g);
+}
+float uni(std::mt19937 &g, float lo, float hi) {
+    return std::uniform_real_distribution<float>(lo, hi)(g);
+}
+
+// Layout of a call: 0 = varlen Q + packed K/V (cu_seqlens_k), 1 = varlen Q + paged K/V,
+// 2 = dense Q + paged K/V.
+enum Mode { kVarlen = 0, kVarlenPaged = 1, kDensePaged = 2 };
+
+struct Pack {
+    Mode mode = kVarlen;
+    size_t batch = 1, hq = 1, hkv = 1, d = 1, dv = 1, max_q = 1, max_k = 1;
+    int causal = 0;
+    long long wl = -1, wr = -1;
+    float softcap = 0.0f;
+    int alibi = 0;
+    bool plus_one = false, invariant = false;
+    size_t page = 0, max_pages_param = 0, max_pages = 0, num_pages = 0;
+    bool head_major = false;
+    size_t kv_row_pad = 0; // extra floats per packed K/V token row (mode 0)
+    std::vector<size_t> lq, lk;
+    // per-sequence dense data: q[b] [hq][lq][d], k[b]/v[b] [hkv][lk][d/dv]
+    std::vector<std::vector<float>> qs, ks, vs;
+    std::vector<float> sinks, slopes;
+    // the call's buffers
+    std::vector<float> q, k, v;
+    std::vector<int32_t> cu_q, cu_k, table, seq_lens;
+    size_t total_q = 0, total_k = 0;
+
+    bool paged() const { return mode != kVarlen; }
+    bool varlen() const { return mode != kDensePaged; }
+    size_t kv_row(size_t dim) const { return hkv * dim + kv_row_pad; }
+    // element offset of key j (head h) of sequence b in the K (dim = d) or V (dim = dv) buffer
+    size_t kv_at(size_t b, size_t h, size_t j, size_t dim) const {
+        if (!paged()) return (cu_k[b] + j) * kv_row(dim) + h * dim;
+        const size_t pg = static_cast<size_t>(table[b * max_pages + j / page]), t = j % page;
+        return head_major ? pg * hkv * page * dim + h * page * dim + t * dim
+                          : pg * page * hkv * dim + t * hkv * dim + h * dim;
+    }
+    size_t q_at(size_t b, size_t h, size_t i) const {
+        return varlen() ? (cu_q[b] + i) * hq * d + h * d : ((b * hq + h) * max_q + i) * d;
+    }
+    size_t out_at(size_t b, size_t h, size_t i) const {
+        return varlen() ? (cu_q[b] + i) * hq * dv + h * dv : ((b * hq + h) * max_q + i) * dv;
+    }
+    size_t lse_at(size_t b, size_t h, size_t i) const {
+        return varlen() ? h * total_q + cu_q[b] + i : (b * hq + h) * max_q + i;
+    }
+    size_t out_len() const { return varlen() ? total_q * hq * dv : batch * hq * max_q * dv; }
+    size_t lse_len() const { return varlen() ? total_q * hq : batch * hq * max_q; }
+};
+
+// Lays the per-sequence data out in the call's buffers (cu arrays, pages, pools).
+void build(Pack &c, std::mt19937 &g) {
+    const size_t B = c.batch;
+    c.cu_q.assign(B + 1, 0);
+    c.cu_k.assign(B + 1, 0);
+    for (size_t b = 0; b < B; ++b) {
+        c.cu_q[b + 1] = c.cu_q[b] + static_cast<int32_t>(c.lq[b]);
+        c.cu_k[b + 1] = c.cu_k[b] + static_cast<int32_t>(c.lk[b]);
+    }
+    c.total_q = static_cast<size_t>(c.cu_q[B]);
+    c.total_k = static_cast<size_t>(c.cu_k[B]);
+    c.q.assign(c.varlen() ? std::max<size_t>(1, c.total_q) * c.hq * c.d : B * c.hq * c.max_q * c.d,
+               kNaN);
+    for (size_t b = 0; b < B; ++b)
+        for (size_t h = 0; h < c.hq; ++h)
+            for (size_t i = 0; i < c.lq[b]; ++i)
+                std::memcpy(&c.q[c.q_at(b, h, i)], &c.qs[b][(h * c.lq[b] + i) * c.d],
+                            c.d * sizeof(float));
+    if (c.paged()) {
+        c.max_pages = c.max_pages_param ? c.max_pages_param : (c.max_k + c.page - 1) / c.page;
+        size_t used = 0;
+        for (size_t b = 0; b < B; ++b) used += (c.lk[b] + c.page - 1) / c.page;
+        c.num_pages = used + pick(g, 0, 3);
+        std::vector<int32_t> ids(std::max<size_t>(c.num_pages, 1));
+        std::iota(ids.begin(), ids.end(), 0);
+        std::shuffle(ids.begin(), ids.end(), g);
+        c.table.assign(B * c.max_pages, -1);
+        size_t next = 0;
+        for (size_t b = 0; b < B; ++b)
+            for (size_t s = 0; s < (c.lk[b] + c.page - 1) / c.page; ++s)
+                c.table[b * c.max_pages + s] = ids[next++];
+        c.num_pages = std::max<size_t>(c.num_pages, 1);
+        c.k.assign(c.num_pages * c.page * c.hkv * c.d, kNaN);
+        c.v.assign(c.num_pages * c.page * c.hkv * c.dv, kNaN);
+        c.seq_lens.assign(B, 0);
+        for (size_t b = 0; b < B; ++b) c.seq_lens[b] = static_cast<int32_t>(c.lk[b]);
+    } else {
+        c.k.assign(std::max<size_t>(1, c.total_k) * c.kv_row(c.d), kNaN);
+        c.v.assign(std::max<size_t>(1, c.total_k) * c.kv_row(c.dv), kNaN);
+    }
+    for (size_t b = 0; b < B; ++b)
+        for (size_t h = 0; h < c.hkv; ++h)
+            for (size_t j = 0; j < c.lk[b]; ++j) {
+                std::memcpy(&c.k[c.kv_at(b, h, j, c.d)], &c.ks[b][(h * c.lk[b] + j) * c.d],
+                            c.d * sizeof(float));
+                std::memcpy(&c.v[c.kv_at(b, h, j, c.dv)], &c.vs[b][(h * c.lk[b] + j) * c.dv],
+                            c.dv * sizeof(float));
+            }
+}
+
+void fill_sequences(Pack &c, std::mt19937 &g) {
+    c.qs.assign(c.batch, {});
+    c.ks.assign(c.batch, {});
+    c.vs.assign(c.batch, {});
+    for (size_t b = 0; b < c.batch; ++b) {
+        c.qs[b].resize(c.hq * c.lq[b] * c.d);
+        c.ks[b].resize(c.hkv * c.lk[b] * c.d);
+        c.vs[b].resize(c.hkv * c.lk[b] * c.dv);
+        for (float &x : c.qs[b]) x = uni(g, -1, 1);
+        for (float &x : c.ks[b]) x = uni(g, -1, 1);
+        for (float &x : c.vs[b]) x = uni(g, -2, 2);
+    }
+}
+
+Pack random_pack(std::mt19937 &g, Mode mode) {
+    Pack c;
+    c.mode = mode;
+    c.batch = pick(g, 1, 4);
+    c.hkv = pick(g, 1, 3);
+    c.hq = c.hkv * pick(g, 1, 3);
+    c.d = pick(g, 0, 3) == 0 ? pick(g, 1, 9) : pick(g, 8, 72);
+    c.dv = pick(g, 0, 2) == 0 ? pick(g, 1, 72) : c.d;
+    c.causal = static_cast<int>(pick(g, 0, 2));
+    if (pick(g, 0, 3) == 0) c.wl = static_cast<long long>(pick(g, 0, 20));
+    if (pick(g, 0, 4) == 0) c.wr = static_cast<long long>(pick(g, 0, 20));
+    if (pick(g, 0, 3) == 0) c.softcap = uni(g, 0.5f, 20.0f);
+    c.alibi = pick(g, 0, 3) == 0 ? static_cast<int>(pick(g, 1, 2)) : 0;
+    const size_t sink_kind = pick(g, 0, 4); // 0: sinks operand, 1: "+1", else none
+    c.plus_one = sink_kind == 1;
+    const bool chunked = pick(g, 0, 1) == 0; // chunked prefill + decode: lq <= lk
+    const size_t sq = pick(g, 1, 24);        // dense Q: every sequence has seq_q queries
+    c.lq.resize(c.batch);
+    c.lk.resize(c.batch);
+    for (size_t b = 0; b < c.batch; ++b) {
+        if (mode == kDensePaged)
+            c.lq[b] = sq;
+        else
+            c.lq[b] = pick(g, 0, 5) == 0 ? 0 : pick(g, 0, 1) ? 1 : pick(g, 1, 30);
+        c.lk[b] = pick(g, 0, 7) == 0 ? 0 : pick(g, 1, 70);
+        if (chunked && c.lk[b] < c.lq[b]) c.lk[b] = c.lq[b] + pick(g, 0, 40);
+    }
+    c.max_q = std::max<size_t>(1, *std::max_element(c.lq.begin(), c.lq.end()));
+    c.max_k = std::max<size_t>(1, *std::max_element(c.lk.begin(), c.lk.end()));
+    if (mode != kVarlen) {
+        c.max_k += pick(g, 0, 5);
+        const size_t r = pick(g, 0, 5);
+        c.page = r == 0 ? 1 : r == 1 ? pick(g, 2, 7) : r == 2 ? 16 : r == 3 ? pick(g, 17, 300) : 32;
+        c.head_major = pick(g, 0, 1) == 1;
+        if (pick(g, 0, 3) == 0) c.max_pages_param = (c.max_k + c.page - 1) / c.page + pick(g, 1, 3);
+    } else if (pick(g, 0, 3) == 0) {
+        c.kv_row_pad = pick(g, 1, 5);
+    }
+    fill_sequences(c, g);
+    if (sink_kind == 0) {
+        c.sinks.resize(c.hq);
+        for (float &x : c.sinks) x = uni(g, -3, 3);
+    }
+    if (c.alibi == 1) {
+        c.slopes.resize(c.hq);
+        for (float &x : c.slopes) x = uni(g, 0.01f, 0.5f);
+    }
+    build(c, g);
+    return c;
+}
+
+attn_desc *make_desc(const Pack &c) {
+    attn_desc *d = nullptr;
+    REQUIRE(attn_desc_create(&d, c.batch, c.hq, c.hkv, c.max_q, c.max_k, c.d) == ATTN_OK);
+    auto seti = [&](attn_param k, int64_t v) {
+        REQUIRE_MESSAGE(attn_desc_set_int(d, k, v) == ATTN_OK, attn_last_error());
+    };
+    seti(ATTN_PARAM_CAUSAL, c.causal);
+    seti(ATTN_PARAM_WINDOW_LEFT, c.wl);
+    seti(ATTN_PARAM_WINDOW_RIGHT, c.wr);
+    REQUIRE(attn_desc_set_float(d, ATTN_PARAM_SOFTCAP, static_cast<double>(c.softcap)) == ATTN_OK);
+    seti(ATTN_PARAM_ALIBI, c.alibi);
+    seti(ATTN_PARAM_SOFTMAX_PLUS_ONE, c.plus_one);
+    seti(ATTN_PARAM_HEAD_DIM_V, static_cast<int64_t>(c.dv));
+    seti(ATTN_PARAM_VARLEN, c.varlen());
+    seti(ATTN_PARAM_BATCH_INVARIANT, c.invariant);
+    if (c.paged()) {
+        seti(ATTN_PARAM_PAGE_SIZE, static_cast<int64_t>(c.page));
+        if (c.max_pages_param) seti(ATTN_PARAM_MAX_PAGES, static_cast<int64_t>(c.max_pages_param));
+        if (c.head_major) {
+            REQUIRE(attn_desc_set_strides(d, ATTN_K, c.hkv * c.page * c.d, c.page * c.d, c.d) ==
+                    ATTN_OK);
+            REQUIRE(attn_desc_set_strides(d, ATTN_V, c.hkv * c.page * c.dv, c.page * c.dv, c.dv) ==
+                    ATTN_OK);
+        }
+    } else if (c.kv_row_pad) {
+        REQUIRE(attn_desc_set_strides(d, ATTN_K, 0, c.d, c.kv_row(c.d)) == ATTN_OK);
+        REQUIRE(attn_desc_set_strides(d, ATTN_V, 0, c.dv, c.kv_row(c.dv)) == ATTN_OK);
+    }
+    return d;
+}
+
+// Binds the pack's inputs (not OUT / LSE).
+attn_args *make_args(const Pack &c) {
+    attn_args *a = nullptr;
+    REQUIRE(attn_args_create(&a) == ATTN_OK);
+    REQUIRE(attn_args_set_f32(a, ATTN_Q, c.q.data(), c.q.size()) == ATTN_OK);
+    REQUIRE(attn_args_set_f32(a, ATTN_K, c.k.data(), c.k.size()) == ATTN_OK);
+    REQUIRE(attn_args_set_f32(a, ATTN_V, c.v.data(), c.v.size()) == ATTN_OK);
+    if (!c.sinks.empty())
+        REQUIRE(attn_args_set_f32(a, ATTN_SINKS, c.sinks.data(), c.sinks.size()) == ATTN_OK);
+    if (!c.slopes.empty())
+        REQUIRE(attn_args_set_f32(a, ATTN_ALIBI_SLOPES, c.slopes.data(), c.slopes.size()) ==
+                ATTN_OK);
+    if (c.varlen())
+        REQUIRE(attn_args_set_i32(a, ATTN_CU_SEQLENS_Q, c.cu_q.data(), c.cu_q.size()) == ATTN_OK);
+    if (c.paged()) {
+        REQUIRE(attn_args_set_i32(a, ATTN_BLOCK_TABLE, c.table.data(), c.table.size()) == ATTN_OK);
+        REQUIRE(attn_args_set_i32(a, ATTN_SEQ_LENS_K, c.seq_lens.data(), c.seq_lens.size()) ==
+                ATTN_OK);
+    } else {
+        REQUIRE(attn_args_set_i32(a, ATTN_CU_SEQLENS_K, c.cu_k.data(), c.cu_k.size()) == ATTN_OK);
+    }
+    return a;
+}
+
+struct Run {
+    std::vector<float> out, lse, w;
+};
+
+Run run(const Pack &c, bool weights = false) {
+    Run r;
+    attn_desc *d = make_desc(c);
+    attn_args *a = make_args(c);
+    r.out.assign(std::max<size_t>(1, c.out_len()), kSentinel);
+    r.lse.assign(std::max<size_t>(1, c.lse_len()), kSentinel);
+    REQUIRE(attn_args_set_out_f32(a, ATTN_OUT, r.out.data(), r.out.size()) == ATTN_OK);
+    REQUIRE(attn_args_set_out_f32(a, ATTN_LSE, r.lse.data(), r.lse.size()) == ATTN_OK);
+    REQUIRE_MESSAGE(attn_run(d, ATTN_OP_FORWARD, a) == ATTN_OK, attn_last_error());
+    if (weights) {
+        r.w.assign(attn_desc_required_len(d, ATTN_WEIGHTS), kSentinel);
+        REQUIRE(attn_args_set_out_f32(a, ATTN_WEIGHTS, r.w.data(), r.w.size()) == ATTN_OK);
+        REQUIRE_MESSAGE(attn_run(d, ATTN_OP_WEIGHTS, a) == ATTN_OK, attn_last_error());
+    }
+    attn_args_destroy(a);
+    attn_desc_destroy(d);
+    return r;
+}
+
+// Worst relative error of every sequence against ref::compute_v on that sequence alone; hidden
+// weights (when computed) exactly +0, and so are the padded columns past a sequence's keys.
+double check(const Pack &c, const Run &r, const std::string &what) {
+    double worst = 0.0;
+    for (size_t b = 0; b < c.batch; ++b) {
+        if (c.lq[b] == 0) continue;
+        ref::VProblem p;
+        p.heads_q = c.hq;
+        p.heads_kv = c.hkv;
+        p.seq_q = c.lq[b];
+        p.seq_k = std::max<size_t>(1, c.lk[b]);
+        p.head_dim = c.d;
+        p.head_dim_v = c.dv;
+        p.causal = c.causal;
+        p.window_left = c.wl;
+        p.window_right = c.wr;
+        p.softcap = c.softcap;
+        p.alibi = c.alibi;
+        p.plus_one = c.plus_one;
+        p.set_default_strides();
+        std::vector<float> kz(c.ks[b]), vz(c.vs[b]);
+        kz.resize(std::max<size_t>(kz.size(), c.hkv * c.d), kNaN);
+        vz.resize(std::max<size_t>(vz.size(), c.hkv * c.dv), kNaN);
+        const int32_t len = static_cast<int32_t>(c.lk[b]);
+        ref::VInputs in;
+        in.q = c.qs[b].data();
+        in.k = kz.data();
+        in.v = vz.data();
+        in.sinks = c.sinks.empty() ? nullptr : c.sinks.data();
+        in.slopes = c.slopes.empty() ? nullptr : c.slopes.data();
+        in.seq_lens_k = &len;
+        const ref::VResult e = ref::compute_v(p, in);
+        for (size_t h = 0; h < c.hq; ++h)
+            for (size_t i = 0; i < c.lq[b]; ++i) {
+                const size_t row = h * c.lq[b] + i;
+                for (size_t x = 0; x < c.dv; ++x)
+                    worst = std::max(
+                        worst, ref::rel_err(r.out[c.out_at(b, h, i) + x], e.out[row * c.dv + x]));
+                worst = std::max(worst, ref::rel_err(r.lse[c.lse_at(b, h, i)], e.lse[row]));
+                if (r.w.empty()) continue;
+                const float *wr = &r.w[((b * c.hq + h) * c.max_q + i) * c.max_k];
+                for (size_t j = 0; j < c.max_k; ++j) {
+                    const bool hidden = j >= c.lk[b] || e.hidden[row * p.seq_k + j];
+                    if (hidden) {
+                        if (wr[j] != 0.0f || std::signbit(wr[j])) {
+                            FAIL_CHECK(what << ": hidden weight (" << b << "," << h << "," << i
+                                            << "," << j << ") = " << wr[j]);
+                            return 1e30;
+                        }
+                        continue;
+                    }
+                    worst = std::max(worst, ref::rel_err(wr[j], e.w[row * p.seq_k + j]));
+                }
+            }
+    }
+    return worst;
+}
+
+} // namespace
+
+TEST_CASE("varlen and paged packs match the float64 reference on every ISA") {
+    std::mt19937 g(20261201);
+    const std::vector<std::string> names = isas();
+    double worst = 0.0;
+    size_t runs = 0;
+    const int kPacks = 540;
+    for (int n = 0; n < kPacks; ++n) {
+        const Mode mode = static_cast<Mode>(n % 3);
+        Pack c = random_pack(g, mode);
+        c.invariant = n % 5 == 4;
+        for (const std::string &isa : names) {
+            REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
+            const Run r = run(c, mode == kDensePaged);
+            const double e = check(c, r, "pack " + std::to_string(n) + " on " + isa);
+            if (e > 1e-5)
+                FAIL_CHECK("pack " << n << " mode " << mode << " on " << isa << ": rel err " << e
+                                   << " (batch " << c.batch << ", heads " << c.hq << "/" << c.hkv
+                                   << ", d " << c.d << "/" << c.dv << ", page " << c.page
+                                   << ", causal " << c.causal << ")");
+            worst = std::max(worst, e);
+            ++runs;
+        }
+    }
+    attn_set_isa(nullptr);
+    MESSAGE(kPacks << " packs x " << names.size() << " ISAs = " << runs
+                   << " runs, max relative error " << worst);
+    CHECK(worst <= 1e-5);
+}
+
+TEST_CASE("varlen and paged results are bit-identical on 1 and 2 threads") {
+    std::mt19937 g(7);
+    for (int n = 0; n < 12; ++n) {
+        Pack c = random_pack(g, static_cast<Mode>(n % 3));
+        // large enough to be spread over the pool
+        for (size_t b = 0; b < c.batch; ++b) {
+            c.lk[b] = 300 + 97 * b;
+            if (c.mode != kDensePaged) c.lq[b] = 1 + 41 * b;
+        }
+        c.max_q = *std::max_element(c.lq.begin(), c.lq.end());
+        c.max_k = *std::max_element(c.lk.begin(), c.lk.end());
+        if (c.max_pages_param) c.max_pages_param = (c.max_k + c.page - 1) / c.page + 1;
+        fill_sequences(c, g);
+        build(c, g);
+        for (const std::string &isa : isas()) {
+            REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
+            REQUIRE(attn_set_num_threads(1) == ATTN_OK);
+            const Run r1 = run(c);
+            REQUIRE(attn_set_num_threads(2) == ATTN_OK);
+            const Run r2 = run(c);
+            CHECK(std::memcmp(r1.out.data(), r2.out.data(), r1.out.size() * 4) == 0);
+            CHECK(std::memcmp(r1.lse.data(), r2.lse.data(), r1.lse.size() * 4) == 0);
+            CHECK(check(c, r1, "threads") <= 1e-5);
+        }
+    }
+    attn_set_num_threads(0);
+    attn_set_isa(nullptr);
+}
+
+TEST_CASE("a pack of {2048, 1536, 1024, 512} causal plans only its real tokens") {
+    // Not a timing: the call must give each sequence exactly its single-sequence answer.
+    std::mt19937 g(3);
+    Pack c;
+    c.mode = kVarlen;
+    c.batch = 4;
+    c.hq = 2;
+    c.hkv = 1;
+    c.d = c.dv = 16;
+    c.causal = ATTN_CAUSAL_TOP_LEFT;
+    c.lq = {2048, 1536, 1024, 512};
+    c.lk = c.lq;
+    c.max_q = c.max_k = 2048;
+    c.sinks.clear();
+    fill_sequences(c, g);
+    build(c, g);
+    const Run r = run(c);
+    CHECK(check(c, r, "long pack") <= 1e-5);
+}
+
+namespace {
+
+// attn_run's status and message for a pack whose operands were bent by `bend`.
+struct Outcome {
+    attn_status st;
+    std::string msg;
+};
+template <class F> Outcome run_bent(const Pack &c0, F bend) {
+    Pack c = c0;
+    attn_desc *d = make_desc(c);
+    attn_args *a = make_args(c);
+    std::vector<float> out(std::max<size_t>(1, c.out_len())), lse(std::max<size_t>(1, c.lse_len()));
+    REQUIRE(attn_args_set_out_f32(a, ATTN_OUT, out.data(), out.size()) == ATTN_OK);
+    REQUIRE(attn_args_set_out_f32(a, ATTN_LSE, lse.data(), lse.size()) == ATTN_OK);
+    bend(c, d, a);
+    Outcome o{attn_run(d, ATTN_OP_FORWARD, a), attn_last_error()};
+    attn_args_destroy(a);
+    attn_desc_destroy(d);
+    return o;
+}
+
+Pack small_pack(Mode mode) {
+    std::mt19937 g(11);
+    Pack c;
+    c.mode = mode;
+    c.batch = 3;
+    c.hq = 2;
+    c.hkv = 1;
+    c.d = c.dv = 4;
+    c.lq = mode == kDensePaged ? std::vector<size_t>{2, 2, 2} : std::vector<size_t>{2, 0, 3};
+    c.lk = {5, 9, 3};
+    c.max_q = 3;
+    c.max_k = 10;
+    c.page = mode == kVarlen ? 0 : 4;
+    fill_sequences(c, g);
+    build(c, g);
+    return c;
+}
+
+} // namespace
+
+TEST_CASE("bad serving operands are refused, naming the sequence and the slot") {
+    struct Case {
+        Mode mode;
+        const char *what;
+        attn_status st;
+        const char *msg;
+        void (*bend)(Pack &, attn_desc *, attn_args *);
+    };
+    const Case cases[] = {
+        {kVarlenPaged, "page id out of range", ATTN_ERR_INVALID_ARGUMENT,
+         "block_table[1][2] (99) is not a page of the K/V buffers",
+         [](Pack &c, attn_desc *, attn_args *a) {
+             c.table[1 * c.max_pages + 2] = 99;
+             attn_args_set_i32(a, ATTN_BLOCK_TABLE, c.table.data(), c.table.size());
+         }},
+        {kDensePaged, "-1 among the used slots", ATTN_ERR_INVALID_ARGUMENT,
+         "block_table[0][1] is -1 (unused) but sequence 0 has 5 keys",
+         [](Pack &c, attn_desc *, attn_args *a) {
+             c.table[0 * c.max_pages + 1] = -1;
+             attn_args_set_i32(a, ATTN_BLOCK_TABLE, c.table.data(), c.table.size());
+         }},
+        {kDensePaged, "negative page id", ATTN_ERR_INVALID_ARGUMENT,
+         "block_table[2][0] (-7) is not a page",
+         [](Pack &c, attn_desc *, attn_args *a) {
+             c.table[2 * c.max_pages + 0] = -7;
+             attn_args_set_i32(a, ATTN_BLOCK_TABLE, c.table.data(), c.table.size());
+         }},
+        {kVarlenPaged, "length beyond seq_k", ATTN_ERR_INVALID_ARGUMENT,
+         "seq_lens_k[1] (11) is outside [0, seq_k = 10]",
+         [](Pack &c, attn_desc *, attn_args *a) {
+             c.seq_lens[1] = 11;
+             attn_args_set_i32(a, ATTN_SEQ_LENS_K, c.seq_lens.data(), c.seq_lens.size());
+         }},
+        {kVarlenPaged, "a short block table", ATTN_ERR_INVALID_ARGUMENT,
+         "block_table has 8 elements, needs at least 9",
+         [](Pack &c, attn_desc *, attn_args *a) {
+             attn_args_set_i32(a, ATTN_BLOCK_TABLE, c.table.data(), c.table.size() - 1);
+         }},
+        {kVarlenPaged, "a pool too short for its page ids", ATTN_ERR_INVALID_ARGUMENT,
+         "is not a page of the K/V buffers, which hold 1 pages",
+         [](Pack &c, attn_desc *, attn_args *a) {
+             attn_args_set_f32(a, ATTN_K, c.k.data(), c.page * c.hkv * c.d);
+         }},
+        {kVarlen, "cu_seqlens_q not starting at 0", ATTN_ERR_INVALID_ARGUMENT,
+         "cu_seqlens_q[0] (1) must be 0",
+         [](Pack &c, attn_desc *, attn_args *a) {
+             c.cu_q[0] = 1;
+             attn_args_set_i32(a, ATTN_CU_SEQLENS_Q, c.cu_q.data(), c.cu_q.size());
+         }},
+        {kVarlen, "decreasing cu_seqlens_k", ATTN_ERR_INVALID_ARGUMENT,
+         "cu_seqlens_k must not decrease: cu_seqlens_k[1] = 5 > cu_seqlens_k[2] = 4",
+         [](Pack &c, attn_desc *, attn_args *a) {
+             c.cu_k[2] = 4;
+             attn_args_set_i32(a, ATTN_CU_SEQLENS_K, c.cu_k.data(), c.cu_k.size());
+         }},
+        {kVarlen, "a sequence longer than max_seqlen_q", ATTN_ERR_INVALID_ARGUMENT,
+         "cu_seqlens_q: sequence 2 has length 7, above seq_q = 3",
+         [](Pack &c, attn_desc *, attn_args *a) {
+             c.cu_q[3] = c.cu_q[2] + 7;
+             attn_args_set_i32(a, ATTN_CU_SEQLENS_Q, c.cu_q.data(), c.cu_q.size());
+         }},
+        {kVarlen, "Q shorter than the pack", ATTN_ERR_INVALID_ARGUMENT,
+         "q has 19 elements, needs at least 40",
+         [](Pack &c, attn_desc *, attn_args *a) { attn_args_set_f32(a, ATTN_Q, c.q.data(), 19); }},
+        {kVarlen, "no cu_seqlens_k", ATTN_ERR_NULL_POINTER,
+         "cu_seqlens_k is NULL but ATTN_PARAM_VARLEN is 1",
+         [](Pack &, attn_desc *, attn_args *a) {
+             attn_args_set_i32(a, ATTN_CU_SEQLENS_K, nullptr, 0);
+         }},
+        {kDensePaged, "no block table", ATTN_ERR_NULL_POINTER,
+         "block_table is NULL but ATTN_PARAM_PAGE_SIZE is set",
+         [](Pack &, attn_desc *, attn_args *a) {
+             attn_args_set_i32(a, ATTN_BLOCK_TABLE, nullptr, 0);
+         }},
+        {kVarlen, "a bias in a varlen call", ATTN_ERR_UNSUPPORTED,
+         "bias is not supported with ATTN_PARAM_VARLEN",
+         [](Pack &c, attn_desc *, attn_args *a) {
+             attn_args_set_f32(a, ATTN_BIAS, c.k.data(), c.k.size());
+         }},
+        {kVarlenPaged, "cu_seqlens_k with pages", ATTN_ERR_INVALID_ARGUMENT,
+         "cu_seqlens_k is bound but a paged cache takes its key lengths from seq_lens_k",
+         [](Pack &c, attn_desc *, attn_args *a) {
+             attn_args_set_i32(a, ATTN_CU_SEQLENS_K, c.cu_k.data(), c.cu_k.size());
+         }},
+    };
+    for (const Case &k : cases) {
+        const Outcome o = run_bent(small_pack(k.mode), k.bend);
+        CHECK_MESSAGE(o.st == k.st, k.what << ": " << o.msg);
+        CHECK_MESSAGE(o.msg.find(k.msg) != std::string::npos, k.what << ": " << o.msg);
+    }
+    // cu_seqlens_q without varlen mode, through a dense descriptor
+    attn_desc *d = nullptr;
+    REQUIRE(attn_desc_create(&d, 1, 1, 1, 2, 2, 2) == ATTN_OK);
+    std::vector<float> x(8, 0.0f), out(4);
+    const int32_t cu[2] = {0, 2};
+    attn_args *a = nullptr;
+    REQUIRE(attn_args_create(&a) == ATTN_OK);
+    for (attn_operand w : {ATTN_Q, ATTN_K, ATTN_V}) attn_args_set_f32(a, w, x.data(), 4);
+    attn_args_set_out_f32(a, ATTN_OUT, out.data(), 4);
+    attn_args_set_i32(a, ATTN_CU_SEQLENS_Q, cu, 2);
+    CHECK(attn_run(d, ATTN_OP_FORWARD, a) == ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(std::string(attn_last_error()).find("cu_seqlens_q is bound but ATTN_PARAM_VARLEN is 0") !=
+          std::string::npos);
+    attn_args_destroy(a);
+    attn_desc_destroy(d);
+}
+
+TEST_CASE("attn_kv_append fills a paged cache that attention then reads") {
+    std::mt19937 g(5);
+    for (int layout = 0; layout < 4; ++layout) {
+        const Mode mode = layout < 2 ? kVarlenPaged : kDensePaged;
+        Pack c = random_pack(g, mode);
+        c.head_major = layout % 2 == 1;
+        c.page = layout == 0 ? 3 : 16;
+        c.max_pages_param = 0;
+        build(c, g);
+        const Pack want = c; // the pool as build() wrote it
+        // an empty pool with the same block table, then the tokens in two appends: a prefill
+        // of all but the last lq tokens (as dense queries of length lk - lq), then the rest
+        std::fill(c.k.begin(), c.k.end(), kNaN);
+        std::fill(c.v.begin(), c.v.end(), kNaN);
+        attn_desc *d = make_desc(c);
+        for (int step = 0; step < 2; ++step) {
+            std::vector<int32_t> lens(c.batch), cu(c.batch + 1, 0);
+            std::vector<float> nk, nv;
+            size_t per_seq = 0;
+            for (size_t b = 0; b < c.batch; ++b) {
+                const size_t tail = std::min(c.lq[b], c.lk[b]);
+                const size_t from = step == 0 ? 0 : c.lk[b] - tail;
+                const size_t to = step == 0 ? c.lk[b] - tail : c.lk[b];
+                lens[b] = static_cast<int32_t>(to);
+                cu[b + 1] = cu[b] + static_cast<int32_t>(to - from);
+                per_seq = to - from;
+                for (size_t j = from; j < to; ++j)
+                    for (size_t h = 0; h < c.hkv; ++h) {
+                        nk.insert(nk.end(), &c.ks[b][(h * c.lk[b] + j) * c.d],
+                                  &c.ks[b][(h * c.lk[b] + j) * c.d] + c.d);
+                        nv.insert(nv.end(), &c.vs[b][(h * c.lk[b] + j) * c.dv],
+                                  &c.vs[b][(h * c.lk[b] + j) * c.dv] + c.dv);
+                    }
+            }
+            {
+                // a dense descriptor appends seq_q tokens per sequence and a varlen one at most
+                // seq_q: the long, uneven prefill goes through a varlen descriptor with room
+                bool even = true;
+                for (size_t b = 0; b < c.batch; ++b)
+                    even &= static_cast<size_t>(cu[b + 1] - cu[b]) == c.max_q;
+                const bool fits = mode == kVarlenPaged ? step == 1 : even && per_seq == c.max_q;
+                if (!fits) {
+                    Pack cv = c;
+                    cv.mode = kVarlenPaged;
+                    cv.max_q = std::max<size_t>(1, c.max_k);
+                    attn_desc *dv = make_desc(cv);
+                    attn_args *a = nullptr;
+                    REQUIRE(attn_args_create(&a) == ATTN_OK);
+                    attn_args_set_f32(a, ATTN_NEW_K, nk.data(), nk.size());
+                    attn_args_set_f32(a, ATTN_NEW_V, nv.data(), nv.size());
+                    attn_args_set_i32(a, ATTN_SEQ_LENS_K, lens.data(), lens.size());
+                    attn_args_set_i32(a, ATTN_CU_SEQLENS_Q, cu.data(), cu.size());
+                    attn_args_set_i32(a, ATTN_BLOCK_TABLE, c.table.data(), c.table.size());
+                    REQUIRE_MESSAGE(attn_kv_append(dv, a, c.k.data(), c.k.size(), c.v.data(),
+                                                   c.v.size()) == ATTN_OK,
+                                    attn_last_error());
+                    attn_args_destroy(a);
+                    attn_desc_destroy(dv);
+                    continue;
+                }
+            }
+            attn_args *a = nullptr;
+            REQUIRE(attn_args_create(&a) == ATTN_OK);
+            attn_args_set_f32(a, ATTN_NEW_K, nk.empty() ? nullptr : nk.data(), nk.size());
+            attn_args_set_f32(a, ATTN_NEW_V, nv.empty() ? nullptr : nv.data(), nv.size());
+            attn_args_set_i32(a, ATTN_SEQ_LENS_K, lens.data(), lens.size());
+            if (mode == kVarlenPaged) attn_args_set_i32(a, ATTN_CU_SEQLENS_Q, cu.data(), cu.size());
+            attn_args_set_i32(a, ATTN_BLOCK_TABLE, c.table.data(), c.table.size());
+            const attn_status st =
+                attn_kv_append(d, a, c.k.data(), c.k.size(), c.v.data(), c.v.size());
+            REQUIRE_MESSAGE(st == ATTN_OK,
+                            std::string(attn_last_error())); // also with nothing to append
+            attn_args_destroy(a);
+        }
+        attn_desc_destroy(d);
+        // every used position holds exactly what build() put there; the rest is untouched
+        for (size_t x = 0; x < c.k.size(); ++x)
+            CHECK(((std::isnan(c.k[x]) && std::isnan(want.k[x])) || c.k[x] == want.k[x]));
+        for (size_t x = 0; x < c.v.size(); ++x)
+            CHECK(((std::isnan(c.v[x]) && std::isnan(want.v[x])) || c.v[x] == want.v[x]));
+        CHECK(check(c, run(c), "after append") <= 1e-5);
+    }
+}
+
+TEST_CASE("attn_kv_append refuses what would write out of place") {
+    Pack c = small_pack(kVarlenPaged);
+    attn_desc *d = make_desc(c);
+    std::vector<float> nk(c.total_q * c.hkv * c.d, 1.0f), nv(nk);
+    attn_args *a = nullptr;
+    REQUIRE(attn_args_create(&a) == ATTN_OK);
+    attn_args_set_f32(a, ATTN_NEW_K, nk.data(), nk.size());
+    attn_args_set_f32(a, ATTN_NEW_V, nv.data(), nv.size());
+    attn_args_set_i32(a, ATTN_CU_SEQLENS_Q, c.cu_q.data(), c.cu_q.size());
+    attn_args_set_i32(a, ATTN_BLOCK_TABLE, c.table.data(), c.table.size());
+    std::vector<int32_t> lens = {1, 9, 3}; // sequence 0 adds 2 tokens but would have 1 key
+    attn_args_set_i32(a, ATTN_SEQ_LENS_K, lens.data(), lens.size());
+    CHECK(attn_kv_append(d, a, c.k.data(), c.k.size(), c.v.data(), c.v.size()) ==
+          ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(std::string(attn_last_error()).find("seq_lens_k[0] (1) is less than the 2 new tokens") !=
+          std::string::npos);
+    lens = {5, 9, 3};
+    attn_args_set_i32(a, ATTN_SEQ_LENS_K, lens.data(), lens.size());
+    CHECK(attn_kv_append(d, a, c.k.data(), c.k.size(), c.k.data(), c.k.size()) ==
+          ATTN_ERR_INVALID_ARGUMENT); // the same buffer twice
+    CHECK(std::string(attn_last_error()).find("overlaps") != std::string::npos);
+    CHECK(attn_kv_append(d, a, c.k.data(), c.k.size(), nullptr, 0) == ATTN_ERR_NULL_POINTER);
+    CHECK(std::string(attn_last_error()).find("v_cache is NULL") != std::string::npos);
+    std::vector<int32_t> bad = c.table;
+    bad[2 * c.max_pages] = 1000;
+    attn_args_set_i32(a, ATTN_BLOCK_TABLE, bad.data(), bad.size());
+    CHECK(attn_kv_append(d, a, c.k.data(), c.k.size(), c.v.data(), c.v.size()) ==
+          ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(std::string(attn_last_error()).find("block_table[2][0] (1000)") != std::string::npos);
+    attn_args_destroy(a);
+    attn_desc_destroy(d);
+}
+
+namespace {
+
+// One dense forward over keys [k0, k1) of a [B][H][S][D] problem (the K/V views start at k0).
+void part_call(size_t B, size_t hq, size_t hkv, size_t sq, size_t sk, size_t D, size_t k0,
+               size_t k1, const std::vector<float> &q, const std::vector<float> &k,
+               const std::vector<float> &v, std::vector<float> &out, std::vector<float> &lse,
+               bool invariant = false) {
+    attn_desc *d = nullptr;
+    REQUIRE(attn_desc_create(&d, B, hq, hkv, sq, k1 - k0, D) == ATTN_OK);
+    REQUIRE(attn_desc_set_float(d, ATTN_PARAM_SCALE, 0.125) == ATTN_OK);
+    attn_desc_set_int(d, ATTN_PARAM_BATCH_INVARIANT, invariant);
+    REQUIRE(attn_desc_set_strides(d, ATTN_K, hkv * sk * D, sk * D, D) == ATTN_OK);
+    REQUIRE(attn_desc_set_strides(d, ATTN_V, hkv * sk * D, sk * D, D) == ATTN_OK);
+    attn_args *a = nullptr;
+    REQUIRE(attn_args_create(&a) == ATTN_OK);
+    attn_args_set_f32(a, ATTN_Q, q.data(), q.size());
+    attn_args_set_f32(a, ATTN_K, k.data() + k0 * D, k.size() - k0 * D);
+    attn_args_set_f32(a, ATTN_V, v.data() + k0 * D, v.size() - k0 * D);
+    out.assign(B * hq * sq * D, kSentinel);
+    lse.assign(B * hq * sq, kSentinel);
+    attn_args_set_out_f32(a, ATTN_OUT, out.data(), out.size());
+    attn_args_set_out_f32(a, ATTN_LSE, lse.data(), lse.size());
+    REQUIRE_MESSAGE(attn_run(d, ATTN_OP_FORWARD, a) == ATTN_OK, attn_last_error());
+    attn_args_destroy(a);
+    attn_desc_destroy(d);
+}
+
+void merge(attn_desc *d, std::vector<float> &out, std::vector<float> &lse, std::vector<float> &pout,
+           std::vector<float> &plse, const int32_t *cu = nullptr, size_t ncu = 0) {
+    attn_args *acc = nullptr, *part = nullptr;
+    REQUIRE(attn_args_create(&acc) == ATTN_OK);
+    REQUIRE(attn_args_create(&part) == ATTN_OK);
+    attn_args_set_out_f32(acc, ATTN_OUT, out.data(), out.size());
+    attn_args_set_out_f32(acc, ATTN_LSE, lse.data(), lse.size());
+    if (cu) attn_args_set_i32(acc, ATTN_CU_SEQLENS_Q, cu, ncu);
+    attn_args_set_out_f32(part, ATTN_OUT, pout.data(), pout.size());
+    attn_args_set_out_f32(part, ATTN_LSE, plse.data(), plse.size());
+    REQUIRE_MESSAGE(attn_merge(d, acc, part) == ATTN_OK, attn_last_error());
+    attn_args_destroy(acc);
+    attn_args_destroy(part);
+}
+
+} // namespace
+
+TEST_CASE("attn_merge of a key split equals one call over all keys") {
+    std::mt19937 g(9);
+    const size_t B = 2, hq = 4, hkv = 2, sq = 37, sk = 300, D = 32;
+    std::vector<float> q(B * hq * sq * D), k(B * hkv * sk * D), v(k.size());
+    for (float &x : q) x = uni(g, -2, 2);
+    for (float &x : k) x = uni(g, -2, 2);
+    for (float &x : v) x = uni(g, -2, 2);
+    for (const std::string &isa : isas()) {
+        REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
+        std::vector<float> full, full_lse;
+        part_call(B, hq, hkv, sq, sk, D, 0, sk, q, k, v, full, full_lse);
+        attn_desc *md = nullptr;
+        REQUIRE(attn_desc_create(&md, B, hq, hkv, sq, sk, D) == ATTN_OK);
+        const size_t cuts[4] = {0, 17, 190, sk};
+        std::vector<float> results[2];
+        for (int rep = 0; rep < 2; ++rep) {
+            std::vector<float> acc, acc_lse, po, pl;
+            part_call(B, hq, hkv, sq, sk, D, cuts[0], cuts[1], q, k, v, acc, acc_lse);
+            for (int p = 1; p < 3; ++p) {
+                part_call(B, hq, hkv, sq, sk, D, cuts[p], cuts[p + 1], q, k, v, po, pl);
+                merge(md, acc, acc_lse, po, pl);
+            }
+            double worst = 0;
+            for (size_t x = 0; x < full.size(); ++x)
+                worst = std::max(worst, ref::rel_err(acc[x], full[x]));
+            for (size_t x = 0; x < full_lse.size(); ++x)
+                worst = std::max(worst, ref::rel_err(acc_lse[x], full_lse[x]));
+            CHECK_MESSAGE(worst <= 1e-6, isa << ": merged vs single call " << worst);
+            acc.insert(acc.end(), acc_lse.begin(), acc_lse.end());
+            results[rep] = acc;
+        }
+        CHECK(std::memcmp(results[0].data(), results[1].data(), results[0].size() * 4) == 0);
+        // a part that saw no key (lse -inf, any out) contributes nothing; two such give zeros
+        std::vector<float> acc = full, acc_lse = full_lse;
+        std::vector<float> empty(full.size(), kNaN), empty_lse(full_lse.size(), -INFINITY);
+        merge(md, acc, acc_lse, empty, empty_lse);
+        CHECK(std::memcmp(acc.data(), full.data(), full.size() * 4) == 0);
+        CHECK(std::memcmp(acc_lse.data(), full_lse.data(), full_lse.size() * 4) == 0);
+        std::vector<float> z(full.size(), 5.0f), z_lse(full_lse.size(), -INFINITY);
+        std::vector<float> e2 = empty, e2_lse = empty_lse;
+        merge(md, z, z_lse, e2, e2_lse);
+        CHECK(std::all_of(z.begin(), z.end(), [](float x) { return x == 0.0f; }));
+        CHECK(std::all_of(z_lse.begin(), z_lse.end(), [](float x) { return x == -INFINITY; }));
+        attn_desc_destroy(md);
+    }
+    attn_set_isa(nullptr);
+}
+
+TEST_CASE("attn_merge on a varlen pack, and its errors") {
+    std::mt19937 g(13);
+    Pack c;
+    c.mode = kVarlen;
+    c.batch = 3;
+    c.hq = 4;
+    c.hkv = 2;
+    c.d = c.dv = 24;
+    c.lq = {5, 0, 9};
+    c.lk = {40, 7, 66};
+    c.max_q = 9;
+    c.max_k = 66;
+    fill_sequences(c, g);
+    build(c, g);
+    const Run full = run(c);
+    // the same pack split by keys: first halves, then second halves
+    Pack a = c, b = c;
+    for (size_t s = 0; s < c.batch; ++s) {
+        const size_t h = c.lk[s] / 2;
+        a.lk[s] = h;
+        b.lk[s] = c.lk[s] - h;
+        a.ks[s].clear();
+        b.ks[s].clear();
+        a.vs[s].clear();
+        b.vs[s].clear();
+        for (size_t kvh = 0; kvh < c.hkv; ++kvh) {
+            const float *k0 = &c.ks[s][kvh * c.lk[s] * c.d], *v0 = &c.vs[s][kvh * c.lk[s] * c.dv];
+            a.ks[s].insert(a.ks[s].end(), k0, k0 + h * c.d);
+            b.ks[s].insert(b.ks[s].end(), k0 + h * c.d, k0 + c.lk[s] * c.d);
+            a.vs[s].insert(a.vs[s].end(), v0, v0 + h * c.dv);
+            b.vs[s].insert(b.vs[s].end(), v0 + h * c.dv, v0 + c.lk[s] * c.dv);
+        }
+    }
+    build(a, g);
+    build(b, g);
+    Run ra = run(a), rb = run(b);
+    attn_desc *d = make_desc(c);
+    merge(d, ra.out, ra.lse, rb.out, rb.lse, c.cu_q.data(), c.cu_q.size());
+    double worst = 0;
+    for (size_t x = 0; x < c.out_len(); ++x)
+        worst = std::max(worst, ref::rel_err(ra.out[x], full.out[x]));
+    for (size_t x = 0; x < c.lse_len(); ++x)
+        worst = std::max(worst, ref::rel_err(ra.lse[x], full.lse[x]));
+    CHECK(worst <= 1e-6);
+    // errors
+    attn_args *acc = nullptr, *part = nullptr;
+    REQUIRE(attn_args_create(&acc) == ATTN_OK);
+    REQUIRE(attn_args_create(&part) == ATTN_OK);
+    attn_args_set_out_f32(acc, ATTN_OUT, ra.out.data(), ra.out.size());
+    attn_args_set_out_f32(acc, ATTN_LSE, ra.lse.data(), ra.lse.size());
+    attn_args_set_out_f32(part, ATTN_OUT, rb.out.data(), rb.out.size());
+    CHECK(attn_merge(d, acc, part) == ATTN_ERR_NULL_POINTER);
+    CHECK(std::string(attn_last_error()).find("part's lse is NULL") != std::string::npos);
+    attn_args_set_out_f32(part, ATTN_LSE, rb.lse.data(), rb.lse.size());
+    CHECK(attn_merge(d, acc, part) == ATTN_ERR_NULL_POINTER);
+    CHECK(std::string(attn_last_error()).find("acc's cu_seqlens_q is NULL") != std::string::npos);
+    attn_args_set_i32(acc, ATTN_CU_SEQLENS_Q, c.cu_q.data(), c.cu_q.size());
+    attn_args_set_out_f32(part, ATTN_LSE, rb.lse.data(), 3);
+    CHECK(attn_merge(d, acc, part) == ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(std::string(attn_last_error()).find("part's lse has 3 elements, needs at least 56") !=
+          std::string::npos);
+    attn_args_set_out_f32(part, ATTN_LSE, ra.lse.data(), ra.lse.size());
+    CHECK(attn_merge(d, acc, part) == ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(std::string(attn_last_error()).find("overlaps") != std::string::npos);
+    attn_args_destroy(acc);
+    attn_args_destroy(part);
+    attn_desc_destroy(d);
+}
+
+// ---- Batch invariance -----------------------------------------------------------------------
+namespace {
+
+struct Seq {
+    size_t n = 400, hq = 4, hkv = 2, d = 64;
+    std::vector<float> q, k, v; // [h][n][d]
+};
+
+// Output rows [h][i][d] of the sequence, from the call layout under test.
+using Rows = std::vector<float>;
+
+void invariant_desc(attn_desc *d, bool window) {
+    REQUIRE(attn_desc_set_int(d, ATTN_PARAM_BATCH_INVARIANT, 1) == ATTN_OK);
+    REQUIRE(attn_desc_set_int(d, ATTN_PARAM_CAUSAL, ATTN_CAUSAL_BOTTOM_RIGHT) == ATTN_OK);
+    if (window) REQUIRE(attn_desc_set_int(d, ATTN_PARAM_WINDOW_LEFT, 77) == ATTN_OK);
+}
+
+// The sequence alone, or in a padded batch of three (it is entry 1; the others are longer).
+Rows dense_call(const Seq &s, bool padded, bool window, size_t q0 = 0, size_t q1 = 0) {
+    if (q1 == 0) q1 = s.n;
+    const size_t nq = q1 - q0, B = padded ? 3 : 1, me = padded ? 1 : 0;
+    const size_t SQ = padded ? s.n + 50 : nq, SK = padded ? s.n + 80 : q1;
+    attn_desc *d = nullptr;
+    REQUIRE(attn_desc_create(&d, B, s.hq, s.hkv, SQ, SK, s.d) == ATTN_OK);
+    invariant_desc(d, window);
+    std::mt19937 g(1);
+    std::vector<float> q(B * s.hq * SQ * s.d), k(B * s.hkv * SK * s.d), v(k.size());
+    for (float &x : q) x = uni(g, -1, 1);
+    for (float &x : k) x = uni(g, -1, 1);
+    for (float &x : v) x = uni(g, -1, 1);
+    std::vector<uint8_t> qvalid(B * SQ, 1);
+    std::vector<int32_t> lens(B, static_cast<int32_t>(SK));
+    lens[me] = static_cast<int32_t>(q1);
+    for (size_t h = 0; h < s.hq; ++h)
+        for (size_t i = 0; i < nq; ++i)
+            std::memcpy(&q[((me * s.hq + h) * SQ + i) * s.d], &s.q[(h * s.n + q0 + i) * s.d],
+                        s.d * 4);
+    for (size_t i = nq; i < SQ; ++i) qvalid[me * SQ + i] = 0;
+    for (size_t h = 0; h < s.hkv; ++h)
+        for (size_t j = 0; j < SK; ++j) {
+            float *kd = &k[((me * s.hkv + h) * SK + j) * s.d],
+                  *vd = &v[((me * s.hkv + h) * SK + j) * s.d];
+            if (j < q1) {
+                std::memcpy(kd, &s.k[(h * s.n + j) * s.d], s.d * 4);
+                std::memcpy(vd, &s.v[(h * s.n + j) * s.d], s.d * 4);
+            } else {
+                std::fill(kd, kd + s.d, kNaN);
+                std::fill(vd, vd + s.d, kNaN);
+            }
+        }
+    // BOTTOM_RIGHT aligns the last real query with the last key: the query positions of the
+    // padded entry are its first nq rows, its keys seq_lens_k = q1, so diag(i) = i + q1 - SQ in
+    // the padded call. Keep that equal to the alone call (i + q0) by padding queries at the
+    // front instead: move the real queries to the end of the row range.
+    if (padded) {
+        std::vector<float> qq(q);
+        for (size_t h = 0; h < s.hq; ++h)
+            for (size_t i = 0; i < SQ; ++i) {
+                float *dst = &q[((me * s.hq + h) * SQ + i) * s.d];
+                const size_t src_i = i + nq >= SQ ? i + nq - SQ : SIZE_MAX;
+                if (src_i != SIZE_MAX)
+                    std::memcpy(dst, &qq[((me * s.hq + h) * SQ + src_i) * s.d], s.d * 4);
+            }
+        for (size_t i = 0; i < SQ; ++i) qvalid[me * SQ + i] = i + nq >= SQ;
+    }
+    attn_args *a = nullptr;
+    REQUIRE(attn_args_create(&a) == ATTN_OK);
+    attn_args_set_f32(a, ATTN_Q, q.data(), q.size());
+    attn_args_set_f32(a, ATTN_K, k.data(), k.size());
+    attn_args_set_f32(a, ATTN_V, v.data(), v.size());
+    if (padded) {
+        attn_args_set_u8(a, ATTN_QUERY_VALID, qvalid.data(), qvalid.size());
+        attn_args_set_i32(a, ATTN_SEQ_LENS_K, lens.data(), lens.size());
+    }
+    std::vector<float> out(B * s.hq * SQ * s.d);
+    attn_args_set_out_f32(a, ATTN_OUT, out.data(), out.size());
+    REQUIRE_MESSAGE(attn_run(d, ATTN_OP_FORWARD, a) == ATTN_OK, attn_last_error());
+    attn_args_destroy(a);
+    attn_desc_destroy(d);
+    Rows r(s.hq * nq * s.d);
+    const size_t first = padded ? SQ - nq : 0;
+    for (size_t h = 0; h < s.hq; ++h)
+        for (size_t i = 0; i < nq; ++i)
+            std::memcpy(&r[(h * nq + i) * s.d], &out[((me * s.hq + h) * SQ + first + i) * s.d],
+                        s.d * 4);
+    return r;
+}
+
+// The sequence as entry 1 of a varlen pack (paged or not), queries [q0, q1) over keys [0, q1).
+Rows pack_call(const Seq &s, bool paged, bool window, size_t q0 = 0, size_t q1 = 0) {
+    if (q1 == 0) q1 = s.n;
+    std::mt19937 g(2);
+    Pack c;
+    c.mode = paged ? kVarlenPaged : kVarlen;
+    c.batch = 3;
+    c.hq = s.hq;
+    c.hkv = s.hkv;
+    c.d = c.dv = s.d;
+    c.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    c.wl = window ? 77 : -1;
+    c.invariant = true;
+    c.lq = {13, q1 - q0, 1};
+    c.lk = {250, q1, 700};
+    c.max_q = std::max<size_t>(13, q1 - q0);
+    c.max_k = 700;
+    c.page = 16;
+    fill_sequences(c, g);
+    for (size_t h = 0; h < s.hq; ++h)
+        std::memcpy(&c.qs[1][h * (q1 - q0) * s.d], &s.q[(h * s.n + q0) * s.d], (q1 - q0) * s.d * 4);
+    for (size_t h = 0; h < s.hkv; ++h) {
+        std::memcpy(&c.ks[1][h * q1 * s.d], &s.k[h * s.n * s.d], q1 * s.d * 4);
+        std::memcpy(&c.vs[1][h * q1 * s.d], &s.v[h * s.n * s.d], q1 * s.d * 4);
+    }
+    build(c, g);
+    const Run r = run(c);
+    Rows out(s.hq * (q1 - q0) * s.d);
+    for (size_t h = 0; h < s.hq; ++h)
+        for (size_t i = 0; i < q1 - q0; ++i)
+            std::memcpy(&out[(h * (q1 - q0) + i) * s.d], &r.out[c.out_at(1, h, i)], s.d * 4);
+    return out;
+}
+
+// The sequence computed in prefill chunks of `chunk` queries (each over its prefix of keys).
+Rows chunked(const Seq &s, size_t chunk, bool paged, bool window) {
+    Rows all(s.hq * s.n * s.d);
+    for (size_t q0 = 0; q0 < s.n; q0 += chunk) {
+        const size_t q1 = std::min(s.n, q0 + chunk);
+        const Rows r =
+            paged ? pack_call(s, true, window, q0, q1) : dense_call(s, false, window, q0, q1);
+        for (size_t h = 0; h < s.hq; ++h)
+            std::memcpy(&all[(h * s.n + q0) * s.d], &r[h * (q1 - q0) * s.d], (q1 - q0) * s.d * 4);
+    }
+    return all;
+}
+
+} // namespace
+
+TEST_CASE("batch invariance: a sequence's output bits do not depend on the call around it") {
+    Seq s;
+    std::mt19937 g(17);
+    s.q.resize(s.hq * s.n * s.d);
+    s.k.resize(s.hkv * s.n * s.d);
+    s.v.resize(s.k.size());
+    for (float &x : s.q) x = uni(g, -1, 1);
+    for (float &x : s.k) x = uni(g, -1, 1);
+    for (float &x : s.v) x = uni(g, -1, 1);
+    for (const std::string &isa : isas()) {
+        REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
+        for (bool window : {false, true}) {
+            REQUIRE(attn_set_num_threads(1) == ATTN_OK);
+            const Rows alone = dense_call(s, false, window);
+            struct Variant {
+                const char *name;
+                Rows rows;
+            };
+            std::vector<Variant> vs;
+            vs.push_back({"padded batch", dense_call(s, true, window)});
+            vs.push_back({"varlen pack", pack_call(s, false, window)});
+            vs.push_back({"paged cache", pack_call(s, true, window)});
+            for (size_t chunk : {1, 7, 64, 333}) {
+                vs.push_back({"dense prefill chunks", chunked(s, chunk, false, window)});
+                if (chunk != 1)
+                    vs.push_back({"paged prefill chunks", chunked(s, chunk, true, window)});
+            }
+            REQUIRE(attn_set_num_threads(2) == ATTN_OK);
+            vs.push_back({"2 threads", dense_call(s, false, window)});
+            vs.push_back({"2 threads, paged", pack_call(s, true, window)});
+            vs.push_back({"2 threads, decode steps", chunked(s, 1, true, window)});
+            for (const Variant &v : vs)
+                CHECK_MESSAGE(std::memcmp(v.rows.data(), alone.data(), alone.size() * 4) == 0,
+                              isa << (window ? " window" : "") << ": " << v.name);
+        }
+    }
+    attn_set_num_threads(0);
+    attn_set_isa(nullptr);
+}
