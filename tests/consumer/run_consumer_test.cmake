@@ -1,12 +1,13 @@
 # consumer_install (cmake -P): does libattn's INSTALLED package work for an outside program?
 #   1. cmake --install BUILD_DIR --prefix <tmp>/prefix, <tmp> a fresh folder outside the build tree
 #      (the install_manifest.txt that cmake --install writes into BUILD_DIR is put back as it was);
-#   2. builds consumer.c with the compiler flags of `pkg-config --cflags --libs attn`
-#      (PKG_CONFIG_PATH = <prefix>/<libdir>/pkgconfig) and checks they point into the prefix;
+#   2. builds consumer.c with the compiler flags of `pkg-config --cflags --libs attn` and nothing
+#      else (PKG_CONFIG_PATH = <prefix>/<libdir>/pkgconfig) and checks they point into the prefix,
+#      including the -Wl,-rpath that attn.pc adds for a prefix other than /usr;
 #   3. builds project/ (find_package(attn) + attn::attn, CMAKE_PREFIX_PATH = <prefix>) with the
 #      same generator as the main build (Ninja, Makefiles, ...);
 #   4. runs both programs without LD_LIBRARY_PATH (each finds the installed library through its
-#      rpath) and checks the line they print.
+#      rpath: attn.pc's for the pkg-config build, CMake's for the other) and checks their line.
 # Inputs (-D): BUILD_DIR SOURCE_DIR CONFIG LIBDIR INCLUDEDIR VERSION C_COMPILER GENERATOR MAKE_PROGRAM PKG_CONFIG
 # Set ATTN_KEEP_CONSUMER_TMP=1 in the environment to keep <tmp> for inspection.
 cmake_minimum_required(VERSION 3.25)
@@ -105,11 +106,16 @@ function(check_program EXE WHAT)
   message(STATUS "${WHAT} consumer OK:\n${_out}")
 endfunction()
 
-# Every -I / -L of pkg-config's answer must lie inside the prefix (not /usr/local or elsewhere).
+# Every -I / -L / -Wl,-rpath, of pkg-config's answer must lie inside the prefix (not /usr/local
+# or elsewhere), and there must be an rpath: the program has to run with no LD_LIBRARY_PATH.
 function(check_paths_in_prefix FLAGS)
+  if(NOT FLAGS MATCHES "(^|;)-Wl,-rpath,")
+    fail("pkg-config --libs attn gives no -Wl,-rpath,<libdir> for the prefix ${PREFIX}: "
+         "${FLAGS}. attn.pc adds one for every prefix except /usr.")
+  endif()
   foreach(_flag IN LISTS FLAGS)
-    if(_flag MATCHES "^-[IL](.+)$")
-      set(_p "${CMAKE_MATCH_1}")
+    if(_flag MATCHES "^(-[IL]|-Wl,-rpath,)(.+)$")
+      set(_p "${CMAKE_MATCH_2}")
       cmake_path(IS_PREFIX PREFIX "${_p}" NORMALIZE _inside)
       if(NOT _inside)
         fail("pkg-config flag ${_flag} points outside the install prefix ${PREFIX}. attn.pc must "
@@ -129,21 +135,21 @@ if(NOT _pc_version STREQUAL VERSION)
   fail("pkg-config --modversion attn says '${_pc_version}', expected '${VERSION}'")
 endif()
 run(_pc_flags "pkg-config --cflags --libs attn" ${_pc_env} "${PKG_CONFIG}" --cflags --libs attn)
-run(_pc_rpath "pkg-config --variable=libdir attn" ${_pc_env} "${PKG_CONFIG}" --variable=libdir attn)
+run(_pc_libdir "pkg-config --variable=libdir attn" ${_pc_env} "${PKG_CONFIG}" --variable=libdir attn)
 string(STRIP "${_pc_flags}" _pc_flags)
-string(STRIP "${_pc_rpath}" _pc_rpath)
+string(STRIP "${_pc_libdir}" _pc_libdir)
 message(STATUS "pkg-config --cflags --libs attn: ${_pc_flags}")
 separate_arguments(_pc_flags UNIX_COMMAND "${_pc_flags}")
 check_paths_in_prefix("${_pc_flags}")
-cmake_path(IS_PREFIX PREFIX "${_pc_rpath}" NORMALIZE _inside)
+cmake_path(IS_PREFIX PREFIX "${_pc_libdir}" NORMALIZE _inside)
 if(NOT _inside)
-  fail("pkg-config libdir ${_pc_rpath} is outside the install prefix ${PREFIX}")
+  fail("pkg-config libdir ${_pc_libdir} is outside the install prefix ${PREFIX}")
 endif()
 file(MAKE_DIRECTORY "${TMP}/pkgconfig-build")
 set(_exe_pc "${TMP}/pkgconfig-build/attn_consumer")
 run(_ "compiling consumer.c with pkg-config's flags"
     "${C_COMPILER}" -std=c99 -Wall -Wextra -pedantic -Werror "${SOURCE_DIR}/consumer.c"
-    ${_pc_flags} "-Wl,-rpath,${_pc_rpath}" -o "${_exe_pc}")
+    ${_pc_flags} -o "${_exe_pc}")
 check_program("${_exe_pc}" "pkg-config")
 
 # ------------------------------------------------------------------------------------------------
