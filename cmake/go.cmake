@@ -1,12 +1,16 @@
-# Go binding (bindings/go, package attn): `go build` / `go test` run SWIG themselves on
-# bindings/go/internal/capi/capi.swig, so nothing is generated into the source tree and CMake
-# only provides the toolchain check, the environment and the tests.
+# Go binding (bindings/go: module github.com/libattn/libattn/bindings/go, package attn). The SWIG
+# wrappers (bindings/go/internal/capi/capi.go, capi_wrap.c) are generated once and committed, so
+# `go build` needs no swig and the module builds from the module proxy or a vendor folder; cgo
+# finds libattn through `#cgo pkg-config: attn`. CMake provides the toolchain check, a build-tree
+# attn.pc for the in-tree tests, the regeneration target and the tests.
 # Included from the top-level CMakeLists.txt when ATTN_WITH_GO is ON.
 #
 # Targets:
 #   attn_go        (ALL) go build of the binding, the demo and the bench against libattn
 #   attn_go_demo   runs examples/go (the C demo's program in Go)      ninja -C <build> attn_go_demo
 #   attn_go_bench  runs bench/go (the two lang=go lines)               ninja -C <build> attn_go_bench
+#   go_generate    regenerates the committed SWIG wrappers (`go generate ./...` in bindings/go,
+#                  which runs internal/capi/generate.sh; needs swig 4.1.0)   ninja -C <build> go_generate
 # Tests:
 #   go_tests           go test -v ./... in bindings/go: the 0.1 shared vectors (+ $ATTN_XLANG_DIR/go.bin),
 #                      the 0.2 variants.txt (+ $ATTN_XLANG_DIR/go.variants.bin) and errors.txt, every
@@ -19,6 +23,10 @@
 #   go_tests_race      the same under the race detector (Close vs calls in flight, shared Desc)
 #   go_demo            examples/go: the demo shows out[1][0] = 15 and prints exactly what the C
 #                      demo prints (required when the attn_demo target exists)
+#   go_generated_current  regenerates the SWIG wrappers into a temporary folder and fails with a
+#                      diff if they differ from the committed ones (skipped without swig)
+# (consumer_go, in tests/consumer/go, builds the module as a user would: installed package,
+# module copy, no swig.)
 
 if(DEFINED ATTN_WITH_GO AND NOT ATTN_WITH_GO)
   return()
@@ -42,13 +50,20 @@ if(_attn_go_major LESS 1 OR (_attn_go_major EQUAL 1 AND _attn_go_minor LESS 19))
   message(FATAL_ERROR "ATTN_WITH_GO is ON but ${ATTN_GO_EXECUTABLE} is ${_attn_go_version}; "
                       "Go >= 1.19 is needed")
 endif()
-# cmd/go runs `swig` from PATH for the .swig file.
-find_program(ATTN_GO_SWIG NAMES swig swig4.0)
-if(NOT ATTN_GO_SWIG)
-  message(FATAL_ERROR "ATTN_WITH_GO is ON but `swig` is not on PATH (apt-get install swig; "
-                      "go build runs it on bindings/go/internal/capi/capi.swig)")
+# cgo runs pkg-config for `#cgo pkg-config: attn`.
+find_program(ATTN_GO_PKG_CONFIG NAMES pkg-config pkgconf)
+if(NOT ATTN_GO_PKG_CONFIG)
+  message(FATAL_ERROR "ATTN_WITH_GO is ON but pkg-config is not on PATH (apt-get install pkg-config; "
+                      "the Go binding finds libattn with `#cgo pkg-config: attn`)")
 endif()
-message(STATUS "Go binding: ${ATTN_GO_EXECUTABLE} (${_attn_go_version}), swig ${ATTN_GO_SWIG}")
+# swig is needed only to regenerate the committed wrappers (go_generate, go_generated_current).
+find_program(ATTN_GO_SWIG NAMES swig swig4.0)
+if(ATTN_GO_SWIG)
+  message(STATUS "Go binding: ${ATTN_GO_EXECUTABLE} (${_attn_go_version}); wrappers regenerated with ${ATTN_GO_SWIG}")
+else()
+  message(STATUS "Go binding: ${ATTN_GO_EXECUTABLE} (${_attn_go_version}); no swig: go_generate "
+                 "unavailable, go_generated_current skipped")
+endif()
 
 # Build cache: go's own (GOCACHE, else under HOME) as seen at configure time, so builds share a
 # warm cache; without HOME or GOCACHE (go needs one of them) a cache inside the build tree.
@@ -59,20 +74,36 @@ if(NOT IS_ABSOLUTE "${_attn_gocache}")
 endif()
 file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/xlang ${CMAKE_BINARY_DIR}/go)
 
-# cmd/go keys its cache of the SWIG step on capi.swig alone, not on the files it %includes
-# (bindings/attn.i, capi/attn.h): after an edit there, go would reuse stale wrappers. A hash of
-# all three in CGO_CFLAGS (part of go's cache key) makes go rerun SWIG; an edit re-runs this
-# configure step (CMAKE_CONFIGURE_DEPENDS), so `ninja` refreshes the hash before it builds.
-set(_attn_go_swig_inputs ${PROJECT_SOURCE_DIR}/bindings/go/internal/capi/capi.swig
-    ${PROJECT_SOURCE_DIR}/bindings/attn.i ${PROJECT_SOURCE_DIR}/capi/attn.h)
-set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_attn_go_swig_inputs})
-set(_attn_go_swig_hash "")
-foreach(_f IN LISTS _attn_go_swig_inputs)
-  file(SHA256 ${_f} _h)
-  string(APPEND _attn_go_swig_hash ${_h})
-endforeach()
-string(SHA256 _attn_go_swig_hash "${_attn_go_swig_hash}")
-string(SUBSTRING ${_attn_go_swig_hash} 0 16 _attn_go_swig_hash)
+# cgo finds libattn with `pkg-config attn`. For the in-tree targets and tests, an attn.pc of this
+# build tree (the source tree's capi/ header, this build's library, with an rpath to it) comes
+# first on PKG_CONFIG_PATH, ahead of any installed libattn.
+if(CMAKE_CONFIGURATION_TYPES)
+  set(_attn_go_pcdir "${CMAKE_BINARY_DIR}/go/pkgconfig/$<CONFIG>")
+else()
+  set(_attn_go_pcdir "${CMAKE_BINARY_DIR}/go/pkgconfig")
+endif()
+file(GENERATE OUTPUT "${_attn_go_pcdir}/attn.pc" CONTENT
+"# libattn's build tree ${CMAKE_BINARY_DIR}, for the in-tree Go build and tests only (cmake/go.cmake).
+# The installed package has its own attn.pc (cmake/attn.pc.in).
+libdir=$<TARGET_FILE_DIR:attn>
+includedir=${PROJECT_SOURCE_DIR}/capi
+
+Name: attn
+Description: libattn build tree (in-tree Go tests)
+Version: ${PROJECT_VERSION}
+Libs: -L\${libdir} -Wl,-rpath,\${libdir} -lattn
+Cflags: -I\${includedir}
+")
+
+# go's build cache keys a cgo package on its own files and the CGO_* flags, not on what
+# pkg-config answers nor on the headers it includes (golang/go#24544, #24355): build trees that
+# share a GOCACHE would reuse each other's objects, linked with the other tree's -L and rpath.
+# A key made of this build tree and capi/attn.h, put into CGO_CFLAGS (part of go's cache key),
+# keeps them apart and rebuilds after an edit of attn.h (which re-runs this configure step).
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/capi/attn.h)
+file(SHA256 ${PROJECT_SOURCE_DIR}/capi/attn.h _attn_go_header_hash)
+string(SHA256 _attn_go_build_key "${CMAKE_BINARY_DIR} ${_attn_go_header_hash}")
+string(SUBSTRING ${_attn_go_build_key} 0 16 _attn_go_build_key)
 
 set(_attn_go_libdir "$<TARGET_FILE_DIR:attn>")
 set(_attn_go_env
@@ -83,8 +114,9 @@ set(_attn_go_env
   "GOTOOLCHAIN=local"
   "GOFLAGS=-buildvcs=false"
   "CGO_ENABLED=1"
-  "CGO_CFLAGS=-O2 -g -I${PROJECT_SOURCE_DIR}/capi -DATTN_GO_SWIG_INPUTS=${_attn_go_swig_hash}"
-  "CGO_LDFLAGS=-L${_attn_go_libdir} -Wl,-rpath,${_attn_go_libdir}"
+  "PKG_CONFIG=${ATTN_GO_PKG_CONFIG}"
+  "PKG_CONFIG_PATH=${_attn_go_pcdir}"
+  "CGO_CFLAGS=-O2 -g -DATTN_GO_BUILD_KEY=${_attn_go_build_key}"
   "LD_LIBRARY_PATH=${_attn_go_libdir}"
   "ATTN_VECTORS_DIR=${PROJECT_SOURCE_DIR}/tests/vectors")
 if(CMAKE_C_COMPILER)
@@ -111,7 +143,7 @@ add_custom_target(attn_go ALL
   COMMAND ${CMAKE_COMMAND} -E chdir ${_attn_go_bench}
           ${CMAKE_COMMAND} -E env ${_attn_go_env} ${ATTN_GO_EXECUTABLE} build -o ${CMAKE_BINARY_DIR}/go/attn_go_bench .
   WORKING_DIRECTORY ${_attn_go_pkg}
-  COMMENT "Go binding: go build (SWIG runs inside go build)"
+  COMMENT "Go binding: go build (committed SWIG wrappers, libattn through the build-tree attn.pc)"
   VERBATIM)
 add_dependencies(attn_go attn)
 
@@ -123,6 +155,16 @@ add_custom_target(attn_go_bench
   COMMAND ${CMAKE_COMMAND} -E env ${_attn_go_env} ${ATTN_GO_EXECUTABLE} run .
   WORKING_DIRECTORY ${_attn_go_bench}
   DEPENDS attn USES_TERMINAL VERBATIM)
+
+# Regenerate the committed wrappers in place (a maintainer step after editing attn.h, attn.i or
+# attn_go.i); the result is to be committed.
+if(ATTN_GO_SWIG)
+  add_custom_target(go_generate
+    COMMAND ${CMAKE_COMMAND} -E env ${_attn_go_env} "SWIG=${ATTN_GO_SWIG}" ${ATTN_GO_EXECUTABLE} generate ./...
+    WORKING_DIRECTORY ${_attn_go_pkg}
+    COMMENT "Go binding: regenerating bindings/go/internal/capi/capi.go and capi_wrap.c with SWIG"
+    USES_TERMINAL VERBATIM)
+endif()
 
 add_test(NAME go_tests
   COMMAND ${ATTN_GO_EXECUTABLE} test -count=1 -v ./...
@@ -151,6 +193,17 @@ if(TARGET attn_demo)
 else()
   set(_attn_c_demo "ATTN_C_DEMO=")
 endif()
+# The committed wrappers are what swig makes of today's attn_go.i, attn.i and attn.h (the symbol
+# suffix SWIG derives from them changes with any edit, a comment included). 77: no swig -> skipped.
+add_test(NAME go_generated_current
+  COMMAND sh ${_attn_go_pkg}/internal/capi/generate.sh --check)
+if(ATTN_GO_SWIG)
+  set_tests_properties(go_generated_current PROPERTIES ENVIRONMENT "SWIG=${ATTN_GO_SWIG}")
+else()
+  set_tests_properties(go_generated_current PROPERTIES ENVIRONMENT "SWIG=swig-not-found")
+endif()
+set_tests_properties(go_generated_current PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+
 set_tests_properties(go_tests PROPERTIES ENVIRONMENT "${_attn_go_env_xlang}" TIMEOUT 900)
 set_tests_properties(go_tests_cgocheck PROPERTIES ENVIRONMENT "${_attn_go_env_noxlang};GODEBUG=cgocheck=1" TIMEOUT 900)
 set_tests_properties(go_tests_cgocheck2 PROPERTIES ENVIRONMENT "${_attn_go_env_noxlang};${_attn_cgocheck2}" TIMEOUT 900)

@@ -9,7 +9,7 @@
 // Each figure is the best (lowest) mean over several timed loops, after a warm-up. Threads and
 // ISA are the library defaults (ATTN_NUM_THREADS / ATTN_ISA apply).
 //
-// Run: cd bench/go && CGO_LDFLAGS="-L<build> -Wl,-rpath,<build>" go run .   (or `ninja -C <build> run_go_bench`)
+// Run: cd bench/go && PKG_CONFIG_PATH=<build>/go/pkgconfig go run .   (or `ninja -C <build> run_go_bench`)
 package main
 
 import (
@@ -17,7 +17,7 @@ import (
 	"os"
 	"time"
 
-	"libattn/attn"
+	attn "github.com/libattn/libattn/bindings/go"
 )
 
 // fill gives deterministic values in [-1, 1), the same sequence as the C bench.

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"libattn/attn/internal/capi"
+	"github.com/libattn/libattn/bindings/go/internal/capi"
 )
 
 // Op is an operation of Args.Run (attn_op). The values are pinned by the C API.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"libattn/attn/internal/capi"
+	"github.com/libattn/libattn/bindings/go/internal/capi"
 )
 
 // Tests of the 0.2 call: every parameter and operand against the float64 reference of

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"testing"
 
-	"libattn/attn/internal/capi"
+	"github.com/libattn/libattn/bindings/go/internal/capi"
 )
 
 // ---------------------------------------------------------------------------------------------

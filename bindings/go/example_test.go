@@ -3,7 +3,7 @@ package attn_test
 import (
 	"fmt"
 
-	"libattn/attn"
+	attn "github.com/libattn/libattn/bindings/go"
 )
 
 // The original 3-token example: Q = 0, so each query averages the values it may see.
@@ -17,6 +17,43 @@ func ExampleSimple() {
 	}
 	fmt.Println(out)
 	// Output: [10 15 20]
+}
+
+// The descriptor call: a padded batch of two sequences (the second has 2 real keys of 3), causal,
+// with the log-sum-exp. Q = 0, so each query averages the values of the keys it may see, and
+// its lse is log(number of visible keys).
+func ExampleDesc_Forward() {
+	desc, err := attn.NewDesc(2, 1, 1, 3, 3, 1, // batch, heads_q, heads_kv, seq_q, seq_k, head_dim
+		attn.WithCausal(attn.CausalTopLeft))
+	if err != nil {
+		panic(err)
+	}
+	defer desc.Close()
+	q := []float32{0, 0, 0, 0, 0, 0}
+	k := []float32{1, 2, 3, 1, 2, 3}
+	v := []float32{10, 20, 30, 10, 20, 30}
+	keyValid := []bool{true, true, true, true, true, false} // [batch][seq_k]; key 2 of sequence 1 is padding
+	out := make([]float32, desc.RequiredLen(attn.OperandOut))
+	lse := make([]float32, desc.RequiredLen(attn.OperandLSE))
+	if err := desc.Forward(q, k, v, keyValid, nil, out, lse); err != nil { // allowed = nil: no extra mask
+		panic(err)
+	}
+	fmt.Println("out", out)
+	fmt.Printf("lse %.4f\n", lse)
+
+	weights := make([]float32, desc.RequiredLen(attn.OperandWeights)) // [batch][heads][seq_q][seq_k]
+	if err := desc.Weights(q, k, keyValid, nil, weights); err != nil {
+		panic(err)
+	}
+	fmt.Printf("weights of sequence 1 %.4f\n", weights[9:])
+
+	// Lengths are checked before any pointer reaches C.
+	fmt.Println(desc.Forward(q[:5], k, v, nil, nil, out, nil))
+	// Output:
+	// out [10 15 20 10 15 15]
+	// lse [0.0000 0.6931 1.0986 0.0000 0.6931 0.6931]
+	// weights of sequence 1 [1.0000 0.0000 0.0000 0.5000 0.5000 0.0000 0.5000 0.5000 0.0000]
+	// attn: invalid argument: q has 5 elements, needs at least 6
 }
 
 // A descriptor with the 0.2 parameters; the getters read the values back from the library.

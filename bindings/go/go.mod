@@ -1,3 +1,3 @@
-module libattn/attn
+module github.com/libattn/libattn/bindings/go
 
 go 1.19

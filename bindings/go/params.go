@@ -11,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"libattn/attn/internal/capi"
+	"github.com/libattn/libattn/bindings/go/internal/capi"
 )
 
 // Param is a static parameter of a descriptor (attn_param). The values are pinned by the C API.

@@ -7,9 +7,10 @@
 //
 // Run (from the repository root, after building the library into build/):
 //
-//	cd examples/go && CGO_LDFLAGS="-L$PWD/../../build -Wl,-rpath,$PWD/../../build" go run .
+//	cd examples/go && PKG_CONFIG_PATH=$PWD/../../build/go/pkgconfig go run .
 //
-// or `ninja -C build attn_go_demo`. It exits with status 1 unless out[1][0] == 15.
+// (with libattn installed where pkg-config finds it, plain `go run .`), or
+// `ninja -C build attn_go_demo`. It exits with status 1 unless out[1][0] == 15.
 package main
 
 import (
@@ -17,7 +18,7 @@ import (
 	"io"
 	"os"
 
-	"libattn/attn"
+	attn "github.com/libattn/libattn/bindings/go"
 )
 
 // value gives deterministic demo values in [-1, 1].

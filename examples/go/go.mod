@@ -1,7 +1,7 @@
-module libattn/examples/go
+module github.com/libattn/libattn/examples/go
 
 go 1.19
 
-require libattn/attn v0.0.0
+require github.com/libattn/libattn/bindings/go v0.0.0
 
-replace libattn/attn => ../../bindings/go
+replace github.com/libattn/libattn/bindings/go => ../../bindings/go

@@ -1,10 +1,18 @@
-// Package capi holds the raw SWIG wrappers of libattn (generated at build time from capi.swig).
-// It is internal: use package attn.
+// Package capi holds the raw SWIG wrappers of libattn: capi.go and capi_wrap.c, generated from
+// attn_go.i and committed, so building needs no swig. It is internal: use package attn.
 package capi
 
-// The include paths reach both the C compiler and SWIG (cmd/go passes every -I to swig).
-// The library path comes from the environment: CGO_LDFLAGS="-L<build dir> -Wl,-rpath,<build dir>".
+// The C package is found through pkg-config (its attn.pc): the wrapper includes <attn.h> from
+// `pkg-config --cflags attn` and links `pkg-config --libs attn`. For a package installed outside
+// the default search path, set PKG_CONFIG_PATH=<prefix>/lib/pkgconfig.
 
-// #cgo CFLAGS: -I${SRCDIR}/../../../../capi -I${SRCDIR}/../../..
-// #cgo LDFLAGS: -lattn
+// #cgo pkg-config: attn
 import "C"
+
+import "unsafe"
+
+// The committed wrappers were generated with `swig -intgosize 64` (Go's int is 64 bits): on a
+// 32-bit platform this constant overflows and the build stops here rather than miscompiling.
+const _ = unsafe.Sizeof(int(0)) - 8
+
+//go:generate sh ./generate.sh
