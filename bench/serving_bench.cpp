@@ -1,0 +1,258 @@
+// Serving layouts against their dense equivalents, as ratios in one run (issue 9, acceptance 3,
+// and the cost of batch invariance). Every case and its reference run in interleaved rounds; in
+// a round each runs R times back to back and keeps its fastest; each figure is the median over
+// rounds of the per-round ratio.
+//
+//   build/bench/attn_serving_bench [--rounds N] [--reps R] [--threads T]
+//
+//   pack     {2048, 1536, 1024, 512} causal, H 8, d 128, one varlen call / the sum of the four
+//            single-sequence calls                                               [<= 1.05]
+//   paged    decode, 32k keys, GQA 32/8, d 128, page 16 with shuffled page ids, token-major and
+//            head-major pages: dense decode time / paged time (K/V read speed)   [>= 0.95]
+//            K/V evicted before every call by reading 1 GiB of other memory ("cold"), and hot
+//   invariant ATTN_PARAM_BATCH_INVARIANT = 1 / 0 on the pack, a 2048 causal prefill and the
+//            dense decode (cold)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attn.h"
+
+namespace {
+
+double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+void check(attn_status st, const char *what) {
+    if (st != ATTN_OK) {
+        std::fprintf(stderr, "%s: %s (%s)\n", what, attn_status_string(st), attn_last_error());
+        std::exit(1);
+    }
+}
+
+std::vector<float> randoms(size_t n, unsigned seed) {
+    std::mt19937 g(seed);
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<float> x(n);
+    for (auto &v : x) v = u(g);
+    return x;
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+// Reading this evicts every cache level (1 GiB, more than any L3 this kind of host has).
+struct Evictor {
+    std::vector<float> buf = std::vector<float>((1u << 30) / sizeof(float), 1.0f);
+    volatile float sink = 0;
+    void run() {
+        float s = 0;
+        for (size_t i = 0; i < buf.size(); i += 16) s += buf[i];
+        sink = s;
+    }
+};
+
+// A call with its descriptor and operands kept alive.
+struct Call {
+    attn_desc *d = nullptr;
+    attn_args *a = nullptr;
+    void run() const { check(attn_run(d, ATTN_OP_FORWARD, a), "attn_run"); }
+};
+
+attn_desc *desc(size_t b, size_t hq, size_t hkv, size_t sq, size_t sk, size_t dim, int causal,
+                bool invariant) {
+    attn_desc *d = nullptr;
+    check(attn_desc_create(&d, b, hq, hkv, sq, sk, dim), "desc");
+    check(attn_desc_set_int(d, ATTN_PARAM_CAUSAL, causal), "causal");
+    check(attn_desc_set_int(d, ATTN_PARAM_BATCH_INVARIANT, invariant), "invariant");
+    return d;
+}
+
+Call make_call(attn_desc *d, const std::vector<float> &q, const std::vector<float> &k,
+               const std::vector<float> &v, std::vector<float> &out) {
+    Call c;
+    c.d = d;
+    check(attn_args_create(&c.a), "args");
+    attn_args_set_f32(c.a, ATTN_Q, q.data(), q.size());
+    attn_args_set_f32(c.a, ATTN_K, k.data(), k.size());
+    attn_args_set_f32(c.a, ATTN_V, v.data(), v.size());
+    attn_args_set_out_f32(c.a, ATTN_OUT, out.data(), out.size());
+    return c;
+}
+
+struct Case {
+    std::string name;
+    std::function<void()> call;
+    bool cold;
+    std::vector<double> best; // per round
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+    int rounds = 7, reps = 3;
+    size_t threads = 0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
+        if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
+        if (!std::strcmp(argv[i], "--threads")) threads = std::strtoul(argv[i + 1], nullptr, 10);
+    }
+    check(attn_set_num_threads(threads), "threads");
+    std::printf("libattn %s, isa %s, %zu threads, %d rounds x %d reps\n", attn_version_string(),
+                attn_isa(), attn_get_num_threads(), rounds, reps);
+    Evictor ev;
+    std::vector<Case> cases;
+
+    // ---- the pack and its four single calls ----
+    const size_t H = 8, D = 128;
+    const size_t lens[4] = {2048, 1536, 1024, 512};
+    const size_t total = 2048 + 1536 + 1024 + 512;
+    std::vector<float> pq = randoms(total * H * D, 1), pk = randoms(total * H * D, 2),
+                       pv = randoms(total * H * D, 3), pout(total * H * D);
+    std::vector<int32_t> cu = {0, 2048, 3584, 4608, 5120};
+    Call pack[2];
+    for (int inv = 0; inv < 2; ++inv) {
+        attn_desc *d = desc(4, H, H, 2048, 2048, D, ATTN_CAUSAL_TOP_LEFT, inv);
+        check(attn_desc_set_int(d, ATTN_PARAM_VARLEN, 1), "varlen");
+        pack[inv] = make_call(d, pq, pk, pv, pout);
+        attn_args_set_i32(pack[inv].a, ATTN_CU_SEQLENS_Q, cu.data(), cu.size());
+        attn_args_set_i32(pack[inv].a, ATTN_CU_SEQLENS_K, cu.data(), cu.size());
+    }
+    // single sequences: the same tokens of the pack, each call with BSHD strides into it (the
+    // varlen call's own layout), so the ratio is the cost of the packing alone
+    std::vector<Call> singles;
+    for (size_t s = 0; s < 4; ++s) {
+        const size_t n = lens[s], off = static_cast<size_t>(cu[s]) * H * D;
+        attn_desc *d = desc(1, H, H, n, n, D, ATTN_CAUSAL_TOP_LEFT, false);
+        for (attn_operand w : {ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT})
+            check(attn_desc_set_strides(d, w, n * H * D, D, H * D), "strides");
+        Call c;
+        c.d = d;
+        check(attn_args_create(&c.a), "args");
+        attn_args_set_f32(c.a, ATTN_Q, pq.data() + off, n * H * D);
+        attn_args_set_f32(c.a, ATTN_K, pk.data() + off, n * H * D);
+        attn_args_set_f32(c.a, ATTN_V, pv.data() + off, n * H * D);
+        attn_args_set_out_f32(c.a, ATTN_OUT, pout.data() + off, n * H * D);
+        singles.push_back(c);
+    }
+    // a BHSD copy of the first sequence for the prefill lines
+    std::vector<float> sq(H * 2048 * D), sk(sq.size()), sv(sq.size()), so(sq.size());
+    for (size_t h = 0; h < H; ++h)
+        for (size_t i = 0; i < 2048; ++i) {
+            const size_t src = (i * H + h) * D, dst = (h * 2048 + i) * D;
+            std::memcpy(&sq[dst], &pq[src], D * 4);
+            std::memcpy(&sk[dst], &pk[src], D * 4);
+            std::memcpy(&sv[dst], &pv[src], D * 4);
+        }
+    cases.push_back({"pack varlen", [&] { pack[0].run(); }, false, {}});
+    cases.push_back({"pack invariant", [&] { pack[1].run(); }, false, {}});
+    cases.push_back({"4 single calls",
+                     [&] {
+                         for (const Call &c : singles) c.run();
+                     },
+                     false,
+                     {}});
+    Call prefill[2];
+    for (int inv = 0; inv < 2; ++inv)
+        prefill[inv] =
+            make_call(desc(1, H, H, 2048, 2048, D, ATTN_CAUSAL_TOP_LEFT, inv), sq, sk, sv, so);
+    cases.push_back({"prefill 2048", [&] { prefill[0].run(); }, false, {}});
+    cases.push_back({"prefill invariant", [&] { prefill[1].run(); }, false, {}});
+
+    // ---- decode: dense against paged ----
+    const size_t N = 32768, HQ = 32, HKV = 8, PS = 16, pages = N / PS;
+    std::vector<float> dq = randoms(HQ * D, 4), dout(HQ * D);
+    std::vector<float> dk = randoms(HKV * N * D, 5), dv = randoms(HKV * N * D, 6);
+    std::vector<int32_t> table(pages), lens_k = {static_cast<int32_t>(N)};
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), std::mt19937(7));
+    // pools: token-major [pages][PS][HKV][D] and head-major [pages][HKV][PS][D]
+    std::vector<float> tk(dk.size()), tv(dk.size()), hk(dk.size()), hv(dk.size());
+    for (size_t h = 0; h < HKV; ++h)
+        for (size_t j = 0; j < N; ++j) {
+            const size_t pg = static_cast<size_t>(table[j / PS]), t = j % PS, src = (h * N + j) * D;
+            const size_t tm = ((pg * PS + t) * HKV + h) * D, hm = ((pg * HKV + h) * PS + t) * D;
+            std::memcpy(&tk[tm], &dk[src], D * 4);
+            std::memcpy(&tv[tm], &dv[src], D * 4);
+            std::memcpy(&hk[hm], &dk[src], D * 4);
+            std::memcpy(&hv[hm], &dv[src], D * 4);
+        }
+    Call dense[2];
+    for (int inv = 0; inv < 2; ++inv)
+        dense[inv] =
+            make_call(desc(1, HQ, HKV, 1, N, D, ATTN_CAUSAL_BOTTOM_RIGHT, inv), dq, dk, dv, dout);
+    Call paged[2];
+    for (int hm = 0; hm < 2; ++hm) {
+        attn_desc *d = desc(1, HQ, HKV, 1, N, D, ATTN_CAUSAL_BOTTOM_RIGHT, false);
+        check(attn_desc_set_int(d, ATTN_PARAM_PAGE_SIZE, PS), "page");
+        if (hm) {
+            check(attn_desc_set_strides(d, ATTN_K, HKV * PS * D, PS * D, D), "strides");
+            check(attn_desc_set_strides(d, ATTN_V, HKV * PS * D, PS * D, D), "strides");
+        }
+        paged[hm] = make_call(d, dq, hm ? hk : tk, hm ? hv : tv, dout);
+        attn_args_set_i32(paged[hm].a, ATTN_BLOCK_TABLE, table.data(), table.size());
+        attn_args_set_i32(paged[hm].a, ATTN_SEQ_LENS_K, lens_k.data(), lens_k.size());
+    }
+    for (int cold = 1; cold >= 0; --cold) {
+        const std::string tag = cold ? " cold" : " hot";
+        cases.push_back({"decode dense" + tag, [&] { dense[0].run(); }, cold == 1, {}});
+        cases.push_back({"decode paged token-major" + tag, [&] { paged[0].run(); }, cold == 1, {}});
+        cases.push_back({"decode paged head-major" + tag, [&] { paged[1].run(); }, cold == 1, {}});
+    }
+    cases.push_back({"decode invariant cold", [&] { dense[1].run(); }, true, {}});
+
+    for (int r = 0; r < rounds; ++r) {
+        std::fprintf(stderr, "\rround %d/%d", r + 1, rounds);
+        for (size_t x = 0; x < cases.size(); ++x) {
+            Case &c = cases[(x + r) % cases.size()];
+            double best = 1e30;
+            for (int i = 0; i < reps; ++i) {
+                if (c.cold) ev.run();
+                const double t0 = now();
+                c.call();
+                best = std::min(best, now() - t0);
+            }
+            c.best.push_back(best);
+        }
+    }
+    std::fprintf(stderr, "\n");
+    auto find = [&](const std::string &n) -> Case & {
+        for (Case &c : cases)
+            if (c.name == n) return c;
+        std::abort();
+    };
+    auto ratio = [&](const std::string &a, const std::string &b) {
+        std::vector<double> x;
+        for (int r = 0; r < rounds; ++r) x.push_back(find(a).best[r] / find(b).best[r]);
+        return median(x);
+    };
+    for (const Case &c : cases)
+        std::printf("  %-30s %9.3f ms\n", c.name.c_str(), median(c.best) * 1e3);
+    const double kv_bytes = 2.0 * HKV * N * D * 4;
+    std::printf("pack varlen / 4 single calls:            %.3f   [<= 1.05]\n",
+                ratio("pack varlen", "4 single calls"));
+    for (const char *t : {"cold", "hot"}) {
+        const std::string d = std::string("decode dense ") + t;
+        std::printf("decode %s: dense %.1f GB/s; paged speed / dense: token-major %.3f, head-major "
+                    "%.3f   [>= 0.95]\n",
+                    t, kv_bytes / median(find(d).best) / 1e9,
+                    ratio(d, std::string("decode paged token-major ") + t),
+                    ratio(d, std::string("decode paged head-major ") + t));
+    }
+    std::printf("batch invariance cost (time on / off): pack %.3f, prefill 2048 causal %.3f, "
+                "decode 32k cold %.3f\n",
+                ratio("pack invariant", "pack varlen"), ratio("prefill invariant", "prefill 2048"),
+                ratio("decode invariant cold", "decode dense cold"));
+    return 0;
+}
