@@ -40,7 +40,7 @@ suite_tsan() {
   need cmake ninja gcc g++ || return 1
   cmake --preset tsan >/dev/null &&
     cmake --build --preset tsan -j "$JOBS" --target attn_load attn_memory attn_numerics \
-      attn_guard_pages attn_guard_variants attn_oom attn_threads test_capi &&
+      attn_guard_pages attn_guard_variants attn_guard_serving attn_oom attn_threads test_capi &&
     ctest --preset tsan
 }
 
