@@ -21,7 +21,7 @@
 
 namespace core = attn::core;
 
-constexpr int kOperands = 19; // ATTN_Q .. ATTN_NEW_V
+constexpr int kOperands = 25; // ATTN_Q .. ATTN_DSINKS
 
 struct attn_desc {
     core::Params p;
@@ -152,7 +152,13 @@ const char *operand_name(int which) {
                                                  "cu_seqlens_k",
                                                  "block_table",
                                                  "new_k",
-                                                 "new_v"};
+                                                 "new_v",
+                                                 "dout",
+                                                 "dq",
+                                                 "dk",
+                                                 "dv",
+                                                 "dbias",
+                                                 "dsinks"};
     return which >= 0 && which < kOperands ? names[which] : "?";
 }
 
@@ -164,6 +170,11 @@ Kind operand_kind(int which) {
     case ATTN_LSE:
     case ATTN_WEIGHTS:
     case ATTN_KEY_MASS:
+    case ATTN_DQ:
+    case ATTN_DK:
+    case ATTN_DV:
+    case ATTN_DBIAS:
+    case ATTN_DSINKS:
         return Kind::F32Out;
     case ATTN_KEY_VALID:
     case ATTN_ALLOWED:
@@ -271,6 +282,12 @@ void compute_lens(attn_desc *d) {
     d->len[ATTN_BLOCK_TABLE] = s.batch * d->p.max_pages;
     d->len[ATTN_NEW_K] = s.batch * s.seq_q * s.heads_kv * s.head_dim;
     d->len[ATTN_NEW_V] = s.batch * s.seq_q * s.heads_kv * s.head_dim_v;
+    d->len[ATTN_DOUT] = d->len[ATTN_OUT];
+    d->len[ATTN_DQ] = d->len[ATTN_Q];
+    d->len[ATTN_DK] = d->len[ATTN_K];
+    d->len[ATTN_DV] = d->len[ATTN_V];
+    d->len[ATTN_DBIAS] = d->len[ATTN_BIAS];
+    d->len[ATTN_DSINKS] = s.heads_q;
 }
 
 attn_status check_desc(const char *fn, const attn_desc *desc) {
@@ -532,13 +549,10 @@ attn_status check_pages(const char *fn, const core::Params &p, const Slot &k, co
 // Checks the operands of one operation and runs it. slot[w] holds operand w (null = unbound).
 attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *slot) {
     if (attn_status st = check_desc(fn, desc)) return st;
-    if (op == ATTN_OP_BACKWARD)
-        return fail(ATTN_ERR_UNSUPPORTED, "%s: ATTN_OP_BACKWARD is not available in libattn %s", fn,
-                    ATTN_VERSION_STRING);
-    if (op != ATTN_OP_FORWARD && op != ATTN_OP_WEIGHTS)
+    if (op != ATTN_OP_FORWARD && op != ATTN_OP_WEIGHTS && op != ATTN_OP_BACKWARD)
         return fail(ATTN_ERR_INVALID_ARGUMENT,
                     "%s: op (%d) is not an attn_op (0 forward, 1 weights, 2 backward)", fn, op);
-    const bool fwd = op == ATTN_OP_FORWARD;
+    const bool fwd = op == ATTN_OP_FORWARD, bwd = op == ATTN_OP_BACKWARD;
     // Operands this operation reads or writes; the others are ignored.
     bool used[kOperands] = {};
     const int common[] = {ATTN_Q,
@@ -554,17 +568,53 @@ attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *s
                           ATTN_CU_SEQLENS_K,
                           ATTN_BLOCK_TABLE};
     for (int w : common) used[w] = true;
-    if (fwd)
+    const int grads[] = {ATTN_DQ, ATTN_DK, ATTN_DV, ATTN_DBIAS, ATTN_DSINKS};
+    if (fwd) {
         used[ATTN_V] = used[ATTN_OUT] = used[ATTN_LSE] = used[ATTN_KEY_MASS] = true;
-    else
+    } else if (bwd) {
+        used[ATTN_V] = used[ATTN_OUT] = used[ATTN_LSE] = used[ATTN_DOUT] = true;
+        for (int w : grads) used[w] = true;
+    } else {
         used[ATTN_WEIGHTS] = true;
-    const int required[] = {ATTN_Q, ATTN_K, fwd ? ATTN_V : ATTN_WEIGHTS, fwd ? ATTN_OUT : -1};
+    }
+    const int required[] = {ATTN_Q, ATTN_K, fwd || bwd ? ATTN_V : ATTN_WEIGHTS,
+                            fwd || bwd ? ATTN_OUT : -1, bwd ? ATTN_DOUT : -1};
     for (int w : required)
         if (w >= 0 && !slot[w].ptr)
             return fail(ATTN_ERR_NULL_POINTER, "%s: %s is NULL", fn, operand_name(w));
+    if (bwd) {
+        if (!slot[ATTN_LSE].ptr)
+            return fail(ATTN_ERR_NULL_POINTER,
+                        "%s: lse is NULL: ATTN_OP_BACKWARD needs the lse (and out) of the forward",
+                        fn);
+        bool any = false;
+        for (int w : grads) any |= slot[w].ptr != nullptr;
+        if (!any)
+            return fail(ATTN_ERR_NULL_POINTER,
+                        "%s: ATTN_OP_BACKWARD has nothing to compute: bind dq, dk, dv, dbias or "
+                        "dsinks",
+                        fn);
+        if (slot[ATTN_DBIAS].ptr && !slot[ATTN_BIAS].ptr)
+            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: dbias is bound but bias is not", fn);
+        if (slot[ATTN_DSINKS].ptr && !slot[ATTN_SINKS].ptr)
+            return fail(ATTN_ERR_INVALID_ARGUMENT,
+                        "%s: dsinks is bound but sinks is not (ATTN_PARAM_SOFTMAX_PLUS_ONE has a "
+                        "constant sink: no gradient)",
+                        fn);
+        if (desc->p.page_size)
+            return fail(
+                ATTN_ERR_UNSUPPORTED,
+                "%s: ATTN_OP_BACKWARD with a paged K/V cache is not supported in libattn %s", fn,
+                ATTN_VERSION_STRING);
+    }
     size_t need[kOperands];
     CallShape cs;
-    if (attn_status st = check_serving(fn, desc, slot, used, !fwd, need, &cs)) return st;
+    if (attn_status st = check_serving(fn, desc, slot, used, op == ATTN_OP_WEIGHTS, need, &cs))
+        return st;
+    need[ATTN_DOUT] = need[ATTN_OUT]; // varlen: the per-call totals
+    need[ATTN_DQ] = need[ATTN_Q];
+    need[ATTN_DK] = need[ATTN_K];
+    need[ATTN_DV] = need[ATTN_V];
     const core::Params &dp = desc->p;
     const bool paged = dp.page_size != 0;
     Buffer bufs[kOperands];
@@ -617,6 +667,17 @@ attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *s
         t.lse = static_cast<float *>(const_cast<void *>(slot[ATTN_LSE].ptr));
         t.key_mass = static_cast<float *>(const_cast<void *>(slot[ATTN_KEY_MASS].ptr));
         core::forward(p, t);
+    } else if (bwd) {
+        t.v = static_cast<const float *>(slot[ATTN_V].ptr);
+        t.out = static_cast<float *>(const_cast<void *>(slot[ATTN_OUT].ptr));
+        t.lse = static_cast<float *>(const_cast<void *>(slot[ATTN_LSE].ptr));
+        t.dout = static_cast<const float *>(slot[ATTN_DOUT].ptr);
+        t.dq = static_cast<float *>(const_cast<void *>(slot[ATTN_DQ].ptr));
+        t.dk = static_cast<float *>(const_cast<void *>(slot[ATTN_DK].ptr));
+        t.dv = static_cast<float *>(const_cast<void *>(slot[ATTN_DV].ptr));
+        t.dbias = static_cast<float *>(const_cast<void *>(slot[ATTN_DBIAS].ptr));
+        t.dsinks = static_cast<float *>(const_cast<void *>(slot[ATTN_DSINKS].ptr));
+        core::backward(p, t);
     } else {
         t.weights = static_cast<float *>(const_cast<void *>(slot[ATTN_WEIGHTS].ptr));
         core::weights(p, t);
@@ -988,6 +1049,13 @@ attn_status attn_desc_set_strides(attn_desc *desc, attn_operand which, size_t ba
         *layout_of(desc, w) = lay;
         desc->custom_strides[w] = true;
         desc->len[w] = span;
+        // the gradient of an operand has its layout
+        const int grad = w == ATTN_Q     ? ATTN_DQ
+                         : w == ATTN_K   ? ATTN_DK
+                         : w == ATTN_V   ? ATTN_DV
+                         : w == ATTN_OUT ? ATTN_DOUT
+                                         : ATTN_DBIAS;
+        desc->len[grad] = span;
         return ATTN_OK;
     });
 }

@@ -143,7 +143,14 @@ typedef enum attn_operand {
     ATTN_CU_SEQLENS_K = 15, /* i32 [batch + 1] prefix sums of the key lengths (varlen) */
     ATTN_BLOCK_TABLE = 16,  /* i32 [batch][max_pages] page ids of each sequence (paged K/V) */
     ATTN_NEW_K = 17,        /* f32 [tokens][heads_kv][head_dim] rows for attn_kv_append */
-    ATTN_NEW_V = 18         /* f32 [tokens][heads_kv][head_dim_v] rows for attn_kv_append */
+    ATTN_NEW_V = 18,        /* f32 [tokens][heads_kv][head_dim_v] rows for attn_kv_append */
+    /* since 0.2, ATTN_OP_BACKWARD (see attn_run) */
+    ATTN_DOUT = 19,  /* f32 gradient of OUT, in OUT's layout, input */
+    ATTN_DQ = 20,    /* f32 gradient of Q, in Q's layout, output */
+    ATTN_DK = 21,    /* f32 gradient of K, in K's layout, output */
+    ATTN_DV = 22,    /* f32 gradient of V, in V's layout, output */
+    ATTN_DBIAS = 23, /* f32 gradient of BIAS, in BIAS's layout (broadcast dims summed), output */
+    ATTN_DSINKS = 24 /* f32 [heads_q] gradient of SINKS, output */
 } attn_operand;
 
 /** Opaque problem descriptor: sizes, causal rule, scale and strides. */
@@ -354,7 +361,8 @@ typedef enum attn_op {
     ATTN_OP_FORWARD = 0, /* reads Q, K, V (+ optional operands); writes OUT, optional LSE and
                             KEY_MASS */
     ATTN_OP_WEIGHTS = 1, /* reads Q, K (+ optional operands); writes WEIGHTS */
-    ATTN_OP_BACKWARD = 2 /* reserved: returns ATTN_ERR_UNSUPPORTED in this version */
+    ATTN_OP_BACKWARD = 2 /* reads Q, K, V, OUT, LSE (the forward's), DOUT; writes any of DQ,
+                            DK, DV, DBIAS, DSINKS */
 } attn_op;
 
 /** Per-call tensors: a set of (operand -> pointer, element count). Not thread-safe to modify;
@@ -424,6 +432,16 @@ ATTN_API attn_status attn_args_set_bf16(attn_args *args, attn_operand which, con
  *    ATTN_KEY_MASS                  optional output of FORWARD: mass[b][h][j] = sum_i w_ij
  *                                   (attention each key received; 0 for hidden keys)
  *    ATTN_CU_SEQLENS_Q/_K, ATTN_BLOCK_TABLE   the serving layouts (see "Serving layouts")
+ *    ATTN_DOUT, ATTN_DQ/_DK/_DV/_DBIAS/_DSINKS   the backward (ATTN_OP_BACKWARD): from the
+ *                                   forward's OUT and LSE and the gradient DOUT, the gradients
+ *                                   of Q, K, V (GQA: summed over a KV head's query heads),
+ *                                   BIAS (broadcast dimensions summed) and SINKS; each optional,
+ *                                   at least one bound. FlashAttention-2's algorithm: the
+ *                                   probabilities are recomputed from Q, K and LSE, no n x n
+ *                                   buffer. Hidden and padded keys get dK = dV = 0 (padded rows
+ *                                   are written, never read); padded queries and rows with no
+ *                                   visible key get dQ = 0. Every mask and variant, varlen
+ *                                   packs; not with a paged cache. fp32 throughout.
  *  An operand the operation does not read (V for WEIGHTS, say) is ignored.
  *  Results are bit-identical whatever the thread count.
  *
@@ -431,7 +449,8 @@ ATTN_API attn_status attn_args_set_bf16(attn_args *args, attn_operand which, con
  *  ATTN_ERR_INVALID_ARGUMENT (unknown op, a buffer shorter than required, an output overlapping
  *  another operand, a seq_lens_k value out of range, ALiBi slopes missing or bound without
  *  ATTN_PARAM_ALIBI = OPERAND, sinks with SOFTMAX_PLUS_ONE; the message names the operand);
- *  ATTN_ERR_UNSUPPORTED (ATTN_OP_BACKWARD); ATTN_ERR_OUT_OF_MEMORY. since 0.2 */
+ *  ATTN_ERR_UNSUPPORTED (a combination the header marks as not supported);
+ *  ATTN_ERR_OUT_OF_MEMORY. since 0.2 */
 ATTN_API attn_status attn_run(const attn_desc *desc, attn_op op, const attn_args *args);
 
 /* ==============================  Serving layouts  ============================= */

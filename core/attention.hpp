@@ -72,6 +72,10 @@ struct Tensors {
     // Serving layouts: cu_q / cu_k [batch + 1] prefix sums (varlen), block_table
     // [batch][max_pages] page ids (paged K/V).
     const int32_t *cu_q = nullptr, *cu_k = nullptr, *block_table = nullptr;
+    // Backward: dout like out (read), gradients in the layouts of q, k, v, bias; dsinks
+    // [heads_q]. Any gradient may be null (not wanted).
+    const float *dout = nullptr;
+    float *dq = nullptr, *dk = nullptr, *dv = nullptr, *dbias = nullptr, *dsinks = nullptr;
     // Set by the scheduler: qmap[b * seq_q + n] = n-th real query of batch b (null = identity).
     const uint32_t *qmap = nullptr;
 };
@@ -164,6 +168,9 @@ inline bool fold_scale(const Params &p) {
 // Entry points. They throw std::bad_alloc when scratch cannot be allocated; nothing else.
 void forward(const Params &p, const Tensors &t);
 void weights(const Params &p, const Tensors &t);
+// Gradients of the forward (t.lse and t.out from it, t.dout given). Bit-identical for any thread
+// count.
+void backward(const Params &p, const Tensors &t);
 
 // Writes the new K/V rows (token-major [tokens][heads_kv][head_dim(_v)]) into t.k / t.v (the
 // caller's writable caches) at positions key_len(b) - query_len(b) + x. Arguments checked.

@@ -35,6 +35,11 @@ struct KernelInfo {
     void (*weights)(const Params &p, const Tensors &t, const WorkItem &w, void *scratch);
     // key_mass rows of the KV head of the item (every row of it; t.lse holds the rows' lse).
     void (*mass)(const Params &p, const Tensors &t, const WorkItem &w, void *scratch);
+    // Backward of one (batch entry b, KV head kvh): dQ, dK, dV (and dBias) rows of it, and the
+    // sink-logit gradient of each of its query heads into dsink[group] (when non-null).
+    size_t (*backward_scratch)(const Params &p);
+    void (*backward)(const Params &p, const Tensors &t, size_t b, size_t kvh, void *scratch,
+                     float *dsink);
     // The same ISA with one query vector per item (or null): used when a KV head has at most
     // `narrow->lanes` query rows (decode, small GQA groups), so no lanes are computed in vain.
     const KernelInfo *narrow;

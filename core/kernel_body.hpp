@@ -15,6 +15,7 @@
 //   kernel_score.hpp    scratch, the rows of an item, key gathering, masks, the score pipeline of
 //                       a tile (scale, softcap, bias, ALiBi, causal / window / allowed), softmax
 //   kernel_forward.hpp  P.V, the tile loop, the forward of a row block, the decode path
+//   kernel_backward.hpp dQ, dK, dV (dBias, dSinks) of one (batch entry, KV head)
 //   kernel_weights.hpp  the weight matrix (and score stages) and the per-key attention mass
 //
 // Layout inside one work item (R = kL * kNV lanes = rows of the item; "T" marks a transposed,
@@ -29,4 +30,5 @@
 
 #include "kernel_score.hpp"
 #include "kernel_forward.hpp"
+#include "kernel_backward.hpp"
 #include "kernel_weights.hpp"

@@ -386,6 +386,47 @@ void weights(const Params &p, const Tensors &t0) {
     });
 }
 
+// One task per (batch entry, KV head) owns every gradient row it writes (dQ of its query heads,
+// dK and dV of its KV head), so no two tasks touch the same element and the order inside a task
+// is fixed: bit-identical for any thread count. dBias broadcast across batch entries or KV heads
+// (stride 0) would be shared by tasks: then the tasks run one after another, in order. The sink
+// gradients are per-task partial sums added in batch order.
+void backward(const Params &p, const Tensors &t) {
+    const Shape &s = p.shape;
+    const KernelInfo &k = current_kernel();
+    const size_t group = s.heads_q / s.heads_kv, tasks = s.batch * s.heads_kv;
+    if (t.dbias)
+        for (size_t b = 0; b < s.batch; ++b)
+            for (size_t h = 0; h < s.heads_q; ++h)
+                for (size_t i = 0; i < s.seq_q; ++i)
+                    std::fill_n(t.dbias + b * p.bias.batch + h * p.bias.head + i * p.bias.row,
+                                s.seq_k, 0.0f);
+    std::vector<float> &parts = t_partials;
+    if (t.dsinks) parts.assign(tasks * group, 0.0f);
+    float *parts_data = parts.data();
+    const size_t bytes = k.backward_scratch(p);
+    auto body = [&](size_t task) {
+        k.backward(p, t, task / s.heads_kv, task % s.heads_kv, t_scratch.get(bytes),
+                   t.dsinks ? parts_data + task * group : nullptr);
+    };
+    const bool shared_dbias =
+        t.dbias && ((p.bias.batch == 0 && s.batch > 1) || (p.bias.head == 0 && s.heads_kv > 1));
+    const double macs = static_cast<double>(s.batch) * s.heads_q * s.seq_q * s.seq_k *
+                        (2.0 * s.head_dim + 3.0 * s.head_dim_v);
+    if (shared_dbias || macs < kSerialMacs || tasks == 1) {
+        for (size_t task = 0; task < tasks; ++task) body(task);
+    } else {
+        pool_run(tasks, body);
+    }
+    if (t.dsinks)
+        for (size_t h = 0; h < s.heads_q; ++h) {
+            float sum = 0.0f;
+            for (size_t b = 0; b < s.batch; ++b)
+                sum += parts_data[(b * s.heads_kv + h / group) * group + h % group];
+            t.dsinks[h] = sum;
+        }
+}
+
 // Press et al. 2022: for n a power of two, slope_h = 2^(-8 (h + 1) / n); otherwise the slopes
 // of the largest power of two m < n, followed by every other slope of 2m (BLOOM's rule).
 void alibi_standard_slopes(size_t n, float *slopes) {

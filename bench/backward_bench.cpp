@@ -1,0 +1,96 @@
+// Backward against forward, as ratios in one run (issue 11, acceptance 4): B = 1, H = 8,
+// n = 2048, head_dim 128 and 64, causal and not. Rounds interleave the forward and the backward
+// of each shape; each figure is the median over rounds of the fastest of R runs. GFLOP/s count
+// the visible pairs: forward 4 d flops per pair (Q.K^T and P.V), backward 10 d (Q.K^T and dO.V^T
+// recomputed, dV, dK, dQ).
+//
+//   build/bench/attn_backward_bench [--rounds N] [--reps R] [--threads T] [--n N]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "attn.h"
+
+namespace {
+double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+void check(attn_status st, const char *what) {
+    if (st != ATTN_OK) {
+        std::fprintf(stderr, "%s: %s\n", what, attn_last_error());
+        std::exit(1);
+    }
+}
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+} // namespace
+
+int main(int argc, char **argv) {
+    int rounds = 5, reps = 2;
+    size_t threads = 1, n = 2048;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
+        if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
+        if (!std::strcmp(argv[i], "--threads")) threads = std::strtoul(argv[i + 1], nullptr, 10);
+        if (!std::strcmp(argv[i], "--n")) n = std::strtoul(argv[i + 1], nullptr, 10);
+    }
+    check(attn_set_num_threads(threads), "threads");
+    std::printf("libattn %s, isa %s, %zu threads, n %zu, H 8\n", attn_version_string(), attn_isa(),
+                attn_get_num_threads(), n);
+    const size_t H = 8;
+    std::mt19937 g(1);
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (size_t d : {128, 64})
+        for (int causal : {0, 1}) {
+            std::vector<float> q(H * n * d), k(q.size()), v(q.size()), out(q.size()), lse(H * n),
+                dout(q.size()), dq(q.size()), dk(q.size()), dv(q.size());
+            for (auto *x : {&q, &k, &v, &dout})
+                for (float &e : *x) e = u(g);
+            attn_desc *desc = nullptr;
+            check(attn_desc_create(&desc, 1, H, H, n, n, d), "desc");
+            check(attn_desc_set_int(desc, ATTN_PARAM_CAUSAL, causal), "causal");
+            attn_args *a = nullptr;
+            check(attn_args_create(&a), "args");
+            attn_args_set_f32(a, ATTN_Q, q.data(), q.size());
+            attn_args_set_f32(a, ATTN_K, k.data(), k.size());
+            attn_args_set_f32(a, ATTN_V, v.data(), v.size());
+            attn_args_set_out_f32(a, ATTN_OUT, out.data(), out.size());
+            attn_args_set_out_f32(a, ATTN_LSE, lse.data(), lse.size());
+            attn_args_set_f32(a, ATTN_DOUT, dout.data(), dout.size());
+            attn_args_set_out_f32(a, ATTN_DQ, dq.data(), dq.size());
+            attn_args_set_out_f32(a, ATTN_DK, dk.data(), dk.size());
+            attn_args_set_out_f32(a, ATTN_DV, dv.data(), dv.size());
+            check(attn_run(desc, ATTN_OP_FORWARD, a), "forward");
+            std::vector<double> tf, tb, ratio;
+            for (int r = 0; r < rounds; ++r) {
+                double bf = 1e30, bb = 1e30;
+                for (int i = 0; i < reps; ++i) {
+                    double t0 = now();
+                    check(attn_run(desc, ATTN_OP_FORWARD, a), "forward");
+                    bf = std::min(bf, now() - t0);
+                    t0 = now();
+                    check(attn_run(desc, ATTN_OP_BACKWARD, a), "backward");
+                    bb = std::min(bb, now() - t0);
+                }
+                tf.push_back(bf);
+                tb.push_back(bb);
+                ratio.push_back(bb / bf);
+            }
+            const double pairs = causal ? n * (n + 1) / 2.0 : double(n) * n;
+            const double f = median(tf), b = median(tb);
+            std::printf("d %3zu %-10s forward %8.2f ms (%6.1f GFLOP/s)  backward %8.2f ms (%6.1f "
+                        "GFLOP/s)  backward/forward %.2f  [<= 2.5]\n",
+                        d, causal ? "causal" : "non-causal", f * 1e3, H * pairs * 4 * d / f / 1e9,
+                        b * 1e3, H * pairs * 10 * d / b / 1e9, median(ratio));
+            attn_args_destroy(a);
+            attn_desc_destroy(desc);
+        }
+    return 0;
+}

@@ -1,0 +1,437 @@
+// The backward pass (ATTN_OP_BACKWARD) on every ISA this CPU supports, against the float64
+// reference backward of reference_backward.hpp, which is itself checked against central finite
+// differences of the float64 forward (ref::compute_v).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attn.h"
+#include "reference_backward.hpp"
+
+namespace {
+
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+std::vector<std::string> isas() {
+    std::vector<std::string> out;
+    for (const char *name : {"scalar", "sse2", "avx2", "avx512"})
+        if (attn_set_isa(name) == ATTN_OK) out.push_back(name);
+    attn_set_isa(nullptr);
+    return out;
+}
+
+size_t pick(std::mt19937 &g, size_t lo, size_t hi) {
+    return std::uniform_int_distribution<size_t>(lo, hi)(g);
+}
+float uni(std::mt19937 &g, float lo, float hi) {
+    return std::uniform_real_distribution<float>(lo, hi)(g);
+}
+
+struct Case {
+    ref::VProblem p;
+    std::vector<float> q, k, v, bias, slopes, sinks, dout;
+    std::vector<uint8_t> key_valid, allowed, query_valid;
+    std::vector<int32_t> seq_lens;
+    bool want_dsinks = false;
+
+    ref::VInputs inputs() const {
+        ref::VInputs in;
+        in.q = q.data();
+        in.k = k.data();
+        in.v = v.data();
+        in.bias = bias.empty() ? nullptr : bias.data();
+        in.slopes = slopes.empty() ? nullptr : slopes.data();
+        in.sinks = sinks.empty() ? nullptr : sinks.data();
+        in.key_valid = key_valid.empty() ? nullptr : key_valid.data();
+        in.allowed = allowed.empty() ? nullptr : allowed.data();
+        in.query_valid = query_valid.empty() ? nullptr : query_valid.data();
+        in.seq_lens_k = seq_lens.empty() ? nullptr : seq_lens.data();
+        return in;
+    }
+};
+
+Case random_case(std::mt19937 &g) {
+    Case c;
+    ref::VProblem &p = c.p;
+    p.batch = pick(g, 1, 2);
+    p.heads_kv = pick(g, 1, 2);
+    p.heads_q = p.heads_kv * pick(g, 1, 3);
+    p.seq_q = pick(g, 0, 4) == 0 ? 1 : pick(g, 1, 40);
+    p.seq_k = pick(g, 1, 50);
+    p.head_dim = pick(g, 0, 3) == 0 ? pick(g, 1, 7) : pick(g, 8, 70);
+    p.head_dim_v = pick(g, 0, 2) == 0 ? pick(g, 1, 40) : p.head_dim;
+    p.causal = static_cast<int>(pick(g, 0, 2));
+    if (pick(g, 0, 3) == 0) p.window_left = static_cast<long long>(pick(g, 0, 15));
+    if (pick(g, 0, 4) == 0) p.window_right = static_cast<long long>(pick(g, 0, 10));
+    if (pick(g, 0, 3) == 0) p.softcap = uni(g, 0.5f, 5.0f);
+    p.bias_first = pick(g, 0, 1) == 1;
+    p.alibi = pick(g, 0, 4) == 0 ? static_cast<int>(pick(g, 1, 2)) : 0;
+    const bool bias = pick(g, 0, 2) == 0;
+    if (bias && pick(g, 0, 2) == 0) { // broadcast over batch (and heads)
+        p.custom_strides[4] = true;
+        p.strides[4][0] = 0;
+        p.strides[4][1] = pick(g, 0, 1) ? 0 : p.seq_q * p.seq_k;
+        p.strides[4][2] = p.seq_k;
+    }
+    p.set_default_strides();
+    if (p.custom_strides[4] && p.strides[4][1] == 0) p.strides[4][0] = 0;
+    const size_t sink_kind = pick(g, 0, 4);
+    p.plus_one = sink_kind == 1;
+    c.q.resize(p.len(0));
+    c.k.resize(p.len(1));
+    c.v.resize(p.len(2));
+    c.dout.resize(p.len(3));
+    for (float &x : c.q) x = uni(g, -1.5f, 1.5f);
+    for (float &x : c.k) x = uni(g, -1.5f, 1.5f);
+    for (float &x : c.v) x = uni(g, -2, 2);
+    for (float &x : c.dout) x = uni(g, -1, 1);
+    if (bias) {
+        c.bias.resize(p.len(4));
+        for (float &x : c.bias) x = pick(g, 0, 15) == 0 ? -INFINITY : uni(g, -1, 1);
+    }
+    if (p.alibi == 1) {
+        c.slopes.resize(p.heads_q);
+        for (float &x : c.slopes) x = uni(g, 0.01f, 0.5f);
+    }
+    if (sink_kind == 0) {
+        c.sinks.resize(p.heads_q);
+        for (float &x : c.sinks) x = uni(g, -2, 2);
+        c.want_dsinks = true;
+    }
+    if (pick(g, 0, 2) == 0) {
+        c.key_valid.resize(p.batch * p.seq_k);
+        for (auto &x : c.key_valid) x = pick(g, 0, 4) != 0;
+    }
+    if (pick(g, 0, 3) == 0) {
+        c.allowed.resize(p.seq_q * p.seq_k);
+        for (auto &x : c.allowed) x = pick(g, 0, 5) != 0;
+    }
+    if (pick(g, 0, 3) == 0) {
+        c.query_valid.resize(p.batch * p.seq_q);
+        for (auto &x : c.query_valid) x = pick(g, 0, 3) != 0;
+    }
+    if (pick(g, 0, 2) == 0) {
+        c.seq_lens.resize(p.batch);
+        for (auto &x : c.seq_lens) x = static_cast<int32_t>(pick(g, 0, p.seq_k));
+    }
+    // padded keys hold NaN: never read
+    for (size_t b = 0; b < p.batch; ++b)
+        for (size_t h = 0; h < p.heads_kv; ++h)
+            for (size_t j = 0; j < p.seq_k; ++j) {
+                const bool pad = (!c.seq_lens.empty() && j >= static_cast<size_t>(c.seq_lens[b])) ||
+                                 (!c.key_valid.empty() && !c.key_valid[b * p.seq_k + j]);
+                if (!pad) continue;
+                for (size_t d = 0; d < p.head_dim; ++d) c.k[p.at(1, b, h, j) + d] = kNaN;
+                for (size_t d = 0; d < p.head_dim_v; ++d) c.v[p.at(2, b, h, j) + d] = kNaN;
+            }
+    return c;
+}
+
+attn_desc *make_desc(const Case &c) {
+    const ref::VProblem &p = c.p;
+    attn_desc *d = nullptr;
+    REQUIRE(attn_desc_create(&d, p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k, p.head_dim) ==
+            ATTN_OK);
+    attn_desc_set_int(d, ATTN_PARAM_CAUSAL, p.causal);
+    attn_desc_set_int(d, ATTN_PARAM_WINDOW_LEFT, p.window_left);
+    attn_desc_set_int(d, ATTN_PARAM_WINDOW_RIGHT, p.window_right);
+    attn_desc_set_float(d, ATTN_PARAM_SOFTCAP, static_cast<double>(p.softcap));
+    attn_desc_set_int(d, ATTN_PARAM_BIAS_FIRST, p.bias_first);
+    attn_desc_set_int(d, ATTN_PARAM_ALIBI, p.alibi);
+    attn_desc_set_int(d, ATTN_PARAM_SOFTMAX_PLUS_ONE, p.plus_one);
+    REQUIRE(attn_desc_set_int(d, ATTN_PARAM_HEAD_DIM_V, static_cast<int64_t>(p.head_dim_v)) ==
+            ATTN_OK);
+    if (p.custom_strides[4])
+        REQUIRE(attn_desc_set_strides(d, ATTN_BIAS, p.strides[4][0], p.strides[4][1],
+                                      p.strides[4][2]) == ATTN_OK);
+    return d;
+}
+
+struct Grads {
+    std::vector<float> dq, dk, dv, dbias, dsinks;
+};
+
+Grads run_backward(const Case &c) {
+    attn_desc *d = make_desc(c);
+    attn_args *a = nullptr;
+    REQUIRE(attn_args_create(&a) == ATTN_OK);
+    auto f32 = [&](attn_operand w, const std::vector<float> &x) {
+        if (!x.empty()) REQUIRE(attn_args_set_f32(a, w, x.data(), x.size()) == ATTN_OK);
+    };
+    auto u8 = [&](attn_operand w, const std::vector<uint8_t> &x) {
+        if (!x.empty()) REQUIRE(attn_args_set_u8(a, w, x.data(), x.size()) == ATTN_OK);
+    };
+    f32(ATTN_Q, c.q);
+    f32(ATTN_K, c.k);
+    f32(ATTN_V, c.v);
+    f32(ATTN_BIAS, c.bias);
+    f32(ATTN_ALIBI_SLOPES, c.slopes);
+    f32(ATTN_SINKS, c.sinks);
+    f32(ATTN_DOUT, c.dout);
+    u8(ATTN_KEY_VALID, c.key_valid);
+    u8(ATTN_ALLOWED, c.allowed);
+    u8(ATTN_QUERY_VALID, c.query_valid);
+    if (!c.seq_lens.empty())
+        REQUIRE(attn_args_set_i32(a, ATTN_SEQ_LENS_K, c.seq_lens.data(), c.seq_lens.size()) ==
+                ATTN_OK);
+    std::vector<float> out(c.p.len(3)), lse(attn_desc_required_len(d, ATTN_LSE));
+    REQUIRE(attn_args_set_out_f32(a, ATTN_OUT, out.data(), out.size()) == ATTN_OK);
+    REQUIRE(attn_args_set_out_f32(a, ATTN_LSE, lse.data(), lse.size()) == ATTN_OK);
+    REQUIRE_MESSAGE(attn_run(d, ATTN_OP_FORWARD, a) == ATTN_OK, std::string(attn_last_error()));
+    Grads gr;
+    gr.dq.assign(c.q.size(), kNaN);
+    gr.dk.assign(c.k.size(), kNaN);
+    gr.dv.assign(c.v.size(), kNaN);
+    REQUIRE(attn_args_set_out_f32(a, ATTN_DQ, gr.dq.data(), gr.dq.size()) == ATTN_OK);
+    REQUIRE(attn_args_set_out_f32(a, ATTN_DK, gr.dk.data(), gr.dk.size()) == ATTN_OK);
+    REQUIRE(attn_args_set_out_f32(a, ATTN_DV, gr.dv.data(), gr.dv.size()) == ATTN_OK);
+    if (!c.bias.empty()) {
+        gr.dbias.assign(c.bias.size(), kNaN);
+        REQUIRE(attn_args_set_out_f32(a, ATTN_DBIAS, gr.dbias.data(), gr.dbias.size()) == ATTN_OK);
+    }
+    if (c.want_dsinks) {
+        gr.dsinks.assign(c.p.heads_q, kNaN);
+        REQUIRE(attn_args_set_out_f32(a, ATTN_DSINKS, gr.dsinks.data(), gr.dsinks.size()) ==
+                ATTN_OK);
+    }
+    REQUIRE_MESSAGE(attn_run(d, ATTN_OP_BACKWARD, a) == ATTN_OK, std::string(attn_last_error()));
+    attn_args_destroy(a);
+    attn_desc_destroy(d);
+    return gr;
+}
+
+// Normwise relative error: max |got - want| / max(max |want|, 2e-2). The floor keeps a
+// gradient that is ~0 by cancellation (a row with one visible key has dS = P (dP - D) = 0) from
+// turning fp32 rounding noise (~1e-7 absolute) into a large "relative" error.
+double normwise(const std::vector<float> &got, const std::vector<double> &want) {
+    double scale = 2e-2, err = 0.0;
+    for (double w : want) scale = std::max(scale, std::fabs(w));
+    for (size_t x = 0; x < want.size(); ++x) {
+        const double e = std::fabs(static_cast<double>(got[x]) - want[x]);
+        if (!(e <= err)) err = e; // NaN counts
+    }
+    return err / scale;
+}
+
+} // namespace
+
+TEST_CASE("the float64 reference backward matches central finite differences") {
+    std::mt19937 g(3);
+    double worst = 0.0;
+    for (int n = 0; n < 25; ++n) {
+        Case c = random_case(g);
+        c.p.seq_q = std::min<size_t>(c.p.seq_q, 6);
+        c.p.seq_k = std::min<size_t>(c.p.seq_k, 7);
+        c.p.head_dim = std::min<size_t>(c.p.head_dim, 5);
+        c.p.head_dim_v = std::min<size_t>(c.p.head_dim_v, 4);
+        c.p.custom_strides[4] = false;
+        c.p.set_default_strides();
+        // rebuild the small case's buffers (no padding NaN: finite differences need them finite)
+        std::mt19937 g2(static_cast<unsigned>(n));
+        const bool bias = !c.bias.empty(), sinks = !c.sinks.empty();
+        c.q.resize(c.p.len(0));
+        c.k.resize(c.p.len(1));
+        c.v.resize(c.p.len(2));
+        c.dout.resize(c.p.len(3));
+        for (auto *x : {&c.q, &c.k, &c.v, &c.dout})
+            for (float &e : *x) e = uni(g2, -1, 1);
+        if (bias) {
+            c.bias.resize(c.p.len(4));
+            for (float &e : c.bias) e = uni(g2, -1, 1);
+        }
+        c.key_valid.clear();
+        c.allowed.clear();
+        c.query_valid.clear();
+        c.seq_lens.clear();
+        const ref::VGrads gr = ref::backward_v(c.p, c.inputs(), c.dout.data(), c.bias.size());
+        auto loss = [&](const Case &x) {
+            const ref::VResult r = ref::compute_v(x.p, x.inputs());
+            double l = 0.0;
+            for (size_t b = 0; b < x.p.batch; ++b)
+                for (size_t h = 0; h < x.p.heads_q; ++h)
+                    for (size_t i = 0; i < x.p.seq_q; ++i)
+                        for (size_t d = 0; d < x.p.head_dim_v; ++d)
+                            l += r.out[((b * x.p.heads_q + h) * x.p.seq_q + i) * x.p.head_dim_v +
+                                       d] *
+                                 static_cast<double>(x.dout[x.p.at(3, b, h, i) + d]);
+            return l;
+        };
+        auto fd = [&](std::vector<float> Case::*field, const std::vector<double> &want) {
+            double scale = 1e-3, err = 0.0;
+            for (double w : want) scale = std::max(scale, std::fabs(w));
+            for (size_t x = 0; x < (c.*field).size(); ++x) {
+                Case up = c, dn = c;
+                const float h = 1e-2f;
+                (up.*field)[x] += h;
+                (dn.*field)[x] -= h;
+                const double delta = static_cast<double>((up.*field)[x]) - (dn.*field)[x];
+                const double num = (loss(up) - loss(dn)) / delta;
+                err = std::max(err, std::fabs(num - want[x]));
+            }
+            return err / scale;
+        };
+        worst = std::max(worst, fd(&Case::q, gr.dq));
+        worst = std::max(worst, fd(&Case::k, gr.dk));
+        worst = std::max(worst, fd(&Case::v, gr.dv));
+        if (bias) worst = std::max(worst, fd(&Case::bias, gr.dbias));
+        if (sinks) worst = std::max(worst, fd(&Case::sinks, gr.dsinks));
+    }
+    MESSAGE("reference backward vs central differences (h = 1e-2): max normwise error " << worst);
+    CHECK(worst <= 1e-3);
+}
+
+TEST_CASE("backward matches the float64 reference on every ISA, hidden keys get exactly 0") {
+    std::mt19937 g(20261201);
+    const std::vector<std::string> names = isas();
+    double worst[5] = {0, 0, 0, 0, 0};
+    size_t runs = 0;
+    const int kCases = 520;
+    for (int n = 0; n < kCases; ++n) {
+        const Case c = random_case(g);
+        const ref::VGrads e = ref::backward_v(c.p, c.inputs(), c.dout.data(), c.bias.size());
+        // keys no query sees: their dK / dV rows must be exactly +0
+        std::vector<char> seen(c.p.len(1), 0);
+        for (size_t x = 0; x < e.dk.size(); ++x) seen[x] = e.dk[x] != 0.0;
+        for (const std::string &isa : names) {
+            REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
+            const Grads gr = run_backward(c);
+            const double errs[5] = {normwise(gr.dq, e.dq), normwise(gr.dk, e.dk),
+                                    normwise(gr.dv, e.dv),
+                                    c.bias.empty() ? 0.0 : normwise(gr.dbias, e.dbias),
+                                    c.want_dsinks ? normwise(gr.dsinks, e.dsinks) : 0.0};
+            for (int x = 0; x < 5; ++x) {
+                worst[x] = std::max(worst[x], errs[x]);
+                if (!(errs[x] <= 1e-4))
+                    FAIL_CHECK("case " << n << " on " << isa << ": gradient " << x << " error "
+                                       << errs[x] << " (b " << c.p.batch << " hq " << c.p.heads_q
+                                       << " hkv " << c.p.heads_kv << " sq " << c.p.seq_q << " sk "
+                                       << c.p.seq_k << " d " << c.p.head_dim << "/"
+                                       << c.p.head_dim_v << " causal " << c.p.causal << " window "
+                                       << c.p.window_left << "," << c.p.window_right << " softcap "
+                                       << c.p.softcap << " bias " << c.bias.size() << " first "
+                                       << c.p.bias_first << " alibi " << c.p.alibi << " sinks "
+                                       << c.sinks.size() << " +1 " << c.p.plus_one << " kv "
+                                       << c.key_valid.size() << " al " << c.allowed.size()
+                                       << " qv " << c.query_valid.size() << " lens "
+                                       << c.seq_lens.size() << ")");
+            }
+            for (size_t b = 0; b < c.p.batch; ++b)
+                for (size_t h = 0; h < c.p.heads_kv; ++h)
+                    for (size_t j = 0; j < c.p.seq_k; ++j) {
+                        bool any = false;
+                        for (size_t d = 0; d < c.p.head_dim_v; ++d)
+                            any |= e.dv[c.p.at(2, b, h, j) + d] != 0.0;
+                        if (any) continue; // a key some query sees
+                        for (size_t d = 0; d < c.p.head_dim; ++d) {
+                            const float x = gr.dk[c.p.at(1, b, h, j) + d];
+                            if (x != 0.0f || std::signbit(x))
+                                FAIL_CHECK("case " << n << ": hidden key " << j << " dK = " << x);
+                        }
+                        for (size_t d = 0; d < c.p.head_dim_v; ++d) {
+                            const float x = gr.dv[c.p.at(2, b, h, j) + d];
+                            if (x != 0.0f || std::signbit(x))
+                                FAIL_CHECK("case " << n << ": hidden key " << j << " dV = " << x);
+                        }
+                    }
+            ++runs;
+        }
+    }
+    attn_set_isa(nullptr);
+    MESSAGE(kCases << " cases x " << names.size() << " ISAs = " << runs
+                   << " runs; max normwise error dQ " << worst[0] << ", dK " << worst[1] << ", dV "
+                   << worst[2] << ", dBias " << worst[3] << ", dSinks " << worst[4]);
+}
+
+TEST_CASE("backward gradients are bit-identical on 1 and 2 threads") {
+    std::mt19937 g(8);
+    for (int n = 0; n < 10; ++n) {
+        Case c = random_case(g);
+        // big enough to be spread over the pool
+        c.p.batch = 2;
+        c.p.heads_kv = 2;
+        c.p.heads_q = 4;
+        c.p.seq_q = 150 + 13 * n;
+        c.p.seq_k = 170 + 7 * n;
+        c.p.custom_strides[4] = false;
+        c.p.set_default_strides();
+        std::mt19937 g2(static_cast<unsigned>(n));
+        c.q.resize(c.p.len(0));
+        c.k.resize(c.p.len(1));
+        c.v.resize(c.p.len(2));
+        c.dout.resize(c.p.len(3));
+        for (auto *x : {&c.q, &c.k, &c.v, &c.dout})
+            for (float &e : *x) e = uni(g2, -1, 1);
+        if (!c.bias.empty()) {
+            c.bias.resize(c.p.len(4));
+            for (float &e : c.bias) e = uni(g2, -1, 1);
+        }
+        c.key_valid.clear();
+        c.allowed.clear();
+        c.query_valid.clear();
+        c.seq_lens.clear();
+        if (!c.slopes.empty()) c.slopes.assign(c.p.heads_q, 0.125f);
+        if (!c.sinks.empty()) c.sinks.assign(c.p.heads_q, 0.5f);
+        for (const std::string &isa : isas()) {
+            REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
+            REQUIRE(attn_set_num_threads(1) == ATTN_OK);
+            const Grads a = run_backward(c);
+            REQUIRE(attn_set_num_threads(2) == ATTN_OK);
+            const Grads b = run_backward(c);
+            CHECK(std::memcmp(a.dq.data(), b.dq.data(), a.dq.size() * 4) == 0);
+            CHECK(std::memcmp(a.dk.data(), b.dk.data(), a.dk.size() * 4) == 0);
+            CHECK(std::memcmp(a.dv.data(), b.dv.data(), a.dv.size() * 4) == 0);
+            if (!a.dbias.empty())
+                CHECK(std::memcmp(a.dbias.data(), b.dbias.data(), a.dbias.size() * 4) == 0);
+        }
+    }
+    attn_set_num_threads(0);
+    attn_set_isa(nullptr);
+}
+
+TEST_CASE("backward refuses missing and overlapping operands, naming them") {
+    attn_desc *d = nullptr;
+    REQUIRE(attn_desc_create(&d, 1, 2, 1, 3, 4, 8) == ATTN_OK);
+    std::vector<float> q(2 * 3 * 8, 0.5f), k(4 * 8, 0.25f), v(4 * 8, 1.0f), out(q.size()), lse(6),
+        dout(q.size(), 1.0f), dq(q.size()), dk(k.size());
+    attn_args *a = nullptr;
+    REQUIRE(attn_args_create(&a) == ATTN_OK);
+    attn_args_set_f32(a, ATTN_Q, q.data(), q.size());
+    attn_args_set_f32(a, ATTN_K, k.data(), k.size());
+    attn_args_set_f32(a, ATTN_V, v.data(), v.size());
+    attn_args_set_out_f32(a, ATTN_OUT, out.data(), out.size());
+    auto expect = [&](attn_status st, const char *msg) {
+        CHECK(attn_run(d, ATTN_OP_BACKWARD, a) == st);
+        CHECK_MESSAGE(std::string(attn_last_error()).find(msg) != std::string::npos,
+                      attn_last_error());
+    };
+    expect(ATTN_ERR_NULL_POINTER, "dout is NULL");
+    attn_args_set_f32(a, ATTN_DOUT, dout.data(), dout.size());
+    expect(ATTN_ERR_NULL_POINTER, "lse is NULL: ATTN_OP_BACKWARD needs the lse");
+    attn_args_set_out_f32(a, ATTN_LSE, lse.data(), lse.size());
+    expect(ATTN_ERR_NULL_POINTER, "nothing to compute");
+    attn_args_set_out_f32(a, ATTN_DQ, dq.data(), dq.size() - 1);
+    expect(ATTN_ERR_INVALID_ARGUMENT, "dq has 47 elements, needs at least 48");
+    attn_args_set_out_f32(a, ATTN_DQ, q.data(), q.size());
+    expect(ATTN_ERR_INVALID_ARGUMENT, "dq overlaps q");
+    attn_args_set_out_f32(a, ATTN_DQ, dq.data(), dq.size());
+    attn_args_set_f32(a, ATTN_DOUT, dout.data(), 5);
+    expect(ATTN_ERR_INVALID_ARGUMENT, "dout has 5 elements");
+    attn_args_set_f32(a, ATTN_DOUT, dout.data(), dout.size());
+    attn_args_set_out_f32(a, ATTN_DK, out.data(), 32);
+    expect(ATTN_ERR_INVALID_ARGUMENT, "overlaps");
+    attn_args_set_out_f32(a, ATTN_DK, dk.data(), dk.size());
+    std::vector<float> dsinks(2);
+    attn_args_set_out_f32(a, ATTN_DSINKS, dsinks.data(), 2);
+    expect(ATTN_ERR_INVALID_ARGUMENT, "dsinks is bound but sinks is not");
+    attn_args_set_out_f32(a, ATTN_DSINKS, nullptr, 0);
+    CHECK(attn_run(d, ATTN_OP_FORWARD, a) == ATTN_OK); // a valid forward, then its backward
+    CHECK(attn_run(d, ATTN_OP_BACKWARD, a) == ATTN_OK);
+    attn_args_destroy(a);
+    attn_desc_destroy(d);
+}
