@@ -58,7 +58,13 @@ int main(void) {
     CHECK(attn_desc_required_len(desc, (attn_operand)16) == 0);  /* BLOCK_TABLE: not paged */
     CHECK(attn_desc_required_len(desc, (attn_operand)17) == 2 * 5 * 1 * 11); /* NEW_K */
     CHECK(attn_desc_required_len(desc, (attn_operand)18) == 2 * 5 * 1 * 11); /* NEW_V */
-    CHECK(attn_desc_required_len(desc, (attn_operand)19) == 0);
+    CHECK(attn_desc_required_len(desc, (attn_operand)19) == 2 * 3 * 5 * 11); /* DOUT */
+    CHECK(attn_desc_required_len(desc, (attn_operand)20) == 2 * 3 * 5 * 11); /* DQ */
+    CHECK(attn_desc_required_len(desc, (attn_operand)21) == 2 * 1 * 7 * 11); /* DK */
+    CHECK(attn_desc_required_len(desc, (attn_operand)22) == 2 * 1 * 7 * 11); /* DV */
+    CHECK(attn_desc_required_len(desc, (attn_operand)23) == 2 * 3 * 5 * 7);  /* DBIAS */
+    CHECK(attn_desc_required_len(desc, (attn_operand)24) == 3);              /* DSINKS */
+    CHECK(attn_desc_required_len(desc, (attn_operand)25) == 0);
     {
         int64_t iv = -5;
         double fv = 0;

@@ -622,7 +622,8 @@ ERRORS = [
         inputs=ALL_IN[:3] + ["alibi_slopes"], alibi=1),
     err("sinks_with_plus_one", "param:softmax_plus_one=1", ST_INVALID, "sinks",
         inputs=ALL_IN[:3] + ["sinks"]),
-    err("op_backward", "op:backward", ST_UNSUPPORTED, "backward"),
+    # the backward of a forward's operands: the gradient of out is missing
+    err("op_backward", "op:backward", ST_NULL, "dout"),
     # Parameters out of attn_param_bounds.
     err("param_causal", "param:causal=3", ST_INVALID, "causal"),
     err("param_window_left", "param:window_left=-2", ST_INVALID, "window_left"),
