@@ -45,12 +45,39 @@ static inline float bwd_tanh(float x) {
 
 constexpr size_t kBwdRows = 8; // query rows per step: 8 independent FMA chains per key vector
 
-static size_t backward_scratch(const Params &p) {
+// Scratch carving of backward_item (every block 64-byte aligned); returns the bytes used.
+struct BwdScratch {
+    float *D, *kt, *vt, *dkb, *dvb, *zrow, *pb, *xb, *mk, *tmp;
+    const float **krow;
+};
+static size_t backward_layout(const Params &p, unsigned char *base, BwdScratch *s) {
     const size_t group = p.shape.heads_q / p.shape.heads_kv;
     const size_t d = p.shape.head_dim, dv = p.shape.head_dim_v;
-    const size_t floats = kround_up(group * p.shape.seq_q, 16) + 2 * kL * (d + dv) + d + dv +
-                          3 * kBwdRows * kL + 16 * 8;
-    return floats * sizeof(float) + sizeof(const float *) * kL + 64 * 8;
+    size_t off = 0;
+    auto take = [&](size_t bytes) {
+        unsigned char *ptr = base ? base + off : nullptr;
+        off += kround_up(bytes, 64);
+        return ptr;
+    };
+    auto fl = [&](size_t n) { return reinterpret_cast<float *>(take(sizeof(float) * n)); };
+    BwdScratch x;
+    x.D = fl(group * p.shape.seq_q); // [group][nq] dO . O, NaN = no gradient
+    x.kt = fl(d * kL);               // [d][kL]  K of the block, transposed
+    x.vt = fl(dv * kL);              // [dv][kL] V of the block, transposed
+    x.dkb = fl(kL * d);              // [kL][d]  the block's dK rows
+    x.dvb = fl(kL * dv);             // [kL][dv] the block's dV rows
+    x.zrow = fl(d + dv);             // zeros
+    x.pb = fl(kBwdRows * kL);        // [kBwdRows][kL] P of each row
+    x.xb = fl(kBwdRows * kL);        // [kBwdRows][kL] d(q.k) of each row
+    x.mk = fl(kBwdRows * kL);        // [kBwdRows][kL] visibility (1 / 0)
+    x.tmp = fl(kL);                  // bias / dbias staging
+    x.krow = reinterpret_cast<const float **>(take(sizeof(const float *) * kL));
+    if (s) *s = x;
+    return off;
+}
+
+static size_t backward_scratch(const Params &p) {
+    return backward_layout(p, nullptr, nullptr);
 }
 
 // dsink[g] (may be null): the sink-logit gradient of query head kvh * group + g summed over
@@ -65,17 +92,12 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
     const size_t group = s.heads_q / s.heads_kv, d = s.head_dim, dv = s.head_dim_v;
     const size_t nq = query_len(p, t, b), klen = key_len(p, t, b);
     const long long off = diag_offset(p, t, b);
-    float *D = static_cast<float *>(scratch);       // [group][nq] dO . O, NaN = no gradient
-    float *kt = D + kround_up(group * s.seq_q, 16); // [d][kL]  K of the block, transposed
-    float *vt = kt + d * kL;                        // [dv][kL] V of the block, transposed
-    float *dkb = vt + dv * kL;                      // [kL][d]  the block's dK rows
-    float *dvb = dkb + kL * d;                      // [kL][dv] the block's dV rows
-    float *zrow = dvb + kL * dv;                    // [max(d, dv)] zeros
-    float *pb = zrow + d + dv;                      // [kBwdRows][kL] P of each row
-    float *xb = pb + kBwdRows * kL;                 // [kBwdRows][kL] d(q.k) of each row
-    float *mk = xb + kBwdRows * kL;                 // [kBwdRows][kL] visibility (1 / 0)
-    float *tmp = mk + kBwdRows * kL;                // [8][kL] bias / dbias staging
-    const float **krow = reinterpret_cast<const float **>(tmp + 8 * kL + 16);
+    BwdScratch sc;
+    backward_layout(p, static_cast<unsigned char *>(scratch), &sc);
+    float *const D = sc.D, *const kt = sc.kt, *const vt = sc.vt, *const dkb = sc.dkb;
+    float *const dvb = sc.dvb, *const zrow = sc.zrow, *const pb = sc.pb, *const xb = sc.xb;
+    float *const mk = sc.mk, *const tmp = sc.tmp;
+    const float **krow = sc.krow;
     const float kNaNf = __builtin_nanf("");
     const float scale = p.scale, cap = p.softcap;
     zero_floats(zrow, d + dv);
