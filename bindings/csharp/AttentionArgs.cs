@@ -34,6 +34,12 @@ namespace LibAttn
     /// </summary>
     public sealed class AttentionArgs : IDisposable
     {
+        // Loads the natives before any raw AttnNative method is compiled (NativeLoader.cs).
+        static AttentionArgs()
+        {
+            NativeLoader.Preload();
+        }
+
         const int N = AttentionDesc.OperandCount;
 
         // The library's element kind of each operand, and its name in the library's messages.

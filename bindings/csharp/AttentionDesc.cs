@@ -33,6 +33,12 @@ namespace LibAttn
     /// </summary>
     public sealed class AttentionDesc : IDisposable
     {
+        // Loads the natives before any raw AttnNative method is compiled (NativeLoader.cs).
+        static AttentionDesc()
+        {
+            NativeLoader.Preload();
+        }
+
         internal const int OperandCount = 14; // Operand.Q .. Operand.KeyMass
         // The largest float[] .NET allocates (Array.MaxLength).
         internal const long MaxArrayLength = 0x7FFFFFC7;
@@ -43,11 +49,17 @@ namespace LibAttn
         // longer change (the builder applies all configuration before handing it out).
         readonly ulong[] requiredLen;
 
+        /// <summary>Number of sequences in the batch.</summary>
         public long Batch { get; }
+        /// <summary>Number of query heads.</summary>
         public long HeadsQ { get; }
+        /// <summary>Number of key/value heads (divides <see cref="HeadsQ"/>: GQA, MQA).</summary>
         public long HeadsKv { get; }
+        /// <summary>Query sequence length.</summary>
         public long SeqQ { get; }
+        /// <summary>Key/value sequence length.</summary>
         public long SeqK { get; }
+        /// <summary>Size of each query and key vector (V rows: <see cref="HeadDimV"/>).</summary>
         public long HeadDim { get; }
 
         // The parameters, read back from the library when built (attn_desc_get_int/_float).
@@ -420,6 +432,12 @@ namespace LibAttn
         /// </summary>
         public sealed class Builder
         {
+            // Loads the natives before any raw AttnNative method is compiled (NativeLoader.cs).
+            static Builder()
+            {
+                NativeLoader.Preload();
+            }
+
             internal long batch = 1, headsQ = 1, headsKv = 1, seqQ, seqK, headDim;
             // Parameters by id, applied in id order: an integer (attn_desc_set_int) or a double
             // (attn_desc_set_float) each.

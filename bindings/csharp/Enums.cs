@@ -114,6 +114,7 @@ namespace LibAttn
             return value >= Min && value <= Max && (IsFloat || value == System.Math.Floor(value));
         }
 
+        /// <summary>"Param int|float [Min, Max]", e.g. "WindowLeft int [-1, 2147483647]".</summary>
         public override string ToString()
         {
             return string.Format(CultureInfo.InvariantCulture, "{0} {1} [{2:R}, {3:R}]", Param,
