@@ -4,7 +4,8 @@
 #   bindings/csharp/attn_csharp.i --SWIG (build time)--> attn_csharpCSHARP_wrap.c + raw *.cs
 #   wrap.c                        --cc-->  csharp/libattn_csharp.so  (links libattn.so)
 #   raw *.cs + face *.cs          --mcs--> csharp/LibAttn.dll
-#   tests/csharp/*.cs             --mcs--> csharp/LibAttn.Tests.dll  (ctest csharp_tests, NUnit 2.6)
+#   tests/csharp/*.cs             --mcs--> csharp/LibAttn.Tests.dll  (ctest csharp_tests, NUnit 2.6;
+#                                           ServingTests.cs: varlen, paged, KvAppend, Merge)
 #   examples/csharp/*.cs          --mcs--> csharp/AttnDemo.exe       (target attn_csharp_demo)
 #   bench/csharp/*.cs             --mcs--> csharp/AttnBench.exe      (target attn_csharp_bench)
 #   LibAttn.dll + LibAttn.xml + natives --> csharp/nuget/LibAttn.nuspec (target attn_csharp_nupkg:
@@ -145,6 +146,7 @@ function(attn_csharp_setup)
              ${PROJECT_SOURCE_DIR}/tests/csharp/RunReference.cs
              ${PROJECT_SOURCE_DIR}/tests/csharp/ExtensibleCallTests.cs
              ${PROJECT_SOURCE_DIR}/tests/csharp/VariantVectorTests.cs
+             ${PROJECT_SOURCE_DIR}/tests/csharp/ServingTests.cs
              ${PROJECT_SOURCE_DIR}/tests/csharp/PackagingTests.cs)
   add_custom_command(
     OUTPUT ${_out}/LibAttn.Tests.dll

@@ -49,9 +49,19 @@
  *        bindings/csharp/check_generated.cmake checks both properties of every raw method.
  *   [T12] XML documentation of the public enums Status, Causal, Operand (%csattributes: mcs
  *        -doc writes LibAttn.xml, shipped in the NuGet package).
+ *   [T13] the serving layouts (0.2): attn_kv_append(desc, args, float *k_cache, k_len,
+ *        float *v_cache, v_len) and attn_merge(desc, acc, part); k_cache / v_cache -> IntPtr as
+ *        [T8] (AttentionDesc.KvAppend pins them with `fixed` / Memory.Pin around the call, with
+ *        the operands of `args`), acc / part -> IntPtr ([T7]). They, the operands
+ *        ATTN_CU_SEQLENS_Q .. ATTN_NEW_V and the parameters ATTN_PARAM_VARLEN ..
+ *        ATTN_PARAM_BATCH_INVARIANT are re-enabled HERE with global-scope (::) renames, which beat
+ *        attn.i's `%ignore ""` as [T6] does: the shared allow-list stays as it is, since Java's
+ *        interface (which rejects any pointer it has no typemap for: SWIGTYPE_p_float would break
+ *        its build) and Go's (which calls these two from its own C helpers) include it too.
  * None of the raw methods checks a length: that is the face's job (AttentionDesc.Check*,
  * AttentionDesc.Run), and attn_run checks the lengths it is given once more.
- * Functions of attn.h that the allow-list leaves out (attn_args_set_f16/bf16) get no wrapper. */
+ * Functions of attn.h that neither the allow-list nor [T13] enables (attn_args_set_f16/bf16) get
+ * no wrapper. */
 
 %module AttnNative
 
@@ -118,6 +128,13 @@
 %typemap(in) const float *data, float *data, const uint8_t *data,
              const int32_t *data %{ $1 = ($1_ltype)$input; %}
 
+/* ---- [T13] attn_kv_append's caches: pointers the face keeps pinned for the call. ---- */
+%typemap(ctype) float *k_cache, float *v_cache "void *"
+%typemap(imtype) float *k_cache, float *v_cache "global::System.IntPtr"
+%typemap(cstype) float *k_cache, float *v_cache "global::System.IntPtr"
+%typemap(csin) float *k_cache, float *v_cache "$csinput"
+%typemap(in) float *k_cache, float *v_cache %{ $1 = ($1_ltype)$input; %}
+
 /* ---- [T9] 64-bit integers and the read-back out parameters. ---- */
 %include "typemaps.i"
 %apply long long { int64_t };
@@ -154,6 +171,20 @@
 %rename(QueryValid) ::ATTN_QUERY_VALID;
 %rename(SeqLensK) ::ATTN_SEQ_LENS_K;
 %rename(KeyMass) ::ATTN_KEY_MASS;
+%rename(CuSeqlensQ) ::ATTN_CU_SEQLENS_Q;
+%rename(CuSeqlensK) ::ATTN_CU_SEQLENS_K;
+%rename(BlockTable) ::ATTN_BLOCK_TABLE;
+%rename(NewK) ::ATTN_NEW_K;
+%rename(NewV) ::ATTN_NEW_V;
+
+/* ---- [T13] the serving layouts: enabled for C# only (see the catalogue). The parameters keep
+ * their C names ([T10]). ---- */
+%rename("%s") ::ATTN_PARAM_VARLEN;
+%rename("%s") ::ATTN_PARAM_PAGE_SIZE;
+%rename("%s") ::ATTN_PARAM_MAX_PAGES;
+%rename("%s") ::ATTN_PARAM_BATCH_INVARIANT;
+%rename("%s") ::attn_kv_append;
+%rename("%s") ::attn_merge;
 
 /* ---- [T10] the 0.2 enums attn_param / attn_alibi / attn_weights_mode / attn_op stay under their
  * C names and internal: C enumerators share one scope, so their natural .NET names collide with
@@ -228,5 +259,10 @@ ATTN_CSOUT_PRIMITIVE(int64_t, long)
 %csattributes ATTN_QUERY_VALID "/// <summary>Query padding, bool/byte [batch][seq_q]: a padded query's row is 0, its lse -inf.</summary>"
 %csattributes ATTN_SEQ_LENS_K "/// <summary>Per-batch key lengths, int [batch]: keys at or past the length are padding.</summary>"
 %csattributes ATTN_KEY_MASS "/// <summary>Per-key attention mass output, float [batch][heads_q][seq_k]: the sum of the weights over the queries.</summary>"
+%csattributes ATTN_CU_SEQLENS_Q "/// <summary>Varlen query offsets, int [batch + 1]: prefix sums of the query lengths, cu[0] = 0 (with Builder.Varlen).</summary>"
+%csattributes ATTN_CU_SEQLENS_K "/// <summary>Varlen key offsets, int [batch + 1]: prefix sums of the key lengths, cu[0] = 0 (Varlen without a paged cache).</summary>"
+%csattributes ATTN_BLOCK_TABLE "/// <summary>Paged K/V block table, int [batch][max_pages]: the page of each sequence's keys j / page_size; -1 marks an unused slot (with Builder.PageSize).</summary>"
+%csattributes ATTN_NEW_K "/// <summary>New key rows for AttentionDesc.KvAppend, float [tokens][heads_kv][head_dim], contiguous.</summary>"
+%csattributes ATTN_NEW_V "/// <summary>New value rows for AttentionDesc.KvAppend, float [tokens][heads_kv][head_dim_v], contiguous.</summary>"
 
 %include "../attn.i"
