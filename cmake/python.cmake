@@ -57,3 +57,4 @@ add_custom_target(attn_python_bench
   COMMAND ${CMAKE_COMMAND} -E env "ATTN_LIBRARY=$<TARGET_FILE:attn>"
           ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/bench/python/bench.py
   DEPENDS attn USES_TERMINAL VERBATIM)
+include(heatmap)
