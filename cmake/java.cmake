@@ -14,7 +14,9 @@
 #             attn-<version>{,-sources,-javadoc}.jar + attn-<version>.pom, natives inside
 #           attn_java_maven_install: the same, `mvn install`ed into the user's local repository
 #             (~/.m2): org.libattn:attn:<version>
-# Tests:    java_tests (JUnit 5 under -Xcheck:jni), java_demo (output identical to the C demo);
+# Tests:    java_tests (JUnit 5 under -Xcheck:jni: every class of tests/java/*.java, e.g.
+#             ExtensibleCallTest, ServingTest; the glob below picks a new one up at configure
+#             time), java_demo (output identical to the C demo);
 #           consumer_java (tests/consumer/java) installs the Maven artifact and uses it.
 # Everything lands in ${CMAKE_BINARY_DIR}/java: attn.jar, native/linux-x86_64/ (the JNI library
 # and a copy of libattn.so.0 beside it), gen/ (SWIG's Java), the test/demo/bench jars, maven/.
