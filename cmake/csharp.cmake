@@ -4,12 +4,16 @@
 #   bindings/csharp/attn_csharp.i --SWIG (build time)--> attn_csharpCSHARP_wrap.c + raw *.cs
 #   wrap.c                        --cc-->  csharp/libattn_csharp.so  (links libattn.so)
 #   raw *.cs + face *.cs          --mcs--> csharp/LibAttn.dll
-#   tests/csharp/*.cs             --mcs--> csharp/LibAttn.Tests.dll  (ctest csharp_tests, NUnit 2.6)
+#   tests/csharp/*.cs             --mcs--> csharp/LibAttn.Tests.dll  (ctest csharp_tests, NUnit 2.6;
+#                                           ServingTests.cs: varlen, paged, KvAppend, Merge)
 #   examples/csharp/*.cs          --mcs--> csharp/AttnDemo.exe       (target attn_csharp_demo)
 #   bench/csharp/*.cs             --mcs--> csharp/AttnBench.exe      (target attn_csharp_bench)
+#   LibAttn.dll + LibAttn.xml + natives --> csharp/nuget/LibAttn.nuspec (target attn_csharp_nupkg:
+#                                           `nuget pack` into csharp/nupkg/; test consumer_csharp)
 #
 # Everything lands in ${CMAKE_BINARY_DIR}/csharp, so `mono <build>/csharp/AttnDemo.exe` runs as is:
-# Mono finds libattn_csharp.so beside the assembly, whose RUNPATH finds libattn.so.
+# LibAttn's NativeLoader loads libattn_csharp.so from beside the assembly, whose build RUNPATH finds
+# libattn.so. The NuGet package's copy of the glue has RUNPATH $ORIGIN and libattn.so.0 beside it.
 # CMake's own C# support needs Visual Studio, so C# is compiled with mcs from custom commands.
 # Needs (Debian): swig mono-mcs mono-runtime nunit-console libnunit-cil-dev.
 
@@ -74,22 +78,66 @@ function(attn_csharp_setup)
                ${PROJECT_SOURCE_DIR}/bindings/attn.i ${PROJECT_SOURCE_DIR}/capi/attn.h)
   target_include_directories(attn_csharp PRIVATE ${PROJECT_SOURCE_DIR}/capi)
   target_link_libraries(attn_csharp PRIVATE attn)
+  # Installed beside libattn.so.0 (see the install rules below): $ORIGIN finds it.
   set_target_properties(attn_csharp PROPERTIES
     LIBRARY_OUTPUT_DIRECTORY ${_out}
-    C_VISIBILITY_PRESET hidden)
+    C_VISIBILITY_PRESET hidden
+    INSTALL_RPATH "\$ORIGIN")
 
   set(_mcs ${ATTN_MCS_EXECUTABLE} -nologo -langversion:7.2 -warnaserror+ -optimize+ -debug-)
 
-  # --- LibAttn.dll: SWIG's raw classes (internal) + the face ---------------------------------
+  # --- package identity: one version (capi/attn.h -> project()), names from the targets --------
+  set(ATTN_CSHARP_AUTHORS "libattn maintainers" CACHE STRING
+      "Authors of the NuGet package LibAttn (and AssemblyCompany of LibAttn.dll)")
+  set(ATTN_CSHARP_PROJECT_URL "${PROJECT_HOMEPAGE_URL}" CACHE STRING
+      "projectUrl of the NuGet package LibAttn (default: project(HOMEPAGE_URL); empty: none)")
+  set(ATTN_CSHARP_DESCRIPTION "Exact, masked scaled dot-product attention on the CPU in fp32 (causal, padding, masks, GQA, sliding window, softcap, ALiBi, sinks, bias), the C# binding of libattn ${PROJECT_VERSION} with its native libraries.")
+  set(ATTN_CSHARP_COPYRIGHT "Copyright the libattn authors. Licensed under the Apache License 2.0.")
+  set(ATTN_CSHARP_PROJECT_URL_ELEMENT "")
+  if(ATTN_CSHARP_PROJECT_URL)
+    set(ATTN_CSHARP_PROJECT_URL_ELEMENT "    <projectUrl>${ATTN_CSHARP_PROJECT_URL}</projectUrl>\n")
+  endif()
+  # What mcs builds against: Mono's 4.5 profile (mscorlib 4.0.0.0, no netstandard facades here).
+  set(ATTN_CSHARP_TFM net45)
+  # The runtime identifier of the natives: this build's OS and CPU (.NET RID names).
+  string(TOLOWER "${CMAKE_SYSTEM_NAME}" _os)
+  if(_os STREQUAL "darwin")
+    set(_os osx)
+  endif()
+  if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64|x64)$")
+    set(_arch x64)
+  elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
+    set(_arch arm64)
+  else()
+    string(TOLOWER "${CMAKE_SYSTEM_PROCESSOR}" _arch)
+  endif()
+  set(ATTN_CSHARP_RID ${_os}-${_arch})
+  set(ATTN_CSHARP_DLLIMPORT ${CMAKE_SHARED_LIBRARY_PREFIX}attn_csharp)   # UseSWIG's -dllimport
+  set(ATTN_CSHARP_GLUE_NAME ${CMAKE_SHARED_LIBRARY_PREFIX}attn_csharp${CMAKE_SHARED_LIBRARY_SUFFIX})
+  set(ATTN_CSHARP_CORE_NAME
+      ${CMAKE_SHARED_LIBRARY_PREFIX}attn${CMAKE_SHARED_LIBRARY_SUFFIX}.${ATTN_SOVERSION})
+  set(ATTN_CSHARP_OUT ${_out})
+  set(ATTN_CSHARP_PKG_STAGE ${_out}/nuget)
+  set(ATTN_CSHARP_NATIVE_STAGE ${ATTN_CSHARP_PKG_STAGE}/runtimes/${ATTN_CSHARP_RID}/native)
+  set(ATTN_CSHARP_NUSPEC ${ATTN_CSHARP_PKG_STAGE}/LibAttn.nuspec)
+  set(_asminfo ${CMAKE_CURRENT_BINARY_DIR}/csharp_gen/AssemblyInfo.cs)
+  configure_file(${_src}/AssemblyInfo.cs.in ${_asminfo} @ONLY)
+
+  # --- LibAttn.dll (+ LibAttn.xml): SWIG's raw classes (internal) + the face ------------------
+  # check_generated.cmake: every raw method loads the natives first, one DllImport name.
+  # CS1591 (a public member without an XML comment) stays a warning, so a value added to an enum
+  # of attn.h does not break the build before it is documented.
   set(_face ${_src}/Attention.cs ${_src}/AttentionDesc.cs ${_src}/AttentionArgs.cs
             ${_src}/AttentionException.cs ${_src}/AttnDescHandle.cs ${_src}/AttnArgsHandle.cs
-            ${_src}/Enums.cs)
+            ${_src}/Enums.cs ${_src}/NativeLoader.cs)
   add_custom_command(
-    OUTPUT ${_out}/LibAttn.dll
+    OUTPUT ${_out}/LibAttn.dll ${_out}/LibAttn.xml
     COMMAND ${CMAKE_COMMAND} -E make_directory ${_out}
-    COMMAND ${_mcs} -target:library -unsafe -out:${_out}/LibAttn.dll
-            "-recurse:${_gen}/*.cs" ${_face}
-    DEPENDS attn_csharp ${_face}
+    COMMAND ${CMAKE_COMMAND} -DGENERATED=${_gen} -DDLLIMPORT=${ATTN_CSHARP_DLLIMPORT}
+            -P ${_src}/check_generated.cmake
+    COMMAND ${_mcs} -warnaserror-:1591 -target:library -unsafe -out:${_out}/LibAttn.dll
+            -doc:${_out}/LibAttn.xml "-recurse:${_gen}/*.cs" ${_face} ${_asminfo}
+    DEPENDS attn_csharp ${_face} ${_asminfo} ${_src}/check_generated.cmake
     COMMENT "mcs LibAttn.dll"
     VERBATIM)
 
@@ -97,7 +145,9 @@ function(attn_csharp_setup)
   set(_tests ${PROJECT_SOURCE_DIR}/tests/csharp/AttentionTests.cs
              ${PROJECT_SOURCE_DIR}/tests/csharp/RunReference.cs
              ${PROJECT_SOURCE_DIR}/tests/csharp/ExtensibleCallTests.cs
-             ${PROJECT_SOURCE_DIR}/tests/csharp/VariantVectorTests.cs)
+             ${PROJECT_SOURCE_DIR}/tests/csharp/VariantVectorTests.cs
+             ${PROJECT_SOURCE_DIR}/tests/csharp/ServingTests.cs
+             ${PROJECT_SOURCE_DIR}/tests/csharp/PackagingTests.cs)
   add_custom_command(
     OUTPUT ${_out}/LibAttn.Tests.dll
     COMMAND ${_mcs} -target:library -unsafe -r:${_out}/LibAttn.dll -r:${ATTN_NUNIT_FRAMEWORK_DLL}
@@ -132,9 +182,68 @@ function(attn_csharp_setup)
     COMMENT "mcs AttnBench.exe"
     VERBATIM)
 
+  # --- the NuGet package's files, staged in its layout in csharp/nuget/ ------------------------
+  # stage_package.cmake copies LibAttn.dll/.xml to lib/<tfm>/, the glue (RUNPATH rewritten to
+  # exactly $ORIGIN) and libattn under its SONAME to runtimes/<rid>/native/, and checks the
+  # SONAMEs, NEEDED and RUNPATH with readelf.
+  set(_staged ${ATTN_CSHARP_PKG_STAGE}/lib/${ATTN_CSHARP_TFM}/LibAttn.dll
+              ${ATTN_CSHARP_PKG_STAGE}/lib/${ATTN_CSHARP_TFM}/LibAttn.xml
+              ${ATTN_CSHARP_NATIVE_STAGE}/${ATTN_CSHARP_GLUE_NAME}
+              ${ATTN_CSHARP_NATIVE_STAGE}/${ATTN_CSHARP_CORE_NAME})
+  add_custom_command(
+    OUTPUT ${_staged}
+    COMMAND ${CMAKE_COMMAND} -DSTAGE=${ATTN_CSHARP_PKG_STAGE} -DTFM=${ATTN_CSHARP_TFM}
+            -DRID=${ATTN_CSHARP_RID} -DDLL=${_out}/LibAttn.dll -DXML=${_out}/LibAttn.xml
+            -DGLUE=$<TARGET_FILE:attn_csharp> -DGLUE_NAME=${ATTN_CSHARP_GLUE_NAME}
+            -DCORE=$<TARGET_FILE:attn> -DCORE_NAME=${ATTN_CSHARP_CORE_NAME}
+            -DREADELF=${CMAKE_READELF} -P ${_src}/nuget/stage_package.cmake
+    DEPENDS ${_out}/LibAttn.dll ${_out}/LibAttn.xml attn_csharp attn
+            ${_src}/nuget/stage_package.cmake
+    COMMENT "Staging the NuGet package LibAttn (natives with RUNPATH $ORIGIN)"
+    VERBATIM)
+  configure_file(${PROJECT_SOURCE_DIR}/LICENSE ${ATTN_CSHARP_PKG_STAGE}/LICENSE.txt COPYONLY)
+  configure_file(${_src}/nuget/LibAttn.targets.in ${ATTN_CSHARP_PKG_STAGE}/build/LibAttn.targets
+                 @ONLY)
+  configure_file(${_src}/nuget/LibAttn.transitive.targets.in
+                 ${ATTN_CSHARP_PKG_STAGE}/buildTransitive/LibAttn.targets @ONLY)
+  configure_file(${_src}/nuget/LibAttn.nuspec.in ${ATTN_CSHARP_NUSPEC} @ONLY)
+
   add_custom_target(attn_csharp_assemblies ALL
     DEPENDS ${_out}/LibAttn.dll ${_out}/LibAttn.Tests.dll ${_out}/AttnDemo.exe
-            ${_out}/AttnBench.exe ${_out}/ThreadFailureChild.exe)
+            ${_out}/AttnBench.exe ${_out}/ThreadFailureChild.exe ${_staged})
+  # For tests/consumer/csharp (configured before this file is included): where the nuspec is.
+  set_target_properties(attn_csharp_assemblies PROPERTIES
+    ATTN_NUSPEC ${ATTN_CSHARP_NUSPEC}
+    ATTN_PACKAGE_VERSION ${PROJECT_VERSION}
+    ATTN_PACKAGE_TFM ${ATTN_CSHARP_TFM}
+    ATTN_PACKAGE_RID ${ATTN_CSHARP_RID}
+    ATTN_GLUE_NAME ${ATTN_CSHARP_GLUE_NAME}
+    ATTN_CORE_NAME ${ATTN_CSHARP_CORE_NAME})
+
+  # `cmake --build <build> --target attn_csharp_nupkg` -> csharp/nupkg/LibAttn.<version>.nupkg.
+  # nuget (Debian package nuget, 2.8.7 on Mono) wants a writable HOME; not part of ALL.
+  find_program(ATTN_NUGET_EXECUTABLE nuget)
+  if(ATTN_NUGET_EXECUTABLE)
+    add_custom_target(attn_csharp_nupkg
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${_out}/nupkg
+      COMMAND ${ATTN_NUGET_EXECUTABLE} pack ${ATTN_CSHARP_NUSPEC} -NonInteractive
+              -OutputDirectory ${_out}/nupkg
+      COMMENT "nuget pack LibAttn ${PROJECT_VERSION} -> ${_out}/nupkg"
+      VERBATIM)
+    add_dependencies(attn_csharp_nupkg attn_csharp_assemblies)
+  endif()
+
+  # --- install (component csharp): LibAttn.dll + .xml and the glue ----------------------------
+  # The glue goes beside libattn.so.0 (RUNPATH $ORIGIN). LibAttn.dll goes to
+  # ATTN_INSTALL_CSHARPDIR, by default the same folder, where NativeLoader finds the glue beside
+  # it; elsewhere (e.g. lib/cli/libattn) it finds the glue by name only if the library folder is
+  # on the loader's path (LD_LIBRARY_PATH, ld.so.conf).
+  set(ATTN_INSTALL_CSHARPDIR ${CMAKE_INSTALL_LIBDIR} CACHE STRING
+      "Install folder of LibAttn.dll and LibAttn.xml (relative to the prefix)")
+  install(TARGETS attn_csharp
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT csharp)
+  install(FILES ${_out}/LibAttn.dll ${_out}/LibAttn.xml
+    DESTINATION ${ATTN_INSTALL_CSHARPDIR} COMPONENT csharp)
 
   # One-command runners: `ninja -C <build> attn_csharp_demo` / `attn_csharp_bench`.
   set(_env LD_LIBRARY_PATH=${_out}:$<TARGET_FILE_DIR:attn> MONO_PATH=${_out})

@@ -16,7 +16,10 @@
 #                      the 0.2 variants.txt (+ $ATTN_XLANG_DIR/go.variants.bin) and errors.txt, every
 #                      parameter and operand against a float64 Go reference, the README's rules
 #                      (lengths, nil vs empty, enums, aliasing, ISA names), finalizers, zero
-#                      allocations, use after Close, concurrency, the go doc examples
+#                      allocations, use after Close, concurrency, the go doc examples, and the
+#                      serving layouts (serving_test.go: varlen packs and paged caches filled by
+#                      KVAppend, bit-identical to dense calls with batch invariance; Merge; every
+#                      bad block table, length and prefix sum named by slot)
 #   go_tests_cgocheck  the same with GODEBUG=cgocheck=1
 #   go_tests_cgocheck2 the same with the full pointer checker (GOEXPERIMENT=cgocheck2 on Go >= 1.21,
 #                      GODEBUG=cgocheck=2 before)

@@ -2,14 +2,26 @@
 # jars via UseJava's add_jar, JUnit 5 tests registered as the ctest `java_tests`.
 #
 # Included from the top-level CMakeLists.txt when ATTN_WITH_JAVA is ON. Needs: a JDK (javac,
-# jar, jni.h), swig >= 4, Debian's junit5 (junit-platform-console-standalone.jar).
+# jar, jni.h), swig >= 4, Debian's junit5 (junit-platform-console-standalone.jar; tests only),
+# and for the Maven artifact Maven (Debian's maven, 3.8).
 #
-# Targets:  attn_java (libattn_java.so)   attn_jar (attn.jar: face + generated classes)
+# Targets:  attn_java (libattn_java.so)   attn_jar (attn.jar: face + generated classes, no natives)
+#           attn_java_natives: java/native/<os>-<arch>/{libattn.so.0, libattn_java.so}, the
+#             natives as the Maven jar carries them (libattn_java.so: RUNPATH $ORIGIN only)
 #           attn_java_tests_jar, attn_java_demo_jar, attn_java_bench_jar (jars)
 #           attn_java_demo / attn_java_bench: one-command runners (build what is missing, run)
-# Tests:    java_tests (JUnit 5 under -Xcheck:jni), java_demo (output identical to the C demo)
-# Everything lands in ${CMAKE_BINARY_DIR}/java: attn.jar, lib/libattn_java.so (finds libattn.so
-# through its RUNPATH), the test/demo/bench jars.
+#           attn_java_maven (not in ALL; needs mvn): bindings/java/pom.xml -> java/maven/
+#             attn-<version>{,-sources,-javadoc}.jar + attn-<version>.pom, natives inside
+#           attn_java_maven_install: the same, `mvn install`ed into the user's local repository
+#             (~/.m2): org.libattn:attn:<version>
+# Tests:    java_tests (JUnit 5 under -Xcheck:jni: every class of tests/java/*.java, e.g.
+#             ExtensibleCallTest, ServingTest; the glob below picks a new one up at configure
+#             time), java_demo (output identical to the C demo);
+#           consumer_java (tests/consumer/java) installs the Maven artifact and uses it.
+# Everything lands in ${CMAKE_BINARY_DIR}/java: attn.jar, native/linux-x86_64/ (the JNI library
+# and a copy of libattn.so.0 beside it), gen/ (SWIG's Java), the test/demo/bench jars, maven/.
+# Install (COMPONENT java): attn.jar into <datadir>/java, libattn_java.so into <libdir> beside
+# libattn.so.0 (found through $ORIGIN).
 
 # --- toolchain --------------------------------------------------------------------------------
 # CMake 3.25's FindJNI does not search java-17 on Debian unless JAVA_HOME is set: derive it from
@@ -37,6 +49,8 @@ if(NOT SWIG_FOUND OR NOT SWIG_java_FOUND)
     "Install swig, or configure with -DATTN_WITH_JAVA=OFF.")
 endif()
 
+# JUnit is needed for the tests only: -DATTN_BUILD_TESTS=OFF builds the binding (and the Maven
+# artifact) without it.
 set(ATTN_JUNIT_CONSOLE_JAR "/usr/share/java/junit-platform-console-standalone.jar"
   CACHE FILEPATH "JUnit 5 console launcher (Debian package junit5)")
 set(ATTN_JUNIT_API_JAR "/usr/share/java/junit-jupiter-api.jar"
@@ -46,9 +60,9 @@ set(ATTN_OPENTEST4J_JAR "/usr/share/java/opentest4j.jar"
 set(ATTN_APIGUARDIAN_JAR "/usr/share/java/apiguardian-api.jar"
   CACHE FILEPATH "apiguardian jar (dependency of JUnit 5)")
 foreach(_attn_jar IN ITEMS ATTN_JUNIT_CONSOLE_JAR ATTN_JUNIT_API_JAR ATTN_OPENTEST4J_JAR)
-  if(NOT EXISTS "${${_attn_jar}}")
+  if(ATTN_BUILD_TESTS AND NOT EXISTS "${${_attn_jar}}")
     message(FATAL_ERROR "ATTN_WITH_JAVA is ON but ${_attn_jar} (${${_attn_jar}}) does not exist: "
-      "install Debian's junit5 package, or configure with -DATTN_WITH_JAVA=OFF.")
+      "install Debian's junit5 package, or configure with -DATTN_BUILD_TESTS=OFF or -DATTN_WITH_JAVA=OFF.")
   endif()
 endforeach()
 
@@ -75,11 +89,42 @@ swig_add_library(attn_java
   SOURCES "${_attn_java_i}")
 target_include_directories(attn_java PRIVATE ${JNI_INCLUDE_DIRS} "${PROJECT_SOURCE_DIR}/capi")
 target_link_libraries(attn_java PRIVATE attn) # libjvm is not linked: the JVM provides it
+# <os>-<arch> as org.libattn.NativeLoader.platform() names it (the jar's META-INF/native/<dir>).
+string(TOLOWER "${CMAKE_SYSTEM_NAME}" _attn_java_os)
+string(TOLOWER "${CMAKE_SYSTEM_PROCESSOR}" _attn_java_arch)
+if(_attn_java_os STREQUAL "darwin")
+  set(_attn_java_os osx)
+endif()
+if(_attn_java_arch MATCHES "^(amd64|x86_64|x64)$")
+  set(_attn_java_arch x86_64)
+elseif(_attn_java_arch MATCHES "^(aarch64|arm64)$")
+  set(_attn_java_arch aarch64)
+endif()
+set(ATTN_JAVA_PLATFORM "${_attn_java_os}-${_attn_java_arch}")
+set(ATTN_JAVA_NATIVE_ROOT "${_attn_java_dir}/native")
+set(ATTN_JAVA_NATIVE_DIR "${ATTN_JAVA_NATIVE_ROOT}/${ATTN_JAVA_PLATFORM}")
+
+# The JNI library is built straight into the native staging directory. Its only RUNPATH is
+# $ORIGIN (in the build tree too: no absolute path), so it finds the libattn.so.0 beside it
+# wherever that directory is moved or extracted to; NativeLoader also loads libattn.so.0 first.
 set_target_properties(attn_java PROPERTIES
   CXX_STANDARD 11
   CXX_STANDARD_REQUIRED ON
   CXX_VISIBILITY_PRESET hidden
-  LIBRARY_OUTPUT_DIRECTORY "${_attn_java_dir}/lib")
+  LIBRARY_OUTPUT_DIRECTORY "${ATTN_JAVA_NATIVE_DIR}"
+  BUILD_WITH_INSTALL_RPATH ON
+  INSTALL_RPATH "$ORIGIN")
+
+# libattn beside it, under its SONAME (the name libattn_java.so's DT_NEEDED asks for): a copy of
+# the real file, not the symlink.
+add_custom_command(
+  OUTPUT "${ATTN_JAVA_NATIVE_DIR}/libattn.so.0"
+  COMMAND "${CMAKE_COMMAND}" -E copy "$<TARGET_FILE:attn>" "${ATTN_JAVA_NATIVE_DIR}/libattn.so.0"
+  DEPENDS attn
+  COMMENT "Staging libattn.so.0 for the Java natives"
+  VERBATIM)
+add_custom_target(attn_java_natives ALL DEPENDS "${ATTN_JAVA_NATIVE_DIR}/libattn.so.0")
+add_dependencies(attn_java_natives attn_java)
 
 # The Java files SWIG writes. AttnNative{,JNI}.java are declared by UseSWIG; the enum files are
 # not, so a no-op rule after SWIG declares them. Only these are compiled: if the interface ever
@@ -109,20 +154,22 @@ add_jar(attn_jar
   SOURCES ${_attn_java_face} ${_attn_java_generated} ${_attn_java_enums}
   OUTPUT_NAME attn
   OUTPUT_DIR "${_attn_java_dir}")
-add_dependencies(attn_jar attn_java)
+add_dependencies(attn_jar attn_java attn_java_natives)
 get_target_property(ATTN_JAR_FILE attn_jar JAR_FILE)
 
-set(_attn_junit_cp "${ATTN_JUNIT_API_JAR}" "${ATTN_OPENTEST4J_JAR}")
-if(EXISTS "${ATTN_APIGUARDIAN_JAR}")
-  list(APPEND _attn_junit_cp "${ATTN_APIGUARDIAN_JAR}")
+if(ATTN_BUILD_TESTS)
+  set(_attn_junit_cp "${ATTN_JUNIT_API_JAR}" "${ATTN_OPENTEST4J_JAR}")
+  if(EXISTS "${ATTN_APIGUARDIAN_JAR}")
+    list(APPEND _attn_junit_cp "${ATTN_APIGUARDIAN_JAR}")
+  endif()
+  file(GLOB _attn_java_test_src CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/tests/java/*.java")
+  add_jar(attn_java_tests_jar
+    OUTPUT_NAME attn_java_tests
+    SOURCES ${_attn_java_test_src}
+    INCLUDE_JARS attn_jar ${_attn_junit_cp}
+    OUTPUT_DIR "${_attn_java_dir}")
+  get_target_property(_attn_java_tests_jar attn_java_tests_jar JAR_FILE)
 endif()
-file(GLOB _attn_java_test_src CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/tests/java/*.java")
-add_jar(attn_java_tests_jar
-  OUTPUT_NAME attn_java_tests
-  SOURCES ${_attn_java_test_src}
-  INCLUDE_JARS attn_jar ${_attn_junit_cp}
-  OUTPUT_DIR "${_attn_java_dir}")
-get_target_property(_attn_java_tests_jar attn_java_tests_jar JAR_FILE)
 
 file(GLOB _attn_java_demo_src CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/examples/java/*.java")
 add_jar(attn_java_demo_jar
@@ -146,9 +193,10 @@ add_jar(attn_java_bench_jar
 get_target_property(_attn_java_bench_jar attn_java_bench_jar JAR_FILE)
 
 # --- running ----------------------------------------------------------------------------------
-# java.library.path = the directory of libattn_java.so; it finds libattn.so through its RPATH.
+# org.libattn.library.path = the staged natives (NativeLoader loads libattn.so.0, then
+# libattn_java.so, from there; attn.jar itself carries no natives).
 set(_attn_java_run
-  "${Java_JAVA_EXECUTABLE}" "-Djava.library.path=$<TARGET_FILE_DIR:attn_java>")
+  "${Java_JAVA_EXECUTABLE}" "-Dorg.libattn.library.path=${ATTN_JAVA_NATIVE_DIR}")
 
 add_custom_target(attn_java_demo
   COMMAND ${_attn_java_run} -cp "${ATTN_JAR_FILE}:${_attn_java_demo_jar}" Demo
@@ -160,48 +208,102 @@ add_custom_target(attn_java_bench
   USES_TERMINAL VERBATIM)
 
 # --- tests ------------------------------------------------------------------------------------
-# -Xcheck:jni validates every JNI call; its warnings fail the test too (FAIL_REGULAR_EXPRESSION).
-if(NOT ATTN_XLANG_DIR)
-  set(ATTN_XLANG_DIR "${CMAKE_BINARY_DIR}/xlang")
-endif()
-file(MAKE_DIRECTORY "${ATTN_XLANG_DIR}")
-add_test(NAME java_tests
-  COMMAND ${_attn_java_run} -Xcheck:jni
-    "-Dattn.vectors.dir=${PROJECT_SOURCE_DIR}/tests/vectors"
-    -jar "${ATTN_JUNIT_CONSOLE_JAR}"
-    --fail-if-no-tests --disable-banner --disable-ansi-colors --details=tree --details-theme=ascii
-    --class-path "${ATTN_JAR_FILE}:${_attn_java_tests_jar}"
-    --scan-class-path "${_attn_java_tests_jar}")
-set_tests_properties(java_tests PROPERTIES
-  ENVIRONMENT "ATTN_XLANG_DIR=${ATTN_XLANG_DIR}"
-  FAIL_REGULAR_EXPRESSION "WARNING in native method|Warning: Calling other JNI|FATAL ERROR in native method|JNI local refs"
-  TIMEOUT 600)
+if(ATTN_BUILD_TESTS)
+  # -Xcheck:jni validates every JNI call; its warnings fail the test too (FAIL_REGULAR_EXPRESSION).
+  if(NOT ATTN_XLANG_DIR)
+    set(ATTN_XLANG_DIR "${CMAKE_BINARY_DIR}/xlang")
+  endif()
+  file(MAKE_DIRECTORY "${ATTN_XLANG_DIR}")
+  add_test(NAME java_tests
+    COMMAND ${_attn_java_run} -Xcheck:jni
+      "-Dattn.vectors.dir=${PROJECT_SOURCE_DIR}/tests/vectors"
+      -jar "${ATTN_JUNIT_CONSOLE_JAR}"
+      --fail-if-no-tests --disable-banner --disable-ansi-colors --details=tree --details-theme=ascii
+      --class-path "${ATTN_JAR_FILE}:${_attn_java_tests_jar}"
+      --scan-class-path "${_attn_java_tests_jar}")
+  set_tests_properties(java_tests PROPERTIES
+    ENVIRONMENT "ATTN_XLANG_DIR=${ATTN_XLANG_DIR}"
+    FAIL_REGULAR_EXPRESSION "WARNING in native method|Warning: Calling other JNI|FATAL ERROR in native method|JNI local refs"
+    TIMEOUT 600)
 
-# Issue 14, item 1: worker threads that cannot start under a lowered soft RLIMIT_AS. The child JVM
-# (tests/java/ThreadFailureChild.java) lowers its own limit with prlimit; a small fixed heap,
-# serial GC (no GC threads started on demand) and the interpreter only (no JIT arenas or code
-# cache growth, whose allocation failures would abort the JVM) keep the JVM's own needs before
-# the limit. Exit 0 only if every call succeeded
-# with the 1-thread result, no worker was alive under the limit, and the workers came back after.
-find_program(ATTN_PRLIMIT_PROGRAM prlimit)
-if(NOT ATTN_PRLIMIT_PROGRAM)
-  message(FATAL_ERROR "ATTN_WITH_JAVA is ON but prlimit (util-linux) was not found: the test "
-    "java_thread_failure needs it.")
-endif()
-add_test(NAME java_thread_failure
-  COMMAND ${_attn_java_run} -Xms64m -Xmx64m -XX:+UseSerialGC -Xss1m -Xint
-    -XX:ReservedCodeCacheSize=32m
-    -cp "${ATTN_JAR_FILE}:${_attn_java_tests_jar}" org.libattn.ThreadFailureChild)
-set_tests_properties(java_thread_failure PROPERTIES
-  FAIL_REGULAR_EXPRESSION "FAIL:|Exception|OutOfMemoryError"
-  TIMEOUT 120)
+  # Issue 14, item 1: worker threads that cannot start under a lowered soft RLIMIT_AS. The child JVM
+  # (tests/java/ThreadFailureChild.java) lowers its own limit with prlimit; a small fixed heap,
+  # serial GC (no GC threads started on demand) and the interpreter only (no JIT arenas or code
+  # cache growth, whose allocation failures would abort the JVM) keep the JVM's own needs before
+  # the limit. Exit 0 only if every call succeeded
+  # with the 1-thread result, no worker was alive under the limit, and the workers came back after.
+  find_program(ATTN_PRLIMIT_PROGRAM prlimit)
+  if(NOT ATTN_PRLIMIT_PROGRAM)
+    message(FATAL_ERROR "ATTN_WITH_JAVA is ON but prlimit (util-linux) was not found: the test "
+      "java_thread_failure needs it.")
+  endif()
+  add_test(NAME java_thread_failure
+    COMMAND ${_attn_java_run} -Xms64m -Xmx64m -XX:+UseSerialGC -Xss1m -Xint
+      -XX:ReservedCodeCacheSize=32m
+      -cp "${ATTN_JAR_FILE}:${_attn_java_tests_jar}" org.libattn.ThreadFailureChild)
+  set_tests_properties(java_thread_failure PROPERTIES
+    FAIL_REGULAR_EXPRESSION "FAIL:|Exception|OutOfMemoryError"
+    TIMEOUT 120)
 
-# The demo exits 1 unless the seed example's out[1][0] is 15, and must print exactly what the C
-# demo prints (when the C demo is built).
-add_test(NAME java_demo
-  COMMAND "${CMAKE_COMMAND}" -DNAME=Java
-    "-DDEMO_CMD=${Java_JAVA_EXECUTABLE}|-Xcheck:jni|-Djava.library.path=$<TARGET_FILE_DIR:attn_java>|-cp|${ATTN_JAR_FILE}:${_attn_java_demo_jar}|Demo"
-    "-DFAIL_REGEX=WARNING in native method|Warning: Calling other JNI|JNI local refs"
-    "-DC_DEMO=$<$<TARGET_EXISTS:attn_demo>:$<TARGET_FILE:attn_demo>>"
-    -P "${CMAKE_CURRENT_LIST_DIR}/demo_check.cmake")
-set_tests_properties(java_demo PROPERTIES TIMEOUT 120)
+  # The demo exits 1 unless the seed example's out[1][0] is 15, and must print exactly what the C
+  # demo prints (when the C demo is built).
+  add_test(NAME java_demo
+    COMMAND "${CMAKE_COMMAND}" -DNAME=Java
+      "-DDEMO_CMD=${Java_JAVA_EXECUTABLE}|-Xcheck:jni|-Dorg.libattn.library.path=${ATTN_JAVA_NATIVE_DIR}|-cp|${ATTN_JAR_FILE}:${_attn_java_demo_jar}|Demo"
+      "-DFAIL_REGEX=WARNING in native method|Warning: Calling other JNI|JNI local refs"
+      "-DC_DEMO=$<$<TARGET_EXISTS:attn_demo>:$<TARGET_FILE:attn_demo>>"
+      -P "${CMAKE_CURRENT_LIST_DIR}/demo_check.cmake")
+  set_tests_properties(java_demo PROPERTIES TIMEOUT 120)
+endif()
+
+# --- Maven artifact (bindings/java/pom.xml) ---------------------------------------------------
+# org.libattn:attn:<version>, natives inside the jar. The version is the project's (capi/attn.h),
+# passed as ${revision}; the SWIG sources, natives and Maven's output directory are all in this
+# build tree, so Maven writes nothing into the source tree. Plugins resolve through the user's
+# ~/.m2 (downloaded from Maven Central once per machine). Not part of ALL: `mvn` takes ~10-20 s.
+find_program(ATTN_MVN_PROGRAM mvn)
+set(ATTN_JAVA_POM "${PROJECT_SOURCE_DIR}/bindings/java/pom.xml")
+set(ATTN_JAVA_MAVEN_DIR "${_attn_java_dir}/maven")
+set(ATTN_JAVA_MAVEN_JAR "${ATTN_JAVA_MAVEN_DIR}/attn-${PROJECT_VERSION}.jar")
+if(ATTN_MVN_PROGRAM)
+  set(_attn_mvn "${ATTN_MVN_PROGRAM}" -B -ntp -f "${ATTN_JAVA_POM}"
+    "-Drevision=${PROJECT_VERSION}"
+    "-Dattn.cmake.build.dir=${CMAKE_BINARY_DIR}"
+    "-Dattn.generated.dir=${_attn_java_dir}/gen"
+    "-Dattn.native.dir=${ATTN_JAVA_NATIVE_ROOT}"
+    "-Dattn.build.dir=${ATTN_JAVA_MAVEN_DIR}")
+  set(_attn_java_maven_outputs
+    "${ATTN_JAVA_MAVEN_JAR}"
+    "${ATTN_JAVA_MAVEN_DIR}/attn-${PROJECT_VERSION}-sources.jar"
+    "${ATTN_JAVA_MAVEN_DIR}/attn-${PROJECT_VERSION}-javadoc.jar"
+    "${ATTN_JAVA_MAVEN_DIR}/attn-${PROJECT_VERSION}.pom")
+  add_custom_command(
+    OUTPUT ${_attn_java_maven_outputs}
+    COMMAND ${_attn_mvn} -q clean package
+    # Maven leaves a jar it found up to date untouched: give the outputs this run's time.
+    COMMAND "${CMAKE_COMMAND}" -E touch ${_attn_java_maven_outputs}
+    DEPENDS "${ATTN_JAVA_POM}" ${_attn_java_face} ${_attn_java_generated} ${_attn_java_enums}
+      "${ATTN_JAVA_NATIVE_DIR}/libattn.so.0" attn_java
+    COMMENT "mvn package: org.libattn:attn:${PROJECT_VERSION} (natives for ${ATTN_JAVA_PLATFORM})"
+    VERBATIM)
+  add_custom_target(attn_java_maven DEPENDS ${_attn_java_maven_outputs})
+  add_dependencies(attn_java_maven attn_java_natives attn_jar)
+  add_custom_target(attn_java_maven_install
+    COMMAND ${_attn_mvn} -q clean install
+    COMMAND "${CMAKE_COMMAND}" -E echo
+      "installed org.libattn:attn:${PROJECT_VERSION} into the local Maven repository (~/.m2)"
+    DEPENDS attn_java_natives attn_jar
+    USES_TERMINAL VERBATIM)
+else()
+  message(STATUS "mvn not found: no attn_java_maven / attn_java_maven_install targets "
+    "(Debian: apt-get install maven)")
+endif()
+
+# --- install (COMPONENT java) -----------------------------------------------------------------
+# libattn_java.so next to libattn.so.0 in <libdir> ($ORIGIN finds it; Debian's default
+# java.library.path has /usr/lib/<multiarch>), attn.jar (no natives: its NativeLoader then uses
+# System.loadLibrary, or -Dorg.libattn.library.path=<libdir>) into <datadir>/java. The Maven
+# artifact (natives inside) goes into a Maven repository instead: attn_java_maven_install.
+install(TARGETS attn_java
+  LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}" COMPONENT java)
+install_jar(attn_jar DESTINATION "${CMAKE_INSTALL_DATADIR}/java" COMPONENT java)

@@ -1,11 +1,14 @@
 # Python binding (bindings/python, ctypes: nothing to compile) and its pytest suite.
-# Included from the top-level CMakeLists.txt when ATTN_WITH_PYTHON is ON.
+# Included from the top-level CMakeLists.txt when ATTN_WITH_PYTHON is ON. (The pip-installable
+# wheel: pyproject.toml + cmake/python_wheel.cmake, tested by ctest consumer_python.)
 #
 # Tests:
 #   python_tests  pytest -q tests/python: the 0.1 shared vectors ($ATTN_XLANG_DIR/python.bin) and
 #                 the 0.2 ones (variants.txt -> python.variants.bin, errors.txt), every attn_param
 #                 and operand vs the float64 reference, shape/stride checks, README's "One rule"
-#                 table, scaled_dot_product_attention vs numpy float64, concurrency
+#                 table, scaled_dot_product_attention vs numpy float64, concurrency, DLPack /
+#                 array-interface objects and PyTorch's mask shapes vs the float64 reference,
+#                 the typing (py.typed, annotations), where the library is loaded from
 #   python_demo   examples/python/demo.py against the built library (one command)
 
 find_package(Python3 COMPONENTS Interpreter)
@@ -54,3 +57,4 @@ add_custom_target(attn_python_bench
   COMMAND ${CMAKE_COMMAND} -E env "ATTN_LIBRARY=$<TARGET_FILE:attn>"
           ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/bench/python/bench.py
   DEPENDS attn USES_TERMINAL VERBATIM)
+include(heatmap)

@@ -113,10 +113,14 @@ struct KvRows {
     size_t row = 0;                 // token stride
     const int32_t *pages = nullptr; // block-table row of the batch entry (paged), else null
     size_t page_size = 0, page_stride = 0;
+    unsigned page_shift = 0; // page_size = 2^page_shift when it is a power of two, else 0
     const float *at(size_t j) const {
         if (!pages) return base + j * row;
-        return base + static_cast<size_t>(pages[j / page_size]) * page_stride +
-               (j % page_size) * row;
+        // a shift and a mask for the usual power-of-two pages (a division costs more than the
+        // row's arithmetic in a decode step)
+        const size_t pg = page_shift ? j >> page_shift : j / page_size;
+        const size_t t = page_shift ? j & (page_size - 1) : j % page_size;
+        return base + static_cast<size_t>(pages[pg]) * page_stride + t * row;
     }
 };
 
@@ -130,6 +134,8 @@ inline KvRows kv_rows(const Params &p, const Tensors &t, bool value, size_t b, s
         r.pages = t.block_table + b * p.max_pages;
         r.page_size = p.page_size;
         r.page_stride = lay.batch;
+        if (p.page_size > 1 && (p.page_size & (p.page_size - 1)) == 0)
+            while ((size_t(1) << r.page_shift) < p.page_size) ++r.page_shift;
     } else if (t.cu_k) {
         r.base = data + static_cast<size_t>(t.cu_k[b]) * lay.row + kvh * lay.head;
     } else {

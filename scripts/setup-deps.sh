@@ -8,7 +8,7 @@ demo_pkgs=(cmake ninja-build g++ gcc pkg-config libxsimd-dev)
 all_pkgs=("${demo_pkgs[@]}" doctest-dev swig mono-mcs mono-runtime nunit-console libnunit-cil-dev
           junit5 default-jdk-headless clang libclang-rt-14-dev valgrind python3 python3-pytest
           python3-numpy libopenblas-dev doxygen nuget openmpi-bin libopenmpi-dev
-          python3-venv dpkg-dev file)
+          python3-venv dpkg-dev file maven)
 if [ "$what" = demo ]; then pkgs=("${demo_pkgs[@]}"); else pkgs=("${all_pkgs[@]}"); fi
 
 missing=()
@@ -20,6 +20,7 @@ filtered=()
 for p in "${missing[@]}"; do
   case "$p" in
     default-jdk-headless) command -v javac >/dev/null 2>&1 && continue ;;
+    maven) command -v mvn >/dev/null 2>&1 && continue ;;
     python3) command -v python3 >/dev/null 2>&1 && continue ;;
     python3-pytest) python3 -c 'import pytest' >/dev/null 2>&1 && continue ;;
     python3-numpy) python3 -c 'import numpy' >/dev/null 2>&1 && continue ;;

@@ -14,6 +14,12 @@ namespace LibAttn
     /// </summary>
     public static class Attention
     {
+        // Loads the natives before any raw AttnNative method is compiled (NativeLoader.cs).
+        static Attention()
+        {
+            NativeLoader.Preload();
+        }
+
         /// <summary>
         /// The original attention(Q, K, V, causal, pad_mask) for one sequence and one head, scale
         /// 1/sqrt(d). Every argument is checked before the result is allocated, so impossible

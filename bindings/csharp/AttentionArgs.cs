@@ -10,8 +10,11 @@ namespace LibAttn
     /// The operands of one <see cref="AttentionDesc.Run(Op, AttentionArgs)"/> call (attn_args):
     /// <see cref="Operand"/> -> array. Float inputs and outputs take <c>float[]</c> (or a
     /// <see cref="Memory{T}"/> / <see cref="ReadOnlyMemory{T}"/> slice), the masks KeyValid,
-    /// Allowed and QueryValid <c>bool[]</c> or <c>byte[]</c> (nonzero = true), SeqLensK
-    /// <c>int[]</c>.
+    /// Allowed and QueryValid <c>bool[]</c> or <c>byte[]</c> (nonzero = true), the int operands
+    /// SeqLensK, CuSeqlensQ, CuSeqlensK and BlockTable <c>int[]</c> (or
+    /// <see cref="ReadOnlyMemory{T}"/>). The same object carries the operands of
+    /// <see cref="AttentionDesc.KvAppend(AttentionArgs, float[], float[])"/> (NewK, NewV and the
+    /// int operands) and each side of <see cref="AttentionDesc.Merge"/> (Out, Lse).
     /// <code>
     /// using (var args = new AttentionArgs())
     /// {
@@ -26,7 +29,8 @@ namespace LibAttn
     /// is an <see cref="ArgumentException"/>), pins the arrays with <c>fixed</c> for that call
     /// only, hands the library their addresses and lengths, and unbinds them again before
     /// returning: zero copies, no pointer outlives the call. null unbinds: an operand not bound
-    /// is "not given"; an empty array or an empty Memory never is.</para>
+    /// is "not given"; an empty array or an empty Memory never is. In varlen mode the lengths
+    /// of Q, Out, Lse, NewK, NewV (and K, V without pages) come from the bound cu_seqlens.</para>
     /// <para>One args object may serve many descriptors and many calls. Calls that share one
     /// args object run one at a time (Run takes its lock); use one per thread to run in
     /// parallel. <see cref="Dispose"/> frees the native object (after an in-flight call); the
@@ -34,19 +38,41 @@ namespace LibAttn
     /// </summary>
     public sealed class AttentionArgs : IDisposable
     {
+        // Loads the natives before any raw AttnNative method is compiled (NativeLoader.cs).
+        static AttentionArgs()
+        {
+            NativeLoader.Preload();
+        }
+
         const int N = AttentionDesc.OperandCount;
+        const int Q = (int)Operand.Q, K = (int)Operand.K, V = (int)Operand.V,
+                  Out = (int)Operand.Out, Lse = (int)Operand.Lse,
+                  CuQ = (int)Operand.CuSeqlensQ, CuK = (int)Operand.CuSeqlensK,
+                  NewK = (int)Operand.NewK, NewV = (int)Operand.NewV;
 
         // The library's element kind of each operand, and its name in the library's messages.
         enum Elem : byte { F32In, F32Out, U8, I32 }
         static readonly Elem[] Kinds = {
             Elem.F32In,  Elem.F32In, Elem.F32In, Elem.F32Out, Elem.F32Out, Elem.F32Out,
             Elem.U8,     Elem.U8,    Elem.F32In, Elem.F32In,  Elem.F32In,  Elem.U8,
-            Elem.I32,    Elem.F32Out };
+            Elem.I32,    Elem.F32Out, Elem.I32,   Elem.I32,    Elem.I32,     Elem.F32In,
+            Elem.F32In };
         internal static readonly string[] Names = {
             "q",    "k",            "v",     "out",         "lse",        "weights", "key_valid",
-            "allowed", "bias", "alibi_slopes", "sinks", "query_valid", "seq_lens_k", "key_mass" };
-        // Operands each op reads or writes (attn_run ignores the others): as capi/attn.cpp.
-        static readonly bool[][] Used = { UsedBy(Op.Forward), UsedBy(Op.Weights), new bool[N] };
+            "allowed", "bias", "alibi_slopes", "sinks", "query_valid", "seq_lens_k", "key_mass",
+            "cu_seqlens_q", "cu_seqlens_k", "block_table", "new_k", "new_v" };
+        // Operands each call reads or writes (the library ignores the others): as capi/attn.cpp.
+        // By Op (Backward reads nothing: Unsupported), then KvAppend (cu_seqlens_k only for a
+        // varlen pack without pages), and the two sides of Merge.
+        const int UseKv = 3, UseKvPacked = 4, UseAcc = 5, UsePart = 6;
+        static readonly bool[][] Used = {
+            UsedBy(Op.Forward), UsedBy(Op.Weights), new bool[N],
+            UsedSet(Operand.NewK, Operand.NewV, Operand.SeqLensK, Operand.CuSeqlensQ,
+                    Operand.BlockTable),
+            UsedSet(Operand.NewK, Operand.NewV, Operand.SeqLensK, Operand.CuSeqlensQ,
+                    Operand.BlockTable, Operand.CuSeqlensK),
+            UsedSet(Operand.Out, Operand.Lse, Operand.CuSeqlensQ),
+            UsedSet(Operand.Out, Operand.Lse) };
 
         enum Pin : byte { None, Float, Bool, Byte, Int, Handle }
         struct Slot
@@ -55,19 +81,21 @@ namespace LibAttn
             public Array array;      // Float/Bool/Byte/Int: pinned with `fixed` during Run
             public int offset, count; // the bound window of `array` (or of the Memory)
             public Func<MemoryHandle> handle; // Handle: a Memory not backed by an array
+            public object memory;     // Handle of an int operand: its ReadOnlyMemory<int> (boxed),
+                                      // to read cu_seqlens values
         }
 
+        static long lastId;
+        readonly long id = Interlocked.Increment(ref lastId); // lock order of Merge
         readonly AttnArgsHandle native;
         int disposed;
         readonly object sync = new object();
         readonly Slot[] slots = new Slot[N];
-        // State of the Run in progress (under sync).
+        // State of the call in progress (under sync): the operands to pin, in order, and the
+        // lengths this call needs.
         readonly int[] runOrder = new int[N];
         int runCount;
-        IntPtr runDesc, runArgs;
-        Op runOp;
-        bool nativeBound;
-        Exception runError;
+        readonly ulong[] need = new ulong[N];
 
         /// <summary>An empty binding object (attn_args_create).</summary>
         /// <exception cref="AttentionException">out of memory.</exception>
@@ -89,8 +117,8 @@ namespace LibAttn
             get { return native.IsClosed; }
         }
 
-        /// <summary>Binds a float operand: an input (Q, K, V, Bias, AlibiSlopes, Sinks) or an
-        /// output (Out, Lse, Weights, KeyMass); null unbinds it.</summary>
+        /// <summary>Binds a float operand: an input (Q, K, V, Bias, AlibiSlopes, Sinks, NewK,
+        /// NewV) or an output (Out, Lse, Weights, KeyMass); null unbinds it.</summary>
         /// <exception cref="ArgumentOutOfRangeException">which is not an Operand value.</exception>
         /// <exception cref="ArgumentException">which is not a float operand.</exception>
         public AttentionArgs Bind(Operand which, float[] data)
@@ -111,8 +139,8 @@ namespace LibAttn
             return StoreHandle(w, data.Pin, data.Length);
         }
 
-        /// <summary>Binds a float input (Q, K, V, Bias, AlibiSlopes, Sinks) to read-only
-        /// memory.</summary>
+        /// <summary>Binds a float input (Q, K, V, Bias, AlibiSlopes, Sinks, NewK, NewV) to
+        /// read-only memory.</summary>
         public AttentionArgs Bind(Operand which, ReadOnlyMemory<float> data)
         {
             int w = Check(which, false, "ReadOnlyMemory<float>", Elem.F32In, Elem.F32In);
@@ -158,22 +186,26 @@ namespace LibAttn
             return StoreHandle(w, mask.Pin, mask.Length);
         }
 
-        /// <summary>Binds SeqLensK: [batch] key counts, each in [0, seq_k] (keys at or past it
-        /// are padding, never read); null unbinds it.</summary>
+        /// <summary>Binds an int operand; null unbinds it. SeqLensK: [batch] key counts, each in
+        /// [0, seq_k] (keys at or past it are padding, never read; with a paged cache the keys in
+        /// each sequence's cache). CuSeqlensQ / CuSeqlensK: [batch + 1] prefix sums of the
+        /// sequence lengths, cu[0] = 0 (varlen). BlockTable: [batch][max_pages] page ids, -1 for
+        /// an unused slot (paged).</summary>
         public AttentionArgs Bind(Operand which, int[] seqLens)
         {
             int w = Check(which, seqLens == null, "int[]", Elem.I32, Elem.I32);
             return Store(w, seqLens, Pin.Int, 0, seqLens == null ? 0 : seqLens.Length);
         }
 
-        /// <summary>Binds SeqLensK to read-only memory.</summary>
+        /// <summary>Binds an int operand (SeqLensK, CuSeqlensQ, CuSeqlensK, BlockTable) to
+        /// read-only memory.</summary>
         public AttentionArgs Bind(Operand which, ReadOnlyMemory<int> seqLens)
         {
             int w = Check(which, false, "ReadOnlyMemory<int>", Elem.I32, Elem.I32);
             ArraySegment<int> seg;
             if (MemoryMarshal.TryGetArray(seqLens, out seg))
                 return Store(w, seg.Array, Pin.Int, seg.Offset, seg.Count);
-            return StoreHandle(w, seqLens.Pin, seqLens.Length);
+            return StoreHandle(w, seqLens.Pin, seqLens.Length, seqLens);
         }
 
         /// <summary>Forgets one operand (it is "not given" again).</summary>
@@ -210,131 +242,330 @@ namespace LibAttn
                 native.Dispose();
         }
 
-        // ---- Run ----------------------------------------------------------------------------
+        // ---- Run, KvAppend, Merge -----------------------------------------------------------
+
+        enum Native : byte { Run, KvAppend, Merge }
+
+        // One native call: what it is, the args objects whose operands it pins (b: Merge's part,
+        // null when it is acc itself), and what the innermost level hands the library.
+        struct Call
+        {
+            public Native what;
+            public IntPtr desc;
+            public Op op;
+            public AttentionArgs a, b;
+            public IntPtr ha, hb;
+            public IntPtr kCache, vCache;
+            public ulong kLen, vLen;
+            public bool bound;       // some operand is bound in a native args object
+            public Exception error;  // the library's failure, thrown after the pins are gone
+        }
 
         // Called by AttentionDesc.Run with the descriptor's reference held.
-        internal void RunOn(IntPtr desc, ulong[] required, Op op)
+        internal void RunOn(AttentionDesc d, IntPtr desc, Op op)
         {
             lock (sync)
             {
-                IntPtr args = Handles.Acquire(native, ref disposed, "AttentionArgs");
+                var c = new Call { what = Native.Run, desc = desc, op = op, a = this };
+                c.ha = Handles.Acquire(native, ref disposed, "AttentionArgs");
                 try
                 {
-                    bool[] used = Used[(int)op];
-                    int n = 0;
-                    for (int w = 0; w < N; w++)
-                    {
-                        if (!used[w] || slots[w].pin == Pin.None)
-                            continue;
-                        // Before any pointer reaches C; also what keeps `fixed` on an empty
-                        // array (a NULL pointer, i.e. "unbound") from ever being passed.
-                        AttentionDesc.CheckLength(slots[w].count, Names[w], required[w]);
-                        runOrder[n++] = w;
-                    }
-                    runCount = n;
-                    runDesc = desc;
-                    runArgs = args;
-                    runOp = op;
-                    runError = null;
-                    PinFrom(0);
+                    Needs(d);
+                    Plan(Used[(int)op], need, "", null);
+                    PinFrom(ref c, 0);
                 }
                 finally
                 {
-                    if (nativeBound)
-                    {
-                        AttnNative.attn_args_clear(args);
-                        nativeBound = false;
-                    }
+                    if (c.bound)
+                        Unbind(ref c);
                     native.DangerousRelease();
                 }
-                Exception e = runError;
-                runError = null;
-                if (e != null)
-                    throw e;
+                if (c.error != null)
+                    throw c.error;
             }
         }
 
-        // Pins operand runOrder[i] for as long as the rest of the call runs (one `fixed` per
-        // recursion level), binds it, and recurses; the innermost level runs and unbinds.
-        unsafe void PinFrom(int i)
+        // Called by AttentionDesc.KvAppend with the descriptor's reference held and the caches
+        // pinned.
+        internal void KvAppendOn(AttentionDesc d, IntPtr desc, IntPtr kCache, long kLen,
+                                 IntPtr vCache, long vLen)
         {
-            if (i == runCount)
+            lock (sync)
             {
-                Status st = AttnNative.attn_run(runDesc, (attn_op)runOp, runArgs);
-                if (st != Status.Ok)
-                    runError = Errors.FromLastError(st); // before any other libattn call
-                AttnNative.attn_args_clear(runArgs);
-                nativeBound = false;
+                var c = new Call { what = Native.KvAppend, desc = desc, a = this, kCache = kCache,
+                                   kLen = (ulong)kLen, vCache = vCache, vLen = (ulong)vLen };
+                c.ha = Handles.Acquire(native, ref disposed, "AttentionArgs");
+                try
+                {
+                    Needs(d);
+                    Plan(Used[d.Varlen && d.PageSize == 0 ? UseKvPacked : UseKv], need, "", null);
+                    // The caches stand where K and V stand in a run (one page each at least).
+                    AttentionDesc.CheckLength(kLen, "kCache", Math.Max(need[K], 1UL));
+                    AttentionDesc.CheckLength(vLen, "vCache", Math.Max(need[V], 1UL));
+                    PinFrom(ref c, 0);
+                }
+                finally
+                {
+                    if (c.bound)
+                        Unbind(ref c);
+                    native.DangerousRelease();
+                }
+                if (c.error != null)
+                    throw c.error;
+            }
+        }
+
+        // Called by AttentionDesc.Merge with the descriptor's reference held. Both objects are
+        // locked, always in the order of their ids (two merges of the same pair in opposite
+        // roles cannot deadlock).
+        internal static void MergeOn(AttentionDesc d, IntPtr desc, AttentionArgs acc,
+                                     AttentionArgs part)
+        {
+            bool same = ReferenceEquals(acc, part);
+            AttentionArgs first = acc.id <= part.id ? acc : part;
+            AttentionArgs second = ReferenceEquals(first, acc) ? part : acc;
+            lock (first.sync)
+            lock (second.sync)
+            {
+                var c = new Call { what = Native.Merge, desc = desc, a = acc,
+                                   b = same ? null : part };
+                c.ha = Handles.Acquire(acc.native, ref acc.disposed, "AttentionArgs");
+                bool partHeld = false;
+                try
+                {
+                    if (!same)
+                    {
+                        c.hb = Handles.Acquire(part.native, ref part.disposed, "AttentionArgs");
+                        partHeld = true;
+                    }
+                    // acc's cu_seqlens_q sizes both sides, as in the library. One object as both
+                    // sides is passed as it is: the library reports the overlap.
+                    acc.Needs(d);
+                    acc.Plan(Used[UseAcc], acc.need, "acc's ", "acc");
+                    if (!same)
+                        part.Plan(Used[UsePart], acc.need, "part's ", "part");
+                    PinFrom(ref c, 0);
+                }
+                finally
+                {
+                    if (c.bound)
+                        Unbind(ref c);
+                    if (partHeld)
+                        part.native.DangerousRelease();
+                    acc.native.DangerousRelease();
+                }
+                if (c.error != null)
+                    throw c.error;
+            }
+        }
+
+        // The lengths this call needs (need[]): the descriptor's, except in varlen mode, where
+        // the bound cu_seqlens give the pack's token counts. Bad or missing cu_seqlens leave
+        // those lengths unchecked here (0): the library judges cu_seqlens first and names the
+        // problem.
+        void Needs(AttentionDesc d)
+        {
+            Array.Copy(d.requiredLen, need, N);
+            if (!d.Varlen)
+                return;
+            long totalQ;
+            if (Total(CuQ, d.Batch, d.SeqQ, out totalQ))
+            {
+                need[Q] = d.PackNeed(Q, totalQ);
+                need[Out] = d.PackNeed(Out, totalQ);
+                need[Lse] = (ulong)(d.HeadsQ * totalQ);
+                need[NewK] = (ulong)(totalQ * d.HeadsKv * d.HeadDim);
+                need[NewV] = (ulong)(totalQ * d.HeadsKv * d.HeadDimV);
+            }
+            else
+            {
+                need[Q] = need[Out] = need[Lse] = need[NewK] = need[NewV] = 0;
+            }
+            if (d.PageSize != 0)
+                return; // paged K/V: one page each, as the descriptor says
+            long totalK;
+            if (Total(CuK, d.Batch, d.SeqK, out totalK))
+            {
+                need[K] = d.PackNeed(K, totalK);
+                need[V] = d.PackNeed(V, totalK);
+            }
+            else
+            {
+                need[K] = need[V] = 0;
+            }
+        }
+
+        // cu_seqlens operand w read as the library reads it: false unless bound with batch + 1
+        // entries, cu[0] = 0, non-decreasing and every length at most maxLen.
+        bool Total(int w, long batch, long maxLen, out long total)
+        {
+            total = 0;
+            if (slots[w].pin == Pin.None || slots[w].count < batch + 1)
+                return false;
+            long prev = IntAt(w, 0);
+            if (prev != 0)
+                return false;
+            for (int b = 1; b <= batch; b++)
+            {
+                long x = IntAt(w, b);
+                if (x < prev || x - prev > maxLen)
+                    return false;
+                prev = x;
+            }
+            total = prev;
+            return true;
+        }
+
+        int IntAt(int w, int i)
+        {
+            if (slots[w].pin == Pin.Int)
+                return ((int[])slots[w].array)[slots[w].offset + i];
+            return ((ReadOnlyMemory<int>)slots[w].memory).Span[i];
+        }
+
+        // Checks every bound operand the call reads against need[] (the int operands first:
+        // their values size the others) and lists them in runOrder. Before any pointer reaches
+        // C; also what keeps `fixed` on an empty array (a NULL pointer, i.e. "unbound") from
+        // reaching C for an operand that needs a buffer: an empty array is refused even where
+        // a varlen pack needs 0 elements. Only NewK / NewV may be NULL (nothing to append).
+        void Plan(bool[] used, ulong[] needs, string prefix, string argName)
+        {
+            int n = 0;
+            for (int pass = 0; pass < 2; pass++)
+                for (int w = 0; w < N; w++)
+                {
+                    if (!used[w] || slots[w].pin == Pin.None
+                        || (Kinds[w] == Elem.I32) != (pass == 0))
+                        continue;
+                    ulong min = needs[w];
+                    if (min == 0 && w != NewK && w != NewV)
+                        min = 1;
+                    AttentionDesc.CheckLength(slots[w].count, prefix + Names[w], min,
+                                              argName ?? Names[w]);
+                    runOrder[n++] = w;
+                }
+            runCount = n;
+        }
+
+        // Pins operand i of the call (acc's, then part's) for as long as the rest of the call
+        // runs (one `fixed` per recursion level), binds it, and recurses; the innermost level
+        // calls the library and unbinds.
+        static unsafe void PinFrom(ref Call c, int i)
+        {
+            int na = c.a.runCount, nb = c.b == null ? 0 : c.b.runCount;
+            if (i == na + nb)
+            {
+                Invoke(ref c);
                 return;
             }
-            int w = runOrder[i];
-            switch (slots[w].pin)
+            AttentionArgs o = i < na ? c.a : c.b;
+            int w = o.runOrder[i < na ? i : i - na];
+            Slot s = o.slots[w];
+            switch (s.pin)
             {
             case Pin.Float:
-                fixed (float* p = (float[])slots[w].array)
-                    BindAndGo(i, w, (IntPtr)(p + slots[w].offset));
+                fixed (float* p = (float[])s.array)
+                    BindAndGo(ref c, i, w, (IntPtr)(p + s.offset), s.count);
                 break;
             case Pin.Bool:
-                fixed (bool* p = (bool[])slots[w].array)
-                    BindAndGo(i, w, (IntPtr)(p + slots[w].offset));
+                fixed (bool* p = (bool[])s.array)
+                    BindAndGo(ref c, i, w, (IntPtr)(p + s.offset), s.count);
                 break;
             case Pin.Byte:
-                fixed (byte* p = (byte[])slots[w].array)
-                    BindAndGo(i, w, (IntPtr)(p + slots[w].offset));
+                fixed (byte* p = (byte[])s.array)
+                    BindAndGo(ref c, i, w, (IntPtr)(p + s.offset), s.count);
                 break;
             case Pin.Int:
-                fixed (int* p = (int[])slots[w].array)
-                    BindAndGo(i, w, (IntPtr)(p + slots[w].offset));
+                fixed (int* p = (int[])s.array)
+                    BindAndGo(ref c, i, w, (IntPtr)(p + s.offset), s.count);
                 break;
             default:
-                using (MemoryHandle h = slots[w].handle())
-                    BindAndGo(i, w, (IntPtr)h.Pointer);
+                using (MemoryHandle h = s.handle())
+                    BindAndGo(ref c, i, w, (IntPtr)h.Pointer, s.count);
                 break;
             }
         }
 
-        void BindAndGo(int i, int w, IntPtr data)
+        static void BindAndGo(ref Call c, int i, int w, IntPtr data, int count)
         {
-            ulong len = (ulong)slots[w].count;
+            IntPtr args = i < c.a.runCount ? c.ha : c.hb;
+            ulong len = (ulong)count;
             Status st;
             switch (Kinds[w])
             {
             case Elem.F32Out:
-                st = AttnNative.attn_args_set_out_f32(runArgs, (Operand)w, data, len);
+                st = AttnNative.attn_args_set_out_f32(args, (Operand)w, data, len);
                 break;
             case Elem.U8:
-                st = AttnNative.attn_args_set_u8(runArgs, (Operand)w, data, len);
+                st = AttnNative.attn_args_set_u8(args, (Operand)w, data, len);
                 break;
             case Elem.I32:
-                st = AttnNative.attn_args_set_i32(runArgs, (Operand)w, data, len);
+                st = AttnNative.attn_args_set_i32(args, (Operand)w, data, len);
                 break;
             default:
-                st = AttnNative.attn_args_set_f32(runArgs, (Operand)w, data, len);
+                st = AttnNative.attn_args_set_f32(args, (Operand)w, data, len);
                 break;
             }
-            nativeBound = true;
+            c.bound = true;
             if (st != Status.Ok)
             {
-                runError = Errors.FromLastError(st);
+                c.error = Errors.FromLastError(st); // before any other libattn call
+                Unbind(ref c);
                 return;
             }
-            PinFrom(i + 1);
+            PinFrom(ref c, i + 1);
+        }
+
+        static void Invoke(ref Call c)
+        {
+            Status st;
+            switch (c.what)
+            {
+            case Native.Run:
+                st = AttnNative.attn_run(c.desc, (attn_op)c.op, c.ha);
+                break;
+            case Native.KvAppend:
+                st = AttnNative.attn_kv_append(c.desc, c.ha, c.kCache, c.kLen, c.vCache, c.vLen);
+                break;
+            default:
+                st = AttnNative.attn_merge(c.desc, c.ha, c.b == null ? c.ha : c.hb);
+                break;
+            }
+            if (st != Status.Ok)
+                c.error = Errors.FromLastError(st); // before any other libattn call
+            Unbind(ref c);
+        }
+
+        // Forgets every pointer of the call in the native objects (while still pinned).
+        static void Unbind(ref Call c)
+        {
+            AttnNative.attn_args_clear(c.ha);
+            if (c.b != null)
+                AttnNative.attn_args_clear(c.hb);
+            c.bound = false;
         }
 
         // ---- helpers ------------------------------------------------------------------------
 
         static bool[] UsedBy(Op op)
         {
-            var u = new bool[N];
-            foreach (Operand w in new[] { Operand.Q, Operand.K, Operand.KeyValid, Operand.Allowed,
-                                          Operand.Bias, Operand.AlibiSlopes, Operand.Sinks,
-                                          Operand.QueryValid, Operand.SeqLensK })
-                u[(int)w] = true;
+            bool[] u = UsedSet(Operand.Q, Operand.K, Operand.KeyValid, Operand.Allowed,
+                               Operand.Bias, Operand.AlibiSlopes, Operand.Sinks,
+                               Operand.QueryValid, Operand.SeqLensK, Operand.CuSeqlensQ,
+                               Operand.CuSeqlensK, Operand.BlockTable);
             if (op == Op.Forward)
                 u[(int)Operand.V] = u[(int)Operand.Out] = u[(int)Operand.Lse] =
                     u[(int)Operand.KeyMass] = true;
             else
                 u[(int)Operand.Weights] = true;
+            return u;
+        }
+
+        static bool[] UsedSet(params Operand[] operands)
+        {
+            var u = new bool[N];
+            foreach (Operand w in operands)
+                u[(int)w] = true;
             return u;
         }
 
@@ -367,12 +598,13 @@ namespace LibAttn
             return this;
         }
 
-        AttentionArgs StoreHandle(int w, Func<MemoryHandle> pin, int count)
+        AttentionArgs StoreHandle(int w, Func<MemoryHandle> pin, int count, object memory = null)
         {
             lock (sync)
             {
                 ThrowIfDisposed();
-                slots[w] = new Slot { pin = Pin.Handle, handle = pin, count = count };
+                slots[w] = new Slot { pin = Pin.Handle, handle = pin, count = count,
+                                      memory = memory };
             }
             return this;
         }

@@ -1,6 +1,8 @@
 // libattn C# binding: the descriptor API (batches, heads, GQA, causal modes, strides, masks, and
-// the 0.2 parameters: window, softcap, ALiBi, "+1" softmax, head_dim_v, weights mode, bias order).
+// the 0.2 parameters: window, softcap, ALiBi, "+1" softmax, head_dim_v, weights mode, bias order,
+// and the serving layouts: varlen packs, paged K/V caches, KvAppend, Merge, batch invariance).
 using System;
+using System.Buffers;
 using System.Collections.Generic;
 using System.Globalization;
 using System.Threading;
@@ -20,6 +22,13 @@ namespace LibAttn
     /// <see cref="Run(Op, AttentionArgs)"/> that takes every operand (bias, ALiBi slopes, sinks,
     /// query padding, per-batch key lengths, key mass) bound in an
     /// <see cref="AttentionArgs"/>.</para>
+    /// <para>Serving layouts (<see cref="Builder.Varlen"/>, <see cref="Builder.PageSize"/>):
+    /// packed variable-length batches placed by <see cref="Operand.CuSeqlensQ"/> /
+    /// <see cref="Operand.CuSeqlensK"/>, paged K/V caches addressed through
+    /// <see cref="Operand.BlockTable"/>, <see cref="KvAppend(AttentionArgs, float[], float[])"/>
+    /// to write new key/value rows into their cache positions and
+    /// <see cref="Merge(AttentionArgs, AttentionArgs)"/> to combine results computed over
+    /// disjoint key sets.</para>
     /// <para>Thread safety: one descriptor may be used by any number of threads at once.
     /// <see cref="Dispose"/> may be called while other threads are inside a call: those calls
     /// finish normally and the native descriptor is freed after the last of them; every call that
@@ -33,21 +42,38 @@ namespace LibAttn
     /// </summary>
     public sealed class AttentionDesc : IDisposable
     {
-        internal const int OperandCount = 14; // Operand.Q .. Operand.KeyMass
+        // Loads the natives before any raw AttnNative method is compiled (NativeLoader.cs).
+        static AttentionDesc()
+        {
+            NativeLoader.Preload();
+        }
+
+        internal const int OperandCount = 19; // Operand.Q .. Operand.NewV
         // The largest float[] .NET allocates (Array.MaxLength).
         internal const long MaxArrayLength = 0x7FFFFFC7;
 
         readonly AttnDescHandle handle;
         int disposed; // set once by Dispose (see Handles.Acquire)
         // attn_desc_required_len for every operand, read once when built: the descriptor can no
-        // longer change (the builder applies all configuration before handing it out).
-        readonly ulong[] requiredLen;
+        // longer change (the builder applies all configuration before handing it out). In varlen
+        // mode Q/Out/Lse (and K/V without pages) are upper bounds for batch * seq tokens;
+        // AttentionArgs derives each call's lengths from its cu_seqlens (PackNeed).
+        internal readonly ulong[] requiredLen;
+        // Row (token) stride of Q, K, V, Out, as the library lays them out in varlen mode: the
+        // builder's, else the token-major default heads * dim.
+        readonly long[] packRow = new long[4];
 
+        /// <summary>Number of sequences in the batch.</summary>
         public long Batch { get; }
+        /// <summary>Number of query heads.</summary>
         public long HeadsQ { get; }
+        /// <summary>Number of key/value heads (divides <see cref="HeadsQ"/>: GQA, MQA).</summary>
         public long HeadsKv { get; }
+        /// <summary>Query sequence length.</summary>
         public long SeqQ { get; }
+        /// <summary>Key/value sequence length.</summary>
         public long SeqK { get; }
+        /// <summary>Size of each query and key vector (V rows: <see cref="HeadDimV"/>).</summary>
         public long HeadDim { get; }
 
         // The parameters, read back from the library when built (attn_desc_get_int/_float).
@@ -72,6 +98,18 @@ namespace LibAttn
         public WeightsMode WeightsMode { get; }
         /// <summary>True when the bias is added before the softcap (ONNX's order).</summary>
         public bool BiasFirst { get; }
+        /// <summary>True for a packed variable-length batch (<see cref="Param.Varlen"/>): SeqQ
+        /// and SeqK are then the maximum lengths.</summary>
+        public bool Varlen { get; }
+        /// <summary>Tokens per page of a paged K/V cache; 0 = contiguous K/V.</summary>
+        public long PageSize { get; }
+        /// <summary>The <see cref="Param.MaxPages"/> value (0 = the default
+        /// ceil(SeqK / PageSize)); the block table holds
+        /// <c>RequiredLen(Operand.BlockTable)</c> = Batch x max_pages entries.</summary>
+        public long MaxPages { get; }
+        /// <summary>True when the results are batch invariant
+        /// (<see cref="Param.BatchInvariant"/>).</summary>
+        public bool BatchInvariant { get; }
 
         AttentionDesc(AttnDescHandle handle, Builder b)
         {
@@ -87,7 +125,8 @@ namespace LibAttn
             for (int i = 0; i < OperandCount; i++)
             {
                 requiredLen[i] = AttnNative.attn_desc_required_len(desc, (Operand)i);
-                if (requiredLen[i] == 0)
+                // 0 only for the block table of a descriptor without pages
+                if (requiredLen[i] == 0 && i != (int)Operand.BlockTable)
                     throw Errors.FromLastError(Status.Internal);
             }
             Causal = (Causal)ReadInt(desc, Param.Causal);
@@ -100,6 +139,29 @@ namespace LibAttn
             HeadDimV = ReadInt(desc, Param.HeadDimV);
             WeightsMode = (WeightsMode)ReadInt(desc, Param.WeightsMode);
             BiasFirst = ReadInt(desc, Param.BiasFirst) != 0;
+            Varlen = ReadInt(desc, Param.Varlen) != 0;
+            PageSize = ReadInt(desc, Param.PageSize);
+            MaxPages = ReadInt(desc, Param.MaxPages);
+            BatchInvariant = ReadInt(desc, Param.BatchInvariant) != 0;
+            for (int w = 0; w < 4; w++)
+            {
+                bool isQ = w == (int)Operand.Q || w == (int)Operand.Out;
+                bool isV = w == (int)Operand.V || w == (int)Operand.Out;
+                packRow[w] = b.strides[w] != null
+                                 ? b.strides[w][2]
+                                 : (isQ ? HeadsQ : HeadsKv) * (isV ? HeadDimV : HeadDim);
+            }
+        }
+
+        // Elements Q, K, V or Out (w) spans in a varlen pack of `tokens` tokens: the required
+        // length for Batch * seq tokens less the rows not used.
+        internal ulong PackNeed(int w, long tokens)
+        {
+            if (tokens == 0)
+                return 0;
+            bool isQ = w == (int)Operand.Q || w == (int)Operand.Out;
+            long all = Batch * (isQ ? SeqQ : SeqK);
+            return requiredLen[w] - (ulong)(all - tokens) * (ulong)packRow[w];
         }
 
         /// <summary>A new builder (same as <c>new AttentionDesc.Builder()</c>).</summary>
@@ -204,6 +266,16 @@ namespace LibAttn
         /// <exception cref="AttentionException">Unsupported (Op.Backward), OutOfMemory.</exception>
         /// <exception cref="ObjectDisposedException">the descriptor or args was
         /// disposed.</exception>
+        /// <remarks>Serving layouts: with <see cref="Varlen"/> the lengths of Q, Out and Lse (and
+        /// of K and V without pages) are those of the pack that the bound
+        /// <see cref="Operand.CuSeqlensQ"/> / <see cref="Operand.CuSeqlensK"/> describe, checked
+        /// before the call like every other length; with <see cref="PageSize"/> K and V are
+        /// pools of whole pages, <see cref="Operand.BlockTable"/> and
+        /// <see cref="Operand.SeqLensK"/> are required, and a bad page id, a -1 among the used
+        /// slots or a length above seq_k is an <see cref="ArgumentException"/> with the
+        /// library's message naming the sequence and the slot
+        /// ("attn_run: block_table[1][2] (99) is not a page of the K/V buffers, which hold 4
+        /// pages").</remarks>
         public void Run(Op op, AttentionArgs args)
         {
             IntPtr desc = Acquire();
@@ -215,7 +287,123 @@ namespace LibAttn
                     throw new ArgumentOutOfRangeException(
                         "op", op, "op (" + ((int)op).ToString(CultureInfo.InvariantCulture)
                                       + ") is not an Op value (0 Forward, 1 Weights, 2 Backward)");
-                args.RunOn(desc, requiredLen, op);
+                args.RunOn(this, desc, op);
+            }
+            finally
+            {
+                handle.DangerousRelease();
+            }
+        }
+
+        /// <summary>
+        /// Writes new key and value rows into their cache positions (attn_kv_append, vLLM's
+        /// reshape_and_cache): token t of the n_b new tokens of sequence b goes to key position
+        /// seq_lens_k[b] - n_b + t, so <see cref="Operand.SeqLensK"/> already counts the new
+        /// tokens and the same args then serve <see cref="Run"/>. Only the destination rows are
+        /// written; nothing is copied on the way (the caches and the bound operands are pinned
+        /// for the call).
+        /// </summary>
+        /// <param name="args">Binds <see cref="Operand.NewK"/> / <see cref="Operand.NewV"/>
+        /// (contiguous token-major rows [tokens][heads_kv][head_dim(_v)]; tokens =
+        /// cu_seqlens_q[batch] in varlen mode, else batch * seq_q), <see cref="Operand.SeqLensK"/>
+        /// (required), <see cref="Operand.CuSeqlensQ"/> (varlen), <see cref="Operand.BlockTable"/>
+        /// (paged), <see cref="Operand.CuSeqlensK"/> (varlen without pages). Other operands
+        /// are ignored.</param>
+        /// <param name="kCache">The K buffer: the page pool with a paged cache, else K in the
+        /// descriptor's K layout.</param>
+        /// <param name="vCache">The V buffer, as kCache.</param>
+        /// <exception cref="ArgumentNullException">args, kCache or vCache is null, or a required
+        /// operand is not bound (the library's message).</exception>
+        /// <exception cref="ArgumentException">an array is shorter than required
+        /// ("kCache has 3 elements, needs at least 96"); or the library refused:
+        /// seq_lens_k[b] below the new tokens or above seq_k, a bad page id
+        /// ("attn_kv_append: block_table[2][0] (1000) is not a page ..."), caches overlapping
+        /// each other or the new rows.</exception>
+        /// <exception cref="ObjectDisposedException">the descriptor or args was
+        /// disposed.</exception>
+        public void KvAppend(AttentionArgs args, float[] kCache, float[] vCache)
+        {
+            IntPtr desc = Acquire();
+            try
+            {
+                CheckKvAppend(args, kCache == null, vCache == null);
+                unsafe
+                {
+                    fixed (float* k = kCache)
+                    fixed (float* v = vCache)
+                        args.KvAppendOn(this, desc, (IntPtr)k, kCache.LongLength, (IntPtr)v,
+                                        vCache.LongLength);
+                }
+            }
+            finally
+            {
+                handle.DangerousRelease();
+            }
+        }
+
+        /// <summary>As <see cref="KvAppend(AttentionArgs, float[], float[])"/>, with the caches
+        /// in memory windows (an array slice, or native memory through
+        /// <see cref="Memory{T}.Pin"/>), pinned for the call only.</summary>
+        public void KvAppend(AttentionArgs args, Memory<float> kCache, Memory<float> vCache)
+        {
+            IntPtr desc = Acquire();
+            try
+            {
+                CheckKvAppend(args, false, false);
+                unsafe
+                {
+                    using (MemoryHandle k = kCache.Pin())
+                    using (MemoryHandle v = vCache.Pin())
+                        args.KvAppendOn(this, desc, (IntPtr)k.Pointer, kCache.Length,
+                                        (IntPtr)v.Pointer, vCache.Length);
+                }
+            }
+            finally
+            {
+                handle.DangerousRelease();
+            }
+        }
+
+        static void CheckKvAppend(AttentionArgs args, bool kNull, bool vNull)
+        {
+            if (args == null)
+                throw new ArgumentNullException("args", "args must not be null");
+            if (kNull)
+                throw new ArgumentNullException("kCache", "kCache must not be null");
+            if (vNull)
+                throw new ArgumentNullException("vCache", "vCache must not be null");
+        }
+
+        /// <summary>
+        /// Exact merge of partial results computed over disjoint key sets (attn_merge: split-KV,
+        /// ring attention, prefix caching): acc &lt;- merge(acc, part), row by row,
+        /// lse = log(exp(lse_acc) + exp(lse_part)),
+        /// out = exp(lse_acc - lse) out_acc + exp(lse_part - lse) out_part. A part row with lse
+        /// -infinity contributes nothing; both -infinity give out 0, lse -infinity. Folding parts
+        /// in a fixed order gives bit-identical results.
+        /// </summary>
+        /// <param name="acc">Binds <see cref="Operand.Out"/> and <see cref="Operand.Lse"/> (in
+        /// this descriptor's Out and Lse layouts), updated in place, and in varlen mode
+        /// <see cref="Operand.CuSeqlensQ"/>.</param>
+        /// <param name="part">Binds <see cref="Operand.Out"/> and <see cref="Operand.Lse"/>,
+        /// only read. Other operands of both are ignored.</param>
+        /// <exception cref="ArgumentNullException">acc or part is null, or an operand is not
+        /// bound ("attn_merge: part's lse is NULL").</exception>
+        /// <exception cref="ArgumentException">a buffer is shorter than required
+        /// ("part's lse has 3 elements, needs at least 56", ParamName "part"), acc and part
+        /// buffers overlap, or bad cu_seqlens_q (the library's message).</exception>
+        /// <exception cref="ObjectDisposedException">the descriptor, acc or part was
+        /// disposed.</exception>
+        public void Merge(AttentionArgs acc, AttentionArgs part)
+        {
+            IntPtr desc = Acquire();
+            try
+            {
+                if (acc == null)
+                    throw new ArgumentNullException("acc", "acc must not be null");
+                if (part == null)
+                    throw new ArgumentNullException("part", "part must not be null");
+                AttentionArgs.MergeOn(this, desc, acc, part);
             }
             finally
             {
@@ -389,9 +577,14 @@ namespace LibAttn
         // The wording every language uses (README.md, "One rule in every language").
         internal static void CheckLength(long length, string name, ulong required)
         {
+            CheckLength(length, name, required, name);
+        }
+
+        internal static void CheckLength(long length, string name, ulong required, string argName)
+        {
             if ((ulong)length < required)
                 throw new ArgumentException(
-                    name + " has " + length + " elements, needs at least " + required, name);
+                    name + " has " + length + " elements, needs at least " + required, argName);
         }
 
         internal static int OperandIndex(Operand which, string argName)
@@ -400,7 +593,7 @@ namespace LibAttn
                 throw new ArgumentOutOfRangeException(
                     argName, which,
                     argName + " (" + ((int)which).ToString(CultureInfo.InvariantCulture)
-                        + ") is not an Operand value (0 Q .. 13 KeyMass)");
+                        + ") is not an Operand value (0 Q .. 18 NewV)");
             return (int)which;
         }
 
@@ -420,12 +613,18 @@ namespace LibAttn
         /// </summary>
         public sealed class Builder
         {
+            // Loads the natives before any raw AttnNative method is compiled (NativeLoader.cs).
+            static Builder()
+            {
+                NativeLoader.Preload();
+            }
+
             internal long batch = 1, headsQ = 1, headsKv = 1, seqQ, seqK, headDim;
             // Parameters by id, applied in id order: an integer (attn_desc_set_int) or a double
             // (attn_desc_set_float) each.
             readonly SortedDictionary<int, KeyValuePair<long, double?>> parameters =
                 new SortedDictionary<int, KeyValuePair<long, double?>>();
-            readonly long[][] strides = new long[OperandCount][];
+            internal readonly long[][] strides = new long[OperandCount][];
 
             /// <summary>Number of sequences (default 1).</summary>
             public Builder Batch(long batch)
@@ -554,6 +753,54 @@ namespace LibAttn
                 return Store(LibAttn.Param.BiasFirst, on ? 1 : 0);
             }
 
+            /// <summary>Packed variable-length batch (FlashAttention's varlen layout): Q and Out
+            /// token-major [total_q][heads_q][head_dim(_v)], K and V [total_k][heads_kv][...]
+            /// (other head and row strides through <see cref="Strides"/>), Lse
+            /// [heads_q][total_q]; sequence b is rows cu[b] .. cu[b + 1] - 1 of
+            /// <see cref="Operand.CuSeqlensQ"/> / <see cref="Operand.CuSeqlensK"/> (a length 0
+            /// produces nothing). SeqLen(seqQ, seqK) become the maximum lengths. Masks and
+            /// variants apply per sequence, positions counted from its start. Not with Bias,
+            /// QueryValid, KeyMass or Op.Weights (the library answers Unsupported).</summary>
+            public Builder Varlen(bool on = true)
+            {
+                return Store(LibAttn.Param.Varlen, on ? 1 : 0);
+            }
+
+            /// <summary>A paged K/V cache of <paramref name="pageSize"/> tokens per page (0 =
+            /// contiguous K/V, the default): K and V are pools of pages, token t of page p of KV
+            /// head h at p * batchStride + h * headStride + t * rowStride. Default strides are
+            /// token-major pages [num_pages][page_size][heads_kv][head_dim]; head-major pages
+            /// [num_pages][heads_kv][page_size][head_dim] are
+            /// <c>Strides(Operand.K, headsKv * pageSize * D, pageSize * D, D)</c> (and V).
+            /// Bind <see cref="Operand.BlockTable"/> ([batch][max_pages] page ids, -1 = unused)
+            /// and <see cref="Operand.SeqLensK"/> (the keys in each sequence's cache). Q is dense
+            /// or, with <see cref="Varlen"/>, a pack.</summary>
+            /// <exception cref="ArgumentOutOfRangeException">negative or above
+            /// 2^31-1.</exception>
+            public Builder PageSize(long pageSize)
+            {
+                CheckValue(LibAttn.Param.PageSize, pageSize, "pageSize");
+                return Store(LibAttn.Param.PageSize, pageSize);
+            }
+
+            /// <summary>Columns of the block table (default 0 = ceil(seqK / pageSize)).</summary>
+            /// <exception cref="ArgumentOutOfRangeException">negative or above
+            /// 2^31-1.</exception>
+            public Builder MaxPages(long maxPages)
+            {
+                CheckValue(LibAttn.Param.MaxPages, maxPages, "maxPages");
+                return Store(LibAttn.Param.MaxPages, maxPages);
+            }
+
+            /// <summary>Batch invariance: a query's output bits then depend only on its own
+            /// sequence, never on its batch-mates, the batch size, the layout (padded, varlen,
+            /// paged), the prefill chunk it is in or the thread count. Costs speed on decode-like
+            /// calls.</summary>
+            public Builder BatchInvariant(bool on = true)
+            {
+                return Store(LibAttn.Param.BatchInvariant, on ? 1 : 0);
+            }
+
             /// <summary>Any parameter from an integer (attn_desc_set_int; a float parameter takes
             /// the integer's value).</summary>
             /// <exception cref="ArgumentOutOfRangeException">param is not a Param value, or value
@@ -576,6 +823,9 @@ namespace LibAttn
             /// <summary>Element strides of Q, K, V, Out or Bias: element (b, h, s, d) is at
             /// b*batchStride + h*headStride + s*rowStride + d (Bias: (b, h, i, j) at
             /// b*batchStride + h*headStride + i*rowStride + j). 0 broadcasts (inputs only).
+            /// In varlen mode batchStride of Q and Out (and of K and V without pages) is not
+            /// used; with a paged cache batchStride of K and V is the page stride and rowStride
+            /// the token stride inside a page.
             /// Another operand is refused by the library in <see cref="Build"/>.</summary>
             /// <exception cref="ArgumentOutOfRangeException">a negative stride, or which is not
             /// an Operand value.</exception>
@@ -678,7 +928,8 @@ namespace LibAttn
 
             static readonly string[] ParamNames = {
                 "causal", "scale", "window_left", "window_right", "softcap", "alibi",
-                "softmax_plus_one", "head_dim_v", "weights_mode", "bias_first" };
+                "softmax_plus_one", "head_dim_v", "weights_mode", "bias_first", "varlen",
+                "page_size", "max_pages", "batch_invariant" };
 
             internal static string ParamName(Param param)
             {

@@ -24,11 +24,13 @@ namespace LibAttn
         /// <summary>The library's status code (never <see cref="LibAttn.Status.Ok"/>).</summary>
         public Status Status { get; }
 
+        /// <summary>A failure with the library's status and message.</summary>
         public AttentionException(Status status, string message) : base(message)
         {
             Status = status;
         }
 
+        /// <summary>Type, status, message and stack trace.</summary>
         public override string ToString()
         {
             return GetType().FullName + " (" + Status + "): " + Message + Environment.NewLine

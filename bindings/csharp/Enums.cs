@@ -37,7 +37,22 @@ namespace LibAttn
         /// <summary>int, a <see cref="LibAttn.WeightsMode"/> value (default Softmax).</summary>
         WeightsMode = 8,
         /// <summary>int 0 / 1: add the bias before the softcap (ONNX's order), not after.</summary>
-        BiasFirst = 9
+        BiasFirst = 9,
+        /// <summary>int 0 / 1: packed variable-length batch (FlashAttention's varlen layout):
+        /// token-major Q / Out / K / V, sequences placed by
+        /// <see cref="LibAttn.Operand.CuSeqlensQ"/> / <see cref="LibAttn.Operand.CuSeqlensK"/>;
+        /// seq_q and seq_k become the maximum lengths.</summary>
+        Varlen = 10,
+        /// <summary>int 0 .. 2^31-1: tokens per page of a paged K/V cache
+        /// (<see cref="LibAttn.Operand.BlockTable"/>); 0 = contiguous K/V (default).</summary>
+        PageSize = 11,
+        /// <summary>int 0 .. 2^31-1: columns of the block table; 0 = ceil(seq_k / page_size)
+        /// (default).</summary>
+        MaxPages = 12,
+        /// <summary>int 0 / 1: batch invariance: a query's output bits depend only on its own
+        /// sequence, never on its batch-mates, the batch size, the layout, the prefill chunk or
+        /// the thread count.</summary>
+        BatchInvariant = 13
     }
 
     /// <summary>ALiBi slopes (attn_alibi, <see cref="Param.Alibi"/>).</summary>
@@ -114,6 +129,7 @@ namespace LibAttn
             return value >= Min && value <= Max && (IsFloat || value == System.Math.Floor(value));
         }
 
+        /// <summary>"Param int|float [Min, Max]", e.g. "WindowLeft int [-1, 2147483647]".</summary>
         public override string ToString()
         {
             return string.Format(CultureInfo.InvariantCulture, "{0} {1} [{2:R}, {3:R}]", Param,

@@ -36,11 +36,39 @@
  *        int *is_float -> out int.
  *   [T10] attn_param / attn_alibi / attn_weights_mode / attn_op -> internal enums under their C
  *        names; the public Param / Alibi / WeightsMode / Op are hand-written (Enums.cs).
+ *   [T11] native loading (NativeLoader.cs). Every raw method is [MethodImpl(NoInlining)] and
+ *        starts with NativeLoader.EnsureLoaded() (csout of each return type), and the face types
+ *        that call raw methods (Attention, AttentionDesc, AttentionDesc.Builder, AttentionArgs)
+ *        preload the natives in their static constructors: Mono binds a [DllImport] when it
+ *        JIT-compiles the raw method that calls it, before that method's body runs, so the
+ *        libraries must be loaded by then, and a raw method inlined into the face would be
+ *        compiled with it. The preload finds and dlopen()s libattn.so.0 and libattn_csharp.so
+ *        beside LibAttn.dll or in the NuGet package's runtimes/<rid>/native/; when nothing
+ *        loads, EnsureLoaded throws a DllNotFoundException naming both and every place tried
+ *        (from the raw method, not wrapped in a TypeInitializationException).
+ *        bindings/csharp/check_generated.cmake checks both properties of every raw method.
+ *   [T12] XML documentation of the public enums Status, Causal, Operand (%csattributes: mcs
+ *        -doc writes LibAttn.xml, shipped in the NuGet package).
+ *   [T13] the serving layouts (0.2): attn_kv_append(desc, args, float *k_cache, k_len,
+ *        float *v_cache, v_len) and attn_merge(desc, acc, part); k_cache / v_cache -> IntPtr as
+ *        [T8] (AttentionDesc.KvAppend pins them with `fixed` / Memory.Pin around the call, with
+ *        the operands of `args`), acc / part -> IntPtr ([T7]). They, the operands
+ *        ATTN_CU_SEQLENS_Q .. ATTN_NEW_V and the parameters ATTN_PARAM_VARLEN ..
+ *        ATTN_PARAM_BATCH_INVARIANT are re-enabled HERE with global-scope (::) renames, which beat
+ *        attn.i's `%ignore ""` as [T6] does: the shared allow-list stays as it is, since Java's
+ *        interface (which rejects any pointer it has no typemap for: SWIGTYPE_p_float would break
+ *        its build) and Go's (which calls these two from its own C helpers) include it too.
  * None of the raw methods checks a length: that is the face's job (AttentionDesc.Check*,
  * AttentionDesc.Run), and attn_run checks the lengths it is given once more.
- * Functions of attn.h that the allow-list leaves out (attn_args_set_f16/bf16) get no wrapper. */
+ * Functions of attn.h that neither the allow-list nor [T13] enables (attn_args_set_f16/bf16) get
+ * no wrapper. */
 
 %module AttnNative
+
+/* [T11] Mono resolves a [DllImport] when it JIT-compiles the method that calls it (and keeps a
+ * failure for good), so a raw method must never be inlined into the face: the face's static
+ * constructors preload the natives before the raw method is first compiled. */
+%csmethodmodifiers "[global::System.Runtime.CompilerServices.MethodImpl(global::System.Runtime.CompilerServices.MethodImplOptions.NoInlining)] public";
 
 /* Raw layer stays internal to the assembly; only the enums and the face are public. */
 %pragma(csharp) moduleclassmodifiers="internal static class"
@@ -54,9 +82,10 @@
 %apply float FIXED[] { const float *q, const float *k, const float *v };
 %apply float FIXED[] { float *out, float *lse, float *weights };
 %apply bool FIXED[] { const bool *pad_mask, const bool *key_valid, const bool *allowed };
-%csmethodmodifiers attn_simple "public unsafe";
-%csmethodmodifiers attn_forward "public unsafe";
-%csmethodmodifiers attn_weights "public unsafe";
+/* [T11]: every raw method is NoInlining (see above); these three are also unsafe. */
+%csmethodmodifiers attn_simple "[global::System.Runtime.CompilerServices.MethodImpl(global::System.Runtime.CompilerServices.MethodImplOptions.NoInlining)] public unsafe";
+%csmethodmodifiers attn_forward "[global::System.Runtime.CompilerServices.MethodImpl(global::System.Runtime.CompilerServices.MethodImplOptions.NoInlining)] public unsafe";
+%csmethodmodifiers attn_weights "[global::System.Runtime.CompilerServices.MethodImpl(global::System.Runtime.CompilerServices.MethodImplOptions.NoInlining)] public unsafe";
 
 /* ---- [T4] the opaque descriptor travels as a plain IntPtr; AttentionDesc owns it through a
  * SafeHandle (AttnDescHandle) so that Dispose never frees it under an in-flight call. ---- */
@@ -99,6 +128,13 @@
 %typemap(in) const float *data, float *data, const uint8_t *data,
              const int32_t *data %{ $1 = ($1_ltype)$input; %}
 
+/* ---- [T13] attn_kv_append's caches: pointers the face keeps pinned for the call. ---- */
+%typemap(ctype) float *k_cache, float *v_cache "void *"
+%typemap(imtype) float *k_cache, float *v_cache "global::System.IntPtr"
+%typemap(cstype) float *k_cache, float *v_cache "global::System.IntPtr"
+%typemap(csin) float *k_cache, float *v_cache "$csinput"
+%typemap(in) float *k_cache, float *v_cache %{ $1 = ($1_ltype)$input; %}
+
 /* ---- [T9] 64-bit integers and the read-back out parameters. ---- */
 %include "typemaps.i"
 %apply long long { int64_t };
@@ -135,6 +171,20 @@
 %rename(QueryValid) ::ATTN_QUERY_VALID;
 %rename(SeqLensK) ::ATTN_SEQ_LENS_K;
 %rename(KeyMass) ::ATTN_KEY_MASS;
+%rename(CuSeqlensQ) ::ATTN_CU_SEQLENS_Q;
+%rename(CuSeqlensK) ::ATTN_CU_SEQLENS_K;
+%rename(BlockTable) ::ATTN_BLOCK_TABLE;
+%rename(NewK) ::ATTN_NEW_K;
+%rename(NewV) ::ATTN_NEW_V;
+
+/* ---- [T13] the serving layouts: enabled for C# only (see the catalogue). The parameters keep
+ * their C names ([T10]). ---- */
+%rename("%s") ::ATTN_PARAM_VARLEN;
+%rename("%s") ::ATTN_PARAM_PAGE_SIZE;
+%rename("%s") ::ATTN_PARAM_MAX_PAGES;
+%rename("%s") ::ATTN_PARAM_BATCH_INVARIANT;
+%rename("%s") ::attn_kv_append;
+%rename("%s") ::attn_merge;
 
 /* ---- [T10] the 0.2 enums attn_param / attn_alibi / attn_weights_mode / attn_op stay under their
  * C names and internal: C enumerators share one scope, so their natural .NET names collide with
@@ -145,5 +195,74 @@
  * against these generated ones, so a value added to attn.h cannot be missed. ---- */
 %typemap(csclassmodifiers) enum attn_param, enum attn_alibi, enum attn_weights_mode,
                            enum attn_op "internal enum"
+
+/* ---- [T11] load the natives before any P/Invoke (NativeLoader.cs). One csout per return type
+ * the raw layer has (and the other primitives, for functions added later); the bodies are
+ * SWIG's own (csharp.swg, enums.swg) with the call in front. ---- */
+%define ATTN_CSOUT_PRIMITIVE(CTYPE, CSTYPE)
+%typemap(csout, excode=SWIGEXCODE) CTYPE, const CTYPE & {
+    NativeLoader.EnsureLoaded();
+    CSTYPE ret = $imcall;$excode
+    return ret;
+  }
+%enddef
+ATTN_CSOUT_PRIMITIVE(bool, bool)
+ATTN_CSOUT_PRIMITIVE(int, int)
+ATTN_CSOUT_PRIMITIVE(unsigned int, uint)
+ATTN_CSOUT_PRIMITIVE(long long, long)
+ATTN_CSOUT_PRIMITIVE(unsigned long long, ulong)
+ATTN_CSOUT_PRIMITIVE(float, float)
+ATTN_CSOUT_PRIMITIVE(double, double)
+ATTN_CSOUT_PRIMITIVE(size_t, ulong)   /* [T1] and [T9] copied SWIG's csout before this point */
+ATTN_CSOUT_PRIMITIVE(int64_t, long)
+%typemap(csout, excode=SWIGEXCODE) char *, char *&, char[ANY], char[] {
+    NativeLoader.EnsureLoaded();
+    string ret = $imcall;$excode
+    return ret;
+  }
+%typemap(csout, excode=SWIGEXCODE) void {
+    NativeLoader.EnsureLoaded();
+    $imcall;$excode
+  }
+%typemap(csout, excode=SWIGEXCODE) enum SWIGTYPE {
+    NativeLoader.EnsureLoaded();
+    $csclassname ret = ($csclassname)$imcall;$excode
+    return ret;
+  }
+
+/* ---- [T12] documentation of the generated public enums: the csattributes typemap (the enum)
+ * and %csattributes (its values) go verbatim before the declaration, so a /// comment there
+ * becomes XML documentation. ---- */
+%typemap(csattributes) enum attn_status "/// <summary>Status of a libattn call (attn_status); failures reach C# as exceptions (see AttentionException).</summary>"
+%csattributes ATTN_OK "/// <summary>Success.</summary>"
+%csattributes ATTN_ERR_NULL_POINTER "/// <summary>A required pointer argument was null (ArgumentNullException).</summary>"
+%csattributes ATTN_ERR_INVALID_ARGUMENT "/// <summary>A size, stride, enum value or float is out of range (ArgumentException).</summary>"
+%csattributes ATTN_ERR_OUT_OF_MEMORY "/// <summary>Scratch memory or a descriptor could not be allocated.</summary>"
+%csattributes ATTN_ERR_UNSUPPORTED "/// <summary>A valid request this build or CPU cannot serve.</summary>"
+%csattributes ATTN_ERR_INTERNAL "/// <summary>A bug in libattn; please report it with the message.</summary>"
+%typemap(csattributes) enum attn_causal "/// <summary>The causal rule (attn_causal): which keys j a query i may see.</summary>"
+%csattributes ATTN_CAUSAL_NONE "/// <summary>No causal rule: every key.</summary>"
+%csattributes ATTN_CAUSAL_TOP_LEFT "/// <summary>j &lt;= i (PyTorch is_causal).</summary>"
+%csattributes ATTN_CAUSAL_BOTTOM_RIGHT "/// <summary>j &lt;= i + (seq_k - seq_q): the last query aligned with the last key (KV cache, decode).</summary>"
+%typemap(csattributes) enum attn_operand "/// <summary>The tensors of a call (attn_operand): strides, RequiredLen and AttentionArgs.Bind name them.</summary>"
+%csattributes ATTN_Q "/// <summary>Queries, float [batch][heads_q][seq_q][head_dim], strided.</summary>"
+%csattributes ATTN_K "/// <summary>Keys, float [batch][heads_kv][seq_k][head_dim], strided.</summary>"
+%csattributes ATTN_V "/// <summary>Values, float [batch][heads_kv][seq_k][head_dim_v], strided.</summary>"
+%csattributes ATTN_OUT "/// <summary>Output, float [batch][heads_q][seq_q][head_dim_v], strided.</summary>"
+%csattributes ATTN_LSE "/// <summary>Log-sum-exp output, float [batch][heads_q][seq_q] (-inf for a query with no visible key).</summary>"
+%csattributes ATTN_WEIGHTS "/// <summary>Weights output, float [batch][heads_q][seq_q][seq_k].</summary>"
+%csattributes ATTN_KEY_VALID "/// <summary>Key padding, bool/byte [batch][seq_k]: false = padding, never read.</summary>"
+%csattributes ATTN_ALLOWED "/// <summary>Allowed mask, bool/byte [seq_q][seq_k], broadcast over batch and heads.</summary>"
+%csattributes ATTN_BIAS "/// <summary>Additive bias, float [batch][heads_q][seq_q][seq_k], strided (0 broadcasts); -inf hides a key.</summary>"
+%csattributes ATTN_ALIBI_SLOPES "/// <summary>ALiBi slopes, float [heads_q] (with Alibi.Operand).</summary>"
+%csattributes ATTN_SINKS "/// <summary>Attention sink logits, float [heads_q]: they join the softmax denominator only.</summary>"
+%csattributes ATTN_QUERY_VALID "/// <summary>Query padding, bool/byte [batch][seq_q]: a padded query's row is 0, its lse -inf.</summary>"
+%csattributes ATTN_SEQ_LENS_K "/// <summary>Per-batch key lengths, int [batch]: keys at or past the length are padding.</summary>"
+%csattributes ATTN_KEY_MASS "/// <summary>Per-key attention mass output, float [batch][heads_q][seq_k]: the sum of the weights over the queries.</summary>"
+%csattributes ATTN_CU_SEQLENS_Q "/// <summary>Varlen query offsets, int [batch + 1]: prefix sums of the query lengths, cu[0] = 0 (with Builder.Varlen).</summary>"
+%csattributes ATTN_CU_SEQLENS_K "/// <summary>Varlen key offsets, int [batch + 1]: prefix sums of the key lengths, cu[0] = 0 (Varlen without a paged cache).</summary>"
+%csattributes ATTN_BLOCK_TABLE "/// <summary>Paged K/V block table, int [batch][max_pages]: the page of each sequence's keys j / page_size; -1 marks an unused slot (with Builder.PageSize).</summary>"
+%csattributes ATTN_NEW_K "/// <summary>New key rows for AttentionDesc.KvAppend, float [tokens][heads_kv][head_dim], contiguous.</summary>"
+%csattributes ATTN_NEW_V "/// <summary>New value rows for AttentionDesc.KvAppend, float [tokens][heads_kv][head_dim_v], contiguous.</summary>"
 
 %include "../attn.i"

@@ -1,6 +1,7 @@
 package attn
 
-// The per-call tensors of the extensible call (attn_args / attn_run, since 0.2).
+// The per-call tensors of the extensible call (attn_args / attn_run, since 0.2), and the two
+// serving calls that take them: Args.KVAppend (attn_kv_append) and Desc.Merge (attn_merge).
 
 import (
 	"fmt"
@@ -58,6 +59,8 @@ var operandKinds = [numOperands]kind{
 	OperandKeyValid: kindMask, OperandAllowed: kindMask,
 	OperandBias: kindF32In, OperandAlibiSlopes: kindF32In, OperandSinks: kindF32In,
 	OperandQueryValid: kindMask, OperandSeqLensK: kindI32, OperandKeyMass: kindF32Out,
+	OperandCuSeqlensQ: kindI32, OperandCuSeqlensK: kindI32, OperandBlockTable: kindI32,
+	OperandNewK: kindF32In, OperandNewV: kindF32In,
 }
 
 var kindSetters = [...]string{kindF32In: "SetF32", kindF32Out: "SetOutF32", kindMask: "SetBool or SetU8",
@@ -70,9 +73,11 @@ var kindSetters = [...]string{kindF32In: "SetF32", kindF32Out: "SetOutF32", kind
 // The setters check every slice against Desc.RequiredLen before anything reaches C: nil
 // unbinds the operand ("not given"), a shorter slice (an empty one included) is a
 // StatusInvalidArgument error, a longer one is fine (only the required prefix is read or
-// written). Required operands (q, k; v and out for OpForward; weights for OpWeights) that are
-// not bound make Run fail with StatusNullPointer; an output overlapping another operand with the
-// library's StatusInvalidArgument ("out overlaps q").
+// written). With WithVarlen the token operands of a pack, whose length follows from
+// cu_seqlens, need only be non-empty in Go (see Desc.RequiredLen): the library checks the
+// call's own length. Required operands (q, k; v and out for OpForward; weights for OpWeights)
+// that are not bound make Run fail with StatusNullPointer; an output overlapping another
+// operand with the library's StatusInvalidArgument ("out overlaps q").
 //
 // Zero copy: the slices stay in Go and are handed to C for the duration of each Run only (cgo's
 // rule: C never keeps a Go pointer); a Run allocates nothing on the Go side. The Args keeps the
@@ -86,7 +91,7 @@ type Args struct {
 	h    capi.Struct_SS_attn_args // the C attn_args*, nil once closed
 	f32  [numOperands][]float32   // float32 operands (inputs and outputs)
 	mask [numOperands][]byte      // byte masks (a []bool is viewed as bytes: Go bools are 0/1)
-	i32  []int32                  // OperandSeqLensK
+	i32  [numOperands][]int32     // int32 operands: seq_lens_k, cu_seqlens_q/_k, block_table
 }
 
 // NewArgs creates an empty Args for d (attn_args_create). Close frees it; one that is never
@@ -131,7 +136,7 @@ func (a *Args) Close() error {
 	}
 	capi.Attn_args_destroy(a.h)
 	a.h = nil
-	a.f32, a.mask, a.i32 = [numOperands][]float32{}, [numOperands][]byte{}, nil
+	a.f32, a.mask, a.i32 = [numOperands][]float32{}, [numOperands][]byte{}, [numOperands][]int32{}
 	argsClosed.Add(1)
 	runtime.SetFinalizer(a, nil)
 	return nil
@@ -156,7 +161,7 @@ func (a *Args) bind(setter string, want kind, which Operand, n int, store func()
 	if a.h == nil {
 		return ErrArgsClosed
 	}
-	need := a.d.RequiredLen(which)
+	need := a.d.leastLen(which)
 	if need == 0 {
 		return ErrClosed
 	}
@@ -167,8 +172,18 @@ func (a *Args) bind(setter string, want kind, which Operand, n int, store func()
 	return nil
 }
 
+// leastLen is the length the setters demand for which (Desc.least), 0 once d is closed.
+func (d *Desc) leastLen(which Operand) int {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.h == nil {
+		return 0
+	}
+	return d.least[which]
+}
+
 // SetF32 binds a float32 input: OperandQ, OperandK, OperandV, OperandBias,
-// OperandAlibiSlopes or OperandSinks. nil unbinds it.
+// OperandAlibiSlopes, OperandSinks, OperandNewK or OperandNewV. nil unbinds it.
 func (a *Args) SetF32(which Operand, data []float32) error {
 	return a.bind("SetF32", kindF32In, which, sliceLen(len(data), data == nil), func() { a.f32[which] = data })
 }
@@ -197,11 +212,35 @@ func (a *Args) SetU8(which Operand, mask []byte) error {
 	return a.bind("SetU8", kindMask, which, sliceLen(len(mask), mask == nil), func() { a.mask[which] = mask })
 }
 
-// SetI32 binds an int32 operand: OperandSeqLensK ([batch], each in [0, seq_k]; checked by the
-// library in Run). nil unbinds it.
+// SetI32 binds an int32 operand: OperandSeqLensK ([batch], each in [0, seq_k]),
+// OperandCuSeqlensQ, OperandCuSeqlensK ([batch+1]) or OperandBlockTable ([batch][max_pages]).
+// Their values are checked by the library in Run, KVAppend and Merge, the message naming the
+// sequence and the slot. nil unbinds it.
 func (a *Args) SetI32(which Operand, data []int32) error {
-	return a.bind("SetI32", kindI32, which, sliceLen(len(data), data == nil), func() { a.i32 = data })
+	return a.bind("SetI32", kindI32, which, sliceLen(len(data), data == nil), func() { a.i32[which] = data })
 }
+
+// The serving operands by name (the same as SetI32 / SetF32 with the Operand).
+
+// SetSeqLensK binds OperandSeqLensK: [batch] keys of each sequence (with a paged cache: the keys
+// in its cache, the new ones of a KVAppend included).
+func (a *Args) SetSeqLensK(lens []int32) error { return a.SetI32(OperandSeqLensK, lens) }
+
+// SetCuSeqlensQ binds OperandCuSeqlensQ: [batch+1] prefix sums of the query lengths (WithVarlen).
+func (a *Args) SetCuSeqlensQ(cu []int32) error { return a.SetI32(OperandCuSeqlensQ, cu) }
+
+// SetCuSeqlensK binds OperandCuSeqlensK: [batch+1] prefix sums of the key lengths (WithVarlen
+// without pages).
+func (a *Args) SetCuSeqlensK(cu []int32) error { return a.SetI32(OperandCuSeqlensK, cu) }
+
+// SetBlockTable binds OperandBlockTable: [batch][max_pages] page ids, -1 = unused (WithPageSize).
+func (a *Args) SetBlockTable(table []int32) error { return a.SetI32(OperandBlockTable, table) }
+
+// SetNewK binds OperandNewK: the new key rows of KVAppend, contiguous [tokens][heads_kv][head_dim].
+func (a *Args) SetNewK(rows []float32) error { return a.SetF32(OperandNewK, rows) }
+
+// SetNewV binds OperandNewV: the new value rows of KVAppend, [tokens][heads_kv][head_dim_v].
+func (a *Args) SetNewV(rows []float32) error { return a.SetF32(OperandNewV, rows) }
 
 func sliceLen(n int, isNil bool) int {
 	if isNil {
@@ -220,7 +259,7 @@ func (a *Args) Clear() error {
 	if a.h == nil {
 		return ErrArgsClosed
 	}
-	a.f32, a.mask, a.i32 = [numOperands][]float32{}, [numOperands][]byte{}, nil
+	a.f32, a.mask, a.i32 = [numOperands][]float32{}, [numOperands][]byte{}, [numOperands][]int32{}
 	return nil
 }
 
@@ -265,7 +304,7 @@ func (a *Args) Run(op Op) error {
 	if d.h == nil {
 		return ErrClosed
 	}
-	h, ah, f, m := d.h, a.h, &a.f32, &a.mask
+	h, ah, f, m, i := d.h, a.h, &a.f32, &a.mask, &a.i32
 	return check(func() capi.Enum_SS_attn_status {
 		return capi.Attn_go_run(h, capi.Enum_SS_attn_op(op), ah,
 			pf(f[OperandQ]), int64(len(f[OperandQ])),
@@ -280,7 +319,116 @@ func (a *Args) Run(op Op) error {
 			pf(f[OperandAlibiSlopes]), int64(len(f[OperandAlibiSlopes])),
 			pf(f[OperandSinks]), int64(len(f[OperandSinks])),
 			pb(m[OperandQueryValid]), int64(len(m[OperandQueryValid])),
-			pi(a.i32), int64(len(a.i32)),
-			pf(f[OperandKeyMass]), int64(len(f[OperandKeyMass])))
+			pi(i[OperandSeqLensK]), int64(len(i[OperandSeqLensK])),
+			pf(f[OperandKeyMass]), int64(len(f[OperandKeyMass])),
+			pi(i[OperandCuSeqlensQ]), int64(len(i[OperandCuSeqlensQ])),
+			pi(i[OperandCuSeqlensK]), int64(len(i[OperandCuSeqlensK])),
+			pi(i[OperandBlockTable]), int64(len(i[OperandBlockTable])))
+	})
+}
+
+// KVAppend writes the bound OperandNewK / OperandNewV rows into their cache positions
+// (attn_kv_append, vLLM's reshape_and_cache), with the Args' Desc: token t of the n_b new tokens
+// of sequence b goes to key position seq_lens_k[b] - n_b + t. OperandSeqLensK already counts the
+// new tokens, so the same Args then serve Run(OpForward) over the cache.
+//
+//	n_b:            cu_seqlens_q[b+1] - cu_seqlens_q[b] with WithVarlen, else seq_q (the new
+//	                rows are then ordered [batch][seq_q])
+//	kCache, vCache: the K and V buffers: the page pools with WithPageSize (OperandBlockTable
+//	                bound), dense K/V in the Desc's K/V layout otherwise; written in place, only
+//	                at the destination rows
+//
+// Both caches are required (nil is StatusNullPointer) and checked like OperandK / OperandV (at
+// least one page with a paged cache). The library checks the rest and names what is wrong:
+// "seq_lens_k[0] (1) is less than the 2 new tokens of sequence 0", "block_table[2][0] (1000) is
+// not a page of the K/V buffers, which hold 9 pages", caches that overlap each other or the new
+// rows. Zero copy, no allocation, like Run.
+func (a *Args) KVAppend(kCache, vCache []float32) error {
+	if a == nil {
+		return ErrArgsClosed
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.h == nil {
+		return ErrArgsClosed
+	}
+	d := a.d
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.h == nil {
+		return ErrClosed
+	}
+	pk, err := checkF32("k_cache", kCache, d.least[OperandK], true)
+	if err != nil {
+		return err
+	}
+	pv, err := checkF32("v_cache", vCache, d.least[OperandV], true)
+	if err != nil {
+		return err
+	}
+	h, ah, f, i := d.h, a.h, &a.f32, &a.i32
+	return check(func() capi.Enum_SS_attn_status {
+		return capi.Attn_go_kv_append(h, ah,
+			pf(f[OperandNewK]), int64(len(f[OperandNewK])),
+			pf(f[OperandNewV]), int64(len(f[OperandNewV])),
+			pi(i[OperandSeqLensK]), int64(len(i[OperandSeqLensK])),
+			pi(i[OperandCuSeqlensQ]), int64(len(i[OperandCuSeqlensQ])),
+			pi(i[OperandCuSeqlensK]), int64(len(i[OperandCuSeqlensK])),
+			pi(i[OperandBlockTable]), int64(len(i[OperandBlockTable])),
+			pk, int64(len(kCache)), pv, int64(len(vCache)))
+	})
+}
+
+// Merge folds part into acc (attn_merge): the exact merge of two results computed over
+// disjoint key sets (split-KV decode, ring attention, prefix caching), row by row
+//
+//	lse = log(exp(lse_acc) + exp(lse_part))
+//	out = exp(lse_acc - lse) out_acc + exp(lse_part - lse) out_part
+//
+// acc and part are Args with OperandOut and OperandLSE bound (SetOutF32, in both: part's are
+// only read), in d's OUT and LSE layouts; with WithVarlen acc also binds OperandCuSeqlensQ. acc's
+// out and lse are updated in place. A part with lse -Inf contributes nothing (its out is not
+// read); both -Inf gives out 0, lse -Inf. Folding parts in a fixed order is bit-identical from
+// run to run. acc and part may belong to other descriptors than d (a part over a key range is
+// computed with a Desc of that range's seq_k); d gives the layout and the library checks every
+// length against it ("part's lse has 3 elements, needs at least 56"). Only those operands are
+// read; a Merge allocates nothing.
+func (d *Desc) Merge(acc, part *Args) error {
+	if acc == nil || part == nil {
+		return ErrArgsClosed
+	}
+	if acc == part {
+		return argError(StatusInvalidArgument, "acc and part are the same Args (acc is updated in place "+
+			"from part: part must hold another result)")
+	}
+	// Args first (in a fixed order, so two Merges of the same pair cannot deadlock), then the
+	// Desc, as Run does.
+	first, second := acc, part
+	if uintptr(unsafe.Pointer(second)) < uintptr(unsafe.Pointer(first)) {
+		first, second = second, first
+	}
+	first.mu.Lock()
+	defer first.mu.Unlock()
+	second.mu.Lock()
+	defer second.mu.Unlock()
+	if acc.h == nil || part.h == nil {
+		return ErrArgsClosed
+	}
+	if d == nil {
+		return ErrClosed
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.h == nil {
+		return ErrClosed
+	}
+	h, ah, ph, af, pfs, cu := d.h, acc.h, part.h, &acc.f32, &part.f32, acc.i32[OperandCuSeqlensQ]
+	return check(func() capi.Enum_SS_attn_status {
+		return capi.Attn_go_merge(h, ah, ph,
+			pf(af[OperandOut]), int64(len(af[OperandOut])),
+			pf(af[OperandLSE]), int64(len(af[OperandLSE])),
+			pi(cu), int64(len(cu)),
+			pf(pfs[OperandOut]), int64(len(pfs[OperandOut])),
+			pf(pfs[OperandLSE]), int64(len(pfs[OperandLSE])))
 	})
 }

@@ -302,7 +302,7 @@ func TestParamBounds(t *testing.T) {
 	if r, _ := ParamBounds(ParamWindowLeft); r.Min != -1 || r.Max != maxDim {
 		t.Errorf("window_left range %+v", r)
 	}
-	for _, p := range []Param{-1, 10, 1 << 32, 1<<32 + 1} {
+	for _, p := range []Param{-1, 14, 1 << 32, 1<<32 + 1} {
 		_, err := ParamBounds(p)
 		wantError(t, err, StatusInvalidArgument, fmt.Sprintf("param (%d) is not an attn_param", int(p)))
 	}
@@ -319,7 +319,7 @@ func TestEnumsRangeChecked(t *testing.T) {
 		_, err := NewDesc(1, 1, 1, 3, 3, 8, WithStrides(o, 24, 24, 8))
 		wantError(t, err, StatusInvalidArgument, fmt.Sprintf("which (%d) must be ATTN_Q", int(o)))
 	}
-	for _, p := range []Param{-1, 10, 1 << 32, 1<<32 + 1} {
+	for _, p := range []Param{-1, 14, 1 << 32, 1<<32 + 1} {
 		_, err := NewDesc(1, 1, 1, 3, 3, 8, WithParamInt(p, 0))
 		wantError(t, err, StatusInvalidArgument, fmt.Sprintf("param (%d) is not an attn_param", int(p)))
 		_, err = NewDesc(1, 1, 1, 3, 3, 8, WithParamFloat(p, 0))
@@ -366,7 +366,7 @@ func TestEnumsRangeChecked(t *testing.T) {
 	for _, op := range []Op{-1, 3, 1 << 32, 1<<32 + 1} {
 		wantError(t, a.Run(op), StatusInvalidArgument, fmt.Sprintf("op (%d) is not an attn_op", int(op)))
 	}
-	for _, o := range []Operand{-1, 14, 1 << 32, 1<<32 + 1} {
+	for _, o := range []Operand{-1, 19, 1 << 32, 1<<32 + 1} {
 		wantError(t, a.SetF32(o, x), StatusInvalidArgument, fmt.Sprintf("which (%d) is not an attn_operand", int(o)))
 		wantError(t, a.SetOutF32(o, x), StatusInvalidArgument, fmt.Sprintf("which (%d)", int(o)))
 		wantError(t, a.SetBool(o, []bool{true}), StatusInvalidArgument, fmt.Sprintf("which (%d)", int(o)))

@@ -28,6 +28,11 @@
 // a Desc configured with options (WithWindow, WithSoftcap, WithAlibi, ...) and an Args holding
 // the per-call slices, run with Args.Run(OpForward) or Args.Run(OpWeights).
 //
+// Serving layouts: WithVarlen (packed variable-length batches, OperandCuSeqlensQ/K), WithPageSize
+// (paged K/V caches, OperandBlockTable + OperandSeqLensK), Args.KVAppend (new key/value rows into
+// their cache positions), Desc.Merge (the exact merge of results over disjoint key sets) and
+// WithBatchInvariant (a query's output bits depend only on its own sequence).
+//
 // A *Desc may be shared by any number of goroutines; Close waits for calls in flight. A Desc or
 // Args that is never closed is freed by a finalizer (a safety net: call Close).
 package attn
@@ -114,14 +119,23 @@ const (
 	OperandQueryValid  Operand = 11 // bool/byte [batch][seq_q], false = padded query
 	OperandSeqLensK    Operand = 12 // int32 [batch] in [0, seq_k]: keys j >= len are padding
 	OperandKeyMass     Operand = 13 // f32 [batch][heads_q][seq_k] attention each key received, output
+
+	// since 0.2, the serving layouts (see "Serving layouts" in the README and in attn.h)
+	OperandCuSeqlensQ Operand = 14 // int32 [batch+1] prefix sums of the query lengths (WithVarlen)
+	OperandCuSeqlensK Operand = 15 // int32 [batch+1] prefix sums of the key lengths (WithVarlen, unpaged K/V)
+	OperandBlockTable Operand = 16 // int32 [batch][max_pages] page ids of each sequence, -1 = unused (WithPageSize)
+	OperandNewK       Operand = 17 // f32 [tokens][heads_kv][head_dim] rows for Args.KVAppend, input
+	OperandNewV       Operand = 18 // f32 [tokens][heads_kv][head_dim_v] rows for Args.KVAppend, input
 )
 
-const numOperands = 14
+const numOperands = 19
 
 var operandNames = [numOperands]string{"q", "k", "v", "out", "lse", "weights", "key_valid",
-	"allowed", "bias", "alibi_slopes", "sinks", "query_valid", "seq_lens_k", "key_mass"}
+	"allowed", "bias", "alibi_slopes", "sinks", "query_valid", "seq_lens_k", "key_mass",
+	"cu_seqlens_q", "cu_seqlens_k", "block_table", "new_k", "new_v"}
 
-// String returns the C name of the operand ("q", "k", ..., "seq_lens_k", "key_mass").
+// String returns the C name of the operand ("q", "k", ..., "key_mass", "cu_seqlens_q", ...,
+// "new_v").
 func (o Operand) String() string {
 	if o.valid() {
 		return operandNames[o]
@@ -301,11 +315,17 @@ type Desc struct {
 	mu   sync.RWMutex             // read-held by calls, write-held by Close
 	h    capi.Struct_SS_attn_desc // the C attn_desc*, nil once closed (boxed once: no per-call allocation)
 	need [numOperands]int         // attn_desc_required_len per Operand, read once at creation
+	// least is what the Args setters demand of a slice for each Operand: need, except for the
+	// operands whose length in a varlen call follows from cu_seqlens (need is then the upper
+	// bound of a full pack and the library checks the call's own length); at least 1 for every
+	// operand (an empty non-nil slice is a length error).
+	least [numOperands]int
 }
 
 // Option configures a Desc in NewDesc: WithCausal, WithScale, WithStrides, WithWindow,
 // WithSoftcap, WithAlibi, WithSoftmaxPlusOne, WithHeadDimV, WithWeightsMode, WithBiasFirst,
-// WithParamInt, WithParamFloat. Options apply in order.
+// WithVarlen, WithPageSize, WithMaxPages, WithBatchInvariant, WithParamInt, WithParamFloat.
+// Options apply in order.
 type Option struct {
 	apply func(h capi.Struct_SS_attn_desc) error
 }
@@ -333,6 +353,11 @@ func WithScale(scale float32) Option {
 // WithStrides sets the element strides of OperandQ, OperandK, OperandV, OperandOut or
 // OperandBias: element (b, h, s, d) is at b*batchStride + h*headStride + s*rowStride + d (for
 // the bias, s runs over seq_q and d over the keys; 0 broadcasts). Default: contiguous BHSD.
+// With WithVarlen the batch stride of Q and OUT (and of K and V without pages) is not used:
+// rows are tokens of the pack. With WithPageSize the batch stride of K and V is the page
+// stride and the row stride the token stride inside a page: head-major pages
+// [pages][heads_kv][page_size][head_dim] are WithStrides(OperandK, headsKV*pageSize*headDim,
+// pageSize*headDim, headDim). Custom strides survive WithVarlen / WithPageSize in either order.
 func WithStrides(which Operand, batchStride, headStride, rowStride int) Option {
 	return Option{func(h capi.Struct_SS_attn_desc) error {
 		switch which {
@@ -393,12 +418,41 @@ func NewDesc(batch, headsQ, headsKV, seqQ, seqK, headDim int, opts ...Option) (*
 	d := &Desc{h: h}
 	for op := range d.need {
 		n := capi.Attn_desc_required_len(h, capi.Enum_SS_attn_operand(op))
-		if n <= 0 || uint64(n) > uint64(maxInt) {
+		// 0 only for the block table of a descriptor without pages
+		if n < 0 || uint64(n) > uint64(maxInt) || (n == 0 && Operand(op) != OperandBlockTable) {
 			capi.Attn_desc_destroy(h)
 			return nil, argError(StatusInvalidArgument, "%s needs %d elements, which does not fit an int",
 				Operand(op), n)
 		}
 		d.need[op] = int(n)
+	}
+	var varlen, pageSize int64
+	for _, x := range []struct {
+		p Param
+		v *int64
+	}{{ParamVarlen, &varlen}, {ParamPageSize, &pageSize}} {
+		if err := check(func() capi.Enum_SS_attn_status {
+			return capi.Attn_desc_get_int(h, capi.Enum_SS_attn_param(x.p), x.v)
+		}); err != nil {
+			capi.Attn_desc_destroy(h)
+			return nil, err
+		}
+	}
+	for op := range d.least {
+		d.least[op] = d.need[op]
+		switch Operand(op) {
+		case OperandQ, OperandOut, OperandLSE, OperandNewK, OperandNewV:
+			if varlen != 0 {
+				d.least[op] = 1 // the pack's length comes from cu_seqlens_q: the library checks it
+			}
+		case OperandK, OperandV:
+			if varlen != 0 && pageSize == 0 {
+				d.least[op] = 1 // from cu_seqlens_k (with pages, need is one page: a true minimum)
+			}
+		}
+		if d.least[op] < 1 {
+			d.least[op] = 1
+		}
 	}
 	runtime.SetFinalizer(d, (*Desc).finalize)
 	return d, nil
@@ -434,8 +488,17 @@ func (d *Desc) Close() error {
 }
 
 // RequiredLen is the number of elements (float32, bool/byte for the masks, int32 for
-// OperandSeqLensK) the slice for `which` must hold, from attn_desc_required_len. 0 once closed
-// or for an unknown operand.
+// OperandSeqLensK, OperandCuSeqlensQ/K and OperandBlockTable) the slice for `which` must hold,
+// from attn_desc_required_len. 0 once closed, for an unknown operand, and for OperandBlockTable
+// without WithPageSize.
+//
+// Serving layouts: with WithVarlen, OperandQ, OperandOut, OperandLSE, OperandNewK and OperandNewV
+// (and OperandK, OperandV without pages) get the length of a full pack, every sequence at its
+// maximum (seq_q, seq_k): an upper bound. A pack needs only its real tokens (total_q =
+// cu_seqlens_q[batch] rows, LSE heads_q * total_q), so the Args setters accept any non-empty
+// slice for them and the library checks the call's own length in Run, KVAppend and Merge
+// ("attn_run: q has 19 elements, needs at least 40"). With WithPageSize, OperandK and OperandV
+// are one page: a pool holds any number of pages (the block table's ids must be below it).
 func (d *Desc) RequiredLen(which Operand) int {
 	if d == nil {
 		return 0

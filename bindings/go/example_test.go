@@ -122,3 +122,59 @@ func ExampleArgs_Run() {
 	// mass    [0.0000 0.0000 0.3333 0.3333]
 	// attn: invalid argument: key_valid has 0 elements, needs at least 4
 }
+
+// The serving layouts: a varlen batch of two sequences over a paged K/V cache (pages of 2 tokens,
+// a shuffled block table), filled by KVAppend. A prefill of 3 + 1 tokens, then a decode step of
+// sequence 0 alone (sequence 1 adds nothing). Q = 0, so each query averages the values of the
+// keys it may see (causal, bottom-right: each sequence's last query sees all its keys). The
+// same Args serve the append and the attention call.
+func ExampleArgs_KVAppend() {
+	const pageSize, pages, headDim = 2, 4, 2
+	desc, err := attn.NewDesc(2, 1, 1, 3, 4, headDim, // batch, heads_q, heads_kv, max new tokens, max keys, head_dim
+		attn.WithVarlen(), attn.WithPageSize(pageSize), attn.WithCausal(attn.CausalBottomRight))
+	if err != nil {
+		panic(err)
+	}
+	defer desc.Close()
+	args, err := desc.NewArgs()
+	if err != nil {
+		panic(err)
+	}
+	defer args.Close()
+
+	kCache := make([]float32, pages*pageSize*headDim) // token-major pages [pages][pageSize][heads_kv][headDim]
+	vCache := make([]float32, pages*pageSize*headDim)
+	blockTable := []int32{
+		2, 0, // sequence 0: keys 0-1 in page 2, keys 2-3 in page 0
+		3, -1, // sequence 1: key 0 in page 3; slot 1 unused
+	}
+	step := func(cuSeqlensQ, seqLensK []int32, newK, newV []float32) {
+		q := make([]float32, len(newK)) // one query per new token: [tokens][heads_q][headDim]
+		out := make([]float32, len(newK))
+		for _, err := range []error{
+			args.SetCuSeqlensQ(cuSeqlensQ), args.SetSeqLensK(seqLensK), args.SetBlockTable(blockTable),
+			args.SetNewK(newK), args.SetNewV(newV),
+			args.KVAppend(kCache, vCache), // new rows to keys seq_lens_k[b] - n_b ..
+			args.SetF32(attn.OperandQ, q), args.SetF32(attn.OperandK, kCache), args.SetF32(attn.OperandV, vCache),
+			args.SetOutF32(attn.OperandOut, out),
+			args.Run(attn.OpForward),
+		} {
+			if err != nil {
+				panic(err)
+			}
+		}
+		fmt.Println(out)
+	}
+	step([]int32{0, 3, 4}, []int32{3, 1}, // prefill: 3 tokens of sequence 0, 1 of sequence 1
+		[]float32{1, 1, 2, 2, 3, 3, 9, 9}, []float32{10, 1, 20, 2, 30, 3, 50, 5})
+	step([]int32{0, 1, 1}, []int32{4, 1}, // decode: one token of sequence 0
+		[]float32{4, 4}, []float32{60, 6})
+
+	// A block table naming a page the cache does not hold: the sequence and the slot.
+	blockTable[1] = 7
+	fmt.Println(args.Run(attn.OpForward))
+	// Output:
+	// [10 1 15 1.5 20 2 50 5]
+	// [30 3]
+	// attn: invalid argument: attn_run: block_table[0][1] (7) is not a page of the K/V buffers, which hold 4 pages
+}

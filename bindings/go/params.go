@@ -29,12 +29,19 @@ const (
 	ParamHeadDimV       Param = 7 // int >= 1: size of a V row and an OUT row (default head_dim)
 	ParamWeightsMode    Param = 8 // int, WeightsMode: what OpWeights writes (default WeightsSoftmax)
 	ParamBiasFirst      Param = 9 // int 0/1: add the bias before the softcap (ONNX order)
+
+	// since 0.2, the serving layouts
+	ParamVarlen         Param = 10 // int 0/1: packed variable-length batch; seq_q, seq_k are the maxima
+	ParamPageSize       Param = 11 // int >= 0: tokens per page of a paged K/V cache; 0 = contiguous K/V
+	ParamMaxPages       Param = 12 // int >= 0: columns of the block table; 0 = ceil(seq_k / page_size)
+	ParamBatchInvariant Param = 13 // int 0/1: a query's output bits depend only on its own sequence
 )
 
-const numParams = 10
+const numParams = 14
 
 var paramNames = [numParams]string{"causal", "scale", "window_left", "window_right", "softcap",
-	"alibi", "softmax_plus_one", "head_dim_v", "weights_mode", "bias_first"}
+	"alibi", "softmax_plus_one", "head_dim_v", "weights_mode", "bias_first", "varlen", "page_size",
+	"max_pages", "batch_invariant"}
 
 // String returns the parameter's short name ("causal", "scale", "window_left", ...).
 func (p Param) String() string {
@@ -286,6 +293,41 @@ func WithBiasFirst() Option {
 	return WithParamInt(ParamBiasFirst, 1)
 }
 
+// WithVarlen makes the batch a packed variable-length batch (FlashAttention's varlen layout,
+// ParamVarlen): seq_q and seq_k of NewDesc become the maximum lengths, every Args binds
+// OperandCuSeqlensQ ([batch+1] prefix sums, cu[0] = 0; a length may be 0: that sequence produces
+// nothing) and, unless the K/V cache is paged, OperandCuSeqlensK. Q and OUT are token-major
+// [total_q][heads_q][head_dim], K and V [total_k][heads_kv][head_dim], LSE [heads_q][total_q].
+// Masks and variants apply per sequence, positions counted from the sequence's start
+// (CausalBottomRight aligns each sequence's last query with its last key). Not with varlen:
+// OperandBias, OperandQueryValid, OperandKeyMass, OpWeights (StatusUnsupported).
+func WithVarlen() Option {
+	return WithParamInt(ParamVarlen, 1)
+}
+
+// WithPageSize makes K and V a paged cache of pages of n tokens (ParamPageSize; 0 = contiguous
+// K/V, the default): every Args binds OperandBlockTable ([batch][max_pages] page ids, -1 =
+// unused slot; key j of sequence b is token j % n of page block_table[b][j / n]) and
+// OperandSeqLensK (the keys in each sequence's cache). Pages are token-major
+// [pages][n][heads_kv][head_dim] by default, head-major with WithStrides (see there). The pool
+// holds as many pages as the bound K/V slices do. Q is dense or varlen (WithVarlen).
+func WithPageSize(n int) Option {
+	return WithParamInt(ParamPageSize, int64(n))
+}
+
+// WithMaxPages sets the number of columns of the block table (ParamMaxPages; 0 = the default,
+// ceil(seq_k / page_size)).
+func WithMaxPages(n int) Option {
+	return WithParamInt(ParamMaxPages, int64(n))
+}
+
+// WithBatchInvariant makes a query's output bits depend only on its own sequence
+// (ParamBatchInvariant): never on its batch-mates, the batch size, the layout (alone, padded,
+// varlen, paged), the prefill chunk or the thread count. It costs speed on decode-like calls.
+func WithBatchInvariant() Option {
+	return WithParamInt(ParamBatchInvariant, 1)
+}
+
 // Param reads a parameter's current value from the library (attn_desc_get_float: exact for
 // every parameter; ParamScale is the float the kernels multiply by).
 func (d *Desc) Param(p Param) (float64, error) {
@@ -364,3 +406,16 @@ func (d *Desc) WeightsMode() WeightsMode { v, _ := d.ParamInt(ParamWeightsMode);
 
 // BiasFirst reports whether the bias is added before the softcap.
 func (d *Desc) BiasFirst() bool { v, _ := d.ParamInt(ParamBiasFirst); return v != 0 }
+
+// Varlen reports whether the batch is a packed variable-length batch.
+func (d *Desc) Varlen() bool { v, _ := d.ParamInt(ParamVarlen); return v != 0 }
+
+// PageSize is the page size of a paged K/V cache (0 = contiguous K/V).
+func (d *Desc) PageSize() int { v, _ := d.ParamInt(ParamPageSize); return int(v) }
+
+// MaxPages is ParamMaxPages as set (0 = the default ceil(seq_k / page_size); the block table's
+// actual width is RequiredLen(OperandBlockTable) / batch).
+func (d *Desc) MaxPages() int { v, _ := d.ParamInt(ParamMaxPages); return int(v) }
+
+// BatchInvariant reports whether batch invariance is on.
+func (d *Desc) BatchInvariant() bool { v, _ := d.ParamInt(ParamBatchInvariant); return v != 0 }

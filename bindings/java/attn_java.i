@@ -39,14 +39,17 @@
  *       (address + capacity) or null (unbind). attn_args keeps the pointer after the setter
  *       returns, so a Java array is refused here: the garbage collector may move it once the
  *       call is over. Arrays go through [I], which pins them for exactly one attn_run.
- *   [I] attn_jni_run / attn_jni_simple (defined below, not in attn.h): one JNI call that
- *       classifies every operand (float[], boolean[], byte[], int[] or a direct buffer), pins
- *       every array with GetPrimitiveArrayCritical (an array passed twice is pinned once, so
- *       the library sees one address and reports "out overlaps q" even under -Xcheck:jni,
- *       which pins copies), binds them into an attn_args, runs attn_run (attn_simple), unbinds
- *       them and releases the pins (without an attn_args: attn_forward / attn_weights, the 0.1
- *       calls, lengths checked here as they take none). No JNI call happens while anything is
- *       pinned. The face runs every call through these two functions.
+ *   [I] attn_jni_run / attn_jni_kv_append / attn_jni_merge / attn_jni_simple (defined below,
+ *       not in attn.h): one JNI call that classifies every operand (float[], boolean[], byte[],
+ *       int[] or a direct buffer; the operands come as an Object[] indexed by attn_operand
+ *       value), pins every array with GetPrimitiveArrayCritical (an array passed twice is
+ *       pinned once, so the library sees one address and reports "out overlaps q" even under
+ *       -Xcheck:jni, which pins copies), binds them into the attn_args, runs attn_run /
+ *       attn_kv_append / attn_merge (attn_simple), unbinds them and releases the pins (without
+ *       an attn_args, attn_jni_run makes the 0.1 calls attn_forward / attn_weights, lengths
+ *       checked here as they take none). No JNI call happens while anything is pinned. The face
+ *       runs every call through these functions.
+ *   [J] the serving-layout enumerators (0.2): re-enabled here, not in the shared attn.i.
  */
 %module AttnNative
 
@@ -379,9 +382,25 @@ ATTN_JAVA_BUFFER_PAIR(const int32_t *, attn_jni_int_buffer, "IntBuffer")
 %typemap(javain) attn_status status "$javainput.swigValue()"
 %typemap(in) attn_status status %{ $1 = (attn_status)$input; %}
 
+/* ---- [J] the serving layouts (0.2), enabled for Java here: the operands ATTN_CU_SEQLENS_Q ..
+ * ATTN_NEW_V and the parameters ATTN_PARAM_VARLEN .. ATTN_PARAM_BATCH_INVARIANT. Global-scope
+ * (::) renames are more specific than attn.i's `%ignore ""`, so they win although they come
+ * first; the shared allow-list stays as it is (C# and Go enable them in their own interfaces).
+ * attn_kv_append and attn_merge themselves get no raw wrapper: the face calls them through
+ * attn_jni_kv_append / attn_jni_merge ([I]), which pin arrays for exactly one call. ---- */
+%rename("%s") ::ATTN_CU_SEQLENS_Q;
+%rename("%s") ::ATTN_CU_SEQLENS_K;
+%rename("%s") ::ATTN_BLOCK_TABLE;
+%rename("%s") ::ATTN_NEW_K;
+%rename("%s") ::ATTN_NEW_V;
+%rename("%s") ::ATTN_PARAM_VARLEN;
+%rename("%s") ::ATTN_PARAM_PAGE_SIZE;
+%rename("%s") ::ATTN_PARAM_MAX_PAGES;
+%rename("%s") ::ATTN_PARAM_BATCH_INVARIANT;
+
 %include "../attn.i"
 
-/* ---- [I] one-call pinned runs (not in attn.h; the face's only path to the kernels) ------- */
+/* ---- [I] one-call pinned calls (not in attn.h; the face's only path to the kernels) ------ */
 %typemap(in, numinputs=0) JNIEnv *jenv %{ $1 = jenv; %}
 
 %{
@@ -392,21 +411,30 @@ static attn_jni_elem attn_jni_elem_of(int which) {
     switch (which) {
     case ATTN_OUT: case ATTN_LSE: case ATTN_WEIGHTS: case ATTN_KEY_MASS: return ATTN_JNI_F32_OUT;
     case ATTN_KEY_VALID: case ATTN_ALLOWED: case ATTN_QUERY_VALID: return ATTN_JNI_U8;
-    case ATTN_SEQ_LENS_K: return ATTN_JNI_I32;
-    default: return ATTN_JNI_F32_IN;
+    case ATTN_SEQ_LENS_K: case ATTN_CU_SEQLENS_Q: case ATTN_CU_SEQLENS_K: case ATTN_BLOCK_TABLE:
+        return ATTN_JNI_I32;
+    default: return ATTN_JNI_F32_IN; /* Q, K, V, BIAS, ALIBI_SLOPES, SINKS, NEW_K, NEW_V */
     }
 }
 
-static const int attn_jni_operands = 14; /* ATTN_Q .. ATTN_KEY_MASS */
+static const int attn_jni_operands = 19; /* ATTN_Q .. ATTN_NEW_V */
 static const char *const attn_jni_operand_names[attn_jni_operands] = {
     "q",    "k",            "v",     "out",         "lse",        "weights",  "key_valid",
-    "allowed", "bias", "alibi_slopes", "sinks", "query_valid", "seq_lens_k", "key_mass"};
+    "allowed", "bias", "alibi_slopes", "sinks", "query_valid", "seq_lens_k", "key_mass",
+    "cu_seqlens_q", "cu_seqlens_k", "block_table", "new_k", "new_v"};
+
+/* The most objects one call classifies: two operand sets (attn_jni_merge) and two caches
+ * (attn_jni_kv_append). Each element read from an Object[] is a local reference, held until
+ * the call ends (the arrays among them must stay referenced while pinned): the helpers reserve
+ * room for them first (EnsureLocalCapacity), so -Xcheck:jni sees no excess of local refs. */
+static const int attn_jni_max_pins = 2 * attn_jni_operands + 2;
 
 /* Where an empty Java array points: it is "given" (not NULL), holds nothing, is never read. */
 static float attn_jni_empty[1];
 
-/* The operands of one call: classified and checked first (JNI calls allowed), then every array
- * pinned at once, then plain C calls only, then every pin released. */
+/* The objects of one call: classified and checked first (JNI calls allowed), then every array
+ * pinned at once, then plain C calls only, then every pin released, then the local references
+ * this struct took deleted. */
 struct attn_jni_pins {
     struct Pin {
         jarray arr;   /* a critical array, or nullptr for a direct buffer */
@@ -414,14 +442,19 @@ struct attn_jni_pins {
         size_t len;   /* elements: array length or buffer capacity */
         int root;     /* the pin holding this array (an array passed twice is pinned once) */
         bool output;  /* released with mode 0 (copy back) rather than JNI_ABORT */
+        jobject local; /* a local reference this struct owns (from an Object[]), or nullptr */
     };
     JNIEnv *env;
-    Pin pin[attn_jni_operands];
+    Pin pin[attn_jni_max_pins];
     int n = 0;
     int pinned = 0; /* pins [0, pinned) hold their critical arrays */
 
     explicit attn_jni_pins(JNIEnv *e) : env(e) {}
-    ~attn_jni_pins() { release(); }
+    ~attn_jni_pins() {
+        release();
+        for (int i = 0; i < n; ++i)
+            if (pin[i].local) env->DeleteLocalRef(pin[i].local);
+    }
 
     bool fail(const char *name, const char *what) {
         char msg[160];
@@ -430,36 +463,44 @@ struct attn_jni_pins {
         return false;
     }
 
-    /* Classify obj (non-null) as operand element type e. false: an exception is pending. */
-    bool add(jobject obj, attn_jni_elem e, const char *name, int *index) {
+    /* Classify obj (non-null) as operand element type e. owned: obj is a local reference to
+     * delete at the end (also when this fails). false: an exception is pending. */
+    bool add(jobject obj, attn_jni_elem e, const char *name, int *index, bool owned = false) {
+        if (n == attn_jni_max_pins) {
+            if (owned) env->DeleteLocalRef(obj);
+            return fail(name, "too many objects in one call");
+        }
         Pin &x = pin[n];
         x.arr = nullptr;
         x.ptr = nullptr;
         x.len = 0;
         x.root = n;
         x.output = e == ATTN_JNI_F32_OUT;
+        x.local = owned ? obj : nullptr;
+        ++n; /* counted at once, so the destructor deletes the reference whatever happens */
         size_t elem = 4;
         bool is_array = false, is_buffer = false;
         if (e == ATTN_JNI_F32_IN || e == ATTN_JNI_F32_OUT) {
             is_array = env->IsInstanceOf(obj, attn_jni_float_array);
             is_buffer = !is_array && env->IsInstanceOf(obj, attn_jni_float_buffer);
-            if (!is_array && !is_buffer) return fail(name, "expected float[] or a direct FloatBuffer");
+            if (!is_array && !is_buffer) return drop(name, "expected float[] or a direct FloatBuffer");
         } else if (e == ATTN_JNI_U8) {
             elem = 1;
             is_array = env->IsInstanceOf(obj, attn_jni_bool_array) ||
                        env->IsInstanceOf(obj, attn_jni_byte_array);
             is_buffer = !is_array && env->IsInstanceOf(obj, attn_jni_byte_buffer);
             if (!is_array && !is_buffer)
-                return fail(name, "expected boolean[], byte[] or a direct ByteBuffer");
+                return drop(name, "expected boolean[], byte[] or a direct ByteBuffer");
         } else {
             is_array = env->IsInstanceOf(obj, attn_jni_int_array);
             is_buffer = !is_array && env->IsInstanceOf(obj, attn_jni_int_buffer);
-            if (!is_array && !is_buffer) return fail(name, "expected int[] or a direct IntBuffer");
+            if (!is_array && !is_buffer) return drop(name, "expected int[] or a direct IntBuffer");
         }
+        const int self = n - 1;
         if (is_array) {
             x.arr = (jarray)obj;
             x.len = (size_t)env->GetArrayLength(x.arr);
-            for (int k = 0; k < n; ++k)
+            for (int k = 0; k < self; ++k)
                 if (pin[k].arr && pin[k].root == k && env->IsSameObject(pin[k].arr, obj)) {
                     x.root = k;
                     pin[k].output = pin[k].output || x.output;
@@ -467,12 +508,44 @@ struct attn_jni_pins {
                 }
         } else {
             x.ptr = env->GetDirectBufferAddress(obj);
-            if (!x.ptr) return fail(name, "the buffer is not direct");
+            if (!x.ptr) return drop(name, "the buffer is not direct");
             if ((uintptr_t)x.ptr % elem != 0)
-                return fail(name, "the buffer's address is not aligned to its element size");
+                return drop(name, "the buffer's address is not aligned to its element size");
             x.len = (size_t)env->GetDirectBufferCapacity(obj);
         }
-        *index = n++;
+        *index = self;
+        return true;
+    }
+
+    /* add() failed after counting its pin: keep it (its reference is deleted at the end), but
+     * as nothing to pin. */
+    bool drop(const char *name, const char *what) {
+        pin[n - 1].arr = nullptr;
+        pin[n - 1].ptr = nullptr;
+        return fail(name, what);
+    }
+
+    /* Reads ops, an Object[] indexed by attn_operand value (shorter: the rest is null), and
+     * classifies every non-null element; index[w] = its pin, or -1. `who` prefixes the operand
+     * names in messages ("", "acc's ", "part's "). false: an exception is pending. */
+    bool collect(jobjectArray ops, int *index, const char *who) {
+        for (int w = 0; w < attn_jni_operands; ++w) index[w] = -1;
+        if (!ops) return true;
+        const jsize count = env->GetArrayLength(ops);
+        if (count > attn_jni_operands) {
+            char what[96];
+            snprintf(what, sizeof what, "has %d elements, attn_operand has %d values", (int)count,
+                     attn_jni_operands);
+            return fail(*who ? who : "operands", what);
+        }
+        for (jsize w = 0; w < count; ++w) {
+            jobject obj = env->GetObjectArrayElement(ops, w);
+            if (env->ExceptionCheck()) return false;
+            if (!obj) continue;
+            char name[64];
+            snprintf(name, sizeof name, "%s%s", who, attn_jni_operand_names[w]);
+            if (!add(obj, attn_jni_elem_of(w), name, &index[w], true)) return false;
+        }
         return true;
     }
 
@@ -505,7 +578,16 @@ struct attn_jni_pins {
         }
         pinned = 0;
     }
+
+    void *ptr(int i) const { return i >= 0 ? pin[i].ptr : nullptr; }
+    size_t len(int i) const { return i >= 0 ? pin[i].len : 0; }
 };
+
+/* Room for every local reference a helper may hold (see attn_jni_max_pins). false: an
+ * OutOfMemoryError is pending. */
+static bool attn_jni_reserve(JNIEnv *env) {
+    return env->EnsureLocalCapacity(attn_jni_max_pins + 8) == 0;
+}
 
 static attn_status attn_jni_bind(attn_args *a, int which, const attn_jni_pins::Pin &x) {
     const attn_operand w = (attn_operand)which;
@@ -516,47 +598,51 @@ static attn_status attn_jni_bind(attn_args *a, int which, const attn_jni_pins::P
     default: return attn_args_set_f32(a, w, (const float *)x.ptr, x.len);
     }
 }
+
+/* Binds the pinned operands index[] into a (cleared first). */
+static attn_status attn_jni_bind_all(attn_args *a, const attn_jni_pins &pins, const int *index) {
+    attn_status st = attn_args_clear(a);
+    for (int w = 0; w < attn_jni_operands && st == ATTN_OK; ++w)
+        if (index[w] >= 0) st = attn_jni_bind(a, w, pins.pin[index[w]]);
+    return st;
+}
 %}
 
 %rename("%s") attn_jni_run;
+%rename("%s") attn_jni_kv_append;
+%rename("%s") attn_jni_merge;
 %rename("%s") attn_jni_simple;
 %inline %{
-/* attn_run with every operand given as a Java object (null = not bound): arrays are pinned for
- * this call only. The operands the operation does not read should be passed as null (they would
- * be pinned for nothing). args = NULL makes the 0.1 call instead (attn_forward for FORWARD,
+/* attn_run with every operand given as a Java object: operands is an Object[] indexed by
+ * attn_operand value (null elements, and those past its end, are not bound). Arrays are pinned
+ * for this call only. The operands the operation does not read should be null (they would be
+ * pinned for nothing). args = NULL makes the 0.1 call instead (attn_forward for FORWARD,
  * attn_weights for WEIGHTS, whose messages name those functions) with the eight 0.1 operands;
  * as those calls take no lengths, the lengths are checked here against attn_desc_required_len. */
 static attn_status attn_jni_run(JNIEnv *jenv, const attn_desc *desc, attn_op op, attn_args *args,
-                                jobject q, jobject k, jobject v, jobject out, jobject lse,
-                                jobject weights, jobject key_valid, jobject allowed,
-                                jobject bias, jobject alibi_slopes, jobject sinks,
-                                jobject query_valid, jobject seq_lens_k, jobject key_mass) {
-    jobject ops[attn_jni_operands] = {q,    k,           v,     out,         lse,
-                                      weights, key_valid, allowed, bias, alibi_slopes,
-                                      sinks, query_valid, seq_lens_k, key_mass};
+                                jobjectArray operands) {
     const bool legacy = !args;
     if (legacy && op != ATTN_OP_FORWARD && op != ATTN_OP_WEIGHTS) {
         SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException,
                                 "op: without an attn_args only FORWARD and WEIGHTS run");
         return ATTN_ERR_INVALID_ARGUMENT;
     }
+    if (!attn_jni_reserve(jenv)) return ATTN_ERR_OUT_OF_MEMORY;
     attn_jni_pins pins(jenv);
     int index[attn_jni_operands];
+    if (!pins.collect(operands, index, "")) return ATTN_ERR_INVALID_ARGUMENT;
     for (int w = 0; w < attn_jni_operands; ++w) {
-        index[w] = -1;
-        if (!ops[w]) continue;
+        if (index[w] < 0) continue;
         const char *name = attn_jni_operand_names[w];
         if (legacy && w > ATTN_ALLOWED) {
             pins.fail(name, "is not an operand of attn_forward / attn_weights");
             return ATTN_ERR_INVALID_ARGUMENT;
         }
-        if (!pins.add(ops[w], attn_jni_elem_of(w), name, &index[w]))
-            return ATTN_ERR_INVALID_ARGUMENT; /* the IllegalArgumentException is pending */
         const size_t need = legacy && desc ? attn_desc_required_len(desc, (attn_operand)w) : 0;
-        if (pins.pin[index[w]].len < need) {
+        if (pins.len(index[w]) < need) {
             char what[96];
-            snprintf(what, sizeof what, "has %zu elements, needs at least %zu",
-                     pins.pin[index[w]].len, need);
+            snprintf(what, sizeof what, "has %zu elements, needs at least %zu", pins.len(index[w]),
+                     need);
             pins.fail(name, what);
             return ATTN_ERR_INVALID_ARGUMENT;
         }
@@ -565,7 +651,7 @@ static attn_status attn_jni_run(JNIEnv *jenv, const attn_desc *desc, attn_op op,
     attn_status st;
     if (legacy) {
         void *p[8];
-        for (int w = 0; w < 8; ++w) p[w] = index[w] >= 0 ? pins.pin[index[w]].ptr : nullptr;
+        for (int w = 0; w < 8; ++w) p[w] = pins.ptr(index[w]);
         if (op == ATTN_OP_FORWARD)
             st = attn_forward(desc, (const float *)p[0], (const float *)p[1], (const float *)p[2],
                               (const bool *)p[6], (const bool *)p[7], (float *)p[3],
@@ -574,12 +660,55 @@ static attn_status attn_jni_run(JNIEnv *jenv, const attn_desc *desc, attn_op op,
             st = attn_weights(desc, (const float *)p[0], (const float *)p[1], (const bool *)p[6],
                               (const bool *)p[7], (float *)p[5]);
     } else {
-        st = attn_args_clear(args);
-        for (int w = 0; w < attn_jni_operands && st == ATTN_OK; ++w)
-            if (index[w] >= 0) st = attn_jni_bind(args, w, pins.pin[index[w]]);
+        st = attn_jni_bind_all(args, pins, index);
         if (st == ATTN_OK) st = attn_run(desc, op, args);
         attn_args_clear(args); /* no pointer outlives its pin */
     }
+    pins.release();
+    return st;
+}
+
+/* attn_kv_append with Java objects: operands (as attn_jni_run's: new_k, new_v, seq_lens_k,
+ * cu_seqlens_q / _k, block_table) are bound into args for this call only; k_cache and v_cache
+ * (float[] or direct FloatBuffers, null = NULL) are written in place. An array given twice is
+ * pinned once, so the library reports the overlap ("k_cache overlaps v_cache"). */
+static attn_status attn_jni_kv_append(JNIEnv *jenv, const attn_desc *desc, attn_args *args,
+                                      jobjectArray operands, jobject k_cache, jobject v_cache) {
+    if (!attn_jni_reserve(jenv)) return ATTN_ERR_OUT_OF_MEMORY;
+    attn_jni_pins pins(jenv);
+    int index[attn_jni_operands], kc = -1, vc = -1;
+    if (!pins.collect(operands, index, "")) return ATTN_ERR_INVALID_ARGUMENT;
+    if (k_cache && !pins.add(k_cache, ATTN_JNI_F32_OUT, "k_cache", &kc))
+        return ATTN_ERR_INVALID_ARGUMENT;
+    if (v_cache && !pins.add(v_cache, ATTN_JNI_F32_OUT, "v_cache", &vc))
+        return ATTN_ERR_INVALID_ARGUMENT;
+    if (!pins.pin_all()) return ATTN_ERR_OUT_OF_MEMORY;
+    attn_status st = args ? attn_jni_bind_all(args, pins, index) : ATTN_OK;
+    if (st == ATTN_OK)
+        st = attn_kv_append(desc, args, (float *)pins.ptr(kc), pins.len(kc), (float *)pins.ptr(vc),
+                            pins.len(vc));
+    if (args) attn_args_clear(args);
+    pins.release();
+    return st;
+}
+
+/* attn_merge with Java objects: acc_operands (out, lse, cu_seqlens_q) are bound into acc and
+ * part_operands (out, lse) into part, for this call only; acc's arrays are written in place.
+ * An array in both is pinned once, so the library reports the overlap. */
+static attn_status attn_jni_merge(JNIEnv *jenv, const attn_desc *desc, attn_args *acc,
+                                  jobjectArray acc_operands, attn_args *part,
+                                  jobjectArray part_operands) {
+    if (!attn_jni_reserve(jenv)) return ATTN_ERR_OUT_OF_MEMORY;
+    attn_jni_pins pins(jenv);
+    int ia[attn_jni_operands], ip[attn_jni_operands];
+    if (!pins.collect(acc_operands, ia, "acc's ") || !pins.collect(part_operands, ip, "part's "))
+        return ATTN_ERR_INVALID_ARGUMENT;
+    if (!pins.pin_all()) return ATTN_ERR_OUT_OF_MEMORY;
+    attn_status st = acc ? attn_jni_bind_all(acc, pins, ia) : ATTN_OK;
+    if (st == ATTN_OK && part) st = attn_jni_bind_all(part, pins, ip);
+    if (st == ATTN_OK) st = attn_merge(desc, acc, part);
+    if (acc) attn_args_clear(acc);
+    if (part) attn_args_clear(part);
     pins.release();
     return st;
 }
@@ -612,7 +741,7 @@ static attn_status attn_jni_simple(JNIEnv *jenv, jobject q, jobject k, jobject v
     }
     if (!pins.pin_all()) return ATTN_ERR_OUT_OF_MEMORY;
     void *p[5];
-    for (int x = 0; x < 5; ++x) p[x] = index[x] >= 0 ? pins.pin[index[x]].ptr : nullptr;
+    for (int x = 0; x < 5; ++x) p[x] = pins.ptr(index[x]);
     attn_status st = attn_simple((const float *)p[0], (const float *)p[1], (const float *)p[2], n,
                                  d, causal, (const bool *)p[3], (float *)p[4]);
     pins.release();

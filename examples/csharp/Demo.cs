@@ -9,6 +9,10 @@
 // Run (one command, from a configured build dir `build`):
 //   cmake --build build --target attn_csharp_demo
 // which builds what is missing and runs `mono build/csharp/AttnDemo.exe` (that also works alone).
+// Against the NuGet package instead (bindings/csharp/README.md, "Install"):
+//   nuget install LibAttn -Version 0.2.0 -Source <feed> -OutputDirectory packages
+//   mcs -r:packages/LibAttn.0.2.0/lib/net45/LibAttn.dll Demo.cs
+//   MONO_PATH=packages/LibAttn.0.2.0/lib/net45 mono Demo.exe
 using System;
 using System.Globalization;
 using System.Text;

@@ -10,8 +10,11 @@
  * Run (one command, from a configured build dir `build`):
  *     cmake --build build --target attn_java_demo
  * which builds what is missing and runs
- *     java -Djava.library.path=build/java/lib -cp build/java/attn.jar:build/java/attn_java_demo.jar Demo
- * (that also works alone).
+ *     java -Dorg.libattn.library.path=build/java/native/linux-x86_64 \
+ *          -cp build/java/attn.jar:build/java/attn_java_demo.jar Demo
+ * (that also works alone). With the Maven jar (natives inside, see bindings/java/README.md) no
+ * property is needed:
+ *     java -cp build/java/maven/attn-0.2.0.jar:build/java/attn_java_demo.jar Demo
  */
 import java.math.BigDecimal;
 import java.math.MathContext;

@@ -104,10 +104,12 @@ namespace LibAttn.Tests
             var ops = new[] { Operand.Q, Operand.K, Operand.V, Operand.Out, Operand.Lse,
                               Operand.Weights, Operand.KeyValid, Operand.Allowed, Operand.Bias,
                               Operand.AlibiSlopes, Operand.Sinks, Operand.QueryValid,
-                              Operand.SeqLensK, Operand.KeyMass };
+                              Operand.SeqLensK, Operand.KeyMass, Operand.CuSeqlensQ,
+                              Operand.CuSeqlensK, Operand.BlockTable, Operand.NewK, Operand.NewV };
             for (int i = 0; i < ops.Length; i++) Assert.AreEqual(i, (int)ops[i]);
             Assert.AreEqual(ops.Length, Enum.GetValues(typeof(Operand)).Length);
             Assert.AreEqual(9, (int)Param.BiasFirst);
+            Assert.AreEqual(13, (int)Param.BatchInvariant);
             Assert.AreEqual(2, (int)Alibi.Standard);
             Assert.AreEqual(3, (int)WeightsMode.Capped);
             Assert.AreEqual(2, (int)Op.Backward);
@@ -140,7 +142,11 @@ namespace LibAttn.Tests
                 { Param.SoftmaxPlusOne, Tuple.Create(false, 0.0, 1.0) },
                 { Param.HeadDimV, Tuple.Create(false, 1.0, 2147483647.0) },
                 { Param.WeightsMode, Tuple.Create(false, 0.0, 4.0) },
-                { Param.BiasFirst, Tuple.Create(false, 0.0, 1.0) } };
+                { Param.BiasFirst, Tuple.Create(false, 0.0, 1.0) },
+                { Param.Varlen, Tuple.Create(false, 0.0, 1.0) },
+                { Param.PageSize, Tuple.Create(false, 0.0, 2147483647.0) },
+                { Param.MaxPages, Tuple.Create(false, 0.0, 2147483647.0) },
+                { Param.BatchInvariant, Tuple.Create(false, 0.0, 1.0) } };
             foreach (Param p in Enum.GetValues(typeof(Param)))
             {
                 ParamBounds b = Attention.Bounds(p);
@@ -152,7 +158,7 @@ namespace LibAttn.Tests
             }
             Assert.IsTrue(Attention.Bounds(Param.Softcap).Accepts(0.5));
             Assert.IsFalse(Attention.Bounds(Param.HeadDimV).Accepts(2.5));
-            foreach (int bad in new[] { 10, -1, 1000, int.MinValue })
+            foreach (int bad in new[] { 255, -1, 1000, int.MinValue }) // no attn.h id
             {
                 var e = Assert.Throws<ArgumentOutOfRangeException>(() => Attention.Bounds((Param)bad));
                 Assert.AreEqual("param", e.ParamName);
@@ -226,8 +232,10 @@ namespace LibAttn.Tests
                 Assert.AreEqual(7, desc.GetInt(Param.Softcap)); // rounded toward zero
                 Assert.AreEqual(7.5, desc.GetDouble(Param.Softcap));
                 Assert.AreEqual(6.0, desc.GetDouble(Param.HeadDimV));
-                var e = Assert.Throws<ArgumentOutOfRangeException>(() => desc.GetInt((Param)10));
-                StringAssert.Contains("param (10)", e.Message);
+                // 255: an id attn.h does not define (10..13 are the serving parameters:
+                // ServingTests.ServingParametersAreReadBackAndChecked).
+                var e = Assert.Throws<ArgumentOutOfRangeException>(() => desc.GetInt((Param)255));
+                StringAssert.Contains("param (255)", e.Message);
                 Assert.Throws<ArgumentOutOfRangeException>(() => desc.GetDouble((Param)(-1)));
             }
             // The generic setters, from an integer or a double.
@@ -292,12 +300,12 @@ namespace LibAttn.Tests
                     "value", "head_dim_v (2.5) must be an integer"),
                 Tuple.Create<TestDelegate, string, string>(() => Small().Set(Param.WindowLeft, double.NaN),
                     "value", "window_left must not be NaN"),
-                Tuple.Create<TestDelegate, string, string>(() => Small().Set((Param)10, 1L), "param",
-                    "param (10) is not a Param value"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().Set((Param)255, 1L), "param",
+                    "param (255) is not a Param value"),
                 Tuple.Create<TestDelegate, string, string>(() => Small().Set((Param)(-7), 1.0), "param",
                     "param (-7) is not a Param value"),
-                Tuple.Create<TestDelegate, string, string>(() => Small().Strides((Operand)14, 1, 1, 1),
-                    "which", "which (14) is not an Operand value"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().Strides((Operand)19, 1, 1, 1),
+                    "which", "which (19) is not an Operand value (0 Q .. 18 NewV)"),
             };
             foreach (var c in cases)
             {
@@ -824,8 +832,8 @@ namespace LibAttn.Tests
                     StringAssert.Contains("op (3) is not an Op value", re.Message);
                     re = Assert.Throws<ArgumentOutOfRangeException>(() => desc.Run((Op)(-1), args));
                     StringAssert.Contains("op (-1)", re.Message);
-                    re = Assert.Throws<ArgumentOutOfRangeException>(() => args.Bind((Operand)14, q));
-                    StringAssert.Contains("which (14) is not an Operand value", re.Message);
+                    re = Assert.Throws<ArgumentOutOfRangeException>(() => args.Bind((Operand)19, q));
+                    StringAssert.Contains("which (19) is not an Operand value", re.Message);
                     re = Assert.Throws<ArgumentOutOfRangeException>(() => args.Unbind((Operand)(-1)));
                     Assert.AreEqual("which", re.ParamName);
                     // Backward is reserved: the library's Unsupported.

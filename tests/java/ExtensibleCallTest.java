@@ -700,9 +700,9 @@ class ExtensibleCallTest {
             {(Runnable) () -> Alibi.fromCode(3), "alibi", "3"},
             {(Runnable) () -> WeightsMode.fromCode(-1), "weightsMode", "-1"},
             {(Runnable) () -> Op.fromCode(3), "op", "3"},
-            {(Runnable) () -> Operand.fromCode(14), "operand", "14"},
+            {(Runnable) () -> Operand.fromCode(19), "operand", "19"},
             {(Runnable) () -> Operand.fromCode((1L << 32) + 1), "operand", "4294967297"},
-            {(Runnable) () -> Param.fromCode(10), "param", "10"},
+            {(Runnable) () -> Param.fromCode(14), "param", "14"},
         };
         for (Object[] c : cases) {
             IllegalArgumentException e = assertThrows(IllegalArgumentException.class, ((Runnable) c[0])::run,
@@ -902,19 +902,20 @@ class ExtensibleCallTest {
             try {
                 float[] x = new float[4];
                 IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-                        () -> AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, 0, x, x, x, x, null,
-                                null, new float[4], null, null, null, null, null, null, null));
+                        () -> AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, 0,
+                                new Object[] {x, x, x, x, null, null, new float[4]}));
                 assertMentions(e.getMessage(), "key_valid", "boolean", "byte");
                 e = assertThrows(IllegalArgumentException.class,
-                        () -> AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, 0, x, "no", x, x, null,
-                                null, null, null, null, null, null, null, null, null));
+                        () -> AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, 0,
+                                new Object[] {x, "no", x, x}));
                 assertMentions(e.getMessage(), "k", "float");
                 long[] args = new long[1];
                 AttnNative.attn_args_create(args);
                 try {
                     e = assertThrows(IllegalArgumentException.class,
-                            () -> AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, args[0], x, x, x, x,
-                                    null, null, null, null, null, null, null, null, new boolean[1], null));
+                            () -> AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, args[0],
+                                    new Object[] {x, x, x, x, null, null, null, null, null, null, null,
+                                        null, new boolean[1]}));
                     assertMentions(e.getMessage(), "seq_lens_k", "int");
                 } finally {
                     AttnNative.attn_args_destroy(args[0]);
@@ -922,23 +923,23 @@ class ExtensibleCallTest {
                 // Lengths behind the face's checks (second line of defence): the 0.1 calls take
                 // none, so the wrapper checks them; attn_run checks its own.
                 e = assertThrows(IllegalArgumentException.class,
-                        () -> AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, 0, x, new float[3], x, x,
-                                null, null, null, null, null, null, null, null, null, null));
+                        () -> AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, 0,
+                                new Object[] {x, new float[3], x, x}));
                 assertMentions(e.getMessage(), "k", "has", "3", "needs", "4");
                 e = assertThrows(IllegalArgumentException.class,
-                        () -> AttnNative.attn_jni_run(h, attn_op.ATTN_OP_WEIGHTS, 0, x, x, null, null, null,
-                                new float[3], null, null, null, null, null, null, null, null));
+                        () -> AttnNative.attn_jni_run(h, attn_op.ATTN_OP_WEIGHTS, 0,
+                                new Object[] {x, x, null, null, null, new float[3]}));
                 assertMentions(e.getMessage(), "weights", "3", "4");
                 e = assertThrows(IllegalArgumentException.class,
-                        () -> AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, 0, x, x, x, x, null,
-                                null, null, null, new float[4], null, null, null, null, null));
+                        () -> AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, 0,
+                                new Object[] {x, x, x, x, null, null, null, null, new float[4]}));
                 assertMentions(e.getMessage(), "bias", "attn_forward");
                 long[] ah = new long[1];
                 AttnNative.attn_args_create(ah);
                 try {
                     AttentionException ae = assertThrows(AttentionException.class,
-                            () -> AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, ah[0], x, new float[0],
-                                    x, x, null, null, null, null, null, null, null, null, null, null));
+                            () -> AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, ah[0],
+                                    new Object[] {x, new float[0], x, x}));
                     assertEquals(Status.INVALID_ARGUMENT, ae.status());
                     assertMentions(ae.libraryMessage(), "attn_run", "k", "0", "needs", "4");
                     // attn_simple takes no lengths either: the wrapper checks them.

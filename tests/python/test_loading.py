@@ -53,6 +53,22 @@ def test_beside_the_package(pkg):
     assert r.stdout.split() == [str(pkg / "attn" / "libattn.so.0"), "7.0"]
 
 
+def test_the_wheels_file_comes_first(pkg):
+    """An installed wheel has attn/libattn.so (cmake/python_wheel.cmake): it is loaded before a
+    libattn.so.0 that may lie beside it."""
+    shutil.copy(LIB, pkg / "attn" / "libattn.so")
+    shutil.copy(LIB, pkg / "attn" / "libattn.so.0")
+    r = run(pkg, {})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [str(pkg / "attn" / "libattn.so"), "7.0"]
+
+
+def test_a_broken_file_beside_the_package_is_an_error(pkg):
+    (pkg / "attn" / "libattn.so").write_bytes(b"not a library")
+    r = run(pkg, {})
+    assert r.returncode != 0 and "libattn.so" in r.stderr
+
+
 def test_system_paths(pkg, tmp_path_factory):
     libdir = tmp_path_factory.mktemp("lib")
     shutil.copy(LIB, libdir / "libattn.so.0")

@@ -1,7 +1,9 @@
 """libattn for Python: exact masked scaled-dot-product attention (fp32, CPU), through ctypes.
 
-No compiler is needed: the package loads the shared library (see attn._lib for where it looks:
+The package loads the shared library with ctypes (see attn._lib for where it looks:
 $ATTN_LIBRARY, then beside this package, then the system paths). It needs libattn >= 0.2.
+``pip install .`` in the libattn repository builds a wheel with libattn.so inside the package
+(pyproject.toml); the package alone (PYTHONPATH=bindings/python) uses a libattn built apart.
 
 Four faces:
 
@@ -27,7 +29,10 @@ subclasses carrying the ``Status`` and the message: ``InvalidArgumentError`` (a 
 other library failures raise ``AttentionError`` itself. A closed Desc raises ValueError.
 """
 
+from __future__ import annotations
+
 import ctypes
+from typing import Iterable, List, Optional, Sequence, SupportsFloat, Tuple, Union
 
 from . import _lib
 from ._common import (Alibi, ArgumentTypeError, AttentionError, Causal, InvalidArgumentError,
@@ -44,8 +49,9 @@ __all__ = [
     "status_string", "library_path",
 ]
 
-#: The path or name the shared library was loaded from.
-library_path = _lib.path
+#: The path or name the shared library was loaded from (inside the package for an installed
+#: wheel: .../site-packages/attn/libattn.so).
+library_path: str = _lib.path
 
 _check_status = check_status
 
@@ -54,22 +60,22 @@ _check_status = check_status
 # Library-wide functions
 # ------------------------------------------------------------------------------------------
 
-def version():
+def version() -> str:
     """The library's version string, e.g. "0.2.0"."""
     return _lib.attn_version_string().decode("ascii")
 
 
-def version_number():
+def version_number() -> int:
     """The library's version as MAJOR*10000 + MINOR*100 + PATCH."""
     return int(_lib.attn_version_number())
 
 
-def isa():
+def isa() -> str:
     """Name of the kernel in use: "scalar", "sse2", "avx2" or "avx512"."""
     return _lib.attn_isa().decode("ascii")
 
 
-def set_isa(name):
+def set_isa(name: Optional[str]) -> None:
     """Cap the kernel at `name` ("scalar", "sse2", "avx2", "avx512"), or restore the default
     with None or "". A name with an embedded NUL or non-ASCII characters is refused with the
     library's wording (it could never name a kernel; C would see a different string)."""
@@ -82,17 +88,17 @@ def set_isa(name):
     check_status(_lib.attn_set_isa(None if name is None else name.encode("ascii")))
 
 
-def num_threads():
+def num_threads() -> int:
     """The number of threads attention calls use now."""
     return int(_lib.attn_get_num_threads())
 
 
-def set_num_threads(n):
+def set_num_threads(n: int) -> None:
     """Set the thread count (0 = default: $ATTN_NUM_THREADS or the hardware count)."""
     check_status(_lib.attn_set_num_threads(size_arg("n", n)))
 
 
-def param_bounds(param):
+def param_bounds(param: Union[Param, int, str]) -> Tuple[bool, float, float]:
     """(is_float, min, max) of an attn_param, from the library (attn_param_bounds)."""
     from ._common import enum_arg, param_bounds as bounds
     return bounds(enum_arg("param", param, Param, "attn_param"))
@@ -142,7 +148,11 @@ def _rows(name, rows):
     return len(rows), d, flat
 
 
-def attention(Q, K, V, causal=True, pad_mask=None):
+_Vectors = Iterable[Sequence[SupportsFloat]]
+
+
+def attention(Q: _Vectors, K: _Vectors, V: _Vectors, causal: bool = True,
+              pad_mask: Optional[Iterable[object]] = None) -> List[List[float]]:
     """Scaled dot-product attention of one sequence, one head (scale 1/sqrt(d)).
 
     Q, K, V:  n vectors of d numbers each (lists, tuples, numpy rows...), n > 0, d > 0

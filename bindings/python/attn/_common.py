@@ -14,18 +14,31 @@ and ``e.status`` maps any of them to the C status. Other statuses (OUT_OF_MEMORY
 INTERNAL) raise plain AttentionError. A closed Desc or Args raises a plain ValueError.
 """
 
+from __future__ import annotations
+
 import ctypes
 import enum
 import math
 import numbers
 import operator
+from typing import TYPE_CHECKING, Any, Dict, Tuple, Type, TypeVar, Union
 
 from . import _lib
+
+if TYPE_CHECKING:  # annotations only: numpy stays optional at run time
+    import numpy
+    import numpy.typing
+
+    #: an input array: a numpy array, or anything exposing __dlpack__ (torch tensors),
+    #: __array_interface__ or __array__ (viewed without copying)
+    ArrayLike = numpy.typing.ArrayLike
+    #: what the calls return: float32 numpy arrays
+    F32Array = numpy.typing.NDArray[numpy.float32]
 
 try:
     import numpy as _np
 except ImportError:  # the list API works without numpy
-    _np = None
+    _np = None  # type: ignore[assignment]
 
 
 class Status(enum.IntEnum):
@@ -103,7 +116,7 @@ class Op(enum.IntEnum):
 # Errors
 # ------------------------------------------------------------------------------------------
 
-def status_string(status):
+def status_string(status: int) -> str:
     """The library's short description of a status code."""
     return _lib.attn_status_string(int(status)).decode("ascii")
 
@@ -114,7 +127,10 @@ class AttentionError(Exception):
     message for that call (attn_last_error, read on the calling thread right after the call) or
     the binding's own."""
 
-    def __init__(self, status, message):
+    status: Union[Status, int]
+    message: str
+
+    def __init__(self, status: int, message: str) -> None:
         try:
             status = Status(status)
         except ValueError:
@@ -130,7 +146,7 @@ class AttentionError(Exception):
 class InvalidArgumentError(AttentionError, ValueError):
     """Status.INVALID_ARGUMENT: a size, stride, shape, enum value or number is out of range."""
 
-    def __init__(self, message, status=Status.INVALID_ARGUMENT):
+    def __init__(self, message: str, status: int = Status.INVALID_ARGUMENT) -> None:
         AttentionError.__init__(self, status, message)
 
     def __reduce__(self):
@@ -144,7 +160,7 @@ class ArgumentTypeError(InvalidArgumentError, TypeError):
 class NullPointerError(InvalidArgumentError):
     """Status.NULL_POINTER: a required array is None (or the library found it NULL)."""
 
-    def __init__(self, message, status=Status.NULL_POINTER):
+    def __init__(self, message: str, status: int = Status.NULL_POINTER) -> None:
         InvalidArgumentError.__init__(self, message, status)
 
 
@@ -210,7 +226,10 @@ def real(name, value):
         return math.inf if value > 0 else -math.inf
 
 
-def enum_arg(name, value, enum_type, what):
+_E = TypeVar("_E", bound=enum.IntEnum)
+
+
+def enum_arg(name: str, value: Any, enum_type: Type[_E], what: str) -> _E:
     """An enum value, checked against the enum before any C call (no truncation to 32 bits).
     Strings name a member case-insensitively ("top_left")."""
     if isinstance(value, str):
@@ -229,10 +248,10 @@ def enum_arg(name, value, enum_type, what):
                                          for m in enum_type))) from None
 
 
-_BOUNDS = {}
+_BOUNDS: Dict[int, Tuple[bool, float, float]] = {}
 
 
-def param_bounds(param):
+def param_bounds(param: int) -> Tuple[bool, float, float]:
     """(is_float, min, max) of a parameter, from the library (attn_param_bounds), cached."""
     got = _BOUNDS.get(param)
     if got is None:
@@ -306,24 +325,63 @@ def need_numpy():
         raise ImportError("the attn array API needs numpy (pip install numpy)")
 
 
-def as_ndarray(name, a, dtype_text):
+def _has_array_protocol(a: Any) -> bool:
+    return (hasattr(a, "__array_interface__") or hasattr(a, "__array_struct__")
+            or hasattr(a, "__array__")) and not isinstance(a, (list, tuple))
+
+
+def _through_array_protocol(name: str, a: Any) -> numpy.ndarray:
+    try:
+        got = _np.asarray(a)
+    except (TypeError, ValueError, RuntimeError, BufferError) as e:
+        raise ArgumentTypeError("%s (%s) could not be viewed as an array: %s"
+                                % (name, _type_name(a), e)) from None
+    if got.dtype == object:  # not an array after all
+        raise ArgumentTypeError("%s (%s) is not an array of numbers" % (name, _type_name(a)))
+    return got
+
+
+def as_ndarray(name: str, a: Any, dtype_text: str, writable: bool = False) -> numpy.ndarray:
     """An ndarray view of `a` without copying: ndarrays as they are, objects with __dlpack__
-    (torch tensors, jax/cupy CPU arrays) through numpy.from_dlpack, objects with __array__ through
-    numpy.asarray. None raises NullPointerError; anything else ArgumentTypeError."""
+    (torch tensors, jax/cupy CPU arrays) through numpy.from_dlpack, objects with the array
+    interface (__array_interface__ / __array_struct__: a view of their memory, read-only if they
+    say so) or __array__ through numpy.asarray. None raises NullPointerError; anything else
+    (lists, tuples, scalars, strings) ArgumentTypeError.
+
+    numpy < 1.25 cannot import bool tensors through DLPack, and numpy < 2 imports every DLPack
+    tensor read-only; an object that also has the array protocol (a torch tensor's __array__ is
+    its .numpy() view: the same memory, writable) is then viewed through that instead. With
+    `writable`, a read-only result is refused here, saying why."""
     if isinstance(a, ndarray):
         return a
     if a is None:
         raise NullPointerError("%s is None" % name)
     if hasattr(a, "__dlpack__"):
         try:
-            return _np.from_dlpack(a)
+            got = _np.from_dlpack(a)
         except (TypeError, ValueError, RuntimeError, BufferError) as e:
-            raise ArgumentTypeError("%s (%s) could not be viewed through DLPack: %s"
-                                    % (name, _type_name(a), e)) from None
-    if hasattr(a, "__array__") and not isinstance(a, (list, tuple)):
-        return _np.asarray(a)
+            if not _has_array_protocol(a):
+                raise ArgumentTypeError("%s (%s) could not be viewed through DLPack: %s"
+                                        % (name, _type_name(a), e)) from None
+            return _through_array_protocol(name, a)
+        if writable and not got.flags.writeable:
+            if _has_array_protocol(a):
+                alt = _through_array_protocol(name, a)
+                if (alt.flags.writeable and alt.shape == got.shape
+                        and alt.strides == got.strides
+                        and alt.__array_interface__["data"][0]
+                        == got.__array_interface__["data"][0]):
+                    return alt  # the same memory, writable
+            raise InvalidArgumentError(
+                "%s (%s) is read-only as numpy %s imports it through DLPack (numpy >= 2 imports "
+                "writable tensors): pass a writable numpy view of it (torch: tensor.numpy())"
+                % (name, _type_name(a), _np.__version__))
+        return got
+    if _has_array_protocol(a):
+        return _through_array_protocol(name, a)
     raise ArgumentTypeError("%s must be a numpy.ndarray of %s (or expose __dlpack__ / "
-                            "__array__), got %s" % (name, dtype_text, _type_name(a)))
+                            "__array_interface__ / __array__), got %s"
+                            % (name, dtype_text, _type_name(a)))
 
 
 def dtype_name(dtypes):

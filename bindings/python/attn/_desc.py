@@ -21,8 +21,11 @@ The other operands (lse, weights, masks, slopes, sinks, seq_lens_k, key_mass) ar
 definition: C-contiguous arrays of exactly their shape, or flat buffers of exactly their length.
 """
 
+from __future__ import annotations
+
 import ctypes
 import threading
+from typing import (TYPE_CHECKING, Any, Dict, Optional, Sequence, Tuple, Union, overload)
 
 from . import _lib
 from ._common import (Alibi, ArgumentTypeError, Causal, InvalidArgumentError, NullPointerError,
@@ -30,6 +33,17 @@ from ._common import (Alibi, ArgumentTypeError, Causal, InvalidArgumentError, Nu
                       element_strides, enum_arg, library_error, need_numpy, param_value,
                       size_arg, _np)
 from . import _common
+
+if TYPE_CHECKING:
+    from typing import Literal
+
+    from ._common import ArrayLike, F32Array
+
+    _Causal = Union[Causal, int, str]
+    _Strides = Optional[Sequence[int]]
+    #: an optional output: None / False = not wanted, True = allocated, or an array to fill
+    _Wanted = Union[Literal[True], ArrayLike]
+    _NotWanted = Optional[Literal[False]]
 
 # Operand ids as plain ints (enum attribute access costs ~0.4 us: too much for the hot path).
 (_Q, _K, _V, _OUT, _LSE, _WEIGHTS, _KEY_VALID, _ALLOWED, _BIAS, _ALIBI_SLOPES, _SINKS,
@@ -268,17 +282,43 @@ class Desc:
     descriptors are freed when the last running call returns.
     """
 
-    def __init__(self, batch, heads_q, heads_kv, seq_q, seq_k, head_dim, *,
-                 causal=Causal.NONE, scale=None, window=None, window_left=None,
-                 window_right=None, softcap=None, alibi=None, softmax_plus_one=False,
-                 head_dim_v=None, weights_mode=None, bias_first=False,
-                 q_strides=None, k_strides=None, v_strides=None, out_strides=None,
-                 bias_strides=None):
+    #: the sizes given at construction
+    batch: int
+    heads_q: int
+    heads_kv: int
+    seq_q: int
+    seq_k: int
+    head_dim: int
+    #: every parameter as the library holds it (read back after construction)
+    causal: Causal
+    scale: float
+    window: Tuple[int, int]
+    window_left: int
+    window_right: int
+    softcap: float
+    alibi: Alibi
+    softmax_plus_one: bool
+    head_dim_v: int
+    weights_mode: WeightsMode
+    bias_first: bool
+
+    def __init__(self, batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_k: int,
+                 head_dim: int, *,
+                 causal: Optional[_Causal] = Causal.NONE, scale: Optional[float] = None,
+                 window: Optional[Tuple[Optional[int], Optional[int]]] = None,
+                 window_left: Optional[int] = None, window_right: Optional[int] = None,
+                 softcap: Optional[float] = None, alibi: Union[Alibi, int, str, None] = None,
+                 softmax_plus_one: bool = False, head_dim_v: Optional[int] = None,
+                 weights_mode: Union[WeightsMode, int, str, None] = None,
+                 bias_first: bool = False,
+                 q_strides: _Strides = None, k_strides: _Strides = None,
+                 v_strides: _Strides = None, out_strides: _Strides = None,
+                 bias_strides: _Strides = None) -> None:
         self._lock = threading.Lock()
         self._active = 0
         self._closed = True
         self._handle = None
-        self._variants = {}
+        self._variants: Dict[Any, Any] = {}
 
         dims = tuple(size_arg(n, x) for n, x in (("batch", batch), ("heads_q", heads_q),
                                                  ("heads_kv", heads_kv), ("seq_q", seq_q),
@@ -374,7 +414,7 @@ class Desc:
 
     # --- lifetime ---------------------------------------------------------------------------
 
-    def close(self):
+    def close(self) -> None:
         """Free the descriptor (idempotent). Later calls raise ValueError."""
         with self._lock:
             if self._closed:
@@ -392,15 +432,15 @@ class Desc:
             _lib.attn_desc_destroy(h)
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._closed
 
-    def __enter__(self):
+    def __enter__(self) -> Desc:
         if self._closed:
             raise ValueError("Desc is closed")
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
 
@@ -423,7 +463,7 @@ class Desc:
             if self._closed and self._active == 0:
                 self._destroy_locked()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if not hasattr(self, "_shape"):
             return "Desc(<not created>)"
         extra = []
@@ -449,7 +489,7 @@ class Desc:
 
     # --- queries ----------------------------------------------------------------------------
 
-    def required_len(self, operand):
+    def required_len(self, operand: Union[Operand, int, str]) -> int:
         """Elements (floats, bytes for masks, int32 for seq_lens_k) the flat buffer for
         `operand` must hold (attn_desc_required_len)."""
         operand = enum_arg("operand", operand, Operand, "attn_operand")
@@ -457,12 +497,12 @@ class Desc:
             raise ValueError("Desc is closed")
         return self._len[operand]
 
-    def shape(self, operand):
+    def shape(self, operand: Union[Operand, int, str]) -> Tuple[int, ...]:
         """The numpy shape of `operand` (bias: the full shape; size-1 dims broadcast)."""
         operand = enum_arg("operand", operand, Operand, "attn_operand")
         return self._shape[operand]
 
-    def param(self, param):
+    def param(self, param: Union[Param, int, str]) -> Union[int, float]:
         """A parameter's current value read from the library now: an int for an integer
         parameter, a float for a float one (attn_desc_get_int / attn_desc_get_float)."""
         param = enum_arg("param", param, Param, "attn_param")
@@ -519,7 +559,7 @@ class Desc:
                 and a.flags.num & (_OUT_FLAGS if writable else _IN_FLAGS)
                 == (_OUT_FLAGS if writable else _IN_FLAGS)):
             return _common.data_ptr(a), self._contig[op]  # the usual case: about 0.5 us
-        a = as_ndarray(name, a, "float32")
+        a = as_ndarray(name, a, "float32", writable)
         check_dtype(name, a, (_common.F32,))
         shape = self._shape[op]
         if a.ndim == 1:
@@ -554,7 +594,7 @@ class Desc:
                 == (_OUT_FLAGS if writable else _IN_FLAGS)):
             return _common.data_ptr(a)
         dtypes = _dtypes(kind)
-        a = as_ndarray(name, a, _common.dtype_name(dtypes))
+        a = as_ndarray(name, a, _common.dtype_name(dtypes), writable)
         check_dtype(name, a, dtypes)
         if a.shape != shape:
             if a.ndim == 1 and len(shape) > 1:
@@ -627,9 +667,50 @@ class Desc:
 
     # --- calls ------------------------------------------------------------------------------
 
-    def forward(self, q, k, v, key_valid=None, allowed=None, out=None, lse=None, *,
-                bias=None, alibi_slopes=None, sinks=None, query_valid=None, seq_lens_k=None,
-                key_mass=None):
+    @overload
+    def forward(self, q: ArrayLike, k: ArrayLike, v: ArrayLike,
+                key_valid: Optional[ArrayLike] = None, allowed: Optional[ArrayLike] = None,
+                out: Optional[ArrayLike] = None, lse: _NotWanted = None, *,
+                bias: Optional[ArrayLike] = None, alibi_slopes: Optional[ArrayLike] = None,
+                sinks: Optional[ArrayLike] = None, query_valid: Optional[ArrayLike] = None,
+                seq_lens_k: Optional[ArrayLike] = None,
+                key_mass: _NotWanted = None) -> F32Array: ...
+
+    @overload
+    def forward(self, q: ArrayLike, k: ArrayLike, v: ArrayLike,
+                key_valid: Optional[ArrayLike] = None, allowed: Optional[ArrayLike] = None,
+                out: Optional[ArrayLike] = None, *, lse: _Wanted,
+                bias: Optional[ArrayLike] = None, alibi_slopes: Optional[ArrayLike] = None,
+                sinks: Optional[ArrayLike] = None, query_valid: Optional[ArrayLike] = None,
+                seq_lens_k: Optional[ArrayLike] = None,
+                key_mass: _NotWanted = None) -> Tuple[F32Array, F32Array]: ...
+
+    @overload
+    def forward(self, q: ArrayLike, k: ArrayLike, v: ArrayLike,
+                key_valid: Optional[ArrayLike], allowed: Optional[ArrayLike],
+                out: Optional[ArrayLike], lse: _Wanted, *,
+                bias: Optional[ArrayLike] = None, alibi_slopes: Optional[ArrayLike] = None,
+                sinks: Optional[ArrayLike] = None, query_valid: Optional[ArrayLike] = None,
+                seq_lens_k: Optional[ArrayLike] = None,
+                key_mass: _NotWanted = None) -> Tuple[F32Array, F32Array]: ...
+
+    @overload
+    def forward(self, q: ArrayLike, k: ArrayLike, v: ArrayLike,
+                key_valid: Optional[ArrayLike] = None, allowed: Optional[ArrayLike] = None,
+                out: Optional[ArrayLike] = None,
+                lse: Union[_Wanted, _NotWanted] = None, *,
+                bias: Optional[ArrayLike] = None, alibi_slopes: Optional[ArrayLike] = None,
+                sinks: Optional[ArrayLike] = None, query_valid: Optional[ArrayLike] = None,
+                seq_lens_k: Optional[ArrayLike] = None,
+                key_mass: _Wanted) -> Tuple[F32Array, Optional[F32Array], F32Array]: ...
+
+    def forward(self, q: ArrayLike, k: ArrayLike, v: ArrayLike,
+                key_valid: Optional[ArrayLike] = None, allowed: Optional[ArrayLike] = None,
+                out: Optional[ArrayLike] = None, lse: Union[_Wanted, _NotWanted] = None, *,
+                bias: Optional[ArrayLike] = None, alibi_slopes: Optional[ArrayLike] = None,
+                sinks: Optional[ArrayLike] = None, query_valid: Optional[ArrayLike] = None,
+                seq_lens_k: Optional[ArrayLike] = None,
+                key_mass: Union[_Wanted, _NotWanted] = None) -> Any:
         """Attention forward pass (ATTN_OP_FORWARD).
 
         q, k, v:     float32 (batch, heads_q, seq_q, head_dim), (batch, heads_kv, seq_k,
@@ -650,8 +731,9 @@ class Desc:
         key_mass:    None / False, True (allocated (batch, heads_q, seq_k)) or a float32 array:
                      mass[b][h][j] = sum over queries of the weight of key j
         Returns out; (out, lse) when lse is requested; (out, lse, key_mass) when key_mass is
-        requested (lse is then None unless requested too). None means "not given"; an empty
-        array is a length error.
+        requested (lse is then None unless requested too). An array given for out, lse or
+        key_mass is returned as given (a torch tensor stays a torch tensor), an allocated one is
+        a numpy array. None means "not given"; an empty array is a length error.
         """
         if _np is None:
             need_numpy()
@@ -696,8 +778,11 @@ class Desc:
         s = self._strides[_OUT]
         return _np.lib.stride_tricks.as_strided(buf, shape, (s[0] * 4, s[1] * 4, s[2] * 4, 4))
 
-    def weights(self, q, k, key_valid=None, allowed=None, out=None, *, bias=None,
-                alibi_slopes=None, sinks=None, query_valid=None, seq_lens_k=None):
+    def weights(self, q: ArrayLike, k: ArrayLike, key_valid: Optional[ArrayLike] = None,
+                allowed: Optional[ArrayLike] = None, out: Optional[ArrayLike] = None, *,
+                bias: Optional[ArrayLike] = None, alibi_slopes: Optional[ArrayLike] = None,
+                sinks: Optional[ArrayLike] = None, query_valid: Optional[ArrayLike] = None,
+                seq_lens_k: Optional[ArrayLike] = None) -> F32Array:
         """The attention weights (ATTN_OP_WEIGHTS) as float32 (batch, heads_q, seq_q, seq_k):
         probabilities with hidden keys exactly 0 (or the scores of weights_mode).
 
@@ -722,9 +807,9 @@ class Desc:
         self._optional_inputs(binds, strides, bias, alibi_slopes, sinks, query_valid,
                               seq_lens_k)
         self._call(_WEIGHTS_OP, binds, tuple(strides))
-        return out
+        return out  # type: ignore[return-value]  # the array given, or the one allocated
 
-    def run(self, op, args):
+    def run(self, op: Union[Op, int, str], args: Args) -> None:
         """attn_run(desc, op, args) on an Args object (the raw face: buffers laid out with this
         Desc's configured strides, lengths checked by the library)."""
         op = enum_arg("op", op, Op, "attn_op")
@@ -760,11 +845,11 @@ class Args:
             desc.run(attn.Op.FORWARD, args)
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         need_numpy()
         self._lock = threading.Lock()
         self._handle = None
-        self._refs = {}
+        self._refs: Dict[int, Any] = {}
         handle = ctypes.c_void_p()
         check_status(_lib.attn_args_create(ctypes.byref(handle)))
         self._handle = handle.value
@@ -773,7 +858,7 @@ class Args:
         which = enum_arg("operand", operand, Operand, "attn_operand")
         name = _NAMES[which]
         if array is not None:
-            a = as_ndarray(name, array, _common.dtype_name(dtypes))
+            a = as_ndarray(name, array, _common.dtype_name(dtypes), writable)
             check_dtype(name, a, dtypes)
             if a.size == 0:
                 raise InvalidArgumentError("%s has 0 elements (an empty array is not \"not "
@@ -794,31 +879,31 @@ class Args:
                 self._refs[which] = a
         return self
 
-    def set(self, operand, array):
+    def set(self, operand: Union[Operand, int, str], array: Optional[ArrayLike]) -> Args:
         """Bind `array` as `operand` with the setter of its element type (float32 inputs and
         outputs, bool_/uint8 masks, int32 seq_lens_k); None unbinds. Returns self."""
         which = enum_arg("operand", operand, Operand, "attn_operand")
         kind = _KIND[which]
         return self._bind(_SETTER[which], _dtypes(kind), kind == _F32_OUT, which, array)
 
-    def set_f32(self, operand, array):
+    def set_f32(self, operand: Union[Operand, int, str], array: Optional[ArrayLike]) -> Args:
         """attn_args_set_f32: a float32 input (q, k, v, bias, alibi_slopes, sinks)."""
         return self._bind(_lib.attn_args_set_f32, (_common.F32,), False, operand, array)
 
-    def set_out_f32(self, operand, array):
+    def set_out_f32(self, operand: Union[Operand, int, str], array: Optional[ArrayLike]) -> Args:
         """attn_args_set_out_f32: a float32 output (out, lse, weights, key_mass)."""
         return self._bind(_lib.attn_args_set_out_f32, (_common.F32,), True, operand, array)
 
-    def set_u8(self, operand, array):
+    def set_u8(self, operand: Union[Operand, int, str], array: Optional[ArrayLike]) -> Args:
         """attn_args_set_u8: a byte mask (key_valid, allowed, query_valid), bool_ or uint8."""
         return self._bind(_lib.attn_args_set_u8, (_common.BOOL, _common.U8), False, operand,
                           array)
 
-    def set_i32(self, operand, array):
+    def set_i32(self, operand: Union[Operand, int, str], array: Optional[ArrayLike]) -> Args:
         """attn_args_set_i32: an int32 operand (seq_lens_k)."""
         return self._bind(_lib.attn_args_set_i32, (_common.I32,), False, operand, array)
 
-    def clear(self):
+    def clear(self) -> None:
         """Unbind every operand."""
         with self._lock:
             if self._handle is None:
@@ -826,7 +911,7 @@ class Args:
             check_status(_lib.attn_args_clear(self._handle))
             self._refs.clear()
 
-    def close(self):
+    def close(self) -> None:
         """Free the binding object (idempotent); the arrays are released."""
         with self._lock:
             handle, self._handle = self._handle, None
@@ -835,15 +920,15 @@ class Args:
             _lib.attn_args_destroy(handle)
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._handle is None
 
-    def __enter__(self):
+    def __enter__(self) -> Args:
         if self._handle is None:
             raise ValueError("Args is closed")
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
 

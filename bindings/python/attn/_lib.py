@@ -3,29 +3,35 @@
 Search order (the first that exists wins; a path that exists but fails to load is an error, never
 silently skipped):
   1. the environment variable ATTN_LIBRARY (a path to the shared library file);
-  2. beside this package (a libattn shared library copied into the attn/ directory);
+  2. beside this package: attn/libattn.so, where an installed wheel has it (pyproject.toml builds
+     it from this repository's CMake; cmake/python_wheel.cmake installs it there), or a libattn
+     copied into the attn/ directory by hand (libattn.so.0 is tried as well);
   3. the system's paths: ctypes.util.find_library("attn"), then "libattn.so.0", "libattn.so".
 """
+
+from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import os
 import sys
+from typing import Tuple
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
+# The unversioned name first: it is the wheel's file (cmake/python_wheel.cmake).
 if sys.platform == "darwin":
-    _LOCAL_NAMES = ("libattn.0.dylib", "libattn.dylib")
+    _LOCAL_NAMES = ("libattn.dylib", "libattn.0.dylib")
     _SYSTEM_NAMES = ("libattn.0.dylib", "libattn.dylib")
 elif sys.platform == "win32":
     _LOCAL_NAMES = ("attn.dll", "libattn.dll")
     _SYSTEM_NAMES = ("attn.dll", "libattn.dll")
 else:
-    _LOCAL_NAMES = ("libattn.so.0", "libattn.so")
+    _LOCAL_NAMES = ("libattn.so", "libattn.so.0")
     _SYSTEM_NAMES = ("libattn.so.0", "libattn.so")
 
 
-def _load():
+def _load() -> Tuple[ctypes.CDLL, str]:
     env = os.environ.get("ATTN_LIBRARY")
     if env:
         try:
@@ -52,7 +58,8 @@ def _load():
         except OSError as e:
             errors.append("%s (%s)" % (name, e))
     tried.extend(errors)
-    raise OSError("libattn not found; set ATTN_LIBRARY to the path of libattn.so. Tried: "
+    raise OSError("libattn not found; set ATTN_LIBRARY to the path of libattn.so, or install "
+                  "the package with its library (pip install <libattn source folder>). Tried: "
                   + "; ".join(tried))
 
 

@@ -1,7 +1,10 @@
 """attn.scaled_dot_product_attention: PyTorch's signature and shapes over libattn (internal
 module: import it from ``attn``)."""
 
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING, Optional, Tuple, Union
 
 from . import _lib
 from ._common import (Alibi, ArgumentTypeError, Causal, InvalidArgumentError, as_ndarray,
@@ -9,6 +12,9 @@ from ._common import (Alibi, ArgumentTypeError, Causal, InvalidArgumentError, as
 from . import _common
 from ._desc import (_ALIBI_SLOPES, _ALLOWED, _BIAS, _FORWARD, _K, _OUT, _Q, _SINKS, _V,
                     _execute, _new_handle, build_params)
+
+if TYPE_CHECKING:
+    from ._common import ArrayLike, F32Array
 
 
 def _shape(shape):
@@ -72,10 +78,14 @@ def _broadcast_error(name, mask_shape, target):
                                 % (_shape(mask_shape), _shape(target)))
 
 
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
-                                 is_causal=False, scale=None, enable_gqa=False, *,
-                                 window=None, softcap=None, sinks=None, softmax_plus_one=False,
-                                 alibi=None, out=None):
+def scaled_dot_product_attention(
+        query: ArrayLike, key: ArrayLike, value: ArrayLike,
+        attn_mask: Optional[ArrayLike] = None, dropout_p: float = 0.0, is_causal: bool = False,
+        scale: Optional[float] = None, enable_gqa: bool = False, *,
+        window: Optional[Tuple[Optional[int], Optional[int]]] = None,
+        softcap: Optional[float] = None, sinks: Optional[ArrayLike] = None,
+        softmax_plus_one: bool = False, alibi: Union[str, Alibi, ArrayLike, None] = None,
+        out: Optional[ArrayLike] = None) -> F32Array:
     """torch.nn.functional.scaled_dot_product_attention on libattn (float32, CPU, exact).
 
     query (..., Hq, L, E), key (..., H, S, E), value (..., H, S, Ev) float32: numpy arrays or
@@ -159,7 +169,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if out is None:
         res = _np.empty(out_shape, _common.F32)
     else:
-        res = as_ndarray("out", out, "float32")
+        res = as_ndarray("out", out, "float32", writable=True)
         check_dtype("out", res, (_common.F32,))
         if res.shape != out_shape:
             raise InvalidArgumentError("out has shape %s, expected %s"

@@ -9,8 +9,9 @@
  *
  * or `ninja -C <build> go_generate`; the ctest go_generated_current fails while they are stale.
  * The package is internal: users see only the idiomatic face in package attn. Go-specific
- * typemaps come first, then the language-neutral allow-list interface, then one Go-only C helper
- * (attn_go_run).
+ * typemaps come first, then the language-neutral allow-list interface, then the Go-only C helpers
+ * (attn_go_run, attn_go_kv_append, attn_go_merge). attn_kv_append and attn_merge are called from
+ * those helpers only, so they need no entry in ../../../attn.i's allow-list.
  *
  * Typemap catalogue (Go). Every typemap binds by parameter name, as attn.h spells it.
  *   const float * / float * / const bool *   -> *float32 / *bool   SWIG 4.1 default: passed to C as
@@ -20,8 +21,12 @@
  *       attn_desc_create / attn_args_create: C writes the new object's address into a Go uintptr
  *       (a C pointer in Go memory is fine).
  *   const uint8_t *data / *key_valid / *allowed / *query_valid   -> *uint8
- *   const int32_t *data / *seq_lens_k        -> *int32             real pointers, like float *.
+ *   const int32_t *data / *seq_lens_k / *cu_seqlens_q / *cu_seqlens_k / *block_table
+ *                                            -> *int32             real pointers, like float *.
  *       Without these SWIG knows no <stdint.h> type and would wrap them as opaque objects.
+ *   float *k_cache / *v_cache (attn_kv_append's names), float *acc_out / *acc_lse / *part_out /
+ *   *part_lse, const float *new_k / *new_v   -> *float32           SWIG 4.1's default for float *
+ *       (as above), in the helpers attn_go_kv_append and attn_go_merge.
  *   int64_t value                            -> int64              (attn_desc_set_int)
  *   int64_t *value                           -> *int64             (attn_desc_get_int)
  *   int *is_float                            -> *int32             (attn_param_bounds): SWIG's
@@ -64,8 +69,10 @@
              const uint8_t *query_valid %{
   $1 = ($1_ltype)$input;
 %}
-%typemap(gotype) const int32_t *data, const int32_t *seq_lens_k "*int32"
-%typemap(in) const int32_t *data, const int32_t *seq_lens_k %{
+%typemap(gotype) const int32_t *data, const int32_t *seq_lens_k, const int32_t *cu_seqlens_q,
+                 const int32_t *cu_seqlens_k, const int32_t *block_table "*int32"
+%typemap(in) const int32_t *data, const int32_t *seq_lens_k, const int32_t *cu_seqlens_q,
+             const int32_t *cu_seqlens_k, const int32_t *block_table %{
   $1 = ($1_ltype)$input;
 %}
 
@@ -104,7 +111,10 @@ attn_status attn_go_run(const attn_desc *desc, attn_op op, attn_args *args,
                         const float *sinks, size_t sinks_len,
                         const uint8_t *query_valid, size_t query_valid_len,
                         const int32_t *seq_lens_k, size_t seq_lens_k_len,
-                        float *key_mass, size_t key_mass_len) {
+                        float *key_mass, size_t key_mass_len,
+                        const int32_t *cu_seqlens_q, size_t cu_seqlens_q_len,
+                        const int32_t *cu_seqlens_k, size_t cu_seqlens_k_len,
+                        const int32_t *block_table, size_t block_table_len) {
     attn_status st = attn_args_clear(args);
 #define ATTN_GO_BIND(setter, which, ptr, len)                                                  \
     if (st == ATTN_OK && (ptr)) st = setter(args, which, ptr, len)
@@ -122,10 +132,69 @@ attn_status attn_go_run(const attn_desc *desc, attn_op op, attn_args *args,
     ATTN_GO_BIND(attn_args_set_u8, ATTN_QUERY_VALID, query_valid, query_valid_len);
     ATTN_GO_BIND(attn_args_set_i32, ATTN_SEQ_LENS_K, seq_lens_k, seq_lens_k_len);
     ATTN_GO_BIND(attn_args_set_out_f32, ATTN_KEY_MASS, key_mass, key_mass_len);
+    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_Q, cu_seqlens_q, cu_seqlens_q_len);
+    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_K, cu_seqlens_k, cu_seqlens_k_len);
+    ATTN_GO_BIND(attn_args_set_i32, ATTN_BLOCK_TABLE, block_table, block_table_len);
 #undef ATTN_GO_BIND
     if (st == ATTN_OK) st = attn_run(desc, op, args);
     /* Forget every Go pointer before returning to Go (a successful clear keeps the message). */
     if (args) attn_args_clear(args);
+    return st;
+}
+%}
+
+/* attn_go_kv_append: the same pattern for attn_kv_append (Args.KVAppend). The operands it reads
+ * (new_k, new_v, seq_lens_k, cu_seqlens_q, cu_seqlens_k, block_table) are bound into the Args'
+ * attn_args for the call only; k_cache and v_cache are passed straight through. */
+%rename("%s") attn_go_kv_append;
+%inline %{
+attn_status attn_go_kv_append(const attn_desc *desc, attn_args *args,
+                              const float *new_k, size_t new_k_len,
+                              const float *new_v, size_t new_v_len,
+                              const int32_t *seq_lens_k, size_t seq_lens_k_len,
+                              const int32_t *cu_seqlens_q, size_t cu_seqlens_q_len,
+                              const int32_t *cu_seqlens_k, size_t cu_seqlens_k_len,
+                              const int32_t *block_table, size_t block_table_len,
+                              float *k_cache, size_t k_len, float *v_cache, size_t v_len) {
+    attn_status st = attn_args_clear(args);
+#define ATTN_GO_BIND(setter, which, ptr, len)                                                  \
+    if (st == ATTN_OK && (ptr)) st = setter(args, which, ptr, len)
+    ATTN_GO_BIND(attn_args_set_f32, ATTN_NEW_K, new_k, new_k_len);
+    ATTN_GO_BIND(attn_args_set_f32, ATTN_NEW_V, new_v, new_v_len);
+    ATTN_GO_BIND(attn_args_set_i32, ATTN_SEQ_LENS_K, seq_lens_k, seq_lens_k_len);
+    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_Q, cu_seqlens_q, cu_seqlens_q_len);
+    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_K, cu_seqlens_k, cu_seqlens_k_len);
+    ATTN_GO_BIND(attn_args_set_i32, ATTN_BLOCK_TABLE, block_table, block_table_len);
+#undef ATTN_GO_BIND
+    if (st == ATTN_OK) st = attn_kv_append(desc, args, k_cache, k_len, v_cache, v_len);
+    if (args) attn_args_clear(args);
+    return st;
+}
+%}
+
+/* attn_go_merge: the same for attn_merge (Desc.Merge): acc's out, lse and cu_seqlens_q and part's
+ * out and lse, each bound into its own Args' attn_args for the call only. */
+%rename("%s") attn_go_merge;
+%inline %{
+attn_status attn_go_merge(const attn_desc *desc, attn_args *acc, attn_args *part,
+                          float *acc_out, size_t acc_out_len, float *acc_lse, size_t acc_lse_len,
+                          const int32_t *cu_seqlens_q, size_t cu_seqlens_q_len,
+                          float *part_out, size_t part_out_len,
+                          float *part_lse, size_t part_lse_len) {
+    attn_status st = attn_args_clear(acc);
+    if (st == ATTN_OK) st = attn_args_clear(part);
+#define ATTN_GO_BIND_IN(args, setter, which, ptr, len)                                         \
+    if (st == ATTN_OK && (ptr)) st = setter(args, which, ptr, len)
+    ATTN_GO_BIND_IN(acc, attn_args_set_out_f32, ATTN_OUT, acc_out, acc_out_len);
+    ATTN_GO_BIND_IN(acc, attn_args_set_out_f32, ATTN_LSE, acc_lse, acc_lse_len);
+    ATTN_GO_BIND_IN(acc, attn_args_set_i32, ATTN_CU_SEQLENS_Q, cu_seqlens_q, cu_seqlens_q_len);
+    /* part is only read, but bound with the output setter, as attn_merge wants */
+    ATTN_GO_BIND_IN(part, attn_args_set_out_f32, ATTN_OUT, part_out, part_out_len);
+    ATTN_GO_BIND_IN(part, attn_args_set_out_f32, ATTN_LSE, part_lse, part_lse_len);
+#undef ATTN_GO_BIND_IN
+    if (st == ATTN_OK) st = attn_merge(desc, acc, part);
+    if (acc) attn_args_clear(acc);
+    if (part) attn_args_clear(part);
     return st;
 }
 %}

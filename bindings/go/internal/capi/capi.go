@@ -68,83 +68,101 @@ typedef long long swig_type_35;
 typedef long long swig_type_36;
 typedef long long swig_type_37;
 typedef long long swig_type_38;
-extern void _wrap_Swig_free_capi_424b91b9dc9bfb5f(uintptr_t arg1);
-extern uintptr_t _wrap_Swig_malloc_capi_424b91b9dc9bfb5f(swig_intgo arg1);
-extern swig_type_1 _wrap_attn_version_string_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_attn_version_number_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_OK_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_ERR_NULL_POINTER_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_ERR_INTERNAL_capi_424b91b9dc9bfb5f(void);
-extern swig_type_2 _wrap_attn_status_string_capi_424b91b9dc9bfb5f(swig_intgo arg1);
-extern swig_type_3 _wrap_attn_last_error_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_attn_simple_capi_424b91b9dc9bfb5f(swig_voidp arg1, swig_voidp arg2, swig_voidp arg3, swig_type_4 arg4, swig_type_5 arg5, _Bool arg6, swig_voidp arg7, swig_voidp arg8);
-extern swig_intgo _wrap_ATTN_CAUSAL_NONE_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_Q_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_K_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_V_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_OUT_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_LSE_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_WEIGHTS_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_KEY_VALID_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_ALLOWED_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_BIAS_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_ALIBI_SLOPES_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_SINKS_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_QUERY_VALID_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_SEQ_LENS_K_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_KEY_MASS_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_attn_desc_create_capi_424b91b9dc9bfb5f(swig_voidp arg1, swig_type_6 arg2, swig_type_7 arg3, swig_type_8 arg4, swig_type_9 arg5, swig_type_10 arg6, swig_type_11 arg7);
-extern void _wrap_attn_desc_destroy_capi_424b91b9dc9bfb5f(uintptr_t arg1);
-extern swig_intgo _wrap_attn_desc_set_causal_capi_424b91b9dc9bfb5f(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_attn_desc_set_scale_capi_424b91b9dc9bfb5f(uintptr_t arg1, float arg2);
-extern swig_intgo _wrap_attn_desc_set_strides_capi_424b91b9dc9bfb5f(uintptr_t arg1, swig_intgo arg2, swig_type_12 arg3, swig_type_13 arg4, swig_type_14 arg5);
-extern swig_type_15 _wrap_attn_desc_required_len_capi_424b91b9dc9bfb5f(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_attn_forward_capi_424b91b9dc9bfb5f(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6, swig_voidp arg7, swig_voidp arg8);
-extern swig_intgo _wrap_attn_weights_capi_424b91b9dc9bfb5f(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6);
-extern swig_intgo _wrap_ATTN_PARAM_CAUSAL_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_PARAM_SCALE_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_PARAM_SOFTCAP_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_PARAM_ALIBI_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_ALIBI_NONE_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_ALIBI_OPERAND_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_ALIBI_STANDARD_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_WEIGHTS_SCORES_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_WEIGHTS_MASKED_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_attn_desc_set_int_capi_424b91b9dc9bfb5f(uintptr_t arg1, swig_intgo arg2, swig_type_16 arg3);
-extern swig_intgo _wrap_attn_desc_set_float_capi_424b91b9dc9bfb5f(uintptr_t arg1, swig_intgo arg2, double arg3);
-extern swig_intgo _wrap_attn_desc_get_int_capi_424b91b9dc9bfb5f(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3);
-extern swig_intgo _wrap_attn_desc_get_float_capi_424b91b9dc9bfb5f(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3);
-extern swig_intgo _wrap_attn_param_bounds_capi_424b91b9dc9bfb5f(swig_intgo arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4);
-extern swig_intgo _wrap_ATTN_OP_FORWARD_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_OP_WEIGHTS_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_ATTN_OP_BACKWARD_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_attn_args_create_capi_424b91b9dc9bfb5f(swig_voidp arg1);
-extern void _wrap_attn_args_destroy_capi_424b91b9dc9bfb5f(uintptr_t arg1);
-extern swig_intgo _wrap_attn_args_clear_capi_424b91b9dc9bfb5f(uintptr_t arg1);
-extern swig_intgo _wrap_attn_args_set_f32_capi_424b91b9dc9bfb5f(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_17 arg4);
-extern swig_intgo _wrap_attn_args_set_out_f32_capi_424b91b9dc9bfb5f(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_18 arg4);
-extern swig_intgo _wrap_attn_args_set_u8_capi_424b91b9dc9bfb5f(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_19 arg4);
-extern swig_intgo _wrap_attn_args_set_i32_capi_424b91b9dc9bfb5f(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_20 arg4);
-extern swig_intgo _wrap_attn_run_capi_424b91b9dc9bfb5f(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3);
-extern swig_intgo _wrap_attn_set_num_threads_capi_424b91b9dc9bfb5f(swig_type_21 arg1);
-extern swig_type_22 _wrap_attn_get_num_threads_capi_424b91b9dc9bfb5f(void);
-extern swig_type_23 _wrap_attn_isa_capi_424b91b9dc9bfb5f(void);
-extern swig_intgo _wrap_attn_set_isa_capi_424b91b9dc9bfb5f(swig_type_24 arg1);
-extern swig_intgo _wrap_attn_go_run_capi_424b91b9dc9bfb5f(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3, swig_voidp arg4, swig_type_25 arg5, swig_voidp arg6, swig_type_26 arg7, swig_voidp arg8, swig_type_27 arg9, swig_voidp arg10, swig_type_28 arg11, swig_voidp arg12, swig_type_29 arg13, swig_voidp arg14, swig_type_30 arg15, swig_voidp arg16, swig_type_31 arg17, swig_voidp arg18, swig_type_32 arg19, swig_voidp arg20, swig_type_33 arg21, swig_voidp arg22, swig_type_34 arg23, swig_voidp arg24, swig_type_35 arg25, swig_voidp arg26, swig_type_36 arg27, swig_voidp arg28, swig_type_37 arg29, swig_voidp arg30, swig_type_38 arg31);
+typedef long long swig_type_39;
+typedef long long swig_type_40;
+typedef long long swig_type_41;
+typedef long long swig_type_42;
+typedef long long swig_type_43;
+typedef long long swig_type_44;
+typedef long long swig_type_45;
+typedef long long swig_type_46;
+typedef long long swig_type_47;
+typedef long long swig_type_48;
+typedef long long swig_type_49;
+typedef long long swig_type_50;
+typedef long long swig_type_51;
+typedef long long swig_type_52;
+typedef long long swig_type_53;
+typedef long long swig_type_54;
+extern void _wrap_Swig_free_capi_33abdef1502b50ca(uintptr_t arg1);
+extern uintptr_t _wrap_Swig_malloc_capi_33abdef1502b50ca(swig_intgo arg1);
+extern swig_type_1 _wrap_attn_version_string_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_attn_version_number_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_OK_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_ERR_NULL_POINTER_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_ERR_INTERNAL_capi_33abdef1502b50ca(void);
+extern swig_type_2 _wrap_attn_status_string_capi_33abdef1502b50ca(swig_intgo arg1);
+extern swig_type_3 _wrap_attn_last_error_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_attn_simple_capi_33abdef1502b50ca(swig_voidp arg1, swig_voidp arg2, swig_voidp arg3, swig_type_4 arg4, swig_type_5 arg5, _Bool arg6, swig_voidp arg7, swig_voidp arg8);
+extern swig_intgo _wrap_ATTN_CAUSAL_NONE_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_Q_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_K_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_V_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_OUT_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_LSE_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_WEIGHTS_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_KEY_VALID_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_ALLOWED_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_BIAS_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_ALIBI_SLOPES_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_SINKS_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_QUERY_VALID_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_SEQ_LENS_K_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_KEY_MASS_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_attn_desc_create_capi_33abdef1502b50ca(swig_voidp arg1, swig_type_6 arg2, swig_type_7 arg3, swig_type_8 arg4, swig_type_9 arg5, swig_type_10 arg6, swig_type_11 arg7);
+extern void _wrap_attn_desc_destroy_capi_33abdef1502b50ca(uintptr_t arg1);
+extern swig_intgo _wrap_attn_desc_set_causal_capi_33abdef1502b50ca(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_attn_desc_set_scale_capi_33abdef1502b50ca(uintptr_t arg1, float arg2);
+extern swig_intgo _wrap_attn_desc_set_strides_capi_33abdef1502b50ca(uintptr_t arg1, swig_intgo arg2, swig_type_12 arg3, swig_type_13 arg4, swig_type_14 arg5);
+extern swig_type_15 _wrap_attn_desc_required_len_capi_33abdef1502b50ca(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_attn_forward_capi_33abdef1502b50ca(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6, swig_voidp arg7, swig_voidp arg8);
+extern swig_intgo _wrap_attn_weights_capi_33abdef1502b50ca(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6);
+extern swig_intgo _wrap_ATTN_PARAM_CAUSAL_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_PARAM_SCALE_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_PARAM_SOFTCAP_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_PARAM_ALIBI_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_ALIBI_NONE_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_ALIBI_OPERAND_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_ALIBI_STANDARD_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_WEIGHTS_SCORES_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_WEIGHTS_MASKED_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_attn_desc_set_int_capi_33abdef1502b50ca(uintptr_t arg1, swig_intgo arg2, swig_type_16 arg3);
+extern swig_intgo _wrap_attn_desc_set_float_capi_33abdef1502b50ca(uintptr_t arg1, swig_intgo arg2, double arg3);
+extern swig_intgo _wrap_attn_desc_get_int_capi_33abdef1502b50ca(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3);
+extern swig_intgo _wrap_attn_desc_get_float_capi_33abdef1502b50ca(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3);
+extern swig_intgo _wrap_attn_param_bounds_capi_33abdef1502b50ca(swig_intgo arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4);
+extern swig_intgo _wrap_ATTN_OP_FORWARD_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_OP_WEIGHTS_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_ATTN_OP_BACKWARD_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_attn_args_create_capi_33abdef1502b50ca(swig_voidp arg1);
+extern void _wrap_attn_args_destroy_capi_33abdef1502b50ca(uintptr_t arg1);
+extern swig_intgo _wrap_attn_args_clear_capi_33abdef1502b50ca(uintptr_t arg1);
+extern swig_intgo _wrap_attn_args_set_f32_capi_33abdef1502b50ca(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_17 arg4);
+extern swig_intgo _wrap_attn_args_set_out_f32_capi_33abdef1502b50ca(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_18 arg4);
+extern swig_intgo _wrap_attn_args_set_u8_capi_33abdef1502b50ca(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_19 arg4);
+extern swig_intgo _wrap_attn_args_set_i32_capi_33abdef1502b50ca(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_20 arg4);
+extern swig_intgo _wrap_attn_run_capi_33abdef1502b50ca(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3);
+extern swig_intgo _wrap_attn_set_num_threads_capi_33abdef1502b50ca(swig_type_21 arg1);
+extern swig_type_22 _wrap_attn_get_num_threads_capi_33abdef1502b50ca(void);
+extern swig_type_23 _wrap_attn_isa_capi_33abdef1502b50ca(void);
+extern swig_intgo _wrap_attn_set_isa_capi_33abdef1502b50ca(swig_type_24 arg1);
+extern swig_intgo _wrap_attn_go_run_capi_33abdef1502b50ca(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3, swig_voidp arg4, swig_type_25 arg5, swig_voidp arg6, swig_type_26 arg7, swig_voidp arg8, swig_type_27 arg9, swig_voidp arg10, swig_type_28 arg11, swig_voidp arg12, swig_type_29 arg13, swig_voidp arg14, swig_type_30 arg15, swig_voidp arg16, swig_type_31 arg17, swig_voidp arg18, swig_type_32 arg19, swig_voidp arg20, swig_type_33 arg21, swig_voidp arg22, swig_type_34 arg23, swig_voidp arg24, swig_type_35 arg25, swig_voidp arg26, swig_type_36 arg27, swig_voidp arg28, swig_type_37 arg29, swig_voidp arg30, swig_type_38 arg31, swig_voidp arg32, swig_type_39 arg33, swig_voidp arg34, swig_type_40 arg35, swig_voidp arg36, swig_type_41 arg37);
+extern swig_intgo _wrap_attn_go_kv_append_capi_33abdef1502b50ca(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3, swig_type_42 arg4, swig_voidp arg5, swig_type_43 arg6, swig_voidp arg7, swig_type_44 arg8, swig_voidp arg9, swig_type_45 arg10, swig_voidp arg11, swig_type_46 arg12, swig_voidp arg13, swig_type_47 arg14, swig_voidp arg15, swig_type_48 arg16, swig_voidp arg17, swig_type_49 arg18);
+extern swig_intgo _wrap_attn_go_merge_capi_33abdef1502b50ca(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_type_50 arg5, swig_voidp arg6, swig_type_51 arg7, swig_voidp arg8, swig_type_52 arg9, swig_voidp arg10, swig_type_53 arg11, swig_voidp arg12, swig_type_54 arg13);
 #undef intgo
 */
 import "C"
@@ -187,19 +205,19 @@ func swigCopyString(s string) string {
 
 func Swig_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_Swig_free_capi_424b91b9dc9bfb5f(C.uintptr_t(_swig_i_0))
+	C._wrap_Swig_free_capi_33abdef1502b50ca(C.uintptr_t(_swig_i_0))
 }
 
 func Swig_malloc(arg1 int) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_Swig_malloc_capi_424b91b9dc9bfb5f(C.swig_intgo(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_Swig_malloc_capi_33abdef1502b50ca(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
 func Attn_version_string() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_attn_version_string_capi_424b91b9dc9bfb5f()
+	swig_r_p := C._wrap_attn_version_string_capi_33abdef1502b50ca()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -208,49 +226,49 @@ func Attn_version_string() (_swig_ret string) {
 
 func Attn_version_number() (_swig_ret uint) {
 	var swig_r uint
-	swig_r = (uint)(C._wrap_attn_version_number_capi_424b91b9dc9bfb5f())
+	swig_r = (uint)(C._wrap_attn_version_number_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 type Enum_SS_attn_status int
 func _swig_getATTN_OK() (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
-	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_OK_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_OK_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_OK Enum_SS_attn_status = _swig_getATTN_OK()
 func _swig_getATTN_ERR_NULL_POINTER() (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
-	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_ERR_NULL_POINTER_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_ERR_NULL_POINTER_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_ERR_NULL_POINTER Enum_SS_attn_status = _swig_getATTN_ERR_NULL_POINTER()
 func _swig_getATTN_ERR_INVALID_ARGUMENT() (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
-	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_ERR_INVALID_ARGUMENT_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_ERR_INVALID_ARGUMENT_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_ERR_INVALID_ARGUMENT Enum_SS_attn_status = _swig_getATTN_ERR_INVALID_ARGUMENT()
 func _swig_getATTN_ERR_OUT_OF_MEMORY() (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
-	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_ERR_OUT_OF_MEMORY_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_ERR_OUT_OF_MEMORY_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_ERR_OUT_OF_MEMORY Enum_SS_attn_status = _swig_getATTN_ERR_OUT_OF_MEMORY()
 func _swig_getATTN_ERR_UNSUPPORTED() (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
-	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_ERR_UNSUPPORTED_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_ERR_UNSUPPORTED_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_ERR_UNSUPPORTED Enum_SS_attn_status = _swig_getATTN_ERR_UNSUPPORTED()
 func _swig_getATTN_ERR_INTERNAL() (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
-	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_ERR_INTERNAL_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_ERR_INTERNAL_capi_33abdef1502b50ca())
 	return swig_r
 }
 
@@ -258,7 +276,7 @@ var ATTN_ERR_INTERNAL Enum_SS_attn_status = _swig_getATTN_ERR_INTERNAL()
 func Attn_status_string(arg1 Enum_SS_attn_status) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_attn_status_string_capi_424b91b9dc9bfb5f(C.swig_intgo(_swig_i_0))
+	swig_r_p := C._wrap_attn_status_string_capi_33abdef1502b50ca(C.swig_intgo(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -267,7 +285,7 @@ func Attn_status_string(arg1 Enum_SS_attn_status) (_swig_ret string) {
 
 func Attn_last_error() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_attn_last_error_capi_424b91b9dc9bfb5f()
+	swig_r_p := C._wrap_attn_last_error_capi_33abdef1502b50ca()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -284,28 +302,28 @@ func Attn_simple(arg1 *float32, arg2 *float32, arg3 *float32, arg4 int64, arg5 i
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_simple_capi_424b91b9dc9bfb5f(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_4(_swig_i_3), C.swig_type_5(_swig_i_4), C._Bool(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_simple_capi_33abdef1502b50ca(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_4(_swig_i_3), C.swig_type_5(_swig_i_4), C._Bool(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7)))
 	return swig_r
 }
 
 type Enum_SS_attn_causal int
 func _swig_getATTN_CAUSAL_NONE() (_swig_ret Enum_SS_attn_causal) {
 	var swig_r Enum_SS_attn_causal
-	swig_r = (Enum_SS_attn_causal)(C._wrap_ATTN_CAUSAL_NONE_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_causal)(C._wrap_ATTN_CAUSAL_NONE_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_CAUSAL_NONE Enum_SS_attn_causal = _swig_getATTN_CAUSAL_NONE()
 func _swig_getATTN_CAUSAL_TOP_LEFT() (_swig_ret Enum_SS_attn_causal) {
 	var swig_r Enum_SS_attn_causal
-	swig_r = (Enum_SS_attn_causal)(C._wrap_ATTN_CAUSAL_TOP_LEFT_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_causal)(C._wrap_ATTN_CAUSAL_TOP_LEFT_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_CAUSAL_TOP_LEFT Enum_SS_attn_causal = _swig_getATTN_CAUSAL_TOP_LEFT()
 func _swig_getATTN_CAUSAL_BOTTOM_RIGHT() (_swig_ret Enum_SS_attn_causal) {
 	var swig_r Enum_SS_attn_causal
-	swig_r = (Enum_SS_attn_causal)(C._wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_causal)(C._wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_33abdef1502b50ca())
 	return swig_r
 }
 
@@ -313,98 +331,98 @@ var ATTN_CAUSAL_BOTTOM_RIGHT Enum_SS_attn_causal = _swig_getATTN_CAUSAL_BOTTOM_R
 type Enum_SS_attn_operand int
 func _swig_getATTN_Q() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_Q_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_Q_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_Q Enum_SS_attn_operand = _swig_getATTN_Q()
 func _swig_getATTN_K() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_K_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_K_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_K Enum_SS_attn_operand = _swig_getATTN_K()
 func _swig_getATTN_V() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_V_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_V_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_V Enum_SS_attn_operand = _swig_getATTN_V()
 func _swig_getATTN_OUT() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_OUT_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_OUT_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_OUT Enum_SS_attn_operand = _swig_getATTN_OUT()
 func _swig_getATTN_LSE() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_LSE_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_LSE_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_LSE Enum_SS_attn_operand = _swig_getATTN_LSE()
 func _swig_getATTN_WEIGHTS() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_WEIGHTS_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_WEIGHTS_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_WEIGHTS Enum_SS_attn_operand = _swig_getATTN_WEIGHTS()
 func _swig_getATTN_KEY_VALID() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_KEY_VALID_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_KEY_VALID_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_KEY_VALID Enum_SS_attn_operand = _swig_getATTN_KEY_VALID()
 func _swig_getATTN_ALLOWED() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_ALLOWED_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_ALLOWED_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_ALLOWED Enum_SS_attn_operand = _swig_getATTN_ALLOWED()
 func _swig_getATTN_BIAS() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_BIAS_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_BIAS_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_BIAS Enum_SS_attn_operand = _swig_getATTN_BIAS()
 func _swig_getATTN_ALIBI_SLOPES() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_ALIBI_SLOPES_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_ALIBI_SLOPES_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_ALIBI_SLOPES Enum_SS_attn_operand = _swig_getATTN_ALIBI_SLOPES()
 func _swig_getATTN_SINKS() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_SINKS_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_SINKS_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_SINKS Enum_SS_attn_operand = _swig_getATTN_SINKS()
 func _swig_getATTN_QUERY_VALID() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_QUERY_VALID_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_QUERY_VALID_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_QUERY_VALID Enum_SS_attn_operand = _swig_getATTN_QUERY_VALID()
 func _swig_getATTN_SEQ_LENS_K() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_SEQ_LENS_K_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_SEQ_LENS_K_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_SEQ_LENS_K Enum_SS_attn_operand = _swig_getATTN_SEQ_LENS_K()
 func _swig_getATTN_KEY_MASS() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_KEY_MASS_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_KEY_MASS_capi_33abdef1502b50ca())
 	return swig_r
 }
 
@@ -418,20 +436,20 @@ func Attn_desc_create(arg1 *uintptr, arg2 int64, arg3 int64, arg4 int64, arg5 in
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_create_capi_424b91b9dc9bfb5f(C.swig_voidp(_swig_i_0), C.swig_type_6(_swig_i_1), C.swig_type_7(_swig_i_2), C.swig_type_8(_swig_i_3), C.swig_type_9(_swig_i_4), C.swig_type_10(_swig_i_5), C.swig_type_11(_swig_i_6)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_create_capi_33abdef1502b50ca(C.swig_voidp(_swig_i_0), C.swig_type_6(_swig_i_1), C.swig_type_7(_swig_i_2), C.swig_type_8(_swig_i_3), C.swig_type_9(_swig_i_4), C.swig_type_10(_swig_i_5), C.swig_type_11(_swig_i_6)))
 	return swig_r
 }
 
 func Attn_desc_destroy(arg1 Struct_SS_attn_desc) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_attn_desc_destroy_capi_424b91b9dc9bfb5f(C.uintptr_t(_swig_i_0))
+	C._wrap_attn_desc_destroy_capi_33abdef1502b50ca(C.uintptr_t(_swig_i_0))
 }
 
 func Attn_desc_set_causal(arg1 Struct_SS_attn_desc, arg2 Enum_SS_attn_causal) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_set_causal_capi_424b91b9dc9bfb5f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_set_causal_capi_33abdef1502b50ca(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
 	return swig_r
 }
 
@@ -439,7 +457,7 @@ func Attn_desc_set_scale(arg1 Struct_SS_attn_desc, arg2 float32) (_swig_ret Enum
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_set_scale_capi_424b91b9dc9bfb5f(C.uintptr_t(_swig_i_0), C.float(_swig_i_1)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_set_scale_capi_33abdef1502b50ca(C.uintptr_t(_swig_i_0), C.float(_swig_i_1)))
 	return swig_r
 }
 
@@ -450,7 +468,7 @@ func Attn_desc_set_strides(arg1 Struct_SS_attn_desc, arg2 Enum_SS_attn_operand, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_set_strides_capi_424b91b9dc9bfb5f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_12(_swig_i_2), C.swig_type_13(_swig_i_3), C.swig_type_14(_swig_i_4)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_set_strides_capi_33abdef1502b50ca(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_12(_swig_i_2), C.swig_type_13(_swig_i_3), C.swig_type_14(_swig_i_4)))
 	return swig_r
 }
 
@@ -458,7 +476,7 @@ func Attn_desc_required_len(arg1 Struct_SS_attn_desc, arg2 Enum_SS_attn_operand)
 	var swig_r int64
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_attn_desc_required_len_capi_424b91b9dc9bfb5f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	swig_r = (int64)(C._wrap_attn_desc_required_len_capi_33abdef1502b50ca(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
 	return swig_r
 }
 
@@ -472,7 +490,7 @@ func Attn_forward(arg1 Struct_SS_attn_desc, arg2 *float32, arg3 *float32, arg4 *
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_forward_capi_424b91b9dc9bfb5f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_forward_capi_33abdef1502b50ca(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7)))
 	return swig_r
 }
 
@@ -484,77 +502,77 @@ func Attn_weights(arg1 Struct_SS_attn_desc, arg2 *float32, arg3 *float32, arg4 *
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_weights_capi_424b91b9dc9bfb5f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_weights_capi_33abdef1502b50ca(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5)))
 	return swig_r
 }
 
 type Enum_SS_attn_param int
 func _swig_getATTN_PARAM_CAUSAL() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_CAUSAL_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_CAUSAL_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_PARAM_CAUSAL Enum_SS_attn_param = _swig_getATTN_PARAM_CAUSAL()
 func _swig_getATTN_PARAM_SCALE() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_SCALE_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_SCALE_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_PARAM_SCALE Enum_SS_attn_param = _swig_getATTN_PARAM_SCALE()
 func _swig_getATTN_PARAM_WINDOW_LEFT() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_WINDOW_LEFT_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_WINDOW_LEFT_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_PARAM_WINDOW_LEFT Enum_SS_attn_param = _swig_getATTN_PARAM_WINDOW_LEFT()
 func _swig_getATTN_PARAM_WINDOW_RIGHT() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_WINDOW_RIGHT_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_WINDOW_RIGHT_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_PARAM_WINDOW_RIGHT Enum_SS_attn_param = _swig_getATTN_PARAM_WINDOW_RIGHT()
 func _swig_getATTN_PARAM_SOFTCAP() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_SOFTCAP_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_SOFTCAP_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_PARAM_SOFTCAP Enum_SS_attn_param = _swig_getATTN_PARAM_SOFTCAP()
 func _swig_getATTN_PARAM_ALIBI() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_ALIBI_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_ALIBI_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_PARAM_ALIBI Enum_SS_attn_param = _swig_getATTN_PARAM_ALIBI()
 func _swig_getATTN_PARAM_SOFTMAX_PLUS_ONE() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_PARAM_SOFTMAX_PLUS_ONE Enum_SS_attn_param = _swig_getATTN_PARAM_SOFTMAX_PLUS_ONE()
 func _swig_getATTN_PARAM_HEAD_DIM_V() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_HEAD_DIM_V_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_HEAD_DIM_V_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_PARAM_HEAD_DIM_V Enum_SS_attn_param = _swig_getATTN_PARAM_HEAD_DIM_V()
 func _swig_getATTN_PARAM_WEIGHTS_MODE() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_WEIGHTS_MODE_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_WEIGHTS_MODE_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_PARAM_WEIGHTS_MODE Enum_SS_attn_param = _swig_getATTN_PARAM_WEIGHTS_MODE()
 func _swig_getATTN_PARAM_BIAS_FIRST() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_BIAS_FIRST_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_BIAS_FIRST_capi_33abdef1502b50ca())
 	return swig_r
 }
 
@@ -562,21 +580,21 @@ var ATTN_PARAM_BIAS_FIRST Enum_SS_attn_param = _swig_getATTN_PARAM_BIAS_FIRST()
 type Enum_SS_attn_alibi int
 func _swig_getATTN_ALIBI_NONE() (_swig_ret Enum_SS_attn_alibi) {
 	var swig_r Enum_SS_attn_alibi
-	swig_r = (Enum_SS_attn_alibi)(C._wrap_ATTN_ALIBI_NONE_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_alibi)(C._wrap_ATTN_ALIBI_NONE_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_ALIBI_NONE Enum_SS_attn_alibi = _swig_getATTN_ALIBI_NONE()
 func _swig_getATTN_ALIBI_OPERAND() (_swig_ret Enum_SS_attn_alibi) {
 	var swig_r Enum_SS_attn_alibi
-	swig_r = (Enum_SS_attn_alibi)(C._wrap_ATTN_ALIBI_OPERAND_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_alibi)(C._wrap_ATTN_ALIBI_OPERAND_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_ALIBI_OPERAND Enum_SS_attn_alibi = _swig_getATTN_ALIBI_OPERAND()
 func _swig_getATTN_ALIBI_STANDARD() (_swig_ret Enum_SS_attn_alibi) {
 	var swig_r Enum_SS_attn_alibi
-	swig_r = (Enum_SS_attn_alibi)(C._wrap_ATTN_ALIBI_STANDARD_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_alibi)(C._wrap_ATTN_ALIBI_STANDARD_capi_33abdef1502b50ca())
 	return swig_r
 }
 
@@ -584,35 +602,35 @@ var ATTN_ALIBI_STANDARD Enum_SS_attn_alibi = _swig_getATTN_ALIBI_STANDARD()
 type Enum_SS_attn_weights_mode int
 func _swig_getATTN_WEIGHTS_SOFTMAX() (_swig_ret Enum_SS_attn_weights_mode) {
 	var swig_r Enum_SS_attn_weights_mode
-	swig_r = (Enum_SS_attn_weights_mode)(C._wrap_ATTN_WEIGHTS_SOFTMAX_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_weights_mode)(C._wrap_ATTN_WEIGHTS_SOFTMAX_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_WEIGHTS_SOFTMAX Enum_SS_attn_weights_mode = _swig_getATTN_WEIGHTS_SOFTMAX()
 func _swig_getATTN_WEIGHTS_SCORES() (_swig_ret Enum_SS_attn_weights_mode) {
 	var swig_r Enum_SS_attn_weights_mode
-	swig_r = (Enum_SS_attn_weights_mode)(C._wrap_ATTN_WEIGHTS_SCORES_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_weights_mode)(C._wrap_ATTN_WEIGHTS_SCORES_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_WEIGHTS_SCORES Enum_SS_attn_weights_mode = _swig_getATTN_WEIGHTS_SCORES()
 func _swig_getATTN_WEIGHTS_MASKED() (_swig_ret Enum_SS_attn_weights_mode) {
 	var swig_r Enum_SS_attn_weights_mode
-	swig_r = (Enum_SS_attn_weights_mode)(C._wrap_ATTN_WEIGHTS_MASKED_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_weights_mode)(C._wrap_ATTN_WEIGHTS_MASKED_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_WEIGHTS_MASKED Enum_SS_attn_weights_mode = _swig_getATTN_WEIGHTS_MASKED()
 func _swig_getATTN_WEIGHTS_CAPPED() (_swig_ret Enum_SS_attn_weights_mode) {
 	var swig_r Enum_SS_attn_weights_mode
-	swig_r = (Enum_SS_attn_weights_mode)(C._wrap_ATTN_WEIGHTS_CAPPED_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_weights_mode)(C._wrap_ATTN_WEIGHTS_CAPPED_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_WEIGHTS_CAPPED Enum_SS_attn_weights_mode = _swig_getATTN_WEIGHTS_CAPPED()
 func _swig_getATTN_WEIGHTS_SOFTCAPPED() (_swig_ret Enum_SS_attn_weights_mode) {
 	var swig_r Enum_SS_attn_weights_mode
-	swig_r = (Enum_SS_attn_weights_mode)(C._wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_weights_mode)(C._wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_33abdef1502b50ca())
 	return swig_r
 }
 
@@ -622,7 +640,7 @@ func Attn_desc_set_int(arg1 Struct_SS_attn_desc, arg2 Enum_SS_attn_param, arg3 i
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_set_int_capi_424b91b9dc9bfb5f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_16(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_set_int_capi_33abdef1502b50ca(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_16(_swig_i_2)))
 	return swig_r
 }
 
@@ -631,7 +649,7 @@ func Attn_desc_set_float(arg1 Struct_SS_attn_desc, arg2 Enum_SS_attn_param, arg3
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_set_float_capi_424b91b9dc9bfb5f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.double(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_set_float_capi_33abdef1502b50ca(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.double(_swig_i_2)))
 	return swig_r
 }
 
@@ -640,7 +658,7 @@ func Attn_desc_get_int(arg1 Struct_SS_attn_desc, arg2 Enum_SS_attn_param, arg3 *
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_get_int_capi_424b91b9dc9bfb5f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_get_int_capi_33abdef1502b50ca(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2)))
 	return swig_r
 }
 
@@ -649,7 +667,7 @@ func Attn_desc_get_float(arg1 Struct_SS_attn_desc, arg2 Enum_SS_attn_param, arg3
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_get_float_capi_424b91b9dc9bfb5f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_get_float_capi_33abdef1502b50ca(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2)))
 	return swig_r
 }
 
@@ -659,28 +677,28 @@ func Attn_param_bounds(arg1 Enum_SS_attn_param, arg2 *int32, arg3 *float64, arg4
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_param_bounds_capi_424b91b9dc9bfb5f(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_param_bounds_capi_33abdef1502b50ca(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3)))
 	return swig_r
 }
 
 type Enum_SS_attn_op int
 func _swig_getATTN_OP_FORWARD() (_swig_ret Enum_SS_attn_op) {
 	var swig_r Enum_SS_attn_op
-	swig_r = (Enum_SS_attn_op)(C._wrap_ATTN_OP_FORWARD_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_op)(C._wrap_ATTN_OP_FORWARD_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_OP_FORWARD Enum_SS_attn_op = _swig_getATTN_OP_FORWARD()
 func _swig_getATTN_OP_WEIGHTS() (_swig_ret Enum_SS_attn_op) {
 	var swig_r Enum_SS_attn_op
-	swig_r = (Enum_SS_attn_op)(C._wrap_ATTN_OP_WEIGHTS_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_op)(C._wrap_ATTN_OP_WEIGHTS_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 var ATTN_OP_WEIGHTS Enum_SS_attn_op = _swig_getATTN_OP_WEIGHTS()
 func _swig_getATTN_OP_BACKWARD() (_swig_ret Enum_SS_attn_op) {
 	var swig_r Enum_SS_attn_op
-	swig_r = (Enum_SS_attn_op)(C._wrap_ATTN_OP_BACKWARD_capi_424b91b9dc9bfb5f())
+	swig_r = (Enum_SS_attn_op)(C._wrap_ATTN_OP_BACKWARD_capi_33abdef1502b50ca())
 	return swig_r
 }
 
@@ -688,19 +706,19 @@ var ATTN_OP_BACKWARD Enum_SS_attn_op = _swig_getATTN_OP_BACKWARD()
 func Attn_args_create(arg1 *uintptr) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := arg1
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_create_capi_424b91b9dc9bfb5f(C.swig_voidp(_swig_i_0)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_create_capi_33abdef1502b50ca(C.swig_voidp(_swig_i_0)))
 	return swig_r
 }
 
 func Attn_args_destroy(arg1 Struct_SS_attn_args) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_attn_args_destroy_capi_424b91b9dc9bfb5f(C.uintptr_t(_swig_i_0))
+	C._wrap_attn_args_destroy_capi_33abdef1502b50ca(C.uintptr_t(_swig_i_0))
 }
 
 func Attn_args_clear(arg1 Struct_SS_attn_args) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_clear_capi_424b91b9dc9bfb5f(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_clear_capi_33abdef1502b50ca(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -710,7 +728,7 @@ func Attn_args_set_f32(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_f32_capi_424b91b9dc9bfb5f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_17(_swig_i_3)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_f32_capi_33abdef1502b50ca(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_17(_swig_i_3)))
 	return swig_r
 }
 
@@ -720,7 +738,7 @@ func Attn_args_set_out_f32(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_out_f32_capi_424b91b9dc9bfb5f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_18(_swig_i_3)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_out_f32_capi_33abdef1502b50ca(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_18(_swig_i_3)))
 	return swig_r
 }
 
@@ -730,7 +748,7 @@ func Attn_args_set_u8(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_u8_capi_424b91b9dc9bfb5f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_19(_swig_i_3)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_u8_capi_33abdef1502b50ca(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_19(_swig_i_3)))
 	return swig_r
 }
 
@@ -740,7 +758,7 @@ func Attn_args_set_i32(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_i32_capi_424b91b9dc9bfb5f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_20(_swig_i_3)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_i32_capi_33abdef1502b50ca(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_20(_swig_i_3)))
 	return swig_r
 }
 
@@ -749,26 +767,26 @@ func Attn_run(arg1 Struct_SS_attn_desc, arg2 Enum_SS_attn_op, arg3 Struct_SS_att
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_run_capi_424b91b9dc9bfb5f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_run_capi_33abdef1502b50ca(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2)))
 	return swig_r
 }
 
 func Attn_set_num_threads(arg1 int64) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := arg1
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_set_num_threads_capi_424b91b9dc9bfb5f(C.swig_type_21(_swig_i_0)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_set_num_threads_capi_33abdef1502b50ca(C.swig_type_21(_swig_i_0)))
 	return swig_r
 }
 
 func Attn_get_num_threads() (_swig_ret int64) {
 	var swig_r int64
-	swig_r = (int64)(C._wrap_attn_get_num_threads_capi_424b91b9dc9bfb5f())
+	swig_r = (int64)(C._wrap_attn_get_num_threads_capi_33abdef1502b50ca())
 	return swig_r
 }
 
 func Attn_isa() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_attn_isa_capi_424b91b9dc9bfb5f()
+	swig_r_p := C._wrap_attn_isa_capi_33abdef1502b50ca()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -778,14 +796,14 @@ func Attn_isa() (_swig_ret string) {
 func Attn_set_isa(arg1 string) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := arg1
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_set_isa_capi_424b91b9dc9bfb5f(*(*C.swig_type_24)(unsafe.Pointer(&_swig_i_0))))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_set_isa_capi_33abdef1502b50ca(*(*C.swig_type_24)(unsafe.Pointer(&_swig_i_0))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
 	}
 	return swig_r
 }
 
-func Attn_go_run(arg1 Struct_SS_attn_desc, arg2 Enum_SS_attn_op, arg3 Struct_SS_attn_args, arg4 *float32, arg5 int64, arg6 *float32, arg7 int64, arg8 *float32, arg9 int64, arg10 *float32, arg11 int64, arg12 *float32, arg13 int64, arg14 *float32, arg15 int64, arg16 *uint8, arg17 int64, arg18 *uint8, arg19 int64, arg20 *float32, arg21 int64, arg22 *float32, arg23 int64, arg24 *float32, arg25 int64, arg26 *uint8, arg27 int64, arg28 *int32, arg29 int64, arg30 *float32, arg31 int64) (_swig_ret Enum_SS_attn_status) {
+func Attn_go_run(arg1 Struct_SS_attn_desc, arg2 Enum_SS_attn_op, arg3 Struct_SS_attn_args, arg4 *float32, arg5 int64, arg6 *float32, arg7 int64, arg8 *float32, arg9 int64, arg10 *float32, arg11 int64, arg12 *float32, arg13 int64, arg14 *float32, arg15 int64, arg16 *uint8, arg17 int64, arg18 *uint8, arg19 int64, arg20 *float32, arg21 int64, arg22 *float32, arg23 int64, arg24 *float32, arg25 int64, arg26 *uint8, arg27 int64, arg28 *int32, arg29 int64, arg30 *float32, arg31 int64, arg32 *int32, arg33 int64, arg34 *int32, arg35 int64, arg36 *int32, arg37 int64) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
@@ -818,7 +836,56 @@ func Attn_go_run(arg1 Struct_SS_attn_desc, arg2 Enum_SS_attn_op, arg3 Struct_SS_
 	_swig_i_28 := arg29
 	_swig_i_29 := arg30
 	_swig_i_30 := arg31
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_go_run_capi_424b91b9dc9bfb5f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_25(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_26(_swig_i_6), C.swig_voidp(_swig_i_7), C.swig_type_27(_swig_i_8), C.swig_voidp(_swig_i_9), C.swig_type_28(_swig_i_10), C.swig_voidp(_swig_i_11), C.swig_type_29(_swig_i_12), C.swig_voidp(_swig_i_13), C.swig_type_30(_swig_i_14), C.swig_voidp(_swig_i_15), C.swig_type_31(_swig_i_16), C.swig_voidp(_swig_i_17), C.swig_type_32(_swig_i_18), C.swig_voidp(_swig_i_19), C.swig_type_33(_swig_i_20), C.swig_voidp(_swig_i_21), C.swig_type_34(_swig_i_22), C.swig_voidp(_swig_i_23), C.swig_type_35(_swig_i_24), C.swig_voidp(_swig_i_25), C.swig_type_36(_swig_i_26), C.swig_voidp(_swig_i_27), C.swig_type_37(_swig_i_28), C.swig_voidp(_swig_i_29), C.swig_type_38(_swig_i_30)))
+	_swig_i_31 := arg32
+	_swig_i_32 := arg33
+	_swig_i_33 := arg34
+	_swig_i_34 := arg35
+	_swig_i_35 := arg36
+	_swig_i_36 := arg37
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_go_run_capi_33abdef1502b50ca(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_25(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_26(_swig_i_6), C.swig_voidp(_swig_i_7), C.swig_type_27(_swig_i_8), C.swig_voidp(_swig_i_9), C.swig_type_28(_swig_i_10), C.swig_voidp(_swig_i_11), C.swig_type_29(_swig_i_12), C.swig_voidp(_swig_i_13), C.swig_type_30(_swig_i_14), C.swig_voidp(_swig_i_15), C.swig_type_31(_swig_i_16), C.swig_voidp(_swig_i_17), C.swig_type_32(_swig_i_18), C.swig_voidp(_swig_i_19), C.swig_type_33(_swig_i_20), C.swig_voidp(_swig_i_21), C.swig_type_34(_swig_i_22), C.swig_voidp(_swig_i_23), C.swig_type_35(_swig_i_24), C.swig_voidp(_swig_i_25), C.swig_type_36(_swig_i_26), C.swig_voidp(_swig_i_27), C.swig_type_37(_swig_i_28), C.swig_voidp(_swig_i_29), C.swig_type_38(_swig_i_30), C.swig_voidp(_swig_i_31), C.swig_type_39(_swig_i_32), C.swig_voidp(_swig_i_33), C.swig_type_40(_swig_i_34), C.swig_voidp(_swig_i_35), C.swig_type_41(_swig_i_36)))
+	return swig_r
+}
+
+func Attn_go_kv_append(arg1 Struct_SS_attn_desc, arg2 Struct_SS_attn_args, arg3 *float32, arg4 int64, arg5 *float32, arg6 int64, arg7 *int32, arg8 int64, arg9 *int32, arg10 int64, arg11 *int32, arg12 int64, arg13 *int32, arg14 int64, arg15 *float32, arg16 int64, arg17 *float32, arg18 int64) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	_swig_i_6 := arg7
+	_swig_i_7 := arg8
+	_swig_i_8 := arg9
+	_swig_i_9 := arg10
+	_swig_i_10 := arg11
+	_swig_i_11 := arg12
+	_swig_i_12 := arg13
+	_swig_i_13 := arg14
+	_swig_i_14 := arg15
+	_swig_i_15 := arg16
+	_swig_i_16 := arg17
+	_swig_i_17 := arg18
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_go_kv_append_capi_33abdef1502b50ca(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_42(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_43(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_type_44(_swig_i_7), C.swig_voidp(_swig_i_8), C.swig_type_45(_swig_i_9), C.swig_voidp(_swig_i_10), C.swig_type_46(_swig_i_11), C.swig_voidp(_swig_i_12), C.swig_type_47(_swig_i_13), C.swig_voidp(_swig_i_14), C.swig_type_48(_swig_i_15), C.swig_voidp(_swig_i_16), C.swig_type_49(_swig_i_17)))
+	return swig_r
+}
+
+func Attn_go_merge(arg1 Struct_SS_attn_desc, arg2 Struct_SS_attn_args, arg3 Struct_SS_attn_args, arg4 *float32, arg5 int64, arg6 *float32, arg7 int64, arg8 *int32, arg9 int64, arg10 *float32, arg11 int64, arg12 *float32, arg13 int64) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := getSwigcptr(arg3)
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	_swig_i_6 := arg7
+	_swig_i_7 := arg8
+	_swig_i_8 := arg9
+	_swig_i_9 := arg10
+	_swig_i_10 := arg11
+	_swig_i_11 := arg12
+	_swig_i_12 := arg13
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_go_merge_capi_33abdef1502b50ca(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_50(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_51(_swig_i_6), C.swig_voidp(_swig_i_7), C.swig_type_52(_swig_i_8), C.swig_voidp(_swig_i_9), C.swig_type_53(_swig_i_10), C.swig_voidp(_swig_i_11), C.swig_type_54(_swig_i_12)))
 	return swig_r
 }
 

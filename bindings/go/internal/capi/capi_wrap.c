@@ -203,7 +203,10 @@ attn_status attn_go_run(const attn_desc *desc, attn_op op, attn_args *args,
                         const float *sinks, size_t sinks_len,
                         const uint8_t *query_valid, size_t query_valid_len,
                         const int32_t *seq_lens_k, size_t seq_lens_k_len,
-                        float *key_mass, size_t key_mass_len) {
+                        float *key_mass, size_t key_mass_len,
+                        const int32_t *cu_seqlens_q, size_t cu_seqlens_q_len,
+                        const int32_t *cu_seqlens_k, size_t cu_seqlens_k_len,
+                        const int32_t *block_table, size_t block_table_len) {
     attn_status st = attn_args_clear(args);
 #define ATTN_GO_BIND(setter, which, ptr, len)                                                  \
     if (st == ATTN_OK && (ptr)) st = setter(args, which, ptr, len)
@@ -221,6 +224,9 @@ attn_status attn_go_run(const attn_desc *desc, attn_op op, attn_args *args,
     ATTN_GO_BIND(attn_args_set_u8, ATTN_QUERY_VALID, query_valid, query_valid_len);
     ATTN_GO_BIND(attn_args_set_i32, ATTN_SEQ_LENS_K, seq_lens_k, seq_lens_k_len);
     ATTN_GO_BIND(attn_args_set_out_f32, ATTN_KEY_MASS, key_mass, key_mass_len);
+    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_Q, cu_seqlens_q, cu_seqlens_q_len);
+    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_K, cu_seqlens_k, cu_seqlens_k_len);
+    ATTN_GO_BIND(attn_args_set_i32, ATTN_BLOCK_TABLE, block_table, block_table_len);
 #undef ATTN_GO_BIND
     if (st == ATTN_OK) st = attn_run(desc, op, args);
     /* Forget every Go pointer before returning to Go (a successful clear keeps the message). */
@@ -228,11 +234,58 @@ attn_status attn_go_run(const attn_desc *desc, attn_op op, attn_args *args,
     return st;
 }
 
+
+attn_status attn_go_kv_append(const attn_desc *desc, attn_args *args,
+                              const float *new_k, size_t new_k_len,
+                              const float *new_v, size_t new_v_len,
+                              const int32_t *seq_lens_k, size_t seq_lens_k_len,
+                              const int32_t *cu_seqlens_q, size_t cu_seqlens_q_len,
+                              const int32_t *cu_seqlens_k, size_t cu_seqlens_k_len,
+                              const int32_t *block_table, size_t block_table_len,
+                              float *k_cache, size_t k_len, float *v_cache, size_t v_len) {
+    attn_status st = attn_args_clear(args);
+#define ATTN_GO_BIND(setter, which, ptr, len)                                                  \
+    if (st == ATTN_OK && (ptr)) st = setter(args, which, ptr, len)
+    ATTN_GO_BIND(attn_args_set_f32, ATTN_NEW_K, new_k, new_k_len);
+    ATTN_GO_BIND(attn_args_set_f32, ATTN_NEW_V, new_v, new_v_len);
+    ATTN_GO_BIND(attn_args_set_i32, ATTN_SEQ_LENS_K, seq_lens_k, seq_lens_k_len);
+    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_Q, cu_seqlens_q, cu_seqlens_q_len);
+    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_K, cu_seqlens_k, cu_seqlens_k_len);
+    ATTN_GO_BIND(attn_args_set_i32, ATTN_BLOCK_TABLE, block_table, block_table_len);
+#undef ATTN_GO_BIND
+    if (st == ATTN_OK) st = attn_kv_append(desc, args, k_cache, k_len, v_cache, v_len);
+    if (args) attn_args_clear(args);
+    return st;
+}
+
+
+attn_status attn_go_merge(const attn_desc *desc, attn_args *acc, attn_args *part,
+                          float *acc_out, size_t acc_out_len, float *acc_lse, size_t acc_lse_len,
+                          const int32_t *cu_seqlens_q, size_t cu_seqlens_q_len,
+                          float *part_out, size_t part_out_len,
+                          float *part_lse, size_t part_lse_len) {
+    attn_status st = attn_args_clear(acc);
+    if (st == ATTN_OK) st = attn_args_clear(part);
+#define ATTN_GO_BIND_IN(args, setter, which, ptr, len)                                         \
+    if (st == ATTN_OK && (ptr)) st = setter(args, which, ptr, len)
+    ATTN_GO_BIND_IN(acc, attn_args_set_out_f32, ATTN_OUT, acc_out, acc_out_len);
+    ATTN_GO_BIND_IN(acc, attn_args_set_out_f32, ATTN_LSE, acc_lse, acc_lse_len);
+    ATTN_GO_BIND_IN(acc, attn_args_set_i32, ATTN_CU_SEQLENS_Q, cu_seqlens_q, cu_seqlens_q_len);
+    /* part is only read, but bound with the output setter, as attn_merge wants */
+    ATTN_GO_BIND_IN(part, attn_args_set_out_f32, ATTN_OUT, part_out, part_out_len);
+    ATTN_GO_BIND_IN(part, attn_args_set_out_f32, ATTN_LSE, part_lse, part_lse_len);
+#undef ATTN_GO_BIND_IN
+    if (st == ATTN_OK) st = attn_merge(desc, acc, part);
+    if (acc) attn_args_clear(acc);
+    if (part) attn_args_clear(part);
+    return st;
+}
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-void _wrap_Swig_free_capi_424b91b9dc9bfb5f(void *_swig_go_0) {
+void _wrap_Swig_free_capi_33abdef1502b50ca(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -242,7 +295,7 @@ void _wrap_Swig_free_capi_424b91b9dc9bfb5f(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_capi_424b91b9dc9bfb5f(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_capi_33abdef1502b50ca(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -255,7 +308,7 @@ void *_wrap_Swig_malloc_capi_424b91b9dc9bfb5f(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_attn_version_string_capi_424b91b9dc9bfb5f() {
+_gostring_ _wrap_attn_version_string_capi_33abdef1502b50ca() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -266,7 +319,7 @@ _gostring_ _wrap_attn_version_string_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_attn_version_number_capi_424b91b9dc9bfb5f() {
+intgo _wrap_attn_version_number_capi_33abdef1502b50ca() {
   unsigned int result;
   intgo _swig_go_result;
   
@@ -277,7 +330,7 @@ intgo _wrap_attn_version_number_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_OK_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_OK_capi_33abdef1502b50ca() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -289,7 +342,7 @@ intgo _wrap_ATTN_OK_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_ERR_NULL_POINTER_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_ERR_NULL_POINTER_capi_33abdef1502b50ca() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -301,7 +354,7 @@ intgo _wrap_ATTN_ERR_NULL_POINTER_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_33abdef1502b50ca() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -313,7 +366,7 @@ intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_33abdef1502b50ca() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -325,7 +378,7 @@ intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_33abdef1502b50ca() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -337,7 +390,7 @@ intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_ERR_INTERNAL_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_ERR_INTERNAL_capi_33abdef1502b50ca() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -349,7 +402,7 @@ intgo _wrap_ATTN_ERR_INTERNAL_capi_424b91b9dc9bfb5f() {
 }
 
 
-_gostring_ _wrap_attn_status_string_capi_424b91b9dc9bfb5f(intgo _swig_go_0) {
+_gostring_ _wrap_attn_status_string_capi_33abdef1502b50ca(intgo _swig_go_0) {
   attn_status arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -362,7 +415,7 @@ _gostring_ _wrap_attn_status_string_capi_424b91b9dc9bfb5f(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_attn_last_error_capi_424b91b9dc9bfb5f() {
+_gostring_ _wrap_attn_last_error_capi_33abdef1502b50ca() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -373,7 +426,7 @@ _gostring_ _wrap_attn_last_error_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_attn_simple_capi_424b91b9dc9bfb5f(float *_swig_go_0, float *_swig_go_1, float *_swig_go_2, long long _swig_go_3, long long _swig_go_4, bool _swig_go_5, bool *_swig_go_6, float *_swig_go_7) {
+intgo _wrap_attn_simple_capi_33abdef1502b50ca(float *_swig_go_0, float *_swig_go_1, float *_swig_go_2, long long _swig_go_3, long long _swig_go_4, bool _swig_go_5, bool *_swig_go_6, float *_swig_go_7) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -400,7 +453,7 @@ intgo _wrap_attn_simple_capi_424b91b9dc9bfb5f(float *_swig_go_0, float *_swig_go
 }
 
 
-intgo _wrap_ATTN_CAUSAL_NONE_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_CAUSAL_NONE_capi_33abdef1502b50ca() {
   enum attn_causal result;
   intgo _swig_go_result;
   
@@ -412,7 +465,7 @@ intgo _wrap_ATTN_CAUSAL_NONE_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_33abdef1502b50ca() {
   enum attn_causal result;
   intgo _swig_go_result;
   
@@ -424,7 +477,7 @@ intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_33abdef1502b50ca() {
   enum attn_causal result;
   intgo _swig_go_result;
   
@@ -436,7 +489,7 @@ intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_Q_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_Q_capi_33abdef1502b50ca() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -448,7 +501,7 @@ intgo _wrap_ATTN_Q_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_K_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_K_capi_33abdef1502b50ca() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -460,7 +513,7 @@ intgo _wrap_ATTN_K_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_V_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_V_capi_33abdef1502b50ca() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -472,7 +525,7 @@ intgo _wrap_ATTN_V_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_OUT_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_OUT_capi_33abdef1502b50ca() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -484,7 +537,7 @@ intgo _wrap_ATTN_OUT_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_LSE_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_LSE_capi_33abdef1502b50ca() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -496,7 +549,7 @@ intgo _wrap_ATTN_LSE_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_WEIGHTS_capi_33abdef1502b50ca() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -508,7 +561,7 @@ intgo _wrap_ATTN_WEIGHTS_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_KEY_VALID_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_KEY_VALID_capi_33abdef1502b50ca() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -520,7 +573,7 @@ intgo _wrap_ATTN_KEY_VALID_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_ALLOWED_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_ALLOWED_capi_33abdef1502b50ca() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -532,7 +585,7 @@ intgo _wrap_ATTN_ALLOWED_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_BIAS_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_BIAS_capi_33abdef1502b50ca() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -544,7 +597,7 @@ intgo _wrap_ATTN_BIAS_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_SLOPES_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_ALIBI_SLOPES_capi_33abdef1502b50ca() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -556,7 +609,7 @@ intgo _wrap_ATTN_ALIBI_SLOPES_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_SINKS_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_SINKS_capi_33abdef1502b50ca() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -568,7 +621,7 @@ intgo _wrap_ATTN_SINKS_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_QUERY_VALID_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_QUERY_VALID_capi_33abdef1502b50ca() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -580,7 +633,7 @@ intgo _wrap_ATTN_QUERY_VALID_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_SEQ_LENS_K_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_SEQ_LENS_K_capi_33abdef1502b50ca() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -592,7 +645,7 @@ intgo _wrap_ATTN_SEQ_LENS_K_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_KEY_MASS_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_KEY_MASS_capi_33abdef1502b50ca() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -604,7 +657,7 @@ intgo _wrap_ATTN_KEY_MASS_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_attn_desc_create_capi_424b91b9dc9bfb5f(attn_desc **_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, long long _swig_go_6) {
+intgo _wrap_attn_desc_create_capi_33abdef1502b50ca(attn_desc **_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, long long _swig_go_6) {
   attn_desc **arg1 = (attn_desc **) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -631,7 +684,7 @@ intgo _wrap_attn_desc_create_capi_424b91b9dc9bfb5f(attn_desc **_swig_go_0, long 
 }
 
 
-void _wrap_attn_desc_destroy_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go_0) {
+void _wrap_attn_desc_destroy_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   
   arg1 = *(attn_desc **)&_swig_go_0; 
@@ -641,7 +694,7 @@ void _wrap_attn_desc_destroy_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go_0)
 }
 
 
-intgo _wrap_attn_desc_set_causal_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_attn_desc_set_causal_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_causal arg2 ;
   attn_status result;
@@ -656,7 +709,7 @@ intgo _wrap_attn_desc_set_causal_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_g
 }
 
 
-intgo _wrap_attn_desc_set_scale_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go_0, float _swig_go_1) {
+intgo _wrap_attn_desc_set_scale_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, float _swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   float arg2 ;
   attn_status result;
@@ -671,7 +724,7 @@ intgo _wrap_attn_desc_set_scale_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_desc_set_strides_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4) {
+intgo _wrap_attn_desc_set_strides_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_operand arg2 ;
   size_t arg3 ;
@@ -692,7 +745,7 @@ intgo _wrap_attn_desc_set_strides_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_
 }
 
 
-long long _wrap_attn_desc_required_len_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
+long long _wrap_attn_desc_required_len_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_operand arg2 ;
   size_t result;
@@ -707,7 +760,7 @@ long long _wrap_attn_desc_required_len_capi_424b91b9dc9bfb5f(struct attn_desc *_
 }
 
 
-intgo _wrap_attn_forward_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, float *_swig_go_3, bool *_swig_go_4, bool *_swig_go_5, float *_swig_go_6, float *_swig_go_7) {
+intgo _wrap_attn_forward_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, float *_swig_go_3, bool *_swig_go_4, bool *_swig_go_5, float *_swig_go_6, float *_swig_go_7) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -734,7 +787,7 @@ intgo _wrap_attn_forward_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go_0, flo
 }
 
 
-intgo _wrap_attn_weights_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, bool *_swig_go_3, bool *_swig_go_4, float *_swig_go_5) {
+intgo _wrap_attn_weights_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, bool *_swig_go_3, bool *_swig_go_4, float *_swig_go_5) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -757,7 +810,7 @@ intgo _wrap_attn_weights_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go_0, flo
 }
 
 
-intgo _wrap_ATTN_PARAM_CAUSAL_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_PARAM_CAUSAL_capi_33abdef1502b50ca() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -769,7 +822,7 @@ intgo _wrap_ATTN_PARAM_CAUSAL_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_PARAM_SCALE_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_PARAM_SCALE_capi_33abdef1502b50ca() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -781,7 +834,7 @@ intgo _wrap_ATTN_PARAM_SCALE_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_33abdef1502b50ca() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -793,7 +846,7 @@ intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_33abdef1502b50ca() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -805,7 +858,7 @@ intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_PARAM_SOFTCAP_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_PARAM_SOFTCAP_capi_33abdef1502b50ca() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -817,7 +870,7 @@ intgo _wrap_ATTN_PARAM_SOFTCAP_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_PARAM_ALIBI_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_PARAM_ALIBI_capi_33abdef1502b50ca() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -829,7 +882,7 @@ intgo _wrap_ATTN_PARAM_ALIBI_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_33abdef1502b50ca() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -841,7 +894,7 @@ intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_33abdef1502b50ca() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -853,7 +906,7 @@ intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_33abdef1502b50ca() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -865,7 +918,7 @@ intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_33abdef1502b50ca() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -877,7 +930,7 @@ intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_NONE_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_ALIBI_NONE_capi_33abdef1502b50ca() {
   enum attn_alibi result;
   intgo _swig_go_result;
   
@@ -889,7 +942,7 @@ intgo _wrap_ATTN_ALIBI_NONE_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_OPERAND_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_ALIBI_OPERAND_capi_33abdef1502b50ca() {
   enum attn_alibi result;
   intgo _swig_go_result;
   
@@ -901,7 +954,7 @@ intgo _wrap_ATTN_ALIBI_OPERAND_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_STANDARD_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_ALIBI_STANDARD_capi_33abdef1502b50ca() {
   enum attn_alibi result;
   intgo _swig_go_result;
   
@@ -913,7 +966,7 @@ intgo _wrap_ATTN_ALIBI_STANDARD_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_33abdef1502b50ca() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -925,7 +978,7 @@ intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_SCORES_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_WEIGHTS_SCORES_capi_33abdef1502b50ca() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -937,7 +990,7 @@ intgo _wrap_ATTN_WEIGHTS_SCORES_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_MASKED_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_WEIGHTS_MASKED_capi_33abdef1502b50ca() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -949,7 +1002,7 @@ intgo _wrap_ATTN_WEIGHTS_MASKED_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_33abdef1502b50ca() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -961,7 +1014,7 @@ intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_33abdef1502b50ca() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -973,7 +1026,7 @@ intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_attn_desc_set_int_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_desc_set_int_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   int64_t arg3 ;
@@ -992,7 +1045,7 @@ intgo _wrap_attn_desc_set_int_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go_0
 }
 
 
-intgo _wrap_attn_desc_set_float_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go_0, intgo _swig_go_1, double _swig_go_2) {
+intgo _wrap_attn_desc_set_float_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, intgo _swig_go_1, double _swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   double arg3 ;
@@ -1009,7 +1062,7 @@ intgo _wrap_attn_desc_set_float_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_desc_get_int_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long *_swig_go_2) {
+intgo _wrap_attn_desc_get_int_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -1028,7 +1081,7 @@ intgo _wrap_attn_desc_get_int_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go_0
 }
 
 
-intgo _wrap_attn_desc_get_float_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go_0, intgo _swig_go_1, double *_swig_go_2) {
+intgo _wrap_attn_desc_get_float_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, intgo _swig_go_1, double *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   double *arg3 = (double *) 0 ;
@@ -1045,7 +1098,7 @@ intgo _wrap_attn_desc_get_float_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_param_bounds_capi_424b91b9dc9bfb5f(intgo _swig_go_0, int *_swig_go_1, double *_swig_go_2, double *_swig_go_3) {
+intgo _wrap_attn_param_bounds_capi_33abdef1502b50ca(intgo _swig_go_0, int *_swig_go_1, double *_swig_go_2, double *_swig_go_3) {
   attn_param arg1 ;
   int *arg2 = (int *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -1066,7 +1119,7 @@ intgo _wrap_attn_param_bounds_capi_424b91b9dc9bfb5f(intgo _swig_go_0, int *_swig
 }
 
 
-intgo _wrap_ATTN_OP_FORWARD_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_OP_FORWARD_capi_33abdef1502b50ca() {
   enum attn_op result;
   intgo _swig_go_result;
   
@@ -1078,7 +1131,7 @@ intgo _wrap_ATTN_OP_FORWARD_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_OP_WEIGHTS_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_OP_WEIGHTS_capi_33abdef1502b50ca() {
   enum attn_op result;
   intgo _swig_go_result;
   
@@ -1090,7 +1143,7 @@ intgo _wrap_ATTN_OP_WEIGHTS_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_ATTN_OP_BACKWARD_capi_424b91b9dc9bfb5f() {
+intgo _wrap_ATTN_OP_BACKWARD_capi_33abdef1502b50ca() {
   enum attn_op result;
   intgo _swig_go_result;
   
@@ -1102,7 +1155,7 @@ intgo _wrap_ATTN_OP_BACKWARD_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_attn_args_create_capi_424b91b9dc9bfb5f(attn_args **_swig_go_0) {
+intgo _wrap_attn_args_create_capi_33abdef1502b50ca(attn_args **_swig_go_0) {
   attn_args **arg1 = (attn_args **) 0 ;
   attn_status result;
   intgo _swig_go_result;
@@ -1117,7 +1170,7 @@ intgo _wrap_attn_args_create_capi_424b91b9dc9bfb5f(attn_args **_swig_go_0) {
 }
 
 
-void _wrap_attn_args_destroy_capi_424b91b9dc9bfb5f(struct attn_args *_swig_go_0) {
+void _wrap_attn_args_destroy_capi_33abdef1502b50ca(struct attn_args *_swig_go_0) {
   attn_args *arg1 = (attn_args *) 0 ;
   
   arg1 = *(attn_args **)&_swig_go_0; 
@@ -1127,7 +1180,7 @@ void _wrap_attn_args_destroy_capi_424b91b9dc9bfb5f(struct attn_args *_swig_go_0)
 }
 
 
-intgo _wrap_attn_args_clear_capi_424b91b9dc9bfb5f(struct attn_args *_swig_go_0) {
+intgo _wrap_attn_args_clear_capi_33abdef1502b50ca(struct attn_args *_swig_go_0) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_status result;
   intgo _swig_go_result;
@@ -1140,7 +1193,7 @@ intgo _wrap_attn_args_clear_capi_424b91b9dc9bfb5f(struct attn_args *_swig_go_0) 
 }
 
 
-intgo _wrap_attn_args_set_f32_capi_424b91b9dc9bfb5f(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_f32_capi_33abdef1502b50ca(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   float *arg3 = (float *) 0 ;
@@ -1159,7 +1212,7 @@ intgo _wrap_attn_args_set_f32_capi_424b91b9dc9bfb5f(struct attn_args *_swig_go_0
 }
 
 
-intgo _wrap_attn_args_set_out_f32_capi_424b91b9dc9bfb5f(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_out_f32_capi_33abdef1502b50ca(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   float *arg3 = (float *) 0 ;
@@ -1178,7 +1231,7 @@ intgo _wrap_attn_args_set_out_f32_capi_424b91b9dc9bfb5f(struct attn_args *_swig_
 }
 
 
-intgo _wrap_attn_args_set_u8_capi_424b91b9dc9bfb5f(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_u8_capi_33abdef1502b50ca(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -1199,7 +1252,7 @@ intgo _wrap_attn_args_set_u8_capi_424b91b9dc9bfb5f(struct attn_args *_swig_go_0,
 }
 
 
-intgo _wrap_attn_args_set_i32_capi_424b91b9dc9bfb5f(struct attn_args *_swig_go_0, intgo _swig_go_1, int *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_i32_capi_33abdef1502b50ca(struct attn_args *_swig_go_0, intgo _swig_go_1, int *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -1220,7 +1273,7 @@ intgo _wrap_attn_args_set_i32_capi_424b91b9dc9bfb5f(struct attn_args *_swig_go_0
 }
 
 
-intgo _wrap_attn_run_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go_0, intgo _swig_go_1, struct attn_args *_swig_go_2) {
+intgo _wrap_attn_run_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, intgo _swig_go_1, struct attn_args *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_op arg2 ;
   attn_args *arg3 = (attn_args *) 0 ;
@@ -1237,7 +1290,7 @@ intgo _wrap_attn_run_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go_0, intgo _
 }
 
 
-intgo _wrap_attn_set_num_threads_capi_424b91b9dc9bfb5f(long long _swig_go_0) {
+intgo _wrap_attn_set_num_threads_capi_33abdef1502b50ca(long long _swig_go_0) {
   size_t arg1 ;
   attn_status result;
   intgo _swig_go_result;
@@ -1250,7 +1303,7 @@ intgo _wrap_attn_set_num_threads_capi_424b91b9dc9bfb5f(long long _swig_go_0) {
 }
 
 
-long long _wrap_attn_get_num_threads_capi_424b91b9dc9bfb5f() {
+long long _wrap_attn_get_num_threads_capi_33abdef1502b50ca() {
   size_t result;
   long long _swig_go_result;
   
@@ -1261,7 +1314,7 @@ long long _wrap_attn_get_num_threads_capi_424b91b9dc9bfb5f() {
 }
 
 
-_gostring_ _wrap_attn_isa_capi_424b91b9dc9bfb5f() {
+_gostring_ _wrap_attn_isa_capi_33abdef1502b50ca() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -1272,7 +1325,7 @@ _gostring_ _wrap_attn_isa_capi_424b91b9dc9bfb5f() {
 }
 
 
-intgo _wrap_attn_set_isa_capi_424b91b9dc9bfb5f(_gostring_ _swig_go_0) {
+intgo _wrap_attn_set_isa_capi_33abdef1502b50ca(_gostring_ _swig_go_0) {
   char *arg1 = (char *) 0 ;
   attn_status result;
   intgo _swig_go_result;
@@ -1290,7 +1343,7 @@ intgo _wrap_attn_set_isa_capi_424b91b9dc9bfb5f(_gostring_ _swig_go_0) {
 }
 
 
-intgo _wrap_attn_go_run_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go_0, intgo _swig_go_1, struct attn_args *_swig_go_2, float *_swig_go_3, long long _swig_go_4, float *_swig_go_5, long long _swig_go_6, float *_swig_go_7, long long _swig_go_8, float *_swig_go_9, long long _swig_go_10, float *_swig_go_11, long long _swig_go_12, float *_swig_go_13, long long _swig_go_14, char *_swig_go_15, long long _swig_go_16, char *_swig_go_17, long long _swig_go_18, float *_swig_go_19, long long _swig_go_20, float *_swig_go_21, long long _swig_go_22, float *_swig_go_23, long long _swig_go_24, char *_swig_go_25, long long _swig_go_26, int *_swig_go_27, long long _swig_go_28, float *_swig_go_29, long long _swig_go_30) {
+intgo _wrap_attn_go_run_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, intgo _swig_go_1, struct attn_args *_swig_go_2, float *_swig_go_3, long long _swig_go_4, float *_swig_go_5, long long _swig_go_6, float *_swig_go_7, long long _swig_go_8, float *_swig_go_9, long long _swig_go_10, float *_swig_go_11, long long _swig_go_12, float *_swig_go_13, long long _swig_go_14, char *_swig_go_15, long long _swig_go_16, char *_swig_go_17, long long _swig_go_18, float *_swig_go_19, long long _swig_go_20, float *_swig_go_21, long long _swig_go_22, float *_swig_go_23, long long _swig_go_24, char *_swig_go_25, long long _swig_go_26, int *_swig_go_27, long long _swig_go_28, float *_swig_go_29, long long _swig_go_30, int *_swig_go_31, long long _swig_go_32, int *_swig_go_33, long long _swig_go_34, int *_swig_go_35, long long _swig_go_36) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_op arg2 ;
   attn_args *arg3 = (attn_args *) 0 ;
@@ -1322,6 +1375,12 @@ intgo _wrap_attn_go_run_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go_0, intg
   size_t arg29 ;
   float *arg30 = (float *) 0 ;
   size_t arg31 ;
+  int32_t *arg32 = (int32_t *) 0 ;
+  size_t arg33 ;
+  int32_t *arg34 = (int32_t *) 0 ;
+  size_t arg35 ;
+  int32_t *arg36 = (int32_t *) 0 ;
+  size_t arg37 ;
   attn_status result;
   intgo _swig_go_result;
   
@@ -1365,7 +1424,113 @@ intgo _wrap_attn_go_run_capi_424b91b9dc9bfb5f(struct attn_desc *_swig_go_0, intg
   arg30 = *(float **)&_swig_go_29; 
   arg31 = (size_t)_swig_go_30; 
   
-  result = (attn_status)attn_go_run((struct attn_desc const *)arg1,arg2,arg3,(float const *)arg4,arg5,(float const *)arg6,arg7,(float const *)arg8,arg9,arg10,arg11,arg12,arg13,arg14,arg15,(uint8_t const *)arg16,arg17,(uint8_t const *)arg18,arg19,(float const *)arg20,arg21,(float const *)arg22,arg23,(float const *)arg24,arg25,(uint8_t const *)arg26,arg27,(int32_t const *)arg28,arg29,arg30,arg31);
+  arg32 = (int32_t *)_swig_go_31;
+  
+  arg33 = (size_t)_swig_go_32; 
+  
+  arg34 = (int32_t *)_swig_go_33;
+  
+  arg35 = (size_t)_swig_go_34; 
+  
+  arg36 = (int32_t *)_swig_go_35;
+  
+  arg37 = (size_t)_swig_go_36; 
+  
+  result = (attn_status)attn_go_run((struct attn_desc const *)arg1,arg2,arg3,(float const *)arg4,arg5,(float const *)arg6,arg7,(float const *)arg8,arg9,arg10,arg11,arg12,arg13,arg14,arg15,(uint8_t const *)arg16,arg17,(uint8_t const *)arg18,arg19,(float const *)arg20,arg21,(float const *)arg22,arg23,(float const *)arg24,arg25,(uint8_t const *)arg26,arg27,(int32_t const *)arg28,arg29,arg30,arg31,(int32_t const *)arg32,arg33,(int32_t const *)arg34,arg35,(int32_t const *)arg36,arg37);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_go_kv_append_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, float *_swig_go_2, long long _swig_go_3, float *_swig_go_4, long long _swig_go_5, int *_swig_go_6, long long _swig_go_7, int *_swig_go_8, long long _swig_go_9, int *_swig_go_10, long long _swig_go_11, int *_swig_go_12, long long _swig_go_13, float *_swig_go_14, long long _swig_go_15, float *_swig_go_16, long long _swig_go_17) {
+  attn_desc *arg1 = (attn_desc *) 0 ;
+  attn_args *arg2 = (attn_args *) 0 ;
+  float *arg3 = (float *) 0 ;
+  size_t arg4 ;
+  float *arg5 = (float *) 0 ;
+  size_t arg6 ;
+  int32_t *arg7 = (int32_t *) 0 ;
+  size_t arg8 ;
+  int32_t *arg9 = (int32_t *) 0 ;
+  size_t arg10 ;
+  int32_t *arg11 = (int32_t *) 0 ;
+  size_t arg12 ;
+  int32_t *arg13 = (int32_t *) 0 ;
+  size_t arg14 ;
+  float *arg15 = (float *) 0 ;
+  size_t arg16 ;
+  float *arg17 = (float *) 0 ;
+  size_t arg18 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(attn_desc **)&_swig_go_0; 
+  arg2 = *(attn_args **)&_swig_go_1; 
+  arg3 = *(float **)&_swig_go_2; 
+  arg4 = (size_t)_swig_go_3; 
+  arg5 = *(float **)&_swig_go_4; 
+  arg6 = (size_t)_swig_go_5; 
+  
+  arg7 = (int32_t *)_swig_go_6;
+  
+  arg8 = (size_t)_swig_go_7; 
+  
+  arg9 = (int32_t *)_swig_go_8;
+  
+  arg10 = (size_t)_swig_go_9; 
+  
+  arg11 = (int32_t *)_swig_go_10;
+  
+  arg12 = (size_t)_swig_go_11; 
+  
+  arg13 = (int32_t *)_swig_go_12;
+  
+  arg14 = (size_t)_swig_go_13; 
+  arg15 = *(float **)&_swig_go_14; 
+  arg16 = (size_t)_swig_go_15; 
+  arg17 = *(float **)&_swig_go_16; 
+  arg18 = (size_t)_swig_go_17; 
+  
+  result = (attn_status)attn_go_kv_append((struct attn_desc const *)arg1,arg2,(float const *)arg3,arg4,(float const *)arg5,arg6,(int32_t const *)arg7,arg8,(int32_t const *)arg9,arg10,(int32_t const *)arg11,arg12,(int32_t const *)arg13,arg14,arg15,arg16,arg17,arg18);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_go_merge_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, struct attn_args *_swig_go_2, float *_swig_go_3, long long _swig_go_4, float *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long _swig_go_8, float *_swig_go_9, long long _swig_go_10, float *_swig_go_11, long long _swig_go_12) {
+  attn_desc *arg1 = (attn_desc *) 0 ;
+  attn_args *arg2 = (attn_args *) 0 ;
+  attn_args *arg3 = (attn_args *) 0 ;
+  float *arg4 = (float *) 0 ;
+  size_t arg5 ;
+  float *arg6 = (float *) 0 ;
+  size_t arg7 ;
+  int32_t *arg8 = (int32_t *) 0 ;
+  size_t arg9 ;
+  float *arg10 = (float *) 0 ;
+  size_t arg11 ;
+  float *arg12 = (float *) 0 ;
+  size_t arg13 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(attn_desc **)&_swig_go_0; 
+  arg2 = *(attn_args **)&_swig_go_1; 
+  arg3 = *(attn_args **)&_swig_go_2; 
+  arg4 = *(float **)&_swig_go_3; 
+  arg5 = (size_t)_swig_go_4; 
+  arg6 = *(float **)&_swig_go_5; 
+  arg7 = (size_t)_swig_go_6; 
+  
+  arg8 = (int32_t *)_swig_go_7;
+  
+  arg9 = (size_t)_swig_go_8; 
+  arg10 = *(float **)&_swig_go_9; 
+  arg11 = (size_t)_swig_go_10; 
+  arg12 = *(float **)&_swig_go_11; 
+  arg13 = (size_t)_swig_go_12; 
+  
+  result = (attn_status)attn_go_merge((struct attn_desc const *)arg1,arg2,arg3,arg4,arg5,arg6,arg7,(int32_t const *)arg8,arg9,arg10,arg11,arg12,arg13);
   _swig_go_result = (intgo)result; 
   return _swig_go_result;
 }

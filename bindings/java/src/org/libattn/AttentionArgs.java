@@ -5,6 +5,7 @@ import java.lang.ref.Reference;
 import java.nio.ByteBuffer;
 import java.nio.FloatBuffer;
 import java.nio.IntBuffer;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * The per-call tensors of the extensible call (attn_args + attn_run): bind each
@@ -23,11 +24,28 @@ import java.nio.IntBuffer;
  * }
  * }</pre>
  *
+ * <h2>Serving layouts</h2>
+ * With a varlen or paged descriptor ({@link AttentionDesc.Builder#varlen()},
+ * {@link AttentionDesc.Builder#pageSize(int)}) the same object binds the prefix sums, the block
+ * table and the key lengths ({@link #cuSeqlensQ}, {@link #cuSeqlensK}, {@link #blockTable},
+ * {@link #seqLensK}), writes new key/value rows into a cache ({@link #newK}, {@link #newV},
+ * {@link #kvAppend}) and runs attention over it; {@link AttentionDesc#merge} folds two partial
+ * results together.
+ *
+ * <pre>{@code
+ * // chunked prefill / decode: varlen queries over a paged cache of 16-token pages
+ * args.cuSeqlensQ(cuQ).seqLensK(lens).blockTable(table).newK(newK).newV(newV);
+ * args.kvAppend(kPool, vPool);                       // the new rows into their pages
+ * args.set(Operand.Q, q).set(Operand.K, kPool).set(Operand.V, vPool).set(Operand.OUT, out);
+ * args.run(Op.FORWARD);
+ * }</pre>
+ *
  * <h2>Operands</h2>
  * Each operand takes its element type: floats as {@code float[]} or a direct
  * {@link FloatBuffer} in native byte order; byte masks (KEY_VALID, ALLOWED, QUERY_VALID; nonzero
- * = true) as {@code boolean[]}, {@code byte[]} or a direct {@link ByteBuffer}; SEQ_LENS_K as
- * {@code int[]} or a direct {@link IntBuffer} in native byte order. Nothing is copied: arrays
+ * = true) as {@code boolean[]}, {@code byte[]} or a direct {@link ByteBuffer}; SEQ_LENS_K,
+ * CU_SEQLENS_Q, CU_SEQLENS_K and BLOCK_TABLE as {@code int[]} or a direct {@link IntBuffer} in
+ * native byte order. Nothing is copied: arrays
  * are pinned for the length of {@link #run(Op)} (JNI critical access), buffers are used from
  * their position on. The object keeps a reference to what it binds; the library reads and
  * writes the data only inside run(). {@code set(which, null)} (or {@link #unset}) means "not
@@ -37,13 +55,17 @@ import java.nio.IntBuffer;
  * <ul>
  * <li>{@code set}: {@link IllegalArgumentException} for the wrong element type, an array or
  * buffer shorter than {@code desc.requiredLen(which)} (empty included: "key_valid has 0
- * elements, needs at least 14"), a heap or wrongly ordered buffer, a read-only output buffer;
- * <li>{@code run}: {@link NullPointerException} when a required operand is not bound (q, k and
- * v and out for FORWARD; q, k and weights for WEIGHTS); {@link AttentionException} for what the
- * library refuses, with its status and message (an output overlapping another operand, a
- * seq_lens_k value out of range, ALiBi slopes missing or bound without {@link Alibi#OPERAND},
- * sinks with softmaxPlusOne, {@link Op#BACKWARD}); {@link IllegalStateException} when this
- * object or its descriptor is closed.
+ * elements, needs at least 14"; for the operands of a varlen pack, whose requiredLen is an upper
+ * bound, only empty ones), a heap or wrongly ordered buffer, a read-only output buffer;
+ * <li>{@code run}, {@code kvAppend}, {@code merge}: {@link NullPointerException} when a required
+ * operand is not bound (q, k and v and out for FORWARD; q, k and weights for WEIGHTS;
+ * cu_seqlens_q (and cu_seqlens_k without pages) with varlen; block_table and seq_lens_k with
+ * pages); {@link AttentionException} for what the library refuses, with its status and message
+ * (an output overlapping another operand, a seq_lens_k value out of range, bad prefix sums or
+ * block-table entries, naming the sequence and the slot: "block_table[1][2] (99) is not a page
+ * of the K/V buffers, which hold 4 pages", ALiBi slopes missing or bound without
+ * {@link Alibi#OPERAND}, sinks with softmaxPlusOne, {@link Op#BACKWARD});
+ * {@link IllegalStateException} when this object or its descriptor is closed.
  * </ul>
  *
  * <h2>Threads and lifetime</h2>
@@ -52,6 +74,17 @@ import java.nio.IntBuffer;
  * closed is freed by a {@link Cleaner} once unreachable.
  */
 public final class AttentionArgs implements AutoCloseable {
+    private static final int OPERANDS = Operand.values().length;
+    /** The operands each call reads or writes (by ordinal); the others are not passed. */
+    private static final boolean[] FORWARD_USES = uses(Operand.WEIGHTS, Operand.NEW_K, Operand.NEW_V);
+    private static final boolean[] WEIGHTS_USES = uses(Operand.V, Operand.OUT, Operand.LSE,
+            Operand.KEY_MASS, Operand.NEW_K, Operand.NEW_V);
+    private static final Operand[] APPEND_USES = {Operand.NEW_K, Operand.NEW_V, Operand.SEQ_LENS_K,
+        Operand.CU_SEQLENS_Q, Operand.CU_SEQLENS_K, Operand.BLOCK_TABLE};
+    /** Gives every object a rank, so that merge locks two of them in one global order. */
+    private static final AtomicLong RANKS = new AtomicLong();
+
+    private final long rank = RANKS.incrementAndGet();
     private final AttentionDesc desc;
     private final long handle;
     private final Natives.Handle owner;
@@ -80,8 +113,7 @@ public final class AttentionArgs implements AutoCloseable {
     public AttentionArgs set(Operand which, float[] data) {
         check(which, Operand.Element.FLOAT, data, "float[]");
         if (data != null) {
-            Checks.length(data.length, which.cname, desc.need(which), Checks.required(which),
-                    "elements");
+            Checks.length(data.length, which.cname, desc.least(which), why(which), "elements");
         }
         return bind(which, data);
     }
@@ -89,7 +121,7 @@ public final class AttentionArgs implements AutoCloseable {
     /** Binds a float operand to a direct FloatBuffer in native byte order (null = unbind). */
     public AttentionArgs set(Operand which, FloatBuffer data) {
         check(which, Operand.Element.FLOAT, data, "FloatBuffer");
-        return bind(which, Checks.floats(data, which.cname, desc.need(which), which, false,
+        return bind(which, Checks.floats(data, which.cname, desc.least(which), why(which), false,
                 which.output));
     }
 
@@ -97,8 +129,7 @@ public final class AttentionArgs implements AutoCloseable {
     public AttentionArgs set(Operand which, boolean[] data) {
         check(which, Operand.Element.BYTE, data, "boolean[]");
         if (data != null) {
-            Checks.length(data.length, which.cname, desc.need(which), Checks.required(which),
-                    "elements");
+            Checks.length(data.length, which.cname, desc.least(which), why(which), "elements");
         }
         return bind(which, data);
     }
@@ -107,8 +138,7 @@ public final class AttentionArgs implements AutoCloseable {
     public AttentionArgs set(Operand which, byte[] data) {
         check(which, Operand.Element.BYTE, data, "byte[]");
         if (data != null) {
-            Checks.length(data.length, which.cname, desc.need(which), Checks.required(which),
-                    "elements");
+            Checks.length(data.length, which.cname, desc.least(which), why(which), "elements");
         }
         return bind(which, data);
     }
@@ -116,23 +146,90 @@ public final class AttentionArgs implements AutoCloseable {
     /** Binds a byte-mask operand to a direct ByteBuffer, nonzero = true (null = unbind). */
     public AttentionArgs set(Operand which, ByteBuffer data) {
         check(which, Operand.Element.BYTE, data, "ByteBuffer");
-        return bind(which, Checks.bytes(data, which.cname, desc.need(which), which));
+        return bind(which, Checks.bytes(data, which.cname, desc.least(which), why(which)));
     }
 
-    /** Binds an int operand (SEQ_LENS_K) to an int[] (null = unbind). */
+    /**
+     * Binds an int operand (SEQ_LENS_K, CU_SEQLENS_Q, CU_SEQLENS_K, BLOCK_TABLE) to an int[]
+     * (null = unbind). Its values are checked by the library in the call.
+     */
     public AttentionArgs set(Operand which, int[] data) {
         check(which, Operand.Element.INT, data, "int[]");
         if (data != null) {
-            Checks.length(data.length, which.cname, desc.need(which), Checks.required(which),
-                    "elements");
+            Checks.length(data.length, which.cname, desc.least(which), why(which), "elements");
         }
         return bind(which, data);
     }
 
-    /** Binds an int operand (SEQ_LENS_K) to a direct IntBuffer in native byte order. */
+    /** Binds an int operand (as {@link #set(Operand, int[])}) to a direct IntBuffer in native byte order. */
     public AttentionArgs set(Operand which, IntBuffer data) {
         check(which, Operand.Element.INT, data, "IntBuffer");
-        return bind(which, Checks.ints(data, which.cname, desc.need(which), which));
+        return bind(which, Checks.ints(data, which.cname, desc.least(which), why(which)));
+    }
+
+    // ---------------------------------------------------------------- serving operands by name
+
+    /**
+     * {@link Operand#SEQ_LENS_K}: [batch] keys of each sequence (with a paged cache: the keys
+     * in its cache, the new ones of a {@link #kvAppend} included).
+     */
+    public AttentionArgs seqLensK(int[] lens) {
+        return set(Operand.SEQ_LENS_K, lens);
+    }
+
+    /** {@link Operand#SEQ_LENS_K} as a direct IntBuffer. */
+    public AttentionArgs seqLensK(IntBuffer lens) {
+        return set(Operand.SEQ_LENS_K, lens);
+    }
+
+    /** {@link Operand#CU_SEQLENS_Q}: [batch + 1] prefix sums of the query lengths (varlen). */
+    public AttentionArgs cuSeqlensQ(int[] cu) {
+        return set(Operand.CU_SEQLENS_Q, cu);
+    }
+
+    /** {@link Operand#CU_SEQLENS_Q} as a direct IntBuffer. */
+    public AttentionArgs cuSeqlensQ(IntBuffer cu) {
+        return set(Operand.CU_SEQLENS_Q, cu);
+    }
+
+    /** {@link Operand#CU_SEQLENS_K}: [batch + 1] prefix sums of the key lengths (varlen, no pages). */
+    public AttentionArgs cuSeqlensK(int[] cu) {
+        return set(Operand.CU_SEQLENS_K, cu);
+    }
+
+    /** {@link Operand#CU_SEQLENS_K} as a direct IntBuffer. */
+    public AttentionArgs cuSeqlensK(IntBuffer cu) {
+        return set(Operand.CU_SEQLENS_K, cu);
+    }
+
+    /** {@link Operand#BLOCK_TABLE}: [batch][maxPages] page ids, -1 = unused slot (paged K/V). */
+    public AttentionArgs blockTable(int[] table) {
+        return set(Operand.BLOCK_TABLE, table);
+    }
+
+    /** {@link Operand#BLOCK_TABLE} as a direct IntBuffer. */
+    public AttentionArgs blockTable(IntBuffer table) {
+        return set(Operand.BLOCK_TABLE, table);
+    }
+
+    /** {@link Operand#NEW_K}: the new key rows of {@link #kvAppend}, [tokens][headsKv][headDim]. */
+    public AttentionArgs newK(float[] rows) {
+        return set(Operand.NEW_K, rows);
+    }
+
+    /** {@link Operand#NEW_K} as a direct FloatBuffer. */
+    public AttentionArgs newK(FloatBuffer rows) {
+        return set(Operand.NEW_K, rows);
+    }
+
+    /** {@link Operand#NEW_V}: the new value rows of {@link #kvAppend}, [tokens][headsKv][headDimV]. */
+    public AttentionArgs newV(float[] rows) {
+        return set(Operand.NEW_V, rows);
+    }
+
+    /** {@link Operand#NEW_V} as a direct FloatBuffer. */
+    public AttentionArgs newV(FloatBuffer rows) {
+        return set(Operand.NEW_V, rows);
     }
 
     /** Forgets the operand (as C's NULL data). */
@@ -156,6 +253,41 @@ public final class AttentionArgs implements AutoCloseable {
             throw new NullPointerException("which must not be null");
         }
         return bound[which.ordinal()] != null;
+    }
+
+    /** Where the length demanded of an operand comes from, for the messages (by ordinal). */
+    private static final String[] WHY = new String[OPERANDS], WHY_BOUNDED = new String[OPERANDS];
+
+    static {
+        for (Operand o : Operand.values()) {
+            WHY[o.ordinal()] = Checks.required(o);
+            WHY_BOUNDED[o.ordinal()] = "a varlen pack: requiredLen(" + o + ") is an upper bound, "
+                    + "the library checks the pack's own length";
+        }
+    }
+
+    private String why(Operand which) {
+        return (desc.bounded(which) ? WHY_BOUNDED : WHY)[which.ordinal()];
+    }
+
+    private static boolean[] uses(Operand... except) {
+        boolean[] u = new boolean[OPERANDS];
+        java.util.Arrays.fill(u, true);
+        for (Operand o : except) {
+            u[o.ordinal()] = false;
+        }
+        return u;
+    }
+
+    /** The bound operands in uses, as an Object[] by operand value (the JNI helpers' form). */
+    private Object[] pick(boolean[] uses) {
+        Object[] ops = new Object[OPERANDS];
+        for (int i = 0; i < OPERANDS; i++) {
+            if (uses[i]) {
+                ops[i] = bound[i];
+            }
+        }
+        return ops;
     }
 
     private static void check(Operand which, Operand.Element element, Object data, String type) {
@@ -193,21 +325,21 @@ public final class AttentionArgs implements AutoCloseable {
             ensureOpen();
             long d = desc.enter();
             try {
-                Object[] b = bound;
                 switch (op) {
                 case FORWARD:
                     require(op, Operand.Q, Operand.K, Operand.V, Operand.OUT);
-                    AttnNative.attn_jni_run(d, op.raw, handle, b[0], b[1], b[2], b[3], b[4],
-                            null, b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13]);
+                    requireServing();
+                    AttnNative.attn_jni_run(d, op.raw, handle, pick(FORWARD_USES));
                     break;
                 case WEIGHTS:
                     require(op, Operand.Q, Operand.K, Operand.WEIGHTS);
-                    AttnNative.attn_jni_run(d, op.raw, handle, b[0], b[1], null, null, null,
-                            b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], null);
+                    if (!desc.varlen()) { // varlen weights: the library's UNSUPPORTED answer
+                        requireServing();
+                    }
+                    AttnNative.attn_jni_run(d, op.raw, handle, pick(WEIGHTS_USES));
                     break;
                 default: // reserved operations: the library's own answer
-                    AttnNative.attn_jni_run(d, op.raw, handle, null, null, null, null, null, null,
-                            null, null, null, null, null, null, null, null);
+                    AttnNative.attn_jni_run(d, op.raw, handle, null);
                     break;
                 }
             } finally {
@@ -218,10 +350,153 @@ public final class AttentionArgs implements AutoCloseable {
     }
 
     private void require(Op op, Operand... ops) {
+        require("Op." + op + " needs "
+                + (op == Op.FORWARD ? "q, k, v and out" : "q, k and weights"), ops);
+    }
+
+    private void require(String why, Operand... ops) {
         for (Operand o : ops) {
             if (bound[o.ordinal()] == null) {
-                throw new NullPointerException(o.cname + " is not bound (Op." + op + " needs "
-                        + (op == Op.FORWARD ? "q, k, v and out" : "q, k and weights") + ")");
+                throw new NullPointerException(o.cname + " is not bound (" + why + ")");
+            }
+        }
+    }
+
+    /** The operands the descriptor's serving layout needs in run and kvAppend. */
+    private void requireServing() {
+        if (desc.varlen()) {
+            require("a varlen descriptor needs cu_seqlens_q", Operand.CU_SEQLENS_Q);
+        }
+        if (desc.pageSize() != 0) {
+            require("a paged descriptor needs block_table and seq_lens_k", Operand.BLOCK_TABLE,
+                    Operand.SEQ_LENS_K);
+        } else if (desc.varlen()) {
+            require("a varlen descriptor without pages needs cu_seqlens_k", Operand.CU_SEQLENS_K);
+        }
+    }
+
+    // ------------------------------------------------------------------------ serving calls
+
+    /**
+     * Writes the bound {@link Operand#NEW_K} / {@link Operand#NEW_V} rows into their cache
+     * positions (attn_kv_append, vLLM's reshape_and_cache), with this object's descriptor:
+     * token t of the n_b new tokens of sequence b goes to key position
+     * seqLensK[b] - n_b + t. {@link Operand#SEQ_LENS_K} already counts the new tokens, so the
+     * same object then serves {@link #run(Op)} over the cache.
+     *
+     * <ul>
+     * <li>n_b: cuSeqlensQ[b + 1] - cuSeqlensQ[b] with a varlen descriptor, else seqQ (the new
+     * rows are then ordered [batch][seqQ]);
+     * <li>kCache, vCache: the K and V buffers: the page pools with a paged descriptor
+     * ({@link Operand#BLOCK_TABLE} bound), dense K/V in the descriptor's K/V layout otherwise;
+     * written in place, only at the destination rows. Nothing is copied: arrays are pinned for
+     * the call, direct buffers (native byte order, writable) are used from their position on.
+     * </ul>
+     * Reads only NEW_K, NEW_V, SEQ_LENS_K, CU_SEQLENS_Q, CU_SEQLENS_K and BLOCK_TABLE (NEW_K and
+     * NEW_V may be unbound when there is nothing to append).
+     *
+     * @throws NullPointerException     a cache is null; seq_lens_k, or what the layout needs
+     *                                  (cu_seqlens_q with varlen, block_table with pages,
+     *                                  cu_seqlens_k with varlen and no pages), is not bound
+     * @throws IllegalArgumentException a cache shorter than requiredLen(K) / requiredLen(V)
+     *                                  (one page with pages; with varlen and no pages only an
+     *                                  empty one), a heap, wrongly ordered or read-only buffer
+     * @throws AttentionException       the library refused the call, e.g. "seq_lens_k[0] (1) is
+     *                                  less than the 2 new tokens of sequence 0",
+     *                                  "block_table[2][0] (1000) is not a page of the K/V
+     *                                  buffers, which hold 9 pages", caches that overlap each
+     *                                  other or the new rows
+     * @throws IllegalStateException    this object or its descriptor is closed
+     */
+    public void kvAppend(float[] kCache, float[] vCache) {
+        cacheLength(kCache, "kCache", Operand.K);
+        cacheLength(vCache, "vCache", Operand.V);
+        append(kCache, vCache);
+    }
+
+    /** {@link #kvAppend(float[], float[])} into direct FloatBuffers (native byte order, writable). */
+    public void kvAppend(FloatBuffer kCache, FloatBuffer vCache) {
+        FloatBuffer k = Checks.floats(kCache, "kCache", desc.least(Operand.K), why(Operand.K), true,
+                true);
+        FloatBuffer v = Checks.floats(vCache, "vCache", desc.least(Operand.V), why(Operand.V), true,
+                true);
+        append(k, v);
+    }
+
+    private void cacheLength(float[] cache, String name, Operand op) {
+        if (cache == null) {
+            throw Checks.missing(name);
+        }
+        Checks.length(cache.length, name, desc.least(op), why(op), "elements");
+    }
+
+    private void append(Object kCache, Object vCache) {
+        synchronized (this) {
+            ensureOpen();
+            long d = desc.enter();
+            try {
+                require("kvAppend needs seq_lens_k, the keys in each cache after the append",
+                        Operand.SEQ_LENS_K);
+                requireServing();
+                Object[] ops = new Object[OPERANDS];
+                for (Operand o : APPEND_USES) {
+                    ops[o.ordinal()] = bound[o.ordinal()];
+                }
+                AttnNative.attn_jni_kv_append(d, handle, ops, kCache, vCache);
+            } finally {
+                desc.leave();
+                Reference.reachabilityFence(this);
+            }
+        }
+    }
+
+    /** AttentionDesc.merge: acc &lt;- merge(acc, part) in d's OUT and LSE layouts. */
+    static void merge(AttentionDesc d, AttentionArgs acc, AttentionArgs part) {
+        if (acc == null) {
+            throw Checks.missing("acc");
+        }
+        if (part == null) {
+            throw Checks.missing("part");
+        }
+        if (acc == part) {
+            throw new IllegalArgumentException("acc and part are the same AttentionArgs (acc is "
+                    + "updated in place from part: part must hold another result)");
+        }
+        AttentionArgs first = acc.rank < part.rank ? acc : part;
+        AttentionArgs second = first == acc ? part : acc;
+        synchronized (first) {
+            synchronized (second) {
+                acc.ensureOpen();
+                part.ensureOpen();
+                long h = d.enter();
+                try {
+                    String why = "merge needs out and lse in acc and part";
+                    for (AttentionArgs a : new AttentionArgs[] {acc, part}) {
+                        String who = a == acc ? "acc's " : "part's ";
+                        for (Operand o : new Operand[] {Operand.OUT, Operand.LSE}) {
+                            if (a.bound[o.ordinal()] == null) {
+                                throw new NullPointerException(who + o.cname + " is not bound ("
+                                        + why + ")");
+                            }
+                        }
+                    }
+                    if (d.varlen() && acc.bound[Operand.CU_SEQLENS_Q.ordinal()] == null) {
+                        throw new NullPointerException("acc's cu_seqlens_q is not bound (merge "
+                                + "with a varlen descriptor needs the pack's prefix sums)");
+                    }
+                    Object[] ia = new Object[OPERANDS], ip = new Object[OPERANDS];
+                    for (Operand o : new Operand[] {Operand.OUT, Operand.LSE, Operand.CU_SEQLENS_Q}) {
+                        ia[o.ordinal()] = acc.bound[o.ordinal()];
+                    }
+                    for (Operand o : new Operand[] {Operand.OUT, Operand.LSE}) {
+                        ip[o.ordinal()] = part.bound[o.ordinal()];
+                    }
+                    AttnNative.attn_jni_merge(h, acc.handle, ia, part.handle, ip);
+                } finally {
+                    d.leave();
+                    Reference.reachabilityFence(acc);
+                    Reference.reachabilityFence(part);
+                }
             }
         }
     }

@@ -9,7 +9,8 @@ import java.util.concurrent.locks.LockSupport;
 
 /**
  * An attention problem: sizes, causal rule, scale, strides and the 0.2 parameters (sliding
- * window, softcap, ALiBi, "+1" softmax, headDimV, weights mode, bias order), fixed when
+ * window, softcap, ALiBi, "+1" softmax, headDimV, weights mode, bias order; the serving
+ * layouts: varlen packs, paged K/V caches, batch invariance), fixed when
  * {@link Builder#build()} returns. Use it in try-with-resources; {@link #close()} frees the
  * native descriptor. A descriptor that is never closed is freed by a {@link Cleaner} once it is
  * unreachable (a safety net, not a substitute for closing).
@@ -88,8 +89,19 @@ public final class AttentionDesc implements AutoCloseable {
     private final int headDimV;
     private final WeightsMode weightsMode;
     private final boolean biasFirst;
+    private final boolean varlen;
+    private final int pageSize;
+    private final int maxPages;
+    private final boolean batchInvariant;
     /** attn_desc_required_len per Operand (ordinal), read once: the descriptor is immutable. */
     private final long[] required = new long[Operand.values().length];
+    /**
+     * What {@link AttentionArgs#set} demands per Operand (ordinal): {@code required}, except for
+     * the operands whose length in a varlen call follows from cu_seqlens ({@link #bounded}):
+     * required is then the upper bound of a full pack, the library checks the call's own
+     * length, and an array or buffer need only be non-empty.
+     */
+    private final long[] least = new long[Operand.values().length];
 
     private AttentionDesc(long handle, Builder b) {
         this.handle = handle;
@@ -110,8 +122,14 @@ public final class AttentionDesc implements AutoCloseable {
         this.weightsMode = WeightsMode.fromCode(
                 Params.getInt(handle, attn_param.ATTN_PARAM_WEIGHTS_MODE));
         this.biasFirst = Params.getInt(handle, attn_param.ATTN_PARAM_BIAS_FIRST) != 0;
+        this.varlen = Params.getInt(handle, attn_param.ATTN_PARAM_VARLEN) != 0;
+        this.pageSize = (int) Params.getInt(handle, attn_param.ATTN_PARAM_PAGE_SIZE);
+        this.maxPages = (int) Params.getInt(handle, attn_param.ATTN_PARAM_MAX_PAGES);
+        this.batchInvariant = Params.getInt(handle, attn_param.ATTN_PARAM_BATCH_INVARIANT) != 0;
         for (Operand op : Operand.values()) {
-            required[op.ordinal()] = AttnNative.attn_desc_required_len(handle, op.raw);
+            long n = AttnNative.attn_desc_required_len(handle, op.raw);
+            required[op.ordinal()] = n;
+            least[op.ordinal()] = bounded(op) ? Math.min(n, 1) : n;
         }
         // Last: from here on the Cleaner owns the handle (the builder frees it on a failure above).
         this.owner = new Natives.Handle(handle, false);
@@ -138,6 +156,35 @@ public final class AttentionDesc implements AutoCloseable {
         }
     }
 
+    /**
+     * Folds {@code part} into {@code acc} (attn_merge): the exact merge of two results computed
+     * over disjoint key sets (split-KV decode, ring attention, prefix caching), row by row
+     *
+     * <pre>
+     * lse = log(exp(lse_acc) + exp(lse_part))
+     * out = exp(lse_acc - lse) out_acc + exp(lse_part - lse) out_part
+     * </pre>
+     *
+     * {@code acc} and {@code part} bind {@link Operand#OUT} and {@link Operand#LSE} (part's are
+     * only read), in this descriptor's OUT and LSE layouts; with {@link #varlen()} acc also
+     * binds {@link Operand#CU_SEQLENS_Q}. acc's out and lse are updated in place. A part with
+     * lse -infinity contributes nothing (its out is not read); both -infinity gives out 0, lse
+     * -infinity. Folding parts in a fixed order is bit-identical from run to run. acc and part
+     * may belong to other descriptors (a part over a key range has its own seqK): this one
+     * gives the layout, and the library checks every length against it ("part's lse has 3
+     * elements, needs at least 56"). Only those operands are read.
+     *
+     * @throws NullPointerException     acc or part is null, or an operand merge needs is not
+     *                                  bound
+     * @throws IllegalArgumentException acc and part are the same object
+     * @throws AttentionException       the library refused the call (a buffer too short, acc's
+     *                                  and part's buffers overlapping, bad cu_seqlens_q)
+     * @throws IllegalStateException    this descriptor, acc or part is closed
+     */
+    public void merge(AttentionArgs acc, AttentionArgs part) {
+        AttentionArgs.merge(this, acc, part);
+    }
+
     // ------------------------------------------------------------------------------ forward
 
     /**
@@ -161,8 +208,8 @@ public final class AttentionDesc implements AutoCloseable {
             checkForwardInputs(q, k, v, keyValid, allowed);
             Checks.minLength(out, "out", need(Operand.OUT), Operand.OUT);
             Checks.optional(lse, "lse", need(Operand.LSE), Operand.LSE);
-            AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, 0, q, k, v, out, lse, null,
-                    keyValid, allowed, null, null, null, null, null, null);
+            AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, 0,
+                    new Object[] {q, k, v, out, lse, null, keyValid, allowed});
         } finally {
             leave();
         }
@@ -215,8 +262,8 @@ public final class AttentionDesc implements AutoCloseable {
             ByteBuffer al2 = Checks.bytes(allowed, "allowed", need(Operand.ALLOWED), Operand.ALLOWED);
             FloatBuffer out2 = Checks.floats(out, "out", need(Operand.OUT), Operand.OUT, true, true);
             FloatBuffer lse2 = Checks.floats(lse, "lse", need(Operand.LSE), Operand.LSE, false, true);
-            AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, 0, q2, k2, v2, out2, lse2, null,
-                    kv2, al2, null, null, null, null, null, null);
+            AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, 0,
+                    new Object[] {q2, k2, v2, out2, lse2, null, kv2, al2});
         } finally {
             leave();
         }
@@ -241,8 +288,8 @@ public final class AttentionDesc implements AutoCloseable {
         try {
             checkWeightsInputs(q, k, keyValid, allowed);
             Checks.minLength(weights, "weights", need(Operand.WEIGHTS), Operand.WEIGHTS);
-            AttnNative.attn_jni_run(h, attn_op.ATTN_OP_WEIGHTS, 0, q, k, null, null, null,
-                    weights, keyValid, allowed, null, null, null, null, null, null);
+            AttnNative.attn_jni_run(h, attn_op.ATTN_OP_WEIGHTS, 0,
+                    new Object[] {q, k, null, null, null, weights, keyValid, allowed});
         } finally {
             leave();
         }
@@ -284,8 +331,8 @@ public final class AttentionDesc implements AutoCloseable {
             ByteBuffer al2 = Checks.bytes(allowed, "allowed", need(Operand.ALLOWED), Operand.ALLOWED);
             FloatBuffer w2 = Checks.floats(weights, "weights", need(Operand.WEIGHTS),
                     Operand.WEIGHTS, true, true);
-            AttnNative.attn_jni_run(h, attn_op.ATTN_OP_WEIGHTS, 0, q2, k2, null, null, null, w2,
-                    kv2, al2, null, null, null, null, null, null);
+            AttnNative.attn_jni_run(h, attn_op.ATTN_OP_WEIGHTS, 0,
+                    new Object[] {q2, k2, null, null, null, w2, kv2, al2});
         } finally {
             leave();
         }
@@ -294,8 +341,18 @@ public final class AttentionDesc implements AutoCloseable {
     // ------------------------------------------------------------------------------ queries
 
     /**
-     * The number of elements (floats, bytes for the masks, ints for SEQ_LENS_K) the buffer for
-     * {@code which} must hold, from the sizes and strides (attn_desc_required_len).
+     * The number of elements (floats, bytes for the masks, ints for SEQ_LENS_K, CU_SEQLENS_Q/K
+     * and BLOCK_TABLE) the buffer for {@code which} must hold, from the sizes and strides
+     * (attn_desc_required_len).
+     *
+     * <p>Serving layouts: with {@link #varlen()}, Q, OUT, LSE, NEW_K and NEW_V (and K and V
+     * without pages) get the length of a full pack, every sequence at its maximum length: an
+     * upper bound. A pack needs only its real tokens (cuSeqlensQ[batch] rows; LSE
+     * headsQ * totalQ), so {@link AttentionArgs#set} accepts any non-empty array or buffer for
+     * them and the library checks the call's own length ("attn_run: q has 19 elements, needs at
+     * least 40"). With {@link #pageSize()} &gt; 0, K and V are one page (a pool holds any
+     * number of pages); BLOCK_TABLE is batch * (maxPages or ceil(seqK / pageSize)), 0 without
+     * pages.
      *
      * @throws IllegalStateException the descriptor is closed
      */
@@ -389,6 +446,34 @@ public final class AttentionDesc implements AutoCloseable {
     }
 
     /**
+     * True for a packed variable-length batch (ATTN_PARAM_VARLEN): seqQ and seqK are the
+     * maximum lengths, {@link Operand#CU_SEQLENS_Q} (and, without pages,
+     * {@link Operand#CU_SEQLENS_K}) give the real ones. Default false.
+     */
+    public boolean varlen() {
+        return varlen;
+    }
+
+    /** Tokens per page of a paged K/V cache (ATTN_PARAM_PAGE_SIZE); 0 = contiguous K/V (default). */
+    public int pageSize() {
+        return pageSize;
+    }
+
+    /**
+     * The block table's column count as set (ATTN_PARAM_MAX_PAGES); 0 = the default
+     * ceil(seqK / pageSize). The table holds {@code requiredLen(Operand.BLOCK_TABLE)} ints
+     * either way.
+     */
+    public int maxPages() {
+        return maxPages;
+    }
+
+    /** True when a query's output bits depend only on its own sequence (ATTN_PARAM_BATCH_INVARIANT). */
+    public boolean batchInvariant() {
+        return batchInvariant;
+    }
+
+    /**
      * Any parameter's value, read from the library (attn_desc_get_float: exact for every
      * parameter; the typed getters above return the same values).
      *
@@ -440,7 +525,9 @@ public final class AttentionDesc implements AutoCloseable {
                 + headDimV + ", causal=" + causal + ", scale=" + scale + ", window=(" + windowLeft
                 + ", " + windowRight + "), softcap=" + softcap + ", alibi=" + alibi
                 + ", softmaxPlusOne=" + softmaxPlusOne + ", weightsMode=" + weightsMode
-                + ", biasFirst=" + biasFirst + (isClosed() ? ", closed]" : "]");
+                + ", biasFirst=" + biasFirst + (varlen ? ", varlen" : "")
+                + (pageSize != 0 ? ", pageSize=" + pageSize + ", maxPages=" + maxPages : "")
+                + (batchInvariant ? ", batchInvariant" : "") + (isClosed() ? ", closed]" : "]");
     }
 
     /**
@@ -466,6 +553,31 @@ public final class AttentionDesc implements AutoCloseable {
         return required[op.ordinal()];
     }
 
+    /** The length AttentionArgs demands of an array or buffer bound to op (see {@link #least}). */
+    long least(Operand op) {
+        return least[op.ordinal()];
+    }
+
+    /**
+     * True when op's length in a call follows from the call's cu_seqlens (varlen mode: Q, OUT,
+     * LSE, NEW_K, NEW_V, and K and V without pages): requiredLen is then an upper bound.
+     */
+    boolean bounded(Operand op) {
+        switch (op) {
+        case Q:
+        case OUT:
+        case LSE:
+        case NEW_K:
+        case NEW_V:
+            return varlen;
+        case K:
+        case V:
+            return varlen && pageSize == 0;
+        default:
+            return false;
+        }
+    }
+
     private int arrayLength(Operand op) {
         long n = need(op);
         if (n > Checks.MAX_ARRAY) {
@@ -482,7 +594,8 @@ public final class AttentionDesc implements AutoCloseable {
      * key/value head, causal {@link Causal#NONE}, scale 1/sqrt(headDim), contiguous
      * [batch][heads][seq][headDim] strides, and the library's defaults for every 0.2 parameter
      * (no window, no softcap, no ALiBi, ordinary softmax, headDimV = headDim, weights SOFTMAX,
-     * bias after the softcap). seqLen and headDim have no default. Negative sizes and strides
+     * bias after the softcap, dense batch, contiguous K/V, no batch invariance). seqLen and
+     * headDim have no default. Negative sizes and strides
      * and parameters outside their range (attn_param_bounds) are refused at once with
      * {@link IllegalArgumentException}; sizes the library refuses (0, headsQ not a multiple of
      * headsKv) and strides that do not fit make {@link #build()} throw
@@ -635,6 +748,63 @@ public final class AttentionDesc implements AutoCloseable {
         /** Bias before (true) or after (false, the default) the softcap. */
         public Builder biasFirst(boolean on) {
             return param(attn_param.ATTN_PARAM_BIAS_FIRST, on ? 1 : 0);
+        }
+
+        /** A packed variable-length batch: {@code varlen(true)}. */
+        public Builder varlen() {
+            return varlen(true);
+        }
+
+        /**
+         * Packed variable-length batch (FlashAttention's varlen layout; default off): seqLen's
+         * seqQ and seqK become the maximum lengths of a sequence, {@link Operand#CU_SEQLENS_Q}
+         * and {@link Operand#CU_SEQLENS_K} (prefix sums, [batch + 1]) give the real ones. Q
+         * and OUT are token-major [totalQ][headsQ][headDim(V)], K and V
+         * [totalK][headsKv][headDim(V)] (default strides; head and row strides through
+         * {@link #strides}, whose batch stride is not used), LSE [headsQ][totalQ].
+         */
+        public Builder varlen(boolean on) {
+            return param(attn_param.ATTN_PARAM_VARLEN, on ? 1 : 0);
+        }
+
+        /**
+         * A paged K/V cache of {@code pageSize} tokens per page (the vLLM / FlashAttention
+         * block table; 0 = contiguous K/V, the default): K and V are pools of pages, token t of
+         * page p of KV head h at p * batchStride + h * headStride + t * rowStride. Default
+         * strides are token-major pages [pages][pageSize][headsKv][headDim]; head-major pages
+         * are {@code strides(Operand.K, headsKv * pageSize * D, pageSize * D, D)} (and the same
+         * for V). Bind {@link Operand#BLOCK_TABLE} and {@link Operand#SEQ_LENS_K}.
+         *
+         * @throws IllegalArgumentException negative
+         */
+        public Builder pageSize(int pageSize) {
+            return param(attn_param.ATTN_PARAM_PAGE_SIZE,
+                    Params.checkInt(attn_param.ATTN_PARAM_PAGE_SIZE, pageSize, "pageSize"));
+        }
+
+        /**
+         * Columns of the block table (default 0 = ceil(seqK / pageSize)).
+         *
+         * @throws IllegalArgumentException negative
+         */
+        public Builder maxPages(int maxPages) {
+            return param(attn_param.ATTN_PARAM_MAX_PAGES,
+                    Params.checkInt(attn_param.ATTN_PARAM_MAX_PAGES, maxPages, "maxPages"));
+        }
+
+        /** Batch invariance: {@code batchInvariant(true)}. */
+        public Builder batchInvariant() {
+            return batchInvariant(true);
+        }
+
+        /**
+         * Batch invariance (default off): a query's output bits then depend only on its own
+         * sequence, never on its batch-mates, the batch size, the layout (padded, varlen,
+         * paged), the prefill chunk it is in or the thread count. Costs speed on decode-like
+         * calls.
+         */
+        public Builder batchInvariant(boolean on) {
+            return param(attn_param.ATTN_PARAM_BATCH_INVARIANT, on ? 1 : 0);
         }
 
         /**

@@ -65,6 +65,12 @@ final class Checks {
      */
     static FloatBuffer floats(FloatBuffer b, String name, long need, Operand op, boolean required,
             boolean output) {
+        return floats(b, name, need, required(op), required, output);
+    }
+
+    /** As above; {@code what} says where {@code need} comes from (for the message). */
+    static FloatBuffer floats(FloatBuffer b, String name, long need, String what, boolean required,
+            boolean output) {
         if (b == null) {
             if (required) {
                 throw missing(name);
@@ -81,11 +87,16 @@ final class Checks {
                     + ", it must be the native byte order " + ByteOrder.nativeOrder()
                     + " (ByteBuffer.order(ByteOrder.nativeOrder()) before asFloatBuffer())");
         }
-        return common(b, name, need, op, output);
+        return common(b, name, need, what, output);
     }
 
     /** An IntBuffer for native code: direct, native byte order, long enough. */
     static IntBuffer ints(IntBuffer b, String name, long need, Operand op) {
+        return ints(b, name, need, required(op));
+    }
+
+    /** As above; {@code what} says where {@code need} comes from. */
+    static IntBuffer ints(IntBuffer b, String name, long need, String what) {
         if (b == null) {
             return null;
         }
@@ -99,11 +110,16 @@ final class Checks {
                     + ", it must be the native byte order " + ByteOrder.nativeOrder()
                     + " (ByteBuffer.order(ByteOrder.nativeOrder()) before asIntBuffer())");
         }
-        return common(b, name, need, op, false);
+        return common(b, name, need, what, false);
     }
 
     /** A mask ByteBuffer (one byte per boolean, nonzero = true): direct, long enough. */
     static ByteBuffer bytes(ByteBuffer b, String name, long need, Operand op) {
+        return bytes(b, name, need, required(op));
+    }
+
+    /** As above; {@code what} says where {@code need} comes from. */
+    static ByteBuffer bytes(ByteBuffer b, String name, long need, String what) {
         if (b == null) {
             return null;
         }
@@ -111,16 +127,16 @@ final class Checks {
             throw new IllegalArgumentException(name + " must be a direct ByteBuffer "
                     + "(ByteBuffer.allocateDirect(n)), got a heap buffer");
         }
-        return common(b, name, need, op, false);
+        return common(b, name, need, what, false);
     }
 
     @SuppressWarnings("unchecked")
-    private static <B extends Buffer> B common(B b, String name, long need, Operand op,
+    private static <B extends Buffer> B common(B b, String name, long need, String what,
             boolean output) {
         if (output && b.isReadOnly()) {
             throw new IllegalArgumentException(name + " is read-only");
         }
-        length(b.remaining(), name, need, required(op), "elements remaining");
+        length(b.remaining(), name, need, what, "elements remaining");
         return b.position() == 0 && b.limit() == b.capacity() ? b : (B) b.slice();
     }
 }

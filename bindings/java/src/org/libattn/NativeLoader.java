@@ -1,28 +1,319 @@
 package org.libattn;
 
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.channels.FileChannel;
+import java.nio.channels.FileLock;
+import java.nio.channels.OverlappingFileLockException;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.function.Function;
+
 /**
- * Loads the JNI library once, before the first native call.
+ * Loads libattn's native code once, before the first native call (the binding's raw classes
+ * call {@link #load()} from their static initialiser; calling it yourself only makes a missing
+ * library fail early).
  *
- * <p>The system property {@code org.libattn.library} may name the JNI library file (absolute
- * path); otherwise {@code attn_java} is looked up on {@code java.library.path}
- * ({@code libattn_java.so} on Linux). The JNI library finds {@code libattn.so} through its
- * RPATH or the system's library path.
+ * <p>Where the native code comes from, in this order:
+ * <ol>
+ *   <li>{@code -Dorg.libattn.library.path=DIR}: a directory holding {@code libattn.so.0} (if
+ *       present it is loaded first) and {@code libattn_java.so}. Nothing else is tried when it
+ *       is set: a failure is an {@link UnsatisfiedLinkError} naming the directory.
+ *       ({@code -Dorg.libattn.library=FILE}, the JNI library's own file, still works too.)</li>
+ *   <li>The copies inside the jar, {@code META-INF/native/<os>-<arch>/} (e.g.
+ *       {@code linux-x86_64}): extracted into a new private directory (mode 0700, a unique name
+ *       per load, so concurrent JVMs never share or overwrite a file) under
+ *       {@code -Dorg.libattn.tmpdir} or else {@code java.io.tmpdir}, loaded from there
+ *       ({@code libattn.so.0} first, then {@code libattn_java.so}, whose RUNPATH is
+ *       {@code $ORIGIN}), and deleted when the JVM exits. Directories left behind by JVMs that
+ *       were killed are removed by the next load (each live one holds a lock on its
+ *       {@code .lock} file). The bundled copies come first because they are the exact build
+ *       of the Java classes beside them.</li>
+ *   <li>Only when the jar has no natives for this platform, or they could not be extracted
+ *       or loaded: an installed copy, {@code System.loadLibrary("attn_java")} on
+ *       {@code java.library.path} (it finds {@code libattn.so.0} through its RUNPATH or the
+ *       system's library path).</li>
+ * </ol>
+ * If none works, an {@link UnsatisfiedLinkError} lists every attempt and its error.
  */
-final class NativeLoader {
-    private static boolean loaded;
+public final class NativeLoader {
+    /** System property: a directory with {@code libattn.so.0} and {@code libattn_java.so}. */
+    public static final String LIBRARY_PATH_PROPERTY = "org.libattn.library.path";
+    /** System property: the JNI library file itself (older spelling, still honoured). */
+    public static final String LIBRARY_FILE_PROPERTY = "org.libattn.library";
+    /** System property: where the bundled natives are extracted (default java.io.tmpdir). */
+    public static final String TMPDIR_PROPERTY = "org.libattn.tmpdir";
+
+    /** The file names inside {@code META-INF/native/<platform>/}, in load order. */
+    static final String CORE_LIBRARY = "libattn.so.0";
+    static final String JNI_LIBRARY = "libattn_java.so";
+    static final String DIR_PREFIX = "libattn-";
+    static final String LOCK_FILE = ".lock";
+
+    private static String loadedFrom;
+    /** Held for the life of the JVM: tells other JVMs that the extracted directory is in use. */
+    private static final List<Extracted> EXTRACTED = new ArrayList<>();
 
     private NativeLoader() {}
 
-    static synchronized void load() {
-        if (loaded) {
+    /**
+     * Loads the native code if it is not loaded yet (idempotent, thread-safe).
+     *
+     * @throws UnsatisfiedLinkError no source worked; the message lists what was tried
+     */
+    public static synchronized void load() {
+        if (loadedFrom != null) {
             return;
         }
-        String path = System.getProperty("org.libattn.library");
-        if (path != null && !path.isEmpty()) {
-            System.load(path);
-        } else {
-            System.loadLibrary("attn_java");
+        List<String> tried = new ArrayList<>();
+
+        String dir = property(LIBRARY_PATH_PROPERTY);
+        if (dir != null) {
+            Path d = Paths.get(dir).toAbsolutePath();
+            try {
+                loadedFrom = loadFrom(d);
+                return;
+            } catch (UnsatisfiedLinkError | SecurityException e) {
+                tried.add("-D" + LIBRARY_PATH_PROPERTY + "=" + dir + ": " + e.getMessage());
+                throw failure(tried, false);
+            }
         }
-        loaded = true;
+        String file = property(LIBRARY_FILE_PROPERTY);
+        if (file != null) {
+            try {
+                System.load(Paths.get(file).toAbsolutePath().toString());
+                loadedFrom = Paths.get(file).toAbsolutePath().toString();
+                return;
+            } catch (UnsatisfiedLinkError | SecurityException e) {
+                tried.add("-D" + LIBRARY_FILE_PROPERTY + "=" + file + ": " + e.getMessage());
+                throw failure(tried, false);
+            }
+        }
+
+        String resources = "/META-INF/native/" + platform() + "/";
+        if (NativeLoader.class.getResource(resources + JNI_LIBRARY) != null) {
+            Path base = null;
+            try {
+                String t = property(TMPDIR_PROPERTY);
+                base = Paths.get(t != null ? t : System.getProperty("java.io.tmpdir"));
+                removeStale(base);
+                Extracted x = extract(base,
+                        name -> NativeLoader.class.getResourceAsStream(resources + name));
+                EXTRACTED.add(x);
+                loadedFrom = loadFrom(x.dir);
+                return;
+            } catch (IOException | UnsatisfiedLinkError | SecurityException e) {
+                tried.add("the jar's " + resources.substring(1) + " extracted under " + base
+                        + ": " + e);
+            }
+        } else {
+            tried.add("the jar has no natives for this platform (no resource " + resources
+                    + JNI_LIBRARY + ")");
+        }
+        try {
+            System.loadLibrary("attn_java");
+            loadedFrom = "System.loadLibrary(\"attn_java\")";
+            return;
+        } catch (UnsatisfiedLinkError | SecurityException e) {
+            tried.add("System.loadLibrary(\"attn_java\"): " + e.getMessage());
+        }
+        throw failure(tried, true);
+    }
+
+    /**
+     * Where the JNI library was loaded from: its absolute path, or
+     * {@code System.loadLibrary("attn_java")} for an installed copy. Loads it first if needed.
+     *
+     * @return a path or a description of the source
+     * @throws UnsatisfiedLinkError as {@link #load()}
+     */
+    public static synchronized String loadedFrom() {
+        load();
+        return loadedFrom;
+    }
+
+    /**
+     * This JVM's platform as named in the jar, {@code <os>-<arch>}: e.g. {@code linux-x86_64},
+     * {@code linux-aarch64}, {@code osx-aarch64}, {@code windows-x86_64}.
+     *
+     * @return the platform directory name under {@code META-INF/native/}
+     */
+    public static String platform() {
+        String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
+        String arch = System.getProperty("os.arch", "").toLowerCase(Locale.ROOT);
+        if (os.startsWith("linux")) {
+            os = "linux";
+        } else if (os.startsWith("mac") || os.startsWith("darwin")) {
+            os = "osx";
+        } else if (os.startsWith("windows")) {
+            os = "windows";
+        } else {
+            os = os.replaceAll("[^a-z0-9]", "");
+        }
+        switch (arch) {
+            case "amd64":
+            case "x86_64":
+            case "x64":
+                arch = "x86_64";
+                break;
+            case "aarch64":
+            case "arm64":
+                arch = "aarch64";
+                break;
+            default:
+                arch = arch.replaceAll("[^a-z0-9_]", "");
+        }
+        return os + "-" + arch;
+    }
+
+    // ------------------------------------------------------------------ internals
+
+    private static String property(String name) {
+        String v = System.getProperty(name);
+        return v == null || v.isEmpty() ? null : v;
+    }
+
+    /** Loads DIR/libattn.so.0 (when present) then DIR/libattn_java.so; returns the latter. */
+    private static String loadFrom(Path dir) {
+        Path core = dir.resolve(CORE_LIBRARY);
+        Path jni = dir.resolve(JNI_LIBRARY);
+        if (!Files.isRegularFile(jni)) {
+            throw new UnsatisfiedLinkError(jni + " does not exist");
+        }
+        if (Files.isRegularFile(core)) {
+            System.load(core.toString());
+        }
+        System.load(jni.toString());
+        return jni.toString();
+    }
+
+    /** An extracted directory and the lock that marks it in use (released when closed). */
+    static final class Extracted implements AutoCloseable {
+        final Path dir;
+        final FileChannel channel;
+        final FileLock lock;
+
+        Extracted(Path dir, FileChannel channel, FileLock lock) {
+            this.dir = dir;
+            this.channel = channel;
+            this.lock = lock;
+        }
+
+        @Override
+        public void close() throws IOException {
+            channel.close(); // releases the lock
+        }
+    }
+
+    /**
+     * Extracts the natives ({@code open.apply(name)} for each file name, null = absent) into a
+     * new directory in {@code base}, locked until the returned object is closed or the JVM
+     * exits, and deleted at exit.
+     */
+    static Extracted extract(Path base, Function<String, InputStream> open) throws IOException {
+        Path dir = Files.createTempDirectory(base, DIR_PREFIX); // 0700 on POSIX, unique name
+        dir.toFile().deleteOnExit(); // deleteOnExit runs in reverse order: files, then the dir
+        // Lock before anything else exists under its final name: another JVM's removeStale only
+        // considers a ".lock", which appears (by an atomic rename) already locked.
+        Path pending = dir.resolve(LOCK_FILE + ".new");
+        FileChannel ch = FileChannel.open(pending, StandardOpenOption.CREATE_NEW,
+                StandardOpenOption.WRITE);
+        FileLock l = ch.lock();
+        Path lockFile = Files.move(pending, dir.resolve(LOCK_FILE), StandardCopyOption.ATOMIC_MOVE);
+        lockFile.toFile().deleteOnExit();
+        Extracted x = new Extracted(dir, ch, l);
+        try {
+            for (String name : new String[] {CORE_LIBRARY, JNI_LIBRARY}) {
+                try (InputStream in = open.apply(name)) {
+                    if (in == null) {
+                        continue; // libattn.so.0 is absent if the JNI library links it statically
+                    }
+                    Path target = dir.resolve(name);
+                    target.toFile().deleteOnExit();
+                    Files.copy(in, target);
+                    try {
+                        Files.setPosixFilePermissions(target,
+                                PosixFilePermissions.fromString("r-x------"));
+                    } catch (UnsupportedOperationException e) {
+                        // not a POSIX file system: the directory's own permissions apply
+                    }
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            x.close(); // unlocked: the next load anywhere removes the partial directory
+            throw e;
+        }
+        return x;
+    }
+
+    /**
+     * Best effort: deletes {@code base/libattn-*} directories whose {@code .lock} is not locked,
+     * i.e. left by a JVM that did not exit normally. Only real directories (not symbolic links)
+     * owned by this user, holding a real {@code .lock}, are considered: one without it (being set
+     * up right now) or anything else is left alone. Only the files directly inside are deleted.
+     */
+    static void removeStale(Path base) {
+        String user = System.getProperty("user.name");
+        try (DirectoryStream<Path> dirs = Files.newDirectoryStream(base, DIR_PREFIX + "*")) {
+            for (Path d : dirs) {
+                Path lockFile = d.resolve(LOCK_FILE);
+                try {
+                    LinkOption here = LinkOption.NOFOLLOW_LINKS;
+                    if (!Files.isDirectory(d, here) || !Files.isRegularFile(lockFile, here)
+                            || !Files.getOwner(d, here).getName().equals(user)) {
+                        continue;
+                    }
+                } catch (IOException | UnsupportedOperationException | SecurityException e) {
+                    continue;
+                }
+                try (FileChannel ch = FileChannel.open(lockFile, StandardOpenOption.WRITE)) {
+                    FileLock l;
+                    try {
+                        l = ch.tryLock();
+                    } catch (OverlappingFileLockException e) {
+                        continue; // this JVM's own directory
+                    }
+                    if (l == null) {
+                        continue; // a live JVM holds it
+                    }
+                    try (DirectoryStream<Path> files = Files.newDirectoryStream(d)) {
+                        for (Path f : files) {
+                            Files.deleteIfExists(f);
+                        }
+                    }
+                    Files.deleteIfExists(d);
+                    l.release();
+                } catch (IOException | SecurityException e) {
+                    // another JVM removed it first, or it is not ours to remove: leave it
+                }
+            }
+        } catch (IOException | SecurityException e) {
+            // base is unreadable: extraction reports the real problem
+        }
+    }
+
+    private static UnsatisfiedLinkError failure(List<String> tried, boolean hint) {
+        StringBuilder b = new StringBuilder("libattn: could not load the native library for ")
+                .append(platform()).append(". Tried:");
+        for (int i = 0; i < tried.size(); i++) {
+            b.append("\n  ").append(i + 1).append(". ").append(tried.get(i));
+        }
+        if (hint) {
+            b.append("\nUse a jar with natives for this platform, or set -D")
+                    .append(LIBRARY_PATH_PROPERTY).append("=<dir with ").append(CORE_LIBRARY)
+                    .append(" and ").append(JNI_LIBRARY).append(">; if the temporary directory is")
+                    .append(" mounted noexec, set -D").append(TMPDIR_PROPERTY)
+                    .append("=<another directory>.");
+        }
+        return new UnsatisfiedLinkError(b.toString());
     }
 }

@@ -47,7 +47,34 @@ public enum Operand {
      * Attention each key received, floats [batch][headsQ][seqK]: mass[b][h][j] = sum_i w_ij;
      * optional output of {@link Op#FORWARD}. Since 0.2.
      */
-    KEY_MASS(attn_operand.ATTN_KEY_MASS, Element.FLOAT, true);
+    KEY_MASS(attn_operand.ATTN_KEY_MASS, Element.FLOAT, true),
+    /**
+     * Prefix sums of the query lengths of a varlen pack, ints [batch + 1]: cuSeqlensQ[0] = 0,
+     * non-decreasing, sequence b has cuSeqlensQ[b + 1] - cuSeqlensQ[b] queries (0 allowed, at
+     * most seqQ); required with {@link AttentionDesc.Builder#varlen()}; input. Since 0.2.
+     */
+    CU_SEQLENS_Q(attn_operand.ATTN_CU_SEQLENS_Q, Element.INT, false),
+    /**
+     * Prefix sums of the key lengths of a varlen pack, ints [batch + 1] (each at most seqK);
+     * required with {@link AttentionDesc.Builder#varlen()} unless the K/V cache is paged;
+     * input. Since 0.2.
+     */
+    CU_SEQLENS_K(attn_operand.ATTN_CU_SEQLENS_K, Element.INT, false),
+    /**
+     * The block table of a paged K/V cache, ints [batch][maxPages]: key j of sequence b is
+     * token j % pageSize of page blockTable[b][j / pageSize]; -1 marks an unused slot; required
+     * with {@link AttentionDesc.Builder#pageSize(int)} (with {@link #SEQ_LENS_K}); input.
+     * Since 0.2.
+     */
+    BLOCK_TABLE(attn_operand.ATTN_BLOCK_TABLE, Element.INT, false),
+    /**
+     * New key rows for {@link AttentionArgs#kvAppend}, floats [tokens][headsKv][headDim],
+     * contiguous (tokens = cuSeqlensQ[batch] in varlen mode, else batch * seqQ); input.
+     * Since 0.2.
+     */
+    NEW_K(attn_operand.ATTN_NEW_K, Element.FLOAT, false),
+    /** New value rows for {@link AttentionArgs#kvAppend}, floats [tokens][headsKv][headDimV]; input. Since 0.2. */
+    NEW_V(attn_operand.ATTN_NEW_V, Element.FLOAT, false);
 
     /** Element types of operands. */
     enum Element {

@@ -6,7 +6,8 @@ package org.libattn;
  * {@link AttentionDesc.Builder#param(Param, double)} and {@link AttentionDesc#param(Param)}. The
  * builder's typed methods ({@code causal}, {@code scale}, {@code window}, {@code softcap},
  * {@code alibi}, {@code softmaxPlusOne}, {@code headDimV}, {@code weightsMode},
- * {@code biasFirst}) set the same parameters. Kind and range come from the library
+ * {@code biasFirst}, {@code varlen}, {@code pageSize}, {@code maxPages},
+ * {@code batchInvariant}) set the same parameters. Kind and range come from the library
  * (attn_param_bounds).
  */
 public enum Param {
@@ -29,7 +30,18 @@ public enum Param {
     /** int, a {@link WeightsMode} code. */
     WEIGHTS_MODE(attn_param.ATTN_PARAM_WEIGHTS_MODE),
     /** int, 0 or 1: bias before the softcap. */
-    BIAS_FIRST(attn_param.ATTN_PARAM_BIAS_FIRST);
+    BIAS_FIRST(attn_param.ATTN_PARAM_BIAS_FIRST),
+    /** int, 0 or 1: packed variable-length batch (seqQ / seqK become maximum lengths). Since 0.2. */
+    VARLEN(attn_param.ATTN_PARAM_VARLEN),
+    /** int, 0 .. 2^31-1: tokens per page of a paged K/V cache; 0 = contiguous K/V. Since 0.2. */
+    PAGE_SIZE(attn_param.ATTN_PARAM_PAGE_SIZE),
+    /** int, 0 .. 2^31-1: columns of the block table; 0 = ceil(seqK / pageSize). Since 0.2. */
+    MAX_PAGES(attn_param.ATTN_PARAM_MAX_PAGES),
+    /**
+     * int, 0 or 1: batch invariance, a query's output bits depend only on its own sequence.
+     * Since 0.2.
+     */
+    BATCH_INVARIANT(attn_param.ATTN_PARAM_BATCH_INVARIANT);
 
     final attn_param raw;
     /** The library's spelling in messages, e.g. "window_left". */
