@@ -157,6 +157,7 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
         }
         zero_floats(dkb, kL * d);
         zero_floats(dvb, kL * dv);
+        const vf rv = vload(readable);
         for (size_t g = 0; g < group && any_key; ++g) {
             const size_t h = kvh * group + g;
             const vf slope = vbcast(t.alibi ? t.alibi[h] : 0.0f);
@@ -208,12 +209,16 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                         continue;
                     }
                     const size_t i = i0 + r;
-                    const uint8_t *al = t.allowed ? t.allowed + i * s.seq_k : nullptr;
-                    for (size_t x = 0; x < kL; ++x) {
-                        const long long j = static_cast<long long>(j0 + x);
-                        const bool ok =
-                            readable[x] != 0.0f && j >= lo[r] && j < hi[r] && (!al || al[j0 + x]);
-                        m[x] = ok ? 1.0f : 0.0f;
+                    // visible: readable, lo <= j < hi (lane positions relative to j0: exact in
+                    // float), allowed
+                    const float lo_rel = static_cast<float>(lo[r] - static_cast<long long>(j0));
+                    const float hi_rel = static_cast<float>(hi[r] - static_cast<long long>(j0));
+                    vm vis = vand(vne(rv, zero), vand(vlt(vbcast(lo_rel - 0.5f), lanes),
+                                                      vlt(lanes, vbcast(hi_rel))));
+                    if (t.allowed) {
+                        const uint8_t *al = t.allowed + i * s.seq_k + j0;
+                        for (size_t x = 0; x < kL; ++x) m[x] = x < nk && al[x] ? 1.0f : 0.0f;
+                        vis = vand(vis, vne(vload(m), zero));
                     }
                     const long long diag = static_cast<long long>(i) + off;
                     const vf x = fold_scale(p) ? sacc[r] : sacc[r] * vbcast(scale);
@@ -222,7 +227,6 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                         th = vtanh(x * vbcast(1.0f / cap));
                         logit = vbcast(cap) * th;
                     }
-                    vm vis = vne(vload(m), zero);
                     const float *brow =
                         t.bias ? t.bias + b * p.bias.batch + h * p.bias.head + i * p.bias.row + j0
                                : nullptr;
@@ -248,11 +252,10 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                     vstore(pb + r * kL, pr);
                     vstore(xb + r * kL, dcap * vbcast(scale));
                     if (t.dbias) {
-                        vstore(tmp, p.bias_first ? dcap : ds);
+                        vstore(tmp, vsel(vis, p.bias_first ? dcap : ds, zero));
                         float *dbrow =
                             t.dbias + b * p.bias.batch + h * p.bias.head + i * p.bias.row + j0;
-                        for (size_t e = 0; e < nk; ++e)
-                            if (m[e] != 0.0f) dbrow[e] += tmp[e];
+                        for (size_t e = 0; e < nk; ++e) dbrow[e] += tmp[e];
                     }
                 }
                 // dQ_r += sum_x dx_rx K_x
@@ -287,34 +290,47 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                         for (; dd < d; ++dd)
                             for (size_t x = 0; x < nk; ++x) dq[dd] += xr[x] * krow[x][dd];
                     }
-                // dK_x += sum_r dx_rx Q_r, dV_x += sum_r P_rx dO_r
+                // dK_x += sum_r dx_rx Q_r, dV_x += sum_r P_rx dO_r, over the live rows; four
+                // head_dim vectors at a time (four independent FMA chains)
+                size_t live[kBwdRows], nlive = 0;
+                for (size_t r = 0; r < kBwdRows; ++r)
+                    if (lo[r] < hi[r]) live[nlive++] = r;
                 for (size_t x = 0; x < nk; ++x) {
                     if (readable[x] == 0.0f) continue;
-                    if (t.dk) {
-                        float *dk = dkb + x * d;
+                    for (int which = 0; which < 2; ++which) {
+                        if (which == 0 ? !t.dk : !t.dv) continue;
+                        const size_t n = which == 0 ? d : dv;
+                        float *acc = which == 0 ? dkb + x * d : dvb + x * dv;
+                        const float *coef = which == 0 ? xb : pb;
+                        const float *const *src = which == 0 ? qr : dor;
                         size_t dd = 0;
-                        for (; dd + kL <= d; dd += kL) {
-                            vf a = vload(dk + dd);
-                            for (size_t r = 0; r < kBwdRows; ++r)
-                                a = vfma(vbcast(xb[r * kL + x]), vload(qr[r] + dd), a);
-                            vstore(dk + dd, a);
+                        for (; dd + 4 * kL <= n; dd += 4 * kL) {
+                            vf a0 = vload(acc + dd), a1 = vload(acc + dd + kL),
+                               a2 = vload(acc + dd + 2 * kL), a3 = vload(acc + dd + 3 * kL);
+                            for (size_t l = 0; l < nlive; ++l) {
+                                const size_t r = live[l];
+                                const vf c = vbcast(coef[r * kL + x]);
+                                const float *q = src[r] + dd;
+                                a0 = vfma(c, vload(q), a0);
+                                a1 = vfma(c, vload(q + kL), a1);
+                                a2 = vfma(c, vload(q + 2 * kL), a2);
+                                a3 = vfma(c, vload(q + 3 * kL), a3);
+                            }
+                            vstore(acc + dd, a0);
+                            vstore(acc + dd + kL, a1);
+                            vstore(acc + dd + 2 * kL, a2);
+                            vstore(acc + dd + 3 * kL, a3);
                         }
-                        for (; dd < d; ++dd)
-                            for (size_t r = 0; r < kBwdRows; ++r)
-                                dk[dd] += xb[r * kL + x] * qr[r][dd];
-                    }
-                    if (t.dv) {
-                        float *dvp = dvb + x * dv;
-                        size_t dd = 0;
-                        for (; dd + kL <= dv; dd += kL) {
-                            vf a = vload(dvp + dd);
-                            for (size_t r = 0; r < kBwdRows; ++r)
-                                a = vfma(vbcast(pb[r * kL + x]), vload(dor[r] + dd), a);
-                            vstore(dvp + dd, a);
+                        for (; dd + kL <= n; dd += kL) {
+                            vf a0 = vload(acc + dd);
+                            for (size_t l = 0; l < nlive; ++l)
+                                a0 = vfma(vbcast(coef[live[l] * kL + x]), vload(src[live[l]] + dd),
+                                          a0);
+                            vstore(acc + dd, a0);
                         }
-                        for (; dd < dv; ++dd)
-                            for (size_t r = 0; r < kBwdRows; ++r)
-                                dvp[dd] += pb[r * kL + x] * dor[r][dd];
+                        for (; dd < n; ++dd)
+                            for (size_t l = 0; l < nlive; ++l)
+                                acc[dd] += coef[live[l] * kL + x] * src[live[l]][dd];
                     }
                 }
             }
