@@ -23,6 +23,13 @@ Four faces:
 
 * ``Args`` + ``Desc.run``: the raw attn_args / attn_run pair.
 
+Serving layouts (``Desc(..., varlen=True, page_size=16, batch_invariant=True)``): packed
+variable-length batches (``cu_seqlens_q`` / ``cu_seqlens_k``), paged K/V caches (``block_table``
++ ``seq_lens_k``), ``Desc.kv_append`` (new key/value rows into the caches, in place),
+``Desc.merge`` (exact merge of partial results) and batch invariance (a query's output bits
+depend only on its own sequence). The raw face: ``Args.set_cu_seqlens_q`` ... ``set_new_v``,
+``Desc.run_kv_append``, ``Desc.run_merge``.
+
 Errors: arguments the binding refuses and failures the library reports raise ``AttentionError``
 subclasses carrying the ``Status`` and the message: ``InvalidArgumentError`` (a ValueError),
 ``ArgumentTypeError`` (a TypeError and a ValueError), ``NullPointerError`` (a ValueError);

@@ -74,6 +74,11 @@ class Operand(enum.IntEnum):
     QUERY_VALID = 11
     SEQ_LENS_K = 12
     KEY_MASS = 13
+    CU_SEQLENS_Q = 14   # since 0.2, the serving layouts (README "Serving layouts")
+    CU_SEQLENS_K = 15
+    BLOCK_TABLE = 16
+    NEW_K = 17
+    NEW_V = 18
 
 
 class Param(enum.IntEnum):
@@ -88,6 +93,10 @@ class Param(enum.IntEnum):
     HEAD_DIM_V = 7
     WEIGHTS_MODE = 8
     BIAS_FIRST = 9
+    VARLEN = 10           # the serving layouts (README "Serving layouts")
+    PAGE_SIZE = 11
+    MAX_PAGES = 12
+    BATCH_INVARIANT = 13
 
 
 class Alibi(enum.IntEnum):

@@ -19,6 +19,17 @@ Strides. A strided operand (q, k, v, out, bias) is either
 
 The other operands (lse, weights, masks, slopes, sinks, seq_lens_k, key_mass) are contiguous by
 definition: C-contiguous arrays of exactly their shape, or flat buffers of exactly their length.
+
+Serving layouts (varlen=, page_size=; capi/attn.h "Serving layouts"). Some shapes are known per
+call: varlen q / out are (total_q, heads_q, d) token rows and lse (heads_q, total_q) with total_q
+= cu_seqlens_q[-1]; unpaged varlen k / v are (total_k, heads_kv, d) with total_k =
+cu_seqlens_k[-1]; paged k / v are pools (num_pages, page_size, heads_kv, d) (token-major) or
+(num_pages, heads_kv, page_size, d) (page_layout="head_major"), any num_pages >= 1. They are
+checked against those totals, not against attn_desc_required_len (an upper bound with varlen:
+every sequence at its maximum; one page for a pool), and bound with their own extent, so the
+library checks the call's real lengths as well. Strided views of these shapes are read where
+they are, as above. Desc.kv_append (attn_kv_append) writes new rows into the caller's caches in
+place; Desc.merge (attn_merge) updates an (out, lse) pair in place.
 """
 
 from __future__ import annotations
@@ -47,7 +58,7 @@ if TYPE_CHECKING:
 
 # Operand ids as plain ints (enum attribute access costs ~0.4 us: too much for the hot path).
 (_Q, _K, _V, _OUT, _LSE, _WEIGHTS, _KEY_VALID, _ALLOWED, _BIAS, _ALIBI_SLOPES, _SINKS,
- _QUERY_VALID, _SEQ_LENS_K, _KEY_MASS) = range(14)
+ _QUERY_VALID, _SEQ_LENS_K, _KEY_MASS, _CU_Q, _CU_K, _BLOCK_TABLE, _NEW_K, _NEW_V) = range(19)
 _STRIDED = (_Q, _K, _V, _OUT, _BIAS)
 _SLOT = {_Q: 0, _K: 1, _V: 2, _OUT: 3, _BIAS: 4}  # position in a stride key
 _MAX_VARIANTS = 32
@@ -59,13 +70,14 @@ _IN_FLAGS = _C_CONTIGUOUS | _ALIGNED
 _OUT_FLAGS = _IN_FLAGS | _WRITEABLE
 
 _NAMES = ("q", "k", "v", "out", "lse", "weights", "key_valid", "allowed", "bias", "alibi_slopes",
-          "sinks", "query_valid", "seq_lens_k", "key_mass")
+          "sinks", "query_valid", "seq_lens_k", "key_mass", "cu_seqlens_q", "cu_seqlens_k",
+          "block_table", "new_k", "new_v")
 
 # Element kind of each operand: its attn_args setter and accepted dtypes (filled lazily: numpy is
 # optional for the list API).
 _F32_IN, _F32_OUT, _U8, _I32 = range(4)
 _KIND = (_F32_IN, _F32_IN, _F32_IN, _F32_OUT, _F32_OUT, _F32_OUT, _U8, _U8, _F32_IN, _F32_IN,
-         _F32_IN, _U8, _I32, _F32_OUT)  # indexed by operand
+         _F32_IN, _U8, _I32, _F32_OUT, _I32, _I32, _I32, _F32_IN, _F32_IN)  # indexed by operand
 _SETTER_OF_KIND = {_F32_IN: _lib.attn_args_set_f32, _F32_OUT: _lib.attn_args_set_out_f32,
                    _U8: _lib.attn_args_set_u8, _I32: _lib.attn_args_set_i32}
 _SETTER = tuple(_SETTER_OF_KIND[k] for k in _KIND)  # the attn_args setter of each operand
@@ -151,6 +163,54 @@ def _execute(handle, op, binds, lens):
         _lib.attn_args_clear(args)
 
 
+def _thread_args(attr):
+    """This thread's attn_args named `attr` ("args" for every call, "part" for merge's part)."""
+    call_args = getattr(_tls, attr, None)
+    if call_args is None:
+        call_args = _CallArgs()
+        setattr(_tls, attr, call_args)
+    return call_args.handle
+
+
+def _bind_all(args, binds, lens):
+    """Bind (operand, address, elements) triples; elements None = the required length."""
+    for w, ptr, n in binds:
+        status = _SETTER[w](args, w, ptr, lens[w] if n is None else n)
+        if status:
+            raise library_error(status)
+
+
+def _run_bound(binds, lens, invoke, part_binds=None):
+    """The serving calls: bind `binds` (and `part_binds` to a second attn_args), then
+    invoke(args) or invoke(args, part) returns the C status; everything is unbound after it,
+    whatever happens."""
+    args = _thread_args("args")
+    part = None if part_binds is None else _thread_args("part")
+    try:
+        _bind_all(args, binds, lens)
+        if part is None:
+            status = invoke(args)
+        else:
+            _bind_all(part, part_binds, lens)
+            status = invoke(args, part)
+        if status:
+            raise library_error(status)  # reads attn_last_error on this thread, right away
+    finally:
+        _lib.attn_args_clear(args)
+        if part is not None:
+            _lib.attn_args_clear(part)
+
+
+def _serving_function(name):
+    """attn_kv_append / attn_merge, or an error naming the library that lacks it."""
+    fn = getattr(_lib, name)
+    if fn is None:
+        from ._common import AttentionError, Status
+        raise AttentionError(Status.UNSUPPORTED, "%s: the libattn at %s has no %s (built before "
+                             "the serving layouts)" % (name, _lib.path, name))
+    return fn
+
+
 def _read_int(handle, param):
     v = ctypes.c_int64()
     check_status(_lib.attn_desc_get_int(handle, param, ctypes.byref(v)))
@@ -204,6 +264,23 @@ def _window_arg(window, window_left, window_right):
     return left, right
 
 
+def _page_layout_arg(page_layout, page_size):
+    """True for head-major pages. None / "token_major" (the default: FlashAttention's k_cache)
+    or "head_major" (vLLM CPU, OpenVINO); only with a page_size."""
+    if page_layout is None:
+        return False
+    if not isinstance(page_layout, str):
+        raise ArgumentTypeError("page_layout must be 'token_major' or 'head_major', got %s"
+                                % type(page_layout).__name__)
+    if page_layout not in ("token_major", "head_major"):
+        raise InvalidArgumentError("page_layout (%r) is not one of 'token_major', 'head_major'"
+                                   % (page_layout,))
+    if not page_size:
+        raise InvalidArgumentError("page_layout=%r needs a paged cache (page_size >= 1)"
+                                   % (page_layout,))
+    return page_layout == "head_major"
+
+
 def _flag_arg(name, param, value):
     """A 0/1 parameter from a bool (or 0/1)."""
     if value is None:
@@ -214,10 +291,24 @@ def _flag_arg(name, param, value):
 
 
 def build_params(causal, scale, window, window_left, window_right, softcap, alibi,
-                 softmax_plus_one, head_dim_v, weights_mode, bias_first):
+                 softmax_plus_one, head_dim_v, weights_mode, bias_first, varlen=None,
+                 page_size=None, max_pages=None, batch_invariant=None):
     """The (Param, value) list for the non-default parameters, every value checked against
     attn_param_bounds before any C call (the message shows the value as given)."""
     params = []
+    # the serving layouts first: they choose the default strides (custom strides survive them)
+    if _flag_arg("varlen", Param.VARLEN, varlen):
+        params.append((Param.VARLEN, 1))
+    if page_size is not None:
+        n = param_value("page_size", Param.PAGE_SIZE, page_size)
+        if n:
+            params.append((Param.PAGE_SIZE, n))
+    if max_pages is not None:
+        n = param_value("max_pages", Param.MAX_PAGES, max_pages)
+        if n:
+            params.append((Param.MAX_PAGES, n))
+    if _flag_arg("batch_invariant", Param.BATCH_INVARIANT, batch_invariant):
+        params.append((Param.BATCH_INVARIANT, 1))
     if causal is not None:
         c = enum_arg("causal", causal, Causal, "attn_causal value")
         if c != Causal.NONE:
@@ -277,6 +368,18 @@ class Desc:
     name); bias_first (bool: bias before the softcap, ONNX's order). q_strides, k_strides,
     v_strides, out_strides, bias_strides: (batch_stride, head_stride, row_stride) in elements.
 
+    Serving layouts (README "Serving layouts"): varlen (bool: a packed variable-length batch,
+    FlashAttention's varlen; seq_q / seq_k are then the maximum lengths and q, out are
+    (total_q, heads_q, head_dim[_v]) token rows, k, v (total_k, heads_kv, head_dim[_v]), lse
+    (heads_q, total_q), the totals read from cu_seqlens_q / cu_seqlens_k of each call);
+    page_size (int: a paged K/V cache of pages of that many tokens, the vLLM block table; k and v
+    are then page pools (num_pages, page_size, heads_kv, head_dim[_v]), or (num_pages, heads_kv,
+    page_size, head_dim[_v]) with page_layout="head_major"); max_pages (columns of the block
+    table; default ceil(seq_k / page_size)); batch_invariant (bool: a query's output bits depend
+    only on its own sequence, never on the batch, the layout, the prefill chunk or the thread
+    count). kv_append writes new key/value rows into a cache in place; merge folds two partial
+    results over disjoint keys.
+
     A Desc may be shared by any number of threads. close() (or leaving the with block) frees it;
     any later use raises ValueError. A close() racing with running calls waits for them: the C
     descriptors are freed when the last running call returns.
@@ -301,6 +404,13 @@ class Desc:
     head_dim_v: int
     weights_mode: WeightsMode
     bias_first: bool
+    #: the serving layouts (ATTN_PARAM_VARLEN, _PAGE_SIZE, _MAX_PAGES, _BATCH_INVARIANT)
+    varlen: bool
+    page_size: int
+    max_pages: int  # as set: 0 = the default ceil(seq_k / page_size) (shape(BLOCK_TABLE) has it)
+    batch_invariant: bool
+    #: how k and v pools are shaped with a page_size: "token_major" or "head_major"
+    page_layout: str
 
     def __init__(self, batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_k: int,
                  head_dim: int, *,
@@ -311,6 +421,9 @@ class Desc:
                  softmax_plus_one: bool = False, head_dim_v: Optional[int] = None,
                  weights_mode: Union[WeightsMode, int, str, None] = None,
                  bias_first: bool = False,
+                 varlen: bool = False, page_size: Optional[int] = None,
+                 max_pages: Optional[int] = None, batch_invariant: bool = False,
+                 page_layout: Optional[str] = None,
                  q_strides: _Strides = None, k_strides: _Strides = None,
                  v_strides: _Strides = None, out_strides: _Strides = None,
                  bias_strides: _Strides = None) -> None:
@@ -324,7 +437,10 @@ class Desc:
                                                  ("heads_kv", heads_kv), ("seq_q", seq_q),
                                                  ("seq_k", seq_k), ("head_dim", head_dim)))
         params = build_params(causal, scale, window, window_left, window_right, softcap, alibi,
-                              softmax_plus_one, head_dim_v, weights_mode, bias_first)
+                              softmax_plus_one, head_dim_v, weights_mode, bias_first, varlen,
+                              page_size, max_pages, batch_invariant)
+        pages = dict(params).get(Param.PAGE_SIZE, 0)
+        head_major = _page_layout_arg(page_layout, pages)
         given = {}
         for op, name, s in ((_Q, "q_strides", q_strides),
                             (_K, "k_strides", k_strides),
@@ -334,6 +450,11 @@ class Desc:
             s = _strides_arg(name, s)
             if s is not None:
                 given[op] = s
+        if head_major:  # (num_pages, heads_kv, page_size, d) pages: the library's strides
+            HKV, D = dims[2], dims[5]
+            DV = dict(params).get(Param.HEAD_DIM_V, D)
+            given.setdefault(_K, (HKV * pages * D, pages * D, D))
+            given.setdefault(_V, (HKV * pages * DV, pages * DV, DV))
 
         self._handle, self._len = _new_handle(dims, params, sorted(given.items()))
         self._closed = False
@@ -344,16 +465,22 @@ class Desc:
         except BaseException:
             self.close()
             raise
+        self.page_layout = "head_major" if head_major else "token_major"
 
         B, HQ, HKV, SQ, SK, D = dims
         DV = self.head_dim_v
+        P, VL = self.page_size, self.varlen
+        self._serving = bool(P or VL)
         self._shape = {
             _Q: (B, HQ, SQ, D), _K: (B, HKV, SK, D), _V: (B, HKV, SK, DV),
             _OUT: (B, HQ, SQ, DV), _LSE: (B, HQ, SQ),
             _WEIGHTS: (B, HQ, SQ, SK), _KEY_VALID: (B, SK),
             _ALLOWED: (SQ, SK), _BIAS: (B, HQ, SQ, SK),
             _ALIBI_SLOPES: (HQ,), _SINKS: (HQ,), _QUERY_VALID: (B, SQ),
-            _SEQ_LENS_K: (B,), _KEY_MASS: (B, HQ, SK)}
+            _SEQ_LENS_K: (B,), _KEY_MASS: (B, HQ, SK),
+            _CU_Q: (B + 1,), _CU_K: (B + 1,),
+            _BLOCK_TABLE: (B, self._len[_BLOCK_TABLE] // B),
+            _NEW_K: (B * SQ, HKV, D), _NEW_V: (B * SQ, HKV, DV)}
         self._dim_names = {
             _Q: ("batch", "heads_q", "seq_q", "head_dim"),
             _K: ("batch", "heads_kv", "seq_k", "head_dim"),
@@ -365,12 +492,58 @@ class Desc:
             _BIAS: ("batch or 1", "heads_q or 1", "seq_q or 1", "seq_k"),
             _ALIBI_SLOPES: ("heads_q",), _SINKS: ("heads_q",),
             _QUERY_VALID: ("batch", "seq_q"), _SEQ_LENS_K: ("batch",),
-            _KEY_MASS: ("batch", "heads_q", "seq_k")}
-        # (heads, seq) counts of each strided operand, for normalising strides: a dimension of
-        # size 1 never moves the address, so its stride is 0 in every comparison.
+            _KEY_MASS: ("batch", "heads_q", "seq_k"),
+            _CU_Q: ("batch + 1",), _CU_K: ("batch + 1",),
+            _BLOCK_TABLE: ("batch", "max_pages"),
+            _NEW_K: ("batch * seq_q", "heads_kv", "head_dim"),
+            _NEW_V: ("batch * seq_q", "heads_kv", "head_dim_v")}
+        # Serving layouts: shapes with a free dimension (None: total_q, total_k or num_pages,
+        # known per call), and for the strided ones which numpy axis holds the C batch, head
+        # and row dimensions (None: the batch stride is not used).
+        self._free: Dict[int, str] = {}
+        self._axes: Dict[int, Tuple[Optional[int], int, int]] = {}
+        if VL:
+            for op, h, d, hn, dn in ((_Q, HQ, D, "heads_q", "head_dim"),
+                                     (_OUT, HQ, DV, "heads_q", "head_dim_v"),
+                                     (_NEW_K, HKV, D, "heads_kv", "head_dim"),
+                                     (_NEW_V, HKV, DV, "heads_kv", "head_dim_v")):
+                self._shape[op] = (None, h, d)
+                self._dim_names[op] = ("total_q", hn, dn)
+                self._free[op] = "total_q"
+            self._shape[_LSE] = (HQ, None)
+            self._dim_names[_LSE] = ("heads_q", "total_q")
+            self._free[_LSE] = "total_q"
+            self._axes[_Q] = self._axes[_OUT] = (None, 1, 0)
+        for op, d, dn in ((_K, D, "head_dim"), (_V, DV, "head_dim_v")):
+            if P and head_major:
+                self._shape[op] = (None, HKV, P, d)
+                self._dim_names[op] = ("num_pages", "heads_kv", "page_size", dn)
+                self._axes[op] = (0, 1, 2)
+            elif P:
+                self._shape[op] = (None, P, HKV, d)
+                self._dim_names[op] = ("num_pages", "page_size", "heads_kv", dn)
+                self._axes[op] = (0, 2, 1)
+            elif VL:
+                self._shape[op] = (None, HKV, d)
+                self._dim_names[op] = ("total_k", "heads_kv", dn)
+                self._axes[op] = (None, 1, 0)
+            else:
+                continue
+            self._free[op] = "num_pages" if P else "total_k"
+        # The counts of the library's view of each strided operand (attn.cpp view_of): a
+        # dimension of count 1 never moves the address, so its stride is 0 in every comparison.
+        # A pool's page stride always matters (count 2 stands for "any number of pages").
         counts = {_Q: (B, HQ, SQ), _K: (B, HKV, SK), _V: (B, HKV, SK),
                   _OUT: (B, HQ, SQ), _BIAS: (B, HQ, SQ)}
+        if VL:
+            counts[_Q] = counts[_OUT] = (1, HQ, B * SQ)
+        if P:
+            counts[_K] = counts[_V] = (2, HKV, P)
+        elif VL:
+            counts[_K] = counts[_V] = (1, HKV, B * SK)
         self._counts = counts
+        # The strides the library holds: the ones given, else its defaults for the layout
+        # (attn.cpp default_layout: BHSD; token rows with varlen; token-major pages).
         configured = {}
         for op in _STRIDED:
             if op in given:
@@ -380,14 +553,29 @@ class Desc:
             else:
                 n_h, n_s, d = ((HQ, SQ, D) if op == _Q else (HKV, SK, D) if op == _K
                                else (HKV, SK, DV) if op == _V else (HQ, SQ, DV))
-                s = (n_h * n_s * d, n_s * d, d)
+                if P and op in (_K, _V):
+                    s = (P * n_h * d, d, n_h * d)
+                elif VL:
+                    s = (0, d, n_h * d)
+                else:
+                    s = (n_h * n_s * d, n_s * d, d)
             configured[op] = s
         self._strides = configured
         self._norm = tuple(self._normalise(op, configured[op]) for op in _STRIDED)
         # contiguous strides of each strided operand's own shape (the fast path's answer)
         self._contig = {}
         for op in _STRIDED:
-            b, h, s, d = self._shape[op]
+            shape = self._shape[op]
+            if op in self._free:  # a C-contiguous array of the serving shape
+                st = [0, 0, 0]
+                inner = shape[-1]
+                for axis in range(len(shape) - 2, -1, -1):
+                    if axis in self._axes[op]:
+                        st[self._axes[op].index(axis)] = inner
+                    inner *= shape[axis] if shape[axis] is not None else 1
+                self._contig[op] = self._normalise(op, tuple(st))
+                continue
+            b, h, s, d = shape
             self._contig[op] = self._normalise(op, (h * s * d, s * d, d))
         self._contig_ok = {op: self._contig[op] == self._norm[_SLOT[op]]
                            for op in _STRIDED}
@@ -411,6 +599,10 @@ class Desc:
         self.head_dim_v = _read_int(h, Param.HEAD_DIM_V)
         self.weights_mode = WeightsMode(_read_int(h, Param.WEIGHTS_MODE))
         self.bias_first = bool(_read_int(h, Param.BIAS_FIRST))
+        self.varlen = bool(_read_int(h, Param.VARLEN))
+        self.page_size = _read_int(h, Param.PAGE_SIZE)
+        self.max_pages = _read_int(h, Param.MAX_PAGES)
+        self.batch_invariant = bool(_read_int(h, Param.BATCH_INVARIANT))
 
     # --- lifetime ---------------------------------------------------------------------------
 
@@ -481,6 +673,16 @@ class Desc:
             extra.append("weights_mode=%r" % self.weights_mode.name.lower())
         if self.bias_first:
             extra.append("bias_first=True")
+        if self.varlen:
+            extra.append("varlen=True")
+        if self.page_size:
+            extra.append("page_size=%d" % self.page_size)
+            if self.max_pages:
+                extra.append("max_pages=%d" % self.max_pages)
+            if self.page_layout != "token_major":
+                extra.append("page_layout=%r" % self.page_layout)
+        if self.batch_invariant:
+            extra.append("batch_invariant=True")
         return ("Desc(batch=%d, heads_q=%d, heads_kv=%d, seq_q=%d, seq_k=%d, head_dim=%d, "
                 "causal=%s, scale=%r%s%s)" % (
                     self.batch, self.heads_q, self.heads_kv, self.seq_q, self.seq_k,
@@ -491,16 +693,35 @@ class Desc:
 
     def required_len(self, operand: Union[Operand, int, str]) -> int:
         """Elements (floats, bytes for masks, int32 for seq_lens_k) the flat buffer for
-        `operand` must hold (attn_desc_required_len)."""
+        `operand` must hold (attn_desc_required_len). With varlen, q / out / lse / new_k / new_v
+        (and k / v without pages) get the length of a full pack, every sequence at its maximum:
+        an upper bound (a call checks its own totals); with a page_size, k / v get one page."""
         operand = enum_arg("operand", operand, Operand, "attn_operand")
         if self._closed:
             raise ValueError("Desc is closed")
         return self._len[operand]
 
-    def shape(self, operand: Union[Operand, int, str]) -> Tuple[int, ...]:
-        """The numpy shape of `operand` (bias: the full shape; size-1 dims broadcast)."""
+    def shape(self, operand: Union[Operand, int, str], *, total_q: Optional[int] = None,
+              total_k: Optional[int] = None, num_pages: Optional[int] = None
+              ) -> Tuple[int, ...]:
+        """The numpy shape of `operand` (bias: the full shape; size-1 dims broadcast).
+
+        Serving layouts: with varlen, q / out / new_k / new_v are (total_q, heads, d) and lse
+        (heads_q, total_q), so they need total_q= (cu_seqlens_q[-1]); unpaged varlen k / v need
+        total_k= (cu_seqlens_k[-1]); the pools of a paged cache need num_pages=. Without a
+        page_size, block_table is (batch, 0)."""
         operand = enum_arg("operand", operand, Operand, "attn_operand")
-        return self._shape[operand]
+        shape = self._shape[operand]
+        free = self._free.get(operand)
+        if free is None:
+            return shape
+        value = {"total_q": total_q, "total_k": total_k, "num_pages": num_pages}[free]
+        if value is None:
+            raise InvalidArgumentError(
+                "the shape of %s (%s) depends on the call: pass %s=" % (
+                    _NAMES[operand], ", ".join(self._dim_names[operand]), free))
+        value = size_arg(free, value)
+        return tuple(value if n is None else n for n in shape)
 
     def param(self, param: Union[Param, int, str]) -> Union[int, float]:
         """A parameter's current value read from the library now: an int for an integer
@@ -665,6 +886,212 @@ class Desc:
             if a is not None:
                 binds.append((op, self._contiguous(name, op, a, False)))
 
+    # --- serving layouts: argument checks ---------------------------------------------------
+    # Varlen rows and page pools have a dimension known per call (total_q / total_k from the
+    # call's cu_seqlens, or any number of pages), so they are checked here against those
+    # totals, not against attn_desc_required_len (an upper bound for a varlen pack: every
+    # sequence at its maximum length; one page for a pool). The element count bound with each
+    # is the array's own extent, so the library checks the call's real lengths too.
+
+    def _note(self, op):
+        free = self._free.get(op)
+        if free == "total_q":
+            return " (total_q = cu_seqlens_q[%d], the pack's query tokens)" % self.batch
+        if free == "total_k":
+            return " (total_k = cu_seqlens_k[%d], the pack's keys)" % self.batch
+        if free == "num_pages":
+            other = ("(num_pages, heads_kv, page_size, d)" if self.page_layout == "token_major"
+                     else "(num_pages, page_size, heads_kv, d)")
+            return (" (%s pages, any number of them; page_layout=%r takes %s pools)"
+                    % (self.page_layout.replace("_", "-"),
+                       "head_major" if self.page_layout == "token_major" else "token_major",
+                       other))
+        return ""
+
+    def _mismatch(self, name, op, a, want, flat=None):
+        shown = "(%s)" % ", ".join("any >= 1" if n is None else str(n) for n in want)
+        if len(want) == 1:
+            shown = "(%s,)" % want[0]
+        names = self._dim_names[op]
+        wanted = "(%s%s) = %s" % (", ".join(names), "," if len(names) == 1 else "", shown)
+        tail = self._note(op) + (" or a flat buffer of %d elements" % flat
+                                 if flat is not None and len(want) > 1 else "")
+        if a.ndim != len(want):
+            return InvalidArgumentError("%s has %d dimension%s (shape %s), expected %d: %s%s"
+                                        % (name, a.ndim, "" if a.ndim == 1 else "s",
+                                           _fmt_shape(a.shape), len(want), wanted, tail))
+        return InvalidArgumentError("%s has shape %s, expected %s%s"
+                                    % (name, _fmt_shape(a.shape), wanted, tail))
+
+    def _exact(self, name, op, a, shape, writable):
+        """(array, address, elements) of a C-contiguous operand of exactly `shape` (or a flat
+        buffer of as many elements). Empty is fine when the shape is (a pack of 0 tokens)."""
+        dtypes = _dtypes(_KIND[op])
+        flags = _OUT_FLAGS if writable else _IN_FLAGS
+        if (type(a) is _common.ndarray and a.shape == shape and a.dtype in dtypes
+                and a.flags.num & flags == flags):
+            return a, _common.data_ptr(a), a.size  # the usual case
+        a = as_ndarray(name, a, _common.dtype_name(dtypes), writable)
+        check_dtype(name, a, dtypes)
+        if a.shape != shape:
+            size = 1
+            for n in shape:
+                size *= n
+            if not (a.ndim == 1 and len(shape) > 1 and a.size == size):
+                raise self._mismatch(name, op, a, shape, size)
+        self._flags(name, a, writable)
+        return a, _common.data_ptr(a), a.size
+
+    def _cu(self, name, op, a):
+        """(address, total) of cu_seqlens_q / cu_seqlens_k: int32 (batch + 1,); the total is
+        its last element (the library checks the others: cu[0] = 0, non-decreasing, each
+        length at most seq_q / seq_k)."""
+        a, ptr, _ = self._exact(name, op, a, self._shape[op], False)
+        total = int(a[-1])
+        if total < 0:
+            raise InvalidArgumentError("%s[%d] (%d) is negative: the last prefix sum is the "
+                                       "pack's number of tokens" % (name, self.batch, total))
+        return ptr, total
+
+    def _serving_strided(self, name, op, a, free, writable):
+        """(address, normalised C strides, elements) of q / k / v / out in a serving layout:
+        token rows (free = total_q or total_k) or a page pool (free = None: any number of pages
+        >= 1). Any strided view is read where it is: its strides become the C descriptor's (a
+        variant, as for the dense shapes). Flat 1-D buffers are laid out with the Desc's
+        strides."""
+        shape = self._shape[op]
+        flags = _OUT_FLAGS if writable else _IN_FLAGS
+        if (type(a) is _common.ndarray and a.dtype is _common.F32 and a.ndim == len(shape)
+                and a.shape[1:] == shape[1:] and a.flags.num & flags == flags
+                and (a.shape[0] >= 1 if free is None else a.shape[0] == free)):
+            return _common.data_ptr(a), self._contig[op], a.size  # C-contiguous: the usual case
+        a = as_ndarray(name, a, "float32", writable)
+        check_dtype(name, a, (_common.F32,))
+        if a.ndim == 1:
+            return self._serving_flat(name, op, a, free, writable)
+        if (a.ndim != len(shape) or a.shape[1:] != shape[1:]
+                or (a.shape[0] < 1 if free is None else a.shape[0] != free)):
+            raise self._mismatch(name, op, a, (free,) + shape[1:])
+        if not a.flags.aligned:
+            raise InvalidArgumentError("%s is not aligned for float32" % name)
+        if writable and not a.flags.writeable:
+            raise InvalidArgumentError("%s is read-only" % name)
+        es = element_strides(name, a)
+        if a.shape[-1] > 1 and es[-1] != 1:
+            raise InvalidArgumentError(
+                "%s: its last dimension (%s) has stride %d elements; the library reads it "
+                "contiguously (stride 1): pass numpy.ascontiguousarray(%s) or a view with "
+                "contiguous rows" % (name, self._dim_names[op][-1], es[-1], name))
+        # A dimension of size 1 in the array (one token, one page) never moves the address, but
+        # the library's view may count more (seq_q * batch rows): it gets the extent of the
+        # other dimensions as its stride, so that it nests outside them (OUT must nest).
+        axes = self._axes[op]
+        inner = a.shape[-1] + sum((a.shape[x] - 1) * es[x] for x in axes
+                                  if x is not None and a.shape[x] > 1)
+        triple = tuple(0 if axis is None else inner if a.shape[axis] == 1 else es[axis]
+                       for axis in axes)
+        extent = 0 if a.size == 0 else 1 + sum((n - 1) * s for n, s in zip(a.shape, es))
+        return _common.data_ptr(a), self._normalise(op, triple), extent
+
+    def _serving_flat(self, name, op, a, free, writable):
+        bs, hs, rs = self._strides[op]
+        shape = self._shape[op]
+        if free is None:  # a pool: one page, then whole page strides
+            one = self._len[op]
+            n = a.size
+            if not (n >= one and (n == one or (bs and (n - one) % bs == 0))):
+                raise InvalidArgumentError(
+                    "%s has %d elements: a flat pool holds one page (%d elements) plus whole "
+                    "page strides (%d elements each) with the Desc's %s strides (%d, %d, %d); or "
+                    "pass an array of shape %s%s" % (
+                        name, n, one, bs, _NAMES[op], bs, hs, rs,
+                        "(%s)" % ", ".join(self._dim_names[op]), self._note(op)))
+        else:
+            heads, dim = shape[-2], shape[-1]
+            need = 0 if free == 0 else (free - 1) * rs + (heads - 1) * hs + dim
+            if a.size != need:
+                raise InvalidArgumentError(
+                    "%s has %d elements, needs exactly %d: a flat buffer holds the pack's rows "
+                    "with the Desc's %s strides (or pass an array of shape %s)%s"
+                    % (name, a.size, need, _NAMES[op], _fmt_shape((free,) + shape[1:]),
+                       self._note(op)))
+        self._flags(name, a, writable)
+        return _common.data_ptr(a), self._norm[_SLOT[op]], a.size
+
+    def _rows_or_dense(self, name, op, a, total, writable):
+        """q / out (and new rows' descriptors): varlen token rows, else the dense shape.
+        Returns (address, strides, elements or None = the required length)."""
+        if self.varlen:
+            return self._serving_strided(name, op, a, total, writable)
+        p, s = self._strided(name, op, a, writable)
+        return p, s, None
+
+    def _kv_operand(self, name, op, a, total_k, writable):
+        """k / v (or the caches of kv_append) in this Desc's K/V layout."""
+        if self.page_size:
+            return self._serving_strided(name, op, a, None, writable)
+        if self.varlen:
+            return self._serving_strided(name, op, a, total_k, writable)
+        p, s = self._strided(name, op, a, writable)
+        return p, s, None
+
+    def _alloc_rows(self, total):
+        """A zeroed varlen out, (total_q, heads_q, head_dim_v), laid out with out_strides."""
+        HQ, DV = self.heads_q, self.head_dim_v
+        if self._contig_ok[_OUT] or total == 0:
+            return _np.zeros((total, HQ, DV), _common.F32)
+        _, hs, rs = self._strides[_OUT]
+        buf = _np.zeros((total - 1) * rs + (HQ - 1) * hs + DV, _common.F32)
+        return _np.lib.stride_tricks.as_strided(buf, (total, HQ, DV), (rs * 4, hs * 4, 4))
+
+    def _serving_inputs(self, binds, cu_seqlens_q, cu_seqlens_k, block_table):
+        """Checks and binds cu_seqlens_q / _k and block_table; returns (total_q, total_k)
+        (None for a prefix sum not given). Without varlen or pages they are bound as given
+        and the library says why it refuses them."""
+        tq = tk = None
+        if cu_seqlens_q is not None:
+            p, tq = self._cu("cu_seqlens_q", _CU_Q, cu_seqlens_q)
+            binds.append((_CU_Q, p, None))
+        elif self.varlen:
+            raise NullPointerError("cu_seqlens_q is None but the Desc has varlen=True: pass "
+                                   "the (batch + 1,) int32 prefix sums of the query lengths")
+        if cu_seqlens_k is not None:
+            p, tk = self._cu("cu_seqlens_k", _CU_K, cu_seqlens_k)
+            binds.append((_CU_K, p, None))
+        elif self.varlen and not self.page_size:
+            raise NullPointerError("cu_seqlens_k is None but the Desc has varlen=True without a "
+                                   "page_size: pass the (batch + 1,) int32 prefix sums of the "
+                                   "key lengths")
+        if block_table is not None:
+            if self.page_size:
+                _, p, n = self._exact("block_table", _BLOCK_TABLE, block_table,
+                                      self._shape[_BLOCK_TABLE], False)
+            else:  # no pages: bound as it is; the library refuses it
+                a = as_ndarray("block_table", block_table, "int32")
+                check_dtype("block_table", a, (_common.I32,))
+                self._flags("block_table", a, False)
+                p, n = _common.data_ptr(a), a.size
+            binds.append((_BLOCK_TABLE, p, n))
+        return tq, tk
+
+    def _with_handle(self, strides, fn):
+        """fn(handle, lens) with the C descriptor matching `strides` (5 normalised triples;
+        None = any), as _call does."""
+        self._enter_call()
+        try:
+            if strides == self._norm or (None in strides and all(
+                    x is None or x == y for x, y in zip(strides, self._norm))):
+                handle, lens, temporary = self._handle, self._len, False
+            else:
+                (handle, lens), temporary = self._variant(strides)
+            try:
+                return fn(handle, lens)
+            finally:
+                if temporary:
+                    _lib.attn_desc_destroy(handle)
+        finally:
+            self._leave()
+
     # --- calls ------------------------------------------------------------------------------
 
     @overload
@@ -674,7 +1101,9 @@ class Desc:
                 bias: Optional[ArrayLike] = None, alibi_slopes: Optional[ArrayLike] = None,
                 sinks: Optional[ArrayLike] = None, query_valid: Optional[ArrayLike] = None,
                 seq_lens_k: Optional[ArrayLike] = None,
-                key_mass: _NotWanted = None) -> F32Array: ...
+                key_mass: _NotWanted = None, cu_seqlens_q: Optional[ArrayLike] = None,
+                cu_seqlens_k: Optional[ArrayLike] = None,
+                block_table: Optional[ArrayLike] = None) -> F32Array: ...
 
     @overload
     def forward(self, q: ArrayLike, k: ArrayLike, v: ArrayLike,
@@ -683,7 +1112,9 @@ class Desc:
                 bias: Optional[ArrayLike] = None, alibi_slopes: Optional[ArrayLike] = None,
                 sinks: Optional[ArrayLike] = None, query_valid: Optional[ArrayLike] = None,
                 seq_lens_k: Optional[ArrayLike] = None,
-                key_mass: _NotWanted = None) -> Tuple[F32Array, F32Array]: ...
+                key_mass: _NotWanted = None, cu_seqlens_q: Optional[ArrayLike] = None,
+                cu_seqlens_k: Optional[ArrayLike] = None,
+                block_table: Optional[ArrayLike] = None) -> Tuple[F32Array, F32Array]: ...
 
     @overload
     def forward(self, q: ArrayLike, k: ArrayLike, v: ArrayLike,
@@ -692,7 +1123,9 @@ class Desc:
                 bias: Optional[ArrayLike] = None, alibi_slopes: Optional[ArrayLike] = None,
                 sinks: Optional[ArrayLike] = None, query_valid: Optional[ArrayLike] = None,
                 seq_lens_k: Optional[ArrayLike] = None,
-                key_mass: _NotWanted = None) -> Tuple[F32Array, F32Array]: ...
+                key_mass: _NotWanted = None, cu_seqlens_q: Optional[ArrayLike] = None,
+                cu_seqlens_k: Optional[ArrayLike] = None,
+                block_table: Optional[ArrayLike] = None) -> Tuple[F32Array, F32Array]: ...
 
     @overload
     def forward(self, q: ArrayLike, k: ArrayLike, v: ArrayLike,
@@ -702,7 +1135,10 @@ class Desc:
                 bias: Optional[ArrayLike] = None, alibi_slopes: Optional[ArrayLike] = None,
                 sinks: Optional[ArrayLike] = None, query_valid: Optional[ArrayLike] = None,
                 seq_lens_k: Optional[ArrayLike] = None,
-                key_mass: _Wanted) -> Tuple[F32Array, Optional[F32Array], F32Array]: ...
+                key_mass: _Wanted, cu_seqlens_q: Optional[ArrayLike] = None,
+                cu_seqlens_k: Optional[ArrayLike] = None,
+                block_table: Optional[ArrayLike] = None
+                ) -> Tuple[F32Array, Optional[F32Array], F32Array]: ...
 
     def forward(self, q: ArrayLike, k: ArrayLike, v: ArrayLike,
                 key_valid: Optional[ArrayLike] = None, allowed: Optional[ArrayLike] = None,
@@ -710,7 +1146,10 @@ class Desc:
                 bias: Optional[ArrayLike] = None, alibi_slopes: Optional[ArrayLike] = None,
                 sinks: Optional[ArrayLike] = None, query_valid: Optional[ArrayLike] = None,
                 seq_lens_k: Optional[ArrayLike] = None,
-                key_mass: Union[_Wanted, _NotWanted] = None) -> Any:
+                key_mass: Union[_Wanted, _NotWanted] = None,
+                cu_seqlens_q: Optional[ArrayLike] = None,
+                cu_seqlens_k: Optional[ArrayLike] = None,
+                block_table: Optional[ArrayLike] = None) -> Any:
         """Attention forward pass (ATTN_OP_FORWARD).
 
         q, k, v:     float32 (batch, heads_q, seq_q, head_dim), (batch, heads_kv, seq_k,
@@ -727,18 +1166,34 @@ class Desc:
         alibi_slopes: float32 (heads_q,), required iff the Desc has alibi="operand"
         sinks:       float32 (heads_q,) sink logits joining every row's denominator
         query_valid: bool_/uint8 (batch, seq_q): False = padded query (out 0, lse -inf)
-        seq_lens_k:  int32 (batch,) in [0, seq_k]: keys j >= seq_lens_k[b] are padding
+        seq_lens_k:  int32 (batch,) in [0, seq_k]: keys j >= seq_lens_k[b] are padding; with
+                     a page_size: the keys in each sequence's cache (required)
         key_mass:    None / False, True (allocated (batch, heads_q, seq_k)) or a float32 array:
                      mass[b][h][j] = sum over queries of the weight of key j
+        Serving layouts (see the class doc):
+        cu_seqlens_q: int32 (batch + 1,) prefix sums of the query lengths (varlen: required);
+                     q and out are then (total_q, heads_q, head_dim[_v]) and lse (heads_q,
+                     total_q), total_q = cu_seqlens_q[-1]
+        cu_seqlens_k: int32 (batch + 1,) prefix sums of the key lengths (varlen without pages:
+                     required); k and v are then (total_k, heads_kv, head_dim[_v])
+        block_table: int32 (batch, max_pages) page ids, -1 = unused slot (page_size: required);
+                     k and v are the page pools (num_pages, page_size, heads_kv, d) or, with
+                     page_layout="head_major", (num_pages, heads_kv, page_size, d)
         Returns out; (out, lse) when lse is requested; (out, lse, key_mass) when key_mass is
         requested (lse is then None unless requested too). An array given for out, lse or
         key_mass is returned as given (a torch tensor stays a torch tensor), an allocated one is
-        a numpy array. None means "not given"; an empty array is a length error.
+        a numpy array. None means "not given"; an empty array is a length error (except the
+        exact shape of an empty pack).
         """
         if _np is None:
             need_numpy()
         if self._closed:
             raise ValueError("Desc is closed")
+        if (self._serving or cu_seqlens_q is not None or cu_seqlens_k is not None
+                or block_table is not None):
+            return self._forward_serving(q, k, v, key_valid, allowed, out, lse, bias,
+                                         alibi_slopes, sinks, query_valid, seq_lens_k,
+                                         key_mass, cu_seqlens_q, cu_seqlens_k, block_table)
         qp, sq = self._strided("q", _Q, q, False)
         kp, sk = self._strided("k", _K, k, False)
         vp, sv = self._strided("v", _V, v, False)
@@ -769,6 +1224,53 @@ class Desc:
             return out, lse_a, mass_a
         return out if lse_a is None else (out, lse_a)
 
+    def _forward_serving(self, q, k, v, key_valid, allowed, out, lse, bias, alibi_slopes, sinks,
+                         query_valid, seq_lens_k, key_mass, cu_seqlens_q, cu_seqlens_k,
+                         block_table):
+        binds = []
+        tq, tk = self._serving_inputs(binds, cu_seqlens_q, cu_seqlens_k, block_table)
+        qp, sq, qn = self._rows_or_dense("q", _Q, q, tq, False)
+        kp, sk, kn = self._kv_operand("k", _K, k, tk, False)
+        vp, sv, vn = self._kv_operand("v", _V, v, tk, False)
+        if out is None:
+            out = self._alloc_rows(tq) if self.varlen else self._alloc_out()
+        op_, so, on = self._rows_or_dense("out", _OUT, out, tq, True)
+        binds += [(_Q, qp, qn), (_K, kp, kn), (_V, vp, vn), (_OUT, op_, on)]
+        strides = [sq, sk, sv, so, self._norm[4]]
+        self._serving_masks(binds, strides, key_valid, allowed, bias, alibi_slopes, sinks,
+                            query_valid, seq_lens_k)
+        lse_a = mass_a = None
+        if lse is not None and lse is not False:
+            if self.varlen:
+                shape = (self.heads_q, tq)
+                lse_a = _np.empty(shape, _common.F32) if lse is True else lse
+                _, lp, ln = self._exact("lse", _LSE, lse_a, shape, True)
+                binds.append((_LSE, lp, ln))
+            else:
+                lse_a, lp = self._output("lse", _LSE, lse, _np.empty)
+                binds.append((_LSE, lp, None))
+        if key_mass is not None and key_mass is not False:  # the library refuses it in varlen
+            mass_a, mp = self._output("key_mass", _KEY_MASS, key_mass, _np.zeros)
+            binds.append((_KEY_MASS, mp, None))
+        self._with_handle(tuple(strides), lambda h, lens: _run_bound(
+            binds, lens, lambda a: _lib.attn_run(h, _FORWARD, a)))
+        if mass_a is not None:
+            return out, lse_a, mass_a
+        return out if lse_a is None else (out, lse_a)
+
+    def _serving_masks(self, binds, strides, key_valid, allowed, bias, alibi_slopes, sinks,
+                       query_valid, seq_lens_k):
+        """The dense-shaped optional inputs of a serving call, as (operand, address, None)."""
+        dense = []
+        if key_valid is not None:
+            dense.append((_KEY_VALID, self._contiguous("key_valid", _KEY_VALID, key_valid,
+                                                       False)))
+        if allowed is not None:
+            dense.append((_ALLOWED, self._contiguous("allowed", _ALLOWED, allowed, False)))
+        self._optional_inputs(dense, strides, bias, alibi_slopes, sinks, query_valid,
+                              seq_lens_k)
+        binds += [(w, p, None) for w, p in dense]
+
     def _alloc_out(self):
         shape = self._shape[_OUT]
         if self._contig_ok[_OUT]:
@@ -782,17 +1284,31 @@ class Desc:
                 allowed: Optional[ArrayLike] = None, out: Optional[ArrayLike] = None, *,
                 bias: Optional[ArrayLike] = None, alibi_slopes: Optional[ArrayLike] = None,
                 sinks: Optional[ArrayLike] = None, query_valid: Optional[ArrayLike] = None,
-                seq_lens_k: Optional[ArrayLike] = None) -> F32Array:
+                seq_lens_k: Optional[ArrayLike] = None,
+                block_table: Optional[ArrayLike] = None) -> F32Array:
         """The attention weights (ATTN_OP_WEIGHTS) as float32 (batch, heads_q, seq_q, seq_k):
         probabilities with hidden keys exactly 0 (or the scores of weights_mode).
 
-        q, k and the optional inputs as forward. out: None (allocated) or a float32 array of
-        that shape (C-contiguous) or a flat buffer, written in place. Returns the weights."""
+        q, k and the optional inputs as forward (with a page_size: k is the pool, block_table
+        and seq_lens_k are required; varlen has no weights: Status.UNSUPPORTED). out: None
+        (allocated) or a float32 array of that shape (C-contiguous) or a flat buffer, written in
+        place. Returns the weights."""
         need_numpy()
         if self._closed:
             raise ValueError("Desc is closed")
+        if self.varlen:
+            from ._common import AttentionError, Status
+            raise AttentionError(Status.UNSUPPORTED, "weights: ATTN_OP_WEIGHTS is not supported "
+                                 "with varlen=True (ATTN_PARAM_VARLEN) in libattn %s"
+                                 % _lib.attn_version_string().decode("ascii"))
+        serving = self._serving or block_table is not None
         qp, sq = self._strided("q", _Q, q, False)
-        kp, sk = self._strided("k", _K, k, False)
+        if serving:
+            binds3 = []
+            self._serving_inputs(binds3, None, None, block_table)
+            kp, sk, kn = self._kv_operand("k", _K, k, None, False)
+        else:
+            kp, sk = self._strided("k", _K, k, False)
         if out is None:
             out = _np.empty(self._shape[_WEIGHTS], _common.F32)
         wp = self._contiguous("out (weights)", _WEIGHTS, out, True)
@@ -806,23 +1322,172 @@ class Desc:
                           self._contiguous("allowed", _ALLOWED, allowed, False)))
         self._optional_inputs(binds, strides, bias, alibi_slopes, sinks, query_valid,
                               seq_lens_k)
-        self._call(_WEIGHTS_OP, binds, tuple(strides))
+        if serving:
+            binds3 += [(w, p, kn if w == _K else None) for w, p in binds]
+            self._with_handle(tuple(strides), lambda h, lens: _run_bound(
+                binds3, lens, lambda a: _lib.attn_run(h, _WEIGHTS_OP, a)))
+        else:
+            self._call(_WEIGHTS_OP, binds, tuple(strides))
         return out  # type: ignore[return-value]  # the array given, or the one allocated
+
+    def kv_append(self, k_cache: ArrayLike, v_cache: ArrayLike, new_k: ArrayLike,
+                  new_v: ArrayLike, *, seq_lens_k: ArrayLike,
+                  block_table: Optional[ArrayLike] = None,
+                  cu_seqlens_q: Optional[ArrayLike] = None,
+                  cu_seqlens_k: Optional[ArrayLike] = None) -> None:
+        """Write new key and value rows into their cache positions, in place (attn_kv_append,
+        vLLM's reshape_and_cache): token t of the n_b new tokens of sequence b goes to key
+        position seq_lens_k[b] - n_b + t. seq_lens_k already counts the new tokens, so the same
+        arrays then serve forward over the cache.
+
+        k_cache, v_cache: float32, writable, in this Desc's K/V layout: the page pools with a
+                     page_size (block_table required), varlen rows (total_k, heads_kv, d) with
+                     varlen (cu_seqlens_k required), else dense (batch, heads_kv, seq_k, d); any
+                     strides, read and written where they are (never copied); only the
+                     destination rows are written
+        new_k, new_v: float32 C-contiguous (tokens, heads_kv, head_dim[_v]): tokens =
+                     cu_seqlens_q[-1] with varlen (n_b from cu_seqlens_q), else batch * seq_q
+                     (n_b = seq_q, the rows ordered [batch][seq_q])
+        seq_lens_k:  int32 (batch,): the keys of each sequence after the append
+        The library checks the values and names what is wrong: "seq_lens_k[0] (1) is less
+        than the 2 new tokens of sequence 0", "block_table[2][0] (1000) is not a page of the
+        K/V buffers, which hold 9 pages", caches that overlap each other or the new rows."""
+        need_numpy()
+        if self._closed:
+            raise ValueError("Desc is closed")
+        append = _serving_function("attn_kv_append")
+        binds = []
+        tq, tk = self._serving_inputs(binds, cu_seqlens_q, cu_seqlens_k, block_table)
+        binds.append((_SEQ_LENS_K, self._contiguous("seq_lens_k", _SEQ_LENS_K, seq_lens_k,
+                                                    False), None))
+        kp, sk, kn = self._kv_operand("k_cache", _K, k_cache, tk, True)
+        vp, sv, vn = self._kv_operand("v_cache", _V, v_cache, tk, True)
+        tokens = tq if self.varlen else self.batch * self.seq_q
+        for name, op, a in (("new_k", _NEW_K, new_k), ("new_v", _NEW_V, new_v)):
+            _, p, n = self._exact(name, op, a, (tokens,) + self._shape[op][1:], False)
+            binds.append((op, p, n))
+
+        def invoke(h, lens):
+            return _run_bound(binds, lens, lambda a: append(
+                h, a, kp, lens[_K] if kn is None else kn, vp, lens[_V] if vn is None else vn))
+        self._with_handle((None, sk, sv, None, None), invoke)
+
+    def merge(self, out: ArrayLike, lse: ArrayLike, part_out: ArrayLike, part_lse: ArrayLike,
+              *, cu_seqlens_q: Optional[ArrayLike] = None) -> Tuple[Any, Any]:
+        """Fold a partial result into another, in place (attn_merge): the exact merge of two
+        results computed over disjoint key sets (split-KV decode, ring attention, a cached
+        prefix), row by row:
+
+            lse = log(exp(lse_acc) + exp(lse_part))
+            out = exp(lse_acc - lse) out_acc + exp(lse_part - lse) out_part
+
+        out, lse:    the accumulator (writable float32), updated in place: out in this Desc's
+                     OUT layout ((batch, heads_q, seq_q, head_dim_v), or (total_q, heads_q,
+                     head_dim_v) with varlen; any strides), lse (batch, heads_q, seq_q) or
+                     (heads_q, total_q), C-contiguous
+        part_out, part_lse: the other result, of the same shapes (part_out with out's strides:
+                     one C descriptor reads both), only read
+        cu_seqlens_q: int32 (batch + 1,), required with varlen
+        A part with lse -inf contributes nothing (its out is not read); both -inf gives out 0,
+        lse -inf. Folding parts one after another in a fixed order is bit-identical from run to
+        run. The parts may come from calls of other descriptors (a key range has its own seq_k):
+        this Desc gives the layout. Returns (out, lse), the arrays given."""
+        need_numpy()
+        if self._closed:
+            raise ValueError("Desc is closed")
+        merge = _serving_function("attn_merge")
+        acc = []
+        tq = None
+        if cu_seqlens_q is not None:
+            p, tq = self._cu("cu_seqlens_q", _CU_Q, cu_seqlens_q)
+            acc.append((_CU_Q, p, None))
+        elif self.varlen:
+            raise NullPointerError("cu_seqlens_q is None but the Desc has varlen=True: pass "
+                                   "the (batch + 1,) int32 prefix sums of the query lengths")
+        op_, so, on = self._rows_or_dense("out", _OUT, out, tq, True)
+        pp, sp, pn = self._rows_or_dense("part_out", _OUT, part_out, tq, False)
+        if sp != so:
+            raise InvalidArgumentError(
+                "part_out has element strides %s, out %s (batch, head, row): attn_merge reads "
+                "both with one OUT layout; pass arrays of the same layout (e.g. "
+                "numpy.ascontiguousarray of both)" % (sp, so))
+        lse_shape = (self.heads_q, tq) if self.varlen else self._shape[_LSE]
+        lse_a, lp, ln = self._exact("lse", _LSE, lse, lse_shape, True)
+        _, plp, pln = self._exact("part_lse", _LSE, part_lse, lse_shape, False)
+        acc += [(_OUT, op_, on), (_LSE, lp, ln)]
+        part = [(_OUT, pp, pn), (_LSE, plp, pln)]
+        self._with_handle((None, None, None, so, None), lambda h, lens: _run_bound(
+            acc, lens, lambda a, b: merge(h, a, b), part))
+        return out, lse
 
     def run(self, op: Union[Op, int, str], args: Args) -> None:
         """attn_run(desc, op, args) on an Args object (the raw face: buffers laid out with this
         Desc's configured strides, lengths checked by the library)."""
         op = enum_arg("op", op, Op, "attn_op")
-        if not isinstance(args, Args):
-            if args is None:
-                raise NullPointerError("args is None")
-            raise ArgumentTypeError("args must be an attn.Args, got %s" % type(args).__name__)
+        self._check_args("args", args)
         self._enter_call()
         try:
             with args._lock:
                 if args._handle is None:
                     raise ValueError("Args is closed")
                 status = _lib.attn_run(self._handle, op, args._handle)
+                if status:
+                    raise library_error(status)
+        finally:
+            self._leave()
+
+    @staticmethod
+    def _check_args(name, args):
+        if not isinstance(args, Args):
+            if args is None:
+                raise NullPointerError("%s is None" % name)
+            raise ArgumentTypeError("%s must be an attn.Args, got %s"
+                                    % (name, type(args).__name__))
+
+    def run_kv_append(self, args: Args, k_cache: ArrayLike, v_cache: ArrayLike) -> None:
+        """attn_kv_append(desc, args, k_cache, k_len, v_cache, v_len), the raw face: new_k,
+        new_v, seq_lens_k (and cu_seqlens_q, block_table, cu_seqlens_k as the layout needs)
+        bound in `args`; the caches are writable C-contiguous float32 buffers of any shape in
+        this Desc's configured K/V layout, written in place, lengths checked by the library."""
+        append = _serving_function("attn_kv_append")
+        self._check_args("args", args)
+        caches = []
+        for name, a in (("k_cache", k_cache), ("v_cache", v_cache)):
+            a = as_ndarray(name, a, "float32", True)
+            check_dtype(name, a, (_common.F32,))
+            if a.size == 0:
+                raise InvalidArgumentError("%s has 0 elements" % name)
+            self._flags(name, a, True)
+            caches.append(a)
+        k, v = caches
+        self._enter_call()
+        try:
+            with args._lock:
+                if args._handle is None:
+                    raise ValueError("Args is closed")
+                status = append(self._handle, args._handle, _common.data_ptr(k), k.size,
+                                _common.data_ptr(v), v.size)
+                if status:
+                    raise library_error(status)
+        finally:
+            self._leave()
+
+    def run_merge(self, acc: Args, part: Args) -> None:
+        """attn_merge(desc, acc, part), the raw face: out and lse bound (set_out_f32) in both,
+        cu_seqlens_q in acc with varlen; acc's buffers are updated in place."""
+        merge = _serving_function("attn_merge")
+        self._check_args("acc", acc)
+        self._check_args("part", part)
+        if acc is part:
+            raise InvalidArgumentError("acc and part are the same Args (acc is updated in place "
+                                       "from part: part must hold another result)")
+        first, second = sorted((acc, part), key=id)  # a fixed lock order: no deadlock
+        self._enter_call()
+        try:
+            with first._lock, second._lock:
+                if acc._handle is None or part._handle is None:
+                    raise ValueError("Args is closed")
+                status = merge(self._handle, acc._handle, part._handle)
                 if status:
                     raise library_error(status)
         finally:
@@ -881,13 +1546,15 @@ class Args:
 
     def set(self, operand: Union[Operand, int, str], array: Optional[ArrayLike]) -> Args:
         """Bind `array` as `operand` with the setter of its element type (float32 inputs and
-        outputs, bool_/uint8 masks, int32 seq_lens_k); None unbinds. Returns self."""
+        outputs, bool_/uint8 masks, int32 seq_lens_k / cu_seqlens / block_table); None unbinds.
+        Returns self."""
         which = enum_arg("operand", operand, Operand, "attn_operand")
         kind = _KIND[which]
         return self._bind(_SETTER[which], _dtypes(kind), kind == _F32_OUT, which, array)
 
     def set_f32(self, operand: Union[Operand, int, str], array: Optional[ArrayLike]) -> Args:
-        """attn_args_set_f32: a float32 input (q, k, v, bias, alibi_slopes, sinks)."""
+        """attn_args_set_f32: a float32 input (q, k, v, bias, alibi_slopes, sinks, new_k,
+        new_v)."""
         return self._bind(_lib.attn_args_set_f32, (_common.F32,), False, operand, array)
 
     def set_out_f32(self, operand: Union[Operand, int, str], array: Optional[ArrayLike]) -> Args:
@@ -900,8 +1567,39 @@ class Args:
                           array)
 
     def set_i32(self, operand: Union[Operand, int, str], array: Optional[ArrayLike]) -> Args:
-        """attn_args_set_i32: an int32 operand (seq_lens_k)."""
+        """attn_args_set_i32: an int32 operand (seq_lens_k, cu_seqlens_q, cu_seqlens_k,
+        block_table)."""
         return self._bind(_lib.attn_args_set_i32, (_common.I32,), False, operand, array)
+
+    # The serving operands by name (the same as set() with the Operand). Their values are
+    # checked by the library in Desc.run / run_kv_append / run_merge, the message naming the
+    # sequence and the slot.
+
+    def set_seq_lens_k(self, array: Optional[ArrayLike]) -> Args:
+        """seq_lens_k: int32 (batch,), the keys of each sequence (with a paged cache: the keys
+        in its cache, the new ones of a kv_append included)."""
+        return self.set(_SEQ_LENS_K, array)
+
+    def set_cu_seqlens_q(self, array: Optional[ArrayLike]) -> Args:
+        """cu_seqlens_q: int32 (batch + 1,) prefix sums of the query lengths (varlen)."""
+        return self.set(_CU_Q, array)
+
+    def set_cu_seqlens_k(self, array: Optional[ArrayLike]) -> Args:
+        """cu_seqlens_k: int32 (batch + 1,) prefix sums of the key lengths (varlen without
+        pages)."""
+        return self.set(_CU_K, array)
+
+    def set_block_table(self, array: Optional[ArrayLike]) -> Args:
+        """block_table: int32 (batch, max_pages) page ids, -1 = unused slot (page_size)."""
+        return self.set(_BLOCK_TABLE, array)
+
+    def set_new_k(self, array: Optional[ArrayLike]) -> Args:
+        """new_k: float32 (tokens, heads_kv, head_dim) rows for Desc.run_kv_append."""
+        return self.set(_NEW_K, array)
+
+    def set_new_v(self, array: Optional[ArrayLike]) -> Args:
+        """new_v: float32 (tokens, heads_kv, head_dim_v) rows for Desc.run_kv_append."""
+        return self.set(_NEW_V, array)
 
     def clear(self) -> None:
         """Unbind every operand."""

@@ -132,3 +132,15 @@ attn_args_set_out_f32 = _proto("attn_args_set_out_f32", _status, _void_p, ctypes
 attn_args_set_u8 = _proto("attn_args_set_u8", _status, _void_p, ctypes.c_int, _void_p, _size)
 attn_args_set_i32 = _proto("attn_args_set_i32", _status, _void_p, ctypes.c_int, _void_p, _size)
 attn_run = _proto("attn_run", _status, _void_p, ctypes.c_int, _void_p)
+
+
+def _optional_proto(name, restype, *argtypes):
+    """A prototype, or None when this library lacks the function (the caller says so)."""
+    return _proto(name, restype, *argtypes) if hasattr(lib, name) else None
+
+
+# since 0.2, the serving layouts: attn_kv_append (new K/V rows into their cache positions) and
+# attn_merge (exact merge of partial results). Optional, so an early 0.2 build still imports.
+attn_kv_append = _optional_proto("attn_kv_append", _status, _void_p, _void_p, _void_p, _size,
+                                 _void_p, _size)
+attn_merge = _optional_proto("attn_merge", _status, _void_p, _void_p, _void_p)
