@@ -169,11 +169,14 @@ void run_case(const Pack &c, Place place, hard::Rng &rng) {
     for (float &x : hv) x = rng.value(-1, 1);
     for (float &x : hnk) x = rng.value(-1, 1);
     for (float &x : hnv) x = rng.value(-1, 1);
-    std::memcpy(q.as<float>(), hq.data(), s.q * 4);
-    std::memcpy(k.as<float>(), hk.data(), s.kv * 4);
-    std::memcpy(v.as<float>(), hv.data(), s.kv * 4);
-    std::memcpy(nk.as<float>(), hnk.data(), s.nkv * 4);
-    std::memcpy(nv.as<float>(), hnv.data(), s.nkv * 4);
+    auto copy = [](void *dst, const void *src, size_t bytes) { // empty packs: no memcpy(NULL)
+        if (bytes) std::memcpy(dst, src, bytes);
+    };
+    copy(q.as<float>(), hq.data(), s.q * 4);
+    copy(k.as<float>(), hk.data(), s.kv * 4);
+    copy(v.as<float>(), hv.data(), s.kv * 4);
+    copy(nk.as<float>(), hnk.data(), s.nkv * 4);
+    copy(nv.as<float>(), hnv.data(), s.nkv * 4);
     std::memcpy(cu_q.as<int32_t>(), c.cu_q.data(), (c.batch + 1) * 4);
     std::memcpy(cu_k.as<int32_t>(), c.cu_k.data(), (c.batch + 1) * 4);
     if (!c.table.empty()) std::memcpy(table.as<int32_t>(), c.table.data(), c.table.size() * 4);
