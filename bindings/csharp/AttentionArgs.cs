@@ -62,11 +62,12 @@ namespace LibAttn
             "allowed", "bias", "alibi_slopes", "sinks", "query_valid", "seq_lens_k", "key_mass",
             "cu_seqlens_q", "cu_seqlens_k", "block_table", "new_k", "new_v" };
         // Operands each call reads or writes (the library ignores the others): as capi/attn.cpp.
-        // By Op (Backward reads nothing: Unsupported), then KvAppend (cu_seqlens_k only for a
+        // By Op (Backward: the forward's operands; its gradient operands are not bound from C#
+        // yet, so the library answers that dout is missing), then KvAppend (cu_seqlens_k only for a
         // varlen pack without pages), and the two sides of Merge.
         const int UseKv = 3, UseKvPacked = 4, UseAcc = 5, UsePart = 6;
         static readonly bool[][] Used = {
-            UsedBy(Op.Forward), UsedBy(Op.Weights), new bool[N],
+            UsedBy(Op.Forward), UsedBy(Op.Weights), UsedBy(Op.Forward),
             UsedSet(Operand.NewK, Operand.NewV, Operand.SeqLensK, Operand.CuSeqlensQ,
                     Operand.BlockTable),
             UsedSet(Operand.NewK, Operand.NewV, Operand.SeqLensK, Operand.CuSeqlensQ,

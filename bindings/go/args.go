@@ -19,7 +19,7 @@ type Op int
 const (
 	OpForward  Op = 0 // reads q, k, v (+ optional operands); writes out, optional lse and key_mass
 	OpWeights  Op = 1 // reads q, k (+ optional operands); writes weights
-	OpBackward Op = 2 // reserved: StatusUnsupported in this version
+	OpBackward Op = 2 // gradients (ATTN_OP_BACKWARD); its operands are not bound from Go yet
 )
 
 // String returns "forward", "weights" or "backward" ("Op(n)" for other values).

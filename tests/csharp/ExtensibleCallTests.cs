@@ -836,10 +836,9 @@ namespace LibAttn.Tests
                     StringAssert.Contains("which (19) is not an Operand value", re.Message);
                     re = Assert.Throws<ArgumentOutOfRangeException>(() => args.Unbind((Operand)(-1)));
                     Assert.AreEqual("which", re.ParamName);
-                    // Backward is reserved: the library's Unsupported.
-                    var ae = Assert.Throws<AttentionException>(() => desc.Run(Op.Backward, args));
-                    Assert.AreEqual(Status.Unsupported, ae.Status);
-                    StringAssert.Contains("ATTN_OP_BACKWARD is not available", ae.Message);
+                    // Backward with a forward's operands only: the library asks for dout.
+                    var ae = Assert.Throws<ArgumentNullException>(() => desc.Run(Op.Backward, args));
+                    StringAssert.Contains("dout is NULL", ae.Message);
                 }
 
                 // An operand bound with the wrong element type.

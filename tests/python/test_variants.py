@@ -358,4 +358,5 @@ def test_error_lines_the_shaped_face_answers_differently():
 def test_errors_present():
     assert os.path.exists(os.path.join(VECTORS, "errors.txt")), "errors.txt not generated yet"
     assert len(ERRORS) >= 40
-    assert {int(c["status"]) for c in ERRORS} >= {0, 1, 2, 4}
+    # UNSUPPORTED has no shared case since the backward exists (test_rules covers its class)
+    assert {int(c["status"]) for c in ERRORS} >= {0, 1, 2}

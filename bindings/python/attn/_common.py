@@ -118,7 +118,7 @@ class Op(enum.IntEnum):
     """attn_op, for Desc.run."""
     FORWARD = 0
     WEIGHTS = 1
-    BACKWARD = 2  # reserved: the library answers Status.UNSUPPORTED
+    BACKWARD = 2  # gradients; the gradient operands are bound through the C API (bindings: next)
 
 
 # ------------------------------------------------------------------------------------------

@@ -338,8 +338,9 @@ public final class AttentionArgs implements AutoCloseable {
                     }
                     AttnNative.attn_jni_run(d, op.raw, handle, pick(WEIGHTS_USES));
                     break;
-                default: // reserved operations: the library's own answer
-                    AttnNative.attn_jni_run(d, op.raw, handle, null);
+                default: // BACKWARD: the forward's operands; the gradient operands are not bound
+                    // from Java yet, so the library answers that dout is missing
+                    AttnNative.attn_jni_run(d, op.raw, handle, pick(FORWARD_USES));
                     break;
                 }
             } finally {
