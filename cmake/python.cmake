@@ -58,3 +58,4 @@ add_custom_target(attn_python_bench
           ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/bench/python/bench.py
   DEPENDS attn USES_TERMINAL VERBATIM)
 include(heatmap)
+include(llm)
