@@ -41,10 +41,10 @@ function(attn_csharp_setup)
   if(NOT ATTN_MONO_EXECUTABLE)
     list(APPEND _missing "mono (Debian package mono-runtime)")
   endif()
-  if(NOT ATTN_NUNIT_CONSOLE)
+  if(ATTN_BUILD_TESTS AND NOT ATTN_NUNIT_CONSOLE) # NUnit: for the tests only
     list(APPEND _missing "nunit-console (Debian package nunit-console)")
   endif()
-  if(NOT ATTN_NUNIT_FRAMEWORK_DLL)
+  if(ATTN_BUILD_TESTS AND NOT ATTN_NUNIT_FRAMEWORK_DLL)
     list(APPEND _missing "nunit.framework.dll (Debian package libnunit-cil-dev)")
   endif()
   if(_missing)
@@ -208,9 +208,13 @@ function(attn_csharp_setup)
                  ${ATTN_CSHARP_PKG_STAGE}/buildTransitive/LibAttn.targets @ONLY)
   configure_file(${_src}/nuget/LibAttn.nuspec.in ${ATTN_CSHARP_NUSPEC} @ONLY)
 
+  set(_test_assemblies "")
+  if(ATTN_BUILD_TESTS)
+    set(_test_assemblies ${_out}/LibAttn.Tests.dll ${_out}/ThreadFailureChild.exe)
+  endif()
   add_custom_target(attn_csharp_assemblies ALL
-    DEPENDS ${_out}/LibAttn.dll ${_out}/LibAttn.Tests.dll ${_out}/AttnDemo.exe
-            ${_out}/AttnBench.exe ${_out}/ThreadFailureChild.exe ${_staged})
+    DEPENDS ${_out}/LibAttn.dll ${_test_assemblies} ${_out}/AttnDemo.exe
+            ${_out}/AttnBench.exe ${_staged})
   # For tests/consumer/csharp (configured before this file is included): where the nuspec is.
   set_target_properties(attn_csharp_assemblies PROPERTIES
     ATTN_NUSPEC ${ATTN_CSHARP_NUSPEC}
@@ -258,6 +262,9 @@ function(attn_csharp_setup)
     USES_TERMINAL VERBATIM)
 
   # --- ctest ---------------------------------------------------------------------------------
+  if(NOT ATTN_BUILD_TESTS) # -DATTN_BUILD_TESTS=OFF: the binding, the package, no tests
+    return()
+  endif()
   if(NOT ATTN_XLANG_DIR)
     set(ATTN_XLANG_DIR ${CMAKE_BINARY_DIR}/xlang)
   endif()

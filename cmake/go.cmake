@@ -169,6 +169,7 @@ if(ATTN_GO_SWIG)
     USES_TERMINAL VERBATIM)
 endif()
 
+if(ATTN_BUILD_TESTS) # the Go tests and demo; -DATTN_BUILD_TESTS=OFF builds the binding only
 add_test(NAME go_tests
   COMMAND ${ATTN_GO_EXECUTABLE} test -count=1 -v ./...
   WORKING_DIRECTORY ${_attn_go_pkg})
@@ -212,3 +213,4 @@ set_tests_properties(go_tests_cgocheck PROPERTIES ENVIRONMENT "${_attn_go_env_no
 set_tests_properties(go_tests_cgocheck2 PROPERTIES ENVIRONMENT "${_attn_go_env_noxlang};${_attn_cgocheck2}" TIMEOUT 900)
 set_tests_properties(go_tests_race PROPERTIES ENVIRONMENT "${_attn_go_env_noxlang}" TIMEOUT 900)
 set_tests_properties(go_demo PROPERTIES ENVIRONMENT "${_attn_go_env_noxlang};${_attn_c_demo}" TIMEOUT 900)
+endif()

@@ -16,6 +16,11 @@ if(NOT Python3_Interpreter_FOUND)
   message(FATAL_ERROR "ATTN_WITH_PYTHON is ON but no python3 interpreter was found "
                       "(install python3, or configure with -DATTN_WITH_PYTHON=OFF)")
 endif()
+# The binding itself builds nothing: with -DATTN_BUILD_TESTS=OFF there is nothing more to do
+# (and pytest is not needed).
+if(NOT ATTN_BUILD_TESTS)
+  return()
+endif()
 foreach(_attn_pymod IN ITEMS pytest numpy)
   execute_process(COMMAND ${Python3_EXECUTABLE} -c "import ${_attn_pymod}"
                   RESULT_VARIABLE _attn_pymod_rc OUTPUT_QUIET ERROR_QUIET)
