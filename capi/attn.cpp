@@ -229,6 +229,11 @@ bool strided_len(const core::Shape &s, const core::Params &mode, int which, cons
     return span_of(v.c0, v.s0, v.c1, v.s1, v.c2, v.s2, v.dim, out);
 }
 
+// Elements a varlen pack of `tokens` rows spans in the token view v (0 for an empty pack).
+size_t pack_len(const View &v, size_t tokens) {
+    return tokens ? (tokens - 1) * v.s2 + (v.c1 - 1) * v.s1 + v.dim : 0;
+}
+
 bool out_nests(const core::Shape &s, const core::Params &mode, const core::Layout &lay) {
     const View v = view_of(s, mode, ATTN_OUT, lay);
     return rows_disjoint(v.c0, v.s0, v.c1, v.s1, v.c2, v.s2, v.dim);
@@ -518,8 +523,8 @@ attn_status check_serving(const char *fn, const attn_desc *desc, const Slot *slo
                 check_cu(fn, ATTN_CU_SEQLENS_Q, cu, s.batch, s.seq_q, "seq_q", &cs->total_q))
             return st;
         const View vq = view_of(s, p, ATTN_Q, p.q), vo = view_of(s, p, ATTN_OUT, p.out);
-        need[ATTN_Q] = cs->total_q ? (cs->total_q - 1) * vq.s2 + (vq.c1 - 1) * vq.s1 + vq.dim : 0;
-        need[ATTN_OUT] = cs->total_q ? (cs->total_q - 1) * vo.s2 + (vo.c1 - 1) * vo.s1 + vo.dim : 0;
+        need[ATTN_Q] = pack_len(vq, cs->total_q);
+        need[ATTN_OUT] = pack_len(vo, cs->total_q);
         need[ATTN_LSE] = s.heads_q * cs->total_q;
         need[ATTN_NEW_K] = cs->total_q * s.heads_kv * s.head_dim;
         need[ATTN_NEW_V] = cs->total_q * s.heads_kv * s.head_dim_v;
@@ -530,7 +535,7 @@ attn_status check_serving(const char *fn, const attn_desc *desc, const Slot *slo
                 return st;
             for (int w : {ATTN_K, ATTN_V}) {
                 const View v = view_of(s, p, w, w == ATTN_K ? p.k : p.v);
-                need[w] = cs->total_k ? (cs->total_k - 1) * v.s2 + (v.c1 - 1) * v.s1 + v.dim : 0;
+                need[w] = pack_len(v, cs->total_k);
             }
         }
     }
@@ -1340,7 +1345,7 @@ attn_status attn_merge(const attn_desc *desc, const attn_args *acc, const attn_a
                                           "seq_q", &total_q))
                 return st;
             const View vo = view_of(dp.shape, dp, ATTN_OUT, dp.out);
-            need[ATTN_OUT] = total_q ? (total_q - 1) * vo.s2 + (vo.c1 - 1) * vo.s1 + vo.dim : 0;
+            need[ATTN_OUT] = pack_len(vo, total_q);
             need[ATTN_LSE] = dp.shape.heads_q * total_q;
         }
         Buffer bufs[4];

@@ -13,34 +13,8 @@
 // ascending, then heads, queries and keys ascending): each dQ, dK and dV element is written by
 // one task in one order, so the gradients are bit-identical for any thread count.
 
-constexpr size_t kBwdKeys = 32; // keys per block: the block's dK and dV rows stay in L1
-
-static inline float bwd_dot(const float *a, const float *b, size_t n) {
-    vf a0 = vzero(), a1 = vzero();
-    size_t x = 0;
-    for (; x + 2 * kL <= n; x += 2 * kL) {
-        a0 = vfma(vload(a + x), vload(b + x), a0);
-        a1 = vfma(vload(a + x + kL), vload(b + x + kL), a1);
-    }
-    for (; x + kL <= n; x += kL) a0 = vfma(vload(a + x), vload(b + x), a0);
-    float s = vhsum(a0 + a1);
-    for (; x < n; ++x) s += a[x] * b[x];
-    return s;
-}
-
-// y[0, n) += a * x[0, n)
-static inline void bwd_axpy(float *y, float a, const float *x, size_t n) {
-    const vf av = vbcast(a);
-    size_t i = 0;
-    for (; i + kL <= n; i += kL) vstore(y + i, vfma(av, vload(x + i), vload(y + i)));
-    for (; i < n; ++i) y[i] += a * x[i];
-}
-
 static inline float bwd_exp(float x) {
     return lane0(vexp(vbcast(x)));
-}
-static inline float bwd_tanh(float x) {
-    return lane0(vtanh(vbcast(x)));
 }
 
 constexpr size_t kBwdRows = 8; // query rows per step: 8 independent FMA chains per key vector
