@@ -21,7 +21,7 @@
 
 namespace core = attn::core;
 
-constexpr int kOperands = 25; // ATTN_Q .. ATTN_DSINKS
+constexpr int kOperands = 27; // ATTN_Q .. ATTN_V_SCALE
 
 struct attn_desc {
     core::Params p;
@@ -37,6 +37,7 @@ struct attn_desc {
 struct Slot {
     const void *ptr = nullptr;
     size_t len = 0;
+    core::DType type = core::DType::F32; // storage type of Q, K, V (the setter that bound it)
 };
 
 struct attn_args {
@@ -158,8 +159,23 @@ const char *operand_name(int which) {
                                                  "dk",
                                                  "dv",
                                                  "dbias",
-                                                 "dsinks"};
+                                                 "dsinks",
+                                                 "k_scale",
+                                                 "v_scale"};
     return which >= 0 && which < kOperands ? names[which] : "?";
+}
+
+const char *dtype_name(core::DType t) {
+    switch (t) {
+    case core::DType::F16:
+        return "f16";
+    case core::DType::BF16:
+        return "bf16";
+    case core::DType::I8:
+        return "int8";
+    default:
+        return "f32";
+    }
 }
 
 // Element type and direction of each operand (attn_args setters check them).
@@ -205,9 +221,23 @@ size_t kind_bytes(Kind k) {
     return k == Kind::U8 ? 1 : 4;
 }
 
-// The view of a strided operand (Q, K, V, OUT, BIAS) as [c0][c1][c2][dim] with strides: dense
-// [batch][heads][seq]; varlen a token pack [1][heads][batch * max_len] (an upper bound, the
-// real total comes with each call); a paged K/V one page [1][heads_kv][page_size].
+// The int8 scales of K and V: K's shape with head_dim 1.
+bool is_scale(int which) {
+    return which == ATTN_K_SCALE || which == ATTN_V_SCALE;
+}
+
+// The strided operands, and whether `which` is one.
+constexpr int kStrided[7] = {ATTN_Q,    ATTN_K,       ATTN_V,      ATTN_OUT,
+                             ATTN_BIAS, ATTN_K_SCALE, ATTN_V_SCALE};
+bool is_strided(int which) {
+    for (int w : kStrided)
+        if (w == which) return true;
+    return false;
+}
+
+// The view of a strided operand (Q, K, V, OUT, BIAS, K_SCALE, V_SCALE) as [c0][c1][c2][dim] with
+// strides: dense [batch][heads][seq]; varlen a token pack [1][heads][batch * max_len] (an upper
+// bound, the real total comes with each call); a paged K/V one page [1][heads_kv][page_size].
 struct View {
     size_t c0, s0, c1, s1, c2, s2, dim;
 };
@@ -216,7 +246,9 @@ View view_of(const core::Shape &s, const core::Params &mode, int which, const co
         return View{s.batch, lay.batch, s.heads_q, lay.head, s.seq_q, lay.row, s.seq_k};
     const bool is_q = which == ATTN_Q || which == ATTN_OUT;
     const size_t heads = is_q ? s.heads_q : s.heads_kv, seq = is_q ? s.seq_q : s.seq_k;
-    const size_t dim = which == ATTN_V || which == ATTN_OUT ? s.head_dim_v : s.head_dim;
+    const size_t dim = is_scale(which)                        ? 1
+                       : which == ATTN_V || which == ATTN_OUT ? s.head_dim_v
+                                                              : s.head_dim;
     if (!is_q && mode.page_size) return View{1, 0, heads, lay.head, mode.page_size, lay.row, dim};
     if (mode.varlen) return View{1, 0, heads, lay.head, s.batch * seq, lay.row, dim};
     return View{s.batch, lay.batch, heads, lay.head, seq, lay.row, dim};
@@ -251,6 +283,10 @@ core::Layout *layout_of(attn_desc *d, int which) {
         return &d->p.out;
     case ATTN_BIAS:
         return &d->p.bias;
+    case ATTN_K_SCALE:
+        return &d->p.ks;
+    case ATTN_V_SCALE:
+        return &d->p.vs;
     default:
         return nullptr;
     }
@@ -263,7 +299,9 @@ core::Layout default_layout(const core::Shape &s, const core::Params &mode, int 
         return core::Layout{s.heads_q * s.seq_q * s.seq_k, s.seq_q * s.seq_k, s.seq_k};
     const bool is_q = which == ATTN_Q || which == ATTN_OUT;
     const size_t heads = is_q ? s.heads_q : s.heads_kv, seq = is_q ? s.seq_q : s.seq_k;
-    const size_t dim = which == ATTN_V || which == ATTN_OUT ? s.head_dim_v : s.head_dim;
+    const size_t dim = is_scale(which)                        ? 1
+                       : which == ATTN_V || which == ATTN_OUT ? s.head_dim_v
+                                                              : s.head_dim;
     if (!is_q && mode.page_size)
         return core::Layout{mode.page_size * heads * dim, dim, heads * dim};
     if (mode.varlen) return core::Layout{0, dim, heads * dim};
@@ -272,8 +310,7 @@ core::Layout default_layout(const core::Shape &s, const core::Params &mode, int 
 
 void compute_lens(attn_desc *d) {
     const core::Shape &s = d->p.shape;
-    const int strided[5] = {ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT, ATTN_BIAS};
-    for (int w : strided) strided_len(s, d->p, w, *layout_of(d, w), &d->len[w]);
+    for (int w : kStrided) strided_len(s, d->p, w, *layout_of(d, w), &d->len[w]);
     d->len[ATTN_LSE] = s.batch * s.heads_q * s.seq_q;
     d->len[ATTN_WEIGHTS] = s.batch * s.heads_q * s.seq_q * s.seq_k;
     d->len[ATTN_KEY_VALID] = s.batch * s.seq_k;
@@ -375,8 +412,7 @@ attn_status create_desc(const char *fn, attn_desc **out, size_t batch, size_t he
     if (!d) return fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory allocating the descriptor", fn);
     core::Shape &s = d->p.shape;
     s = core::Shape{batch, heads_q, heads_kv, seq_q, seq_k, head_dim, head_dim};
-    const int strided[5] = {ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT, ATTN_BIAS};
-    for (int w : strided) *layout_of(d, w) = default_layout(s, d->p, w);
+    for (int w : kStrided) *layout_of(d, w) = default_layout(s, d->p, w);
     d->p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
     d->p.causal = core::Causal::None;
     compute_lens(d);
@@ -533,9 +569,12 @@ attn_status check_serving(const char *fn, const attn_desc *desc, const Slot *slo
             if (attn_status st =
                     check_cu(fn, ATTN_CU_SEQLENS_K, ck, s.batch, s.seq_k, "seq_k", &cs->total_k))
                 return st;
-            for (int w : {ATTN_K, ATTN_V}) {
-                const View v = view_of(s, p, w, w == ATTN_K ? p.k : p.v);
-                need[w] = pack_len(v, cs->total_k);
+            for (int w : {ATTN_K, ATTN_V, ATTN_K_SCALE, ATTN_V_SCALE}) {
+                const core::Layout &lay = w == ATTN_K         ? p.k
+                                          : w == ATTN_V       ? p.v
+                                          : w == ATTN_K_SCALE ? p.ks
+                                                              : p.vs;
+                need[w] = pack_len(view_of(s, p, w, lay), cs->total_k);
             }
         }
     }
@@ -543,12 +582,23 @@ attn_status check_serving(const char *fn, const attn_desc *desc, const Slot *slo
 }
 
 // With a paged cache: the pages the bound K (and V) hold, then the block table against them.
-attn_status check_pages(const char *fn, const core::Params &p, const Slot &k, const Slot *v,
-                        const Slot &table, const Slot &lens, const size_t *need, CallShape *cs) {
-    cs->num_pages = pages_in(k.len, need[ATTN_K], p.k.batch);
-    if (v) cs->num_pages = std::min(cs->num_pages, pages_in(v->len, need[ATTN_V], p.v.batch));
-    return check_block_table(fn, p, static_cast<const int32_t *>(table.ptr),
-                             static_cast<const int32_t *>(lens.ptr), cs->num_pages);
+// With a paged cache: the pages the bound K (and V, and their int8 scales) all hold, then the
+// block table against them.
+attn_status check_pages(const char *fn, const core::Params &p, const Slot *slot, bool with_v,
+                        const size_t *need, CallShape *cs) {
+    cs->num_pages = pages_in(slot[ATTN_K].len, need[ATTN_K], p.k.batch);
+    auto also = [&](int w, const core::Layout &lay) {
+        if (slot[w].ptr)
+            cs->num_pages = std::min(cs->num_pages, pages_in(slot[w].len, need[w], lay.batch));
+    };
+    also(ATTN_K_SCALE, p.ks);
+    if (with_v) {
+        also(ATTN_V, p.v);
+        also(ATTN_V_SCALE, p.vs);
+    }
+    return check_block_table(fn, p, static_cast<const int32_t *>(slot[ATTN_BLOCK_TABLE].ptr),
+                             static_cast<const int32_t *>(slot[ATTN_SEQ_LENS_K].ptr),
+                             cs->num_pages);
 }
 
 // Checks the operands of one operation and runs it. slot[w] holds operand w (null = unbound).
@@ -571,13 +621,16 @@ attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *s
                           ATTN_SEQ_LENS_K,
                           ATTN_CU_SEQLENS_Q,
                           ATTN_CU_SEQLENS_K,
-                          ATTN_BLOCK_TABLE};
+                          ATTN_BLOCK_TABLE,
+                          ATTN_K_SCALE};
     for (int w : common) used[w] = true;
     const int grads[] = {ATTN_DQ, ATTN_DK, ATTN_DV, ATTN_DBIAS, ATTN_DSINKS};
     if (fwd) {
         used[ATTN_V] = used[ATTN_OUT] = used[ATTN_LSE] = used[ATTN_KEY_MASS] = true;
+        used[ATTN_V_SCALE] = true;
     } else if (bwd) {
         used[ATTN_V] = used[ATTN_OUT] = used[ATTN_LSE] = used[ATTN_DOUT] = true;
+        used[ATTN_V_SCALE] = true;
         for (int w : grads) used[w] = true;
     } else {
         used[ATTN_WEIGHTS] = true;
@@ -587,7 +640,25 @@ attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *s
     for (int w : required)
         if (w >= 0 && !slot[w].ptr)
             return fail(ATTN_ERR_NULL_POINTER, "%s: %s is NULL", fn, operand_name(w));
+    // int8 K / V come with their scales, and only they do
+    for (int w : {ATTN_K, ATTN_V}) {
+        const int sw = w == ATTN_K ? ATTN_K_SCALE : ATTN_V_SCALE;
+        if (!used[w]) continue;
+        const bool i8 = slot[w].type == core::DType::I8;
+        if (i8 && !slot[sw].ptr)
+            return fail(ATTN_ERR_NULL_POINTER, "%s: %s is NULL but %s is int8", fn,
+                        operand_name(sw), operand_name(w));
+        if (!i8 && slot[sw].ptr)
+            return fail(ATTN_ERR_INVALID_ARGUMENT,
+                        "%s: %s is bound but %s is not int8 (bound with attn_args_set_i8)", fn,
+                        operand_name(sw), operand_name(w));
+    }
     if (bwd) {
+        for (int w : {ATTN_Q, ATTN_K, ATTN_V})
+            if (slot[w].type != core::DType::F32)
+                return fail(ATTN_ERR_UNSUPPORTED,
+                            "%s: ATTN_OP_BACKWARD needs fp32 %s (it is %s) in libattn %s", fn,
+                            operand_name(w), dtype_name(slot[w].type), ATTN_VERSION_STRING);
         if (!slot[ATTN_LSE].ptr)
             return fail(ATTN_ERR_NULL_POINTER,
                         "%s: lse is NULL: ATTN_OP_BACKWARD needs the lse (and out) of the forward",
@@ -631,16 +702,21 @@ attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *s
                         fn, operand_name(w), slot[w].len, need[w]);
         const Kind k = operand_kind(w);
         // a paged pool may be read anywhere: all of it counts for aliasing
-        const size_t n = paged && (w == ATTN_K || w == ATTN_V) ? slot[w].len : need[w];
-        bufs[nb++] = Buffer{slot[w].ptr, n * kind_bytes(k), operand_name(w), k == Kind::F32Out};
+        const bool pool = paged && (w == ATTN_K || w == ATTN_V || is_scale(w));
+        const size_t n = pool ? slot[w].len : need[w];
+        const size_t elem = w == ATTN_Q || w == ATTN_K || w == ATTN_V
+                                ? core::dtype_bytes(slot[w].type)
+                                : kind_bytes(k);
+        bufs[nb++] = Buffer{slot[w].ptr, n * elem, operand_name(w), k == Kind::F32Out};
     }
     if (attn_status st = check_aliasing(fn, bufs, nb)) return st;
     if (paged)
-        if (attn_status st = check_pages(fn, dp, slot[ATTN_K], fwd ? &slot[ATTN_V] : nullptr,
-                                         slot[ATTN_BLOCK_TABLE], slot[ATTN_SEQ_LENS_K], need, &cs))
-            return st;
+        if (attn_status st = check_pages(fn, dp, slot, fwd, need, &cs)) return st;
     core::Params p = dp;
     p.total_q = cs.total_q;
+    p.q_type = slot[ATTN_Q].type;
+    p.k_type = slot[ATTN_K].type;
+    p.v_type = fwd || bwd ? slot[ATTN_V].type : core::DType::F32;
     const float *alibi = static_cast<const float *>(slot[ATTN_ALIBI_SLOPES].ptr);
     if (desc->alibi == ATTN_ALIBI_OPERAND && !alibi)
         return fail(ATTN_ERR_NULL_POINTER,
@@ -654,8 +730,12 @@ attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *s
                     "%s: sinks cannot be combined with ATTN_PARAM_SOFTMAX_PLUS_ONE", fn);
     const_cast<attn_desc *>(desc)->used.store(true);
     core::Tensors t;
-    t.q = static_cast<const float *>(slot[ATTN_Q].ptr);
-    t.k = static_cast<const float *>(slot[ATTN_K].ptr);
+    if (p.q_type == core::DType::F32)
+        t.q = static_cast<const float *>(slot[ATTN_Q].ptr);
+    else
+        t.q16 = static_cast<const uint16_t *>(slot[ATTN_Q].ptr);
+    t.k = slot[ATTN_K].ptr;
+    t.k_scale = static_cast<const float *>(slot[ATTN_K_SCALE].ptr);
     t.key_valid = static_cast<const uint8_t *>(slot[ATTN_KEY_VALID].ptr);
     t.allowed = static_cast<const uint8_t *>(slot[ATTN_ALLOWED].ptr);
     t.bias = static_cast<const float *>(slot[ATTN_BIAS].ptr);
@@ -667,13 +747,14 @@ attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *s
     t.cu_k = paged ? nullptr : static_cast<const int32_t *>(slot[ATTN_CU_SEQLENS_K].ptr);
     t.block_table = paged ? static_cast<const int32_t *>(slot[ATTN_BLOCK_TABLE].ptr) : nullptr;
     if (fwd) {
-        t.v = static_cast<const float *>(slot[ATTN_V].ptr);
+        t.v = slot[ATTN_V].ptr;
+        t.v_scale = static_cast<const float *>(slot[ATTN_V_SCALE].ptr);
         t.out = static_cast<float *>(const_cast<void *>(slot[ATTN_OUT].ptr));
         t.lse = static_cast<float *>(const_cast<void *>(slot[ATTN_LSE].ptr));
         t.key_mass = static_cast<float *>(const_cast<void *>(slot[ATTN_KEY_MASS].ptr));
         core::forward(p, t);
     } else if (bwd) {
-        t.v = static_cast<const float *>(slot[ATTN_V].ptr);
+        t.v = slot[ATTN_V].ptr;
         t.out = static_cast<float *>(const_cast<void *>(slot[ATTN_OUT].ptr));
         t.lse = static_cast<float *>(const_cast<void *>(slot[ATTN_LSE].ptr));
         t.dout = static_cast<const float *>(slot[ATTN_DOUT].ptr);
@@ -741,9 +822,9 @@ attn_status relayout(const char *fn, attn_desc *d, const char *param, core::Para
     } else {
         trial.max_pages = 0;
     }
-    core::Layout lays[4];
-    const int ws[4] = {ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT};
-    for (int x = 0; x < 4; ++x) {
+    core::Layout lays[6];
+    const int ws[6] = {ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT, ATTN_K_SCALE, ATTN_V_SCALE};
+    for (int x = 0; x < 6; ++x) {
         const int w = ws[x];
         lays[x] = d->custom_strides[w] ? *layout_of(d, w) : default_layout(s, trial, w);
         size_t span;
@@ -764,6 +845,8 @@ attn_status relayout(const char *fn, attn_desc *d, const char *param, core::Para
     d->p.k = k;
     d->p.v = v;
     d->p.out = out;
+    d->p.ks = lays[4];
+    d->p.vs = lays[5];
     compute_lens(d);
     return ATTN_OK;
 }
@@ -920,20 +1003,53 @@ attn_status get_param(const char *fn, const attn_desc *desc, int id, const void 
 }
 
 attn_status bind(const char *fn, attn_args *args, int which, const void *data, size_t len,
-                 Kind kind) {
+                 Kind kind, core::DType type = core::DType::F32) {
     if (!args) return fail(ATTN_ERR_NULL_POINTER, "%s: args is NULL", fn);
     if (which < 0 || which >= kOperands)
         return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: which (%d) is not an attn_operand", fn, which);
     const Kind want = operand_kind(which);
-    if (want != kind)
+    if (type != core::DType::F32) {
+        const bool ok =
+            which == ATTN_K || which == ATTN_V || (which == ATTN_Q && type != core::DType::I8);
+        if (!ok)
+            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s cannot be bound with %s (%s)", fn,
+                        operand_name(which), fn,
+                        type == core::DType::I8 ? "int8 storage is for K and V"
+                                                : "16-bit storage is for Q, K and V");
+    } else if (want != kind) {
         return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s is bound with %s, not %s", fn,
                     operand_name(which), kind_setter(want), fn);
+    }
     if (!data && len != 0)
         return fail(ATTN_ERR_INVALID_ARGUMENT,
                     "%s: %s is NULL with len %zu (NULL unbinds the operand: pass len 0)", fn,
                     operand_name(which), len);
-    args->slot[which] = Slot{data, data ? len : 0};
+    args->slot[which] = Slot{data, data ? len : 0, type};
     return ATTN_OK;
+}
+
+// Conversions: both pointers given (unless n = 0), no overlap.
+attn_status check_convert(const char *fn, const void *src, size_t src_bytes, const void *dst,
+                          size_t dst_bytes, size_t n) {
+    if (n == 0) return ATTN_OK;
+    if (!src) return fail(ATTN_ERR_NULL_POINTER, "%s: src is NULL", fn);
+    if (!dst) return fail(ATTN_ERR_NULL_POINTER, "%s: dst is NULL", fn);
+    size_t sb, db;
+    if (!mul_ok(n, src_bytes, &sb) || !mul_ok(n, dst_bytes, &db))
+        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: n (%zu) overflows the buffer size", fn, n);
+    if (overlaps(range_of(src, sb), range_of(dst, db)))
+        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: src and dst overlap", fn);
+    return ATTN_OK;
+}
+
+template <class S, class D>
+attn_status convert(const char *fn, const S *src, D *dst, size_t n,
+                    void (*f)(const S *, D *, size_t)) {
+    return guarded(fn, [&]() -> attn_status {
+        if (attn_status st = check_convert(fn, src, sizeof(S), dst, sizeof(D), n)) return st;
+        if (n) f(src, dst, n);
+        return ATTN_OK;
+    });
 }
 
 } // namespace
@@ -1035,10 +1151,11 @@ attn_status attn_desc_set_strides(attn_desc *desc, attn_operand which, size_t ba
     return guarded(fn, [&]() -> attn_status {
         if (attn_status st = check_mutable(fn, desc)) return st;
         const int w = raw_enum(which);
-        if (w < ATTN_Q || (w > ATTN_OUT && w != ATTN_BIAS))
+        if (!is_strided(w))
             return fail(ATTN_ERR_INVALID_ARGUMENT,
-                        "%s: which (%d) must be ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT or ATTN_BIAS", fn,
-                        w);
+                        "%s: which (%d) must be ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT or ATTN_BIAS (or "
+                        "the int8 scales ATTN_K_SCALE, ATTN_V_SCALE)",
+                        fn, w);
         const core::Shape &s = desc->p.shape;
         const core::Layout lay{batch_stride, head_stride, row_stride};
         size_t span;
@@ -1054,6 +1171,7 @@ attn_status attn_desc_set_strides(attn_desc *desc, attn_operand which, size_t ba
         *layout_of(desc, w) = lay;
         desc->custom_strides[w] = true;
         desc->len[w] = span;
+        if (is_scale(w)) return ATTN_OK;
         // the gradient of an operand has its layout
         const int grad = w == ATTN_Q     ? ATTN_DQ
                          : w == ATTN_K   ? ATTN_DK
@@ -1182,26 +1300,67 @@ attn_status attn_args_set_i32(attn_args *args, attn_operand which, const int32_t
     return guarded(fn, [&]() { return bind(fn, args, raw_enum(which), data, len, Kind::I32); });
 }
 
-static attn_status bind_16(const char *fn, attn_args *args, int which) {
-    if (!args) return fail(ATTN_ERR_NULL_POINTER, "%s: args is NULL", fn);
-    if (which < 0 || which >= kOperands)
-        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: which (%d) is not an attn_operand", fn, which);
-    return fail(ATTN_ERR_UNSUPPORTED, "%s: 16-bit %s is not available in libattn %s", fn,
-                operand_name(which), ATTN_VERSION_STRING);
-}
-
 attn_status attn_args_set_f16(attn_args *args, attn_operand which, const uint16_t *data,
                               size_t len) {
-    (void)data;
-    (void)len;
-    return bind_16("attn_args_set_f16", args, raw_enum(which));
+    static const char fn[] = "attn_args_set_f16";
+    return guarded(fn, [&]() {
+        return bind(fn, args, raw_enum(which), data, len, Kind::F32In, core::DType::F16);
+    });
 }
 
 attn_status attn_args_set_bf16(attn_args *args, attn_operand which, const uint16_t *data,
                                size_t len) {
-    (void)data;
-    (void)len;
-    return bind_16("attn_args_set_bf16", args, raw_enum(which));
+    static const char fn[] = "attn_args_set_bf16";
+    return guarded(fn, [&]() {
+        return bind(fn, args, raw_enum(which), data, len, Kind::F32In, core::DType::BF16);
+    });
+}
+
+attn_status attn_args_set_i8(attn_args *args, attn_operand which, const int8_t *data, size_t len) {
+    static const char fn[] = "attn_args_set_i8";
+    return guarded(fn, [&]() {
+        return bind(fn, args, raw_enum(which), data, len, Kind::F32In, core::DType::I8);
+    });
+}
+
+attn_status attn_convert_f32_to_f16(const float *src, uint16_t *dst, size_t n) {
+    return convert("attn_convert_f32_to_f16", src, dst, n, &core::f32_to_f16);
+}
+attn_status attn_convert_f32_to_bf16(const float *src, uint16_t *dst, size_t n) {
+    return convert("attn_convert_f32_to_bf16", src, dst, n, &core::f32_to_bf16);
+}
+attn_status attn_convert_f16_to_f32(const uint16_t *src, float *dst, size_t n) {
+    return convert("attn_convert_f16_to_f32", src, dst, n, &core::f16_to_f32);
+}
+attn_status attn_convert_bf16_to_f32(const uint16_t *src, float *dst, size_t n) {
+    return convert("attn_convert_bf16_to_f32", src, dst, n, &core::bf16_to_f32);
+}
+
+attn_status attn_quantize_i8(const float *src, size_t rows, size_t dim, int8_t *dst,
+                             float *scales) {
+    static const char fn[] = "attn_quantize_i8";
+    return guarded(fn, [&]() -> attn_status {
+        size_t n;
+        if (!mul_ok(rows, dim, &n))
+            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: rows (%zu) x dim (%zu) overflows", fn, rows,
+                        dim);
+        if (n == 0 && rows == 0) return ATTN_OK;
+        if (!scales) return fail(ATTN_ERR_NULL_POINTER, "%s: scales is NULL", fn);
+        if (attn_status st = check_convert(fn, src, sizeof(float), dst, 1, n)) return st;
+        size_t sb;
+        if (!mul_ok(rows, sizeof(float), &sb))
+            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: rows (%zu) overflows", fn, rows);
+        if (overlaps(range_of(scales, sb), range_of(src, n * sizeof(float))) ||
+            overlaps(range_of(scales, sb), range_of(dst, n)))
+            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: scales overlaps src or dst", fn);
+        const size_t bad = core::quantize_i8(src, rows, dim, dst, scales);
+        if (bad < rows)
+            return fail(ATTN_ERR_INVALID_ARGUMENT,
+                        "%s: src row %zu holds a non-finite value (NaN or infinity): it has no "
+                        "int8 scale",
+                        fn, bad);
+        return ATTN_OK;
+    });
 }
 
 attn_status attn_run(const attn_desc *desc, attn_op op, const attn_args *args) {
@@ -1233,6 +1392,7 @@ attn_status attn_kv_append(const attn_desc *desc, const attn_args *args, float *
         for (int w = 0; w < kOperands; ++w) s2[w] = slot[w];
         s2[ATTN_K] = Slot{k_cache, k_len};
         s2[ATTN_V] = Slot{v_cache, v_len};
+        s2[ATTN_K_SCALE] = s2[ATTN_V_SCALE] = Slot{}; // fp32 caches
         bool used[kOperands] = {};
         for (int w : {ATTN_K, ATTN_V, ATTN_CU_SEQLENS_Q, ATTN_BLOCK_TABLE, ATTN_NEW_K, ATTN_NEW_V})
             used[w] = true;
@@ -1293,10 +1453,7 @@ attn_status attn_kv_append(const attn_desc *desc, const attn_args *args, float *
         }
         if (attn_status st = check_aliasing(fn, bufs, 4)) return st;
         if (paged) {
-            Slot bt = slot[ATTN_BLOCK_TABLE];
-            if (attn_status st = check_pages(fn, dp, s2[ATTN_K], &s2[ATTN_V], bt,
-                                             slot[ATTN_SEQ_LENS_K], need, &cs))
-                return st;
+            if (attn_status st = check_pages(fn, dp, s2, true, need, &cs)) return st;
         }
         core::Params p = dp;
         p.total_q = cs.total_q;

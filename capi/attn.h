@@ -145,12 +145,15 @@ typedef enum attn_operand {
     ATTN_NEW_K = 17,        /* f32 [tokens][heads_kv][head_dim] rows for attn_kv_append */
     ATTN_NEW_V = 18,        /* f32 [tokens][heads_kv][head_dim_v] rows for attn_kv_append */
     /* since 0.2, ATTN_OP_BACKWARD (see attn_run) */
-    ATTN_DOUT = 19,  /* f32 gradient of OUT, in OUT's layout, input */
-    ATTN_DQ = 20,    /* f32 gradient of Q, in Q's layout, output */
-    ATTN_DK = 21,    /* f32 gradient of K, in K's layout, output */
-    ATTN_DV = 22,    /* f32 gradient of V, in V's layout, output */
-    ATTN_DBIAS = 23, /* f32 gradient of BIAS, in BIAS's layout (broadcast dims summed), output */
-    ATTN_DSINKS = 24 /* f32 [heads_q] gradient of SINKS, output */
+    ATTN_DOUT = 19,   /* f32 gradient of OUT, in OUT's layout, input */
+    ATTN_DQ = 20,     /* f32 gradient of Q, in Q's layout, output */
+    ATTN_DK = 21,     /* f32 gradient of K, in K's layout, output */
+    ATTN_DV = 22,     /* f32 gradient of V, in V's layout, output */
+    ATTN_DBIAS = 23,  /* f32 gradient of BIAS, in BIAS's layout (broadcast dims summed), output */
+    ATTN_DSINKS = 24, /* f32 [heads_q] gradient of SINKS, output */
+    /* since 0.2, int8 K/V caches (see "Storage types" below) */
+    ATTN_K_SCALE = 25, /* f32 [batch][heads_kv][seq_k] scale of each int8 K row, strided, input */
+    ATTN_V_SCALE = 26  /* f32 [batch][heads_kv][seq_k] scale of each int8 V row, strided, input */
 } attn_operand;
 
 /** Opaque problem descriptor: sizes, causal rule, scale and strides. */
@@ -405,12 +408,51 @@ ATTN_API attn_status attn_args_set_u8(attn_args *args, attn_operand which, const
 ATTN_API attn_status attn_args_set_i32(attn_args *args, attn_operand which, const int32_t *data,
                                        size_t len);
 
-/** Bind a 16-bit float operand (IEEE binary16 or bfloat16 bit patterns). Reserved for the
- *  16-bit K/V caches: in this version every operand returns ATTN_ERR_UNSUPPORTED. since 0.2 */
+/* Storage types. Q, K and V may be stored in 16 bits (IEEE binary16 "f16" or bfloat16 "bf16",
+ * passed as uint16_t bit patterns), K and V also as symmetric int8 with one fp32 scale per
+ * (token, KV head): the value of element x of a row is (float)q[x] * scale, rounded to fp32. The
+ * setter that binds an operand sets its type; lengths and strides count elements, as for fp32.
+ * Every value is widened to fp32 on load (F16C / AVX-512 conversions, a shift for bf16) and all
+ * arithmetic is fp32: the result is fp32 attention over the widened values (the same kernels,
+ * masks and variants; padded keys are still never read). The int8 scales are the operands
+ * ATTN_K_SCALE / ATTN_V_SCALE: [batch][heads_kv][seq_k] (K's shape with head_dim 1), strided
+ * like K (attn_desc_set_strides; by default K's default layout with head_dim 1: BHS, token-major
+ * [total_k][heads_kv] in varlen mode, [num_pages][page_size][heads_kv] with a paged cache).
+ * ATTN_OP_BACKWARD needs fp32 Q, K and V (ATTN_ERR_UNSUPPORTED otherwise). */
+
+/** Bind Q, K or V stored as IEEE binary16 (f16) or bfloat16 (bf16) bit patterns. As
+ *  attn_args_set_f32 (len in elements). ATTN_ERR_INVALID_ARGUMENT for any other operand.
+ *  since 0.2 */
 ATTN_API attn_status attn_args_set_f16(attn_args *args, attn_operand which, const uint16_t *data,
                                        size_t len);
 ATTN_API attn_status attn_args_set_bf16(attn_args *args, attn_operand which, const uint16_t *data,
                                         size_t len);
+
+/** Bind K or V stored as symmetric int8; its scales are ATTN_K_SCALE / ATTN_V_SCALE (bind them
+ *  with attn_args_set_f32; attn_run requires them with an int8 K / V and refuses them
+ *  otherwise). As attn_args_set_f32 (len in elements). ATTN_ERR_INVALID_ARGUMENT for any other
+ *  operand. since 0.2 */
+ATTN_API attn_status attn_args_set_i8(attn_args *args, attn_operand which, const int8_t *data,
+                                      size_t len);
+
+/** Conversions for filling 16-bit caches: n values, round to nearest even (overflow gives
+ *  infinity, NaN stays NaN), vectorised; src and dst must not overlap.
+ *  ATTN_OK; ATTN_ERR_NULL_POINTER (src or dst NULL with n > 0); ATTN_ERR_INVALID_ARGUMENT
+ *  (overlap). since 0.2 */
+ATTN_API attn_status attn_convert_f32_to_f16(const float *src, uint16_t *dst, size_t n);
+ATTN_API attn_status attn_convert_f32_to_bf16(const float *src, uint16_t *dst, size_t n);
+/** The exact widening of n 16-bit values (as the kernels do it). Errors as above. since 0.2 */
+ATTN_API attn_status attn_convert_f16_to_f32(const uint16_t *src, float *dst, size_t n);
+ATTN_API attn_status attn_convert_bf16_to_f32(const uint16_t *src, float *dst, size_t n);
+
+/** Symmetric int8 quantization of `rows` contiguous rows of `dim` floats (a K or V cache's
+ *  rows, e.g. [tokens][heads_kv] rows of head_dim): per row scale = max|x| / 127 and
+ *  q = x / scale rounded to nearest even (|q| <= 127); a row whose scale is 0 (all zeros) gets
+ *  q = 0. dst: rows * dim int8, scales: rows floats (the scale operand in the row order of src).
+ *  ATTN_OK; ATTN_ERR_NULL_POINTER; ATTN_ERR_INVALID_ARGUMENT (a non-finite value, naming its
+ *  row: rows before it are written; rows * dim overflows; buffers overlap). since 0.2 */
+ATTN_API attn_status attn_quantize_i8(const float *src, size_t rows, size_t dim, int8_t *dst,
+                                      float *scales);
 
 /** Run an operation with the descriptor's configuration and the bound operands.
  *

@@ -16,6 +16,14 @@ constexpr int kIsaCount = 4;
 const char *isa_name(Isa isa);
 bool isa_from_name(const char *name, Isa *out);
 
+// Storage type of Q, K or V. 16-bit values are widened to fp32 on load; int8 values are
+// symmetric with one fp32 scale per (token, KV head): the value is float(q) * scale, rounded to
+// fp32. Everything is computed in fp32 on the widened values.
+enum class DType : int { F32 = 0, F16 = 1, BF16 = 2, I8 = 3 };
+inline size_t dtype_bytes(DType t) {
+    return t == DType::F32 ? 4 : t == DType::I8 ? 1 : 2;
+}
+
 // Element strides of one [batch][heads][seq][head_dim] operand; head_dim is contiguous. In a
 // varlen call `batch` of Q and OUT (and of K and V without paging) is unused: sequence b starts
 // at token cu_seqlens[b] of a token-major pack. With a paged cache `batch` of K and V is the
@@ -51,6 +59,10 @@ struct Params {
     size_t max_pages = 0;   // columns of the block table
     size_t total_q = 0;     // varlen: cu_seqlens_q[batch] of this call (set per call)
     bool invariant = false; // reduction order over keys depends on key positions only
+    // Storage types (attn_args setters), and the strides of the int8 scales of K and V
+    // ([batch][heads_kv][seq_k] with the same meaning as k's strides, head_dim = 1).
+    DType q_type = DType::F32, k_type = DType::F32, v_type = DType::F32;
+    Layout ks, vs;
 };
 
 // Raw operands of one call. key_valid: [batch][seq_k], allowed: [seq_q][seq_k]; bytes, nonzero =
@@ -62,7 +74,12 @@ struct Params {
 //   seq_lens_k:  [batch] keys of each batch entry (each <= seq_k), null = seq_k
 //   key_mass:    [batch][heads_q][seq_k] output, null = not wanted
 struct Tensors {
-    const float *q = nullptr, *k = nullptr, *v = nullptr;
+    // q is float when q_type is F32, else 16-bit (q16); k and v point at elements of k_type /
+    // v_type; k_scale / v_scale are the int8 scales (null unless I8).
+    const float *q = nullptr;
+    const uint16_t *q16 = nullptr;
+    const void *k = nullptr, *v = nullptr;
+    const float *k_scale = nullptr, *v_scale = nullptr;
     const uint8_t *key_valid = nullptr, *allowed = nullptr;
     float *out = nullptr, *lse = nullptr, *weights = nullptr;
     const float *bias = nullptr, *alibi = nullptr, *sinks = nullptr;
@@ -107,40 +124,73 @@ inline size_t lse_index(const Params &p, const Tensors &t, size_t b, size_t h, s
                   : (b * p.shape.heads_q + h) * p.shape.seq_q + i;
 }
 
-// The K or V rows of one (batch entry, KV head): contiguous, packed (varlen) or paged.
+// The K or V rows of one (batch entry, KV head): contiguous, packed (varlen) or paged, of any
+// storage type (int8 rows also locate their scale).
 struct KvRows {
-    const float *base = nullptr;    // key 0 (dense) or the pool's KV head (paged)
-    size_t row = 0;                 // token stride
+    const unsigned char *base = nullptr; // key 0 (dense) or the pool's KV head (paged)
+    DType type = DType::F32;
+    size_t elem = 4;                // bytes per element
+    size_t row = 0;                 // token stride (elements)
     const int32_t *pages = nullptr; // block-table row of the batch entry (paged), else null
     size_t page_size = 0, page_stride = 0;
-    unsigned page_shift = 0; // page_size = 2^page_shift when it is a power of two, else 0
-    const float *at(size_t j) const {
-        if (!pages) return base + j * row;
+    unsigned page_shift = 0;      // page_size = 2^page_shift when it is a power of two, else 0
+    const float *scale = nullptr; // int8: the scale of key 0 / the pool's KV head
+    size_t srow = 0, spage = 0;   // int8: token and page strides of the scales
+    // Element offsets of key j in the data and in the scales.
+    void locate(size_t j, size_t *d, size_t *s) const {
+        if (!pages) {
+            *d = j * row;
+            *s = j * srow;
+            return;
+        }
         // a shift and a mask for the usual power-of-two pages (a division costs more than the
         // row's arithmetic in a decode step)
         const size_t pg = page_shift ? j >> page_shift : j / page_size;
         const size_t t = page_shift ? j & (page_size - 1) : j % page_size;
-        return base + static_cast<size_t>(pages[pg]) * page_stride + t * row;
+        const size_t id = static_cast<size_t>(pages[pg]);
+        *d = id * page_stride + t * row;
+        *s = id * spage + t * srow;
     }
+    size_t offset(size_t j) const {
+        if (!pages) return j * row;
+        const size_t pg = page_shift ? j >> page_shift : j / page_size;
+        const size_t t = page_shift ? j & (page_size - 1) : j % page_size;
+        return static_cast<size_t>(pages[pg]) * page_stride + t * row;
+    }
+    const unsigned char *raw(size_t j) const { return base + offset(j) * elem; }
+    // Key j's row as floats: only for F32 storage.
+    const float *at(size_t j) const { return reinterpret_cast<const float *>(base) + offset(j); }
 };
 
 inline KvRows kv_rows(const Params &p, const Tensors &t, bool value, size_t b, size_t kvh) {
     const Layout &lay = value ? p.v : p.k;
-    const float *data = value ? t.v : t.k;
+    const Layout &sl = value ? p.vs : p.ks;
     KvRows r;
+    r.type = value ? p.v_type : p.k_type;
+    r.elem = dtype_bytes(r.type);
+    const unsigned char *data = static_cast<const unsigned char *>(value ? t.v : t.k);
+    const float *scale = r.type == DType::I8 ? (value ? t.v_scale : t.k_scale) : nullptr;
     r.row = lay.row;
+    r.srow = sl.row;
+    size_t off = 0, soff = 0;
     if (t.block_table) {
-        r.base = data + kvh * lay.head;
+        off = kvh * lay.head;
+        soff = kvh * sl.head;
         r.pages = t.block_table + b * p.max_pages;
         r.page_size = p.page_size;
         r.page_stride = lay.batch;
+        r.spage = sl.batch;
         if (p.page_size > 1 && (p.page_size & (p.page_size - 1)) == 0)
             while ((size_t(1) << r.page_shift) < p.page_size) ++r.page_shift;
     } else if (t.cu_k) {
-        r.base = data + static_cast<size_t>(t.cu_k[b]) * lay.row + kvh * lay.head;
+        off = static_cast<size_t>(t.cu_k[b]) * lay.row + kvh * lay.head;
+        soff = static_cast<size_t>(t.cu_k[b]) * sl.row + kvh * sl.head;
     } else {
-        r.base = data + b * lay.batch + kvh * lay.head;
+        off = b * lay.batch + kvh * lay.head;
+        soff = b * sl.batch + kvh * sl.head;
     }
+    r.base = data ? data + off * r.elem : nullptr;
+    r.scale = scale ? scale + soff : nullptr;
     return r;
 }
 
@@ -184,6 +234,15 @@ void kv_append(const Params &p, const Tensors &t, const float *new_k, const floa
 
 // acc.out / acc.lse <- exact merge with the part (same layouts as acc's OUT and LSE).
 void merge_into(const Params &p, const Tensors &acc, const float *part_out, const float *part_lse);
+
+// Array conversions (round to nearest even; NaN stays NaN) and the symmetric int8 quantizer:
+// per row of `dim` values scale = max|x| / 127, q = round(x / scale). quantize_i8 returns the
+// first row holding a non-finite value (rows before it are written), or `rows`.
+void f16_to_f32(const uint16_t *src, float *dst, size_t n);
+void bf16_to_f32(const uint16_t *src, float *dst, size_t n);
+void f32_to_f16(const float *src, uint16_t *dst, size_t n);
+void f32_to_bf16(const float *src, uint16_t *dst, size_t n);
+size_t quantize_i8(const float *src, size_t rows, size_t dim, int8_t *dst, float *scales);
 
 // The standard ALiBi slopes of n heads (Press et al. 2022; BLOOM's rule for n not a power of 2).
 void alibi_standard_slopes(size_t n, float *slopes);

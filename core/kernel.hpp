@@ -43,6 +43,13 @@ struct KernelInfo {
     // The same ISA with one query vector per item (or null): used when a KV head has at most
     // `narrow->lanes` query rows (decode, small GQA groups), so no lanes are computed in vain.
     const KernelInfo *narrow;
+    // Array conversions (attn_convert_*, attn_quantize_i8), vectorised for the ISA.
+    void (*f16_to_f32)(const uint16_t *src, float *dst, size_t n);
+    void (*bf16_to_f32)(const uint16_t *src, float *dst, size_t n);
+    void (*f32_to_f16)(const float *src, uint16_t *dst, size_t n);
+    void (*f32_to_bf16)(const float *src, uint16_t *dst, size_t n);
+    // Returns the first row with a non-finite value (nothing written from it on), or rows.
+    size_t (*quantize_i8)(const float *src, size_t rows, size_t dim, int8_t *dst, float *scales);
 };
 
 const KernelInfo &kernel_scalar();

@@ -11,7 +11,8 @@
 //   vtranspose_add(st, ld, rows, c0): st[c * ld + l] += rows[l][c0 + c] for c, l < kL
 // and includes nothing else after it. No std:: function is called here (see kernel.hpp).
 //
-// The body is three files, each with one job:
+// The body is these files, each with one job:
+//   kernel_convert.hpp  widening loads of 16-bit and int8 rows into fp32
 //   kernel_score.hpp    scratch, the rows of an item, key gathering, masks, the score pipeline of
 //                       a tile (scale, softcap, bias, ALiBi, causal / window / allowed), softmax
 //   kernel_forward.hpp  P.V, the tile loop, the forward of a row block, the decode path
@@ -28,7 +29,27 @@
 // Keys are read only through kidx[] (the tile's visible-candidate key indices): padding keys are
 // compacted away before the tile is formed, so a padded K or V row is never read.
 
+#include "kernel_convert.hpp"
 #include "kernel_score.hpp"
 #include "kernel_forward.hpp"
 #include "kernel_backward.hpp"
 #include "kernel_weights.hpp"
+
+static KernelInfo make_info(const KernelInfo *narrow) {
+    KernelInfo k{};
+    k.lanes = kRows;
+    k.dim_block = kDT;
+    k.scratch_bytes = &scratch_bytes;
+    k.forward = &forward_item;
+    k.weights = &weights_item;
+    k.mass = &mass_item;
+    k.backward_scratch = &backward_scratch;
+    k.backward = &backward_item;
+    k.narrow = narrow;
+    k.f16_to_f32 = &convert_f16_to_f32;
+    k.bf16_to_f32 = &convert_bf16_to_f32;
+    k.f32_to_f16 = &convert_f32_to_f16;
+    k.f32_to_bf16 = &convert_f32_to_bf16;
+    k.quantize_i8 = &quantize_rows_i8;
+    return k;
+}

@@ -33,11 +33,18 @@ static inline void copy_row(float *dst, const float *src, size_t n, size_t padde
 static inline void set_key_rows(const Params &p, const KvRows &kb, const TileInfo &tile,
                                 Scratch &s) {
     const size_t d = p.shape.head_dim;
-    const bool pack = p.k.row != d;
+    const bool f32 = kb.type == DType::F32, pack = p.k.row != d || !f32;
     for (size_t x = 0; x < tile.nk; ++x) {
-        const float *src = kb.at(tile.jbase + s.kidx[x]);
-        if (pack) copy_row(s.kpack + x * d, src, d, d);
-        s.krow[x] = pack ? s.kpack + x * d : src;
+        const size_t j = tile.jbase + s.kidx[x];
+        if (!pack) {
+            s.krow[x] = kb.at(j);
+            continue;
+        }
+        if (f32)
+            copy_row(s.kpack + x * d, kb.at(j), d, d);
+        else
+            widen_row(kb, j, s.kpack + x * d, d, d); // 16-bit / int8 storage: widened here
+        s.krow[x] = s.kpack + x * d;
     }
     // A block may start its Q.K^T blocks at any key of the tile (see run_tiles): the rows after
     // the tile's keys point at a zero row for one whole kKT block more.
@@ -75,7 +82,7 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
     const size_t d = p.shape.head_dim, dv = p.shape.head_dim_v, dp = kround_up(dv, kDT);
     // Strided V rows are copied into a contiguous tile (see set_key_rows), and V is padded to
     // whole kDT blocks when head_dim_v is not a multiple of kDT.
-    const bool pack_v = p.v.row != dv || dp != dv;
+    const bool pack_v = p.v.row != dv || dp != dv || p.v_type != DType::F32;
     size_t kbeg, kend;
     init_blocks(blk, nb, dp, with_pv, &kbeg, &kend);
     // Batch invariance: tiles start at multiples of kBK (their boundaries then depend on the key
@@ -115,9 +122,14 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
             if (!with_pv) continue;
             if (!v_set) {
                 for (size_t x = 0; x < nk; ++x) {
-                    const float *src = vb.at(tile.jbase + s.kidx[x]);
-                    if (pack_v) copy_row(s.vpack + x * dp, src, dv, dp);
-                    s.vrow[x] = pack_v ? s.vpack + x * dp : src;
+                    const size_t jj = tile.jbase + s.kidx[x];
+                    if (!pack_v)
+                        s.vrow[x] = vb.at(jj);
+                    else if (vb.type == DType::F32)
+                        copy_row(s.vpack + x * dp, vb.at(jj), dv, dp);
+                    else
+                        widen_row(vb, jj, s.vpack + x * dp, dv, dp);
+                    if (pack_v) s.vrow[x] = s.vpack + x * dp;
                 }
                 v_set = true;
             }
@@ -244,9 +256,9 @@ static void decode_item(const Params &p, const Tensors &t, const WorkItem &w, vo
     float m[kDecodeRows], l[kDecodeRows];
     bool vis[kDecodeRows];
     for (size_t rr = 0; rr < kDecodeRows; ++rr) {
-        const float *qsrc = t.q + q_index(p, t, w.b, r.h[rr], static_cast<size_t>(r.i[rr]));
+        const size_t q0 = q_index(p, t, w.b, r.h[rr], static_cast<size_t>(r.i[rr]));
         for (size_t dd = 0; dd < dpad; ++dd)
-            q[rr * dpad + dd] = rr < nr && dd < d ? qsrc[dd] * qs : 0.0f;
+            q[rr * dpad + dd] = rr < nr && dd < d ? q_value(p, t, q0 + dd) * qs : 0.0f;
         zero_floats(o + rr * dvpad, dvpad);
         zero_floats(sc + rr * kBK, kBK);
         m[rr] = kNegInf;
@@ -259,6 +271,7 @@ static void decode_item(const Params &p, const Tensors &t, const WorkItem &w, vo
     const size_t kbeg = kb < 0 ? 0 : static_cast<size_t>(kb);
     const size_t kend = ke <= kb ? kbeg : static_cast<size_t>(ke);
     const KvRows krows = kv_rows(p, t, false, w.b, w.kvh), vb = kv_rows(p, t, true, w.b, w.kvh);
+    const bool kf32 = krows.type == DType::F32, vf32 = vb.type == DType::F32;
     const vf ninf = vbcast(kNegInf), zero = vzero();
     TileInfo tile;
     for (size_t j = kbeg; next_tile(p, t, w.b, &j, kend, s.kidx, &tile);) {
@@ -268,7 +281,9 @@ static void decode_item(const Params &p, const Tensors &t, const WorkItem &w, vo
 
         // Scores: one pass over each K row serves every query row.
         for (size_t x = 0; x < nk; ++x) {
-            const float *kr = krows.at(jbase + s.kidx[x]);
+            // 16-bit / int8 rows are widened into one L1-resident row first
+            const float *kr = kf32 ? krows.at(jbase + s.kidx[x]) : s.kpack;
+            if (!kf32) widen_row(krows, jbase + s.kidx[x], s.kpack, d, d);
             vf acc[kDecodeRows];
             for (size_t rr = 0; rr < kDecodeRows; ++rr) acc[rr] = zero;
             for (size_t dd = 0; dd < dqv; dd += kL) {
@@ -311,7 +326,14 @@ static void decode_item(const Params &p, const Tensors &t, const WorkItem &w, vo
             m[rr] = mnew;
         }
         // P.V: one pass over each V row serves every query row.
-        for (size_t x = 0; x < nk; ++x) s.vrow[x] = vb.at(jbase + s.kidx[x]);
+        for (size_t x = 0; x < nk; ++x) {
+            if (vf32) {
+                s.vrow[x] = vb.at(jbase + s.kidx[x]);
+                continue;
+            }
+            widen_row(vb, jbase + s.kidx[x], s.vpack + x * dvpad, dv, dvpad);
+            s.vrow[x] = s.vpack + x * dvpad;
+        }
         if (partial_tile && !v_tile_finite(p, s, nk)) {
             // Exact path: a hidden key's Inf/NaN value must not turn 0 * Inf into NaN.
             for (size_t x = 0; x < nk; ++x)

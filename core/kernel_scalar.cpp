@@ -2,6 +2,7 @@
 // It is the reference the SIMD kernels are tested against, and the fallback on any CPU.
 #include <cmath>
 
+#include "convert.hpp"
 #include "kernel.hpp"
 
 namespace attn {

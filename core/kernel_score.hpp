@@ -159,8 +159,11 @@ static inline void pack_queries(const Params &p, const Tensors &t, const WorkIte
     const size_t d = p.shape.head_dim;
     const float qs = fold_scale(p) ? p.scale : 1.0f;
     for (size_t l = 0; l < kR; ++l) {
-        const float *q = t.q + q_index(p, t, w.b, r.h[l], static_cast<size_t>(r.i[l]));
-        for (size_t dd = 0; dd < d; ++dd) qt[dd * kR + l] = q[dd] * qs;
+        const size_t q0 = q_index(p, t, w.b, r.h[l], static_cast<size_t>(r.i[l]));
+        if (p.q_type == DType::F32)
+            for (size_t dd = 0; dd < d; ++dd) qt[dd * kR + l] = t.q[q0 + dd] * qs;
+        else
+            for (size_t dd = 0; dd < d; ++dd) qt[dd * kR + l] = q_value(p, t, q0 + dd) * qs;
     }
 }
 
@@ -473,14 +476,15 @@ static inline bool v_tile_finite(const Params &p, const Scratch &s, size_t nk) {
     return sacc == 0.0f;
 }
 
-// Software prefetch of `n` rows of `d` floats (64-byte lines) starting at row j. K and V rows are
+// Software prefetch of `n` rows of `d` elements (64-byte lines) starting at row j. K and V rows are
 // streamed once per item; in decode they come from DRAM and the hardware prefetcher does not
 // ramp up on 64 short row streams, so each tile asks for the next tile's rows ahead of use.
 // A prefetch never faults and feeds no value into the computation.
 static inline void prefetch_rows(const KvRows &kv, size_t j, size_t n, size_t d) {
+    const size_t bytes = d * kv.elem;
     for (size_t x = 0; x < n; ++x) {
-        const char *row = reinterpret_cast<const char *>(kv.at(j + x));
-        for (size_t off = 0; off < d * sizeof(float); off += 64) __builtin_prefetch(row + off);
+        const unsigned char *row = kv.raw(j + x);
+        for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(row + off);
     }
 }
 

@@ -131,9 +131,3 @@ static void mass_item(const Params &p, const Tensors &t, const WorkItem &whole, 
         }
     }
 }
-
-static KernelInfo make_info(const KernelInfo *narrow) {
-    return KernelInfo{kRows,         kDT,        &scratch_bytes,    &forward_item,
-                      &weights_item, &mass_item, &backward_scratch, &backward_item,
-                      narrow};
-}

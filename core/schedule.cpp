@@ -10,6 +10,10 @@
 #include <new>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "attention.hpp"
 #include "kernel.hpp"
 #include "thread_pool.hpp"
@@ -26,7 +30,11 @@ Isa detect_best() {
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd"))
         return Isa::Avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
+    // the avx2 kernels also widen fp16 with F16C (every AVX2 CPU has it; clang 14's
+    // __builtin_cpu_supports does not know the name, so cpuid leaf 1, ecx bit 29)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c) return Isa::Avx2;
     if (__builtin_cpu_supports("sse2")) return Isa::Sse2;
 #endif
     return Isa::Scalar;

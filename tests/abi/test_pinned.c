@@ -55,7 +55,7 @@ int main(void) {
     CHECK(attn_desc_required_len(desc, (attn_operand)13) == 2 * 3 * 7);     /* KEY_MASS */
     CHECK(attn_desc_required_len(desc, (attn_operand)14) == 2 + 1);         /* CU_SEQLENS_Q */
     CHECK(attn_desc_required_len(desc, (attn_operand)15) == 2 + 1);         /* CU_SEQLENS_K */
-    CHECK(attn_desc_required_len(desc, (attn_operand)16) == 0);  /* BLOCK_TABLE: not paged */
+    CHECK(attn_desc_required_len(desc, (attn_operand)16) == 0); /* BLOCK_TABLE: not paged */
     CHECK(attn_desc_required_len(desc, (attn_operand)17) == 2 * 5 * 1 * 11); /* NEW_K */
     CHECK(attn_desc_required_len(desc, (attn_operand)18) == 2 * 5 * 1 * 11); /* NEW_V */
     CHECK(attn_desc_required_len(desc, (attn_operand)19) == 2 * 3 * 5 * 11); /* DOUT */
@@ -64,13 +64,15 @@ int main(void) {
     CHECK(attn_desc_required_len(desc, (attn_operand)22) == 2 * 1 * 7 * 11); /* DV */
     CHECK(attn_desc_required_len(desc, (attn_operand)23) == 2 * 3 * 5 * 7);  /* DBIAS */
     CHECK(attn_desc_required_len(desc, (attn_operand)24) == 3);              /* DSINKS */
-    CHECK(attn_desc_required_len(desc, (attn_operand)25) == 0);
+    CHECK(attn_desc_required_len(desc, (attn_operand)25) == 2 * 1 * 7);      /* K_SCALE */
+    CHECK(attn_desc_required_len(desc, (attn_operand)26) == 2 * 1 * 7);      /* V_SCALE */
+    CHECK(attn_desc_required_len(desc, (attn_operand)27) == 0);
     {
         int64_t iv = -5;
         double fv = 0;
-        CHECK(attn_desc_set_int(desc, (attn_param)2, 4) == ATTN_OK);        /* WINDOW_LEFT */
+        CHECK(attn_desc_set_int(desc, (attn_param)2, 4) == ATTN_OK); /* WINDOW_LEFT */
         CHECK(attn_desc_get_int(desc, (attn_param)2, &iv) == ATTN_OK && iv == 4);
-        CHECK(attn_desc_set_float(desc, (attn_param)4, 30.0) == ATTN_OK);   /* SOFTCAP */
+        CHECK(attn_desc_set_float(desc, (attn_param)4, 30.0) == ATTN_OK); /* SOFTCAP */
         CHECK(attn_desc_get_float(desc, (attn_param)4, &fv) == ATTN_OK && fv == 30.0);
         CHECK(attn_desc_set_int(desc, (attn_param)13, 1) == ATTN_OK); /* BATCH_INVARIANT */
         CHECK(attn_desc_get_int(desc, (attn_param)13, &iv) == ATTN_OK && iv == 1);

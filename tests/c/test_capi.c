@@ -97,8 +97,9 @@ static void test_create(void) {
     EXPECT(attn_desc_required_len(d, ATTN_QUERY_VALID) == 2 * 3);
     EXPECT(attn_desc_required_len(d, ATTN_SEQ_LENS_K) == 2);
     EXPECT(attn_desc_required_len(d, ATTN_KEY_MASS) == 2 * 4 * 5);
-    EXPECT(attn_desc_required_len(d, (attn_operand)25) == 0 &&
-           strstr(attn_last_error(), "which (25)") != NULL);
+    EXPECT(attn_desc_required_len(d, ATTN_K_SCALE) == 2 * 2 * 5);
+    EXPECT(attn_desc_required_len(d, (attn_operand)27) == 0 &&
+           strstr(attn_last_error(), "which (27)") != NULL);
     EXPECT(attn_desc_required_len(NULL, ATTN_Q) == 0 && strstr(attn_last_error(), "desc") != NULL);
     attn_desc_destroy(d);
     attn_desc_destroy(NULL); /* no-op */
@@ -253,7 +254,6 @@ static void test_thread_local_errors(void) {
     EXPECT(strstr(attn_last_error(), "heads_q (6)") != NULL);
     attn_desc_destroy(d);
 }
-
 
 /* Issue 14, item 6: scale * (q . k) = 1e20 is finite, so is the answer, on every ISA: scale 1e30,
  * q = [1e10], k = [1e-20, 0], v = [1, 2] gives out 1, weights [1, 0], lse 1e20 (folding the scale

@@ -1,0 +1,209 @@
+// Widening loads of the kernel body: K/V (and Q) rows of any storage type into fp32. Included by
+// kernel_body.hpp inside the ISA namespace. The vector forms use the ISA's conversion
+// instructions (AVX-512F vcvtph2ps zmm, F16C on AVX2, integer shifts for bfloat16, sign
+// extension for int8); every form gives exactly the scalar conversion of core/convert.hpp.
+
+// dst[x] = fp32 of the binary16 src[x], x < n
+static inline void widen_f16(const uint16_t *src, float *dst, size_t n) {
+    size_t x = 0;
+#if defined(__AVX512F__)
+    for (; x + 16 <= n; x += 16)
+        _mm512_storeu_ps(dst + x, _mm512_cvtph_ps(_mm256_loadu_si256(
+                                      reinterpret_cast<const __m256i *>(src + x))));
+#elif defined(__F16C__)
+    for (; x + 8 <= n; x += 8)
+        _mm256_storeu_ps(
+            dst + x, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(src + x))));
+#endif
+    for (; x < n; ++x) dst[x] = half_to_float(src[x]);
+}
+
+static inline void widen_bf16(const uint16_t *src, float *dst, size_t n) {
+    size_t x = 0;
+#if defined(__AVX512F__)
+    for (; x + 16 <= n; x += 16) {
+        const __m512i w =
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(src + x)));
+        _mm512_storeu_ps(dst + x, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+    }
+#elif defined(__AVX2__)
+    for (; x + 8 <= n; x += 8) {
+        const __m256i w =
+            _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(src + x)));
+        _mm256_storeu_ps(dst + x, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+    }
+#endif
+    for (; x < n; ++x) dst[x] = bf16_to_float(src[x]);
+}
+
+// dst[x] = float(src[x]) * scale (one fp32 rounding: the dequantized value)
+static inline void widen_i8(const int8_t *src, float scale, float *dst, size_t n) {
+    size_t x = 0;
+#if defined(__AVX512F__)
+    const __m512 s16 = _mm512_set1_ps(scale);
+    for (; x + 16 <= n; x += 16) {
+        const __m512i w =
+            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(src + x)));
+        _mm512_storeu_ps(dst + x, _mm512_mul_ps(_mm512_cvtepi32_ps(w), s16));
+    }
+#elif defined(__AVX2__)
+    const __m256 s8 = _mm256_set1_ps(scale);
+    for (; x + 8 <= n; x += 8) {
+        const __m256i w =
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(src + x)));
+        _mm256_storeu_ps(dst + x, _mm256_mul_ps(_mm256_cvtepi32_ps(w), s8));
+    }
+#endif
+    for (; x < n; ++x) dst[x] = static_cast<float>(src[x]) * scale;
+}
+
+// dst[0, n) = key j's row of kv as fp32, then zeros up to `padded`.
+static inline void widen_row(const KvRows &kv, size_t j, float *dst, size_t n, size_t padded) {
+    size_t doff, soff;
+    kv.locate(j, &doff, &soff);
+    const unsigned char *src = kv.base + doff * kv.elem;
+    switch (kv.type) {
+    case DType::F32: {
+        const float *f = reinterpret_cast<const float *>(src);
+        for (size_t x = 0; x < n; ++x) dst[x] = f[x];
+        break;
+    }
+    case DType::F16:
+        widen_f16(reinterpret_cast<const uint16_t *>(src), dst, n);
+        break;
+    case DType::BF16:
+        widen_bf16(reinterpret_cast<const uint16_t *>(src), dst, n);
+        break;
+    case DType::I8:
+        widen_i8(reinterpret_cast<const int8_t *>(src), kv.scale[soff], dst, n);
+        break;
+    }
+    for (size_t x = n; x < padded; ++x) dst[x] = 0.0f;
+}
+
+// Element idx of Q as fp32.
+static inline float q_value(const Params &p, const Tensors &t, size_t idx) {
+    switch (p.q_type) {
+    case DType::F16:
+        return half_to_float(t.q16[idx]);
+    case DType::BF16:
+        return bf16_to_float(t.q16[idx]);
+    default:
+        return t.q[idx];
+    }
+}
+
+// ---- Conversions for callers (attn_convert_*, attn_quantize_i8): whole arrays ----
+
+static void convert_f16_to_f32(const uint16_t *src, float *dst, size_t n) {
+    widen_f16(src, dst, n);
+}
+static void convert_bf16_to_f32(const uint16_t *src, float *dst, size_t n) {
+    widen_bf16(src, dst, n);
+}
+
+// fp32 -> binary16, round to nearest even (the vector forms round like float_to_half).
+static void convert_f32_to_f16(const float *src, uint16_t *dst, size_t n) {
+    size_t x = 0;
+#if defined(__AVX512F__)
+    for (; x + 16 <= n; x += 16)
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst + x),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(src + x),
+                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#elif defined(__F16C__)
+    for (; x + 8 <= n; x += 8)
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + x),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + x), _MM_FROUND_TO_NEAREST_INT));
+#endif
+    for (; x < n; ++x) dst[x] = float_to_half(src[x]);
+}
+
+// fp32 -> bfloat16, round to nearest even, NaN kept quiet (integer arithmetic: the AVX512-BF16
+// instruction would flush subnormal inputs to zero).
+static void convert_f32_to_bf16(const float *src, uint16_t *dst, size_t n) {
+    size_t x = 0;
+#if defined(__AVX512F__)
+    const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff),
+                  quiet = _mm512_set1_epi32(0x40);
+    for (; x + 16 <= n; x += 16) {
+        const __m512 f = _mm512_loadu_ps(src + x);
+        const __m512i u = _mm512_castps_si512(f), hi = _mm512_srli_epi32(u, 16);
+        const __m512i lsb = _mm512_and_si512(hi, one);
+        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(bias, lsb)), 16);
+        const __mmask16 nan = _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q);
+        r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, quiet));
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst + x), _mm512_cvtepi32_epi16(r));
+    }
+#elif defined(__AVX2__)
+    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff),
+                  quiet = _mm256_set1_epi32(0x40);
+    for (; x + 8 <= n; x += 8) {
+        const __m256 f = _mm256_loadu_ps(src + x);
+        const __m256i u = _mm256_castps_si256(f), hi = _mm256_srli_epi32(u, 16);
+        const __m256i lsb = _mm256_and_si256(hi, one);
+        __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, lsb)), 16);
+        const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
+        r = _mm256_blendv_epi8(r, _mm256_or_si256(hi, quiet), nan);
+        // 32 -> 16 bits (every value fits): pack within lanes, then put the halves in order
+        const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0xD8);
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + x), _mm256_castsi256_si128(packed));
+    }
+#endif
+    for (; x < n; ++x) dst[x] = float_to_bf16(src[x]);
+}
+
+// Symmetric int8 of `rows` rows of `dim` values: scale = max|x| / 127, q = round-to-nearest-even
+// of x / scale (|q| <= 127); a row of zeros (or of values so small that the scale is 0) gets
+// scale 0 and q = 0. Returns the index of the first row holding a non-finite value, or `rows`.
+static size_t quantize_rows_i8(const float *src, size_t rows, size_t dim, int8_t *dst,
+                               float *scales) {
+    for (size_t r = 0; r < rows; ++r) {
+        const float *x = src + r * dim;
+        int8_t *q = dst + r * dim;
+        float amax = 0.0f;
+        bool finite = true;
+        size_t c = 0;
+#if defined(__AVX512F__)
+        __m512 vmax = _mm512_setzero_ps();
+        __mmask16 bad = 0;
+        const __m512 inf = _mm512_set1_ps(__builtin_inff());
+        for (; c + 16 <= dim; c += 16) {
+            const __m512 a = _mm512_abs_ps(_mm512_loadu_ps(x + c));
+            bad |= _mm512_cmp_ps_mask(a, inf, _CMP_NLT_UQ); // inf or NaN
+            vmax = _mm512_max_ps(vmax, a);
+        }
+        finite = bad == 0;
+        amax = _mm512_reduce_max_ps(vmax);
+#endif
+        for (; c < dim; ++c) {
+            const float a = x[c] < 0.0f ? -x[c] : x[c];
+            if (!(a <= 3.40282347e38f)) finite = false;
+            if (a > amax) amax = a;
+        }
+        if (!finite) return r;
+        const float scale = amax / 127.0f;
+        scales[r] = scale;
+        c = 0;
+        if (scale == 0.0f) {
+            for (; c < dim; ++c) q[c] = 0;
+            continue;
+        }
+#if defined(__AVX512F__)
+        const __m512 vs = _mm512_set1_ps(scale), lo = _mm512_set1_ps(-127.0f),
+                     hi = _mm512_set1_ps(127.0f);
+        for (; c + 16 <= dim; c += 16) {
+            __m512 v = _mm512_div_ps(_mm512_loadu_ps(x + c), vs);
+            v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+            const __m512i iv =
+                _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            _mm_storeu_si128(reinterpret_cast<__m128i *>(q + c), _mm512_cvtepi32_epi8(iv));
+        }
+#endif
+        for (; c < dim; ++c) {
+            float v = x[c] / scale;
+            v = v < -127.0f ? -127.0f : v > 127.0f ? 127.0f : v;
+            q[c] = static_cast<int8_t>(round_even(v));
+        }
+    }
+    return rows;
+}
