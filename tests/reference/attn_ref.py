@@ -337,6 +337,91 @@ def run(p, q, k, v=None, key_valid=None, allowed=None, bias=None, alibi_slopes=N
     return out, lse, weights, key_mass
 
 
+def backward(p, q, k, v, dout, key_valid=None, allowed=None, bias=None, alibi_slopes=None,
+             sinks=None, query_valid=None, seq_lens_k=None):
+    """Gradients of run()'s out with respect to q, k, v, bias and sinks, given dout (the
+    gradient of out, addressed with p's OUT strides), in float64, written plainly from the
+    chain rule of the score pipeline:
+        w_j = exp(s_j - lse), out = sum_j w_j v_j (a sink adds exp(sink - lse) to the sum only)
+        dv_j += w_j dout;  dp_j = dout . v_j;  D = dout . out;  ds_j = w_j (dp_j - D)
+        dsink = -w_sink D
+        s_j = cap(t_j) + bias_j + alibi_j (bias_first: s_j = cap(t_j + bias_j) + alibi_j),
+        t_j = scale * q . k_j, cap'(x) = 1 - tanh(x / softcap)^2
+        dq += scale dt_j k_j;  dk_j += scale dt_j q
+    Returns (dq, dk, dv, dbias, dsinks): flat lists in the layouts of q, k, v (p's strides),
+    bias (p.bias_strides; broadcast dimensions summed; None without a bias) and [heads_q]
+    (None without sinks). Elements no stride addresses are 0."""
+    out, lse, _, _ = run(p, q, k, v, key_valid, allowed, bias, alibi_slopes, sinks,
+                         query_valid, seq_lens_k)
+    slopes = None
+    if p.alibi == ALIBI_OPERAND:
+        slopes = [float(x) for x in alibi_slopes]
+    elif p.alibi == ALIBI_STANDARD:
+        slopes = alibi_standard_slopes(p.heads_q)
+    scale = p.effective_scale()
+    group = p.heads_q // p.heads_kv
+    D, DV, SQ, SK = p.head_dim, p.head_dim_v, p.seq_q, p.seq_k
+    dq = [0.0] * p.q_len()
+    dk = [0.0] * p.k_len()
+    dv = [0.0] * p.v_len()
+    dbias = [0.0] * p.bias_len() if bias is not None else None
+    dsinks = [0.0] * p.heads_q if sinks is not None else None
+
+    def dcap(x):
+        return 1.0 - math.tanh(x / p.softcap) ** 2
+
+    for b in range(p.batch):
+        L = p.key_len(b, seq_lens_k)
+        for h in range(p.heads_q):
+            hk = h // group
+            for i in range(SQ):
+                row = (b * p.heads_q + h) * SQ + i
+                if lse[row] == -math.inf:
+                    continue  # padded query or no visible key: no gradient
+                qo = offset(p.q_strides, b, h, i)
+                oo = offset(p.out_strides, b, h, i)
+                qi = [float(q[qo + d]) for d in range(D)]
+                do = [float(dout[oo + d]) for d in range(DV)]
+                Drow = math.fsum(do[d] * out[oo + d] for d in range(DV))
+                dg = p.diag(b, i, seq_lens_k)
+                bo = offset(p.bias_strides, b, h, i) if bias is not None else 0
+                if sinks is not None:
+                    dsinks[h] += -math.exp(float(sinks[h]) - lse[row]) * Drow
+                for j in range(L):
+                    if key_valid is not None and not key_valid[b * SK + j]:
+                        continue
+                    if not p.in_range(b, i, j, seq_lens_k):
+                        continue
+                    if allowed is not None and not allowed[i * SK + j]:
+                        continue
+                    ko = offset(p.k_strides, b, hk, j)
+                    vo = offset(p.v_strides, b, hk, j)
+                    t = scale * math.fsum(qi[d] * float(k[ko + d]) for d in range(D))
+                    bj = float(bias[bo + j]) if bias is not None else 0.0
+                    if bj == -math.inf:
+                        continue  # hidden by its bias
+                    if p.softcap > 0.0 and p.bias_first:
+                        s, ds_dt, ds_db = _cap(p, t + bj), dcap(t + bj), dcap(t + bj)
+                    elif p.softcap > 0.0:
+                        s, ds_dt, ds_db = _cap(p, t) + bj, dcap(t), 1.0
+                    else:
+                        s, ds_dt, ds_db = t + bj, 1.0, 1.0
+                    if slopes is not None:
+                        s += -slopes[h] * (dg - j)
+                    w = math.exp(s - lse[row])
+                    dp = math.fsum(do[d] * float(v[vo + d]) for d in range(DV))
+                    ds = w * (dp - Drow)
+                    for d in range(DV):
+                        dv[vo + d] += w * do[d]
+                    if dbias is not None:
+                        dbias[bo + j] += ds * ds_db
+                    dt = ds * ds_dt
+                    for d in range(D):
+                        dq[qo + d] += scale * dt * float(k[ko + d])
+                        dk[ko + d] += scale * dt * qi[d]
+    return dq, dk, dv, dbias, dsinks
+
+
 def attention(p, q, k, v, key_valid=None, allowed=None):
     """Reference forward pass and weights for Problem p (the 0.1 operands).
 
