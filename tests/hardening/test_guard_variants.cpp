@@ -1,6 +1,7 @@
 // Guard pages for the operands of the extensible call (attn_run, since 0.2): q, k, v, bias,
 // alibi_slopes, sinks, key_valid, allowed, query_valid, seq_lens_k, out, lse, weights and
-// key_mass are each placed so that they END at a PROT_NONE page, then (second pass) so that they
+// key_mass (and, for the storage types, 16-bit q / k / v, int8 k / v and their k_scale /
+// v_scale) are each placed so that they END at a PROT_NONE page, then (second pass) so that they
 // START right after one; inputs are read-only, outputs surrounded by canaries. Any access one
 // element outside attn_desc_required_len faults and the handler names the buffer. Results are
 // checked against the float64 pipeline (tests/core/reference.hpp), on every ISA.
@@ -22,17 +23,30 @@ struct Shape {
     ref::VProblem p;
     bool bias = false, slopes = false, sinks = false, key_valid = false, allowed = false,
          query_valid = false, lens = false, mass = false;
+    int store[3] = {0, 0, 0}; // q, k, v: 0 f32, 1 f16, 2 bf16, 3 int8 (k and v only)
 };
+
+// The widened value of a 16-bit element (the library's own conversion is checked against the
+// formats' definitions in core_storage).
+float widen16(int store, uint16_t b) {
+    float f;
+    if (store == 1)
+        attn_convert_f16_to_f32(&b, &f, 1);
+    else
+        attn_convert_bf16_to_f32(&b, &f, 1);
+    return f;
+}
 
 void run_case(const Shape &s, Place place, hard::Rng &rng) {
     const ref::VProblem &p = s.p;
     std::snprintf(g_case, hard::kGuardCaseLen,
                   "b %zu hq %zu hkv %zu sq %zu sk %zu d %zu dv %zu causal %d window %lld,%lld "
-                  "softcap %g alibi %d sinks %d qv %d lens %d mass %d isa %s place %s",
+                  "softcap %g alibi %d sinks %d qv %d lens %d mass %d store %d%d%d isa %s "
+                  "place %s",
                   p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k, p.head_dim, p.head_dim_v,
                   p.causal, p.window_left, p.window_right, static_cast<double>(p.softcap), p.alibi,
-                  s.sinks, s.query_valid, s.lens, s.mass, attn_isa(),
-                  place == Place::EndAtGuard ? "end" : "start");
+                  s.sinks, s.query_valid, s.lens, s.mass, s.store[0], s.store[1], s.store[2],
+                  attn_isa(), place == Place::EndAtGuard ? "end" : "start");
     attn_desc *d = nullptr;
     HARD_CHECK(attn_desc_create(&d, p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k, p.head_dim) ==
                    ATTN_OK,
@@ -96,7 +110,48 @@ void run_case(const Shape &s, Place place, hard::Rng &rng) {
         qv.init(len(ATTN_QUERY_VALID), place, "query_valid");
         for (size_t x = 0; x < len(ATTN_QUERY_VALID); ++x) qv.as<uint8_t>()[x] = rng.chance(0.7);
     }
-    for (GuardBuf *g : {&q, &k, &v, &bias, &slopes, &sinks, &kv, &al, &qv, &lens})
+    // Stored copies of q / k / v (padded int8 rows: garbage bytes and a NaN scale), and the
+    // widened values the reference sees (in place of the fp32 inputs).
+    GuardBuf *qkv[3] = {&q, &k, &v};
+    const char *names16[3] = {"q16", "k16", "v16"}, *names8[3] = {"", "k8", "v8"};
+    const char *scale_names[3] = {"", "k_scale", "v_scale"};
+    GuardBuf stored[3], scale[3];
+    std::vector<float> wide[3];
+    for (int x = 0; x < 3; ++x) {
+        const attn_operand op = x == 0 ? ATTN_Q : x == 1 ? ATTN_K : ATTN_V;
+        const size_t n = len(op);
+        const float *src = qkv[x]->as<float>();
+        wide[x].assign(src, src + n);
+        if (s.store[x] == 1 || s.store[x] == 2) {
+            stored[x].init(n * 2, place, names16[x]);
+            uint16_t *bits = stored[x].as<uint16_t>();
+            HARD_CHECK((s.store[x] == 1 ? attn_convert_f32_to_f16(src, bits, n)
+                                        : attn_convert_f32_to_bf16(src, bits, n)) == ATTN_OK,
+                       "convert");
+            for (size_t e = 0; e < n; ++e) wide[x][e] = widen16(s.store[x], bits[e]);
+        } else if (s.store[x] == 3) {
+            const size_t dim = x == 1 ? p.head_dim : p.head_dim_v;
+            const attn_operand sop = x == 1 ? ATTN_K_SCALE : ATTN_V_SCALE;
+            stored[x].init(n, place, names8[x]);
+            scale[x].init(len(sop) * 4, place, scale_names[x]);
+            int8_t *q8 = stored[x].as<int8_t>();
+            float *sc = scale[x].as<float>();
+            for (size_t e = 0; e < n; ++e) q8[e] = static_cast<int8_t>(rng.range(0, 255) - 128);
+            for (size_t b = 0; b < p.batch; ++b)
+                for (size_t h = 0; h < p.heads_kv; ++h)
+                    for (size_t j = 0; j < p.seq_k; ++j) {
+                        const size_t at = p.at(x, b, h, j), si = (b * p.heads_kv + h) * p.seq_k + j;
+                        sc[si] = nan;
+                        if (std::isnan(src[at])) continue; // padded: never read
+                        HARD_CHECK(attn_quantize_i8(src + at, 1, dim, q8 + at, sc + si) == ATTN_OK,
+                                   "quantize");
+                        for (size_t e = 0; e < dim; ++e)
+                            wide[x][at + e] = static_cast<float>(q8[at + e]) * sc[si];
+                    }
+        }
+    }
+    for (GuardBuf *g : {&q, &k, &v, &bias, &slopes, &sinks, &kv, &al, &qv, &lens, &stored[0],
+                        &stored[1], &stored[2], &scale[1], &scale[2]})
         if (g->bytes()) g->read_only();
     GuardBuf out(len(ATTN_OUT) * 4, place, "out"), lse(len(ATTN_LSE) * 4, place, "lse"),
         w(len(ATTN_WEIGHTS) * 4, place, "weights"), mass;
@@ -104,9 +159,23 @@ void run_case(const Shape &s, Place place, hard::Rng &rng) {
 
     attn_args *a = nullptr;
     attn_args_create(&a);
-    attn_args_set_f32(a, ATTN_Q, q.as<float>(), len(ATTN_Q));
-    attn_args_set_f32(a, ATTN_K, k.as<float>(), len(ATTN_K));
-    attn_args_set_f32(a, ATTN_V, v.as<float>(), len(ATTN_V));
+    for (int x = 0; x < 3; ++x) {
+        const attn_operand op = x == 0 ? ATTN_Q : x == 1 ? ATTN_K : ATTN_V;
+        attn_status bst = ATTN_OK;
+        if (s.store[x] == 0)
+            bst = attn_args_set_f32(a, op, qkv[x]->as<float>(), len(op));
+        else if (s.store[x] == 1)
+            bst = attn_args_set_f16(a, op, stored[x].as<uint16_t>(), len(op));
+        else if (s.store[x] == 2)
+            bst = attn_args_set_bf16(a, op, stored[x].as<uint16_t>(), len(op));
+        else
+            bst = attn_args_set_i8(a, op, stored[x].as<int8_t>(), len(op));
+        HARD_CHECK(bst == ATTN_OK, "bind");
+        if (s.store[x] == 3) {
+            const attn_operand sop = x == 1 ? ATTN_K_SCALE : ATTN_V_SCALE;
+            attn_args_set_f32(a, sop, scale[x].as<float>(), len(sop));
+        }
+    }
     if (s.bias) attn_args_set_f32(a, ATTN_BIAS, bias.as<float>(), len(ATTN_BIAS));
     if (s.slopes) attn_args_set_f32(a, ATTN_ALIBI_SLOPES, slopes.as<float>(), p.heads_q);
     if (s.sinks) attn_args_set_f32(a, ATTN_SINKS, sinks.as<float>(), p.heads_q);
@@ -132,7 +201,7 @@ void run_case(const Shape &s, Place place, hard::Rng &rng) {
         if (g->bytes()) HARD_CHECK(g->canary_damage() < 0, "%s: canary damaged", g_case);
 
     ref::VInputs in;
-    in.q = q.as<float>(), in.k = k.as<float>(), in.v = v.as<float>();
+    in.q = wide[0].data(), in.k = wide[1].data(), in.v = wide[2].data();
     in.bias = s.bias ? bias.as<float>() : nullptr;
     in.slopes = s.slopes ? slopes.as<float>() : nullptr;
     in.sinks = s.sinks ? sinks.as<float>() : nullptr;
@@ -186,6 +255,11 @@ void all_cases(const char *, void *) {
         s.query_valid = rng.chance(0.4);
         s.lens = rng.chance(0.4);
         s.mass = rng.chance(0.5);
+        if (n % 2) { // every other case stores q / k / v in 16 bits or int8
+            s.store[0] = static_cast<int>(rng.range(0, 2));
+            s.store[1] = static_cast<int>(rng.range(1, 3));
+            s.store[2] = static_cast<int>(rng.range(0, 3));
+        }
         for (Place place : {Place::EndAtGuard, Place::StartAfterGuard}) run_case(s, place, rng);
     }
 }
