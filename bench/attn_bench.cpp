@@ -1,15 +1,17 @@
 // attn_bench: libattn's speed against this machine's limits and against two baselines, measured
 // in one run (issue 4). See bench/README.md for what each figure means.
 //
-//   attn_bench [--quick] [--sweep-only] [--no-sweep] [--json PATH] [--n N]
-//              [--scalar-max-n N] [--openblas-coretype NAME|auto|none] [--patience S]
+//   attn_bench [--quick] [--sweep-only] [--no-sweep] [--peak-only] [--only LIST] [--json PATH]
+//              [--n N] [--scalar-max-n N] [--openblas-coretype NAME|auto|none] [--patience S]
 //
 // Sections, in the order they run:
 //   peak      register-only FMA (mul+add for SSE2) loops per ISA the CPU has, one thread, GFLOP/s
-//   stream    streaming read of a 1 GiB buffer, 1 and 2 threads, GB/s
+//   stream    streaming read of a 1 GiB buffer, 1 and 2 threads, GB/s: one loop per ISA the CPU
+//             has (stream_*.cpp, each compiled with its own flags); the fastest is "stream"
 //   prefill   libattn, B=1, H=8, n=2048, head_dim 128/64, causal/non-causal, BHSD/BSHD,
 //             no mask / 10% padded keys + block-structured `allowed`, 1 and 2 threads, every ISA
-//   decode    libattn, seq_q=1, seq_k=32768, heads 32/8 (GQA), head_dim 128, BOTTOM_RIGHT
+//   decode    libattn, seq_q=1, seq_k=32768, heads 32/8 (GQA), head_dim 128, BOTTOM_RIGHT;
+//             cold (1 GiB of other memory read before each timed call, evict.cpp) and hot
 //   small     libattn vs the plain scalar loop, n = 16..128, ns per call
 //   memory    peak RSS growth of attn_forward at n=16384 beyond its operands (child process)
 //   openblas  unfused attention on cblas_sgemm + plain softmax, as OpenBLAS picks its kernels,
@@ -21,13 +23,15 @@
 // 4 * B * H * head_dim * n(n+1)/2. Masked runs count the same FLOPs as unmasked ones, so their
 // GFLOP/s compare directly with the unmasked figure (the time ratio is the mask slowdown).
 //
+// --peak-only runs the first two sections only (the machine's limits, for bench/peers/peers.py);
+// --only prefill,decode,... runs peak, stream and the sections named.
+//
 // Environment: OpenBLAS reads OPENBLAS_CORETYPE when it is loaded, and libattn reads ATTN_ISA /
 // ATTN_NUM_THREADS. The benchmark decides what it measures: if any of those (or OpenBLAS'
 // thread/L2 variables) is set, it re-executes itself once without them; the forced-OpenBLAS
 // baseline and the memory figure run in child processes of /proc/self/exe.
 #include <attn.h>
 
-#include <emmintrin.h>
 #include <spawn.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -53,7 +57,9 @@
 #include <vector>
 
 #include "baselines.hpp"
+#include "evict.hpp"
 #include "peak.hpp"
+#include "stream.hpp"
 
 extern char **environ;
 
@@ -67,6 +73,8 @@ struct Options {
     bool quick = false;
     bool sweep_only = false;
     bool no_sweep = false;
+    bool peak_only = false; // FMA peaks and stream only
+    std::string only;       // comma-separated sections to run besides peak and stream ("": all)
     std::string json = "bench_results.json";
     size_t n = 2048;               // prefill sequence length
     size_t scalar_max_n = 1024;    // the scalar reference runs only up to this n (at H=8, d=128)
@@ -79,10 +87,20 @@ struct Options {
     size_t threads = 1;    // mem child
 };
 
+// Whether --only (if given) names section `sec`.
+bool wanted(const Options &o, const char *sec) {
+    if (o.only.empty()) return true;
+    std::stringstream list(o.only);
+    for (std::string s; std::getline(list, s, ',');)
+        if (s == sec) return true;
+    return false;
+}
+
 [[noreturn]] void usage(const char *msg) {
     std::fprintf(stderr,
-                 "%s\nusage: attn_bench [--quick] [--sweep-only] [--no-sweep] [--json PATH] "
-                 "[--n N]\n                  [--scalar-max-n N] [--openblas-coretype "
+                 "%s\nusage: attn_bench [--quick] [--sweep-only] [--no-sweep] [--peak-only] "
+                 "[--only prefill,decode,small,memory,sweep,openblas,scalar]\n"
+                 "                  [--json PATH] [--n N] [--scalar-max-n N] [--openblas-coretype "
                  "NAME|auto|none] [--patience SECONDS]\n",
                  msg);
     std::exit(2);
@@ -117,6 +135,10 @@ Options parse_options(int argc, char **argv) {
             o.sweep_only = true;
         else if (a == "--no-sweep")
             o.no_sweep = true;
+        else if (a == "--peak-only")
+            o.peak_only = true;
+        else if (a == "--only")
+            o.only = value();
         else if (a == "--json")
             o.json = value();
         else if (a == "--n")
@@ -139,6 +161,13 @@ Options parse_options(int argc, char **argv) {
             usage("attn_bench: libattn speed benchmark");
         else
             usage(("unknown argument " + a).c_str());
+    }
+    if (!o.only.empty()) {
+        std::stringstream list(o.only);
+        for (std::string sec; std::getline(list, sec, ',');)
+            if (sec != "prefill" && sec != "decode" && sec != "small" && sec != "memory" &&
+                sec != "sweep" && sec != "openblas" && sec != "scalar")
+                usage(("unknown section for --only: " + sec).c_str());
     }
     if (o.quick && o.scalar_max_n == 1024) o.scalar_max_n = 256;
     if (o.patience < 0) o.patience = o.quick ? 60 : 300;
@@ -390,11 +419,14 @@ struct Budget {
     double min_sample_s; // a sample repeats the call until it lasts this long (short calls)
 };
 
-// Warm-up call, then samples of `inner` calls each; per-call best and median.
-Timing measure(const std::function<void()> &f, const Budget &b) {
+// Warm-up call, then samples of `inner` calls each; per-call best and median. With `before`
+// (e.g. a cache eviction), every sample is one call preceded by before(), which is not timed.
+Timing measure(const std::function<void()> &f, const Budget &b,
+               const std::function<void()> &before = nullptr) {
     Timing r;
     if (b.max_samples == 0) { // slow configurations: one call is the figure
         r.pressure = run_quiet([&] {
+            if (before) before();
             const double t = now_s();
             f();
             r.best = r.median = now_s() - t;
@@ -402,16 +434,18 @@ Timing measure(const std::function<void()> &f, const Budget &b) {
         r.samples = 1;
         return r;
     }
+    if (before) before();
     double t = now_s();
     f(); // warm-up: thread pool, scratch, page faults, caches
     double once = now_s() - t;
     if (once < 0.05) { // short call: a second, warm estimate
+        if (before) before();
         t = now_s();
         f();
         once = std::min(once, now_s() - t);
     }
     once = std::max(once, 1e-9);
-    r.inner = std::max(1L, static_cast<long>(std::ceil(b.min_sample_s / once)));
+    r.inner = before ? 1 : std::max(1L, static_cast<long>(std::ceil(b.min_sample_s / once)));
     const double per_sample = once * static_cast<double>(r.inner);
     r.samples = static_cast<int>(
         std::clamp(b.seconds / per_sample, double(b.min_samples), double(b.max_samples)));
@@ -419,6 +453,7 @@ Timing measure(const std::function<void()> &f, const Budget &b) {
     r.pressure = run_quiet([&] {
         v.clear();
         for (int s = 0; s < r.samples; ++s) {
+            if (before) before();
             t = now_s();
             for (long i = 0; i < r.inner; ++i) f();
             v.push_back((now_s() - t) / static_cast<double>(r.inner));
@@ -632,77 +667,50 @@ Peaks run_peaks(Results &res, const Options &o) {
     return p;
 }
 
-// Sum of floats with 8 SSE accumulators: memory bound long before it is compute bound.
-float stream_sum(const float *x, size_t n) {
-    __m128 a0 = _mm_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        a0 = _mm_add_ps(a0, _mm_load_ps(x + i));
-        a1 = _mm_add_ps(a1, _mm_load_ps(x + i + 4));
-        a2 = _mm_add_ps(a2, _mm_load_ps(x + i + 8));
-        a3 = _mm_add_ps(a3, _mm_load_ps(x + i + 12));
-        a4 = _mm_add_ps(a4, _mm_load_ps(x + i + 16));
-        a5 = _mm_add_ps(a5, _mm_load_ps(x + i + 20));
-        a6 = _mm_add_ps(a6, _mm_load_ps(x + i + 24));
-        a7 = _mm_add_ps(a7, _mm_load_ps(x + i + 28));
-    }
-    __m128 s = _mm_add_ps(_mm_add_ps(_mm_add_ps(a0, a1), _mm_add_ps(a2, a3)),
-                          _mm_add_ps(_mm_add_ps(a4, a5), _mm_add_ps(a6, a7)));
-    float l[4];
-    _mm_storeu_ps(l, s);
-    float r = l[0] + l[1] + l[2] + l[3];
-    for (; i < n; ++i) r += x[i];
-    return r;
-}
-
-// Best GB/s of reading `buf` once, split evenly over `threads` threads.
-double stream_gbs(const Array<float> &buf, int threads, int reps) {
-    double best = 0;
-    volatile float sink = 0;
-    for (int r = 0; r < reps; ++r) {
-        std::atomic<int> ready{0};
-        std::atomic<bool> go{false};
-        std::vector<float> sums(threads);
-        std::vector<std::thread> pool;
-        const size_t chunk = (buf.len / threads) & ~size_t(31);
-        for (int t = 0; t < threads; ++t)
-            pool.emplace_back([&, t] {
-                ready.fetch_add(1);
-                while (!go.load(std::memory_order_acquire)) {
-                }
-                const size_t len = t == threads - 1 ? buf.len - chunk * t : chunk;
-                sums[t] = stream_sum(buf.data() + chunk * t, len);
-            });
-        while (ready.load() < threads) {
-        }
-        const double t0 = now_s();
-        go.store(true, std::memory_order_release);
-        for (auto &th : pool) th.join();
-        const double dt = now_s() - t0;
-        for (float s : sums) sink = sink + s;
-        best = std::max(best, double(buf.len) * sizeof(float) / dt * 1e-9);
-    }
-    return best;
-}
-
 struct Stream {
     double gbs1 = NAN, gbs2 = NAN, pressure1 = NAN, pressure2 = NAN;
+    std::string isa1, isa2; // the loop that read fastest
 };
 
-Stream run_stream(Results &res, const Options &o) {
-    std::printf("\n== Streaming read (1 GiB buffer, SSE loads, best of several passes) ==\n");
-    const size_t bytes = size_t(1) << 30;
-    Array<float> buf(bytes / sizeof(float));
-    fill(buf.data(), buf.len, 99);
+// Every read loop the CPU has (stream_*.cpp), 1 and 2 threads, over the 1 GiB buffer `ev` holds
+// (the eviction buffer of the decode section: its contents do not matter). "stream" is the
+// fastest loop at each thread count.
+Stream run_stream(Results &res, const Options &o, const Evictor &ev) {
+    std::printf("\n== Streaming read (1 GiB buffer, one loop per ISA, best of several passes; the "
+                "fastest loop is \"stream\") ==\n");
+    const size_t bytes = ev.bytes();
     Stream s;
     const int reps = o.quick ? 3 : 8;
-    s.pressure1 = run_quiet([&] { s.gbs1 = stream_gbs(buf, 1, reps); });
-    s.pressure2 = run_quiet([&] { s.gbs2 = stream_gbs(buf, 2, reps); });
+    for (const StreamLoop &loop : available_stream_loops()) {
+        for (int t = 1; t <= 2; ++t) {
+            double g = NAN;
+            const double pr = run_quiet(
+                [&] { g = stream_read_gbs(loop, ev.data(), bytes / sizeof(float), t, reps); });
+            std::printf("  %-6s %-21s threads=%d  %6.2f GB/s%s\n", loop.isa, loop.what, t, g,
+                        busy_note(pr).c_str());
+            res.add("stream_loops", Record()
+                                        .str("isa", loop.isa)
+                                        .str("loop", loop.what)
+                                        .integer("threads", t)
+                                        .integer("buffer_bytes", static_cast<long long>(bytes))
+                                        .num("gbs", g)
+                                        .num("cpu_pressure", pr));
+            double &best = t == 1 ? s.gbs1 : s.gbs2;
+            if (!(g <= best)) { // NaN-safe: the first finite value wins over NaN
+                best = g;
+                (t == 1 ? s.pressure1 : s.pressure2) = pr;
+                (t == 1 ? s.isa1 : s.isa2) = loop.isa;
+            }
+        }
+    }
     for (int t = 1; t <= 2; ++t) {
         const double g = t == 1 ? s.gbs1 : s.gbs2, pr = t == 1 ? s.pressure1 : s.pressure2;
-        std::printf("  threads=%d  %6.2f GB/s%s\n", t, g, busy_note(pr).c_str());
+        const std::string &isa = t == 1 ? s.isa1 : s.isa2;
+        std::printf("  stream threads=%d  %6.2f GB/s (%s loop)%s\n", t, g, isa.c_str(),
+                    busy_note(pr).c_str());
         res.add("stream", Record()
                               .integer("threads", t)
+                              .str("isa", isa)
                               .integer("buffer_bytes", static_cast<long long>(bytes))
                               .num("gbs", g)
                               .num("cpu_pressure", pr));
@@ -921,29 +929,19 @@ void run_prefill(Results &res, const Options &o, const Peaks &pk,
 }
 
 void run_decode(Results &res, const Options &o, const Stream &st,
-                const std::vector<std::string> &isas) {
+                const std::vector<std::string> &isas, Evictor &ev) {
     const size_t HQ = 32, HKV = 8, SK = 32768, D = 128;
-    const size_t copies = o.quick ? 2 : 4;
     const double kv_bytes = 2.0 * HKV * SK * D * sizeof(float);
     std::printf("\n== Decode: seq_q=1, seq_k=%zu, heads_q=%zu, heads_kv=%zu, head_dim=%zu, "
                 "BOTTOM_RIGHT; K+V = %.0f MiB per call ==\n"
-                "  cold = each call reads the next of %zu copies of K/V (%.0f MiB in all, beyond "
-                "the caches); hot = one copy\n",
-                SK, HQ, HKV, D, kv_bytes / 1048576.0, copies, copies * kv_bytes / 1048576.0);
+                "  cold = %.0f MiB of other memory read before each timed call (not timed: K/V "
+                "come from DRAM); hot = back-to-back calls\n",
+                SK, HQ, HKV, D, kv_bytes / 1048576.0, ev.bytes() / 1048576.0);
     Array<float> q(HQ * D), out(HQ * D), out1(HQ * D), ref(HQ * D), row(SK);
     fill(q.data(), q.len, 21);
-    std::vector<Array<float>> ks, vs;
-    for (size_t c = 0; c < copies; ++c) {
-        ks.emplace_back(HKV * SK * D);
-        vs.emplace_back(HKV * SK * D);
-        if (c == 0) {
-            fill(ks[0].data(), ks[0].len, 22);
-            fill(vs[0].data(), vs[0].len, 23);
-        } else {
-            std::memcpy(ks[c].data(), ks[0].data(), ks[0].len * sizeof(float));
-            std::memcpy(vs[c].data(), vs[0].data(), vs[0].len * sizeof(float));
-        }
-    }
+    Array<float> k(HKV * SK * D), v(HKV * SK * D);
+    fill(k.data(), k.len, 22);
+    fill(v.data(), v.len, 23);
     // Reference: the plain scalar loop per query head (its KV head is h / (HQ / HKV)).
     for (size_t h = 0; h < HQ; ++h) {
         Problem p;
@@ -952,28 +950,31 @@ void run_decode(Results &res, const Options &o, const Stream &st,
         p.seq_k = SK;
         p.head_dim = D;
         const size_t kvh = h / (HQ / HKV);
-        scalar_reference(p, q.data() + h * D, ks[0].data() + kvh * SK * D,
-                         vs[0].data() + kvh * SK * D, ref.data() + h * D, row.data());
+        scalar_reference(p, q.data() + h * D, k.data() + kvh * SK * D, v.data() + kvh * SK * D,
+                         ref.data() + h * D, row.data());
     }
     attn_desc *desc = nullptr;
     check(attn_desc_create(&desc, 1, HQ, HKV, 1, SK, D), "attn_desc_create");
     check(attn_desc_set_causal(desc, ATTN_CAUSAL_BOTTOM_RIGHT), "attn_desc_set_causal");
     const Budget b = o.quick ? Budget{0.3, 3, 10, 0.0} : Budget{1.0, 5, 40, 0.0};
+    // cold samples each cost an eviction read (~40-80 ms) besides the call: fewer of them
+    const Budget b_cold = o.quick ? Budget{0.1, 3, 5, 0.0} : Budget{0.3, 5, 12, 0.0};
     const double gflop = attention_gflop(1, HQ, 1, SK, D, false);
     for (const std::string &isa : isas) {
         for (size_t threads : {size_t(1), size_t(2)}) {
             use(isa, threads);
             for (const char *mode : {"cold", "hot"}) {
-                size_t call = 0;
                 const bool cold = !std::strcmp(mode, "cold");
                 const Timing t = measure(
                     [&] {
-                        const size_t c = cold ? call++ % copies : 0;
-                        check(attn_forward(desc, q.data(), ks[c].data(), vs[c].data(), nullptr,
-                                           nullptr, out.data(), nullptr),
+                        check(attn_forward(desc, q.data(), k.data(), v.data(), nullptr, nullptr,
+                                           out.data(), nullptr),
                               "attn_forward");
                     },
-                    isa == "scalar" ? Budget{0.0, 2, 2, 0.0} : b);
+                    isa == "scalar" ? Budget{0.0, 2, 2, 0.0}
+                    : cold          ? b_cold
+                                    : b,
+                    cold ? std::function<void()>([&] { ev.run(); }) : nullptr);
                 const double gbs = kv_bytes / t.best * 1e-9;
                 const double stream = threads == 1 ? st.gbs1 : st.gbs2;
                 const double err = max_abs_diff(out.data(), ref.data(), out.len);
@@ -982,6 +983,7 @@ void run_decode(Results &res, const Options &o, const Stream &st,
                     .integer("threads", threads)
                     .str("mode", mode)
                     .num("kv_bytes", kv_bytes)
+                    .num("evict_bytes_before_each_call", cold ? double(ev.bytes()) : 0.0)
                     .num("best_s", t.best)
                     .num("median_s", t.median)
                     .num("cpu_pressure", t.pressure)
@@ -1567,9 +1569,10 @@ int main(int argc, char **argv) {
         .integer("libattn_default_threads", attn_get_num_threads())
         .str("openblas_corename_default", openblas_corename())
         .str("compiler", __VERSION__)
-        .str("mode", o.sweep_only ? "sweep-only"
-                     : o.quick    ? "quick"
-                                  : "full");
+        .str("mode", o.peak_only    ? "peak-only"
+                     : o.sweep_only ? "sweep-only"
+                     : o.quick      ? "quick"
+                                    : "full");
     {
         std::string list;
         for (auto &i : isas) list += (list.empty() ? "" : ",") + i;
@@ -1585,18 +1588,24 @@ int main(int argc, char **argv) {
     note_load(res.machine, "start");
     const Peaks pk = run_peaks(res, o);
     Stream st;
-    if (!o.sweep_only) {
-        st = run_stream(res, o);
-        run_prefill(res, o, pk, isas);
-        run_decode(res, o, st, isas);
-        run_small(res, o, default_isa);
-        run_memory(res, default_isa);
+    if (o.peak_only) {
+        Evictor ev; // its 1 GiB buffer is the stream buffer
+        st = run_stream(res, o, ev);
+    } else {
+        if (!o.sweep_only) {
+            Evictor ev; // stream buffer, then the eviction read of the cold decode
+            st = run_stream(res, o, ev);
+            if (wanted(o, "prefill")) run_prefill(res, o, pk, isas);
+            if (wanted(o, "decode")) run_decode(res, o, st, isas, ev);
+            if (wanted(o, "small")) run_small(res, o, default_isa);
+            if (wanted(o, "memory")) run_memory(res, default_isa);
+        }
+        if (!o.no_sweep && wanted(o, "sweep")) run_sweep_libattn(res, o, isas);
+        // Baselines last: OpenBLAS' own threads never overlap a libattn measurement.
+        if (wanted(o, "openblas")) run_openblas(res, o);
+        if (!o.no_sweep && wanted(o, "scalar")) run_scalar(res, o);
+        if (!o.sweep_only) summarize(res, pk, st, default_isa, o);
     }
-    if (!o.no_sweep) run_sweep_libattn(res, o, isas);
-    // Baselines last: OpenBLAS' own threads never overlap a libattn measurement.
-    run_openblas(res, o);
-    if (!o.no_sweep) run_scalar(res, o);
-    if (!o.sweep_only) summarize(res, pk, st, default_isa, o);
 
     note_load(res.machine, "end");
     res.machine.num("run_seconds", now_s() - t_start);

@@ -40,12 +40,17 @@ def print_markdown(data):
           f'{m.get("date_utc")}; mode {m.get("mode")}; load average at start {m.get("load_average_start")}.\n')
     peaks = {(p["isa"], p.get("threads", 1)): p["gflops"] for p in data.get("peak", [])}
     stream = {s["threads"]: s["gbs"] for s in data.get("stream", [])}
+    stream_isa = {s["threads"]: s.get("isa") for s in data.get("stream", [])}
+    loops = {(s["isa"], s["threads"]): s["gbs"] for s in data.get("stream_loops", [])}
     print("⚠NN%: measured while other work took NN % of the time (CPU pressure); treat it with care.\n")
-    print("| threads | FMA peak avx512 | FMA peak avx2 | mul+add peak sse2 | stream read |")
-    print("|---|---|---|---|---|")
+    print("| threads | FMA peak avx512 | FMA peak avx2 | mul+add peak sse2 | stream read (fastest loop) |"
+          + ("".join(f" read {i} |" for i in ("avx512", "avx2", "sse2")) if loops else ""))
+    print("|---|---|---|---|---|" + ("---|" * 3 if loops else ""))
     for t in (1, 2):
+        which = f" ({stream_isa[t]})" if stream_isa.get(t) else ""
         print(f'| {t} | {fmt(peaks.get(("avx512", t)), 1)} GFLOP/s | {fmt(peaks.get(("avx2", t)), 1)} GFLOP/s | '
-              f'{fmt(peaks.get(("sse2", t)), 1)} GFLOP/s | {fmt(stream.get(t))} GB/s |')
+              f'{fmt(peaks.get(("sse2", t)), 1)} GFLOP/s | {fmt(stream.get(t))} GB/s{which} |'
+              + ("".join(f' {fmt(loops.get((i, t)))} |' for i in ("avx512", "avx2", "sse2")) if loops else ""))
     print()
     rows = [r for r in data.get("prefill", []) if r["layout"] == "bhsd"]
     if rows:
