@@ -13,7 +13,8 @@
 #                  which runs internal/capi/generate.sh; needs swig 4.1.0)   ninja -C <build> go_generate
 # Tests:
 #   go_tests           go test -v ./... in bindings/go: the 0.1 shared vectors (+ $ATTN_XLANG_DIR/go.bin),
-#                      the 0.2 variants.txt (+ $ATTN_XLANG_DIR/go.variants.bin) and errors.txt, every
+#                      the 0.2 variants.txt, storage.txt and backward.txt (+ $ATTN_XLANG_DIR/go.variants.bin,
+#                      go.storage.bin, go.backward.bin) and errors.txt, every
 #                      parameter and operand against a float64 Go reference, the README's rules
 #                      (lengths, nil vs empty, enums, aliasing, ISA names), finalizers, zero
 #                      allocations, use after Close, concurrency, the go doc examples, and the
@@ -125,8 +126,8 @@ set(_attn_go_env
 if(CMAKE_C_COMPILER)
   list(APPEND _attn_go_env "CC=${CMAKE_C_COMPILER}")
 endif()
-# Only go_tests writes $ATTN_XLANG_DIR/go.bin and go.variants.bin (xlang_identical depends on it
-# alone); the checker variants run the same tests without writing.
+# Only go_tests writes $ATTN_XLANG_DIR/go.bin, go.variants.bin, go.storage.bin and go.backward.bin
+# (xlang_identical depends on it alone); the checker variants run the same tests without writing.
 if(NOT ATTN_XLANG_DIR)
   set(ATTN_XLANG_DIR ${CMAKE_BINARY_DIR}/xlang)
 endif()

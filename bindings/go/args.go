@@ -19,7 +19,7 @@ type Op int
 const (
 	OpForward  Op = 0 // reads q, k, v (+ optional operands); writes out, optional lse and key_mass
 	OpWeights  Op = 1 // reads q, k (+ optional operands); writes weights
-	OpBackward Op = 2 // gradients (ATTN_OP_BACKWARD); its operands are not bound from Go yet
+	OpBackward Op = 2 // reads q, k, v, out, lse (the forward's), dout; writes any of dq, dk, dv, dbias, dsinks
 )
 
 // String returns "forward", "weights" or "backward" ("Op(n)" for other values).
@@ -61,14 +61,38 @@ var operandKinds = [numOperands]kind{
 	OperandQueryValid: kindMask, OperandSeqLensK: kindI32, OperandKeyMass: kindF32Out,
 	OperandCuSeqlensQ: kindI32, OperandCuSeqlensK: kindI32, OperandBlockTable: kindI32,
 	OperandNewK: kindF32In, OperandNewV: kindF32In,
+	OperandDOut: kindF32In, OperandDQ: kindF32Out, OperandDK: kindF32Out, OperandDV: kindF32Out,
+	OperandDBias: kindF32Out, OperandDSinks: kindF32Out,
+	OperandKScale: kindF32In, OperandVScale: kindF32In,
 }
 
 var kindSetters = [...]string{kindF32In: "SetF32", kindF32Out: "SetOutF32", kindMask: "SetBool or SetU8",
 	kindI32: "SetI32"}
 
+// Storage types of Q, K and V (attn_args_set_f32 / _f16 / _bf16 / _i8).
+type storage int8
+
+const (
+	storeF32 storage = iota
+	storeF16
+	storeBF16
+	storeI8
+)
+
+var storageSetters = [...]string{storeF32: "SetF32", storeF16: "SetF16", storeBF16: "SetBF16", storeI8: "SetI8"}
+
+// numStored is the number of operands with storage types: OperandQ, OperandK, OperandV (0, 1, 2).
+const numStored = 3
+
 // Args holds the per-call slices of the extensible call (attn_args) for one Desc, and runs
 // operations with them (attn_run). Create it with Desc.NewArgs, bind slices with the setters,
-// call Run(OpForward) or Run(OpWeights) as often as needed, and Close it.
+// call Run(OpForward), Run(OpWeights) or Backward as often as needed, and Close it.
+//
+// Q, K and V may be stored as float32 (SetF32), IEEE binary16 or bfloat16 bit patterns (SetF16,
+// SetBF16: []uint16) or, K and V, symmetric int8 with one float32 scale per row (SetI8: []int8,
+// the scales bound with SetF32(OperandKScale / OperandVScale, ...)). The setter that binds an
+// operand sets its type (binding it again with another setter replaces it); lengths count
+// elements as for float32. The results are float32 attention over the widened values.
 //
 // The setters check every slice against Desc.RequiredLen before anything reaches C: nil
 // unbinds the operand ("not given"), a shorter slice (an empty one included) is a
@@ -92,6 +116,23 @@ type Args struct {
 	f32  [numOperands][]float32   // float32 operands (inputs and outputs)
 	mask [numOperands][]byte      // byte masks (a []bool is viewed as bytes: Go bools are 0/1)
 	i32  [numOperands][]int32     // int32 operands: seq_lens_k, cu_seqlens_q/_k, block_table
+	u16  [numStored][]uint16      // q, k, v stored in 16 bits (f16, or bf16 where bf16 is set)
+	bf16 [numStored]bool
+	i8   [numStored][]int8 // k, v stored as int8
+}
+
+// unbindAll forgets every binding of an operand, whatever its type (a.mu held).
+func (a *Args) unbindAll(which Operand) {
+	a.f32[which], a.mask[which], a.i32[which] = nil, nil, nil
+	if which < numStored {
+		a.u16[which], a.bf16[which], a.i8[which] = nil, false, nil
+	}
+}
+
+// clearAll forgets every operand (a.mu held).
+func (a *Args) clearAll() {
+	a.f32, a.mask, a.i32 = [numOperands][]float32{}, [numOperands][]byte{}, [numOperands][]int32{}
+	a.u16, a.bf16, a.i8 = [numStored][]uint16{}, [numStored]bool{}, [numStored][]int8{}
 }
 
 // NewArgs creates an empty Args for d (attn_args_create). Close frees it; one that is never
@@ -136,7 +177,7 @@ func (a *Args) Close() error {
 	}
 	capi.Attn_args_destroy(a.h)
 	a.h = nil
-	a.f32, a.mask, a.i32 = [numOperands][]float32{}, [numOperands][]byte{}, [numOperands][]int32{}
+	a.clearAll()
 	argsClosed.Add(1)
 	runtime.SetFinalizer(a, nil)
 	return nil
@@ -156,6 +197,31 @@ func (a *Args) bind(setter string, want kind, which Operand, n int, store func()
 	if k := operandKinds[which]; k != want {
 		return argError(StatusInvalidArgument, "%s is bound with %s, not %s", which, kindSetters[k], setter)
 	}
+	return a.store(which, n, store)
+}
+
+// bindStored is bind for the storage setters SetF16, SetBF16 and SetI8 (Q, K, V only; int8 K
+// and V only).
+func (a *Args) bindStored(st storage, which Operand, n int, store func()) error {
+	if a == nil {
+		return ErrArgsClosed
+	}
+	if err := checkOperand(which); err != nil {
+		return err
+	}
+	switch {
+	case st == storeI8 && which != OperandK && which != OperandV:
+		return argError(StatusInvalidArgument, "%s cannot be bound with SetI8 (int8 storage is for K and V)", which)
+	case which >= numStored:
+		return argError(StatusInvalidArgument, "%s cannot be bound with %s (16-bit storage is for Q, K and V)",
+			which, storageSetters[st])
+	}
+	return a.store(which, n, store)
+}
+
+// store checks the length n (< 0: unbind) against the Desc and runs store under the lock, after
+// unbinding every earlier binding of which (one operand has one type).
+func (a *Args) store(which Operand, n int, store func()) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.h == nil {
@@ -168,6 +234,7 @@ func (a *Args) bind(setter string, want kind, which Operand, n int, store func()
 	if n >= 0 && n < need { // need >= 1: an empty non-nil slice is a length error
 		return argError(StatusInvalidArgument, "%s has %d elements, needs at least %d", which, n, need)
 	}
+	a.unbindAll(which)
 	store()
 	return nil
 }
@@ -183,13 +250,17 @@ func (d *Desc) leastLen(which Operand) int {
 }
 
 // SetF32 binds a float32 input: OperandQ, OperandK, OperandV, OperandBias,
-// OperandAlibiSlopes, OperandSinks, OperandNewK or OperandNewV. nil unbinds it.
+// OperandAlibiSlopes, OperandSinks, OperandNewK, OperandNewV, OperandDOut (the gradient of out,
+// for OpBackward) or the int8 scales OperandKScale / OperandVScale. nil unbinds it (for Q, K
+// and V whatever setter bound it).
 func (a *Args) SetF32(which Operand, data []float32) error {
 	return a.bind("SetF32", kindF32In, which, sliceLen(len(data), data == nil), func() { a.f32[which] = data })
 }
 
-// SetOutF32 binds a float32 output: OperandOut, OperandLSE, OperandWeights or OperandKeyMass.
-// nil unbinds it. Outputs must not overlap any other operand of the call.
+// SetOutF32 binds a float32 output: OperandOut, OperandLSE, OperandWeights, OperandKeyMass, or
+// a gradient of OpBackward: OperandDQ, OperandDK, OperandDV, OperandDBias, OperandDSinks (the
+// forward's out and lse, which OpBackward reads, stay bound with SetOutF32 too). nil unbinds it.
+// Outputs must not overlap any other operand of the call.
 func (a *Args) SetOutF32(which Operand, data []float32) error {
 	return a.bind("SetOutF32", kindF32Out, which, sliceLen(len(data), data == nil), func() { a.f32[which] = data })
 }
@@ -219,6 +290,50 @@ func (a *Args) SetU8(which Operand, mask []byte) error {
 func (a *Args) SetI32(which Operand, data []int32) error {
 	return a.bind("SetI32", kindI32, which, sliceLen(len(data), data == nil), func() { a.i32[which] = data })
 }
+
+// SetF16 binds OperandQ, OperandK or OperandV stored as IEEE binary16 bit patterns
+// (attn_args_set_f16), RequiredLen elements in the operand's strides, like SetF32: the slice
+// reaches C without a copy and each value is widened to float32 on load (ConvertF32ToF16 fills
+// such a buffer). nil unbinds the operand. Any other operand is a StatusInvalidArgument error
+// naming it. OpBackward needs float32 Q, K and V (StatusUnsupported otherwise).
+func (a *Args) SetF16(which Operand, data []uint16) error {
+	return a.bindStored(storeF16, which, sliceLen(len(data), data == nil), func() {
+		if data != nil {
+			a.u16[which], a.bf16[which] = data, false
+		}
+	})
+}
+
+// SetBF16 binds OperandQ, OperandK or OperandV stored as bfloat16 bit patterns
+// (attn_args_set_bf16); as SetF16 (ConvertF32ToBF16 fills such a buffer).
+func (a *Args) SetBF16(which Operand, data []uint16) error {
+	return a.bindStored(storeBF16, which, sliceLen(len(data), data == nil), func() {
+		if data != nil {
+			a.u16[which], a.bf16[which] = data, true
+		}
+	})
+}
+
+// SetI8 binds OperandK or OperandV stored as symmetric int8 (attn_args_set_i8): element x of a
+// row is float32(data[x]) * scale of its row, the scales bound with SetF32(OperandKScale, ...) /
+// SetF32(OperandVScale, ...) ([batch][heads_kv][seq_k] floats, strided like K: WithStrides of
+// OperandKScale / OperandVScale). Run requires the scale of an int8 operand (StatusNullPointer
+// naming k_scale / v_scale) and refuses a scale without one. QuantizeI8 fills data and scales.
+// nil unbinds the operand; OperandQ or any other operand is a StatusInvalidArgument error
+// naming it.
+func (a *Args) SetI8(which Operand, data []int8) error {
+	return a.bindStored(storeI8, which, sliceLen(len(data), data == nil), func() {
+		if data != nil {
+			a.i8[which] = data
+		}
+	})
+}
+
+// SetKScale binds OperandKScale: the scales of an int8 K (SetF32(OperandKScale, scales)).
+func (a *Args) SetKScale(scales []float32) error { return a.SetF32(OperandKScale, scales) }
+
+// SetVScale binds OperandVScale: the scales of an int8 V (SetF32(OperandVScale, scales)).
+func (a *Args) SetVScale(scales []float32) error { return a.SetF32(OperandVScale, scales) }
 
 // The serving operands by name (the same as SetI32 / SetF32 with the Operand).
 
@@ -259,7 +374,7 @@ func (a *Args) Clear() error {
 	if a.h == nil {
 		return ErrArgsClosed
 	}
-	a.f32, a.mask, a.i32 = [numOperands][]float32{}, [numOperands][]byte{}, [numOperands][]int32{}
+	a.clearAll()
 	return nil
 }
 
@@ -284,8 +399,66 @@ func pi(s []int32) *int32 {
 	return &s[0]
 }
 
-// Run executes op (OpForward or OpWeights) with the Desc's configuration and the bound
-// operands (attn_run). Results are bit-identical whatever the thread count.
+func pu16(s []uint16) *uint16 {
+	if len(s) == 0 {
+		return nil
+	}
+	return &s[0]
+}
+
+func pi8(s []int8) *int8 {
+	if len(s) == 0 {
+		return nil
+	}
+	return &s[0]
+}
+
+// goRun is the one cgo call of Run, Backward and Desc.Backward: every operand of f, m, i, u16 /
+// bf16 and i8 is bound into ah (nil: a temporary attn_args of the C helper), op runs, and the
+// operands are unbound again before it returns.
+func goRun(h capi.Struct_SS_attn_desc, op Op, ah capi.Struct_SS_attn_args, f *[numOperands][]float32,
+	m *[numOperands][]byte, i *[numOperands][]int32, u16 *[numStored][]uint16, bf16 *[numStored]bool,
+	i8 *[numStored][]int8) error {
+	mask := 0
+	for o := range bf16 {
+		if bf16[o] {
+			mask |= 1 << o
+		}
+	}
+	return check(func() capi.Enum_SS_attn_status {
+		return capi.Attn_go_run(h, capi.Enum_SS_attn_op(op), ah, mask,
+			pf(f[OperandQ]), int64(len(f[OperandQ])), pu16(u16[OperandQ]), int64(len(u16[OperandQ])),
+			pf(f[OperandK]), int64(len(f[OperandK])), pu16(u16[OperandK]), int64(len(u16[OperandK])),
+			pi8(i8[OperandK]), int64(len(i8[OperandK])),
+			pf(f[OperandV]), int64(len(f[OperandV])), pu16(u16[OperandV]), int64(len(u16[OperandV])),
+			pi8(i8[OperandV]), int64(len(i8[OperandV])),
+			pf(f[OperandOut]), int64(len(f[OperandOut])),
+			pf(f[OperandLSE]), int64(len(f[OperandLSE])),
+			pf(f[OperandWeights]), int64(len(f[OperandWeights])),
+			pb(m[OperandKeyValid]), int64(len(m[OperandKeyValid])),
+			pb(m[OperandAllowed]), int64(len(m[OperandAllowed])),
+			pf(f[OperandBias]), int64(len(f[OperandBias])),
+			pf(f[OperandAlibiSlopes]), int64(len(f[OperandAlibiSlopes])),
+			pf(f[OperandSinks]), int64(len(f[OperandSinks])),
+			pb(m[OperandQueryValid]), int64(len(m[OperandQueryValid])),
+			pi(i[OperandSeqLensK]), int64(len(i[OperandSeqLensK])),
+			pf(f[OperandKeyMass]), int64(len(f[OperandKeyMass])),
+			pi(i[OperandCuSeqlensQ]), int64(len(i[OperandCuSeqlensQ])),
+			pi(i[OperandCuSeqlensK]), int64(len(i[OperandCuSeqlensK])),
+			pi(i[OperandBlockTable]), int64(len(i[OperandBlockTable])),
+			pf(f[OperandDOut]), int64(len(f[OperandDOut])),
+			pf(f[OperandDQ]), int64(len(f[OperandDQ])),
+			pf(f[OperandDK]), int64(len(f[OperandDK])),
+			pf(f[OperandDV]), int64(len(f[OperandDV])),
+			pf(f[OperandDBias]), int64(len(f[OperandDBias])),
+			pf(f[OperandDSinks]), int64(len(f[OperandDSinks])),
+			pf(f[OperandKScale]), int64(len(f[OperandKScale])),
+			pf(f[OperandVScale]), int64(len(f[OperandVScale])))
+	})
+}
+
+// Run executes op (OpForward, OpWeights or OpBackward) with the Desc's configuration and the
+// bound operands (attn_run). Results are bit-identical whatever the thread count.
 func (a *Args) Run(op Op) error {
 	if a == nil {
 		return ErrArgsClosed
@@ -304,28 +477,20 @@ func (a *Args) Run(op Op) error {
 	if d.h == nil {
 		return ErrClosed
 	}
-	h, ah, f, m, i := d.h, a.h, &a.f32, &a.mask, &a.i32
-	return check(func() capi.Enum_SS_attn_status {
-		return capi.Attn_go_run(h, capi.Enum_SS_attn_op(op), ah,
-			pf(f[OperandQ]), int64(len(f[OperandQ])),
-			pf(f[OperandK]), int64(len(f[OperandK])),
-			pf(f[OperandV]), int64(len(f[OperandV])),
-			pf(f[OperandOut]), int64(len(f[OperandOut])),
-			pf(f[OperandLSE]), int64(len(f[OperandLSE])),
-			pf(f[OperandWeights]), int64(len(f[OperandWeights])),
-			pb(m[OperandKeyValid]), int64(len(m[OperandKeyValid])),
-			pb(m[OperandAllowed]), int64(len(m[OperandAllowed])),
-			pf(f[OperandBias]), int64(len(f[OperandBias])),
-			pf(f[OperandAlibiSlopes]), int64(len(f[OperandAlibiSlopes])),
-			pf(f[OperandSinks]), int64(len(f[OperandSinks])),
-			pb(m[OperandQueryValid]), int64(len(m[OperandQueryValid])),
-			pi(i[OperandSeqLensK]), int64(len(i[OperandSeqLensK])),
-			pf(f[OperandKeyMass]), int64(len(f[OperandKeyMass])),
-			pi(i[OperandCuSeqlensQ]), int64(len(i[OperandCuSeqlensQ])),
-			pi(i[OperandCuSeqlensK]), int64(len(i[OperandCuSeqlensK])),
-			pi(i[OperandBlockTable]), int64(len(i[OperandBlockTable])))
-	})
+	return goRun(d.h, op, a.h, &a.f32, &a.mask, &a.i32, &a.u16, &a.bf16, &a.i8)
 }
+
+// Backward runs OpBackward (the same as Run(OpBackward)): from the forward's inputs, its out and
+// lse (bound with SetOutF32, as the forward wrote them) and the gradient of out
+// (SetF32(OperandDOut, ...)), it writes the gradients bound with SetOutF32: OperandDQ,
+// OperandDK, OperandDV (GQA: summed over a KV head's query heads), OperandDBias (with a bias;
+// broadcast dimensions summed) and OperandDSinks (with sinks); any of them, at least one. Every
+// mask and variant of the forward applies, varlen packs too (not a paged cache); Q, K and V must
+// be float32 (StatusUnsupported otherwise). Hidden and padded keys get dK = dV = 0, padded
+// queries and rows with no visible key dQ = 0. FlashAttention-2's algorithm: no seq_q x seq_k
+// buffer. Zero copy, no allocation, like Run. Missing operands are the library's errors, naming
+// them ("attn_run: dout is NULL").
+func (a *Args) Backward() error { return a.Run(OpBackward) }
 
 // KVAppend writes the bound OperandNewK / OperandNewV rows into their cache positions
 // (attn_kv_append, vLLM's reshape_and_cache), with the Args' Desc: token t of the n_b new tokens

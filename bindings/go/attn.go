@@ -28,6 +28,13 @@
 // a Desc configured with options (WithWindow, WithSoftcap, WithAlibi, ...) and an Args holding
 // the per-call slices, run with Args.Run(OpForward) or Args.Run(OpWeights).
 //
+// Storage types: Q, K and V may also be []uint16 f16 / bf16 bit patterns (Args.SetF16,
+// SetBF16) and K, V []int8 with per-row float32 scales (Args.SetI8, OperandKScale /
+// OperandVScale), passed to C without copies like the float32 slices; ConvertF32ToF16,
+// ConvertF32ToBF16, ConvertF16ToF32, ConvertBF16ToF32 and QuantizeI8 fill and read them.
+// Gradients: Args.Backward (OpBackward) with OperandDOut in and OperandDQ, DK, DV, DBias, DSinks
+// out; Desc.Backward is the counterpart of Desc.Forward.
+//
 // Serving layouts: WithVarlen (packed variable-length batches, OperandCuSeqlensQ/K), WithPageSize
 // (paged K/V caches, OperandBlockTable + OperandSeqLensK), Args.KVAppend (new key/value rows into
 // their cache positions), Desc.Merge (the exact merge of results over disjoint key sets) and
@@ -42,6 +49,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/libattn/libattn/bindings/go/internal/capi"
 )
@@ -126,16 +134,30 @@ const (
 	OperandBlockTable Operand = 16 // int32 [batch][max_pages] page ids of each sequence, -1 = unused (WithPageSize)
 	OperandNewK       Operand = 17 // f32 [tokens][heads_kv][head_dim] rows for Args.KVAppend, input
 	OperandNewV       Operand = 18 // f32 [tokens][heads_kv][head_dim_v] rows for Args.KVAppend, input
+
+	// since 0.2, the gradients of OpBackward (Args.Backward, Desc.Backward): each in the layout
+	// of its forward counterpart
+	OperandDOut   Operand = 19 // f32 gradient of OUT, in OUT's layout, input
+	OperandDQ     Operand = 20 // f32 gradient of Q, in Q's layout, output
+	OperandDK     Operand = 21 // f32 gradient of K, in K's layout (GQA: summed over the query heads), output
+	OperandDV     Operand = 22 // f32 gradient of V, in V's layout, output
+	OperandDBias  Operand = 23 // f32 gradient of BIAS, in BIAS's layout (broadcast dims summed), output
+	OperandDSinks Operand = 24 // f32 [heads_q] gradient of SINKS, output
+
+	// since 0.2, the scales of int8 K / V (Args.SetI8; see "Storage types" in the README)
+	OperandKScale Operand = 25 // f32 [batch][heads_kv][seq_k] scale of each int8 K row, strided, input
+	OperandVScale Operand = 26 // f32 [batch][heads_kv][seq_k] scale of each int8 V row, strided, input
 )
 
-const numOperands = 19
+const numOperands = 27
 
 var operandNames = [numOperands]string{"q", "k", "v", "out", "lse", "weights", "key_valid",
 	"allowed", "bias", "alibi_slopes", "sinks", "query_valid", "seq_lens_k", "key_mass",
-	"cu_seqlens_q", "cu_seqlens_k", "block_table", "new_k", "new_v"}
+	"cu_seqlens_q", "cu_seqlens_k", "block_table", "new_k", "new_v",
+	"dout", "dq", "dk", "dv", "dbias", "dsinks", "k_scale", "v_scale"}
 
 // String returns the C name of the operand ("q", "k", ..., "key_mass", "cu_seqlens_q", ...,
-// "new_v").
+// "new_v", "dout", "dq", ..., "dsinks", "k_scale", "v_scale").
 func (o Operand) String() string {
 	if o.valid() {
 		return operandNames[o]
@@ -350,9 +372,13 @@ func WithScale(scale float32) Option {
 	}}
 }
 
-// WithStrides sets the element strides of OperandQ, OperandK, OperandV, OperandOut or
-// OperandBias: element (b, h, s, d) is at b*batchStride + h*headStride + s*rowStride + d (for
-// the bias, s runs over seq_q and d over the keys; 0 broadcasts). Default: contiguous BHSD.
+// WithStrides sets the element strides of OperandQ, OperandK, OperandV, OperandOut,
+// OperandBias, or of the int8 scales OperandKScale / OperandVScale: element (b, h, s, d) is at
+// b*batchStride + h*headStride + s*rowStride + d (for the bias, s runs over seq_q and d over the
+// keys; 0 broadcasts; a scale has no d: one float per row). Default: contiguous BHSD (for the
+// scales K's default layout with head_dim 1). The strides count elements whatever the storage
+// type (f16, bf16, int8 or float32). The gradients take the strides of their forward
+// counterparts (OperandDQ those of Q, ...).
 // With WithVarlen the batch stride of Q and OUT (and of K and V without pages) is not used:
 // rows are tokens of the pack. With WithPageSize the batch stride of K and V is the page
 // stride and the row stride the token stride inside a page: head-major pages
@@ -361,10 +387,11 @@ func WithScale(scale float32) Option {
 func WithStrides(which Operand, batchStride, headStride, rowStride int) Option {
 	return Option{func(h capi.Struct_SS_attn_desc) error {
 		switch which {
-		case OperandQ, OperandK, OperandV, OperandOut, OperandBias:
+		case OperandQ, OperandK, OperandV, OperandOut, OperandBias, OperandKScale, OperandVScale:
 		default:
 			return argError(StatusInvalidArgument,
-				"which (%d) must be ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT or ATTN_BIAS", int(which))
+				"which (%d) must be ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT or ATTN_BIAS (or the int8 scales "+
+					"ATTN_K_SCALE, ATTN_V_SCALE)", int(which))
 		}
 		if err := nonNegative("batch_stride", batchStride); err != nil {
 			return err
@@ -441,11 +468,11 @@ func NewDesc(batch, headsQ, headsKV, seqQ, seqK, headDim int, opts ...Option) (*
 	for op := range d.least {
 		d.least[op] = d.need[op]
 		switch Operand(op) {
-		case OperandQ, OperandOut, OperandLSE, OperandNewK, OperandNewV:
+		case OperandQ, OperandOut, OperandLSE, OperandNewK, OperandNewV, OperandDOut, OperandDQ:
 			if varlen != 0 {
 				d.least[op] = 1 // the pack's length comes from cu_seqlens_q: the library checks it
 			}
-		case OperandK, OperandV:
+		case OperandK, OperandV, OperandDK, OperandDV, OperandKScale, OperandVScale:
 			if varlen != 0 && pageSize == 0 {
 				d.least[op] = 1 // from cu_seqlens_k (with pages, need is one page: a true minimum)
 			}
@@ -488,12 +515,13 @@ func (d *Desc) Close() error {
 }
 
 // RequiredLen is the number of elements (float32, bool/byte for the masks, int32 for
-// OperandSeqLensK, OperandCuSeqlensQ/K and OperandBlockTable) the slice for `which` must hold,
-// from attn_desc_required_len. 0 once closed, for an unknown operand, and for OperandBlockTable
+// OperandSeqLensK, OperandCuSeqlensQ/K and OperandBlockTable; uint16 or int8 for Q, K, V bound
+// with SetF16 / SetBF16 / SetI8) the slice for `which` must hold, from attn_desc_required_len. 0 once closed, for an unknown operand, and for OperandBlockTable
 // without WithPageSize.
 //
 // Serving layouts: with WithVarlen, OperandQ, OperandOut, OperandLSE, OperandNewK and OperandNewV
-// (and OperandK, OperandV without pages) get the length of a full pack, every sequence at its
+// (and OperandK, OperandV, OperandKScale, OperandVScale without pages; the gradients likewise)
+// get the length of a full pack, every sequence at its
 // maximum (seq_q, seq_k): an upper bound. A pack needs only its real tokens (total_q =
 // cu_seqlens_q[batch] rows, LSE heads_q * total_q), so the Args setters accept any non-empty
 // slice for them and the library checks the call's own length in Run, KVAppend and Merge
@@ -562,6 +590,58 @@ func (d *Desc) Forward(q, k, v []float32, keyValid, allowed []bool, out, lse []f
 	return check(func() capi.Enum_SS_attn_status {
 		return capi.Attn_forward(h, pq, pk, pv, pkv, pal, pout, plse)
 	})
+}
+
+// Backward computes the gradients of Forward (OpBackward through a temporary attn_args): from
+// the forward's q, k, v, keyValid, allowed (as Forward), its out and lse (RequiredLen elements
+// each, as Forward wrote them) and dout, the gradient of out (OUT's layout), it writes
+//
+//	dq: the gradient of q (Q's layout), dk: of k, dv: of v (K's / V's layouts; GQA: summed over
+//	    a KV head's query heads)
+//
+// each optional (nil = not wanted), at least one. The Desc's 0.2 parameters apply too; the
+// gradients of a bias or of sinks (OperandDBias, OperandDSinks) and the storage types need an
+// Args (Args.Backward). Every slice is checked as in Forward; outputs must not overlap any
+// other argument. Nothing is allocated on the Go side.
+func (d *Desc) Backward(q, k, v []float32, keyValid, allowed []bool, out, lse, dout, dq, dk, dv []float32) error {
+	if d == nil {
+		return ErrClosed
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.h == nil {
+		return ErrClosed
+	}
+	var f [numOperands][]float32
+	var m [numOperands][]byte
+	var i [numOperands][]int32
+	var u16 [numStored][]uint16
+	var bf16 [numStored]bool
+	var i8 [numStored][]int8
+	for _, x := range [...]struct {
+		o        Operand
+		s        []float32
+		required bool
+	}{{OperandQ, q, true}, {OperandK, k, true}, {OperandV, v, true}, {OperandOut, out, true},
+		{OperandLSE, lse, true}, {OperandDOut, dout, true}, {OperandDQ, dq, false},
+		{OperandDK, dk, false}, {OperandDV, dv, false}} {
+		if _, err := checkF32(x.o.String(), x.s, d.need[x.o], x.required); err != nil {
+			return err
+		}
+		f[x.o] = x.s
+	}
+	for _, x := range [...]struct {
+		o Operand
+		s []bool
+	}{{OperandKeyValid, keyValid}, {OperandAllowed, allowed}} {
+		if _, err := checkBool(x.o.String(), x.s, d.need[x.o]); err != nil {
+			return err
+		}
+		if x.s != nil {
+			m[x.o] = unsafe.Slice((*byte)(unsafe.Pointer(&x.s[0])), len(x.s))
+		}
+	}
+	return goRun(d.h, OpBackward, nil, &f, &m, &i, &u16, &bf16, &i8)
 }
 
 // Weights writes the attention weight matrix [batch][headsQ][seqQ][seqK] (attn_weights): the

@@ -178,3 +178,116 @@ func ExampleArgs_KVAppend() {
 	// [30 3]
 	// attn: invalid argument: attn_run: block_table[0][1] (7) is not a page of the K/V buffers, which hold 4 pages
 }
+
+// A K/V cache in the storage types, filled with the converters: K as int8 with one scale per
+// row (QuantizeI8), V as f16 (ConvertF32ToF16). The slices reach C without a copy; the result
+// is float32 attention over the widened values. Q = 0, so the query averages the values.
+func ExampleArgs_SetI8() {
+	desc, err := attn.NewDesc(1, 1, 1, 1, 3, 2) // batch, heads_q, heads_kv, seq_q, seq_k, head_dim
+	if err != nil {
+		panic(err)
+	}
+	defer desc.Close()
+	k := []float32{1, 2, 3, 4, 5, 6}         // [seq_k][head_dim]
+	v := []float32{10, 20, 30, 40, 50, 60.5} // 60.5 is exact in f16
+	k8 := make([]int8, desc.RequiredLen(attn.OperandK))
+	kScale := make([]float32, desc.RequiredLen(attn.OperandKScale))        // one per (token, KV head)
+	if err := attn.QuantizeI8(k8, kScale, k, len(kScale), 2); err != nil { // rows of head_dim
+		panic(err)
+	}
+	v16 := make([]uint16, desc.RequiredLen(attn.OperandV))
+	if err := attn.ConvertF32ToF16(v16, v); err != nil {
+		panic(err)
+	}
+	fmt.Println("k8", k8)
+	fmt.Printf("k_scale %.5f\n", kScale)
+	fmt.Printf("v16 %#04x\n", v16[:2])
+
+	args, err := desc.NewArgs()
+	if err != nil {
+		panic(err)
+	}
+	defer args.Close()
+	out := make([]float32, desc.RequiredLen(attn.OperandOut))
+	for _, err := range []error{
+		args.SetF32(attn.OperandQ, []float32{0, 0}),
+		args.SetI8(attn.OperandK, k8), args.SetKScale(kScale),
+		args.SetF16(attn.OperandV, v16),
+		args.SetOutF32(attn.OperandOut, out),
+	} {
+		if err != nil {
+			panic(err)
+		}
+	}
+	if err := args.Run(attn.OpForward); err != nil {
+		panic(err)
+	}
+	fmt.Println("out", out)
+
+	// int8 storage is for K and V; an int8 K needs its scales.
+	fmt.Println(args.SetI8(attn.OperandQ, []int8{0, 0}))
+	args.SetKScale(nil)
+	fmt.Println(args.Run(attn.OpForward))
+	// Output:
+	// k8 [64 127 95 127 106 127]
+	// k_scale [0.01575 0.03150 0.04724]
+	// v16 [0x4900 0x4d00]
+	// out [30 40.166668]
+	// attn: invalid argument: q cannot be bound with SetI8 (int8 storage is for K and V)
+	// attn: null pointer: attn_run: k_scale is NULL but k is int8
+}
+
+// The gradients: the forward writes out and lse, then Backward reads them with dout, the
+// gradient of a loss with respect to out, and writes dq, dk, dv. Q = 0: both keys get weight
+// 1/2, out = 20, and dv = w * dout.
+func ExampleArgs_Backward() {
+	desc, err := attn.NewDesc(1, 1, 1, 1, 2, 1) // one query, two keys, head_dim 1 (scale 1)
+	if err != nil {
+		panic(err)
+	}
+	defer desc.Close()
+	args, err := desc.NewArgs()
+	if err != nil {
+		panic(err)
+	}
+	defer args.Close()
+	q, k, v := []float32{0}, []float32{1, 2}, []float32{10, 30}
+	out, lse := make([]float32, 1), make([]float32, 1)
+	dout := []float32{1}
+	dq, dk, dv := make([]float32, 1), make([]float32, 2), make([]float32, 2)
+	for _, err := range []error{
+		args.SetF32(attn.OperandQ, q), args.SetF32(attn.OperandK, k), args.SetF32(attn.OperandV, v),
+		args.SetOutF32(attn.OperandOut, out), args.SetOutF32(attn.OperandLSE, lse),
+	} {
+		if err != nil {
+			panic(err)
+		}
+	}
+	if err := args.Run(attn.OpForward); err != nil {
+		panic(err)
+	}
+	fmt.Println(args.Backward()) // nothing bound for the backward yet
+	for _, err := range []error{
+		args.SetF32(attn.OperandDOut, dout),
+		args.SetOutF32(attn.OperandDQ, dq), args.SetOutF32(attn.OperandDK, dk), args.SetOutF32(attn.OperandDV, dv),
+	} {
+		if err != nil {
+			panic(err)
+		}
+	}
+	if err := args.Backward(); err != nil {
+		panic(err)
+	}
+	fmt.Println("out", out, "dq", dq, "dk", dk, "dv", dv)
+
+	// The same without an Args (the counterpart of Desc.Forward).
+	dq2 := make([]float32, 1)
+	if err := desc.Backward(q, k, v, nil, nil, out, lse, dout, dq2, nil, nil); err != nil {
+		panic(err)
+	}
+	fmt.Println("dq", dq2)
+	// Output:
+	// attn: null pointer: attn_run: dout is NULL
+	// out [20] dq [5] dk [0 0] dv [0.5 0.5]
+	// dq [5]
+}

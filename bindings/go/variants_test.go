@@ -14,8 +14,10 @@ import (
 	"unicode"
 )
 
-// The shared vectors of the extensible call: tests/vectors/variants.txt and errors.txt (format
-// and checks in tests/vectors/VARIANTS.md), run through Desc options and Args.
+// The shared vectors of the extensible call: tests/vectors/variants.txt, storage.txt (the
+// storage types: Args.SetF16 / SetBF16 / SetI8), backward.txt (Args.Backward) and errors.txt
+// (format and checks in tests/vectors/VARIANTS.md), run through Desc options and Args. One
+// runner (runVectorFile) serves the first three.
 
 // variantParams are the parameter keys in the order they are set (VARIANTS.md).
 var variantParams = []struct {
@@ -30,8 +32,15 @@ var variantParams = []struct {
 	{"weights_mode", ParamWeightsMode, false}, {"scale", ParamScale, true},
 }
 
-// Operands that take strides, in the order they are set.
-var variantStrided = []Operand{OperandQ, OperandK, OperandV, OperandOut, OperandBias}
+// Operands that take strides, in the order they are set (the int8 scales after the others).
+var variantStrided = []Operand{OperandQ, OperandK, OperandV, OperandOut, OperandBias, OperandKScale, OperandVScale}
+
+// The storage keys of storage.txt (store.q, store.k, store.v) and their file suffixes.
+var storageByName = map[string]storage{"f16": storeF16, "bf16": storeBF16, "i8": storeI8}
+var storageFileType = [...]string{storeF32: "f32", storeF16: "f16", storeBF16: "bf16", storeI8: "i8"}
+
+// The gradients of backward.txt's grads key, in their order.
+var gradOperands = []Operand{OperandDQ, OperandDK, OperandDV, OperandDBias, OperandDSinks}
 
 type variantCase struct {
 	line    string
@@ -41,6 +50,8 @@ type variantCase struct {
 	strides map[Operand][3]int
 	in      map[Operand]bool
 	mass    bool
+	store   map[Operand]storage // storage.txt: store.q / store.k / store.v (absent: f32)
+	grads   []Operand           // backward.txt: the gradients bound as outputs of OpBackward
 	// errors.txt only
 	op     Op
 	brk    string
@@ -90,7 +101,7 @@ func readVariantFile(t *testing.T, path string) []variantCase {
 			continue
 		}
 		c := variantCase{line: line, params: map[string]string{}, strides: map[Operand][3]int{},
-			in: map[Operand]bool{}, status: -1}
+			in: map[Operand]bool{}, store: map[Operand]storage{}, status: -1}
 		ndims := 0
 		for _, tok := range strings.Fields(line) {
 			i := strings.IndexByte(tok, '=')
@@ -120,10 +131,22 @@ func readVariantFile(t *testing.T, path string) []variantCase {
 			if strings.HasPrefix(key, "strides.") {
 				o, ok := operandByName(key[len("strides."):])
 				s, err := parseStrides(val)
-				if !ok || err != nil {
+				strided := false
+				for _, x := range variantStrided {
+					strided = strided || x == o
+				}
+				if !ok || !strided || err != nil {
 					t.Fatalf("%s: %s in %q", path, tok, line)
 				}
 				c.strides[o], known = s, true
+			}
+			if strings.HasPrefix(key, "store.") {
+				o, ok := operandByName(key[len("store."):])
+				st, okSt := storageByName[val]
+				if !ok || !okSt || o >= numStored || (st == storeI8 && o == OperandQ) {
+					t.Fatalf("%s: %s in %q", path, tok, line)
+				}
+				c.store[o], known = st, true
 			}
 			switch key {
 			case "in":
@@ -137,6 +160,19 @@ func readVariantFile(t *testing.T, path string) []variantCase {
 				known = true
 			case "mass":
 				c.mass, known = val == "1", true
+			case "grads":
+				for _, n := range strings.Split(val, ",") {
+					o, ok := operandByName(n)
+					isGrad := false
+					for _, g := range gradOperands {
+						isGrad = isGrad || g == o
+					}
+					if !ok || !isGrad {
+						t.Fatalf("%s: unknown gradient %q in %q", path, n, line)
+					}
+					c.grads = append(c.grads, o)
+				}
+				known = true
 			case "op":
 				switch val {
 				case "forward":
@@ -301,6 +337,30 @@ func readI32(t *testing.T, path string, n int) []int32 {
 	return s
 }
 
+func readU16(t *testing.T, path string, n int) []uint16 {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) != 2*n {
+		t.Fatalf("%s: %d bytes, want %d uint16", path, len(raw), n)
+	}
+	s := make([]uint16, n)
+	for i := range s {
+		s[i] = binary.LittleEndian.Uint16(raw[2*i:])
+	}
+	return s
+}
+
+func readI8(t *testing.T, path string, n int) []int8 {
+	raw := readBytes(t, path, n)
+	s := make([]int8, n)
+	for i, b := range raw {
+		s[i] = int8(b)
+	}
+	return s
+}
+
 func readBytes(t *testing.T, path string, n int) []byte {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -314,31 +374,44 @@ func readBytes(t *testing.T, path string, n int) []byte {
 
 // closeVariant is VARIANTS.md's check: within 1e-5 relative-or-absolute, an expected 0 exactly
 // 0, an expected infinity exactly that infinity.
-func closeVariant(got, want float32) bool {
+func closeVariant(got, want float32) bool { return closeWithin(got, want, 1e-5) }
+
+// closeWithin is closeVariant with the tolerance tol. backward.txt's gradients (tol 1e-4) have
+// no exact-zero rule: a gradient that cancels to 0 in exact arithmetic is about 1e-7 in float32.
+func closeWithin(got, want float32, tol float64) bool {
 	switch {
-	case want == 0:
+	case want == 0 && tol <= 1e-5:
 		return got == 0
 	case math.IsInf(float64(want), 0) || math.IsInf(float64(got), 0):
 		return got == want
 	case math.IsNaN(float64(want)) || math.IsNaN(float64(got)):
 		return false
 	}
-	return math.Abs(float64(got)-float64(want)) <= 1e-5*math.Max(1, math.Abs(float64(want)))
+	return math.Abs(float64(got)-float64(want)) <= tol*math.Max(1, math.Abs(float64(want)))
 }
 
 var variantOutputs = []Operand{OperandOut, OperandLSE, OperandWeights, OperandKeyMass}
 
-// runVariants runs every case of variants.txt (forward with out, lse and key_mass when mass=1,
-// then weights) and returns the xlang bytes: per case out, lse, weights (and key_mass).
-func runVariants(t *testing.T, label string, generic bool) []byte {
+// Minimum number of cases of each file (a truncated file fails).
+var vectorFileMin = map[string]int{"variants.txt": 30, "storage.txt": 6, "backward.txt": 1}
+
+// runVectorFile runs every case of variants.txt, storage.txt or backward.txt and returns the
+// xlang bytes. variants.txt and storage.txt: forward with out, lse (and key_mass when mass=1),
+// then weights; per case out, lse, weights (and key_mass). backward.txt (a case with grads):
+// forward with out and lse, then Backward with dout and the listed gradients; per case the
+// gradients in the grads order. Q, K and V are bound with the setter of their store key.
+func runVectorFile(t *testing.T, file, label string, generic bool) []byte {
 	t.Helper()
 	dir := vectorsDir()
-	cases := readVariantFile(t, filepath.Join(dir, "variants.txt"))
-	if len(cases) < 30 {
-		t.Fatalf("variants.txt lists %d cases, expected at least 30", len(cases))
+	cases := readVariantFile(t, filepath.Join(dir, file))
+	if len(cases) < vectorFileMin[file] {
+		t.Fatalf("%s lists %d cases, expected at least %d", file, len(cases), vectorFileMin[file])
 	}
 	var xlang []byte
 	for _, c := range cases {
+		if (file == "backward.txt") != (len(c.grads) > 0) {
+			t.Fatalf("%s: %s: grads is for backward.txt (and required there)", file, c.name)
+		}
 		n := c.dims
 		d := mustDesc(t, n[0], n[1], n[2], n[3], n[4], n[5], c.options(t, generic)...)
 		a, err := d.NewArgs()
@@ -351,27 +424,48 @@ func runVariants(t *testing.T, label string, generic bool) []byte {
 				continue
 			}
 			need := d.RequiredLen(o)
-			switch operandKinds[o] {
-			case kindF32In:
+			st := storeF32
+			if o < numStored {
+				st = c.store[o]
+			}
+			switch {
+			case st == storeF16:
+				err = a.SetF16(o, readU16(t, p(o, "f16"), need))
+			case st == storeBF16:
+				err = a.SetBF16(o, readU16(t, p(o, "bf16"), need))
+			case st == storeI8:
+				scale := OperandKScale
+				if o == OperandV {
+					scale = OperandVScale
+				}
+				err = a.SetI8(o, readI8(t, p(o, "i8"), need))
+				if err == nil {
+					err = a.SetF32(scale, readF32(t, p(scale, "f32"), d.RequiredLen(scale)))
+				}
+			case operandKinds[o] == kindF32In:
 				err = a.SetF32(o, readF32(t, p(o, "f32"), need))
-			case kindMask:
+			case operandKinds[o] == kindMask:
 				// key_valid as []bool, the other masks as raw bytes: both setters get used.
 				if o == OperandKeyValid {
 					err = a.SetBool(o, readU8(t, p(o, "u8"), need))
 				} else {
 					err = a.SetU8(o, readBytes(t, p(o, "u8"), need))
 				}
-			case kindI32:
+			case operandKinds[o] == kindI32:
 				err = a.SetI32(o, readI32(t, p(o, "i32"), need))
 			default:
 				t.Fatalf("%s: %v is not an input", c.name, o)
 			}
 			if err != nil {
-				t.Fatalf("%s: bind %v: %v", c.name, o, err)
+				t.Fatalf("%s: bind %v (%s): %v", c.name, o, storageFileType[st], err)
 			}
 		}
+		outputs := variantOutputs
+		if len(c.grads) > 0 {
+			outputs = []Operand{OperandOut, OperandLSE}
+		}
 		got := map[Operand][]float32{}
-		for _, o := range variantOutputs {
+		for _, o := range outputs {
 			if o == OperandKeyMass && !c.mass {
 				continue
 			}
@@ -385,27 +479,53 @@ func runVariants(t *testing.T, label string, generic bool) []byte {
 		if err := a.Run(OpForward); err != nil {
 			t.Fatalf("[%s] %s: Run(OpForward): %v", label, c.name, err)
 		}
-		if err := a.SetOutF32(OperandWeights, got[OperandWeights]); err != nil {
-			t.Fatal(err)
-		}
-		if err := a.Run(OpWeights); err != nil {
-			t.Fatalf("[%s] %s: Run(OpWeights): %v", label, c.name, err)
-		}
-		for _, o := range variantOutputs {
-			g, ok := got[o]
-			if !ok {
-				continue
+		var ran []Operand // the buffers appended to the xlang bytes, in order
+		tol := map[Operand]float64{}
+		if len(c.grads) == 0 {
+			if err := a.SetOutF32(OperandWeights, got[OperandWeights]); err != nil {
+				t.Fatal(err)
 			}
+			if err := a.Run(OpWeights); err != nil {
+				t.Fatalf("[%s] %s: Run(OpWeights): %v", label, c.name, err)
+			}
+			for _, o := range outputs {
+				if _, ok := got[o]; ok {
+					ran = append(ran, o)
+				}
+			}
+		} else {
+			if err := a.SetF32(OperandDOut, readF32(t, p(OperandDOut, "f32"), d.RequiredLen(OperandDOut))); err != nil {
+				t.Fatalf("%s: bind dout: %v", c.name, err)
+			}
+			for _, g := range c.grads {
+				got[g] = make([]float32, d.RequiredLen(g))
+				if err := a.SetOutF32(g, got[g]); err != nil {
+					t.Fatalf("%s: bind %v: %v", c.name, g, err)
+				}
+				tol[g] = 1e-4
+			}
+			if err := a.Backward(); err != nil {
+				t.Fatalf("[%s] %s: Backward: %v", label, c.name, err)
+			}
+			ran = c.grads
+		}
+		for o, g := range got {
 			want := readF32(t, p(o, "f32"), d.RequiredLen(o))
+			eps := 1e-5
+			if x, ok := tol[o]; ok {
+				eps = x
+			}
 			bad := 0
 			for i := range want {
-				if !closeVariant(g[i], want[i]) {
+				if !closeWithin(g[i], want[i], eps) {
 					if bad++; bad <= 3 {
 						t.Errorf("[%s] %s: %v[%d] = %v, want %v", label, c.name, o, i, g[i], want[i])
 					}
 				}
 			}
-			xlang = append(xlang, f32Bytes(g)...)
+		}
+		for _, o := range ran {
+			xlang = append(xlang, f32Bytes(got[o])...)
 		}
 		if err := a.Close(); err != nil {
 			t.Fatal(err)
@@ -414,8 +534,14 @@ func runVariants(t *testing.T, label string, generic bool) []byte {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("variants [%s]: %d cases checked", label, len(cases))
+	t.Logf("%s [%s]: %d cases checked", file, label, len(cases))
 	return xlang
+}
+
+// runVariants runs variants.txt (see runVectorFile).
+func runVariants(t *testing.T, label string, generic bool) []byte {
+	t.Helper()
+	return runVectorFile(t, "variants.txt", label, generic)
 }
 
 func writeXlang(t *testing.T, file string, data []byte) {
@@ -437,7 +563,10 @@ func writeXlang(t *testing.T, file string, data []byte) {
 	t.Logf("wrote %d bytes to %s", len(data), filepath.Join(xdir, file))
 }
 
-func TestSharedVariants(t *testing.T) {
+// sharedFiles are the vector files of runVectorFile.
+var sharedFiles = []string{"variants.txt", "storage.txt", "backward.txt"}
+
+func testSharedFile(t *testing.T, file, xfile string) {
 	// The xlang bytes come from the default ISA and thread count.
 	if err := SetISA(""); err != nil {
 		t.Fatal(err)
@@ -445,16 +574,24 @@ func TestSharedVariants(t *testing.T) {
 	if err := SetNumThreads(0); err != nil {
 		t.Fatal(err)
 	}
-	xlang := runVariants(t, "default isa "+ISA(), false)
+	xlang := runVectorFile(t, file, "default isa "+ISA(), false)
 	// The generic setters (attn_desc_set_int / _float) give the same bytes.
-	if generic := runVariants(t, "generic setters", true); string(generic) != string(xlang) {
-		t.Errorf("WithParamInt/WithParamFloat results differ from the typed options'")
+	if generic := runVectorFile(t, file, "generic setters", true); string(generic) != string(xlang) {
+		t.Errorf("%s: WithParamInt/WithParamFloat results differ from the typed options'", file)
 	}
-	writeXlang(t, "go.variants.bin", xlang)
+	writeXlang(t, xfile, xlang)
 }
 
-// Every kernel this CPU runs with 1 and 2 threads: within tolerance, and bit-identical across
-// thread counts.
+func TestSharedVariants(t *testing.T) { testSharedFile(t, "variants.txt", "go.variants.bin") }
+
+// storage.txt: Q, K, V as f16, bf16 and int8 (+ scales), through SetF16 / SetBF16 / SetI8.
+func TestSharedStorage(t *testing.T) { testSharedFile(t, "storage.txt", "go.storage.bin") }
+
+// backward.txt: forward, then Backward with dout and the listed gradients (within 1e-4).
+func TestSharedBackward(t *testing.T) { testSharedFile(t, "backward.txt", "go.backward.bin") }
+
+// Every kernel this CPU runs with 1 and 2 threads, every file: within tolerance, and
+// bit-identical across thread counts.
 func TestSharedVariantsEveryISAAndThreadCount(t *testing.T) {
 	defer func() {
 		if err := SetISA(""); err != nil {
@@ -472,16 +609,18 @@ func TestSharedVariantsEveryISAAndThreadCount(t *testing.T) {
 			}
 			t.Fatalf("SetISA(%q): %v", isa, err)
 		}
-		var first []byte
-		for _, n := range []int{1, 2} {
-			if err := SetNumThreads(n); err != nil {
-				t.Fatal(err)
-			}
-			got := runVariants(t, fmt.Sprintf("%s, %d threads", isa, n), false)
-			if first == nil {
-				first = got
-			} else if string(got) != string(first) {
-				t.Errorf("%s: 1 and 2 threads differ (must be bit-identical)", isa)
+		for _, file := range sharedFiles {
+			var first []byte
+			for _, n := range []int{1, 2} {
+				if err := SetNumThreads(n); err != nil {
+					t.Fatal(err)
+				}
+				got := runVectorFile(t, file, fmt.Sprintf("%s, %d threads", isa, n), false)
+				if first == nil {
+					first = got
+				} else if string(got) != string(first) {
+					t.Errorf("%s, %s: 1 and 2 threads differ (must be bit-identical)", file, isa)
+				}
 			}
 		}
 		ran++

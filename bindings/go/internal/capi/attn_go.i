@@ -10,8 +10,8 @@
  * or `ninja -C <build> go_generate`; the ctest go_generated_current fails while they are stale.
  * The package is internal: users see only the idiomatic face in package attn. Go-specific
  * typemaps come first, then the language-neutral allow-list interface, then the Go-only C helpers
- * (attn_go_run, attn_go_kv_append, attn_go_merge). attn_kv_append and attn_merge are called from
- * those helpers only, so they need no entry in ../../../attn.i's allow-list.
+ * (attn_go_run, attn_go_kv_append, attn_go_merge). attn_kv_append, attn_merge and the typed setters
+ * are called from those helpers only, so they need no entry in ../../../attn.i's allow-list.
  *
  * Typemap catalogue (Go). Every typemap binds by parameter name, as attn.h spells it.
  *   const float * / float * / const bool *   -> *float32 / *bool   SWIG 4.1 default: passed to C as
@@ -32,8 +32,19 @@
  *   int *is_float                            -> *int32             (attn_param_bounds): SWIG's
  *       default maps int * to Go's 64-bit *int, a size mismatch with C's 4-byte int.
  *   double *value, double *min, double *max  -> *float64           SWIG 4.1 default.
+ *   const uint16_t *src / *q_u16 / *k_u16 / *v_u16, uint16_t *dst   -> *uint16   (storage types:
+ *       f16 / bf16 bit patterns; attn_convert_* and the helper attn_go_run)
+ *   const int8_t *k_i8 / *v_i8, int8_t *dst  -> *int8              (int8 K/V; attn_quantize_i8)
+ *       real pointers, like float *. const float *src, float *dst, float *scales and the
+ *       helper's float pointers (dout, dq ... dsinks, k_scale, v_scale): SWIG 4.1's default.
+ *   int bf16_mask                            -> Go int, truncated to C's int (a bit set < 8)
  *   enums (attn_causal, attn_operand, attn_param, attn_op)        -> Go int, truncated to C's
  *       32-bit int by the wrapper: the face range-checks every enum value before the call.
+ *
+ * Allow-list additions of this binding (before the shared attn.i, whose `%ignore "";` a named
+ * %rename overrides): the conversion helpers attn_convert_* and attn_quantize_i8 (since 0.2),
+ * called directly (they keep no pointer). The typed setters attn_args_set_f16 / _bf16 / _i8 are
+ * called from attn_go_run only, like every other setter.
  */
 
 %module capi
@@ -90,6 +101,24 @@
   $1 = ($1_ltype)$input;
 %}
 
+%typemap(gotype) const uint16_t *src, const uint16_t *q_u16, const uint16_t *k_u16,
+                 const uint16_t *v_u16, uint16_t *dst "*uint16"
+%typemap(in) const uint16_t *src, const uint16_t *q_u16, const uint16_t *k_u16,
+             const uint16_t *v_u16, uint16_t *dst %{
+  $1 = ($1_ltype)$input;
+%}
+%typemap(gotype) const int8_t *k_i8, const int8_t *v_i8, int8_t *dst "*int8"
+%typemap(in) const int8_t *k_i8, const int8_t *v_i8, int8_t *dst %{
+  $1 = ($1_ltype)$input;
+%}
+
+/* since 0.2: the storage types' conversion helpers (not in attn.i's shared allow-list). */
+%rename("%s") attn_convert_f32_to_f16;
+%rename("%s") attn_convert_f32_to_bf16;
+%rename("%s") attn_convert_f16_to_f32;
+%rename("%s") attn_convert_bf16_to_f32;
+%rename("%s") attn_quantize_i8;
+
 %include "attn.i"
 
 /* attn_go_run: bind every operand, run, and unbind again, all inside ONE cgo call. cgo forbids C
@@ -97,12 +126,20 @@
  * it is given: so the face never calls attn_args_set_* with Go memory. It keeps its slices in Go
  * and hands them to this helper per call; the attn_args (C memory, created once per Go Args) holds
  * Go pointers only while attn_run runs. A NULL pointer leaves the operand unbound (its len must be
- * 0). Every pointer is a real pointer, so cgo pins it for the call and cgocheck verifies it. */
+ * 0). Every pointer is a real pointer, so cgo pins it for the call and cgocheck verifies it.
+ * Q, K and V come in one of their storage types (the face passes at most one non-NULL pointer
+ * per operand): fp32, 16 bits (*_u16: f16, or bf16 where bit ATTN_Q / ATTN_K / ATTN_V of
+ * bf16_mask is set) or int8 (K and V). args NULL: a temporary attn_args for this call only
+ * (Desc.Backward, which has no Args). Operands are bound in attn_operand order. */
 %rename("%s") attn_go_run;
 %inline %{
-attn_status attn_go_run(const attn_desc *desc, attn_op op, attn_args *args,
-                        const float *q, size_t q_len, const float *k, size_t k_len,
-                        const float *v, size_t v_len, float *out, size_t out_len,
+attn_status attn_go_run(const attn_desc *desc, attn_op op, attn_args *args, int bf16_mask,
+                        const float *q, size_t q_len, const uint16_t *q_u16, size_t q_u16_len,
+                        const float *k, size_t k_len, const uint16_t *k_u16, size_t k_u16_len,
+                        const int8_t *k_i8, size_t k_i8_len,
+                        const float *v, size_t v_len, const uint16_t *v_u16, size_t v_u16_len,
+                        const int8_t *v_i8, size_t v_i8_len,
+                        float *out, size_t out_len,
                         float *lse, size_t lse_len, float *weights, size_t weights_len,
                         const uint8_t *key_valid, size_t key_valid_len,
                         const uint8_t *allowed, size_t allowed_len,
@@ -114,13 +151,35 @@ attn_status attn_go_run(const attn_desc *desc, attn_op op, attn_args *args,
                         float *key_mass, size_t key_mass_len,
                         const int32_t *cu_seqlens_q, size_t cu_seqlens_q_len,
                         const int32_t *cu_seqlens_k, size_t cu_seqlens_k_len,
-                        const int32_t *block_table, size_t block_table_len) {
-    attn_status st = attn_args_clear(args);
+                        const int32_t *block_table, size_t block_table_len,
+                        const float *dout, size_t dout_len, float *dq, size_t dq_len,
+                        float *dk, size_t dk_len, float *dv, size_t dv_len,
+                        float *dbias, size_t dbias_len, float *dsinks, size_t dsinks_len,
+                        const float *k_scale, size_t k_scale_len,
+                        const float *v_scale, size_t v_scale_len) {
+    attn_args *own = NULL;
+    attn_status st;
+    if (!args) {
+        st = attn_args_create(&own);
+        if (st != ATTN_OK) return st;
+        args = own;
+    } else {
+        st = attn_args_clear(args);
+    }
 #define ATTN_GO_BIND(setter, which, ptr, len)                                                  \
     if (st == ATTN_OK && (ptr)) st = setter(args, which, ptr, len)
+#define ATTN_GO_BIND16(which, ptr, len)                                                        \
+    if (st == ATTN_OK && (ptr))                                                                \
+        st = (bf16_mask & (1 << (which))) ? attn_args_set_bf16(args, which, ptr, len)          \
+                                          : attn_args_set_f16(args, which, ptr, len)
     ATTN_GO_BIND(attn_args_set_f32, ATTN_Q, q, q_len);
+    ATTN_GO_BIND16(ATTN_Q, q_u16, q_u16_len);
     ATTN_GO_BIND(attn_args_set_f32, ATTN_K, k, k_len);
+    ATTN_GO_BIND16(ATTN_K, k_u16, k_u16_len);
+    ATTN_GO_BIND(attn_args_set_i8, ATTN_K, k_i8, k_i8_len);
     ATTN_GO_BIND(attn_args_set_f32, ATTN_V, v, v_len);
+    ATTN_GO_BIND16(ATTN_V, v_u16, v_u16_len);
+    ATTN_GO_BIND(attn_args_set_i8, ATTN_V, v_i8, v_i8_len);
     ATTN_GO_BIND(attn_args_set_out_f32, ATTN_OUT, out, out_len);
     ATTN_GO_BIND(attn_args_set_out_f32, ATTN_LSE, lse, lse_len);
     ATTN_GO_BIND(attn_args_set_out_f32, ATTN_WEIGHTS, weights, weights_len);
@@ -135,10 +194,20 @@ attn_status attn_go_run(const attn_desc *desc, attn_op op, attn_args *args,
     ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_Q, cu_seqlens_q, cu_seqlens_q_len);
     ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_K, cu_seqlens_k, cu_seqlens_k_len);
     ATTN_GO_BIND(attn_args_set_i32, ATTN_BLOCK_TABLE, block_table, block_table_len);
+    ATTN_GO_BIND(attn_args_set_f32, ATTN_DOUT, dout, dout_len);
+    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DQ, dq, dq_len);
+    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DK, dk, dk_len);
+    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DV, dv, dv_len);
+    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DBIAS, dbias, dbias_len);
+    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DSINKS, dsinks, dsinks_len);
+    ATTN_GO_BIND(attn_args_set_f32, ATTN_K_SCALE, k_scale, k_scale_len);
+    ATTN_GO_BIND(attn_args_set_f32, ATTN_V_SCALE, v_scale, v_scale_len);
+#undef ATTN_GO_BIND16
 #undef ATTN_GO_BIND
     if (st == ATTN_OK) st = attn_run(desc, op, args);
     /* Forget every Go pointer before returning to Go (a successful clear keeps the message). */
-    if (args) attn_args_clear(args);
+    if (own) attn_args_destroy(own);
+    else if (args) attn_args_clear(args);
     return st;
 }
 %}

@@ -192,9 +192,13 @@ static void* Swig_malloc(int c) {
 #include "attn.h"
 
 
-attn_status attn_go_run(const attn_desc *desc, attn_op op, attn_args *args,
-                        const float *q, size_t q_len, const float *k, size_t k_len,
-                        const float *v, size_t v_len, float *out, size_t out_len,
+attn_status attn_go_run(const attn_desc *desc, attn_op op, attn_args *args, int bf16_mask,
+                        const float *q, size_t q_len, const uint16_t *q_u16, size_t q_u16_len,
+                        const float *k, size_t k_len, const uint16_t *k_u16, size_t k_u16_len,
+                        const int8_t *k_i8, size_t k_i8_len,
+                        const float *v, size_t v_len, const uint16_t *v_u16, size_t v_u16_len,
+                        const int8_t *v_i8, size_t v_i8_len,
+                        float *out, size_t out_len,
                         float *lse, size_t lse_len, float *weights, size_t weights_len,
                         const uint8_t *key_valid, size_t key_valid_len,
                         const uint8_t *allowed, size_t allowed_len,
@@ -206,13 +210,35 @@ attn_status attn_go_run(const attn_desc *desc, attn_op op, attn_args *args,
                         float *key_mass, size_t key_mass_len,
                         const int32_t *cu_seqlens_q, size_t cu_seqlens_q_len,
                         const int32_t *cu_seqlens_k, size_t cu_seqlens_k_len,
-                        const int32_t *block_table, size_t block_table_len) {
-    attn_status st = attn_args_clear(args);
+                        const int32_t *block_table, size_t block_table_len,
+                        const float *dout, size_t dout_len, float *dq, size_t dq_len,
+                        float *dk, size_t dk_len, float *dv, size_t dv_len,
+                        float *dbias, size_t dbias_len, float *dsinks, size_t dsinks_len,
+                        const float *k_scale, size_t k_scale_len,
+                        const float *v_scale, size_t v_scale_len) {
+    attn_args *own = NULL;
+    attn_status st;
+    if (!args) {
+        st = attn_args_create(&own);
+        if (st != ATTN_OK) return st;
+        args = own;
+    } else {
+        st = attn_args_clear(args);
+    }
 #define ATTN_GO_BIND(setter, which, ptr, len)                                                  \
     if (st == ATTN_OK && (ptr)) st = setter(args, which, ptr, len)
+#define ATTN_GO_BIND16(which, ptr, len)                                                        \
+    if (st == ATTN_OK && (ptr))                                                                \
+        st = (bf16_mask & (1 << (which))) ? attn_args_set_bf16(args, which, ptr, len)          \
+                                          : attn_args_set_f16(args, which, ptr, len)
     ATTN_GO_BIND(attn_args_set_f32, ATTN_Q, q, q_len);
+    ATTN_GO_BIND16(ATTN_Q, q_u16, q_u16_len);
     ATTN_GO_BIND(attn_args_set_f32, ATTN_K, k, k_len);
+    ATTN_GO_BIND16(ATTN_K, k_u16, k_u16_len);
+    ATTN_GO_BIND(attn_args_set_i8, ATTN_K, k_i8, k_i8_len);
     ATTN_GO_BIND(attn_args_set_f32, ATTN_V, v, v_len);
+    ATTN_GO_BIND16(ATTN_V, v_u16, v_u16_len);
+    ATTN_GO_BIND(attn_args_set_i8, ATTN_V, v_i8, v_i8_len);
     ATTN_GO_BIND(attn_args_set_out_f32, ATTN_OUT, out, out_len);
     ATTN_GO_BIND(attn_args_set_out_f32, ATTN_LSE, lse, lse_len);
     ATTN_GO_BIND(attn_args_set_out_f32, ATTN_WEIGHTS, weights, weights_len);
@@ -227,10 +253,20 @@ attn_status attn_go_run(const attn_desc *desc, attn_op op, attn_args *args,
     ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_Q, cu_seqlens_q, cu_seqlens_q_len);
     ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_K, cu_seqlens_k, cu_seqlens_k_len);
     ATTN_GO_BIND(attn_args_set_i32, ATTN_BLOCK_TABLE, block_table, block_table_len);
+    ATTN_GO_BIND(attn_args_set_f32, ATTN_DOUT, dout, dout_len);
+    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DQ, dq, dq_len);
+    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DK, dk, dk_len);
+    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DV, dv, dv_len);
+    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DBIAS, dbias, dbias_len);
+    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DSINKS, dsinks, dsinks_len);
+    ATTN_GO_BIND(attn_args_set_f32, ATTN_K_SCALE, k_scale, k_scale_len);
+    ATTN_GO_BIND(attn_args_set_f32, ATTN_V_SCALE, v_scale, v_scale_len);
+#undef ATTN_GO_BIND16
 #undef ATTN_GO_BIND
     if (st == ATTN_OK) st = attn_run(desc, op, args);
     /* Forget every Go pointer before returning to Go (a successful clear keeps the message). */
-    if (args) attn_args_clear(args);
+    if (own) attn_args_destroy(own);
+    else if (args) attn_args_clear(args);
     return st;
 }
 
@@ -285,7 +321,7 @@ attn_status attn_go_merge(const attn_desc *desc, attn_args *acc, attn_args *part
 extern "C" {
 #endif
 
-void _wrap_Swig_free_capi_33abdef1502b50ca(void *_swig_go_0) {
+void _wrap_Swig_free_capi_c450b50fde671bd8(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -295,7 +331,7 @@ void _wrap_Swig_free_capi_33abdef1502b50ca(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_capi_33abdef1502b50ca(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_capi_c450b50fde671bd8(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -308,7 +344,7 @@ void *_wrap_Swig_malloc_capi_33abdef1502b50ca(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_attn_version_string_capi_33abdef1502b50ca() {
+_gostring_ _wrap_attn_version_string_capi_c450b50fde671bd8() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -319,7 +355,7 @@ _gostring_ _wrap_attn_version_string_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_attn_version_number_capi_33abdef1502b50ca() {
+intgo _wrap_attn_version_number_capi_c450b50fde671bd8() {
   unsigned int result;
   intgo _swig_go_result;
   
@@ -330,7 +366,7 @@ intgo _wrap_attn_version_number_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_OK_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_OK_capi_c450b50fde671bd8() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -342,7 +378,7 @@ intgo _wrap_ATTN_OK_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_ERR_NULL_POINTER_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_ERR_NULL_POINTER_capi_c450b50fde671bd8() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -354,7 +390,7 @@ intgo _wrap_ATTN_ERR_NULL_POINTER_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_c450b50fde671bd8() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -366,7 +402,7 @@ intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_c450b50fde671bd8() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -378,7 +414,7 @@ intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_c450b50fde671bd8() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -390,7 +426,7 @@ intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_ERR_INTERNAL_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_ERR_INTERNAL_capi_c450b50fde671bd8() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -402,7 +438,7 @@ intgo _wrap_ATTN_ERR_INTERNAL_capi_33abdef1502b50ca() {
 }
 
 
-_gostring_ _wrap_attn_status_string_capi_33abdef1502b50ca(intgo _swig_go_0) {
+_gostring_ _wrap_attn_status_string_capi_c450b50fde671bd8(intgo _swig_go_0) {
   attn_status arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -415,7 +451,7 @@ _gostring_ _wrap_attn_status_string_capi_33abdef1502b50ca(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_attn_last_error_capi_33abdef1502b50ca() {
+_gostring_ _wrap_attn_last_error_capi_c450b50fde671bd8() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -426,7 +462,7 @@ _gostring_ _wrap_attn_last_error_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_attn_simple_capi_33abdef1502b50ca(float *_swig_go_0, float *_swig_go_1, float *_swig_go_2, long long _swig_go_3, long long _swig_go_4, bool _swig_go_5, bool *_swig_go_6, float *_swig_go_7) {
+intgo _wrap_attn_simple_capi_c450b50fde671bd8(float *_swig_go_0, float *_swig_go_1, float *_swig_go_2, long long _swig_go_3, long long _swig_go_4, bool _swig_go_5, bool *_swig_go_6, float *_swig_go_7) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -453,7 +489,7 @@ intgo _wrap_attn_simple_capi_33abdef1502b50ca(float *_swig_go_0, float *_swig_go
 }
 
 
-intgo _wrap_ATTN_CAUSAL_NONE_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_CAUSAL_NONE_capi_c450b50fde671bd8() {
   enum attn_causal result;
   intgo _swig_go_result;
   
@@ -465,7 +501,7 @@ intgo _wrap_ATTN_CAUSAL_NONE_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_c450b50fde671bd8() {
   enum attn_causal result;
   intgo _swig_go_result;
   
@@ -477,7 +513,7 @@ intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_c450b50fde671bd8() {
   enum attn_causal result;
   intgo _swig_go_result;
   
@@ -489,7 +525,7 @@ intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_Q_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_Q_capi_c450b50fde671bd8() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -501,7 +537,7 @@ intgo _wrap_ATTN_Q_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_K_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_K_capi_c450b50fde671bd8() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -513,7 +549,7 @@ intgo _wrap_ATTN_K_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_V_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_V_capi_c450b50fde671bd8() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -525,7 +561,7 @@ intgo _wrap_ATTN_V_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_OUT_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_OUT_capi_c450b50fde671bd8() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -537,7 +573,7 @@ intgo _wrap_ATTN_OUT_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_LSE_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_LSE_capi_c450b50fde671bd8() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -549,7 +585,7 @@ intgo _wrap_ATTN_LSE_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_WEIGHTS_capi_c450b50fde671bd8() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -561,7 +597,7 @@ intgo _wrap_ATTN_WEIGHTS_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_KEY_VALID_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_KEY_VALID_capi_c450b50fde671bd8() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -573,7 +609,7 @@ intgo _wrap_ATTN_KEY_VALID_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_ALLOWED_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_ALLOWED_capi_c450b50fde671bd8() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -585,7 +621,7 @@ intgo _wrap_ATTN_ALLOWED_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_BIAS_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_BIAS_capi_c450b50fde671bd8() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -597,7 +633,7 @@ intgo _wrap_ATTN_BIAS_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_SLOPES_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_ALIBI_SLOPES_capi_c450b50fde671bd8() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -609,7 +645,7 @@ intgo _wrap_ATTN_ALIBI_SLOPES_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_SINKS_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_SINKS_capi_c450b50fde671bd8() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -621,7 +657,7 @@ intgo _wrap_ATTN_SINKS_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_QUERY_VALID_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_QUERY_VALID_capi_c450b50fde671bd8() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -633,7 +669,7 @@ intgo _wrap_ATTN_QUERY_VALID_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_SEQ_LENS_K_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_SEQ_LENS_K_capi_c450b50fde671bd8() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -645,7 +681,7 @@ intgo _wrap_ATTN_SEQ_LENS_K_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_KEY_MASS_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_KEY_MASS_capi_c450b50fde671bd8() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -657,7 +693,7 @@ intgo _wrap_ATTN_KEY_MASS_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_attn_desc_create_capi_33abdef1502b50ca(attn_desc **_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, long long _swig_go_6) {
+intgo _wrap_attn_desc_create_capi_c450b50fde671bd8(attn_desc **_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, long long _swig_go_6) {
   attn_desc **arg1 = (attn_desc **) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -684,7 +720,7 @@ intgo _wrap_attn_desc_create_capi_33abdef1502b50ca(attn_desc **_swig_go_0, long 
 }
 
 
-void _wrap_attn_desc_destroy_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0) {
+void _wrap_attn_desc_destroy_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   
   arg1 = *(attn_desc **)&_swig_go_0; 
@@ -694,7 +730,7 @@ void _wrap_attn_desc_destroy_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0)
 }
 
 
-intgo _wrap_attn_desc_set_causal_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_attn_desc_set_causal_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_causal arg2 ;
   attn_status result;
@@ -709,7 +745,7 @@ intgo _wrap_attn_desc_set_causal_capi_33abdef1502b50ca(struct attn_desc *_swig_g
 }
 
 
-intgo _wrap_attn_desc_set_scale_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, float _swig_go_1) {
+intgo _wrap_attn_desc_set_scale_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, float _swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   float arg2 ;
   attn_status result;
@@ -724,7 +760,7 @@ intgo _wrap_attn_desc_set_scale_capi_33abdef1502b50ca(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_desc_set_strides_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4) {
+intgo _wrap_attn_desc_set_strides_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_operand arg2 ;
   size_t arg3 ;
@@ -745,7 +781,7 @@ intgo _wrap_attn_desc_set_strides_capi_33abdef1502b50ca(struct attn_desc *_swig_
 }
 
 
-long long _wrap_attn_desc_required_len_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
+long long _wrap_attn_desc_required_len_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_operand arg2 ;
   size_t result;
@@ -760,7 +796,7 @@ long long _wrap_attn_desc_required_len_capi_33abdef1502b50ca(struct attn_desc *_
 }
 
 
-intgo _wrap_attn_forward_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, float *_swig_go_3, bool *_swig_go_4, bool *_swig_go_5, float *_swig_go_6, float *_swig_go_7) {
+intgo _wrap_attn_forward_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, float *_swig_go_3, bool *_swig_go_4, bool *_swig_go_5, float *_swig_go_6, float *_swig_go_7) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -787,7 +823,7 @@ intgo _wrap_attn_forward_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, flo
 }
 
 
-intgo _wrap_attn_weights_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, bool *_swig_go_3, bool *_swig_go_4, float *_swig_go_5) {
+intgo _wrap_attn_weights_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, bool *_swig_go_3, bool *_swig_go_4, float *_swig_go_5) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -810,7 +846,7 @@ intgo _wrap_attn_weights_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, flo
 }
 
 
-intgo _wrap_ATTN_PARAM_CAUSAL_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_PARAM_CAUSAL_capi_c450b50fde671bd8() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -822,7 +858,7 @@ intgo _wrap_ATTN_PARAM_CAUSAL_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_PARAM_SCALE_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_PARAM_SCALE_capi_c450b50fde671bd8() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -834,7 +870,7 @@ intgo _wrap_ATTN_PARAM_SCALE_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_c450b50fde671bd8() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -846,7 +882,7 @@ intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_c450b50fde671bd8() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -858,7 +894,7 @@ intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_PARAM_SOFTCAP_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_PARAM_SOFTCAP_capi_c450b50fde671bd8() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -870,7 +906,7 @@ intgo _wrap_ATTN_PARAM_SOFTCAP_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_PARAM_ALIBI_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_PARAM_ALIBI_capi_c450b50fde671bd8() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -882,7 +918,7 @@ intgo _wrap_ATTN_PARAM_ALIBI_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_c450b50fde671bd8() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -894,7 +930,7 @@ intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_c450b50fde671bd8() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -906,7 +942,7 @@ intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_c450b50fde671bd8() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -918,7 +954,7 @@ intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_c450b50fde671bd8() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -930,7 +966,7 @@ intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_NONE_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_ALIBI_NONE_capi_c450b50fde671bd8() {
   enum attn_alibi result;
   intgo _swig_go_result;
   
@@ -942,7 +978,7 @@ intgo _wrap_ATTN_ALIBI_NONE_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_OPERAND_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_ALIBI_OPERAND_capi_c450b50fde671bd8() {
   enum attn_alibi result;
   intgo _swig_go_result;
   
@@ -954,7 +990,7 @@ intgo _wrap_ATTN_ALIBI_OPERAND_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_STANDARD_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_ALIBI_STANDARD_capi_c450b50fde671bd8() {
   enum attn_alibi result;
   intgo _swig_go_result;
   
@@ -966,7 +1002,7 @@ intgo _wrap_ATTN_ALIBI_STANDARD_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_c450b50fde671bd8() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -978,7 +1014,7 @@ intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_SCORES_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_WEIGHTS_SCORES_capi_c450b50fde671bd8() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -990,7 +1026,7 @@ intgo _wrap_ATTN_WEIGHTS_SCORES_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_MASKED_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_WEIGHTS_MASKED_capi_c450b50fde671bd8() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1002,7 +1038,7 @@ intgo _wrap_ATTN_WEIGHTS_MASKED_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_c450b50fde671bd8() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1014,7 +1050,7 @@ intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_c450b50fde671bd8() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1026,7 +1062,7 @@ intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_attn_desc_set_int_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_desc_set_int_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   int64_t arg3 ;
@@ -1045,7 +1081,7 @@ intgo _wrap_attn_desc_set_int_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0
 }
 
 
-intgo _wrap_attn_desc_set_float_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, intgo _swig_go_1, double _swig_go_2) {
+intgo _wrap_attn_desc_set_float_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, intgo _swig_go_1, double _swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   double arg3 ;
@@ -1062,7 +1098,7 @@ intgo _wrap_attn_desc_set_float_capi_33abdef1502b50ca(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_desc_get_int_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long *_swig_go_2) {
+intgo _wrap_attn_desc_get_int_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -1081,7 +1117,7 @@ intgo _wrap_attn_desc_get_int_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0
 }
 
 
-intgo _wrap_attn_desc_get_float_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, intgo _swig_go_1, double *_swig_go_2) {
+intgo _wrap_attn_desc_get_float_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, intgo _swig_go_1, double *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   double *arg3 = (double *) 0 ;
@@ -1098,7 +1134,7 @@ intgo _wrap_attn_desc_get_float_capi_33abdef1502b50ca(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_param_bounds_capi_33abdef1502b50ca(intgo _swig_go_0, int *_swig_go_1, double *_swig_go_2, double *_swig_go_3) {
+intgo _wrap_attn_param_bounds_capi_c450b50fde671bd8(intgo _swig_go_0, int *_swig_go_1, double *_swig_go_2, double *_swig_go_3) {
   attn_param arg1 ;
   int *arg2 = (int *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -1119,7 +1155,7 @@ intgo _wrap_attn_param_bounds_capi_33abdef1502b50ca(intgo _swig_go_0, int *_swig
 }
 
 
-intgo _wrap_ATTN_OP_FORWARD_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_OP_FORWARD_capi_c450b50fde671bd8() {
   enum attn_op result;
   intgo _swig_go_result;
   
@@ -1131,7 +1167,7 @@ intgo _wrap_ATTN_OP_FORWARD_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_OP_WEIGHTS_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_OP_WEIGHTS_capi_c450b50fde671bd8() {
   enum attn_op result;
   intgo _swig_go_result;
   
@@ -1143,7 +1179,7 @@ intgo _wrap_ATTN_OP_WEIGHTS_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_ATTN_OP_BACKWARD_capi_33abdef1502b50ca() {
+intgo _wrap_ATTN_OP_BACKWARD_capi_c450b50fde671bd8() {
   enum attn_op result;
   intgo _swig_go_result;
   
@@ -1155,7 +1191,7 @@ intgo _wrap_ATTN_OP_BACKWARD_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_attn_args_create_capi_33abdef1502b50ca(attn_args **_swig_go_0) {
+intgo _wrap_attn_args_create_capi_c450b50fde671bd8(attn_args **_swig_go_0) {
   attn_args **arg1 = (attn_args **) 0 ;
   attn_status result;
   intgo _swig_go_result;
@@ -1170,7 +1206,7 @@ intgo _wrap_attn_args_create_capi_33abdef1502b50ca(attn_args **_swig_go_0) {
 }
 
 
-void _wrap_attn_args_destroy_capi_33abdef1502b50ca(struct attn_args *_swig_go_0) {
+void _wrap_attn_args_destroy_capi_c450b50fde671bd8(struct attn_args *_swig_go_0) {
   attn_args *arg1 = (attn_args *) 0 ;
   
   arg1 = *(attn_args **)&_swig_go_0; 
@@ -1180,7 +1216,7 @@ void _wrap_attn_args_destroy_capi_33abdef1502b50ca(struct attn_args *_swig_go_0)
 }
 
 
-intgo _wrap_attn_args_clear_capi_33abdef1502b50ca(struct attn_args *_swig_go_0) {
+intgo _wrap_attn_args_clear_capi_c450b50fde671bd8(struct attn_args *_swig_go_0) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_status result;
   intgo _swig_go_result;
@@ -1193,7 +1229,7 @@ intgo _wrap_attn_args_clear_capi_33abdef1502b50ca(struct attn_args *_swig_go_0) 
 }
 
 
-intgo _wrap_attn_args_set_f32_capi_33abdef1502b50ca(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_f32_capi_c450b50fde671bd8(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   float *arg3 = (float *) 0 ;
@@ -1212,7 +1248,7 @@ intgo _wrap_attn_args_set_f32_capi_33abdef1502b50ca(struct attn_args *_swig_go_0
 }
 
 
-intgo _wrap_attn_args_set_out_f32_capi_33abdef1502b50ca(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_out_f32_capi_c450b50fde671bd8(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   float *arg3 = (float *) 0 ;
@@ -1231,7 +1267,7 @@ intgo _wrap_attn_args_set_out_f32_capi_33abdef1502b50ca(struct attn_args *_swig_
 }
 
 
-intgo _wrap_attn_args_set_u8_capi_33abdef1502b50ca(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_u8_capi_c450b50fde671bd8(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -1252,7 +1288,7 @@ intgo _wrap_attn_args_set_u8_capi_33abdef1502b50ca(struct attn_args *_swig_go_0,
 }
 
 
-intgo _wrap_attn_args_set_i32_capi_33abdef1502b50ca(struct attn_args *_swig_go_0, intgo _swig_go_1, int *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_i32_capi_c450b50fde671bd8(struct attn_args *_swig_go_0, intgo _swig_go_1, int *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -1273,7 +1309,106 @@ intgo _wrap_attn_args_set_i32_capi_33abdef1502b50ca(struct attn_args *_swig_go_0
 }
 
 
-intgo _wrap_attn_run_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, intgo _swig_go_1, struct attn_args *_swig_go_2) {
+intgo _wrap_attn_convert_f32_to_f16_capi_c450b50fde671bd8(float *_swig_go_0, short *_swig_go_1, long long _swig_go_2) {
+  float *arg1 = (float *) 0 ;
+  uint16_t *arg2 = (uint16_t *) 0 ;
+  size_t arg3 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(float **)&_swig_go_0; 
+  
+  arg2 = (uint16_t *)_swig_go_1;
+  
+  arg3 = (size_t)_swig_go_2; 
+  
+  result = (attn_status)attn_convert_f32_to_f16((float const *)arg1,arg2,arg3);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_convert_f32_to_bf16_capi_c450b50fde671bd8(float *_swig_go_0, short *_swig_go_1, long long _swig_go_2) {
+  float *arg1 = (float *) 0 ;
+  uint16_t *arg2 = (uint16_t *) 0 ;
+  size_t arg3 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(float **)&_swig_go_0; 
+  
+  arg2 = (uint16_t *)_swig_go_1;
+  
+  arg3 = (size_t)_swig_go_2; 
+  
+  result = (attn_status)attn_convert_f32_to_bf16((float const *)arg1,arg2,arg3);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_convert_f16_to_f32_capi_c450b50fde671bd8(short *_swig_go_0, float *_swig_go_1, long long _swig_go_2) {
+  uint16_t *arg1 = (uint16_t *) 0 ;
+  float *arg2 = (float *) 0 ;
+  size_t arg3 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  
+  arg1 = (uint16_t *)_swig_go_0;
+  
+  arg2 = *(float **)&_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  
+  result = (attn_status)attn_convert_f16_to_f32((uint16_t const *)arg1,arg2,arg3);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_convert_bf16_to_f32_capi_c450b50fde671bd8(short *_swig_go_0, float *_swig_go_1, long long _swig_go_2) {
+  uint16_t *arg1 = (uint16_t *) 0 ;
+  float *arg2 = (float *) 0 ;
+  size_t arg3 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  
+  arg1 = (uint16_t *)_swig_go_0;
+  
+  arg2 = *(float **)&_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  
+  result = (attn_status)attn_convert_bf16_to_f32((uint16_t const *)arg1,arg2,arg3);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_quantize_i8_capi_c450b50fde671bd8(float *_swig_go_0, long long _swig_go_1, long long _swig_go_2, char *_swig_go_3, float *_swig_go_4) {
+  float *arg1 = (float *) 0 ;
+  size_t arg2 ;
+  size_t arg3 ;
+  int8_t *arg4 = (int8_t *) 0 ;
+  float *arg5 = (float *) 0 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(float **)&_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  
+  arg4 = (int8_t *)_swig_go_3;
+  
+  arg5 = *(float **)&_swig_go_4; 
+  
+  result = (attn_status)attn_quantize_i8((float const *)arg1,arg2,arg3,arg4,arg5);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_run_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, intgo _swig_go_1, struct attn_args *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_op arg2 ;
   attn_args *arg3 = (attn_args *) 0 ;
@@ -1290,7 +1425,7 @@ intgo _wrap_attn_run_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, intgo _
 }
 
 
-intgo _wrap_attn_set_num_threads_capi_33abdef1502b50ca(long long _swig_go_0) {
+intgo _wrap_attn_set_num_threads_capi_c450b50fde671bd8(long long _swig_go_0) {
   size_t arg1 ;
   attn_status result;
   intgo _swig_go_result;
@@ -1303,7 +1438,7 @@ intgo _wrap_attn_set_num_threads_capi_33abdef1502b50ca(long long _swig_go_0) {
 }
 
 
-long long _wrap_attn_get_num_threads_capi_33abdef1502b50ca() {
+long long _wrap_attn_get_num_threads_capi_c450b50fde671bd8() {
   size_t result;
   long long _swig_go_result;
   
@@ -1314,7 +1449,7 @@ long long _wrap_attn_get_num_threads_capi_33abdef1502b50ca() {
 }
 
 
-_gostring_ _wrap_attn_isa_capi_33abdef1502b50ca() {
+_gostring_ _wrap_attn_isa_capi_c450b50fde671bd8() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -1325,7 +1460,7 @@ _gostring_ _wrap_attn_isa_capi_33abdef1502b50ca() {
 }
 
 
-intgo _wrap_attn_set_isa_capi_33abdef1502b50ca(_gostring_ _swig_go_0) {
+intgo _wrap_attn_set_isa_capi_c450b50fde671bd8(_gostring_ _swig_go_0) {
   char *arg1 = (char *) 0 ;
   attn_status result;
   intgo _swig_go_result;
@@ -1343,106 +1478,170 @@ intgo _wrap_attn_set_isa_capi_33abdef1502b50ca(_gostring_ _swig_go_0) {
 }
 
 
-intgo _wrap_attn_go_run_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, intgo _swig_go_1, struct attn_args *_swig_go_2, float *_swig_go_3, long long _swig_go_4, float *_swig_go_5, long long _swig_go_6, float *_swig_go_7, long long _swig_go_8, float *_swig_go_9, long long _swig_go_10, float *_swig_go_11, long long _swig_go_12, float *_swig_go_13, long long _swig_go_14, char *_swig_go_15, long long _swig_go_16, char *_swig_go_17, long long _swig_go_18, float *_swig_go_19, long long _swig_go_20, float *_swig_go_21, long long _swig_go_22, float *_swig_go_23, long long _swig_go_24, char *_swig_go_25, long long _swig_go_26, int *_swig_go_27, long long _swig_go_28, float *_swig_go_29, long long _swig_go_30, int *_swig_go_31, long long _swig_go_32, int *_swig_go_33, long long _swig_go_34, int *_swig_go_35, long long _swig_go_36) {
+intgo _wrap_attn_go_run_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, intgo _swig_go_1, struct attn_args *_swig_go_2, intgo _swig_go_3, float *_swig_go_4, long long _swig_go_5, short *_swig_go_6, long long _swig_go_7, float *_swig_go_8, long long _swig_go_9, short *_swig_go_10, long long _swig_go_11, char *_swig_go_12, long long _swig_go_13, float *_swig_go_14, long long _swig_go_15, short *_swig_go_16, long long _swig_go_17, char *_swig_go_18, long long _swig_go_19, float *_swig_go_20, long long _swig_go_21, float *_swig_go_22, long long _swig_go_23, float *_swig_go_24, long long _swig_go_25, char *_swig_go_26, long long _swig_go_27, char *_swig_go_28, long long _swig_go_29, float *_swig_go_30, long long _swig_go_31, float *_swig_go_32, long long _swig_go_33, float *_swig_go_34, long long _swig_go_35, char *_swig_go_36, long long _swig_go_37, int *_swig_go_38, long long _swig_go_39, float *_swig_go_40, long long _swig_go_41, int *_swig_go_42, long long _swig_go_43, int *_swig_go_44, long long _swig_go_45, int *_swig_go_46, long long _swig_go_47, float *_swig_go_48, long long _swig_go_49, float *_swig_go_50, long long _swig_go_51, float *_swig_go_52, long long _swig_go_53, float *_swig_go_54, long long _swig_go_55, float *_swig_go_56, long long _swig_go_57, float *_swig_go_58, long long _swig_go_59, float *_swig_go_60, long long _swig_go_61, float *_swig_go_62, long long _swig_go_63) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_op arg2 ;
   attn_args *arg3 = (attn_args *) 0 ;
-  float *arg4 = (float *) 0 ;
-  size_t arg5 ;
-  float *arg6 = (float *) 0 ;
-  size_t arg7 ;
-  float *arg8 = (float *) 0 ;
-  size_t arg9 ;
-  float *arg10 = (float *) 0 ;
-  size_t arg11 ;
-  float *arg12 = (float *) 0 ;
-  size_t arg13 ;
-  float *arg14 = (float *) 0 ;
-  size_t arg15 ;
-  uint8_t *arg16 = (uint8_t *) 0 ;
-  size_t arg17 ;
-  uint8_t *arg18 = (uint8_t *) 0 ;
-  size_t arg19 ;
-  float *arg20 = (float *) 0 ;
-  size_t arg21 ;
-  float *arg22 = (float *) 0 ;
-  size_t arg23 ;
-  float *arg24 = (float *) 0 ;
-  size_t arg25 ;
-  uint8_t *arg26 = (uint8_t *) 0 ;
-  size_t arg27 ;
-  int32_t *arg28 = (int32_t *) 0 ;
-  size_t arg29 ;
-  float *arg30 = (float *) 0 ;
-  size_t arg31 ;
-  int32_t *arg32 = (int32_t *) 0 ;
-  size_t arg33 ;
-  int32_t *arg34 = (int32_t *) 0 ;
-  size_t arg35 ;
-  int32_t *arg36 = (int32_t *) 0 ;
-  size_t arg37 ;
+  int arg4 ;
+  float *arg5 = (float *) 0 ;
+  size_t arg6 ;
+  uint16_t *arg7 = (uint16_t *) 0 ;
+  size_t arg8 ;
+  float *arg9 = (float *) 0 ;
+  size_t arg10 ;
+  uint16_t *arg11 = (uint16_t *) 0 ;
+  size_t arg12 ;
+  int8_t *arg13 = (int8_t *) 0 ;
+  size_t arg14 ;
+  float *arg15 = (float *) 0 ;
+  size_t arg16 ;
+  uint16_t *arg17 = (uint16_t *) 0 ;
+  size_t arg18 ;
+  int8_t *arg19 = (int8_t *) 0 ;
+  size_t arg20 ;
+  float *arg21 = (float *) 0 ;
+  size_t arg22 ;
+  float *arg23 = (float *) 0 ;
+  size_t arg24 ;
+  float *arg25 = (float *) 0 ;
+  size_t arg26 ;
+  uint8_t *arg27 = (uint8_t *) 0 ;
+  size_t arg28 ;
+  uint8_t *arg29 = (uint8_t *) 0 ;
+  size_t arg30 ;
+  float *arg31 = (float *) 0 ;
+  size_t arg32 ;
+  float *arg33 = (float *) 0 ;
+  size_t arg34 ;
+  float *arg35 = (float *) 0 ;
+  size_t arg36 ;
+  uint8_t *arg37 = (uint8_t *) 0 ;
+  size_t arg38 ;
+  int32_t *arg39 = (int32_t *) 0 ;
+  size_t arg40 ;
+  float *arg41 = (float *) 0 ;
+  size_t arg42 ;
+  int32_t *arg43 = (int32_t *) 0 ;
+  size_t arg44 ;
+  int32_t *arg45 = (int32_t *) 0 ;
+  size_t arg46 ;
+  int32_t *arg47 = (int32_t *) 0 ;
+  size_t arg48 ;
+  float *arg49 = (float *) 0 ;
+  size_t arg50 ;
+  float *arg51 = (float *) 0 ;
+  size_t arg52 ;
+  float *arg53 = (float *) 0 ;
+  size_t arg54 ;
+  float *arg55 = (float *) 0 ;
+  size_t arg56 ;
+  float *arg57 = (float *) 0 ;
+  size_t arg58 ;
+  float *arg59 = (float *) 0 ;
+  size_t arg60 ;
+  float *arg61 = (float *) 0 ;
+  size_t arg62 ;
+  float *arg63 = (float *) 0 ;
+  size_t arg64 ;
   attn_status result;
   intgo _swig_go_result;
   
   arg1 = *(attn_desc **)&_swig_go_0; 
   arg2 = (attn_op)_swig_go_1; 
   arg3 = *(attn_args **)&_swig_go_2; 
-  arg4 = *(float **)&_swig_go_3; 
-  arg5 = (size_t)_swig_go_4; 
-  arg6 = *(float **)&_swig_go_5; 
-  arg7 = (size_t)_swig_go_6; 
-  arg8 = *(float **)&_swig_go_7; 
-  arg9 = (size_t)_swig_go_8; 
-  arg10 = *(float **)&_swig_go_9; 
-  arg11 = (size_t)_swig_go_10; 
-  arg12 = *(float **)&_swig_go_11; 
-  arg13 = (size_t)_swig_go_12; 
-  arg14 = *(float **)&_swig_go_13; 
-  arg15 = (size_t)_swig_go_14; 
+  arg4 = (int)_swig_go_3; 
+  arg5 = *(float **)&_swig_go_4; 
+  arg6 = (size_t)_swig_go_5; 
   
-  arg16 = (uint8_t *)_swig_go_15;
+  arg7 = (uint16_t *)_swig_go_6;
   
-  arg17 = (size_t)_swig_go_16; 
+  arg8 = (size_t)_swig_go_7; 
+  arg9 = *(float **)&_swig_go_8; 
+  arg10 = (size_t)_swig_go_9; 
   
-  arg18 = (uint8_t *)_swig_go_17;
+  arg11 = (uint16_t *)_swig_go_10;
   
-  arg19 = (size_t)_swig_go_18; 
-  arg20 = *(float **)&_swig_go_19; 
-  arg21 = (size_t)_swig_go_20; 
-  arg22 = *(float **)&_swig_go_21; 
-  arg23 = (size_t)_swig_go_22; 
-  arg24 = *(float **)&_swig_go_23; 
-  arg25 = (size_t)_swig_go_24; 
+  arg12 = (size_t)_swig_go_11; 
   
-  arg26 = (uint8_t *)_swig_go_25;
+  arg13 = (int8_t *)_swig_go_12;
   
-  arg27 = (size_t)_swig_go_26; 
+  arg14 = (size_t)_swig_go_13; 
+  arg15 = *(float **)&_swig_go_14; 
+  arg16 = (size_t)_swig_go_15; 
   
-  arg28 = (int32_t *)_swig_go_27;
+  arg17 = (uint16_t *)_swig_go_16;
   
-  arg29 = (size_t)_swig_go_28; 
-  arg30 = *(float **)&_swig_go_29; 
-  arg31 = (size_t)_swig_go_30; 
+  arg18 = (size_t)_swig_go_17; 
   
-  arg32 = (int32_t *)_swig_go_31;
+  arg19 = (int8_t *)_swig_go_18;
   
-  arg33 = (size_t)_swig_go_32; 
+  arg20 = (size_t)_swig_go_19; 
+  arg21 = *(float **)&_swig_go_20; 
+  arg22 = (size_t)_swig_go_21; 
+  arg23 = *(float **)&_swig_go_22; 
+  arg24 = (size_t)_swig_go_23; 
+  arg25 = *(float **)&_swig_go_24; 
+  arg26 = (size_t)_swig_go_25; 
   
-  arg34 = (int32_t *)_swig_go_33;
+  arg27 = (uint8_t *)_swig_go_26;
   
-  arg35 = (size_t)_swig_go_34; 
+  arg28 = (size_t)_swig_go_27; 
   
-  arg36 = (int32_t *)_swig_go_35;
+  arg29 = (uint8_t *)_swig_go_28;
   
-  arg37 = (size_t)_swig_go_36; 
+  arg30 = (size_t)_swig_go_29; 
+  arg31 = *(float **)&_swig_go_30; 
+  arg32 = (size_t)_swig_go_31; 
+  arg33 = *(float **)&_swig_go_32; 
+  arg34 = (size_t)_swig_go_33; 
+  arg35 = *(float **)&_swig_go_34; 
+  arg36 = (size_t)_swig_go_35; 
   
-  result = (attn_status)attn_go_run((struct attn_desc const *)arg1,arg2,arg3,(float const *)arg4,arg5,(float const *)arg6,arg7,(float const *)arg8,arg9,arg10,arg11,arg12,arg13,arg14,arg15,(uint8_t const *)arg16,arg17,(uint8_t const *)arg18,arg19,(float const *)arg20,arg21,(float const *)arg22,arg23,(float const *)arg24,arg25,(uint8_t const *)arg26,arg27,(int32_t const *)arg28,arg29,arg30,arg31,(int32_t const *)arg32,arg33,(int32_t const *)arg34,arg35,(int32_t const *)arg36,arg37);
+  arg37 = (uint8_t *)_swig_go_36;
+  
+  arg38 = (size_t)_swig_go_37; 
+  
+  arg39 = (int32_t *)_swig_go_38;
+  
+  arg40 = (size_t)_swig_go_39; 
+  arg41 = *(float **)&_swig_go_40; 
+  arg42 = (size_t)_swig_go_41; 
+  
+  arg43 = (int32_t *)_swig_go_42;
+  
+  arg44 = (size_t)_swig_go_43; 
+  
+  arg45 = (int32_t *)_swig_go_44;
+  
+  arg46 = (size_t)_swig_go_45; 
+  
+  arg47 = (int32_t *)_swig_go_46;
+  
+  arg48 = (size_t)_swig_go_47; 
+  arg49 = *(float **)&_swig_go_48; 
+  arg50 = (size_t)_swig_go_49; 
+  arg51 = *(float **)&_swig_go_50; 
+  arg52 = (size_t)_swig_go_51; 
+  arg53 = *(float **)&_swig_go_52; 
+  arg54 = (size_t)_swig_go_53; 
+  arg55 = *(float **)&_swig_go_54; 
+  arg56 = (size_t)_swig_go_55; 
+  arg57 = *(float **)&_swig_go_56; 
+  arg58 = (size_t)_swig_go_57; 
+  arg59 = *(float **)&_swig_go_58; 
+  arg60 = (size_t)_swig_go_59; 
+  arg61 = *(float **)&_swig_go_60; 
+  arg62 = (size_t)_swig_go_61; 
+  arg63 = *(float **)&_swig_go_62; 
+  arg64 = (size_t)_swig_go_63; 
+  
+  result = (attn_status)attn_go_run((struct attn_desc const *)arg1,arg2,arg3,arg4,(float const *)arg5,arg6,(uint16_t const *)arg7,arg8,(float const *)arg9,arg10,(uint16_t const *)arg11,arg12,(int8_t const *)arg13,arg14,(float const *)arg15,arg16,(uint16_t const *)arg17,arg18,(int8_t const *)arg19,arg20,arg21,arg22,arg23,arg24,arg25,arg26,(uint8_t const *)arg27,arg28,(uint8_t const *)arg29,arg30,(float const *)arg31,arg32,(float const *)arg33,arg34,(float const *)arg35,arg36,(uint8_t const *)arg37,arg38,(int32_t const *)arg39,arg40,arg41,arg42,(int32_t const *)arg43,arg44,(int32_t const *)arg45,arg46,(int32_t const *)arg47,arg48,(float const *)arg49,arg50,arg51,arg52,arg53,arg54,arg55,arg56,arg57,arg58,arg59,arg60,(float const *)arg61,arg62,(float const *)arg63,arg64);
   _swig_go_result = (intgo)result; 
   return _swig_go_result;
 }
 
 
-intgo _wrap_attn_go_kv_append_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, float *_swig_go_2, long long _swig_go_3, float *_swig_go_4, long long _swig_go_5, int *_swig_go_6, long long _swig_go_7, int *_swig_go_8, long long _swig_go_9, int *_swig_go_10, long long _swig_go_11, int *_swig_go_12, long long _swig_go_13, float *_swig_go_14, long long _swig_go_15, float *_swig_go_16, long long _swig_go_17) {
+intgo _wrap_attn_go_kv_append_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, float *_swig_go_2, long long _swig_go_3, float *_swig_go_4, long long _swig_go_5, int *_swig_go_6, long long _swig_go_7, int *_swig_go_8, long long _swig_go_9, int *_swig_go_10, long long _swig_go_11, int *_swig_go_12, long long _swig_go_13, float *_swig_go_14, long long _swig_go_15, float *_swig_go_16, long long _swig_go_17) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_args *arg2 = (attn_args *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -1497,7 +1696,7 @@ intgo _wrap_attn_go_kv_append_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0
 }
 
 
-intgo _wrap_attn_go_merge_capi_33abdef1502b50ca(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, struct attn_args *_swig_go_2, float *_swig_go_3, long long _swig_go_4, float *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long _swig_go_8, float *_swig_go_9, long long _swig_go_10, float *_swig_go_11, long long _swig_go_12) {
+intgo _wrap_attn_go_merge_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, struct attn_args *_swig_go_2, float *_swig_go_3, long long _swig_go_4, float *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long _swig_go_8, float *_swig_go_9, long long _swig_go_10, float *_swig_go_11, long long _swig_go_12) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_args *arg2 = (attn_args *) 0 ;
   attn_args *arg3 = (attn_args *) 0 ;
