@@ -5,7 +5,8 @@
 #   wrap.c                        --cc-->  csharp/libattn_csharp.so  (links libattn.so)
 #   raw *.cs + face *.cs          --mcs--> csharp/LibAttn.dll
 #   tests/csharp/*.cs             --mcs--> csharp/LibAttn.Tests.dll  (ctest csharp_tests, NUnit 2.6;
-#                                           ServingTests.cs: varlen, paged, KvAppend, Merge)
+#                                           ServingTests.cs: varlen, paged, KvAppend, Merge;
+#                                           StorageBackwardTests.cs: f16/bf16/int8, backward)
 #   examples/csharp/*.cs          --mcs--> csharp/AttnDemo.exe       (target attn_csharp_demo)
 #   bench/csharp/*.cs             --mcs--> csharp/AttnBench.exe      (target attn_csharp_bench)
 #   LibAttn.dll + LibAttn.xml + natives --> csharp/nuget/LibAttn.nuspec (target attn_csharp_nupkg:
@@ -147,6 +148,7 @@ function(attn_csharp_setup)
              ${PROJECT_SOURCE_DIR}/tests/csharp/ExtensibleCallTests.cs
              ${PROJECT_SOURCE_DIR}/tests/csharp/VariantVectorTests.cs
              ${PROJECT_SOURCE_DIR}/tests/csharp/ServingTests.cs
+             ${PROJECT_SOURCE_DIR}/tests/csharp/StorageBackwardTests.cs
              ${PROJECT_SOURCE_DIR}/tests/csharp/PackagingTests.cs)
   add_custom_command(
     OUTPUT ${_out}/LibAttn.Tests.dll

@@ -1,6 +1,7 @@
 // libattn C# binding: the simple API and library-wide settings.
 using System;
 using System.Globalization;
+using System.Runtime.InteropServices;
 using System.Text;
 
 namespace LibAttn
@@ -8,7 +9,9 @@ namespace LibAttn
     /// <summary>
     /// Exact masked scaled-dot-product attention (fp32, CPU). The one-sequence, one-head
     /// <see cref="Simple(float[], float[], float[], int, int, bool, bool[])"/> call, the
-    /// library's version, kernel (ISA) and thread settings. For batches, heads, GQA, strides,
+    /// library's version, kernel (ISA) and thread settings, and the conversions that fill 16-bit
+    /// and int8 K/V caches (<see cref="ConvertF32ToF16(ReadOnlySpan{float}, Span{ushort})"/>,
+    /// <see cref="QuantizeI8(ReadOnlySpan{float}, long, long, Span{sbyte}, Span{float})"/>). For batches, heads, GQA, strides,
     /// masks, log-sum-exp and weights use <see cref="AttentionDesc"/>.
     /// All members may be called from any number of threads at once.
     /// </summary>
@@ -145,6 +148,180 @@ namespace LibAttn
                                                           "NumThreads must be >= 0");
                 Errors.Check(AttnNative.attn_set_num_threads((ulong)value));
             }
+        }
+
+        // ---- storage types: conversions for filling 16-bit and int8 caches ------------------
+        // Spans are pinned with `fixed` for the call and passed without a copy (an array
+        // converts to a span implicitly; any window of one, or native memory, works too).
+
+        /// <summary>Rounds every float of <paramref name="src"/> to IEEE binary16 (f16) bit
+        /// patterns in the first src.Length elements of <paramref name="dst"/>
+        /// (attn_convert_f32_to_f16): round to nearest even, overflow gives infinity, NaN stays
+        /// NaN. The buffers for <see cref="AttentionArgs.BindF16(Operand, ushort[])"/>.</summary>
+        /// <exception cref="ArgumentException">dst is shorter than src ("dst has 3 elements,
+        /// needs at least 4"), or the two overlap (the library's message).</exception>
+        public static void ConvertF32ToF16(ReadOnlySpan<float> src, Span<ushort> dst)
+        {
+            Narrow(src, dst, false);
+        }
+
+        /// <summary>As <see cref="ConvertF32ToF16(ReadOnlySpan{float}, Span{ushort})"/> into a
+        /// new array of src.Length bit patterns.</summary>
+        /// <exception cref="ArgumentNullException">src is null.</exception>
+        public static ushort[] ConvertF32ToF16(float[] src)
+        {
+            var dst = new ushort[NotNull(src, "src").Length];
+            Narrow(src, dst, false);
+            return dst;
+        }
+
+        /// <summary>Rounds every float of <paramref name="src"/> to bfloat16 (bf16) bit patterns
+        /// (attn_convert_f32_to_bf16), as
+        /// <see cref="ConvertF32ToF16(ReadOnlySpan{float}, Span{ushort})"/>. The buffers for
+        /// <see cref="AttentionArgs.BindBF16(Operand, ushort[])"/>.</summary>
+        /// <exception cref="ArgumentException">dst is shorter than src, or they
+        /// overlap.</exception>
+        public static void ConvertF32ToBF16(ReadOnlySpan<float> src, Span<ushort> dst)
+        {
+            Narrow(src, dst, true);
+        }
+
+        /// <summary>As <see cref="ConvertF32ToBF16(ReadOnlySpan{float}, Span{ushort})"/> into a
+        /// new array.</summary>
+        /// <exception cref="ArgumentNullException">src is null.</exception>
+        public static ushort[] ConvertF32ToBF16(float[] src)
+        {
+            var dst = new ushort[NotNull(src, "src").Length];
+            Narrow(src, dst, true);
+            return dst;
+        }
+
+        /// <summary>The exact widening of f16 bit patterns to floats, as the kernels do it
+        /// (attn_convert_f16_to_f32), into the first src.Length elements of
+        /// <paramref name="dst"/>.</summary>
+        /// <exception cref="ArgumentException">dst is shorter than src, or they
+        /// overlap.</exception>
+        public static void ConvertF16ToF32(ReadOnlySpan<ushort> src, Span<float> dst)
+        {
+            Widen(src, dst, false);
+        }
+
+        /// <summary>As <see cref="ConvertF16ToF32(ReadOnlySpan{ushort}, Span{float})"/> into a
+        /// new array.</summary>
+        /// <exception cref="ArgumentNullException">src is null.</exception>
+        public static float[] ConvertF16ToF32(ushort[] src)
+        {
+            var dst = new float[NotNull(src, "src").Length];
+            Widen(src, dst, false);
+            return dst;
+        }
+
+        /// <summary>The exact widening of bf16 bit patterns to floats
+        /// (attn_convert_bf16_to_f32).</summary>
+        /// <exception cref="ArgumentException">dst is shorter than src, or they
+        /// overlap.</exception>
+        public static void ConvertBF16ToF32(ReadOnlySpan<ushort> src, Span<float> dst)
+        {
+            Widen(src, dst, true);
+        }
+
+        /// <summary>As <see cref="ConvertBF16ToF32(ReadOnlySpan{ushort}, Span{float})"/> into a
+        /// new array.</summary>
+        /// <exception cref="ArgumentNullException">src is null.</exception>
+        public static float[] ConvertBF16ToF32(ushort[] src)
+        {
+            var dst = new float[NotNull(src, "src").Length];
+            Widen(src, dst, true);
+            return dst;
+        }
+
+        /// <summary>Symmetric int8 quantization (attn_quantize_i8) of <paramref name="rows"/>
+        /// contiguous rows of <paramref name="dim"/> floats (a K or V cache's rows, e.g.
+        /// [batch][heads_kv][seq_k] rows of head_dim): per row scale = max|x| / 127 and
+        /// q = x / scale rounded to nearest even; an all-zero row gets scale 0 and q = 0.
+        /// <paramref name="dst"/> receives rows * dim int8 values (the buffer for
+        /// <see cref="AttentionArgs.Bind(Operand, sbyte[])"/>), <paramref name="scales"/> rows
+        /// floats in the row order of src (the <see cref="Operand.KScale"/> /
+        /// <see cref="Operand.VScale"/> operand).</summary>
+        /// <exception cref="ArgumentOutOfRangeException">rows or dim is negative.</exception>
+        /// <exception cref="ArgumentException">a span is shorter than rows * dim (scales: rows);
+        /// or a row holds NaN or an infinity: the library's message names the row ("src row 2
+        /// holds a non-finite value ..."; the rows before it are written); or the buffers
+        /// overlap.</exception>
+        public static unsafe void QuantizeI8(ReadOnlySpan<float> src, long rows, long dim,
+                                             Span<sbyte> dst, Span<float> scales)
+        {
+            if (rows < 0)
+                throw new ArgumentOutOfRangeException("rows", rows, "rows must be >= 0");
+            if (dim < 0)
+                throw new ArgumentOutOfRangeException("dim", dim, "dim must be >= 0");
+            // rows, dim < 2^63 and every span shorter than 2^31: test the product without
+            // overflow
+            if (dim != 0 && rows > src.Length / dim)
+                throw new ArgumentException(
+                    "src has " + src.Length + " elements, needs at least rows (" + rows
+                        + ") x dim (" + dim + ")", "src");
+            long n = rows * dim;
+            AttentionDesc.CheckLength(dst.Length, "dst", (ulong)n);
+            AttentionDesc.CheckLength(scales.Length, "scales", (ulong)rows);
+            fixed (float* s = &MemoryMarshal.GetReference(src))
+            fixed (sbyte* d = &MemoryMarshal.GetReference(dst))
+            fixed (float* sc = &MemoryMarshal.GetReference(scales))
+                Errors.Check(AttnNative.attn_quantize_i8((IntPtr)s, (ulong)rows, (ulong)dim,
+                                                         (IntPtr)d, (IntPtr)sc));
+        }
+
+        /// <summary>As <see cref="QuantizeI8(ReadOnlySpan{float}, long, long, Span{sbyte}, Span{float})"/>
+        /// of all of <paramref name="src"/> (src.Length / dim rows) into new arrays: returns the
+        /// int8 values, <paramref name="scales"/> receives one scale per row.</summary>
+        /// <exception cref="ArgumentNullException">src is null.</exception>
+        /// <exception cref="ArgumentOutOfRangeException">dim is not positive.</exception>
+        /// <exception cref="ArgumentException">src.Length is not a multiple of dim, or a row
+        /// holds NaN or an infinity (the message names the row).</exception>
+        public static sbyte[] QuantizeI8(float[] src, long dim, out float[] scales)
+        {
+            NotNull(src, "src");
+            if (dim <= 0)
+                throw new ArgumentOutOfRangeException("dim", dim, "dim must be > 0");
+            if (src.Length % dim != 0)
+                throw new ArgumentException(
+                    "src has " + src.Length + " elements, not a whole number of rows of dim ("
+                        + dim + ")", "src");
+            long rows = src.Length / dim;
+            var dst = new sbyte[src.Length];
+            var s = new float[rows];
+            QuantizeI8(src, rows, dim, dst, s);
+            scales = s;
+            return dst;
+        }
+
+        static unsafe void Narrow(ReadOnlySpan<float> src, Span<ushort> dst, bool bf16)
+        {
+            AttentionDesc.CheckLength(dst.Length, "dst", (ulong)src.Length);
+            fixed (float* s = &MemoryMarshal.GetReference(src))
+            fixed (ushort* d = &MemoryMarshal.GetReference(dst))
+                Errors.Check(bf16 ? AttnNative.attn_convert_f32_to_bf16((IntPtr)s, (IntPtr)d,
+                                                                        (ulong)src.Length)
+                                  : AttnNative.attn_convert_f32_to_f16((IntPtr)s, (IntPtr)d,
+                                                                       (ulong)src.Length));
+        }
+
+        static unsafe void Widen(ReadOnlySpan<ushort> src, Span<float> dst, bool bf16)
+        {
+            AttentionDesc.CheckLength(dst.Length, "dst", (ulong)src.Length);
+            fixed (ushort* s = &MemoryMarshal.GetReference(src))
+            fixed (float* d = &MemoryMarshal.GetReference(dst))
+                Errors.Check(bf16 ? AttnNative.attn_convert_bf16_to_f32((IntPtr)s, (IntPtr)d,
+                                                                        (ulong)src.Length)
+                                  : AttnNative.attn_convert_f16_to_f32((IntPtr)s, (IntPtr)d,
+                                                                       (ulong)src.Length));
+        }
+
+        static T[] NotNull<T>(T[] array, string name)
+        {
+            if (array == null)
+                throw new ArgumentNullException(name, name + " must not be null");
+            return array;
         }
 
         // Sizes first, then every input, before anything is allocated; returns n*d.

@@ -12,9 +12,27 @@ namespace LibAttn
     /// <see cref="Memory{T}"/> / <see cref="ReadOnlyMemory{T}"/> slice), the masks KeyValid,
     /// Allowed and QueryValid <c>bool[]</c> or <c>byte[]</c> (nonzero = true), the int operands
     /// SeqLensK, CuSeqlensQ, CuSeqlensK and BlockTable <c>int[]</c> (or
-    /// <see cref="ReadOnlyMemory{T}"/>). The same object carries the operands of
+    /// <see cref="ReadOnlyMemory{T}"/>).
+    /// <para>Storage types: Q, K and V may also be 16-bit, bound as <c>ushort[]</c> bit patterns
+    /// with <see cref="BindF16(Operand, ushort[])"/> (IEEE binary16) or
+    /// <see cref="BindBF16(Operand, ushort[])"/> (bfloat16), and K and V symmetric int8 with
+    /// <see cref="Bind(Operand, sbyte[])"/> plus their per-row float scales
+    /// <see cref="Operand.KScale"/> / <see cref="Operand.VScale"/> (bound with
+    /// <see cref="Bind(Operand, float[])"/>). Lengths count elements, as for float; the values
+    /// are widened to fp32 on load and the result is fp32 attention over the widened values.
+    /// <see cref="Attention.ConvertF32ToF16(ReadOnlySpan{float}, Span{ushort})"/>,
+    /// <see cref="Attention.ConvertF32ToBF16(ReadOnlySpan{float}, Span{ushort})"/> and
+    /// <see cref="Attention.QuantizeI8(ReadOnlySpan{float}, long, long, Span{sbyte}, Span{float})"/>
+    /// fill such caches. (Mono has no System.Half: 16-bit values are their bit patterns.)</para>
+    /// <para>Gradients (<see cref="Op.Backward"/>): after a forward with Out and Lse bound, bind
+    /// <see cref="Operand.DOut"/> (an input) and any of the outputs <see cref="Operand.DQ"/>,
+    /// <see cref="Operand.DK"/>, <see cref="Operand.DV"/>, <see cref="Operand.DBias"/> (with
+    /// Bias), <see cref="Operand.DSinks"/> (with Sinks), zero-filled, each in the layout of its
+    /// forward counterpart, and run <see cref="Op.Backward"/> on the same object; fp32 Q, K, V
+    /// only.</para>
+    /// <para>The same object carries the operands of
     /// <see cref="AttentionDesc.KvAppend(AttentionArgs, float[], float[])"/> (NewK, NewV and the
-    /// int operands) and each side of <see cref="AttentionDesc.Merge"/> (Out, Lse).
+    /// int operands) and each side of <see cref="AttentionDesc.Merge"/> (Out, Lse).</para>
     /// <code>
     /// using (var args = new AttentionArgs())
     /// {
@@ -48,7 +66,8 @@ namespace LibAttn
         const int Q = (int)Operand.Q, K = (int)Operand.K, V = (int)Operand.V,
                   Out = (int)Operand.Out, Lse = (int)Operand.Lse,
                   CuQ = (int)Operand.CuSeqlensQ, CuK = (int)Operand.CuSeqlensK,
-                  NewK = (int)Operand.NewK, NewV = (int)Operand.NewV;
+                  NewK = (int)Operand.NewK, NewV = (int)Operand.NewV,
+                  KScale = (int)Operand.KScale, VScale = (int)Operand.VScale;
 
         // The library's element kind of each operand, and its name in the library's messages.
         enum Elem : byte { F32In, F32Out, U8, I32 }
@@ -56,18 +75,20 @@ namespace LibAttn
             Elem.F32In,  Elem.F32In, Elem.F32In, Elem.F32Out, Elem.F32Out, Elem.F32Out,
             Elem.U8,     Elem.U8,    Elem.F32In, Elem.F32In,  Elem.F32In,  Elem.U8,
             Elem.I32,    Elem.F32Out, Elem.I32,   Elem.I32,    Elem.I32,     Elem.F32In,
-            Elem.F32In };
+            Elem.F32In,
+            Elem.F32In,  Elem.F32Out, Elem.F32Out, Elem.F32Out, Elem.F32Out, Elem.F32Out, // DOut..
+            Elem.F32In,  Elem.F32In }; // KScale, VScale
         internal static readonly string[] Names = {
             "q",    "k",            "v",     "out",         "lse",        "weights", "key_valid",
             "allowed", "bias", "alibi_slopes", "sinks", "query_valid", "seq_lens_k", "key_mass",
-            "cu_seqlens_q", "cu_seqlens_k", "block_table", "new_k", "new_v" };
+            "cu_seqlens_q", "cu_seqlens_k", "block_table", "new_k", "new_v",
+            "dout", "dq", "dk", "dv", "dbias", "dsinks", "k_scale", "v_scale" };
         // Operands each call reads or writes (the library ignores the others): as capi/attn.cpp.
-        // By Op (Backward: the forward's operands; its gradient operands are not bound from C#
-        // yet, so the library answers that dout is missing), then KvAppend (cu_seqlens_k only for a
-        // varlen pack without pages), and the two sides of Merge.
+        // By Op, then KvAppend (cu_seqlens_k only for a varlen pack without pages), and the two
+        // sides of Merge.
         const int UseKv = 3, UseKvPacked = 4, UseAcc = 5, UsePart = 6;
         static readonly bool[][] Used = {
-            UsedBy(Op.Forward), UsedBy(Op.Weights), UsedBy(Op.Forward),
+            UsedBy(Op.Forward), UsedBy(Op.Weights), UsedBy(Op.Backward),
             UsedSet(Operand.NewK, Operand.NewV, Operand.SeqLensK, Operand.CuSeqlensQ,
                     Operand.BlockTable),
             UsedSet(Operand.NewK, Operand.NewV, Operand.SeqLensK, Operand.CuSeqlensQ,
@@ -75,10 +96,14 @@ namespace LibAttn
             UsedSet(Operand.Out, Operand.Lse, Operand.CuSeqlensQ),
             UsedSet(Operand.Out, Operand.Lse) };
 
-        enum Pin : byte { None, Float, Bool, Byte, Int, Handle }
+        enum Pin : byte { None, Float, Bool, Byte, Int, UShort, SByte, Handle }
+        // How Q, K or V is stored (the setter that binds it); F32 for every other operand.
+        enum Storage : byte { F32, F16, BF16, I8 }
+        static readonly string[] StoreSetter = { "Bind", "BindF16", "BindBF16", "Bind(sbyte[])" };
         struct Slot
         {
             public Pin pin;
+            public Storage store;
             public Array array;      // Float/Bool/Byte/Int: pinned with `fixed` during Run
             public int offset, count; // the bound window of `array` (or of the Memory)
             public Func<MemoryHandle> handle; // Handle: a Memory not backed by an array
@@ -119,7 +144,8 @@ namespace LibAttn
         }
 
         /// <summary>Binds a float operand: an input (Q, K, V, Bias, AlibiSlopes, Sinks, NewK,
-        /// NewV) or an output (Out, Lse, Weights, KeyMass); null unbinds it.</summary>
+        /// NewV, DOut, KScale, VScale) or an output (Out, Lse, Weights, KeyMass, DQ, DK, DV,
+        /// DBias, DSinks); null unbinds it.</summary>
         /// <exception cref="ArgumentOutOfRangeException">which is not an Operand value.</exception>
         /// <exception cref="ArgumentException">which is not a float operand.</exception>
         public AttentionArgs Bind(Operand which, float[] data)
@@ -140,8 +166,8 @@ namespace LibAttn
             return StoreHandle(w, data.Pin, data.Length);
         }
 
-        /// <summary>Binds a float input (Q, K, V, Bias, AlibiSlopes, Sinks, NewK, NewV) to
-        /// read-only memory.</summary>
+        /// <summary>Binds a float input (Q, K, V, Bias, AlibiSlopes, Sinks, NewK, NewV, DOut,
+        /// KScale, VScale) to read-only memory.</summary>
         public AttentionArgs Bind(Operand which, ReadOnlyMemory<float> data)
         {
             int w = Check(which, false, "ReadOnlyMemory<float>", Elem.F32In, Elem.F32In);
@@ -149,6 +175,77 @@ namespace LibAttn
             if (MemoryMarshal.TryGetArray(data, out seg))
                 return Store(w, seg.Array, Pin.Float, seg.Offset, seg.Count);
             return StoreHandle(w, data.Pin, data.Length);
+        }
+
+        /// <summary>Binds Q, K or V stored as IEEE binary16 (f16) bit patterns
+        /// (attn_args_set_f16); null unbinds it. The length counts elements, as for float; the
+        /// array is pinned for each call, never copied.
+        /// <see cref="Attention.ConvertF32ToF16(ReadOnlySpan{float}, Span{ushort})"/> fills
+        /// it.</summary>
+        /// <exception cref="ArgumentOutOfRangeException">which is not an Operand value.</exception>
+        /// <exception cref="ArgumentException">which is not Q, K or V.</exception>
+        public AttentionArgs BindF16(Operand which, ushort[] data)
+        {
+            int w = CheckStored(which, data == null, Storage.F16);
+            return Store(w, data, Pin.UShort, 0, data == null ? 0 : data.Length, Storage.F16);
+        }
+
+        /// <summary>Binds Q, K or V stored as f16 bit patterns to read-only memory.</summary>
+        public AttentionArgs BindF16(Operand which, ReadOnlyMemory<ushort> data)
+        {
+            return BindStored(CheckStored(which, false, Storage.F16), data, Storage.F16);
+        }
+
+        /// <summary>Binds Q, K or V stored as bfloat16 (bf16) bit patterns
+        /// (attn_args_set_bf16); null unbinds it. As
+        /// <see cref="BindF16(Operand, ushort[])"/>;
+        /// <see cref="Attention.ConvertF32ToBF16(ReadOnlySpan{float}, Span{ushort})"/> fills
+        /// it.</summary>
+        /// <exception cref="ArgumentOutOfRangeException">which is not an Operand value.</exception>
+        /// <exception cref="ArgumentException">which is not Q, K or V.</exception>
+        public AttentionArgs BindBF16(Operand which, ushort[] data)
+        {
+            int w = CheckStored(which, data == null, Storage.BF16);
+            return Store(w, data, Pin.UShort, 0, data == null ? 0 : data.Length, Storage.BF16);
+        }
+
+        /// <summary>Binds Q, K or V stored as bf16 bit patterns to read-only memory.</summary>
+        public AttentionArgs BindBF16(Operand which, ReadOnlyMemory<ushort> data)
+        {
+            return BindStored(CheckStored(which, false, Storage.BF16), data, Storage.BF16);
+        }
+
+        /// <summary>Binds K or V stored as symmetric int8 (attn_args_set_i8); null unbinds it.
+        /// Element x of a row is <c>(float)data[x] * scale</c> with the row's scale from
+        /// <see cref="Operand.KScale"/> / <see cref="Operand.VScale"/> (float
+        /// [batch][heads_kv][seq_k], bind it with <see cref="Bind(Operand, float[])"/>: Run
+        /// requires it with an int8 K / V and refuses it otherwise).
+        /// <see cref="Attention.QuantizeI8(ReadOnlySpan{float}, long, long, Span{sbyte}, Span{float})"/>
+        /// fills both.</summary>
+        /// <exception cref="ArgumentOutOfRangeException">which is not an Operand value.</exception>
+        /// <exception cref="ArgumentException">which is not K or V.</exception>
+        public AttentionArgs Bind(Operand which, sbyte[] data)
+        {
+            int w = CheckStored(which, data == null, Storage.I8);
+            return Store(w, data, Pin.SByte, 0, data == null ? 0 : data.Length, Storage.I8);
+        }
+
+        /// <summary>Binds K or V stored as int8 to read-only memory.</summary>
+        public AttentionArgs Bind(Operand which, ReadOnlyMemory<sbyte> data)
+        {
+            int w = CheckStored(which, false, Storage.I8);
+            ArraySegment<sbyte> seg;
+            if (MemoryMarshal.TryGetArray(data, out seg))
+                return Store(w, seg.Array, Pin.SByte, seg.Offset, seg.Count, Storage.I8);
+            return StoreHandle(w, data.Pin, data.Length, null, Storage.I8);
+        }
+
+        AttentionArgs BindStored(int w, ReadOnlyMemory<ushort> data, Storage store)
+        {
+            ArraySegment<ushort> seg;
+            if (MemoryMarshal.TryGetArray(data, out seg))
+                return Store(w, seg.Array, Pin.UShort, seg.Offset, seg.Count, store);
+            return StoreHandle(w, data.Pin, data.Length, null, store);
         }
 
         /// <summary>Binds a mask (KeyValid, Allowed, QueryValid): true = real / allowed; null
@@ -367,8 +464,19 @@ namespace LibAttn
         void Needs(AttentionDesc d)
         {
             Array.Copy(d.requiredLen, need, N);
-            if (!d.Varlen)
-                return;
+            if (d.Varlen)
+                PackNeeds(d);
+            // Each gradient spans what its forward counterpart does (varlen: this call's pack).
+            need[(int)Operand.DOut] = need[Out];
+            need[(int)Operand.DQ] = need[Q];
+            need[(int)Operand.DK] = need[K];
+            need[(int)Operand.DV] = need[V];
+        }
+
+        static readonly int[] PackedKv = { K, V, KScale, VScale };
+
+        void PackNeeds(AttentionDesc d)
+        {
             long totalQ;
             if (Total(CuQ, d.Batch, d.SeqQ, out totalQ))
             {
@@ -385,15 +493,9 @@ namespace LibAttn
             if (d.PageSize != 0)
                 return; // paged K/V: one page each, as the descriptor says
             long totalK;
-            if (Total(CuK, d.Batch, d.SeqK, out totalK))
-            {
-                need[K] = d.PackNeed(K, totalK);
-                need[V] = d.PackNeed(V, totalK);
-            }
-            else
-            {
-                need[K] = need[V] = 0;
-            }
+            bool known = Total(CuK, d.Batch, d.SeqK, out totalK);
+            foreach (int w in PackedKv) // (a static array: Run allocates nothing)
+                need[w] = known ? d.PackNeed(w, totalK) : 0;
         }
 
         // cu_seqlens operand w read as the library reads it: false unless bound with batch + 1
@@ -480,6 +582,14 @@ namespace LibAttn
                 fixed (int* p = (int[])s.array)
                     BindAndGo(ref c, i, w, (IntPtr)(p + s.offset), s.count);
                 break;
+            case Pin.UShort:
+                fixed (ushort* p = (ushort[])s.array)
+                    BindAndGo(ref c, i, w, (IntPtr)(p + s.offset), s.count);
+                break;
+            case Pin.SByte:
+                fixed (sbyte* p = (sbyte[])s.array)
+                    BindAndGo(ref c, i, w, (IntPtr)(p + s.offset), s.count);
+                break;
             default:
                 using (MemoryHandle h = s.handle())
                     BindAndGo(ref c, i, w, (IntPtr)h.Pointer, s.count);
@@ -489,8 +599,37 @@ namespace LibAttn
 
         static void BindAndGo(ref Call c, int i, int w, IntPtr data, int count)
         {
+            AttentionArgs o = i < c.a.runCount ? c.a : c.b;
             IntPtr args = i < c.a.runCount ? c.ha : c.hb;
             ulong len = (ulong)count;
+            Status st;
+            switch (o.slots[w].store)
+            {
+            case Storage.F16:
+                st = AttnNative.attn_args_set_f16(args, (Operand)w, data, len);
+                break;
+            case Storage.BF16:
+                st = AttnNative.attn_args_set_bf16(args, (Operand)w, data, len);
+                break;
+            case Storage.I8:
+                st = AttnNative.attn_args_set_i8(args, (Operand)w, data, len);
+                break;
+            default:
+                st = BindF32(args, w, data, len);
+                break;
+            }
+            c.bound = true;
+            if (st != Status.Ok)
+            {
+                c.error = Errors.FromLastError(st); // before any other libattn call
+                Unbind(ref c);
+                return;
+            }
+            PinFrom(ref c, i + 1);
+        }
+
+        static Status BindF32(IntPtr args, int w, IntPtr data, ulong len)
+        {
             Status st;
             switch (Kinds[w])
             {
@@ -507,14 +646,7 @@ namespace LibAttn
                 st = AttnNative.attn_args_set_f32(args, (Operand)w, data, len);
                 break;
             }
-            c.bound = true;
-            if (st != Status.Ok)
-            {
-                c.error = Errors.FromLastError(st); // before any other libattn call
-                Unbind(ref c);
-                return;
-            }
-            PinFrom(ref c, i + 1);
+            return st;
         }
 
         static void Invoke(ref Call c)
@@ -553,12 +685,20 @@ namespace LibAttn
             bool[] u = UsedSet(Operand.Q, Operand.K, Operand.KeyValid, Operand.Allowed,
                                Operand.Bias, Operand.AlibiSlopes, Operand.Sinks,
                                Operand.QueryValid, Operand.SeqLensK, Operand.CuSeqlensQ,
-                               Operand.CuSeqlensK, Operand.BlockTable);
-            if (op == Op.Forward)
-                u[(int)Operand.V] = u[(int)Operand.Out] = u[(int)Operand.Lse] =
-                    u[(int)Operand.KeyMass] = true;
-            else
+                               Operand.CuSeqlensK, Operand.BlockTable, Operand.KScale);
+            if (op == Op.Weights)
+            {
                 u[(int)Operand.Weights] = true;
+                return u;
+            }
+            u[(int)Operand.V] = u[(int)Operand.Out] = u[(int)Operand.Lse] =
+                u[(int)Operand.VScale] = true;
+            if (op == Op.Forward)
+                u[(int)Operand.KeyMass] = true;
+            else
+                foreach (Operand g in new[] { Operand.DOut, Operand.DQ, Operand.DK, Operand.DV,
+                                              Operand.DBias, Operand.DSinks })
+                    u[(int)g] = true;
             return u;
         }
 
@@ -571,6 +711,21 @@ namespace LibAttn
         }
 
         // Validates `which` and that the overload's element type fits it; returns its index.
+        // Validates `which` for a 16-bit (Q, K, V) or int8 (K, V) setter; returns its index.
+        static int CheckStored(Operand which, bool isNull, Storage store)
+        {
+            int w = AttentionDesc.OperandIndex(which, "which");
+            bool ok = w == K || w == V || (w == Q && store != Storage.I8);
+            if (!ok && !isNull)
+                throw new ArgumentException(
+                    "Operand." + which + " (" + Names[w] + ") cannot be bound with "
+                        + StoreSetter[(int)store]
+                        + (store == Storage.I8 ? " (int8 storage is for K and V)"
+                                             : " (16-bit storage is for Q, K and V)"),
+                    "which");
+            return w;
+        }
+
         static int Check(Operand which, bool isNull, string given, Elem a, Elem b)
         {
             int w = AttentionDesc.OperandIndex(which, "which");
@@ -587,25 +742,27 @@ namespace LibAttn
                 "data");
         }
 
-        AttentionArgs Store(int w, Array array, Pin pin, int offset, int count)
+        AttentionArgs Store(int w, Array array, Pin pin, int offset, int count,
+                            Storage store = Storage.F32)
         {
             lock (sync)
             {
                 ThrowIfDisposed();
                 slots[w] = array == null ? new Slot()
-                                         : new Slot { pin = pin, array = array, offset = offset,
-                                                      count = count };
+                                         : new Slot { pin = pin, store = store, array = array,
+                                                      offset = offset, count = count };
             }
             return this;
         }
 
-        AttentionArgs StoreHandle(int w, Func<MemoryHandle> pin, int count, object memory = null)
+        AttentionArgs StoreHandle(int w, Func<MemoryHandle> pin, int count, object memory = null,
+                                  Storage store = Storage.F32)
         {
             lock (sync)
             {
                 ThrowIfDisposed();
-                slots[w] = new Slot { pin = Pin.Handle, handle = pin, count = count,
-                                      memory = memory };
+                slots[w] = new Slot { pin = Pin.Handle, store = store, handle = pin,
+                                      count = count, memory = memory };
             }
             return this;
         }

@@ -48,7 +48,7 @@ namespace LibAttn
             NativeLoader.Preload();
         }
 
-        internal const int OperandCount = 19; // Operand.Q .. Operand.NewV
+        internal const int OperandCount = 27; // Operand.Q .. Operand.VScale
         // The largest float[] .NET allocates (Array.MaxLength).
         internal const long MaxArrayLength = 0x7FFFFFC7;
 
@@ -59,9 +59,13 @@ namespace LibAttn
         // mode Q/Out/Lse (and K/V without pages) are upper bounds for batch * seq tokens;
         // AttentionArgs derives each call's lengths from its cu_seqlens (PackNeed).
         internal readonly ulong[] requiredLen;
-        // Row (token) stride of Q, K, V, Out, as the library lays them out in varlen mode: the
-        // builder's, else the token-major default heads * dim.
-        readonly long[] packRow = new long[4];
+        // Row (token) stride of Q, K, V, Out, KScale, VScale (PackOperands), as the library lays
+        // them out in varlen mode: the builder's, else the token-major default heads * dim (dim 1
+        // for the int8 scales).
+        static readonly int[] PackOperands = { (int)Operand.Q, (int)Operand.K, (int)Operand.V,
+                                               (int)Operand.Out, (int)Operand.KScale,
+                                               (int)Operand.VScale };
+        readonly long[] packRow = new long[OperandCount];
 
         /// <summary>Number of sequences in the batch.</summary>
         public long Batch { get; }
@@ -143,18 +147,18 @@ namespace LibAttn
             PageSize = ReadInt(desc, Param.PageSize);
             MaxPages = ReadInt(desc, Param.MaxPages);
             BatchInvariant = ReadInt(desc, Param.BatchInvariant) != 0;
-            for (int w = 0; w < 4; w++)
+            foreach (int w in PackOperands)
             {
                 bool isQ = w == (int)Operand.Q || w == (int)Operand.Out;
-                bool isV = w == (int)Operand.V || w == (int)Operand.Out;
-                packRow[w] = b.strides[w] != null
-                                 ? b.strides[w][2]
-                                 : (isQ ? HeadsQ : HeadsKv) * (isV ? HeadDimV : HeadDim);
+                long dim = w == (int)Operand.V || w == (int)Operand.Out ? HeadDimV
+                           : w == (int)Operand.KScale || w == (int)Operand.VScale ? 1 : HeadDim;
+                packRow[w] = b.strides[w] != null ? b.strides[w][2]
+                                                  : (isQ ? HeadsQ : HeadsKv) * dim;
             }
         }
 
-        // Elements Q, K, V or Out (w) spans in a varlen pack of `tokens` tokens: the required
-        // length for Batch * seq tokens less the rows not used.
+        // Elements Q, K, V, Out, KScale or VScale (w) spans in a varlen pack of `tokens` tokens:
+        // the required length for Batch * seq tokens less the rows not used.
         internal ulong PackNeed(int w, long tokens)
         {
             if (tokens == 0)
@@ -254,8 +258,10 @@ namespace LibAttn
         /// this call only and passed without a copy.
         /// </summary>
         /// <param name="op"><see cref="Op.Forward"/> (reads Q, K, V; writes Out, optional Lse
-        /// and KeyMass) or <see cref="Op.Weights"/> (reads Q, K; writes Weights). Operands the
-        /// operation does not read are ignored.</param>
+        /// and KeyMass), <see cref="Op.Weights"/> (reads Q, K; writes Weights) or
+        /// <see cref="Op.Backward"/> (reads fp32 Q, K, V, the forward's Out and Lse and DOut;
+        /// writes any of DQ, DK, DV, DBias, DSinks). Operands the operation does not read are
+        /// ignored.</param>
         /// <param name="args">The bound operands.</param>
         /// <exception cref="ArgumentNullException">args is null, or a required operand is not
         /// bound (the library's message names it: "attn_run: v is NULL").</exception>
@@ -263,7 +269,8 @@ namespace LibAttn
         /// than RequiredLen ("q has 10 elements, needs at least 12"); or the library refused the
         /// combination (an output overlapping another operand, seq_lens_k out of range, ALiBi
         /// slopes without Alibi.Operand, sinks with SoftmaxPlusOne), with its message.</exception>
-        /// <exception cref="AttentionException">Unsupported (Op.Backward), OutOfMemory.</exception>
+        /// <exception cref="AttentionException">Unsupported (e.g. Op.Backward with a 16-bit or
+        /// int8 Q, K or V, or with a paged cache), OutOfMemory.</exception>
         /// <exception cref="ObjectDisposedException">the descriptor or args was
         /// disposed.</exception>
         /// <remarks>Serving layouts: with <see cref="Varlen"/> the lengths of Q, Out and Lse (and
@@ -593,7 +600,7 @@ namespace LibAttn
                 throw new ArgumentOutOfRangeException(
                     argName, which,
                     argName + " (" + ((int)which).ToString(CultureInfo.InvariantCulture)
-                        + ") is not an Operand value (0 Q .. 18 NewV)");
+                        + ") is not an Operand value (0 Q .. 26 VScale)");
             return (int)which;
         }
 
@@ -826,6 +833,10 @@ namespace LibAttn
             /// In varlen mode batchStride of Q and Out (and of K and V without pages) is not
             /// used; with a paged cache batchStride of K and V is the page stride and rowStride
             /// the token stride inside a page.
+            /// The int8 scales <see cref="Operand.KScale"/> / <see cref="Operand.VScale"/>
+            /// ([batch][heads_kv][seq_k], K's shape with head_dim 1) take strides too (default:
+            /// K's default layout with head_dim 1). The gradients DQ, DK, DV, DOut and DBias
+            /// follow the strides of Q, K, V, Out and Bias.
             /// Another operand is refused by the library in <see cref="Build"/>.</summary>
             /// <exception cref="ArgumentOutOfRangeException">a negative stride, or which is not
             /// an Operand value.</exception>

@@ -97,7 +97,9 @@ namespace LibAttn
         Forward = 0,
         /// <summary>Reads Q, K (+ optional operands); writes Weights.</summary>
         Weights = 1,
-        /// <summary>Reserved: the library answers Unsupported in this version.</summary>
+        /// <summary>The gradients (FlashAttention-2's algorithm, fp32 Q, K, V only): reads Q, K,
+        /// V, the forward's Out and Lse, and DOut (+ the forward's optional operands); writes any
+        /// of DQ, DK, DV, DBias, DSinks (at least one bound). Not with a paged cache.</summary>
         Backward = 2
     }
 

@@ -58,10 +58,16 @@
  *        attn.i's `%ignore ""` as [T6] does: the shared allow-list stays as it is, since Java's
  *        interface (which rejects any pointer it has no typemap for: SWIGTYPE_p_float would break
  *        its build) and Go's (which calls these two from its own C helpers) include it too.
+ *   [T14] the storage types and the backward (0.2): attn_args_set_f16 / _bf16 (const uint16_t
+ *        *data) and attn_args_set_i8 (const int8_t *data) -> IntPtr as [T8] (AttentionArgs.BindF16 /
+ *        BindBF16 / Bind(sbyte[]) keep ushort[] / sbyte[] arrays pinned around attn_run, like
+ *        float[]); the converters attn_convert_* (src, dst) and attn_quantize_i8 (src, dst,
+ *        scales) -> IntPtr (Attention.ConvertF32ToF16 .. QuantizeI8 pin spans with `fixed` for
+ *        the call); the operands ATTN_DOUT .. ATTN_V_SCALE. Re-enabled here with (::) renames as
+ *        [T13], the shared allow-list untouched.
  * None of the raw methods checks a length: that is the face's job (AttentionDesc.Check*,
- * AttentionDesc.Run), and attn_run checks the lengths it is given once more.
- * Functions of attn.h that neither the allow-list nor [T13] enables (attn_args_set_f16/bf16) get
- * no wrapper. */
+ * AttentionDesc.Run, Attention.Convert*), and the library checks the lengths it is given once
+ * more. */
 
 %module AttnNative
 
@@ -128,6 +134,24 @@
 %typemap(in) const float *data, float *data, const uint8_t *data,
              const int32_t *data %{ $1 = ($1_ltype)$input; %}
 
+/* ---- [T14] the 16-bit and int8 setters: as [T8]. The converters: pointers the face pins for
+ * the call (spans, so any window of an array or native memory). ---- */
+%typemap(ctype) const uint16_t *data, const int8_t *data "void *"
+%typemap(imtype) const uint16_t *data, const int8_t *data "global::System.IntPtr"
+%typemap(cstype) const uint16_t *data, const int8_t *data "global::System.IntPtr"
+%typemap(csin) const uint16_t *data, const int8_t *data "$csinput"
+%typemap(in) const uint16_t *data, const int8_t *data %{ $1 = ($1_ltype)$input; %}
+%typemap(ctype) const float *src, const uint16_t *src, uint16_t *dst, float *dst, int8_t *dst,
+                float *scales "void *"
+%typemap(imtype) const float *src, const uint16_t *src, uint16_t *dst, float *dst, int8_t *dst,
+                 float *scales "global::System.IntPtr"
+%typemap(cstype) const float *src, const uint16_t *src, uint16_t *dst, float *dst, int8_t *dst,
+                 float *scales "global::System.IntPtr"
+%typemap(csin) const float *src, const uint16_t *src, uint16_t *dst, float *dst, int8_t *dst,
+               float *scales "$csinput"
+%typemap(in) const float *src, const uint16_t *src, uint16_t *dst, float *dst, int8_t *dst,
+             float *scales %{ $1 = ($1_ltype)$input; %}
+
 /* ---- [T13] attn_kv_append's caches: pointers the face keeps pinned for the call. ---- */
 %typemap(ctype) float *k_cache, float *v_cache "void *"
 %typemap(imtype) float *k_cache, float *v_cache "global::System.IntPtr"
@@ -176,6 +200,14 @@
 %rename(BlockTable) ::ATTN_BLOCK_TABLE;
 %rename(NewK) ::ATTN_NEW_K;
 %rename(NewV) ::ATTN_NEW_V;
+%rename(DOut) ::ATTN_DOUT;
+%rename(DQ) ::ATTN_DQ;
+%rename(DK) ::ATTN_DK;
+%rename(DV) ::ATTN_DV;
+%rename(DBias) ::ATTN_DBIAS;
+%rename(DSinks) ::ATTN_DSINKS;
+%rename(KScale) ::ATTN_K_SCALE;
+%rename(VScale) ::ATTN_V_SCALE;
 
 /* ---- [T13] the serving layouts: enabled for C# only (see the catalogue). The parameters keep
  * their C names ([T10]). ---- */
@@ -185,6 +217,16 @@
 %rename("%s") ::ATTN_PARAM_BATCH_INVARIANT;
 %rename("%s") ::attn_kv_append;
 %rename("%s") ::attn_merge;
+
+/* ---- [T14] the storage types: enabled for C# here, as [T13]. ---- */
+%rename("%s") ::attn_args_set_f16;
+%rename("%s") ::attn_args_set_bf16;
+%rename("%s") ::attn_args_set_i8;
+%rename("%s") ::attn_convert_f32_to_f16;
+%rename("%s") ::attn_convert_f32_to_bf16;
+%rename("%s") ::attn_convert_f16_to_f32;
+%rename("%s") ::attn_convert_bf16_to_f32;
+%rename("%s") ::attn_quantize_i8;
 
 /* ---- [T10] the 0.2 enums attn_param / attn_alibi / attn_weights_mode / attn_op stay under their
  * C names and internal: C enumerators share one scope, so their natural .NET names collide with
@@ -245,9 +287,9 @@ ATTN_CSOUT_PRIMITIVE(int64_t, long)
 %csattributes ATTN_CAUSAL_TOP_LEFT "/// <summary>j &lt;= i (PyTorch is_causal).</summary>"
 %csattributes ATTN_CAUSAL_BOTTOM_RIGHT "/// <summary>j &lt;= i + (seq_k - seq_q): the last query aligned with the last key (KV cache, decode).</summary>"
 %typemap(csattributes) enum attn_operand "/// <summary>The tensors of a call (attn_operand): strides, RequiredLen and AttentionArgs.Bind name them.</summary>"
-%csattributes ATTN_Q "/// <summary>Queries, float [batch][heads_q][seq_q][head_dim], strided.</summary>"
-%csattributes ATTN_K "/// <summary>Keys, float [batch][heads_kv][seq_k][head_dim], strided.</summary>"
-%csattributes ATTN_V "/// <summary>Values, float [batch][heads_kv][seq_k][head_dim_v], strided.</summary>"
+%csattributes ATTN_Q "/// <summary>Queries, float (or f16 / bf16: AttentionArgs.BindF16 / BindBF16) [batch][heads_q][seq_q][head_dim], strided.</summary>"
+%csattributes ATTN_K "/// <summary>Keys, float (or f16 / bf16 / int8 with KScale) [batch][heads_kv][seq_k][head_dim], strided.</summary>"
+%csattributes ATTN_V "/// <summary>Values, float (or f16 / bf16 / int8 with VScale) [batch][heads_kv][seq_k][head_dim_v], strided.</summary>"
 %csattributes ATTN_OUT "/// <summary>Output, float [batch][heads_q][seq_q][head_dim_v], strided.</summary>"
 %csattributes ATTN_LSE "/// <summary>Log-sum-exp output, float [batch][heads_q][seq_q] (-inf for a query with no visible key).</summary>"
 %csattributes ATTN_WEIGHTS "/// <summary>Weights output, float [batch][heads_q][seq_q][seq_k].</summary>"
@@ -264,5 +306,13 @@ ATTN_CSOUT_PRIMITIVE(int64_t, long)
 %csattributes ATTN_BLOCK_TABLE "/// <summary>Paged K/V block table, int [batch][max_pages]: the page of each sequence's keys j / page_size; -1 marks an unused slot (with Builder.PageSize).</summary>"
 %csattributes ATTN_NEW_K "/// <summary>New key rows for AttentionDesc.KvAppend, float [tokens][heads_kv][head_dim], contiguous.</summary>"
 %csattributes ATTN_NEW_V "/// <summary>New value rows for AttentionDesc.KvAppend, float [tokens][heads_kv][head_dim_v], contiguous.</summary>"
+%csattributes ATTN_DOUT "/// <summary>Gradient of Out for Op.Backward, float in Out's layout, input.</summary>"
+%csattributes ATTN_DQ "/// <summary>Gradient of Q written by Op.Backward, float in Q's layout (zero-fill it first: gaps are not written).</summary>"
+%csattributes ATTN_DK "/// <summary>Gradient of K written by Op.Backward, float in K's layout (GQA: summed over a KV head's query heads).</summary>"
+%csattributes ATTN_DV "/// <summary>Gradient of V written by Op.Backward, float in V's layout (GQA: summed over a KV head's query heads).</summary>"
+%csattributes ATTN_DBIAS "/// <summary>Gradient of Bias written by Op.Backward, float in Bias's layout (broadcast dimensions summed); needs Bias bound.</summary>"
+%csattributes ATTN_DSINKS "/// <summary>Gradient of Sinks written by Op.Backward, float [heads_q]; needs Sinks bound.</summary>"
+%csattributes ATTN_K_SCALE "/// <summary>Scales of an int8 K (bound with AttentionArgs.Bind(Operand, sbyte[])), float [batch][heads_kv][seq_k] (K's shape with head_dim 1), strided; required with an int8 K, refused otherwise.</summary>"
+%csattributes ATTN_V_SCALE "/// <summary>Scales of an int8 V, float [batch][heads_kv][seq_k], strided; required with an int8 V, refused otherwise.</summary>"
 
 %include "../attn.i"

@@ -73,15 +73,16 @@ namespace LibAttn.Tests
 
     static class Util
     {
-        // |got - expected| <= 1e-5 * max(1, |expected|); infinities must match exactly.
-        public static void AssertClose(double expected, float got, string what)
+        // |got - expected| <= rel * max(1, |expected|) (rel 1e-5 unless told); infinities must
+        // match exactly.
+        public static void AssertClose(double expected, float got, string what, double rel = 1e-5)
         {
             if (double.IsInfinity(expected) || float.IsInfinity(got))
             {
                 Assert.AreEqual(expected, (double)got, what);
                 return;
             }
-            double tol = 1e-5 * Math.Max(1.0, Math.Abs(expected));
+            double tol = rel * Math.Max(1.0, Math.Abs(expected));
             if (float.IsNaN(got) || Math.Abs(got - expected) > tol)
                 Assert.Fail("{0}: got {1:R}, expected {2:R} (tolerance {3:R})", what, got,
                             expected, tol);

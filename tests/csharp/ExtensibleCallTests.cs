@@ -105,7 +105,9 @@ namespace LibAttn.Tests
                               Operand.Weights, Operand.KeyValid, Operand.Allowed, Operand.Bias,
                               Operand.AlibiSlopes, Operand.Sinks, Operand.QueryValid,
                               Operand.SeqLensK, Operand.KeyMass, Operand.CuSeqlensQ,
-                              Operand.CuSeqlensK, Operand.BlockTable, Operand.NewK, Operand.NewV };
+                              Operand.CuSeqlensK, Operand.BlockTable, Operand.NewK, Operand.NewV,
+                              Operand.DOut, Operand.DQ, Operand.DK, Operand.DV, Operand.DBias,
+                              Operand.DSinks, Operand.KScale, Operand.VScale };
             for (int i = 0; i < ops.Length; i++) Assert.AreEqual(i, (int)ops[i]);
             Assert.AreEqual(ops.Length, Enum.GetValues(typeof(Operand)).Length);
             Assert.AreEqual(9, (int)Param.BiasFirst);
@@ -304,8 +306,8 @@ namespace LibAttn.Tests
                     "param (255) is not a Param value"),
                 Tuple.Create<TestDelegate, string, string>(() => Small().Set((Param)(-7), 1.0), "param",
                     "param (-7) is not a Param value"),
-                Tuple.Create<TestDelegate, string, string>(() => Small().Strides((Operand)19, 1, 1, 1),
-                    "which", "which (19) is not an Operand value (0 Q .. 18 NewV)"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().Strides((Operand)27, 1, 1, 1),
+                    "which", "which (27) is not an Operand value (0 Q .. 26 VScale)"),
             };
             foreach (var c in cases)
             {
@@ -832,8 +834,8 @@ namespace LibAttn.Tests
                     StringAssert.Contains("op (3) is not an Op value", re.Message);
                     re = Assert.Throws<ArgumentOutOfRangeException>(() => desc.Run((Op)(-1), args));
                     StringAssert.Contains("op (-1)", re.Message);
-                    re = Assert.Throws<ArgumentOutOfRangeException>(() => args.Bind((Operand)19, q));
-                    StringAssert.Contains("which (19) is not an Operand value", re.Message);
+                    re = Assert.Throws<ArgumentOutOfRangeException>(() => args.Bind((Operand)27, q));
+                    StringAssert.Contains("which (27) is not an Operand value", re.Message);
                     re = Assert.Throws<ArgumentOutOfRangeException>(() => args.Unbind((Operand)(-1)));
                     Assert.AreEqual("which", re.ParamName);
                     // Backward with a forward's operands only: the library asks for dout.

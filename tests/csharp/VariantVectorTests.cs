@@ -1,7 +1,10 @@
 // The shared vectors of the extensible call (tests/vectors/VARIANTS.md) through the C# face:
-// every line of variants.txt runs through AttentionDesc.Builder + AttentionArgs +
-// AttentionDesc.Run, is checked as VARIANTS.md says and its raw results are written to
-// $ATTN_XLANG_DIR/csharp.variants.bin for xlang_identical; every line of errors.txt must fail
+// every line of variants.txt, storage.txt (Q/K/V bound through BindF16 / BindBF16 /
+// Bind(sbyte[]) + KScale / VScale) and backward.txt (forward, then Op.Backward with DOut and the
+// listed gradients) runs through AttentionDesc.Builder + AttentionArgs + AttentionDesc.Run, is
+// checked as VARIANTS.md says and its raw results are written to
+// $ATTN_XLANG_DIR/csharp.{variants,storage,backward}.bin for xlang_identical; every line of
+// errors.txt must fail
 // with its status (ArgumentException -> INVALID_ARGUMENT, ArgumentNullException -> NULL_POINTER,
 // AttentionException -> its Status, no exception -> OK) and a message containing its names.
 using System;
@@ -34,6 +37,17 @@ namespace LibAttn.Tests
             "bias_first", "weights_mode", "scale", "strides.q", "strides.k", "strides.v",
             "strides.out", "strides.bias", "in", "mass" };
         static readonly string[] ErrorKeys = { "op", "break", "status", "names" };
+        static readonly string[] StorageKeys = { "store.q", "store.k", "store.v",
+                                                 "strides.k_scale", "strides.v_scale" };
+        static readonly string[] BackwardKeys = { "grads" };
+        static readonly string[] GradNames = { "dq", "dk", "dv", "dbias", "dsinks" };
+
+        static bool KnownKey(string file, string key)
+        {
+            return LineKeys.Contains(key) || (file == "errors.txt" && ErrorKeys.Contains(key))
+                   || (file == "storage.txt" && StorageKeys.Contains(key))
+                   || (file == "backward.txt" && BackwardKeys.Contains(key));
+        }
 
         // The cases of a file; a key VARIANTS.md does not define fails the test.
         static List<Dictionary<string, string>> Lines(string file)
@@ -52,8 +66,7 @@ namespace LibAttn.Tests
                     Assert.Greater(eq, 0, "bad token '" + tok + "' in: " + line);
                     string key = tok.Substring(0, eq);
                     Assert.IsFalse(kv.ContainsKey(key), "repeated key in: " + line);
-                    Assert.IsTrue(LineKeys.Contains(key) ||
-                                      (file == "errors.txt" && ErrorKeys.Contains(key)),
+                    Assert.IsTrue(KnownKey(file, key),
                                   "unknown key '" + key + "' in " + file + ": " + line);
                     kv[key] = tok.Substring(eq + 1);
                 }
@@ -108,7 +121,8 @@ namespace LibAttn.Tests
                 if ((double)(float)x == x) b.Scale((float)x);
                 else b.Set(Param.Scale, x); // not a float (1e39): the library's bounds decide
             }
-            foreach (string op in new[] { "q", "k", "v", "out", "bias" })
+            // storage.txt: the int8 scales' strides after the others
+            foreach (string op in new[] { "q", "k", "v", "out", "bias", "k_scale", "v_scale" })
                 if (c.TryGetValue("strides." + op, out v))
                 {
                     long[] s = v.Split(',').Select(x => long.Parse(x, Inv)).ToArray();
@@ -126,118 +140,236 @@ namespace LibAttn.Tests
             return names;
         }
 
-        // ---- variants.txt -----------------------------------------------------------------
+        // ---- variants.txt, storage.txt, backward.txt ---------------------------------------
 
-        // Runs every case; returns the xlang bytes (per case: out, lse, weights, key_mass).
-        static byte[] RunAll(string label, bool boolMasks)
+        // Runs every case of a file; returns the xlang bytes (per case: out, lse, weights,
+        // key_mass; backward.txt: the listed gradients).
+        static byte[] RunAll(string file, string label, bool boolMasks)
         {
             Assert.IsTrue(BitConverter.IsLittleEndian, "vector files are little-endian");
             var xlang = new MemoryStream();
-            var lines = Lines("variants.txt");
-            foreach (var c in lines) RunCase(c, xlang, label, boolMasks);
-            Console.WriteLine("variant vectors [{0}]: {1} cases passed", label, lines.Count);
+            var lines = Lines(file);
+            foreach (var c in lines) RunCase(c, xlang, label, boolMasks, file == "backward.txt");
+            Console.WriteLine("{0} [{1}]: {2} cases passed", file, label, lines.Count);
             return xlang.ToArray();
         }
 
-        static void RunCase(Dictionary<string, string> c, Stream xlang, string label,
-                            bool boolMasks)
+        static T[] ReadRaw<T>(string file, int size) where T : struct
         {
-            string name = c["name"] + " [" + label + "]";
-            string p = Path.Combine(Dir(), c["name"] + ".");
-            bool mass = c["mass"] == "1";
-            using (AttentionDesc desc = Builder(c).Build())
-            using (var args = new AttentionArgs())
+            byte[] raw = File.ReadAllBytes(file);
+            Assert.AreEqual(0, raw.Length % size, file + ": not a whole number of elements");
+            var x = new T[raw.Length / size];
+            Buffer.BlockCopy(raw, 0, x, 0, raw.Length);
+            return x;
+        }
+
+        // Binds the inputs of a line, each through its typed setter (store.q/k/v: BindF16,
+        // BindBF16, Bind(sbyte[]) with its scale operand), every file checked against
+        // RequiredLen.
+        static void BindInputs(Dictionary<string, string> c, AttentionDesc desc, AttentionArgs args,
+                               string p, string name, bool boolMasks)
+        {
+            Action<Operand, long, string> len = (op, n, file) =>
+                Assert.AreEqual(desc.RequiredLen(op), (ulong)n, name + ": " + file + " length");
+            foreach (string key in c.Keys.Where(x => x.StartsWith("store.")))
+                CollectionAssert.Contains(Inputs(c), key.Substring(6), name + ": " + key);
+            foreach (string input in Inputs(c))
             {
-                foreach (string input in Inputs(c))
+                Operand op = OperandOf(input);
+                string store;
+                if (c.TryGetValue("store." + input, out store))
                 {
-                    Operand op = OperandOf(input);
-                    string type = input == "seq_lens_k" ? "i32"
-                                  : input == "key_valid" || input == "allowed" || input == "query_valid"
-                                      ? "u8" : "f32";
-                    string file = p + input + "." + type;
-                    long len;
-                    if (type == "f32")
+                    string file = p + input + "." + store;
+                    if (store == "f16" || store == "bf16")
                     {
-                        float[] x = Util.ReadF32(file);
-                        len = x.Length;
-                        args.Bind(op, x);
-                    }
-                    else if (type == "u8")
-                    {
-                        byte[] x = File.ReadAllBytes(file);
-                        len = x.Length;
-                        if (boolMasks) args.Bind(op, x.Select(y => y != 0).ToArray());
-                        else args.Bind(op, x);
+                        ushort[] x = ReadRaw<ushort>(file, 2);
+                        len(op, x.Length, file);
+                        if (store == "f16") args.BindF16(op, x);
+                        else args.BindBF16(op, x);
                     }
                     else
                     {
-                        byte[] raw = File.ReadAllBytes(file);
-                        var x = new int[raw.Length / 4];
-                        Buffer.BlockCopy(raw, 0, x, 0, raw.Length);
-                        len = x.Length;
+                        Assert.AreEqual("i8", store, name + ": store." + input);
+                        sbyte[] x = ReadRaw<sbyte>(file, 1);
+                        len(op, x.Length, file);
                         args.Bind(op, x);
+                        Operand sop = OperandOf(input + "_scale");
+                        float[] scale = Util.ReadF32(p + input + "_scale.f32");
+                        len(sop, scale.Length, input + "_scale.f32");
+                        args.Bind(sop, scale);
                     }
-                    Assert.AreEqual(desc.RequiredLen(op), (ulong)len, name + ": " + file + " length");
+                    continue;
                 }
-                float[] expOut = Util.ReadF32(p + "out.f32"), expLse = Util.ReadF32(p + "lse.f32"),
-                        expW = Util.ReadF32(p + "weights.f32");
-                float[] expMass = mass ? Util.ReadF32(p + "key_mass.f32") : null;
-                Assert.AreEqual(desc.RequiredLen(Operand.Out), (ulong)expOut.Length, name + " out file");
-                Assert.AreEqual(desc.RequiredLen(Operand.Lse), (ulong)expLse.Length, name + " lse file");
-                Assert.AreEqual(desc.RequiredLen(Operand.Weights), (ulong)expW.Length, name);
-                if (mass)
-                    Assert.AreEqual(desc.RequiredLen(Operand.KeyMass), (ulong)expMass.Length, name);
-
-                var output = new float[expOut.Length]; // zero: elements OUT does not address
-                var lse = new float[expLse.Length];
-                var weights = new float[expW.Length];
-                float[] keyMass = mass ? new float[expMass.Length] : null;
-                args.Bind(Operand.Out, output).Bind(Operand.Lse, lse);
-                if (mass) args.Bind(Operand.KeyMass, keyMass);
-                desc.Run(Op.Forward, args);
-                args.Bind(Operand.Weights, weights); // the same inputs, V included: ignored
-                desc.Run(Op.Weights, args);
-
-                // Within 1e-5; every expected 0 (hidden weights, padded rows, OUT gaps, unseen
-                // keys' mass) exactly 0, every expected -inf lse exactly -inf.
-                Check(expOut, output, name + " out");
-                Check(expLse, lse, name + " lse");
-                Check(expW, weights, name + " weights");
-                if (mass) Check(expMass, keyMass, name + " key_mass");
-
-                foreach (float[] part in new[] { output, lse, weights, keyMass })
+                string type = input == "seq_lens_k" ? "i32"
+                              : input == "key_valid" || input == "allowed" || input == "query_valid"
+                                  ? "u8" : "f32";
+                string path = p + input + "." + type;
+                if (type == "f32")
                 {
-                    if (part == null) continue;
-                    var bytes = new byte[part.Length * 4];
-                    Buffer.BlockCopy(part, 0, bytes, 0, bytes.Length);
-                    xlang.Write(bytes, 0, bytes.Length);
+                    float[] x = Util.ReadF32(path);
+                    len(op, x.Length, path);
+                    args.Bind(op, x);
+                }
+                else if (type == "u8")
+                {
+                    byte[] x = File.ReadAllBytes(path);
+                    len(op, x.Length, path);
+                    if (boolMasks) args.Bind(op, x.Select(y => y != 0).ToArray());
+                    else args.Bind(op, x);
+                }
+                else
+                {
+                    int[] x = ReadRaw<int>(path, 4);
+                    len(op, x.Length, path);
+                    args.Bind(op, x);
                 }
             }
         }
 
-        static void Check(float[] expected, float[] got, string what)
+        static float[] Expected(AttentionDesc desc, Operand op, string file, string name)
+        {
+            float[] x = Util.ReadF32(file);
+            Assert.AreEqual(desc.RequiredLen(op), (ulong)x.Length, name + ": " + file + " length");
+            return x;
+        }
+
+        static void Write(Stream xlang, float[] part)
+        {
+            var bytes = new byte[part.Length * 4];
+            Buffer.BlockCopy(part, 0, bytes, 0, bytes.Length);
+            xlang.Write(bytes, 0, bytes.Length);
+        }
+
+        static void RunCase(Dictionary<string, string> c, Stream xlang, string label,
+                            bool boolMasks, bool backward)
+        {
+            string name = c["name"] + " [" + label + "]";
+            string p = Path.Combine(Dir(), c["name"] + ".");
+            bool mass = c["mass"] == "1";
+            Assert.AreEqual(backward, c.ContainsKey("grads"), name + ": grads");
+            using (AttentionDesc desc = Builder(c).Build())
+            using (var args = new AttentionArgs())
+            {
+                BindInputs(c, desc, args, p, name, boolMasks);
+                float[] expOut = Expected(desc, Operand.Out, p + "out.f32", name),
+                        expLse = Expected(desc, Operand.Lse, p + "lse.f32", name);
+                float[] expMass = mass ? Expected(desc, Operand.KeyMass, p + "key_mass.f32", name)
+                                       : null;
+                var output = new float[expOut.Length]; // zero: elements OUT does not address
+                var lse = new float[expLse.Length];
+                float[] keyMass = mass ? new float[expMass.Length] : null;
+                args.Bind(Operand.Out, output).Bind(Operand.Lse, lse);
+                if (mass) args.Bind(Operand.KeyMass, keyMass);
+                desc.Run(Op.Forward, args);
+                // Within 1e-5; every expected 0 (hidden weights, padded rows, OUT gaps, unseen
+                // keys' mass) exactly 0, every expected -inf lse exactly -inf.
+                Check(expOut, output, name + " out");
+                Check(expLse, lse, name + " lse");
+                if (mass) Check(expMass, keyMass, name + " key_mass");
+                if (backward)
+                {
+                    RunBackward(c, desc, args, p, name, xlang);
+                    return;
+                }
+                float[] expW = Expected(desc, Operand.Weights, p + "weights.f32", name);
+                var weights = new float[expW.Length];
+                args.Bind(Operand.Weights, weights); // the same inputs, V included: ignored
+                desc.Run(Op.Weights, args);
+                Check(expW, weights, name + " weights");
+                foreach (float[] part in new[] { output, lse, weights, keyMass })
+                    if (part != null) Write(xlang, part);
+            }
+        }
+
+        // backward.txt: the same args (inputs, the forward's out and lse) + dout and the listed
+        // gradients, zero-filled; each within 1e-4, zeros included (no exact-zero rule: with one
+        // visible key ds is 0 in exact arithmetic, about 1e-7 in float32).
+        static void RunBackward(Dictionary<string, string> c, AttentionDesc desc,
+                                AttentionArgs args, string p, string name, Stream xlang)
+        {
+            string[] grads = c["grads"].Split(new[] { ',' }, StringSplitOptions.RemoveEmptyEntries);
+            Assert.IsNotEmpty(grads, name + ": grads");
+            int last = -1;
+            foreach (string g in grads)
+            {
+                int at = Array.IndexOf(GradNames, g);
+                Assert.Greater(at, last, name + ": grads=" + c["grads"] + " (order dq dk dv dbias dsinks)");
+                last = at;
+            }
+            args.Bind(Operand.DOut, Expected(desc, Operand.DOut, p + "dout.f32", name));
+            var got = new List<float[]>();
+            var want = new List<float[]>();
+            foreach (string g in grads)
+            {
+                Operand op = OperandOf(g);
+                want.Add(Expected(desc, op, p + g + ".f32", name));
+                got.Add(new float[want[want.Count - 1].Length]);
+                args.Bind(op, got[got.Count - 1]);
+            }
+            desc.Run(Op.Backward, args);
+            for (int i = 0; i < grads.Length; i++)
+            {
+                Check(want[i], got[i], name + " " + grads[i], 1e-4, false);
+                Write(xlang, got[i]);
+            }
+        }
+
+        static void Check(float[] expected, float[] got, string what, double rel = 1e-5,
+                          bool exactZeros = true)
         {
             for (int i = 0; i < expected.Length; i++)
             {
-                if (expected[i] == 0)
+                if (expected[i] == 0 && exactZeros)
                     Assert.AreEqual(0.0f, got[i], what + "[" + i + "] exactly 0");
                 else
-                    Util.AssertClose(expected[i], got[i], what + "[" + i + "]");
+                    Util.AssertClose(expected[i], got[i], what + "[" + i + "]", rel);
+            }
+        }
+
+        static void WriteXlang(string file, byte[] bytes)
+        {
+            string xdir = Environment.GetEnvironmentVariable("ATTN_XLANG_DIR");
+            if (!string.IsNullOrEmpty(xdir))
+            {
+                Directory.CreateDirectory(xdir);
+                File.WriteAllBytes(Path.Combine(xdir, file), bytes);
             }
         }
 
         [Test]
         public void VariantsMatchWithin1e5AndWriteXlangBytes()
         {
-            byte[] bytes = RunAll("default isa " + Attention.Isa, false);
-            string xdir = Environment.GetEnvironmentVariable("ATTN_XLANG_DIR");
-            if (!string.IsNullOrEmpty(xdir))
-            {
-                Directory.CreateDirectory(xdir);
-                File.WriteAllBytes(Path.Combine(xdir, "csharp.variants.bin"), bytes);
-            }
+            byte[] bytes = RunAll("variants.txt", "default isa " + Attention.Isa, false);
+            WriteXlang("csharp.variants.bin", bytes);
             // bool[] masks give the same bytes as byte[] masks.
-            CollectionAssert.AreEqual(bytes, RunAll("bool masks", true));
+            CollectionAssert.AreEqual(bytes, RunAll("variants.txt", "bool masks", true));
+        }
+
+        [Test]
+        public void StorageTypesMatchWithin1e5AndWriteXlangBytes()
+        {
+            WriteXlang("csharp.storage.bin",
+                       RunAll("storage.txt", "default isa " + Attention.Isa, false));
+        }
+
+        [Test]
+        public void BackwardMatchesWithin1e4AndWritesXlangBytes()
+        {
+            WriteXlang("csharp.backward.bin",
+                       RunAll("backward.txt", "default isa " + Attention.Isa, false));
+        }
+
+        static readonly string[] VectorFiles = { "variants.txt", "storage.txt", "backward.txt" };
+
+        static byte[] RunAllFiles(string label)
+        {
+            var all = new MemoryStream();
+            foreach (string f in VectorFiles)
+            {
+                byte[] b = RunAll(f, label, false);
+                all.Write(b, 0, b.Length);
+            }
+            return all.ToArray();
         }
 
         [Test]
@@ -257,7 +389,7 @@ namespace LibAttn.Tests
                         continue; // this CPU or build lacks it
                     }
                     Assert.AreEqual(isa, Attention.Isa);
-                    RunAll("isa " + isa, false);
+                    RunAllFiles("isa " + isa);
                     ran.Add(isa);
                 }
             }
@@ -267,11 +399,11 @@ namespace LibAttn.Tests
             }
             CollectionAssert.Contains(ran, "scalar");
             CollectionAssert.Contains(ran, Attention.Isa);
-            byte[] many = RunAll("threads " + Attention.NumThreads, false);
+            byte[] many = RunAllFiles("threads " + Attention.NumThreads);
             try
             {
                 Attention.NumThreads = 1;
-                CollectionAssert.AreEqual(many, RunAll("threads 1", false),
+                CollectionAssert.AreEqual(many, RunAllFiles("threads 1"),
                                           "bit-identical for any thread count");
             }
             finally
