@@ -49,7 +49,15 @@
  *       an attn_args, attn_jni_run makes the 0.1 calls attn_forward / attn_weights, lengths
  *       checked here as they take none). No JNI call happens while anything is pinned. The face
  *       runs every call through these functions.
+ *       attn_jni_run_typed is attn_jni_run with the storage types of Q, K and V (0.2): f16 /
+ *       bf16 as short[] or a direct ShortBuffer (attn_args_set_f16 / _bf16), int8 K / V as byte[]
+ *       or a direct ByteBuffer (attn_args_set_i8), pinned and bound the same way (zero copy).
+ *       attn_jni_convert / attn_jni_quantize_i8: attn_convert_* and attn_quantize_i8 with Java
+ *       objects (arrays pinned, direct buffers by address) and element offsets, lengths checked
+ *       here (the C functions take none).
  *   [J] the serving-layout enumerators (0.2): re-enabled here, not in the shared attn.i.
+ *   [K] the backward's operands ATTN_DOUT .. ATTN_DSINKS and the int8 scales ATTN_K_SCALE /
+ *       ATTN_V_SCALE (0.2): re-enabled here the same way.
  */
 %module AttnNative
 
@@ -117,9 +125,11 @@ static jclass attn_jni_float_array;   /* float[]                        */
 static jclass attn_jni_bool_array;    /* boolean[]                      */
 static jclass attn_jni_byte_array;    /* byte[]                         */
 static jclass attn_jni_int_array;     /* int[]                          */
+static jclass attn_jni_short_array;   /* short[]                        */
 static jclass attn_jni_float_buffer;  /* java.nio.FloatBuffer           */
 static jclass attn_jni_byte_buffer;   /* java.nio.ByteBuffer            */
 static jclass attn_jni_int_buffer;    /* java.nio.IntBuffer             */
+static jclass attn_jni_short_buffer;  /* java.nio.ShortBuffer           */
 static jclass attn_jni_exception;     /* org.libattn.AttentionException */
 static jmethodID attn_jni_exception_ctor; /* AttentionException(int, byte[]) */
 
@@ -142,13 +152,16 @@ extern "C" JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *) {
     attn_jni_bool_array = attn_jni_global_class(env, "[Z");
     attn_jni_byte_array = attn_jni_global_class(env, "[B");
     attn_jni_int_array = attn_jni_global_class(env, "[I");
+    attn_jni_short_array = attn_jni_global_class(env, "[S");
     attn_jni_float_buffer = attn_jni_global_class(env, "java/nio/FloatBuffer");
     attn_jni_byte_buffer = attn_jni_global_class(env, "java/nio/ByteBuffer");
     attn_jni_int_buffer = attn_jni_global_class(env, "java/nio/IntBuffer");
+    attn_jni_short_buffer = attn_jni_global_class(env, "java/nio/ShortBuffer");
     attn_jni_exception = attn_jni_global_class(env, "org/libattn/AttentionException");
     if (!attn_jni_float_array || !attn_jni_bool_array || !attn_jni_byte_array ||
         !attn_jni_int_array || !attn_jni_float_buffer || !attn_jni_byte_buffer ||
-        !attn_jni_int_buffer || !attn_jni_exception)
+        !attn_jni_int_buffer || !attn_jni_short_array || !attn_jni_short_buffer ||
+        !attn_jni_exception)
         return JNI_ERR;
     attn_jni_exception_ctor = env->GetMethodID(attn_jni_exception, "<init>", "(I[B)V");
     if (!attn_jni_exception_ctor) return JNI_ERR;
@@ -397,6 +410,15 @@ ATTN_JAVA_BUFFER_PAIR(const int32_t *, attn_jni_int_buffer, "IntBuffer")
 %rename("%s") ::ATTN_PARAM_PAGE_SIZE;
 %rename("%s") ::ATTN_PARAM_MAX_PAGES;
 %rename("%s") ::ATTN_PARAM_BATCH_INVARIANT;
+/* [K] the backward's operands and the int8 scales (0.2), enabled for Java the same way. */
+%rename("%s") ::ATTN_DOUT;
+%rename("%s") ::ATTN_DQ;
+%rename("%s") ::ATTN_DK;
+%rename("%s") ::ATTN_DV;
+%rename("%s") ::ATTN_DBIAS;
+%rename("%s") ::ATTN_DSINKS;
+%rename("%s") ::ATTN_K_SCALE;
+%rename("%s") ::ATTN_V_SCALE;
 
 %include "../attn.i"
 
@@ -404,27 +426,48 @@ ATTN_JAVA_BUFFER_PAIR(const int32_t *, attn_jni_int_buffer, "IntBuffer")
 %typemap(in, numinputs=0) JNIEnv *jenv %{ $1 = jenv; %}
 
 %{
-/* Element type and direction of each attn_operand (attn.h's table). */
-enum attn_jni_elem { ATTN_JNI_F32_IN, ATTN_JNI_F32_OUT, ATTN_JNI_U8, ATTN_JNI_I32 };
+/* Element type and direction of each attn_operand (attn.h's table). U16 (short[] or a direct
+ * ShortBuffer: f16 / bf16 bit patterns) and I8 (byte[] or a direct ByteBuffer) are the storage
+ * types of Q, K and V (K and V only for I8), chosen per call by attn_jni_run_typed's `stores`. */
+enum attn_jni_elem { ATTN_JNI_F32_IN, ATTN_JNI_F32_OUT, ATTN_JNI_U8, ATTN_JNI_I32, ATTN_JNI_U16,
+                     ATTN_JNI_I8 };
 
-static attn_jni_elem attn_jni_elem_of(int which) {
+/* Storage codes of attn_jni_run_typed's `stores`: 2 bits per operand, Q in bits 0-1, K in 2-3,
+ * V in 4-5 (the Java face's StorageType ordinals). */
+enum attn_jni_store { ATTN_JNI_STORE_F32 = 0, ATTN_JNI_STORE_F16 = 1, ATTN_JNI_STORE_BF16 = 2,
+                      ATTN_JNI_STORE_I8 = 3 };
+
+static int attn_jni_store_of(int which, int stores) {
+    return which <= ATTN_V ? (stores >> (2 * which)) & 3 : ATTN_JNI_STORE_F32;
+}
+
+static attn_jni_elem attn_jni_elem_of(int which, int stores = 0) {
+    switch (attn_jni_store_of(which, stores)) {
+    case ATTN_JNI_STORE_F16: case ATTN_JNI_STORE_BF16: return ATTN_JNI_U16;
+    case ATTN_JNI_STORE_I8: return ATTN_JNI_I8;
+    default: break;
+    }
     switch (which) {
-    case ATTN_OUT: case ATTN_LSE: case ATTN_WEIGHTS: case ATTN_KEY_MASS: return ATTN_JNI_F32_OUT;
+    case ATTN_OUT: case ATTN_LSE: case ATTN_WEIGHTS: case ATTN_KEY_MASS:
+    case ATTN_DQ: case ATTN_DK: case ATTN_DV: case ATTN_DBIAS: case ATTN_DSINKS:
+        return ATTN_JNI_F32_OUT;
     case ATTN_KEY_VALID: case ATTN_ALLOWED: case ATTN_QUERY_VALID: return ATTN_JNI_U8;
     case ATTN_SEQ_LENS_K: case ATTN_CU_SEQLENS_Q: case ATTN_CU_SEQLENS_K: case ATTN_BLOCK_TABLE:
         return ATTN_JNI_I32;
-    default: return ATTN_JNI_F32_IN; /* Q, K, V, BIAS, ALIBI_SLOPES, SINKS, NEW_K, NEW_V */
+    default: /* Q, K, V, BIAS, ALIBI_SLOPES, SINKS, NEW_K, NEW_V, DOUT, K_SCALE, V_SCALE */
+        return ATTN_JNI_F32_IN;
     }
 }
 
-static const int attn_jni_operands = 19; /* ATTN_Q .. ATTN_NEW_V */
+static const int attn_jni_operands = 27; /* ATTN_Q .. ATTN_V_SCALE */
 static const char *const attn_jni_operand_names[attn_jni_operands] = {
     "q",    "k",            "v",     "out",         "lse",        "weights",  "key_valid",
     "allowed", "bias", "alibi_slopes", "sinks", "query_valid", "seq_lens_k", "key_mass",
-    "cu_seqlens_q", "cu_seqlens_k", "block_table", "new_k", "new_v"};
+    "cu_seqlens_q", "cu_seqlens_k", "block_table", "new_k", "new_v", "dout", "dq", "dk", "dv",
+    "dbias", "dsinks", "k_scale", "v_scale"};
 
 /* The most objects one call classifies: two operand sets (attn_jni_merge) and two caches
- * (attn_jni_kv_append). Each element read from an Object[] is a local reference, held until
+ * (attn_jni_kv_append; the conversions take three). Each element read from an Object[] is a local reference, held until
  * the call ends (the arrays among them must stay referenced while pinned): the helpers reserve
  * room for them first (EnsureLocalCapacity), so -Xcheck:jni sees no excess of local refs. */
 static const int attn_jni_max_pins = 2 * attn_jni_operands + 2;
@@ -464,8 +507,10 @@ struct attn_jni_pins {
     }
 
     /* Classify obj (non-null) as operand element type e. owned: obj is a local reference to
-     * delete at the end (also when this fails). false: an exception is pending. */
-    bool add(jobject obj, attn_jni_elem e, const char *name, int *index, bool owned = false) {
+     * delete at the end (also when this fails). output: written by the call (always for
+     * ATTN_JNI_F32_OUT). false: an exception is pending. */
+    bool add(jobject obj, attn_jni_elem e, const char *name, int *index, bool owned = false,
+             bool output = false) {
         if (n == attn_jni_max_pins) {
             if (owned) env->DeleteLocalRef(obj);
             return fail(name, "too many objects in one call");
@@ -475,7 +520,7 @@ struct attn_jni_pins {
         x.ptr = nullptr;
         x.len = 0;
         x.root = n;
-        x.output = e == ATTN_JNI_F32_OUT;
+        x.output = output || e == ATTN_JNI_F32_OUT;
         x.local = owned ? obj : nullptr;
         ++n; /* counted at once, so the destructor deletes the reference whatever happens */
         size_t elem = 4;
@@ -491,6 +536,18 @@ struct attn_jni_pins {
             is_buffer = !is_array && env->IsInstanceOf(obj, attn_jni_byte_buffer);
             if (!is_array && !is_buffer)
                 return drop(name, "expected boolean[], byte[] or a direct ByteBuffer");
+        } else if (e == ATTN_JNI_I8) {
+            elem = 1;
+            is_array = env->IsInstanceOf(obj, attn_jni_byte_array);
+            is_buffer = !is_array && env->IsInstanceOf(obj, attn_jni_byte_buffer);
+            if (!is_array && !is_buffer)
+                return drop(name, "expected int8 values: byte[] or a direct ByteBuffer");
+        } else if (e == ATTN_JNI_U16) {
+            elem = 2;
+            is_array = env->IsInstanceOf(obj, attn_jni_short_array);
+            is_buffer = !is_array && env->IsInstanceOf(obj, attn_jni_short_buffer);
+            if (!is_array && !is_buffer)
+                return drop(name, "expected 16-bit values: short[] or a direct ShortBuffer");
         } else {
             is_array = env->IsInstanceOf(obj, attn_jni_int_array);
             is_buffer = !is_array && env->IsInstanceOf(obj, attn_jni_int_buffer);
@@ -528,7 +585,7 @@ struct attn_jni_pins {
     /* Reads ops, an Object[] indexed by attn_operand value (shorter: the rest is null), and
      * classifies every non-null element; index[w] = its pin, or -1. `who` prefixes the operand
      * names in messages ("", "acc's ", "part's "). false: an exception is pending. */
-    bool collect(jobjectArray ops, int *index, const char *who) {
+    bool collect(jobjectArray ops, int *index, const char *who, int stores = 0) {
         for (int w = 0; w < attn_jni_operands; ++w) index[w] = -1;
         if (!ops) return true;
         const jsize count = env->GetArrayLength(ops);
@@ -544,7 +601,7 @@ struct attn_jni_pins {
             if (!obj) continue;
             char name[64];
             snprintf(name, sizeof name, "%s%s", who, attn_jni_operand_names[w]);
-            if (!add(obj, attn_jni_elem_of(w), name, &index[w], true)) return false;
+            if (!add(obj, attn_jni_elem_of(w, stores), name, &index[w], true)) return false;
         }
         return true;
     }
@@ -589,8 +646,15 @@ static bool attn_jni_reserve(JNIEnv *env) {
     return env->EnsureLocalCapacity(attn_jni_max_pins + 8) == 0;
 }
 
-static attn_status attn_jni_bind(attn_args *a, int which, const attn_jni_pins::Pin &x) {
+static attn_status attn_jni_bind(attn_args *a, int which, const attn_jni_pins::Pin &x,
+                                 int stores) {
     const attn_operand w = (attn_operand)which;
+    switch (attn_jni_store_of(which, stores)) {
+    case ATTN_JNI_STORE_F16: return attn_args_set_f16(a, w, (const uint16_t *)x.ptr, x.len);
+    case ATTN_JNI_STORE_BF16: return attn_args_set_bf16(a, w, (const uint16_t *)x.ptr, x.len);
+    case ATTN_JNI_STORE_I8: return attn_args_set_i8(a, w, (const int8_t *)x.ptr, x.len);
+    default: break;
+    }
     switch (attn_jni_elem_of(which)) {
     case ATTN_JNI_F32_OUT: return attn_args_set_out_f32(a, w, (float *)x.ptr, x.len);
     case ATTN_JNI_U8: return attn_args_set_u8(a, w, (const uint8_t *)x.ptr, x.len);
@@ -599,16 +663,20 @@ static attn_status attn_jni_bind(attn_args *a, int which, const attn_jni_pins::P
     }
 }
 
-/* Binds the pinned operands index[] into a (cleared first). */
-static attn_status attn_jni_bind_all(attn_args *a, const attn_jni_pins &pins, const int *index) {
+/* Binds the pinned operands index[] into a (cleared first), Q/K/V with their storage types. */
+static attn_status attn_jni_bind_all(attn_args *a, const attn_jni_pins &pins, const int *index,
+                                     int stores = 0) {
     attn_status st = attn_args_clear(a);
     for (int w = 0; w < attn_jni_operands && st == ATTN_OK; ++w)
-        if (index[w] >= 0) st = attn_jni_bind(a, w, pins.pin[index[w]]);
+        if (index[w] >= 0) st = attn_jni_bind(a, w, pins.pin[index[w]], stores);
     return st;
 }
 %}
 
 %rename("%s") attn_jni_run;
+%rename("%s") attn_jni_run_typed;
+%rename("%s") attn_jni_convert;
+%rename("%s") attn_jni_quantize_i8;
 %rename("%s") attn_jni_kv_append;
 %rename("%s") attn_jni_merge;
 %rename("%s") attn_jni_simple;
@@ -618,19 +686,34 @@ static attn_status attn_jni_bind_all(attn_args *a, const attn_jni_pins &pins, co
  * for this call only. The operands the operation does not read should be null (they would be
  * pinned for nothing). args = NULL makes the 0.1 call instead (attn_forward for FORWARD,
  * attn_weights for WEIGHTS, whose messages name those functions) with the eight 0.1 operands;
- * as those calls take no lengths, the lengths are checked here against attn_desc_required_len. */
-static attn_status attn_jni_run(JNIEnv *jenv, const attn_desc *desc, attn_op op, attn_args *args,
-                                jobjectArray operands) {
+ * as those calls take no lengths, the lengths are checked here against attn_desc_required_len.
+ * stores: the storage types of Q, K and V (attn_jni_store, 2 bits each: Q bits 0-1, K 2-3, V 4-5;
+ * 0 = all fp32): f16 / bf16 operands are short[] or direct ShortBuffers bound with
+ * attn_args_set_f16 / _bf16, int8 ones byte[] or direct ByteBuffers bound with attn_args_set_i8
+ * (the library refuses what it does not accept, e.g. int8 Q, naming the operand). */
+static attn_status attn_jni_run_typed(JNIEnv *jenv, const attn_desc *desc, attn_op op,
+                                      attn_args *args, jobjectArray operands, int stores) {
     const bool legacy = !args;
     if (legacy && op != ATTN_OP_FORWARD && op != ATTN_OP_WEIGHTS) {
         SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException,
                                 "op: without an attn_args only FORWARD and WEIGHTS run");
         return ATTN_ERR_INVALID_ARGUMENT;
     }
+    if (stores < 0 || stores >= 64) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "stores (%d) is not 2 bits for each of q, k and v", stores);
+        SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException, msg);
+        return ATTN_ERR_INVALID_ARGUMENT;
+    }
+    if (legacy && stores != 0) {
+        SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException,
+                                "stores: attn_forward / attn_weights take fp32 q, k and v only");
+        return ATTN_ERR_INVALID_ARGUMENT;
+    }
     if (!attn_jni_reserve(jenv)) return ATTN_ERR_OUT_OF_MEMORY;
     attn_jni_pins pins(jenv);
     int index[attn_jni_operands];
-    if (!pins.collect(operands, index, "")) return ATTN_ERR_INVALID_ARGUMENT;
+    if (!pins.collect(operands, index, "", stores)) return ATTN_ERR_INVALID_ARGUMENT;
     for (int w = 0; w < attn_jni_operands; ++w) {
         if (index[w] < 0) continue;
         const char *name = attn_jni_operand_names[w];
@@ -660,12 +743,18 @@ static attn_status attn_jni_run(JNIEnv *jenv, const attn_desc *desc, attn_op op,
             st = attn_weights(desc, (const float *)p[0], (const float *)p[1], (const bool *)p[6],
                               (const bool *)p[7], (float *)p[5]);
     } else {
-        st = attn_jni_bind_all(args, pins, index);
+        st = attn_jni_bind_all(args, pins, index, stores);
         if (st == ATTN_OK) st = attn_run(desc, op, args);
         attn_args_clear(args); /* no pointer outlives its pin */
     }
     pins.release();
     return st;
+}
+
+/* attn_jni_run_typed with fp32 Q, K and V. */
+static attn_status attn_jni_run(JNIEnv *jenv, const attn_desc *desc, attn_op op, attn_args *args,
+                                jobjectArray operands) {
+    return attn_jni_run_typed(jenv, desc, op, args, operands, 0);
 }
 
 /* attn_kv_append with Java objects: operands (as attn_jni_run's: new_k, new_v, seq_lens_k,
@@ -744,6 +833,86 @@ static attn_status attn_jni_simple(JNIEnv *jenv, jobject q, jobject k, jobject v
     for (int x = 0; x < 5; ++x) p[x] = pins.ptr(index[x]);
     attn_status st = attn_simple((const float *)p[0], (const float *)p[1], (const float *)p[2], n,
                                  d, causal, (const bool *)p[3], (float *)p[4]);
+    pins.release();
+    return st;
+}
+
+/* src_pos + n elements of a pin (false: the message is thrown). */
+static bool attn_jni_span(attn_jni_pins &pins, int i, const char *name, size_t pos, size_t n) {
+    const size_t len = pins.len(i);
+    if (pos > len || n > len - pos) {
+        char what[128];
+        snprintf(what, sizeof what, "has %zu elements, needs at least %zu (position) + %zu", len,
+                 pos, n);
+        return pins.fail(name, what);
+    }
+    return true;
+}
+
+/* attn_convert_* with Java objects, pinned as attn_jni_run pins them: n values from element
+ * src_pos of src to element dst_pos of dst (lengths checked here: the C functions take none).
+ * kind: 0 f32 -> f16, 1 f32 -> bf16 (src float[] / FloatBuffer, dst short[] / ShortBuffer),
+ * 2 f16 -> f32, 3 bf16 -> f32 (the other way round). null src / dst reach C as NULL. */
+static attn_status attn_jni_convert(JNIEnv *jenv, int kind, jobject src, size_t src_pos,
+                                    jobject dst, size_t dst_pos, size_t n) {
+    if (kind < 0 || kind > 3) {
+        SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException,
+                                "kind: expected 0 (f32 -> f16), 1 (f32 -> bf16), 2 (f16 -> f32) "
+                                "or 3 (bf16 -> f32)");
+        return ATTN_ERR_INVALID_ARGUMENT;
+    }
+    const bool narrow = kind < 2;
+    attn_jni_pins pins(jenv);
+    int is = -1, id = -1;
+    if (src && !pins.add(src, narrow ? ATTN_JNI_F32_IN : ATTN_JNI_U16, "src", &is))
+        return ATTN_ERR_INVALID_ARGUMENT;
+    if (dst && !pins.add(dst, narrow ? ATTN_JNI_U16 : ATTN_JNI_F32_OUT, "dst", &id, false, true))
+        return ATTN_ERR_INVALID_ARGUMENT;
+    if ((is >= 0 && !attn_jni_span(pins, is, "src", src_pos, n)) ||
+        (id >= 0 && !attn_jni_span(pins, id, "dst", dst_pos, n)))
+        return ATTN_ERR_INVALID_ARGUMENT;
+    if (!pins.pin_all()) return ATTN_ERR_OUT_OF_MEMORY;
+    char *s = (char *)pins.ptr(is), *d = (char *)pins.ptr(id);
+    if (s) s += src_pos * (narrow ? 4 : 2);
+    if (d) d += dst_pos * (narrow ? 2 : 4);
+    attn_status st;
+    switch (kind) {
+    case 0: st = attn_convert_f32_to_f16((const float *)s, (uint16_t *)d, n); break;
+    case 1: st = attn_convert_f32_to_bf16((const float *)s, (uint16_t *)d, n); break;
+    case 2: st = attn_convert_f16_to_f32((const uint16_t *)s, (float *)d, n); break;
+    default: st = attn_convert_bf16_to_f32((const uint16_t *)s, (float *)d, n); break;
+    }
+    pins.release();
+    return st;
+}
+
+/* attn_quantize_i8 with Java objects: rows * dim floats from element src_pos of src (float[] /
+ * FloatBuffer) into dst (byte[] / ByteBuffer) from dst_pos and rows scales into scales (float[] /
+ * FloatBuffer) from scales_pos. Lengths checked here (unless rows * dim overflows: the library
+ * refuses that itself). */
+static attn_status attn_jni_quantize_i8(JNIEnv *jenv, jobject src, size_t src_pos, size_t rows,
+                                        size_t dim, jobject dst, size_t dst_pos, jobject scales,
+                                        size_t scales_pos) {
+    attn_jni_pins pins(jenv);
+    int is = -1, id = -1, isc = -1;
+    if (src && !pins.add(src, ATTN_JNI_F32_IN, "src", &is)) return ATTN_ERR_INVALID_ARGUMENT;
+    if (dst && !pins.add(dst, ATTN_JNI_I8, "dst", &id, false, true))
+        return ATTN_ERR_INVALID_ARGUMENT;
+    if (scales && !pins.add(scales, ATTN_JNI_F32_OUT, "scales", &isc))
+        return ATTN_ERR_INVALID_ARGUMENT;
+    size_t n = 0;
+    if (!__builtin_mul_overflow(rows, dim, &n) &&
+        ((is >= 0 && !attn_jni_span(pins, is, "src", src_pos, n)) ||
+         (id >= 0 && !attn_jni_span(pins, id, "dst", dst_pos, n)) ||
+         (isc >= 0 && !attn_jni_span(pins, isc, "scales", scales_pos, rows))))
+        return ATTN_ERR_INVALID_ARGUMENT;
+    if (!pins.pin_all()) return ATTN_ERR_OUT_OF_MEMORY;
+    float *s = (float *)pins.ptr(is), *sc = (float *)pins.ptr(isc);
+    int8_t *d = (int8_t *)pins.ptr(id);
+    if (s) s += src_pos;
+    if (d) d += dst_pos;
+    if (sc) sc += scales_pos;
+    attn_status st = attn_quantize_i8(s, rows, dim, d, sc);
     pins.release();
     return st;
 }

@@ -623,10 +623,13 @@ class ExtensibleCallTest {
             e = assertThrows(AttentionException.class, () -> a.run(Op.WEIGHTS));
             assertMentions(e.libraryMessage(), "seq_lens_k", "-1");
             a.unset(Operand.SEQ_LENS_K);
-            // BACKWARD with a forward's operands only: the library asks for the gradient of out.
-            e = assertThrows(AttentionException.class, () -> a.run(Op.BACKWARD));
-            assertEquals(Status.NULL_POINTER, e.status());
-            assertMentions(e.libraryMessage(), "dout is NULL");
+            // BACKWARD with a forward's operands only: the face asks for lse, then the gradient of
+            // out (StorageTest covers the rest of the backward's rules).
+            npe = assertThrows(NullPointerException.class, () -> a.run(Op.BACKWARD));
+            assertMentions(npe.getMessage(), "lse", "BACKWARD");
+            a.set(Operand.LSE, new float[(int) d.requiredLen(Operand.LSE)]);
+            npe = assertThrows(NullPointerException.class, () -> a.run(Op.BACKWARD));
+            assertMentions(npe.getMessage(), "dout", "bound");
         }
         try (AttentionDesc d = AttentionDesc.builder().seqLen(2).headDim(2).build(); AttentionArgs a = d.args()) {
             float[] x = new float[4];
@@ -701,7 +704,7 @@ class ExtensibleCallTest {
             {(Runnable) () -> Alibi.fromCode(3), "alibi", "3"},
             {(Runnable) () -> WeightsMode.fromCode(-1), "weightsMode", "-1"},
             {(Runnable) () -> Op.fromCode(3), "op", "3"},
-            {(Runnable) () -> Operand.fromCode(19), "operand", "19"},
+            {(Runnable) () -> Operand.fromCode(27), "operand", "27"},
             {(Runnable) () -> Operand.fromCode((1L << 32) + 1), "operand", "4294967297"},
             {(Runnable) () -> Param.fromCode(14), "param", "14"},
         };

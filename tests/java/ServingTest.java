@@ -874,8 +874,8 @@ class ServingTest {
             AttnNative.attn_args_create(ah);
             try {
                 IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-                        () -> AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, ah[0], new Object[20]));
-                assertMentions(e.getMessage(), "operands", "20", "19");
+                        () -> AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, ah[0], new Object[28]));
+                assertMentions(e.getMessage(), "operands", "28", "27");
                 e = assertThrows(IllegalArgumentException.class,
                         () -> AttnNative.attn_jni_kv_append(h, ah[0], new Object[] {null, null, null, null, null,
                             null, null, null, null, null, null, null, null, null, new float[3]}, null, null));
@@ -887,8 +887,9 @@ class ServingTest {
                         () -> AttnNative.attn_jni_merge(h, ah[0], new Object[] {null, null, null, new int[4]},
                                 ah[0], null));
                 assertMentions(e.getMessage(), "acc's", "out", "float");
-                // Every operand at once (19 local references held while pinned), and twice in
-                // one merge (38: more than the 32 a native frame has by default; the helpers
+                // Every operand at once (25 local references held while pinned: all but the int8
+                // scales, which the library refuses with fp32 K/V), and twice in one merge (50:
+                // more than the 32 a native frame has by default; the helpers
                 // reserve room, so -Xcheck:jni, under which ctest java_tests runs, has nothing
                 // to report). The library then refuses the serving operands of a dense
                 // descriptor, and one array as both acc's and part's out.
@@ -899,7 +900,9 @@ class ServingTest {
                         Object[] all = {x, new float[4], new float[4], new float[4], new float[2], new float[4],
                             new boolean[2], new boolean[4], new float[4], new float[1], new float[1],
                             new boolean[2], new int[] {2}, new float[2], new int[] {0, 2}, new int[] {0, 2},
-                            new int[1], new float[4], new float[4]};
+                            new int[1], new float[4], new float[4],
+                            new float[4], new float[4], new float[4], new float[4], new float[4], new float[1],
+                            null, null};
                         assertEquals(Operand.values().length, all.length);
                         AttentionException ae = assertThrows(AttentionException.class,
                                 () -> AttnNative.attn_jni_run(dh, attn_op.ATTN_OP_FORWARD, ah[0], all));

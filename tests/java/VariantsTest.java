@@ -10,6 +10,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
 import java.nio.IntBuffer;
+import java.nio.ShortBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
@@ -25,15 +26,22 @@ import org.junit.jupiter.api.Test;
 /**
  * The shared vectors of the extensible call (tests/vectors/variants.txt, VARIANTS.md): every line
  * runs through the Java face (AttentionDesc.Builder's typed parameters + AttentionArgs.run), is
- * checked within 1e-5 * max(1, |expected|) with expected zero weights exactly 0 and expected
- * -inf lse exactly -inf, through arrays and (bit for bit the same) direct buffers, then on every
- * kernel (ISA) the CPU supports on 1 and 2 threads (bit-identical across thread counts). Writes
- * $ATTN_XLANG_DIR/java.variants.bin. Then every line of tests/vectors/errors.txt must fail (or
- * pass) with its status: IllegalArgumentException = INVALID_ARGUMENT, NullPointerException =
- * NULL_POINTER, AttentionException = its own status; the message must contain the named word.
+ * checked within 1e-5 * max(1, |expected|) with expected zeros exactly 0 and expected -inf lse
+ * exactly -inf, through arrays and (bit for bit the same) direct buffers, then on every kernel
+ * (ISA) the CPU supports on 1 and 2 threads (bit-identical across thread counts). Writes
+ * $ATTN_XLANG_DIR/java.variants.bin. The same runner takes storage.txt (16-bit and int8 Q/K/V
+ * bound through setF16 / setBf16 / setI8 as short[] / byte[] and direct ShortBuffer /
+ * ByteBuffer; writes java.storage.bin) and backward.txt (forward, then Op.BACKWARD with the
+ * listed gradients, checked within 1e-4; writes java.backward.bin). Then every line of
+ * tests/vectors/errors.txt must fail (or pass) with its status: IllegalArgumentException =
+ * INVALID_ARGUMENT, NullPointerException = NULL_POINTER, AttentionException = its own status; the
+ * message must contain the named word.
  */
 class VariantsTest {
     static final double TOL = 1e-5;
+    /** backward.txt's tolerance for the gradients (VARIANTS.md "Backward"). */
+    static final double GRAD_TOL = 1e-4;
+    static final String[] GRADS = {"dq", "dk", "dv", "dbias", "dsinks"};
     static final String[] INPUTS = {"q", "k", "v", "key_valid", "allowed", "bias", "alibi_slopes",
         "sinks", "query_valid", "seq_lens_k"};
 
@@ -65,6 +73,19 @@ class VariantsTest {
         List<String> inputs() {
             return Arrays.asList(get("in").split(","));
         }
+
+        /** backward.txt's gradients (empty for the other files). */
+        List<String> grads() {
+            String g = opt("grads");
+            return g == null ? java.util.Collections.emptyList() : Arrays.asList(g.split(","));
+        }
+
+        /** How q, k or v is stored (store.q / store.k / store.v; F32 when absent). */
+        StorageType store(String operand) {
+            String st = opt("store." + operand);
+            return st == null ? StorageType.F32 : st.equals("f16") ? StorageType.F16
+                    : st.equals("bf16") ? StorageType.BF16 : StorageType.I8;
+        }
     }
 
     /** Every key a line may hold (VARIANTS.md: a reader must reject the others). */
@@ -75,6 +96,25 @@ class VariantsTest {
             "strides.bias", "in", "mass"));
     static final java.util.Set<String> ERROR_KEYS = new java.util.HashSet<>(Arrays.asList("op",
             "break", "status", "names"));
+    /** storage.txt's extra keys (VARIANTS.md "Storage types"). */
+    static final java.util.Set<String> STORAGE_KEYS = new java.util.HashSet<>(Arrays.asList(
+            "store.q", "store.k", "store.v", "strides.k_scale", "strides.v_scale"));
+    /** backward.txt's extra key (VARIANTS.md "Backward"). */
+    static final java.util.Set<String> BACKWARD_KEYS = new java.util.HashSet<>(Arrays.asList("grads"));
+
+    /** The keys a file may add to variants.txt's. */
+    static java.util.Set<String> extraKeys(Path file) {
+        switch (file.getFileName().toString()) {
+        case "errors.txt":
+            return ERROR_KEYS;
+        case "storage.txt":
+            return STORAGE_KEYS;
+        case "backward.txt":
+            return BACKWARD_KEYS;
+        default:
+            return java.util.Collections.emptySet();
+        }
+    }
 
     static List<Line> read(Path file) throws IOException {
         List<Line> lines = new ArrayList<>();
@@ -90,8 +130,7 @@ class VariantsTest {
                     throw new IllegalStateException(file + ": bad token '" + tok + "' in: " + t);
                 }
                 String key = tok.substring(0, eq);
-                boolean errors = file.getFileName().toString().equals("errors.txt");
-                if (!KEYS.contains(key) && !(errors && ERROR_KEYS.contains(key))) {
+                if (!KEYS.contains(key) && !extraKeys(file).contains(key)) {
                     throw new IllegalStateException(file + ": unknown key '" + key + "' in: " + t);
                 }
                 l.kv.put(key, tok.substring(eq + 1));
@@ -99,6 +138,18 @@ class VariantsTest {
             for (String name : l.inputs()) {
                 if (!Arrays.asList(INPUTS).contains(name)) {
                     throw new IllegalStateException(file + ": unknown input '" + name + "' in: " + t);
+                }
+            }
+            for (String name : new String[] {"q", "k", "v"}) {
+                String st = l.opt("store." + name);
+                if (st != null && !(st.equals("f16") || st.equals("bf16")
+                        || st.equals("i8") && !name.equals("q"))) {
+                    throw new IllegalStateException(file + ": bad store." + name + "=" + st + " in: " + t);
+                }
+            }
+            for (String g : l.grads()) {
+                if (!Arrays.asList(GRADS).contains(g)) {
+                    throw new IllegalStateException(file + ": unknown gradient '" + g + "' in: " + t);
                 }
             }
             lines.add(l);
@@ -163,8 +214,11 @@ class VariantsTest {
     }
 
     static void strides(Line c, AttentionDesc.Builder bl) {
-        String[] keys = {"strides.q", "strides.k", "strides.v", "strides.out", "strides.bias"};
-        Operand[] ops = {Operand.Q, Operand.K, Operand.V, Operand.OUT, Operand.BIAS};
+        // storage.txt's scale strides come after the others (VARIANTS.md)
+        String[] keys = {"strides.q", "strides.k", "strides.v", "strides.out", "strides.bias",
+            "strides.k_scale", "strides.v_scale"};
+        Operand[] ops = {Operand.Q, Operand.K, Operand.V, Operand.OUT, Operand.BIAS,
+            Operand.K_SCALE, Operand.V_SCALE};
         for (int o = 0; o < keys.length; o++) {
             String s = c.opt(keys[o]);
             if (s != null) {
@@ -180,15 +234,53 @@ class VariantsTest {
         return Operand.valueOf(name.toUpperCase(Locale.ROOT));
     }
 
-    /** The inputs of a case, as the Java types the face takes (masks as byte[]). */
+    /** A q, k or v input stored in 16 bits or int8: its type and its short[] / byte[] (or buffer). */
+    static final class Stored {
+        final StorageType type;
+        final Object data;
+
+        Stored(StorageType type, Object data) {
+            this.type = type;
+            this.data = data;
+        }
+    }
+
+    /**
+     * The inputs of a case, as the Java types the face takes (masks as byte[]; a stored q, k or v
+     * as a {@link Stored} short[] / byte[], an int8 one with its k_scale / v_scale; backward.txt's
+     * dout as DOUT).
+     */
     static Map<Operand, Object> readInputs(Path dir, Line c, AttentionDesc desc) throws IOException {
         Map<Operand, Object> in = new LinkedHashMap<>();
+        List<String> names = new ArrayList<>(c.inputs());
         for (String name : c.inputs()) {
+            if (c.store(name) == StorageType.I8) {
+                names.add(name + "_scale");
+            }
+        }
+        if (!c.grads().isEmpty()) {
+            names.add("dout");
+        }
+        for (String name : names) {
             Operand op = operand(name);
             long need = desc.requiredLen(op);
-            String file = c.get("name") + "." + name + "." + ext(op);
+            StorageType st = op.storable() ? c.store(name) : StorageType.F32;
+            String file = c.get("name") + "." + name + "."
+                    + (st == StorageType.F32 ? ext(op) : st == StorageType.I8 ? "i8" : st.name().toLowerCase(Locale.ROOT));
             byte[] raw = Files.readAllBytes(dir.resolve(file));
             ByteBuffer le = ByteBuffer.wrap(raw).order(ByteOrder.LITTLE_ENDIAN);
+            if (st == StorageType.I8) {
+                assertEquals(need, raw.length, file + ": elements");
+                in.put(op, new Stored(st, raw));
+                continue;
+            }
+            if (st != StorageType.F32) {
+                short[] a = new short[raw.length / 2];
+                le.asShortBuffer().get(a);
+                assertEquals(need, a.length, file + ": elements");
+                in.put(op, new Stored(st, a));
+                continue;
+            }
             switch (op.element) {
             case FLOAT: {
                 float[] a = new float[raw.length / 4];
@@ -217,7 +309,27 @@ class VariantsTest {
     }
 
     static void bind(AttentionArgs args, Operand op, Object data) {
-        if (data instanceof float[]) {
+        if (data instanceof Stored) {
+            Stored st = (Stored) data;
+            if (st.type == StorageType.I8) {
+                if (st.data instanceof byte[]) {
+                    args.setI8(op, (byte[]) st.data);
+                } else {
+                    args.setI8(op, (ByteBuffer) st.data);
+                }
+            } else if (st.data instanceof short[]) {
+                if (st.type == StorageType.F16) {
+                    args.setF16(op, (short[]) st.data);
+                } else {
+                    args.setBf16(op, (short[]) st.data);
+                }
+            } else if (st.type == StorageType.F16) {
+                args.setF16(op, (ShortBuffer) st.data);
+            } else {
+                args.setBf16(op, (ShortBuffer) st.data);
+            }
+            assertEquals(st.type, args.storage(op), op + ": storage");
+        } else if (data instanceof float[]) {
             args.set(op, (float[]) data);
         } else if (data instanceof byte[]) {
             args.set(op, (byte[]) data);
@@ -236,6 +348,18 @@ class VariantsTest {
 
     /** The same data as a direct buffer in native order, at a nonzero position. */
     static Object direct(Object data) {
+        if (data instanceof Stored) {
+            Stored st = (Stored) data;
+            return new Stored(st.type, direct(st.data));
+        }
+        if (data instanceof short[]) {
+            short[] a = (short[]) data;
+            ShortBuffer b = ByteBuffer.allocateDirect(2 * (a.length + 2)).order(ByteOrder.nativeOrder())
+                    .asShortBuffer();
+            b.position(2);
+            b.put(a).position(2);
+            return b;
+        }
         if (data instanceof float[]) {
             float[] a = (float[]) data;
             FloatBuffer f = ByteBuffer.allocateDirect(4 * (a.length + 1)).order(ByteOrder.nativeOrder())
@@ -266,99 +390,181 @@ class VariantsTest {
 
     // ------------------------------------------------------------------ variants
 
-    /** out, lse, weights and key_mass (null unless mass=1) of one case. */
+    /**
+     * The results of one case: named float32 buffers (out, lse, weights, key_mass; for a backward
+     * line out, lse and the gradients), those with {@code written} set appended to the xlang file
+     * in order.
+     */
     static final class Got {
-        float[] out;
-        float[] lse;
-        float[] w;
-        float[] mass;
+        final List<String> names = new ArrayList<>();
+        final List<float[]> parts = new ArrayList<>();
+        final List<Boolean> written = new ArrayList<>();
+
+        Got add(String name, float[] a, boolean write) {
+            names.add(name);
+            parts.add(a);
+            written.add(write);
+            return this;
+        }
+
+        float[] get(String name) {
+            return parts.get(names.indexOf(name));
+        }
+
+        void write(ByteArrayOutputStream xlang) {
+            for (int i = 0; i < parts.size(); i++) {
+                if (written.get(i)) {
+                    VectorsTest.putLE(xlang, parts.get(i));
+                }
+            }
+        }
 
         boolean sameBits(Got o) {
-            return VectorsTest.sameBits(out, o.out) && VectorsTest.sameBits(lse, o.lse)
-                    && VectorsTest.sameBits(w, o.w)
-                    && (mass == null ? o.mass == null : VectorsTest.sameBits(mass, o.mass));
+            if (!names.equals(o.names)) {
+                return false;
+            }
+            for (int i = 0; i < parts.size(); i++) {
+                if (!VectorsTest.sameBits(parts.get(i), o.parts.get(i))) {
+                    return false;
+                }
+            }
+            return true;
+        }
+    }
+
+    /** Binds every input of a case (as direct buffers when {@code buffers}). */
+    static void bindInputs(AttentionArgs args, Map<Operand, Object> in, boolean buffers) {
+        for (Map.Entry<Operand, Object> e : in.entrySet()) {
+            bind(args, e.getKey(), buffers ? direct(e.getValue()) : e.getValue());
         }
     }
 
     /** Runs one case through AttentionArgs (arrays, or direct buffers) and returns its results. */
     static Got run(AttentionDesc desc, Map<Operand, Object> in, boolean mass, boolean buffers) {
-        Got g = new Got();
-        g.out = new float[(int) desc.requiredLen(Operand.OUT)];
-        g.lse = new float[(int) desc.requiredLen(Operand.LSE)];
-        g.w = new float[(int) desc.requiredLen(Operand.WEIGHTS)];
-        g.mass = mass ? new float[(int) desc.requiredLen(Operand.KEY_MASS)] : null;
+        float[] out = new float[(int) desc.requiredLen(Operand.OUT)];
+        float[] lse = new float[(int) desc.requiredLen(Operand.LSE)];
+        float[] w = new float[(int) desc.requiredLen(Operand.WEIGHTS)];
+        float[] m = mass ? new float[(int) desc.requiredLen(Operand.KEY_MASS)] : null;
         try (AttentionArgs args = desc.args()) {
-            for (Map.Entry<Operand, Object> e : in.entrySet()) {
-                bind(args, e.getKey(), buffers ? direct(e.getValue()) : e.getValue());
-            }
+            bindInputs(args, in, buffers);
             if (!buffers) {
-                args.set(Operand.OUT, g.out).set(Operand.LSE, g.lse).set(Operand.WEIGHTS, g.w);
+                args.set(Operand.OUT, out).set(Operand.LSE, lse).set(Operand.WEIGHTS, w);
                 if (mass) {
-                    args.set(Operand.KEY_MASS, g.mass);
+                    args.set(Operand.KEY_MASS, m);
                 }
                 args.run(Op.FORWARD);
                 args.run(Op.WEIGHTS);
-                return g;
+            } else {
+                FloatBuffer bo = (FloatBuffer) direct(out), bl = (FloatBuffer) direct(lse),
+                        bw = (FloatBuffer) direct(w);
+                FloatBuffer bm = mass ? (FloatBuffer) direct(m) : null;
+                args.set(Operand.OUT, bo).set(Operand.LSE, bl).set(Operand.WEIGHTS, bw)
+                        .set(Operand.KEY_MASS, bm);
+                args.run(Op.FORWARD);
+                args.unset(Operand.V).unset(Operand.OUT); // WEIGHTS needs neither
+                args.run(Op.WEIGHTS);
+                out = contents(bo);
+                lse = contents(bl);
+                w = contents(bw);
+                m = mass ? contents(bm) : null;
             }
-            FloatBuffer out = (FloatBuffer) direct(g.out), lse = (FloatBuffer) direct(g.lse),
-                    w = (FloatBuffer) direct(g.w);
-            FloatBuffer m = mass ? (FloatBuffer) direct(g.mass) : null;
-            args.set(Operand.OUT, out).set(Operand.LSE, lse).set(Operand.WEIGHTS, w)
-                    .set(Operand.KEY_MASS, m);
-            args.run(Op.FORWARD);
-            args.unset(Operand.V).unset(Operand.OUT); // WEIGHTS needs neither
-            args.run(Op.WEIGHTS);
-            g.out = contents(out);
-            g.lse = contents(lse);
-            g.w = contents(w);
-            g.mass = mass ? contents(m) : null;
-            return g;
         }
+        Got g = new Got().add("out", out, true).add("lse", lse, true).add("weights", w, true);
+        return mass ? g.add("key_mass", m, true) : g;
     }
+
+    /**
+     * backward.txt's procedure: FORWARD with out and lse (zero-filled), then BACKWARD with the same
+     * inputs, that out and lse, dout (in {@code in}) and the listed gradients (zero-filled).
+     */
+    static Got runBackward(AttentionDesc desc, Map<Operand, Object> in, List<String> grads,
+            boolean buffers) {
+        Got g = new Got();
+        g.add("out", new float[(int) desc.requiredLen(Operand.OUT)], false);
+        g.add("lse", new float[(int) desc.requiredLen(Operand.LSE)], false);
+        for (String name : grads) {
+            g.add(name, new float[(int) desc.requiredLen(operand(name))], true);
+        }
+        List<FloatBuffer> bufs = new ArrayList<>();
+        try (AttentionArgs args = desc.args()) {
+            bindInputs(args, in, buffers);
+            for (int i = 0; i < g.parts.size(); i++) {
+                Operand op = operand(g.names.get(i));
+                if (buffers) {
+                    FloatBuffer b = (FloatBuffer) direct(g.parts.get(i));
+                    bufs.add(b);
+                    args.set(op, b);
+                } else {
+                    args.set(op, g.parts.get(i));
+                }
+                if (i == 1) {
+                    args.run(Op.FORWARD); // out and lse bound, no gradient yet
+                }
+            }
+            args.backward();
+        }
+        for (int i = 0; buffers && i < bufs.size(); i++) {
+            g.parts.set(i, contents(bufs.get(i)));
+        }
+        return g;
+    }
+
+    /** Runs one line of a vectors file through the face. */
+    interface Runner {
+        Got run(Line c, AttentionDesc desc, Map<Operand, Object> in, boolean buffers);
+    }
+
+    static final Runner FORWARD_RUNNER = (c, desc, in, buffers) -> run(desc, in,
+            c.get("mass").equals("1"), buffers);
+    static final Runner BACKWARD_RUNNER = (c, desc, in, buffers) -> runBackward(desc, in, c.grads(),
+            buffers);
 
     static float[] expected(Path dir, Line c, String part, long len) throws IOException {
         return VectorsTest.readF32(dir, c.get("name"), part, len);
     }
 
-    /** VARIANTS.md's checks; null when they pass. */
+    /**
+     * VARIANTS.md's checks of every part against its expected file: within 1e-5 (the gradients
+     * 1e-4), expected zeros exactly 0.0f, expected -inf exactly -inf; null when they pass. As in
+     * the C test (tests/c/test_variants.c), a gradient's expected zeros are only held to the
+     * tolerance: a gradient may cancel to 0 in exact arithmetic and not quite in float32 (e.g.
+     * dq of a query that sees one key, on the AVX-512 kernel).
+     */
     static String check(Path dir, Line c, AttentionDesc desc, Got g) throws IOException {
-        float[] out = expected(dir, c, "out", desc.requiredLen(Operand.OUT));
-        float[] lse = expected(dir, c, "lse", desc.requiredLen(Operand.LSE));
-        float[] w = expected(dir, c, "weights", desc.requiredLen(Operand.WEIGHTS));
-        String m = Reference.compare("out", g.out, VectorsTest.widen(out), TOL);
-        if (m == null) {
-            m = Reference.compare("lse", g.lse, VectorsTest.widen(lse), TOL);
-        }
-        if (m == null) {
-            m = Reference.compare("weights", g.w, VectorsTest.widen(w), TOL);
-        }
-        if (m == null && g.mass != null) {
-            float[] mass = expected(dir, c, "key_mass", desc.requiredLen(Operand.KEY_MASS));
-            m = Reference.compare("key_mass", g.mass, VectorsTest.widen(mass), TOL);
-        }
-        for (int i = 0; m == null && i < w.length; i++) {
-            if (w[i] == 0.0f && Float.floatToRawIntBits(g.w[i]) != 0) {
-                m = "weights[" + i + "] must be exactly 0.0f, got " + g.w[i];
+        for (int p = 0; p < g.parts.size(); p++) {
+            String name = g.names.get(p);
+            float[] got = g.parts.get(p);
+            float[] want = expected(dir, c, name, desc.requiredLen(operand(name)));
+            boolean grad = Arrays.asList(GRADS).contains(name);
+            String m = Reference.compare(name, got, VectorsTest.widen(want), grad ? GRAD_TOL : TOL);
+            if (m != null) {
+                return m;
+            }
+            for (int i = 0; i < want.length; i++) {
+                if (!grad && want[i] == 0.0f && Float.floatToRawIntBits(got[i]) != 0) {
+                    return name + "[" + i + "] must be exactly 0.0f, got " + got[i];
+                }
+                if (want[i] == Float.NEGATIVE_INFINITY && got[i] != Float.NEGATIVE_INFINITY) {
+                    return name + "[" + i + "] must be -inf, got " + got[i];
+                }
             }
         }
-        for (int i = 0; m == null && i < lse.length; i++) {
-            if (lse[i] == Float.NEGATIVE_INFINITY && g.lse[i] != Float.NEGATIVE_INFINITY) {
-                m = "lse[" + i + "] must be -inf, got " + g.lse[i];
-            }
-        }
-        return m;
+        return null;
     }
 
-    @Test
-    void sharedVariantVectors() throws IOException {
+    /**
+     * Every line of a vectors file: checked through arrays, the same bits through direct
+     * buffers, the array results written to $ATTN_XLANG_DIR/{@code bin}; then every kernel the
+     * CPU supports on 1 and 2 threads (within tolerance, bit-identical across thread counts).
+     */
+    static void runFile(String file, String bin, Runner runner) throws IOException {
         Path dir = VectorsTest.vectorsDir();
-        List<Line> cases = read(vectorsFile("variants.txt"));
-        assertTrue(cases.size() > 0, "variants.txt lists no case");
+        List<Line> cases = read(vectorsFile(file));
+        assertTrue(cases.size() > 0, file + " lists no case");
         ByteArrayOutputStream xlang = new ByteArrayOutputStream();
         List<String> failures = new ArrayList<>();
         List<AttentionDesc> descs = new ArrayList<>();
         List<Map<Operand, Object>> inputs = new ArrayList<>();
-        List<Got> first = new ArrayList<>();
         try {
             for (Line c : cases) {
                 String name = c.get("name");
@@ -366,27 +572,20 @@ class VariantsTest {
                 descs.add(desc);
                 Map<Operand, Object> in = readInputs(dir, c, desc);
                 inputs.add(in);
-                boolean mass = c.get("mass").equals("1");
-                Got g = run(desc, in, mass, false);
-                first.add(g);
-                VectorsTest.putLE(xlang, g.out);
-                VectorsTest.putLE(xlang, g.lse);
-                VectorsTest.putLE(xlang, g.w);
-                if (mass) {
-                    VectorsTest.putLE(xlang, g.mass);
-                }
+                Got g = runner.run(c, desc, in, false);
+                g.write(xlang);
                 String m = check(dir, c, desc, g);
                 if (m != null) {
                     failures.add(name + " (arrays): " + m);
                 }
-                if (!run(desc, in, mass, true).sameBits(g)) {
+                if (!runner.run(c, desc, in, true).sameBits(g)) {
                     failures.add(name + ": direct-buffer results differ from the array results");
                 }
             }
             String xdir = System.getenv("ATTN_XLANG_DIR");
             if (xdir != null && !xdir.isEmpty()) {
                 Files.createDirectories(Paths.get(xdir));
-                Files.write(Paths.get(xdir, "java.variants.bin"), xlang.toByteArray());
+                Files.write(Paths.get(xdir, bin), xlang.toByteArray());
             }
 
             // Every kernel, 1 and 2 threads: within tolerance, bit-identical across threads.
@@ -402,11 +601,10 @@ class VariantsTest {
                     isas.add(isa);
                     for (int i = 0; i < cases.size(); i++) {
                         Line c = cases.get(i);
-                        boolean mass = c.get("mass").equals("1");
                         Attention.setNumThreads(1);
-                        Got one = run(descs.get(i), inputs.get(i), mass, false);
+                        Got one = runner.run(c, descs.get(i), inputs.get(i), false);
                         Attention.setNumThreads(2);
-                        Got two = run(descs.get(i), inputs.get(i), mass, false);
+                        Got two = runner.run(c, descs.get(i), inputs.get(i), false);
                         String m = check(dir, c, descs.get(i), one);
                         if (m != null) {
                             failures.add(c.get("name") + " (isa " + isa + "): " + m);
@@ -421,14 +619,31 @@ class VariantsTest {
                 Attention.setNumThreads(0);
             }
             assertTrue(isas.contains("scalar"), "the scalar kernel must always be available");
-            System.out.println("variant vectors: " + cases.size() + " cases, ISAs " + isas + ", "
+            System.out.println(file + ": " + cases.size() + " cases, ISAs " + isas + ", "
                     + failures.size() + " failure(s)");
         } finally {
             descs.forEach(AttentionDesc::close);
         }
         if (!failures.isEmpty()) {
-            fail(failures.size() + " variant vector check(s) failed:\n" + String.join("\n", failures));
+            fail(failures.size() + " " + file + " check(s) failed:\n" + String.join("\n", failures));
         }
+    }
+
+    @Test
+    void sharedVariantVectors() throws IOException {
+        runFile("variants.txt", "java.variants.bin", FORWARD_RUNNER);
+    }
+
+    /** storage.txt: 16-bit and int8 q/k/v through setF16 / setBf16 / setI8 (arrays and buffers). */
+    @Test
+    void sharedStorageVectors() throws IOException {
+        runFile("storage.txt", "java.storage.bin", FORWARD_RUNNER);
+    }
+
+    /** backward.txt: forward, then Op.BACKWARD with the listed gradients. */
+    @Test
+    void sharedBackwardVectors() throws IOException {
+        runFile("backward.txt", "java.backward.bin", BACKWARD_RUNNER);
     }
 
     // ------------------------------------------------------------------ errors

@@ -5,6 +5,7 @@ import java.lang.ref.Reference;
 import java.nio.ByteBuffer;
 import java.nio.FloatBuffer;
 import java.nio.IntBuffer;
+import java.nio.ShortBuffer;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
@@ -40,6 +41,36 @@ import java.util.concurrent.atomic.AtomicLong;
  * args.run(Op.FORWARD);
  * }</pre>
  *
+ * <h2>Storage types</h2>
+ * Q, K and V may be stored in 16 bits, K and V also as int8 ({@link StorageType}; the library
+ * widens every value to fp32 on load, the result is fp32 attention over the widened values):
+ * {@link #setF16} / {@link #setBf16} take {@code short[]} or a direct {@link ShortBuffer}
+ * (native byte order) of bit patterns, {@link #setI8} {@code byte[]} or a direct ByteBuffer,
+ * with the per-row fp32 scales bound as {@link Operand#K_SCALE} / {@link Operand#V_SCALE}.
+ * Lengths count elements ({@code requiredLen(K)} shorts or bytes). Nothing is copied, as for
+ * floats. {@link Convert} converts and quantizes into such buffers.
+ *
+ * <pre>{@code
+ * short[] q16 = Convert.toF16(q);                       // or into a cache: Convert.toF16(src, 0, cache, pos, n)
+ * Convert.Int8 k8 = Convert.quantizeI8(k, rows, headDim); // rows = batch * headsKv * seqK
+ * args.setF16(Operand.Q, q16).setI8(Operand.K, k8.values).set(Operand.K_SCALE, k8.scales)
+ *     .set(Operand.V, v).set(Operand.OUT, out).run(Op.FORWARD);
+ * }</pre>
+ *
+ * <h2>Gradients</h2>
+ * {@link Op#BACKWARD} (or {@link #backward()}) computes the gradients from the forward's OUT and
+ * LSE (keep them bound) and {@link Operand#DOUT}, into whichever of {@link Operand#DQ},
+ * {@link Operand#DK}, {@link Operand#DV}, {@link Operand#DBIAS} (with BIAS) and
+ * {@link Operand#DSINKS} (with SINKS) are bound, each in the layout of its forward counterpart;
+ * the forward's masks and variants apply. fp32 Q, K and V only.
+ *
+ * <pre>{@code
+ * args.set(Operand.Q, q).set(Operand.K, k).set(Operand.V, v).set(Operand.OUT, out)
+ *     .set(Operand.LSE, lse).run(Op.FORWARD);
+ * args.set(Operand.DOUT, dout).set(Operand.DQ, dq).set(Operand.DK, dk).set(Operand.DV, dv)
+ *     .backward();
+ * }</pre>
+ *
  * <h2>Operands</h2>
  * Each operand takes its element type: floats as {@code float[]} or a direct
  * {@link FloatBuffer} in native byte order; byte masks (KEY_VALID, ALLOWED, QUERY_VALID; nonzero
@@ -57,14 +88,19 @@ import java.util.concurrent.atomic.AtomicLong;
  * buffer shorter than {@code desc.requiredLen(which)} (empty included: "key_valid has 0
  * elements, needs at least 14"; for the operands of a varlen pack, whose requiredLen is an upper
  * bound, only empty ones), a heap or wrongly ordered buffer, a read-only output buffer;
+ * <li>{@code setF16}, {@code setBf16}, {@code setI8}: {@link IllegalArgumentException} for an
+ * operand that cannot be stored so (only q, k and v in 16 bits, only k and v as int8), and the
+ * length and buffer rules of {@code set};
  * <li>{@code run}, {@code kvAppend}, {@code merge}: {@link NullPointerException} when a required
- * operand is not bound (q, k and v and out for FORWARD; q, k and weights for WEIGHTS;
+ * operand is not bound (q, k and v and out for FORWARD; q, k and weights for WEIGHTS; q, k, v,
+ * out, lse, dout and at least one gradient for BACKWARD; k_scale / v_scale with an int8 k / v;
  * cu_seqlens_q (and cu_seqlens_k without pages) with varlen; block_table and seq_lens_k with
  * pages); {@link AttentionException} for what the library refuses, with its status and message
  * (an output overlapping another operand, a seq_lens_k value out of range, bad prefix sums or
  * block-table entries, naming the sequence and the slot: "block_table[1][2] (99) is not a page
  * of the K/V buffers, which hold 4 pages", ALiBi slopes missing or bound without
- * {@link Alibi#OPERAND}, sinks with softmaxPlusOne, {@link Op#BACKWARD});
+ * {@link Alibi#OPERAND}, sinks with softmaxPlusOne, a scale bound for an fp32 or 16-bit k / v,
+ * BACKWARD with 16-bit or int8 operands: {@link Status#UNSUPPORTED}, dbias without bias);
  * {@link IllegalStateException} when this object or its descriptor is closed.
  * </ul>
  *
@@ -75,10 +111,17 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 public final class AttentionArgs implements AutoCloseable {
     private static final int OPERANDS = Operand.values().length;
+    /** The gradient operands of BACKWARD (DOUT is its input). */
+    private static final Operand[] GRADS = {Operand.DQ, Operand.DK, Operand.DV, Operand.DBIAS,
+        Operand.DSINKS};
     /** The operands each call reads or writes (by ordinal); the others are not passed. */
-    private static final boolean[] FORWARD_USES = uses(Operand.WEIGHTS, Operand.NEW_K, Operand.NEW_V);
+    private static final boolean[] FORWARD_USES = uses(Operand.WEIGHTS, Operand.NEW_K, Operand.NEW_V,
+            Operand.DOUT, Operand.DQ, Operand.DK, Operand.DV, Operand.DBIAS, Operand.DSINKS);
     private static final boolean[] WEIGHTS_USES = uses(Operand.V, Operand.OUT, Operand.LSE,
-            Operand.KEY_MASS, Operand.NEW_K, Operand.NEW_V);
+            Operand.KEY_MASS, Operand.NEW_K, Operand.NEW_V, Operand.V_SCALE, Operand.DOUT,
+            Operand.DQ, Operand.DK, Operand.DV, Operand.DBIAS, Operand.DSINKS);
+    private static final boolean[] BACKWARD_USES = uses(Operand.WEIGHTS, Operand.KEY_MASS,
+            Operand.NEW_K, Operand.NEW_V);
     private static final Operand[] APPEND_USES = {Operand.NEW_K, Operand.NEW_V, Operand.SEQ_LENS_K,
         Operand.CU_SEQLENS_Q, Operand.CU_SEQLENS_K, Operand.BLOCK_TABLE};
     /** Gives every object a rank, so that merge locks two of them in one global order. */
@@ -91,6 +134,8 @@ public final class AttentionArgs implements AutoCloseable {
     private final Cleaner.Cleanable cleanable;
     /** What each operand (ordinal) is bound to: an array or a sliced direct buffer; null = not. */
     private final Object[] bound = new Object[Operand.values().length];
+    /** How Q, K and V (by ordinal) are stored; F32 for every other operand and when unbound. */
+    private final StorageType[] store = new StorageType[Operand.values().length];
     private boolean closed; // guarded by this
 
     AttentionArgs(AttentionDesc desc) {
@@ -100,6 +145,7 @@ public final class AttentionArgs implements AutoCloseable {
         this.handle = h[0];
         this.owner = new Natives.Handle(handle, true);
         this.cleanable = Natives.CLEANER.register(this, owner);
+        java.util.Arrays.fill(store, StorageType.F32);
     }
 
     /** The descriptor this object binds operands for. */
@@ -165,6 +211,101 @@ public final class AttentionArgs implements AutoCloseable {
     public AttentionArgs set(Operand which, IntBuffer data) {
         check(which, Operand.Element.INT, data, "IntBuffer");
         return bind(which, Checks.ints(data, which.cname, desc.least(which), why(which)));
+    }
+
+    // ------------------------------------------------------------------------ storage types
+
+    /**
+     * Binds Q, K or V to IEEE binary16 (f16) bit patterns in a short[] (null = unbind), pinned
+     * for each run like a float[]. {@link Convert#toF16} fills one from floats.
+     *
+     * @throws IllegalArgumentException which is not Q, K or V, or data is shorter than
+     *                                  {@code requiredLen(which)}
+     */
+    public AttentionArgs setF16(Operand which, short[] data) {
+        return set16(which, data, StorageType.F16);
+    }
+
+    /** {@link #setF16(Operand, short[])} from a direct ShortBuffer in native byte order. */
+    public AttentionArgs setF16(Operand which, ShortBuffer data) {
+        return set16(which, data, StorageType.F16);
+    }
+
+    /**
+     * Binds Q, K or V to bfloat16 bit patterns in a short[] (null = unbind). {@link Convert#toBf16}
+     * fills one from floats.
+     *
+     * @throws IllegalArgumentException which is not Q, K or V, or data is too short
+     */
+    public AttentionArgs setBf16(Operand which, short[] data) {
+        return set16(which, data, StorageType.BF16);
+    }
+
+    /** {@link #setBf16(Operand, short[])} from a direct ShortBuffer in native byte order. */
+    public AttentionArgs setBf16(Operand which, ShortBuffer data) {
+        return set16(which, data, StorageType.BF16);
+    }
+
+    /**
+     * Binds K or V to symmetric int8 values (null = unbind): element x of a row is
+     * {@code data[x] * scale} of its row, the scales bound as {@link Operand#K_SCALE} /
+     * {@link Operand#V_SCALE} (required by run). {@link Convert#quantizeI8} makes both.
+     *
+     * @throws IllegalArgumentException which is not K or V, or data is too short
+     */
+    public AttentionArgs setI8(Operand which, byte[] data) {
+        checkStore(which, StorageType.I8);
+        if (data != null) {
+            Checks.length(data.length, which.cname, desc.least(which), why(which), "elements");
+        }
+        return bind(which, data, StorageType.I8);
+    }
+
+    /** {@link #setI8(Operand, byte[])} from a direct ByteBuffer. */
+    public AttentionArgs setI8(Operand which, ByteBuffer data) {
+        checkStore(which, StorageType.I8);
+        return bind(which, Checks.int8(data, which.cname, desc.least(which), why(which), false,
+                false), StorageType.I8);
+    }
+
+    /**
+     * How {@code which} is bound: {@link StorageType#F16}, {@link StorageType#BF16} or
+     * {@link StorageType#I8} for Q, K and V bound through setF16 / setBf16 / setI8, otherwise
+     * {@link StorageType#F32} (also when unbound).
+     */
+    public synchronized StorageType storage(Operand which) {
+        if (which == null) {
+            throw new NullPointerException("which must not be null");
+        }
+        return store[which.ordinal()];
+    }
+
+    private AttentionArgs set16(Operand which, short[] data, StorageType type) {
+        checkStore(which, type);
+        if (data != null) {
+            Checks.length(data.length, which.cname, desc.least(which), why(which), "elements");
+        }
+        return bind(which, data, type);
+    }
+
+    private AttentionArgs set16(Operand which, ShortBuffer data, StorageType type) {
+        checkStore(which, type);
+        return bind(which, Checks.shorts(data, which.cname, desc.least(which), why(which), false,
+                false), type);
+    }
+
+    private static void checkStore(Operand which, StorageType type) {
+        if (which == null) {
+            throw new NullPointerException("which must not be null");
+        }
+        boolean ok = type == StorageType.I8 ? which == Operand.K || which == Operand.V
+                : which.storable();
+        if (!ok) {
+            throw new IllegalArgumentException(which.cname + " cannot be stored as " + type.cname
+                    + " (" + (type == StorageType.I8 ? "int8 storage is for k and v"
+                            : "16-bit storage is for q, k and v") + "; " + which.cname + " holds "
+                    + which.element.what + ")");
+        }
     }
 
     // ---------------------------------------------------------------- serving operands by name
@@ -244,6 +385,7 @@ public final class AttentionArgs implements AutoCloseable {
     public synchronized AttentionArgs clear() {
         ensureOpen();
         java.util.Arrays.fill(bound, null);
+        java.util.Arrays.fill(store, StorageType.F32);
         return this;
     }
 
@@ -295,15 +437,31 @@ public final class AttentionArgs implements AutoCloseable {
             throw new NullPointerException("which must not be null");
         }
         if (which.element != element) {
+            // byte[] / ByteBuffer for Q, K or V: say where the storage types are bound
+            String hint = !which.storable() || !type.startsWith("Byte") && !type.startsWith("byte")
+                    ? ""
+                    : which == Operand.Q ? " (q cannot be int8; a 16-bit q: setF16 or setBf16)"
+                    : " (an int8 " + which.cname + ": setI8)";
             throw new IllegalArgumentException(which.cname + " holds " + which.element.what
-                    + ", not " + type);
+                    + ", not " + type + hint);
         }
     }
 
-    private synchronized AttentionArgs bind(Operand which, Object data) {
+    private AttentionArgs bind(Operand which, Object data) {
+        return bind(which, data, StorageType.F32);
+    }
+
+    private synchronized AttentionArgs bind(Operand which, Object data, StorageType type) {
         ensureOpen();
         bound[which.ordinal()] = data;
+        store[which.ordinal()] = data == null ? StorageType.F32 : type;
         return this;
+    }
+
+    /** The storage codes of Q, K and V for attn_jni_run_typed (2 bits each). */
+    private int stores() {
+        return store[Operand.Q.ordinal()].code() | store[Operand.K.ordinal()].code() << 2
+                | store[Operand.V.ordinal()].code() << 4;
     }
 
     // ------------------------------------------------------------------------------ running
@@ -311,7 +469,9 @@ public final class AttentionArgs implements AutoCloseable {
     /**
      * Runs {@code op} on the descriptor with the bound operands (attn_run). FORWARD needs Q, K,
      * V and OUT and writes OUT, LSE and KEY_MASS when bound; WEIGHTS needs Q and K and writes
-     * WEIGHTS; the operands an operation does not read are ignored.
+     * WEIGHTS; BACKWARD needs Q, K, V, the forward's OUT and LSE, DOUT and at least one of DQ,
+     * DK, DV, DBIAS, DSINKS, which it writes; an int8 K or V needs its K_SCALE / V_SCALE. The
+     * operands an operation does not read are ignored.
      *
      * @throws NullPointerException  op is null, or a required operand is not bound
      * @throws AttentionException    the library refused the call
@@ -328,19 +488,27 @@ public final class AttentionArgs implements AutoCloseable {
                 switch (op) {
                 case FORWARD:
                     require(op, Operand.Q, Operand.K, Operand.V, Operand.OUT);
+                    requireScales(true);
                     requireServing();
-                    AttnNative.attn_jni_run(d, op.raw, handle, pick(FORWARD_USES));
+                    AttnNative.attn_jni_run_typed(d, op.raw, handle, pick(FORWARD_USES), stores());
                     break;
                 case WEIGHTS:
                     require(op, Operand.Q, Operand.K, Operand.WEIGHTS);
+                    requireScales(false);
                     if (!desc.varlen()) { // varlen weights: the library's UNSUPPORTED answer
                         requireServing();
                     }
-                    AttnNative.attn_jni_run(d, op.raw, handle, pick(WEIGHTS_USES));
+                    AttnNative.attn_jni_run_typed(d, op.raw, handle, pick(WEIGHTS_USES), stores());
                     break;
-                default: // BACKWARD: the forward's operands; the gradient operands are not bound
-                    // from Java yet, so the library answers that dout is missing
-                    AttnNative.attn_jni_run(d, op.raw, handle, pick(FORWARD_USES));
+                default: // BACKWARD
+                    require(op, Operand.Q, Operand.K, Operand.V, Operand.OUT, Operand.LSE,
+                            Operand.DOUT);
+                    requireGradient();
+                    requireScales(true);
+                    if (desc.pageSize() == 0) { // paged: the library's UNSUPPORTED answer
+                        requireServing();
+                    }
+                    AttnNative.attn_jni_run_typed(d, op.raw, handle, pick(BACKWARD_USES), stores());
                     break;
                 }
             } finally {
@@ -350,9 +518,43 @@ public final class AttentionArgs implements AutoCloseable {
         }
     }
 
+    /**
+     * {@link #run(Op)}(BACKWARD): the gradients from the forward's OUT and LSE and DOUT into the
+     * bound DQ, DK, DV, DBIAS and DSINKS.
+     *
+     * @throws NullPointerException  q, k, v, out, lse or dout is not bound, or no gradient is
+     * @throws AttentionException    the library refused the call (e.g. 16-bit or int8 q, k or v:
+     *                               {@link Status#UNSUPPORTED}; dbias without bias)
+     * @throws IllegalStateException this object or its descriptor is closed
+     */
+    public void backward() {
+        run(Op.BACKWARD);
+    }
+
     private void require(Op op, Operand... ops) {
-        require("Op." + op + " needs "
-                + (op == Op.FORWARD ? "q, k, v and out" : "q, k and weights"), ops);
+        require("Op." + op + " needs " + (op == Op.FORWARD ? "q, k, v and out"
+                : op == Op.WEIGHTS ? "q, k and weights"
+                        : "q, k, v, the forward's out and lse, and dout"), ops);
+    }
+
+    /** An int8 K (and V, when the operation reads V) needs its scales. */
+    private void requireScales(boolean withV) {
+        if (store[Operand.K.ordinal()] == StorageType.I8) {
+            require("k is int8: bind its per-row scales", Operand.K_SCALE);
+        }
+        if (withV && store[Operand.V.ordinal()] == StorageType.I8) {
+            require("v is int8: bind its per-row scales", Operand.V_SCALE);
+        }
+    }
+
+    private void requireGradient() {
+        for (Operand o : GRADS) {
+            if (bound[o.ordinal()] != null) {
+                return;
+            }
+        }
+        throw new NullPointerException("no gradient is bound (Op.BACKWARD has nothing to compute: "
+                + "bind dq, dk, dv, dbias or dsinks)");
     }
 
     private void require(String why, Operand... ops) {
@@ -521,6 +723,7 @@ public final class AttentionArgs implements AutoCloseable {
         }
         closed = true;
         java.util.Arrays.fill(bound, null);
+        java.util.Arrays.fill(store, StorageType.F32);
         owner.closing = true;
         cleanable.clean(); // attn_args_destroy, exactly once
     }
@@ -532,6 +735,9 @@ public final class AttentionArgs implements AutoCloseable {
         for (Operand o : Operand.values()) {
             if (bound[o.ordinal()] != null) {
                 s.append(sep).append(o.cname);
+                if (store[o.ordinal()] != StorageType.F32) {
+                    s.append(':').append(store[o.ordinal()].cname);
+                }
                 sep = ", ";
             }
         }

@@ -342,8 +342,8 @@ public final class AttentionDesc implements AutoCloseable {
 
     /**
      * The number of elements (floats, bytes for the masks, ints for SEQ_LENS_K, CU_SEQLENS_Q/K
-     * and BLOCK_TABLE) the buffer for {@code which} must hold, from the sizes and strides
-     * (attn_desc_required_len).
+     * and BLOCK_TABLE; 16-bit or int8 values for Q, K and V stored so) the buffer for
+     * {@code which} must hold, from the sizes and strides (attn_desc_required_len).
      *
      * <p>Serving layouts: with {@link #varlen()}, Q, OUT, LSE, NEW_K and NEW_V (and K and V
      * without pages) get the length of a full pack, every sequence at its maximum length: an
@@ -560,7 +560,8 @@ public final class AttentionDesc implements AutoCloseable {
 
     /**
      * True when op's length in a call follows from the call's cu_seqlens (varlen mode: Q, OUT,
-     * LSE, NEW_K, NEW_V, and K and V without pages): requiredLen is then an upper bound.
+     * LSE, NEW_K, NEW_V, DOUT, DQ, and K, V, DK, DV and the int8 scales without pages):
+     * requiredLen is then an upper bound.
      */
     boolean bounded(Operand op) {
         switch (op) {
@@ -569,9 +570,15 @@ public final class AttentionDesc implements AutoCloseable {
         case LSE:
         case NEW_K:
         case NEW_V:
+        case DOUT:
+        case DQ:
             return varlen;
         case K:
         case V:
+        case DK:
+        case DV:
+        case K_SCALE:
+        case V_SCALE:
             return varlen && pageSize == 0;
         default:
             return false;
@@ -846,9 +853,12 @@ public final class AttentionDesc implements AutoCloseable {
         }
 
         /**
-         * Element strides of Q, K, V, OUT or BIAS: element (b, h, s, d) is at
-         * b*batchStride + h*headStride + s*rowStride + d (for BIAS, element (b, h, i, j) at
-         * b*batchStride + h*headStride + i*rowStride + j). For example, with H heads, S rows and
+         * Element strides of Q, K, V, OUT, BIAS or the int8 scales K_SCALE / V_SCALE: element
+         * (b, h, s, d) is at b*batchStride + h*headStride + s*rowStride + d (for BIAS, element
+         * (b, h, i, j) at b*batchStride + h*headStride + i*rowStride + j; for a scale, row
+         * (b, h, s) at b*batchStride + h*headStride + s*rowStride). Strides count elements
+         * whatever the storage type. The gradients DQ, DK, DV, DOUT and DBIAS take the layout
+         * of Q, K, V, OUT and BIAS. For example, with H heads, S rows and
          * D = headDim: BHSD (default) = (H*S*D, S*D, D); BSHD = (S*H*D, D, H*D). Inputs may use
          * 0 to broadcast; OUT rows must not overlap. Applied after every parameter (so V and OUT
          * strides are checked against headDimV).

@@ -5,6 +5,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
 import java.nio.IntBuffer;
+import java.nio.ShortBuffer;
 
 /**
  * Argument checks shared by the face classes; every message names the argument. The rules are
@@ -111,6 +112,64 @@ final class Checks {
                     + " (ByteBuffer.order(ByteOrder.nativeOrder()) before asIntBuffer())");
         }
         return common(b, name, need, what, false);
+    }
+
+    /**
+     * A ShortBuffer of 16-bit values (f16 / bf16 bit patterns) for native code: direct, native
+     * byte order, writable if an output, long enough.
+     */
+    static ShortBuffer shorts(ShortBuffer b, String name, long need, String what, boolean required,
+            boolean output) {
+        if (b == null) {
+            if (required) {
+                throw missing(name);
+            }
+            return null;
+        }
+        if (!b.isDirect()) {
+            throw new IllegalArgumentException(name + " must be a direct ShortBuffer (e.g. "
+                    + "ByteBuffer.allocateDirect(2 * n).order(ByteOrder.nativeOrder())"
+                    + ".asShortBuffer()), got a heap buffer");
+        }
+        if (b.order() != ByteOrder.nativeOrder()) {
+            throw new IllegalArgumentException(name + " has byte order " + b.order()
+                    + ", it must be the native byte order " + ByteOrder.nativeOrder()
+                    + " (ByteBuffer.order(ByteOrder.nativeOrder()) before asShortBuffer())");
+        }
+        return common(b, name, need, what, output);
+    }
+
+    /** An int8 ByteBuffer: direct, writable if an output, long enough (byte order is moot). */
+    static ByteBuffer int8(ByteBuffer b, String name, long need, String what, boolean required,
+            boolean output) {
+        if (b == null) {
+            if (required) {
+                throw missing(name);
+            }
+            return null;
+        }
+        if (!b.isDirect()) {
+            throw new IllegalArgumentException(name + " must be a direct ByteBuffer "
+                    + "(ByteBuffer.allocateDirect(n)), got a heap buffer");
+        }
+        return common(b, name, need, what, output);
+    }
+
+    /**
+     * An array range for native code: {@code pos} and {@code n} not negative, and
+     * {@code pos + n} elements in an array of {@code length}.
+     */
+    static void range(int length, int pos, long n, String name, String posName, String what) {
+        if (pos < 0) {
+            throw new IllegalArgumentException(posName + " (" + pos + ") is negative");
+        }
+        if (n < 0) {
+            throw new IllegalArgumentException(what + " (" + n + ") is negative");
+        }
+        if (pos > length || n > length - pos) {
+            throw new IllegalArgumentException(name + " has " + length + " elements, needs at least "
+                    + (pos + n) + " (" + posName + " " + pos + " + " + what + " " + n + ")");
+        }
     }
 
     /** A mask ByteBuffer (one byte per boolean, nonzero = true): direct, long enough. */

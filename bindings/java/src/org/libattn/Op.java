@@ -6,7 +6,12 @@ public enum Op {
     FORWARD(attn_op.ATTN_OP_FORWARD),
     /** Reads Q, K and the optional operands; writes WEIGHTS (see {@link WeightsMode}). */
     WEIGHTS(attn_op.ATTN_OP_WEIGHTS),
-    /** Reserved: this version of the library answers {@link Status#UNSUPPORTED}. */
+    /**
+     * The gradients (since 0.2): reads Q, K, V, the forward's OUT and LSE and
+     * {@link Operand#DOUT} (plus the forward's optional operands); writes the gradients bound
+     * among {@link Operand#DQ}, {@link Operand#DK}, {@link Operand#DV}, {@link Operand#DBIAS}
+     * and {@link Operand#DSINKS} (at least one). Needs fp32 Q, K and V.
+     */
     BACKWARD(attn_op.ATTN_OP_BACKWARD);
 
     final attn_op raw;

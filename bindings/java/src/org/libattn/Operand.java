@@ -5,7 +5,9 @@ package org.libattn;
  * {@link AttentionArgs#set}, {@link AttentionDesc.Builder#strides} and
  * {@link AttentionDesc#requiredLen}. Each has an element type: floats (float[] or a direct
  * FloatBuffer), a byte mask (boolean[], byte[] or a direct ByteBuffer; nonzero = true) or ints
- * (int[] or a direct IntBuffer).
+ * (int[] or a direct IntBuffer). Q, K and V may also be stored in 16 bits or (K, V) as int8
+ * ({@link StorageType}; {@link AttentionArgs#setF16}, {@link AttentionArgs#setBf16},
+ * {@link AttentionArgs#setI8}); lengths always count elements.
  */
 public enum Operand {
     /** Queries, floats [batch][headsQ][seqQ][headDim], strided; input. */
@@ -74,7 +76,40 @@ public enum Operand {
      */
     NEW_K(attn_operand.ATTN_NEW_K, Element.FLOAT, false),
     /** New value rows for {@link AttentionArgs#kvAppend}, floats [tokens][headsKv][headDimV]; input. Since 0.2. */
-    NEW_V(attn_operand.ATTN_NEW_V, Element.FLOAT, false);
+    NEW_V(attn_operand.ATTN_NEW_V, Element.FLOAT, false),
+    /**
+     * Gradient of OUT, floats in OUT's layout; input of {@link Op#BACKWARD} (required). Since
+     * 0.2.
+     */
+    DOUT(attn_operand.ATTN_DOUT, Element.FLOAT, false),
+    /** Gradient of Q, floats in Q's layout; output of {@link Op#BACKWARD}. Since 0.2. */
+    DQ(attn_operand.ATTN_DQ, Element.FLOAT, true),
+    /**
+     * Gradient of K, floats in K's layout (GQA: summed over a KV head's query heads; 0 for
+     * hidden and padded keys); output of {@link Op#BACKWARD}. Since 0.2.
+     */
+    DK(attn_operand.ATTN_DK, Element.FLOAT, true),
+    /** Gradient of V, floats in V's layout; output of {@link Op#BACKWARD}. Since 0.2. */
+    DV(attn_operand.ATTN_DV, Element.FLOAT, true),
+    /**
+     * Gradient of BIAS, floats in BIAS's layout (broadcast dimensions summed); output of
+     * {@link Op#BACKWARD}, only with {@link #BIAS} bound. Since 0.2.
+     */
+    DBIAS(attn_operand.ATTN_DBIAS, Element.FLOAT, true),
+    /**
+     * Gradient of SINKS, floats [headsQ]; output of {@link Op#BACKWARD}, only with
+     * {@link #SINKS} bound. Since 0.2.
+     */
+    DSINKS(attn_operand.ATTN_DSINKS, Element.FLOAT, true),
+    /**
+     * Scale of each int8 K row, floats [batch][headsKv][seqK] (K's shape with headDim 1),
+     * strided ({@link AttentionDesc.Builder#strides}; default BHS, token-major with varlen,
+     * [pages][pageSize][headsKv] with a paged cache); input, required with an int8 K
+     * ({@link AttentionArgs#setI8}) and refused otherwise. Since 0.2.
+     */
+    K_SCALE(attn_operand.ATTN_K_SCALE, Element.FLOAT, false),
+    /** Scale of each int8 V row, as {@link #K_SCALE} for V; input. Since 0.2. */
+    V_SCALE(attn_operand.ATTN_V_SCALE, Element.FLOAT, false);
 
     /** Element types of operands. */
     enum Element {
@@ -102,12 +137,17 @@ public enum Operand {
         this.cname = name().toLowerCase(java.util.Locale.ROOT);
     }
 
+    /** True for Q, K and V: the operands that may be stored in 16 bits (K and V also as int8). */
+    boolean storable() {
+        return this == Q || this == K || this == V;
+    }
+
     /** The numeric value of the C enum. */
     public int code() {
         return raw.swigValue();
     }
 
-    /** True for the operands the library writes (OUT, LSE, WEIGHTS, KEY_MASS). */
+    /** True for the operands the library writes (OUT, LSE, WEIGHTS, KEY_MASS, DQ .. DSINKS). */
     public boolean isOutput() {
         return output;
     }
