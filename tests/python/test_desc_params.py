@@ -407,8 +407,14 @@ def test_bias_broadcast_shapes():
      ["key_valid has dtype float32", "bool or uint8"]),
     ("float64 q", lambda B, H, S, D: {"q": np.zeros((B, H, S, D))},
      ["q has dtype float64", "float32"]),
-    ("float16 v", lambda B, H, S, D: {"v": np.zeros((B, H, S, D), np.float16)},
-     ["v has dtype float16"]),
+    ("uint16 v", lambda B, H, S, D: {"v": np.zeros((B, H, S, D), np.uint16)},
+     ["v has dtype uint16", "attn.BF16(v)", "float16"]),
+    ("int8 q", lambda B, H, S, D: {"q": np.zeros((B, H, S, D), np.int8)},
+     ["q has dtype int8", "k and v"]),
+    ("float16 v, wrong shape", lambda B, H, S, D: {"v": np.zeros((B, H, S, D + 1), np.float16)},
+     ["v has shape (2, 3, 5, 9)", "(batch, heads_kv, seq_k, head_dim_v) = (2, 3, 5, 8)"]),
+    ("float16 v, short flat", lambda B, H, S, D: {"v": np.zeros(B * H * S * D - 1, np.float16)},
+     ["v has 239 elements, needs at least 240"]),
     ("int64 seq_lens_k", lambda B, H, S, D: {"seq_lens_k": np.array([1, 2])},
      ["seq_lens_k has dtype int64", "int32"]),
     ("sinks 2-d", lambda B, H, S, D: {"sinks": np.zeros((1, H), np.float32)},
@@ -531,8 +537,8 @@ def test_args_run_matches_forward():
             # kinds are the library's to check: an output through the input setter
             with pytest.raises(attn.InvalidArgumentError, match="attn_args_set_out_f32"):
                 args.set_f32(attn.Operand.OUT, out)
-            with pytest.raises(ValueError, match=r"operand \(19\)"):
-                args.set(19, out)
+            with pytest.raises(ValueError, match=r"operand \(27\)"):
+                args.set(27, out)
             with pytest.raises(ValueError, match=r"op \(3\)"):
                 d.run(3, args)
             # the backward of a forward's operands: the library asks for the gradient of out

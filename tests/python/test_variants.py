@@ -18,153 +18,22 @@ import sys
 import numpy as np
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import attn  # noqa: E402
+from vector_cases import (FLOAT_PARAMS, INT_PARAMS, OPERAND, TYPES, VECTORS,  # noqa: E402
+                          attn, check_forward, forward_bytes, load, make_desc, on_every_isa,
+                          remove_stale, run, write_xlang)
 
-VECTORS = os.path.join(ROOT, "tests", "vectors")
-TOL = 1e-5
+remove_stale("python.variants.bin")
 
-INT_PARAMS = ("causal", "window_left", "window_right", "alibi", "softmax_plus_one",
-              "head_dim_v", "weights_mode", "bias_first")
-FLOAT_PARAMS = ("softcap", "scale")
-STRIDED = ("q", "k", "v", "out", "bias")
-OPERAND = {op.name.lower(): op for op in attn.Operand}
-TYPES = {"q": np.float32, "k": np.float32, "v": np.float32, "bias": np.float32,
-         "alibi_slopes": np.float32, "sinks": np.float32, "key_valid": np.uint8,
-         "allowed": np.uint8, "query_valid": np.uint8, "seq_lens_k": np.int32}
-SUFFIX = {np.float32: "f32", np.uint8: "u8", np.int32: "i32"}
-
-# A stale file must never stand in for this run's output (xlang_identical reads it).
-if os.environ.get("ATTN_XLANG_DIR"):
-    try:
-        os.remove(os.path.join(os.environ["ATTN_XLANG_DIR"], "python.variants.bin"))
-    except FileNotFoundError:
-        pass
-
-
-def parse(path):
-    cases = []
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            c = dict(tok.split("=", 1) for tok in line.split())
-            for key in ("batch", "heads_q", "heads_kv", "seq_q", "seq_k", "head_dim", "mass"):
-                c[key] = int(c[key])
-            c["in"] = c["in"].split(",")
-            cases.append(c)
-    return cases
-
-
-VARIANTS = parse(os.path.join(VECTORS, "variants.txt"))
-ERRORS = (parse(os.path.join(VECTORS, "errors.txt"))
-          if os.path.exists(os.path.join(VECTORS, "errors.txt")) else [])
-
-
-def params_of(c):
-    """Desc keyword arguments of a line's attn_param values."""
-    kw = {}
-    for key in INT_PARAMS:
-        if key in c:
-            kw[key] = int(c[key])
-    for key in FLOAT_PARAMS:
-        if key in c:
-            kw[key] = float(c[key])
-    return kw
-
-
-def strides_of(c):
-    return {op: tuple(int(x) for x in c["strides." + op].split(","))
-            for op in STRIDED if "strides." + op in c}
-
-
-def make_desc(c, with_strides=True, **override):
-    kw = params_of(c)
-    kw.update(override)
-    if with_strides:
-        kw.update({op + "_strides": s for op, s in strides_of(c).items()})
-    return attn.Desc(c["batch"], c["heads_q"], c["heads_kv"], c["seq_q"], c["seq_k"],
-                     c["head_dim"], **kw)
-
-
-def read(c, part, dtype):
-    return np.fromfile(os.path.join(VECTORS, "%s.%s" % (c["name"], part)), dtype=dtype)
-
-
-def inputs_of(c):
-    return {x: read(c, "%s.%s" % (x, SUFFIX[TYPES[x]]), TYPES[x]) for x in c["in"]}
-
-
-def view(d, c, op, flat):
-    """An N-D numpy view of a flat buffer laid out with the line's strides for `op`."""
-    s = strides_of(c).get(op)
-    shape = d.shape(attn.Operand[op.upper()])
-    if s is None:  # default contiguous
-        return flat.reshape(shape)
-    return np.lib.stride_tricks.as_strided(flat, shape, tuple(4 * x for x in s) + (4,),
-                                           writeable=op == "out")
-
-
-def run(c, nd):
-    """forward + weights of a line. nd=False: flat buffers on a Desc configured with the line's
-    strides; nd=True: N-D strided views on a Desc with default strides."""
-    ins = inputs_of(c)
-    with make_desc(c) as d:
-        out = np.zeros(d.required_len(attn.Operand.OUT), np.float32)
-        lse = np.zeros(d.required_len(attn.Operand.LSE), np.float32)
-        mass = np.zeros(d.required_len(attn.Operand.KEY_MASS), np.float32) if c["mass"] else None
-        assert all(ins[x].size == d.required_len(OPERAND[x]) for x in ins)
-        if nd:
-            arrays = {x: (view(d, c, x, a) if x in STRIDED else a.reshape(d.shape(OPERAND[x])))
-                      for x, a in ins.items()}
-            outs = {"out": view(d, c, "out", out), "lse": lse.reshape(d.shape(attn.Operand.LSE))}
-            if mass is not None:
-                outs["key_mass"] = mass.reshape(d.shape(attn.Operand.KEY_MASS))
-            desc = make_desc(c, with_strides=False)
-        else:
-            arrays, outs, desc = dict(ins), {"out": out, "lse": lse}, d
-            if mass is not None:
-                outs["key_mass"] = mass
-        with desc:
-            q, k, v = arrays.pop("q"), arrays.pop("k"), arrays.pop("v")
-            res = desc.forward(q, k, v, **arrays, **outs)
-            assert res[0] is outs["out"] and res[1] is outs["lse"]
-            w = desc.weights(q, k, **arrays)
-            if nd:
-                # every differently strided operand made the Desc configure a matching one
-                assert len(desc._variants) == (1 if strides_of(c) else 0)
-    return out, lse, w.reshape(-1), mass
-
-
-def assert_close(name, got, want):
-    assert got.shape == want.shape, name
-    both_inf = np.isinf(want) & (got == want)
-    with np.errstate(invalid="ignore"):
-        err = np.abs(got.astype(np.float64) - want) / np.maximum(1.0, np.abs(want))
-    err[both_inf] = 0.0
-    bad = ~(err <= TOL)  # NaN counts as bad
-    assert not bad.any(), "%s: %d elements off, first at %d: got %r want %r" % (
-        name, bad.sum(), np.argmax(bad), got[np.argmax(bad)], want[np.argmax(bad)])
+VARIANTS = load("variants.txt")
+ERRORS = load("errors.txt")
 
 
 @pytest.mark.parametrize("c", VARIANTS, ids=[c["name"] for c in VARIANTS])
 def test_variant(c):
     out, lse, w, mass = run(c, nd=False)
-    want_out = read(c, "out.f32", np.float32)
-    want_lse = read(c, "lse.f32", np.float32)
-    want_w = read(c, "weights.f32", np.float32)
-    assert_close("out", out, want_out)
-    assert_close("lse", lse, want_lse)
-    assert_close("weights", w, want_w)
-    assert (w[want_w == 0.0] == 0.0).all(), "an expected 0 weight is not exactly 0"
-    assert (lse[np.isneginf(want_lse)] == -np.inf).all(), "an expected -inf lse is not -inf"
-    if c["mass"]:
-        want_mass = read(c, "key_mass.f32", np.float32)
-        assert_close("key_mass", mass, want_mass)
-        assert (mass[want_mass == 0.0] == 0.0).all()
+    check_forward(c, out, lse, w, mass)
     # N-D strided views on a Desc without the strides: the same bits
     out2, lse2, w2, mass2 = run(c, nd=True)
     assert out2.tobytes() == out.tobytes()
@@ -176,27 +45,10 @@ def test_variant(c):
 
 def test_variants_on_every_isa():
     """Each kernel this CPU offers reproduces every variants.txt line (default restored)."""
-    seen = []
-    try:
-        for isa in ("scalar", "sse2", "avx2", "avx512"):
-            try:
-                attn.set_isa(isa)
-            except attn.AttentionError as e:
-                assert e.status is attn.Status.UNSUPPORTED, e
-                continue
-            seen.append(isa)
-            for c in VARIANTS:
-                out, lse, w, mass = run(c, nd=False)
-                assert_close(isa + " " + c["name"] + " out", out, read(c, "out.f32", np.float32))
-                assert_close(isa + " " + c["name"] + " lse", lse, read(c, "lse.f32", np.float32))
-                assert_close(isa + " " + c["name"] + " weights", w,
-                             read(c, "weights.f32", np.float32))
-                if c["mass"]:
-                    assert_close(isa + " " + c["name"] + " key_mass", mass,
-                                 read(c, "key_mass.f32", np.float32))
-    finally:
-        attn.set_isa(None)
-    assert "scalar" in seen
+    def body(isa):
+        for c in VARIANTS:
+            check_forward(c, *run(c, nd=False), what=isa)
+    on_every_isa(body)
 
 
 def test_variants_present():
@@ -213,20 +65,9 @@ def test_variants_present():
 def test_variants_xlang_bytes():
     """Writes $ATTN_XLANG_DIR/python.variants.bin: per case in file order the float32 bytes of
     out, lse, weights and (mass=1) key_mass. Two runs give identical bytes."""
-    runs = []
-    for _ in range(2):
-        blob = bytearray()
-        for c in VARIANTS:
-            out, lse, w, mass = run(c, nd=False)
-            for a in (out, lse, w) + ((mass,) if c["mass"] else ()):
-                blob += a.astype("<f4").tobytes()
-        runs.append(bytes(blob))
+    runs = [forward_bytes(VARIANTS) for _ in range(2)]
     assert runs[0] == runs[1]
-    xdir = os.environ.get("ATTN_XLANG_DIR")
-    if xdir:
-        os.makedirs(xdir, exist_ok=True)
-        with open(os.path.join(xdir, "python.variants.bin"), "wb") as f:
-            f.write(runs[0])
+    write_xlang("python.variants.bin", runs[0])
 
 
 # ------------------------------------------------------------------------------------------

@@ -23,6 +23,16 @@ Four faces:
 
 * ``Args`` + ``Desc.run``: the raw attn_args / attn_run pair.
 
+Storage types (README "Storage types"): q, k and v may be numpy float16 arrays, bfloat16 bit
+patterns wrapped as ``BF16(uint16_array)``, and k and v int8 arrays with their float32 scales
+(``k_scale=`` / ``v_scale=``); all are passed to the library without copies and widened to
+float32 on load. ``f32_to_f16``, ``f32_to_bf16``, ``f16_to_f32``, ``bf16_to_f32`` and
+``quantize_i8`` are the library's conversions (new arrays, or ``out=``).
+
+Gradients (README "Gradients"): ``Desc.backward(q, k, v, out, lse, dout)`` returns
+``Gradients(dq, dk, dv, dbias, dsinks)`` (ATTN_OP_BACKWARD); raw: ``Operand.DOUT``, ``DQ``,
+``DK``, ``DV``, ``DBIAS``, ``DSINKS`` with ``Op.BACKWARD``.
+
 Serving layouts (``Desc(..., varlen=True, page_size=16, batch_invariant=True)``): packed
 variable-length batches (``cu_seqlens_q`` / ``cu_seqlens_k``), paged K/V caches (``block_table``
 + ``seq_lens_k``), ``Desc.kv_append`` (new key/value rows into the caches, in place),
@@ -45,7 +55,8 @@ from . import _lib
 from ._common import (Alibi, ArgumentTypeError, AttentionError, Causal, InvalidArgumentError,
                       NullPointerError, Op, Operand, Param, Status, WeightsMode, check_status,
                       size_arg, status_string, _np)
-from ._desc import Args, Desc
+from ._desc import Args, Desc, Gradients
+from ._storage import BF16, bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, quantize_i8
 from ._sdpa import scaled_dot_product_attention
 
 __all__ = [
@@ -54,6 +65,8 @@ __all__ = [
     "attention", "Desc", "Args", "scaled_dot_product_attention", "param_bounds",
     "version", "version_number", "isa", "set_isa", "num_threads", "set_num_threads",
     "status_string", "library_path",
+    "BF16", "f32_to_f16", "f32_to_bf16", "f16_to_f32", "bf16_to_f32", "quantize_i8",
+    "Gradients",
 ]
 
 #: The path or name the shared library was loaded from (inside the package for an installed

@@ -79,6 +79,14 @@ class Operand(enum.IntEnum):
     BLOCK_TABLE = 16
     NEW_K = 17
     NEW_V = 18
+    DOUT = 19           # since 0.2, Op.BACKWARD (README "Gradients"): the gradient of OUT, input
+    DQ = 20             # the gradients written by Op.BACKWARD, each in its forward operand's
+    DK = 21             # layout (dbias: broadcast dims summed)
+    DV = 22
+    DBIAS = 23
+    DSINKS = 24
+    K_SCALE = 25        # since 0.2, int8 K / V (README "Storage types"): float32 scale per
+    V_SCALE = 26        # (batch, heads_kv, seq_k) row, strided like K with head_dim 1
 
 
 class Param(enum.IntEnum):
@@ -118,7 +126,7 @@ class Op(enum.IntEnum):
     """attn_op, for Desc.run."""
     FORWARD = 0
     WEIGHTS = 1
-    BACKWARD = 2  # gradients; the gradient operands are bound through the C API (bindings: next)
+    BACKWARD = 2  # gradients (Desc.backward; raw: Operand.DOUT, DQ, DK, DV, DBIAS, DSINKS)
 
 
 # ------------------------------------------------------------------------------------------
@@ -322,6 +330,10 @@ def _make_data_ptr():
 
 if _np is not None:
     F32 = _np.dtype(_np.float32)
+    F16 = _np.dtype(_np.float16)
+    U16 = _np.dtype(_np.uint16)
+    I16 = _np.dtype(_np.int16)
+    I8 = _np.dtype(_np.int8)
     BOOL = _np.dtype(_np.bool_)
     U8 = _np.dtype(_np.uint8)
     I32 = _np.dtype(_np.int32)

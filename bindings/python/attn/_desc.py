@@ -6,7 +6,8 @@ every dim, strides), bound to a C ``attn_args`` with their element counts, and `
 executes. The attn_args of these calls is one per thread, cleared in a ``finally`` block after
 every call (no pointer stays bound) and destroyed when its thread ends.
 
-Strides. A strided operand (q, k, v, out, bias) is either
+Strides. A strided operand (q, k, v, out, bias; k_scale and v_scale, K's layout without
+head_dim) is either
 
 * an N-D array of exactly the operand's shape (q: (batch, heads_q, seq_q, head_dim), ...); its
   element strides are read from the array (any non-negative strides with head_dim contiguous:
@@ -19,6 +20,13 @@ Strides. A strided operand (q, k, v, out, bias) is either
 
 The other operands (lse, weights, masks, slopes, sinks, seq_lens_k, key_mass) are contiguous by
 definition: C-contiguous arrays of exactly their shape, or flat buffers of exactly their length.
+
+Storage types (_storage.py): q, k and v may be float16, attn.BF16 (bfloat16 bits) or, k and v,
+int8 with their k_scale / v_scale; they go through the same shape and stride checks with their
+own element type, and are bound with attn_args_set_f16 / _bf16 / _i8 (the `typed` map of a
+call). Gradients (Desc.backward): dq, dk, dv, dbias are written in the layouts of q, k, v, bias
+(one C descriptor has one layout for both), so they are allocated in that layout or must have
+it; dout must have out's.
 
 Serving layouts (varlen=, page_size=; capi/attn.h "Serving layouts"). Some shapes are known per
 call: varlen q / out are (total_q, heads_q, d) token rows and lse (heads_q, total_q) with total_q
@@ -36,7 +44,8 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from typing import (TYPE_CHECKING, Any, Dict, Optional, Sequence, Tuple, Union, overload)
+from typing import (TYPE_CHECKING, Any, Dict, NamedTuple, Optional, Sequence, Tuple, Union,
+                    overload)
 
 from . import _lib
 from ._common import (Alibi, ArgumentTypeError, Causal, InvalidArgumentError, NullPointerError,
@@ -44,6 +53,7 @@ from ._common import (Alibi, ArgumentTypeError, Causal, InvalidArgumentError, Nu
                       element_strides, enum_arg, library_error, need_numpy, param_value,
                       size_arg, _np)
 from . import _common
+from ._storage import BF16, library_function, storage_setter
 
 if TYPE_CHECKING:
     from typing import Literal
@@ -58,11 +68,13 @@ if TYPE_CHECKING:
 
 # Operand ids as plain ints (enum attribute access costs ~0.4 us: too much for the hot path).
 (_Q, _K, _V, _OUT, _LSE, _WEIGHTS, _KEY_VALID, _ALLOWED, _BIAS, _ALIBI_SLOPES, _SINKS,
- _QUERY_VALID, _SEQ_LENS_K, _KEY_MASS, _CU_Q, _CU_K, _BLOCK_TABLE, _NEW_K, _NEW_V) = range(19)
-_STRIDED = (_Q, _K, _V, _OUT, _BIAS)
-_SLOT = {_Q: 0, _K: 1, _V: 2, _OUT: 3, _BIAS: 4}  # position in a stride key
+ _QUERY_VALID, _SEQ_LENS_K, _KEY_MASS, _CU_Q, _CU_K, _BLOCK_TABLE, _NEW_K, _NEW_V,
+ _DOUT, _DQ, _DK, _DV, _DBIAS, _DSINKS, _K_SCALE, _V_SCALE) = range(27)
+_STRIDED = (_Q, _K, _V, _OUT, _BIAS, _K_SCALE, _V_SCALE)
+_SLOT = {_Q: 0, _K: 1, _V: 2, _OUT: 3, _BIAS: 4, _K_SCALE: 5, _V_SCALE: 6}  # in a stride key
+_SCALES = (_K_SCALE, _V_SCALE)  # K's layout with head_dim 1: no contiguous last dimension
 _MAX_VARIANTS = 32
-_FORWARD, _WEIGHTS_OP = int(Op.FORWARD), int(Op.WEIGHTS)
+_FORWARD, _WEIGHTS_OP, _BACKWARD = int(Op.FORWARD), int(Op.WEIGHTS), int(Op.BACKWARD)
 
 # ndarray.flags.num bits (numpy/ndarraytypes.h): NPY_ARRAY_C_CONTIGUOUS, _ALIGNED, _WRITEABLE.
 _C_CONTIGUOUS, _ALIGNED, _WRITEABLE = 0x0001, 0x0100, 0x0400
@@ -71,13 +83,15 @@ _OUT_FLAGS = _IN_FLAGS | _WRITEABLE
 
 _NAMES = ("q", "k", "v", "out", "lse", "weights", "key_valid", "allowed", "bias", "alibi_slopes",
           "sinks", "query_valid", "seq_lens_k", "key_mass", "cu_seqlens_q", "cu_seqlens_k",
-          "block_table", "new_k", "new_v")
+          "block_table", "new_k", "new_v", "dout", "dq", "dk", "dv", "dbias", "dsinks", "k_scale",
+          "v_scale")
 
 # Element kind of each operand: its attn_args setter and accepted dtypes (filled lazily: numpy is
 # optional for the list API).
 _F32_IN, _F32_OUT, _U8, _I32 = range(4)
 _KIND = (_F32_IN, _F32_IN, _F32_IN, _F32_OUT, _F32_OUT, _F32_OUT, _U8, _U8, _F32_IN, _F32_IN,
-         _F32_IN, _U8, _I32, _F32_OUT, _I32, _I32, _I32, _F32_IN, _F32_IN)  # indexed by operand
+         _F32_IN, _U8, _I32, _F32_OUT, _I32, _I32, _I32, _F32_IN, _F32_IN,
+         _F32_IN, _F32_OUT, _F32_OUT, _F32_OUT, _F32_OUT, _F32_OUT, _F32_IN, _F32_IN)  # by operand
 _SETTER_OF_KIND = {_F32_IN: _lib.attn_args_set_f32, _F32_OUT: _lib.attn_args_set_out_f32,
                    _U8: _lib.attn_args_set_u8, _I32: _lib.attn_args_set_i32}
 _SETTER = tuple(_SETTER_OF_KIND[k] for k in _KIND)  # the attn_args setter of each operand
@@ -144,16 +158,18 @@ class _CallArgs:
 _tls = threading.local()
 
 
-def _execute(handle, op, binds, lens):
+def _execute(handle, op, binds, lens, typed=None):
     """One attn_run: bind every (operand, address) of `binds` with its element count from
-    `lens` to this thread's attn_args, run `op`, then unbind everything whatever happens."""
+    `lens` to this thread's attn_args, run `op`, then unbind everything whatever happens.
+    `typed` maps the operands stored as f16 / bf16 / int8 to their setter (None: none is)."""
     call_args = getattr(_tls, "args", None)
     if call_args is None:
         call_args = _tls.args = _CallArgs()
     args = call_args.handle
     try:
         for w, ptr in binds:
-            status = _SETTER[w](args, w, ptr, lens[w])
+            setter = _SETTER[w] if typed is None else typed.get(w, _SETTER[w])
+            status = setter(args, w, ptr, lens[w])
             if status:
                 raise library_error(status)
         status = _lib.attn_run(handle, op, args)
@@ -172,22 +188,24 @@ def _thread_args(attr):
     return call_args.handle
 
 
-def _bind_all(args, binds, lens):
-    """Bind (operand, address, elements) triples; elements None = the required length."""
+def _bind_all(args, binds, lens, typed=None):
+    """Bind (operand, address, elements) triples; elements None = the required length. `typed`
+    as for _execute."""
     for w, ptr, n in binds:
-        status = _SETTER[w](args, w, ptr, lens[w] if n is None else n)
+        setter = _SETTER[w] if typed is None else typed.get(w, _SETTER[w])
+        status = setter(args, w, ptr, lens[w] if n is None else n)
         if status:
             raise library_error(status)
 
 
-def _run_bound(binds, lens, invoke, part_binds=None):
+def _run_bound(binds, lens, invoke, part_binds=None, typed=None):
     """The serving calls: bind `binds` (and `part_binds` to a second attn_args), then
     invoke(args) or invoke(args, part) returns the C status; everything is unbound after it,
-    whatever happens."""
+    whatever happens. `typed` as for _execute (for `binds`)."""
     args = _thread_args("args")
     part = None if part_binds is None else _thread_args("part")
     try:
-        _bind_all(args, binds, lens)
+        _bind_all(args, binds, lens, typed)
         if part is None:
             status = invoke(args)
         else:
@@ -342,6 +360,16 @@ def build_params(causal, scale, window, window_left, window_right, softcap, alib
     return params
 
 
+class Gradients(NamedTuple):
+    """What Desc.backward returns: each gradient requested, in the layout of its forward
+    operand (dbias: broadcast dimensions summed, size 1); None for one not requested."""
+    dq: Any
+    dk: Any
+    dv: Any
+    dbias: Any
+    dsinks: Any
+
+
 # ------------------------------------------------------------------------------------------
 # Desc
 # ------------------------------------------------------------------------------------------
@@ -355,7 +383,9 @@ class Desc:
 
     Shapes (numpy order, outermost first): q (batch, heads_q, seq_q, head_dim), k (batch,
     heads_kv, seq_k, head_dim), v (batch, heads_kv, seq_k, head_dim_v), out (batch, heads_q,
-    seq_q, head_dim_v); float32. Masks are bool_ (or uint8) arrays, True = visible / real.
+    seq_q, head_dim_v); float32, or q, k, v stored as float16, attn.BF16 or (k, v) int8 with
+    k_scale / v_scale (batch, heads_kv, seq_k) (README "Storage types"). Masks are bool_ (or
+    uint8) arrays, True = visible / real. backward() gives the gradients (README "Gradients").
     Strided operands (q, k, v, out, bias) may be any strided view of exactly their shape (see the
     module doc) or flat buffers laid out with the strides given here.
 
@@ -366,7 +396,8 @@ class Desc:
     (None, "standard" = the standard slopes, "operand" = the alibi_slopes array of each call);
     softmax_plus_one (bool); head_dim_v (default head_dim); weights_mode (WeightsMode or its
     name); bias_first (bool: bias before the softcap, ONNX's order). q_strides, k_strides,
-    v_strides, out_strides, bias_strides: (batch_stride, head_stride, row_stride) in elements.
+    v_strides, out_strides, bias_strides, k_scale_strides, v_scale_strides: (batch_stride,
+    head_stride, row_stride) in elements (the scales: of their (batch, heads_kv, seq_k) rows).
 
     Serving layouts (README "Serving layouts"): varlen (bool: a packed variable-length batch,
     FlashAttention's varlen; seq_q / seq_k are then the maximum lengths and q, out are
@@ -426,7 +457,8 @@ class Desc:
                  page_layout: Optional[str] = None,
                  q_strides: _Strides = None, k_strides: _Strides = None,
                  v_strides: _Strides = None, out_strides: _Strides = None,
-                 bias_strides: _Strides = None) -> None:
+                 bias_strides: _Strides = None, k_scale_strides: _Strides = None,
+                 v_scale_strides: _Strides = None) -> None:
         self._lock = threading.Lock()
         self._active = 0
         self._closed = True
@@ -446,7 +478,9 @@ class Desc:
                             (_K, "k_strides", k_strides),
                             (_V, "v_strides", v_strides),
                             (_OUT, "out_strides", out_strides),
-                            (_BIAS, "bias_strides", bias_strides)):
+                            (_BIAS, "bias_strides", bias_strides),
+                            (_K_SCALE, "k_scale_strides", k_scale_strides),
+                            (_V_SCALE, "v_scale_strides", v_scale_strides)):
             s = _strides_arg(name, s)
             if s is not None:
                 given[op] = s
@@ -455,6 +489,8 @@ class Desc:
             DV = dict(params).get(Param.HEAD_DIM_V, D)
             given.setdefault(_K, (HKV * pages * D, pages * D, D))
             given.setdefault(_V, (HKV * pages * DV, pages * DV, DV))
+            for op in _SCALES:  # the scale pools follow: (num_pages, heads_kv, page_size)
+                given.setdefault(op, (HKV * pages, pages, 1))
 
         self._handle, self._len = _new_handle(dims, params, sorted(given.items()))
         self._closed = False
@@ -480,7 +516,8 @@ class Desc:
             _SEQ_LENS_K: (B,), _KEY_MASS: (B, HQ, SK),
             _CU_Q: (B + 1,), _CU_K: (B + 1,),
             _BLOCK_TABLE: (B, self._len[_BLOCK_TABLE] // B),
-            _NEW_K: (B * SQ, HKV, D), _NEW_V: (B * SQ, HKV, DV)}
+            _NEW_K: (B * SQ, HKV, D), _NEW_V: (B * SQ, HKV, DV),
+            _K_SCALE: (B, HKV, SK), _V_SCALE: (B, HKV, SK), _DSINKS: (HQ,)}
         self._dim_names = {
             _Q: ("batch", "heads_q", "seq_q", "head_dim"),
             _K: ("batch", "heads_kv", "seq_k", "head_dim"),
@@ -496,7 +533,9 @@ class Desc:
             _CU_Q: ("batch + 1",), _CU_K: ("batch + 1",),
             _BLOCK_TABLE: ("batch", "max_pages"),
             _NEW_K: ("batch * seq_q", "heads_kv", "head_dim"),
-            _NEW_V: ("batch * seq_q", "heads_kv", "head_dim_v")}
+            _NEW_V: ("batch * seq_q", "heads_kv", "head_dim_v"),
+            _K_SCALE: ("batch", "heads_kv", "seq_k"), _V_SCALE: ("batch", "heads_kv", "seq_k"),
+            _DSINKS: ("heads_q",)}
         # Serving layouts: shapes with a free dimension (None: total_q, total_k or num_pages,
         # known per call), and for the strided ones which numpy axis holds the C batch, head
         # and row dimensions (None: the batch stride is not used).
@@ -514,33 +553,44 @@ class Desc:
             self._dim_names[_LSE] = ("heads_q", "total_q")
             self._free[_LSE] = "total_q"
             self._axes[_Q] = self._axes[_OUT] = (None, 1, 0)
-        for op, d, dn in ((_K, D, "head_dim"), (_V, DV, "head_dim_v")):
+        for op, d, dn in ((_K, D, "head_dim"), (_V, DV, "head_dim_v"), (_K_SCALE, None, None),
+                          (_V_SCALE, None, None)):
+            inner = () if d is None else (d,)  # the scales have no head_dim
+            inner_name = () if d is None else (dn,)
             if P and head_major:
-                self._shape[op] = (None, HKV, P, d)
-                self._dim_names[op] = ("num_pages", "heads_kv", "page_size", dn)
+                self._shape[op] = (None, HKV, P) + inner
+                self._dim_names[op] = ("num_pages", "heads_kv", "page_size") + inner_name
                 self._axes[op] = (0, 1, 2)
             elif P:
-                self._shape[op] = (None, P, HKV, d)
-                self._dim_names[op] = ("num_pages", "page_size", "heads_kv", dn)
+                self._shape[op] = (None, P, HKV) + inner
+                self._dim_names[op] = ("num_pages", "page_size", "heads_kv") + inner_name
                 self._axes[op] = (0, 2, 1)
             elif VL:
-                self._shape[op] = (None, HKV, d)
-                self._dim_names[op] = ("total_k", "heads_kv", dn)
+                self._shape[op] = (None, HKV) + inner
+                self._dim_names[op] = ("total_k", "heads_kv") + inner_name
                 self._axes[op] = (None, 1, 0)
             else:
                 continue
             self._free[op] = "num_pages" if P else "total_k"
+        # the gradients: in the layout (and shape) of their forward operands
+        for g, op in ((_DOUT, _OUT), (_DQ, _Q), (_DK, _K), (_DV, _V), (_DBIAS, _BIAS)):
+            self._shape[g] = self._shape[op]
+            self._dim_names[g] = self._dim_names[op]
+            if op in self._free:
+                self._free[g] = self._free[op]
         # The counts of the library's view of each strided operand (attn.cpp view_of): a
         # dimension of count 1 never moves the address, so its stride is 0 in every comparison.
         # A pool's page stride always matters (count 2 stands for "any number of pages").
         counts = {_Q: (B, HQ, SQ), _K: (B, HKV, SK), _V: (B, HKV, SK),
-                  _OUT: (B, HQ, SQ), _BIAS: (B, HQ, SQ)}
+                  _OUT: (B, HQ, SQ), _BIAS: (B, HQ, SQ), _K_SCALE: (B, HKV, SK),
+                  _V_SCALE: (B, HKV, SK)}
         if VL:
             counts[_Q] = counts[_OUT] = (1, HQ, B * SQ)
-        if P:
-            counts[_K] = counts[_V] = (2, HKV, P)
-        elif VL:
-            counts[_K] = counts[_V] = (1, HKV, B * SK)
+        for op in (_K, _V) + _SCALES:
+            if P:
+                counts[op] = (2, HKV, P)
+            elif VL:
+                counts[op] = (1, HKV, B * SK)
         self._counts = counts
         # The strides the library holds: the ones given, else its defaults for the layout
         # (attn.cpp default_layout: BHSD; token rows with varlen; token-major pages).
@@ -550,6 +600,8 @@ class Desc:
                 s = given[op]
             elif op == _BIAS:
                 s = (HQ * SQ * SK, SQ * SK, SK)
+            elif op in _SCALES:  # K's default layout with head_dim 1
+                s = ((P * HKV, 1, HKV) if P else (0, 1, HKV) if VL else (HKV * SK, SK, 1))
             else:
                 n_h, n_s, d = ((HQ, SQ, D) if op == _Q else (HKV, SK, D) if op == _K
                                else (HKV, SK, DV) if op == _V else (HQ, SQ, DV))
@@ -566,14 +618,19 @@ class Desc:
         self._contig = {}
         for op in _STRIDED:
             shape = self._shape[op]
+            scale = op in _SCALES
             if op in self._free:  # a C-contiguous array of the serving shape
                 st = [0, 0, 0]
-                inner = shape[-1]
-                for axis in range(len(shape) - 2, -1, -1):
+                inner = 1 if scale else shape[-1]
+                for axis in range(len(shape) - (1 if scale else 2), -1, -1):
                     if axis in self._axes[op]:
                         st[self._axes[op].index(axis)] = inner
                     inner *= shape[axis] if shape[axis] is not None else 1
                 self._contig[op] = self._normalise(op, tuple(st))
+                continue
+            if scale:
+                b, h, s = shape
+                self._contig[op] = self._normalise(op, (h * s, s, 1))
                 continue
             b, h, s, d = shape
             self._contig[op] = self._normalise(op, (h * s * d, s * d, d))
@@ -773,29 +830,34 @@ class Desc:
         if writable and not flags.writeable:
             raise InvalidArgumentError("%s is read-only" % name)
 
-    def _strided(self, name, op, a, writable):
-        """(address, normalised element strides) of a strided operand."""
-        if (type(a) is _common.ndarray and a.dtype is _common.F32
+    def _strided(self, name, op, a, writable, dtype=None):
+        """(address, normalised element strides) of a strided operand (q, k, v, out, bias:
+        4-D with the last dimension contiguous; k_scale, v_scale: 3-D, any strides). `dtype`:
+        the element type of a stored q / k / v (default float32)."""
+        want_dt = _common.F32 if dtype is None else dtype
+        if (type(a) is _common.ndarray and a.dtype is want_dt
                 and a.shape == self._shape[op]
                 and a.flags.num & (_OUT_FLAGS if writable else _IN_FLAGS)
                 == (_OUT_FLAGS if writable else _IN_FLAGS)):
             return _common.data_ptr(a), self._contig[op]  # the usual case: about 0.5 us
-        a = as_ndarray(name, a, "float32", writable)
-        check_dtype(name, a, (_common.F32,))
+        a = as_ndarray(name, a, want_dt.name, writable)
+        check_dtype(name, a, (want_dt,))
         shape = self._shape[op]
         if a.ndim == 1:
             return self._flat(name, op, a, writable), self._norm[_SLOT[op]]
-        if a.ndim != 4:
+        if a.ndim != len(shape):
             raise self._shape_error(name, op, a)
         bias = op == _BIAS
         for i, (got, want) in enumerate(zip(a.shape, shape)):
             if got != want and not (bias and i < 3 and got == 1):
                 raise self._shape_error(name, op, a)
         if not a.flags.aligned:
-            raise InvalidArgumentError("%s is not aligned for float32" % name)
+            raise InvalidArgumentError("%s is not aligned for %s" % (name, want_dt.name))
         if writable and not a.flags.writeable:
             raise InvalidArgumentError("%s is read-only" % name)
         es = element_strides(name, a)
+        if len(shape) == 3:  # a scale operand: K's layout with head_dim 1
+            return _common.data_ptr(a), self._normalise(op, es)
         if a.shape[3] > 1 and es[3] != 1:
             raise InvalidArgumentError(
                 "%s: its last dimension (%s) has stride %d elements; the library reads it "
@@ -856,9 +918,9 @@ class Desc:
                 return made, False
             return made, True  # temporary: destroyed after the call
 
-    def _call(self, op, binds, strides):
-        """Run with a descriptor matching `strides` (5 normalised triples; None = the operand
-        is not bound)."""
+    def _call(self, op, binds, strides, typed=None):
+        """Run with a descriptor matching `strides` (7 normalised triples, in _STRIDED order;
+        None = the operand is not bound). `typed` as for _execute."""
         self._enter_call()
         try:
             if strides == self._norm or (None in strides and all(
@@ -867,7 +929,7 @@ class Desc:
             else:
                 (handle, lens), temporary = self._variant(strides)
             try:
-                _execute(handle, op, binds, lens)
+                _execute(handle, op, binds, lens, typed)
             finally:
                 if temporary:
                     _lib.attn_desc_destroy(handle)
@@ -953,31 +1015,33 @@ class Desc:
                                        "pack's number of tokens" % (name, self.batch, total))
         return ptr, total
 
-    def _serving_strided(self, name, op, a, free, writable):
-        """(address, normalised C strides, elements) of q / k / v / out in a serving layout:
-        token rows (free = total_q or total_k) or a page pool (free = None: any number of pages
-        >= 1). Any strided view is read where it is: its strides become the C descriptor's (a
-        variant, as for the dense shapes). Flat 1-D buffers are laid out with the Desc's
-        strides."""
+    def _serving_strided(self, name, op, a, free, writable, dtype=None):
+        """(address, normalised C strides, elements) of q / k / v / out (and k_scale / v_scale,
+        which have no head_dim) in a serving layout: token rows (free = total_q or total_k) or a
+        page pool (free = None: any number of pages >= 1). Any strided view is read where it
+        is: its strides become the C descriptor's (a variant, as for the dense shapes). Flat
+        1-D buffers are laid out with the Desc's strides. `dtype` as for _strided."""
         shape = self._shape[op]
+        want_dt = _common.F32 if dtype is None else dtype
         flags = _OUT_FLAGS if writable else _IN_FLAGS
-        if (type(a) is _common.ndarray and a.dtype is _common.F32 and a.ndim == len(shape)
+        if (type(a) is _common.ndarray and a.dtype is want_dt and a.ndim == len(shape)
                 and a.shape[1:] == shape[1:] and a.flags.num & flags == flags
                 and (a.shape[0] >= 1 if free is None else a.shape[0] == free)):
             return _common.data_ptr(a), self._contig[op], a.size  # C-contiguous: the usual case
-        a = as_ndarray(name, a, "float32", writable)
-        check_dtype(name, a, (_common.F32,))
+        a = as_ndarray(name, a, want_dt.name, writable)
+        check_dtype(name, a, (want_dt,))
         if a.ndim == 1:
             return self._serving_flat(name, op, a, free, writable)
         if (a.ndim != len(shape) or a.shape[1:] != shape[1:]
                 or (a.shape[0] < 1 if free is None else a.shape[0] != free)):
             raise self._mismatch(name, op, a, (free,) + shape[1:])
         if not a.flags.aligned:
-            raise InvalidArgumentError("%s is not aligned for float32" % name)
+            raise InvalidArgumentError("%s is not aligned for %s" % (name, want_dt.name))
         if writable and not a.flags.writeable:
             raise InvalidArgumentError("%s is read-only" % name)
         es = element_strides(name, a)
-        if a.shape[-1] > 1 and es[-1] != 1:
+        scale = op in _SCALES
+        if not scale and a.shape[-1] > 1 and es[-1] != 1:
             raise InvalidArgumentError(
                 "%s: its last dimension (%s) has stride %d elements; the library reads it "
                 "contiguously (stride 1): pass numpy.ascontiguousarray(%s) or a view with "
@@ -986,8 +1050,8 @@ class Desc:
         # the library's view may count more (seq_q * batch rows): it gets the extent of the
         # other dimensions as its stride, so that it nests outside them (OUT must nest).
         axes = self._axes[op]
-        inner = a.shape[-1] + sum((a.shape[x] - 1) * es[x] for x in axes
-                                  if x is not None and a.shape[x] > 1)
+        inner = (1 if scale else a.shape[-1]) + sum((a.shape[x] - 1) * es[x] for x in axes
+                                                    if x is not None and a.shape[x] > 1)
         triple = tuple(0 if axis is None else inner if a.shape[axis] == 1 else es[axis]
                        for axis in axes)
         extent = 0 if a.size == 0 else 1 + sum((n - 1) * s for n, s in zip(a.shape, es))
@@ -1007,7 +1071,7 @@ class Desc:
                         name, n, one, bs, _NAMES[op], bs, hs, rs,
                         "(%s)" % ", ".join(self._dim_names[op]), self._note(op)))
         else:
-            heads, dim = shape[-2], shape[-1]
+            heads, dim = (shape[-1], 1) if op in _SCALES else (shape[-2], shape[-1])
             need = 0 if free == 0 else (free - 1) * rs + (heads - 1) * hs + dim
             if a.size != need:
                 raise InvalidArgumentError(
@@ -1018,22 +1082,58 @@ class Desc:
         self._flags(name, a, writable)
         return _common.data_ptr(a), self._norm[_SLOT[op]], a.size
 
-    def _rows_or_dense(self, name, op, a, total, writable):
+    def _rows_or_dense(self, name, op, a, total, writable, dtype=None):
         """q / out (and new rows' descriptors): varlen token rows, else the dense shape.
         Returns (address, strides, elements or None = the required length)."""
         if self.varlen:
-            return self._serving_strided(name, op, a, total, writable)
-        p, s = self._strided(name, op, a, writable)
+            return self._serving_strided(name, op, a, total, writable, dtype)
+        p, s = self._strided(name, op, a, writable, dtype)
         return p, s, None
 
-    def _kv_operand(self, name, op, a, total_k, writable):
-        """k / v (or the caches of kv_append) in this Desc's K/V layout."""
+    def _kv_operand(self, name, op, a, total_k, writable, dtype=None):
+        """k / v (or the caches of kv_append, or k_scale / v_scale) in this Desc's K/V
+        layout."""
         if self.page_size:
-            return self._serving_strided(name, op, a, None, writable)
+            return self._serving_strided(name, op, a, None, writable, dtype)
         if self.varlen:
-            return self._serving_strided(name, op, a, total_k, writable)
-        p, s = self._strided(name, op, a, writable)
+            return self._serving_strided(name, op, a, total_k, writable, dtype)
+        p, s = self._strided(name, op, a, writable, dtype)
         return p, s, None
+
+    # --- storage types ----------------------------------------------------------------------
+
+    @staticmethod
+    def _storage(name, op, a, typed):
+        """(array, dtype or None) of q / k / v as given: float32 as it is; float16, BF16 and
+        int8 with their attn_args setter recorded in `typed` (operand -> setter)."""
+        if type(a) is _common.ndarray and a.dtype is _common.F32:
+            return a, None
+        a, dtype, setter = storage_setter(name, op, a)
+        if setter is None:
+            return a, None
+        typed[op] = setter
+        return a, dtype
+
+    def _dense_in(self, name, op, a, typed):
+        """(address, strides) of a dense q / k / v in any storage type (see _storage)."""
+        if type(a) is _common.ndarray and a.dtype is _common.F32:
+            return self._strided(name, op, a, False)
+        a, dtype = self._storage(name, op, a, typed)
+        return self._strided(name, op, a, False, dtype)
+
+    def _scales(self, binds, strides, k_scale, v_scale, total_k, with_v=True):
+        """Binds k_scale / v_scale (float32, K's layout with head_dim 1: dense (batch,
+        heads_kv, seq_k), varlen (total_k, heads_kv), pools (num_pages, page_size, heads_kv) or
+        head-major (num_pages, heads_kv, page_size); any strides, or flat buffers with the
+        Desc's k_scale_strides / v_scale_strides) as (operand, address, elements) and records
+        their strides in `strides` (slots 5 and 6). The library checks that they come with
+        int8 k / v and only then."""
+        for name, op, a in (("k_scale", _K_SCALE, k_scale), ("v_scale", _V_SCALE, v_scale)):
+            if a is None or (op == _V_SCALE and not with_v):
+                continue
+            p, s, n = self._kv_operand(name, op, a, total_k, False)
+            strides[_SLOT[op]] = s
+            binds.append((op, p, n))
 
     def _alloc_rows(self, total):
         """A zeroed varlen out, (total_q, heads_q, head_dim_v), laid out with out_strides."""
@@ -1075,7 +1175,7 @@ class Desc:
         return tq, tk
 
     def _with_handle(self, strides, fn):
-        """fn(handle, lens) with the C descriptor matching `strides` (5 normalised triples;
+        """fn(handle, lens) with the C descriptor matching `strides` (7 normalised triples;
         None = any), as _call does."""
         self._enter_call()
         try:
@@ -1103,7 +1203,8 @@ class Desc:
                 seq_lens_k: Optional[ArrayLike] = None,
                 key_mass: _NotWanted = None, cu_seqlens_q: Optional[ArrayLike] = None,
                 cu_seqlens_k: Optional[ArrayLike] = None,
-                block_table: Optional[ArrayLike] = None) -> F32Array: ...
+                block_table: Optional[ArrayLike] = None, k_scale: Optional[ArrayLike] = None,
+                v_scale: Optional[ArrayLike] = None) -> F32Array: ...
 
     @overload
     def forward(self, q: ArrayLike, k: ArrayLike, v: ArrayLike,
@@ -1114,7 +1215,8 @@ class Desc:
                 seq_lens_k: Optional[ArrayLike] = None,
                 key_mass: _NotWanted = None, cu_seqlens_q: Optional[ArrayLike] = None,
                 cu_seqlens_k: Optional[ArrayLike] = None,
-                block_table: Optional[ArrayLike] = None) -> Tuple[F32Array, F32Array]: ...
+                block_table: Optional[ArrayLike] = None, k_scale: Optional[ArrayLike] = None,
+                v_scale: Optional[ArrayLike] = None) -> Tuple[F32Array, F32Array]: ...
 
     @overload
     def forward(self, q: ArrayLike, k: ArrayLike, v: ArrayLike,
@@ -1125,7 +1227,8 @@ class Desc:
                 seq_lens_k: Optional[ArrayLike] = None,
                 key_mass: _NotWanted = None, cu_seqlens_q: Optional[ArrayLike] = None,
                 cu_seqlens_k: Optional[ArrayLike] = None,
-                block_table: Optional[ArrayLike] = None) -> Tuple[F32Array, F32Array]: ...
+                block_table: Optional[ArrayLike] = None, k_scale: Optional[ArrayLike] = None,
+                v_scale: Optional[ArrayLike] = None) -> Tuple[F32Array, F32Array]: ...
 
     @overload
     def forward(self, q: ArrayLike, k: ArrayLike, v: ArrayLike,
@@ -1137,7 +1240,8 @@ class Desc:
                 seq_lens_k: Optional[ArrayLike] = None,
                 key_mass: _Wanted, cu_seqlens_q: Optional[ArrayLike] = None,
                 cu_seqlens_k: Optional[ArrayLike] = None,
-                block_table: Optional[ArrayLike] = None
+                block_table: Optional[ArrayLike] = None, k_scale: Optional[ArrayLike] = None,
+                v_scale: Optional[ArrayLike] = None
                 ) -> Tuple[F32Array, Optional[F32Array], F32Array]: ...
 
     def forward(self, q: ArrayLike, k: ArrayLike, v: ArrayLike,
@@ -1149,12 +1253,16 @@ class Desc:
                 key_mass: Union[_Wanted, _NotWanted] = None,
                 cu_seqlens_q: Optional[ArrayLike] = None,
                 cu_seqlens_k: Optional[ArrayLike] = None,
-                block_table: Optional[ArrayLike] = None) -> Any:
+                block_table: Optional[ArrayLike] = None, k_scale: Optional[ArrayLike] = None,
+                v_scale: Optional[ArrayLike] = None) -> Any:
         """Attention forward pass (ATTN_OP_FORWARD).
 
-        q, k, v:     float32 (batch, heads_q, seq_q, head_dim), (batch, heads_kv, seq_k,
-                     head_dim), (batch, heads_kv, seq_k, head_dim_v); any strides with the last
-                     dimension contiguous, or flat buffers (see the class doc); read in place
+        q, k, v:     (batch, heads_q, seq_q, head_dim), (batch, heads_kv, seq_k, head_dim),
+                     (batch, heads_kv, seq_k, head_dim_v); any strides with the last dimension
+                     contiguous, or flat buffers (see the class doc); read in place. float32,
+                     or a storage type (README "Storage types"): float16, attn.BF16 (bfloat16
+                     bits), int8 for k and v (with k_scale / v_scale); widened to float32 on
+                     load
         key_valid:   None or bool_/uint8 (batch, seq_k), True = real key
         allowed:     None or bool_/uint8 (seq_q, seq_k), True = query i may see key j
         out:         None (allocated, zero-filled: shape (batch, heads_q, seq_q, head_dim_v),
@@ -1179,6 +1287,12 @@ class Desc:
         block_table: int32 (batch, max_pages) page ids, -1 = unused slot (page_size: required);
                      k and v are the page pools (num_pages, page_size, heads_kv, d) or, with
                      page_layout="head_major", (num_pages, heads_kv, page_size, d)
+        k_scale, v_scale: float32 scales of an int8 k / v, one per (batch, KV head, key): K's
+                     layout with head_dim 1, (batch, heads_kv, seq_k) (varlen: (total_k,
+                     heads_kv); pools: (num_pages, page_size, heads_kv), head-major (num_pages,
+                     heads_kv, page_size)); any strides, or flat buffers laid out with
+                     k_scale_strides / v_scale_strides. Required with an int8 k / v, refused
+                     otherwise (by the library). attn.quantize_i8 makes both.
         Returns out; (out, lse) when lse is requested; (out, lse, key_mass) when key_mass is
         requested (lse is then None unless requested too). An array given for out, lse or
         key_mass is returned as given (a torch tensor stays a torch tensor), an allocated one is
@@ -1193,15 +1307,22 @@ class Desc:
                 or block_table is not None):
             return self._forward_serving(q, k, v, key_valid, allowed, out, lse, bias,
                                          alibi_slopes, sinks, query_valid, seq_lens_k,
-                                         key_mass, cu_seqlens_q, cu_seqlens_k, block_table)
-        qp, sq = self._strided("q", _Q, q, False)
-        kp, sk = self._strided("k", _K, k, False)
-        vp, sv = self._strided("v", _V, v, False)
+                                         key_mass, cu_seqlens_q, cu_seqlens_k, block_table,
+                                         k_scale, v_scale)
+        typed: Dict[int, Any] = {}
+        qp, sq = self._dense_in("q", _Q, q, typed)
+        kp, sk = self._dense_in("k", _K, k, typed)
+        vp, sv = self._dense_in("v", _V, v, typed)
         if out is None:
             out = self._alloc_out()
         op_, so = self._strided("out", _OUT, out, True)
-        strides = [sq, sk, sv, so, self._norm[4]]  # bias not bound: the configured one
+        norm = self._norm  # operands not bound (bias, the scales): the configured strides
+        strides = [sq, sk, sv, so, norm[4], norm[5], norm[6]]
         binds = [(_Q, qp), (_K, kp), (_V, vp), (_OUT, op_)]
+        if k_scale is not None or v_scale is not None:
+            scales: list = []
+            self._scales(scales, strides, k_scale, v_scale, None)
+            binds += [(w, p) for w, p, _ in scales]
         if key_valid is not None:
             binds.append((_KEY_VALID,
                           self._contiguous("key_valid", _KEY_VALID, key_valid, False)))
@@ -1219,24 +1340,29 @@ class Desc:
         if key_mass is not None and key_mass is not False:
             mass_a, mp = self._output("key_mass", _KEY_MASS, key_mass, _np.zeros)
             binds.append((_KEY_MASS, mp))
-        self._call(_FORWARD, binds, tuple(strides))
+        self._call(_FORWARD, binds, tuple(strides), typed or None)
         if mass_a is not None:
             return out, lse_a, mass_a
         return out if lse_a is None else (out, lse_a)
 
     def _forward_serving(self, q, k, v, key_valid, allowed, out, lse, bias, alibi_slopes, sinks,
                          query_valid, seq_lens_k, key_mass, cu_seqlens_q, cu_seqlens_k,
-                         block_table):
+                         block_table, k_scale, v_scale):
         binds = []
+        typed: Dict[int, Any] = {}
         tq, tk = self._serving_inputs(binds, cu_seqlens_q, cu_seqlens_k, block_table)
-        qp, sq, qn = self._rows_or_dense("q", _Q, q, tq, False)
-        kp, sk, kn = self._kv_operand("k", _K, k, tk, False)
-        vp, sv, vn = self._kv_operand("v", _V, v, tk, False)
+        q, qt = self._storage("q", _Q, q, typed)
+        k, kt = self._storage("k", _K, k, typed)
+        v, vt = self._storage("v", _V, v, typed)
+        qp, sq, qn = self._rows_or_dense("q", _Q, q, tq, False, qt)
+        kp, sk, kn = self._kv_operand("k", _K, k, tk, False, kt)
+        vp, sv, vn = self._kv_operand("v", _V, v, tk, False, vt)
         if out is None:
             out = self._alloc_rows(tq) if self.varlen else self._alloc_out()
         op_, so, on = self._rows_or_dense("out", _OUT, out, tq, True)
         binds += [(_Q, qp, qn), (_K, kp, kn), (_V, vp, vn), (_OUT, op_, on)]
-        strides = [sq, sk, sv, so, self._norm[4]]
+        strides = [sq, sk, sv, so, self._norm[4], self._norm[5], self._norm[6]]
+        self._scales(binds, strides, k_scale, v_scale, tk)
         self._serving_masks(binds, strides, key_valid, allowed, bias, alibi_slopes, sinks,
                             query_valid, seq_lens_k)
         lse_a = mass_a = None
@@ -1253,7 +1379,7 @@ class Desc:
             mass_a, mp = self._output("key_mass", _KEY_MASS, key_mass, _np.zeros)
             binds.append((_KEY_MASS, mp, None))
         self._with_handle(tuple(strides), lambda h, lens: _run_bound(
-            binds, lens, lambda a: _lib.attn_run(h, _FORWARD, a)))
+            binds, lens, lambda a: _lib.attn_run(h, _FORWARD, a), typed=typed or None))
         if mass_a is not None:
             return out, lse_a, mass_a
         return out if lse_a is None else (out, lse_a)
@@ -1285,12 +1411,14 @@ class Desc:
                 bias: Optional[ArrayLike] = None, alibi_slopes: Optional[ArrayLike] = None,
                 sinks: Optional[ArrayLike] = None, query_valid: Optional[ArrayLike] = None,
                 seq_lens_k: Optional[ArrayLike] = None,
-                block_table: Optional[ArrayLike] = None) -> F32Array:
+                block_table: Optional[ArrayLike] = None,
+                k_scale: Optional[ArrayLike] = None) -> F32Array:
         """The attention weights (ATTN_OP_WEIGHTS) as float32 (batch, heads_q, seq_q, seq_k):
         probabilities with hidden keys exactly 0 (or the scores of weights_mode).
 
-        q, k and the optional inputs as forward (with a page_size: k is the pool, block_table
-        and seq_lens_k are required; varlen has no weights: Status.UNSUPPORTED). out: None
+        q, k (any storage type; an int8 k with its k_scale) and the optional inputs as forward
+        (with a page_size: k is the pool, block_table and seq_lens_k are required; varlen has
+        no weights: Status.UNSUPPORTED). out: None
         (allocated) or a float32 array of that shape (C-contiguous) or a flat buffer, written in
         place. Returns the weights."""
         need_numpy()
@@ -1302,18 +1430,27 @@ class Desc:
                                  "with varlen=True (ATTN_PARAM_VARLEN) in libattn %s"
                                  % _lib.attn_version_string().decode("ascii"))
         serving = self._serving or block_table is not None
-        qp, sq = self._strided("q", _Q, q, False)
+        typed: Dict[int, Any] = {}
+        qp, sq = self._dense_in("q", _Q, q, typed)
         if serving:
-            binds3 = []
+            binds3: list = []
             self._serving_inputs(binds3, None, None, block_table)
-            kp, sk, kn = self._kv_operand("k", _K, k, None, False)
+            k, kt = self._storage("k", _K, k, typed)
+            kp, sk, kn = self._kv_operand("k", _K, k, None, False, kt)
         else:
-            kp, sk = self._strided("k", _K, k, False)
+            kp, sk = self._dense_in("k", _K, k, typed)
         if out is None:
             out = _np.empty(self._shape[_WEIGHTS], _common.F32)
         wp = self._contiguous("out (weights)", _WEIGHTS, out, True)
-        strides = [sq, sk, None, None, None]
+        strides = [sq, sk, None, None, None, None, None]
         binds = [(_Q, qp), (_K, kp), (_WEIGHTS, wp)]
+        if k_scale is not None:
+            scales: list = []
+            self._scales(scales, strides, k_scale, None, None)
+            if serving:
+                binds3 += scales
+            else:
+                binds += [(w, p) for w, p, _ in scales]
         if key_valid is not None:
             binds.append((_KEY_VALID,
                           self._contiguous("key_valid", _KEY_VALID, key_valid, False)))
@@ -1325,10 +1462,168 @@ class Desc:
         if serving:
             binds3 += [(w, p, kn if w == _K else None) for w, p in binds]
             self._with_handle(tuple(strides), lambda h, lens: _run_bound(
-                binds3, lens, lambda a: _lib.attn_run(h, _WEIGHTS_OP, a)))
+                binds3, lens, lambda a: _lib.attn_run(h, _WEIGHTS_OP, a), typed=typed or None))
         else:
-            self._call(_WEIGHTS_OP, binds, tuple(strides))
+            self._call(_WEIGHTS_OP, binds, tuple(strides), typed or None)
         return out  # type: ignore[return-value]  # the array given, or the one allocated
+
+    def backward(self, q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
+                 lse: ArrayLike, dout: ArrayLike, *, key_valid: Optional[ArrayLike] = None,
+                 allowed: Optional[ArrayLike] = None, bias: Optional[ArrayLike] = None,
+                 alibi_slopes: Optional[ArrayLike] = None, sinks: Optional[ArrayLike] = None,
+                 query_valid: Optional[ArrayLike] = None,
+                 seq_lens_k: Optional[ArrayLike] = None,
+                 cu_seqlens_q: Optional[ArrayLike] = None,
+                 cu_seqlens_k: Optional[ArrayLike] = None,
+                 dq: Union[_Wanted, _NotWanted] = True, dk: Union[_Wanted, _NotWanted] = True,
+                 dv: Union[_Wanted, _NotWanted] = True,
+                 dbias: Union[_Wanted, _NotWanted] = None,
+                 dsinks: Union[_Wanted, _NotWanted] = None,
+                 k_scale: Optional[ArrayLike] = None,
+                 v_scale: Optional[ArrayLike] = None) -> Gradients:
+        """The gradients of the attention (ATTN_OP_BACKWARD, FlashAttention-2's algorithm: the
+        probabilities are recomputed from q, k and lse, no seq_q x seq_k buffer).
+
+        q, k, v:     the forward's inputs, shapes and strides as forward; libattn 0.2's
+                     backward needs float32 storage (Status.UNSUPPORTED for float16, BF16,
+                     int8; they are passed on as forward passes them, k_scale / v_scale too)
+        out, lse:    the forward's outputs (forward(..., lse=True)); only read
+        dout:        float32 gradient of the loss with respect to out, in out's layout (the same
+                     strides as out: one C descriptor reads both)
+        key_valid, allowed, bias, alibi_slopes, sinks, query_valid, seq_lens_k, cu_seqlens_q,
+        cu_seqlens_k: the forward's other inputs, as forward (varlen packs too; not with a
+                     page_size: Status.UNSUPPORTED)
+        dq, dk, dv:  True (default: allocated, zero-filled, in the layout of q / k / v), None /
+                     False (not computed) or a writable float32 array laid out like q / k / v
+                     (the library writes each gradient in its forward operand's layout). With
+                     GQA dk and dv sum over the query heads of each KV head; hidden and padded
+                     keys get 0, padded queries and rows without a visible key dq = 0.
+        dbias:       None (default) / False, True or an array: the gradient of bias in bias's
+                     layout with its broadcast dimensions summed (a bias of shape (1, heads_q,
+                     seq_q, seq_k) gets a dbias of that shape)
+        dsinks:      None (default) / False, True or a float32 (heads_q,) array: the gradient of
+                     sinks
+        Returns Gradients(dq, dk, dv, dbias, dsinks): the arrays computed (given ones as
+        given), None for the others. At least one must be requested."""
+        need_numpy()
+        if self._closed:
+            raise ValueError("Desc is closed")
+        if self.page_size:
+            from ._common import AttentionError, Status
+            raise AttentionError(Status.UNSUPPORTED, "backward: ATTN_OP_BACKWARD with a paged "
+                                 "K/V cache is not supported in libattn %s"
+                                 % _lib.attn_version_string().decode("ascii"))
+        binds: list = []
+        typed: Dict[int, Any] = {}
+        tq, tk = self._serving_inputs(binds, cu_seqlens_q, cu_seqlens_k, None)
+        q, qt = self._storage("q", _Q, q, typed)
+        k, kt = self._storage("k", _K, k, typed)
+        v, vt = self._storage("v", _V, v, typed)
+        qp, sq, qn = self._rows_or_dense("q", _Q, q, tq, False, qt)
+        kp, sk, kn = self._kv_operand("k", _K, k, tk, False, kt)
+        vp, sv, vn = self._kv_operand("v", _V, v, tk, False, vt)
+        op_, so, on = self._rows_or_dense("out", _OUT, out, tq, False)
+        dp, sd, dn = self._rows_or_dense("dout", _OUT, dout, tq, False)
+        if sd != so:
+            raise InvalidArgumentError(
+                "dout has element strides %s, out %s (batch, head, row): the library reads dout "
+                "in out's layout; pass arrays of the same layout (e.g. numpy.ascontiguousarray "
+                "of both)" % (sd, so))
+        if self.varlen:
+            _, lp, ln = self._exact("lse", _LSE, lse, (self.heads_q, tq), False)
+        else:
+            lp, ln = self._contiguous("lse", _LSE, lse, False), None
+        binds += [(_Q, qp, qn), (_K, kp, kn), (_V, vp, vn), (_OUT, op_, on), (_LSE, lp, ln),
+                  (_DOUT, dp, dn)]
+        strides = [sq, sk, sv, so, self._norm[4], self._norm[5], self._norm[6]]
+        self._serving_masks(binds, strides, key_valid, allowed, bias, alibi_slopes, sinks,
+                            query_valid, seq_lens_k)
+        self._scales(binds, strides, k_scale, v_scale, tk)
+        got: Dict[str, Any] = {}
+        for name, g, op, want, total, fs in (("dq", _DQ, _Q, dq, tq, sq),
+                                             ("dk", _DK, _K, dk, tk, sk),
+                                             ("dv", _DV, _V, dv, tk, sv),
+                                             ("dbias", _DBIAS, _BIAS, dbias, None, strides[4])):
+            if want is None or want is False:
+                continue
+            if g == _DBIAS and bias is None:
+                raise InvalidArgumentError("dbias is requested but bias is None (the gradient "
+                                           "of a bias needs the bias, in its layout)")
+            got[name], p, n = self._gradient(name, op, want, total, fs)
+            binds.append((g, p, n))
+        if dsinks is not None and dsinks is not False:
+            got["dsinks"], p = self._output("dsinks", _DSINKS, dsinks, _np.zeros)
+            binds.append((_DSINKS, p, None))
+        self._with_handle(tuple(strides), lambda h, lens: _run_bound(
+            binds, lens, lambda a: _lib.attn_run(h, _BACKWARD, a), typed=typed or None))
+        return Gradients(got.get("dq"), got.get("dk"), got.get("dv"), got.get("dbias"),
+                         got.get("dsinks"))
+
+    def _gradient(self, name, op, want, total, fstrides):
+        """(array, address, elements or None) of the gradient `name` of forward operand `op`
+        (q, k, v, bias), whose normalised strides are `fstrides`: the library writes it in that
+        layout. want: True (allocated there) or the caller's array, which must have it."""
+        fname = _NAMES[op]
+        if op != _BIAS and not self._nests(op, fstrides, total):
+            raise InvalidArgumentError(
+                "%s: %s has element strides %s (batch, head, row) under which its rows overlap "
+                "(a broadcast view?), so its gradient cannot be written in that layout; pass "
+                "%s with memory of its own (numpy.ascontiguousarray(%s))"
+                % (name, fname, fstrides, fname, fname))
+        if want is True:
+            a, buf = self._alloc_layout(op, fstrides, total)
+            return a, _common.data_ptr(buf), buf.size
+        if op == _BIAS:
+            p, s = self._strided(name, op, want, True)
+            n = None
+        elif op == _Q:
+            p, s, n = self._rows_or_dense(name, op, want, total, True)
+        else:
+            p, s, n = self._kv_operand(name, op, want, total, True)
+        if s != fstrides:
+            raise InvalidArgumentError(
+                "%s has element strides %s, %s %s (batch, head, row): the library writes %s in "
+                "%s's layout; pass an array laid out like %s (%s=True allocates one)"
+                % (name, s, fname, fstrides, name, fname, fname, name))
+        return want, p, n
+
+    def _nests(self, op, strides, total):
+        """True when no two rows of `op` laid out with `strides` overlap (attn.cpp
+        rows_disjoint: taken from the smallest stride, each at least the extent inside it)."""
+        counts = self._counts[op]
+        if op in self._free:  # varlen token rows: the call's real count
+            counts = (1, counts[1], total or 0)
+        dim = self.head_dim_v if op in (_V, _OUT) else self.head_dim
+        dims = sorted((s, n) for s, n in zip(strides, counts) if n > 1)
+        extent = dim
+        for s, n in dims:
+            if s < extent:
+                return False
+            extent = s * (n - 1) + extent
+        return True
+
+    def _alloc_layout(self, op, strides, total):
+        """(array, its buffer): a zero-filled float32 array of `op`'s shape laid out with the
+        normalised C `strides` (the gradient of an operand with these strides). A dimension of
+        stride 0 (a broadcast bias) has size 1 in the array: the library sums into it."""
+        shape = list(self._shape[op])
+        if op in self._free:
+            shape[0] = total
+        axes = self._axes.get(op, (0, 1, 2))
+        np_strides = [1] * len(shape)
+        for slot, axis in enumerate(axes):
+            if axis is not None:
+                np_strides[axis] = strides[slot]
+        for axis in range(len(shape) - 1):
+            if np_strides[axis] == 0:
+                shape[axis] = 1
+        if strides == self._contig[op]:  # the usual case: C-contiguous
+            a = _np.zeros(shape, _common.F32)
+            return a, a
+        n = 1 + sum((x - 1) * s for x, s in zip(shape, np_strides)) if all(shape) else 0
+        buf = _np.zeros(n, _common.F32)
+        return _np.lib.stride_tricks.as_strided(
+            buf, tuple(shape), tuple(4 * s for s in np_strides), writeable=True), buf
 
     def kv_append(self, k_cache: ArrayLike, v_cache: ArrayLike, new_k: ArrayLike,
                   new_v: ArrayLike, *, seq_lens_k: ArrayLike,
@@ -1370,7 +1665,7 @@ class Desc:
         def invoke(h, lens):
             return _run_bound(binds, lens, lambda a: append(
                 h, a, kp, lens[_K] if kn is None else kn, vp, lens[_V] if vn is None else vn))
-        self._with_handle((None, sk, sv, None, None), invoke)
+        self._with_handle((None, sk, sv, None, None, None, None), invoke)
 
     def merge(self, out: ArrayLike, lse: ArrayLike, part_out: ArrayLike, part_lse: ArrayLike,
               *, cu_seqlens_q: Optional[ArrayLike] = None) -> Tuple[Any, Any]:
@@ -1416,7 +1711,7 @@ class Desc:
         _, plp, pln = self._exact("part_lse", _LSE, part_lse, lse_shape, False)
         acc += [(_OUT, op_, on), (_LSE, lp, ln)]
         part = [(_OUT, pp, pn), (_LSE, plp, pln)]
-        self._with_handle((None, None, None, so, None), lambda h, lens: _run_bound(
+        self._with_handle((None, None, None, so, None, None, None), lambda h, lens: _run_bound(
             acc, lens, lambda a, b: merge(h, a, b), part))
         return out, lse
 
@@ -1544,22 +1839,57 @@ class Args:
                 self._refs[which] = a
         return self
 
-    def set(self, operand: Union[Operand, int, str], array: Optional[ArrayLike]) -> Args:
+    def set(self, operand: Union[Operand, int, str], array: Union[ArrayLike, BF16, None]
+            ) -> Args:
         """Bind `array` as `operand` with the setter of its element type (float32 inputs and
-        outputs, bool_/uint8 masks, int32 seq_lens_k / cu_seqlens / block_table); None unbinds.
-        Returns self."""
+        outputs, bool_/uint8 masks, int32 seq_lens_k / cu_seqlens / block_table; q, k, v also
+        float16 -> set_f16, attn.BF16 -> set_bf16, int8 -> set_i8); None unbinds. Returns
+        self."""
         which = enum_arg("operand", operand, Operand, "attn_operand")
+        if which in (_Q, _K, _V) and array is not None:
+            if isinstance(array, BF16):
+                return self.set_bf16(which, array)
+            a = as_ndarray(_NAMES[which], array, "float32, float16, int8 or attn.BF16")
+            if a.dtype == _common.F16:
+                return self.set_f16(which, a)
+            if a.dtype == _common.I8:
+                return self.set_i8(which, a)
+            if a.dtype != _common.F32:
+                storage_setter(_NAMES[which], which, a)  # raises, naming what it could be
+            array = a
         kind = _KIND[which]
         return self._bind(_SETTER[which], _dtypes(kind), kind == _F32_OUT, which, array)
 
     def set_f32(self, operand: Union[Operand, int, str], array: Optional[ArrayLike]) -> Args:
         """attn_args_set_f32: a float32 input (q, k, v, bias, alibi_slopes, sinks, new_k,
-        new_v)."""
+        new_v, dout, k_scale, v_scale)."""
         return self._bind(_lib.attn_args_set_f32, (_common.F32,), False, operand, array)
 
     def set_out_f32(self, operand: Union[Operand, int, str], array: Optional[ArrayLike]) -> Args:
-        """attn_args_set_out_f32: a float32 output (out, lse, weights, key_mass)."""
+        """attn_args_set_out_f32: a float32 output (out, lse, weights, key_mass, and dq, dk,
+        dv, dbias, dsinks of Op.BACKWARD; out and lse are read there)."""
         return self._bind(_lib.attn_args_set_out_f32, (_common.F32,), True, operand, array)
+
+    def set_f16(self, operand: Union[Operand, int, str], array: Optional[ArrayLike]) -> Args:
+        """attn_args_set_f16: q, k or v stored as IEEE binary16, a float16 array (or uint16
+        holding binary16 bits), passed without a copy."""
+        return self._bind(library_function("attn_args_set_f16"), (_common.F16, _common.U16),
+                          False, operand, array)
+
+    def set_bf16(self, operand: Union[Operand, int, str], array: Union[ArrayLike, BF16, None]
+                 ) -> Args:
+        """attn_args_set_bf16: q, k or v stored as bfloat16, an attn.BF16 or a uint16 array
+        of bit patterns, passed without a copy."""
+        if isinstance(array, BF16):
+            array = array.bits
+        return self._bind(library_function("attn_args_set_bf16"), (_common.U16,), False,
+                          operand, array)
+
+    def set_i8(self, operand: Union[Operand, int, str], array: Optional[ArrayLike]) -> Args:
+        """attn_args_set_i8: k or v stored as symmetric int8 (an int8 array); bind its scales as
+        Operand.K_SCALE / V_SCALE with set_f32 (attn.quantize_i8 makes both)."""
+        return self._bind(library_function("attn_args_set_i8"), (_common.I8,), False, operand,
+                          array)
 
     def set_u8(self, operand: Union[Operand, int, str], array: Optional[ArrayLike]) -> Args:
         """attn_args_set_u8: a byte mask (key_valid, allowed, query_valid), bool_ or uint8."""

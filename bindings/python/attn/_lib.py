@@ -144,3 +144,23 @@ def _optional_proto(name, restype, *argtypes):
 attn_kv_append = _optional_proto("attn_kv_append", _status, _void_p, _void_p, _void_p, _size,
                                  _void_p, _size)
 attn_merge = _optional_proto("attn_merge", _status, _void_p, _void_p, _void_p)
+
+# since 0.2, storage types (capi/attn.h "Storage types"): 16-bit and int8 Q/K/V, the conversion
+# helpers. Optional like the serving calls: a library without them still imports, and the
+# binding names the missing function when it is used.
+attn_args_set_f16 = _optional_proto("attn_args_set_f16", _status, _void_p, ctypes.c_int, _void_p,
+                                    _size)
+attn_args_set_bf16 = _optional_proto("attn_args_set_bf16", _status, _void_p, ctypes.c_int,
+                                     _void_p, _size)
+attn_args_set_i8 = _optional_proto("attn_args_set_i8", _status, _void_p, ctypes.c_int, _void_p,
+                                   _size)
+attn_convert_f32_to_f16 = _optional_proto("attn_convert_f32_to_f16", _status, _void_p, _void_p,
+                                          _size)
+attn_convert_f32_to_bf16 = _optional_proto("attn_convert_f32_to_bf16", _status, _void_p,
+                                           _void_p, _size)
+attn_convert_f16_to_f32 = _optional_proto("attn_convert_f16_to_f32", _status, _void_p, _void_p,
+                                          _size)
+attn_convert_bf16_to_f32 = _optional_proto("attn_convert_bf16_to_f32", _status, _void_p,
+                                           _void_p, _size)
+attn_quantize_i8 = _optional_proto("attn_quantize_i8", _status, _void_p, _size, _size, _void_p,
+                                   _void_p)

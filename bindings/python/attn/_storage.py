@@ -1,0 +1,257 @@
+"""Storage types (capi/attn.h "Storage types"): the bfloat16 wrapper and the conversion helpers.
+Internal module: import these from ``attn``.
+
+Q, K and V may be stored in 16 bits, K and V also as symmetric int8 with one float32 scale per
+(token, KV head). The numpy face passes each to the library without copying:
+
+* float16: a numpy float16 array (its buffer is IEEE binary16 bit patterns: attn_args_set_f16);
+* bfloat16: numpy has no bfloat16 dtype, so the bits travel in a uint16 array wrapped as
+  ``BF16(bits)`` (attn_args_set_bf16). A bare uint16 array is refused: its bits could be either
+  16-bit format, and the binding never guesses;
+* int8: a numpy int8 array (attn_args_set_i8, K and V only) plus its float32 scales, the
+  ``k_scale`` / ``v_scale`` operands.
+
+The helpers convert with the library's own routines (vectorised, round to nearest even) and return
+new arrays, or fill the ``out=`` arrays given.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional, Tuple, Union
+
+from . import _common, _lib
+from ._common import (ArgumentTypeError, AttentionError, InvalidArgumentError, Status,
+                      as_ndarray, check_dtype, library_error, need_numpy, _np)
+
+if TYPE_CHECKING:
+    import numpy
+    import numpy.typing
+
+    from ._common import ArrayLike, F32Array
+
+__all__ = ["BF16", "f32_to_f16", "f32_to_bf16", "f16_to_f32", "bf16_to_f32", "quantize_i8"]
+
+
+def library_function(name: str) -> Any:
+    """The ctypes function `name` of the loaded libattn, or AttentionError(UNSUPPORTED) naming the
+    library that lacks it (a libattn built before the storage types)."""
+    fn = getattr(_lib, name, None)
+    if fn is None:
+        raise AttentionError(Status.UNSUPPORTED, "%s: the libattn at %s has no %s (built before "
+                             "the storage types)" % (name, _lib.path, name))
+    return fn
+
+
+class BF16:
+    """bfloat16 values as their bit patterns: a uint16 array (int16 is accepted too and viewed as
+    uint16), wrapped so that the binding knows what the bits mean. Nothing is copied: ``.bits``
+    is a view of the array given (any shape and strides), and the call reads that memory.
+
+        kb = attn.BF16(attn.f32_to_bf16(k))        # or attn.BF16.from_float32(k)
+        out = desc.forward(q, kb, attn.BF16.from_float32(v))
+
+    Indexing gives a BF16 view of the selected bits (``kb[:, :, :n]``); ``to_float32()`` widens
+    exactly (as the kernels do)."""
+
+    __slots__ = ("bits",)
+
+    #: the uint16 array holding the bit patterns (a view of what was given)
+    bits: numpy.ndarray
+
+    def __init__(self, bits: ArrayLike) -> None:
+        need_numpy()
+        if isinstance(bits, BF16):
+            a = bits.bits
+        else:
+            a = as_ndarray("bits", bits, "uint16 (bfloat16 bit patterns)")
+            if a.dtype == _common.I16:
+                a = a.view(_common.U16)  # the same bits, the same strides
+            if a.dtype != _common.U16:
+                raise ArgumentTypeError(
+                    "BF16 bits have dtype %s, expected uint16 (or int16) bfloat16 bit patterns; "
+                    "to convert float32 values use attn.BF16.from_float32(x) or "
+                    "attn.f32_to_bf16(x)" % a.dtype)
+        self.bits = a
+
+    @classmethod
+    def from_float32(cls, x: ArrayLike) -> BF16:
+        """The bfloat16 values of float32 `x` (round to nearest even): BF16(f32_to_bf16(x))."""
+        return cls(f32_to_bf16(x))
+
+    def to_float32(self, out: Optional[ArrayLike] = None) -> F32Array:
+        """The exact float32 values (bf16_to_f32)."""
+        return bf16_to_f32(self, out)
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return self.bits.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.bits.ndim
+
+    @property
+    def size(self) -> int:
+        return self.bits.size
+
+    def __len__(self) -> int:
+        return len(self.bits)
+
+    def __getitem__(self, index: Any) -> BF16:
+        return BF16(self.bits[index])
+
+    def __repr__(self) -> str:
+        return "BF16(shape=%s)" % (self.bits.shape,)
+
+
+def _source(name, x, dtypes, what):
+    """A C-contiguous array of one of `dtypes` with x's values (x itself when it already is)."""
+    a = as_ndarray(name, x, what)
+    check_dtype(name, a, dtypes)
+    if not (a.flags.c_contiguous and a.flags.aligned):
+        a = _np.ascontiguousarray(a)  # a conversion reads values: a copy changes nothing
+    return a
+
+
+def _destination(name, out, shape, dtypes, default):
+    """(array to return, C-contiguous array the library writes). `out` None: a new array of
+    `default` dtype. Given: writable, one of `dtypes`, exactly `shape`; when it is not C-contiguous
+    (rows of a cache, a strided view) the library writes a temporary that is then copied in."""
+    if out is None:
+        a = _np.empty(shape, default)
+        return a, a
+    a = as_ndarray(name, out, " or ".join(d.name for d in dtypes), True)
+    check_dtype(name, a, dtypes)
+    if a.shape != tuple(shape):
+        raise InvalidArgumentError("%s has shape %s, expected %s (the shape of the input)"
+                                   % (name, a.shape, tuple(shape)))
+    if not a.flags.writeable:
+        raise InvalidArgumentError("%s is read-only" % name)
+    if a.flags.c_contiguous and a.flags.aligned:
+        return a, a
+    return a, _np.empty(shape, a.dtype)
+
+
+def _finish(result, target):
+    if target is not result:
+        result[...] = target
+    return result
+
+
+def _convert(fn_name, x, src_dtypes, what, out, dst_dtypes, default):
+    need_numpy()
+    fn = library_function(fn_name)
+    src = _source("x", x, src_dtypes, what)
+    result, dst = _destination("out", out, src.shape, dst_dtypes, default)
+    if src.size:
+        status = fn(_common.data_ptr(src), _common.data_ptr(dst), src.size)
+        if status:
+            raise library_error(status)
+    return _finish(result, dst)
+
+
+def f32_to_f16(x: ArrayLike, out: Optional[ArrayLike] = None) -> numpy.ndarray:
+    """float32 -> IEEE binary16 (attn_convert_f32_to_f16: round to nearest even, overflow gives
+    infinity, NaN stays NaN). x: a float32 array of any shape (a non-contiguous one is read
+    through a contiguous copy; no other dtype is accepted: float64 would be rounded twice).
+    out: None (returns a new numpy float16 array of x's shape) or a writable float16 (or uint16:
+    the bits) array of x's shape, filled and returned (any strides, e.g. the rows of a cache)."""
+    return _convert("attn_convert_f32_to_f16", x, (_common.F32,), "float32", out,
+                    (_common.F16, _common.U16), _common.F16)
+
+
+def f32_to_bf16(x: ArrayLike, out: Optional[ArrayLike] = None) -> numpy.ndarray:
+    """float32 -> bfloat16 bit patterns (attn_convert_f32_to_bf16: round to nearest even, NaN
+    stays NaN). Returns a new uint16 array of x's shape (wrap it as attn.BF16 to pass it as q, k
+    or v), or fills `out` (a writable uint16 array or a BF16 of x's shape, any strides) and
+    returns it."""
+    if isinstance(out, BF16):
+        _convert("attn_convert_f32_to_bf16", x, (_common.F32,), "float32", out.bits,
+                 (_common.U16,), _common.U16)
+        return out  # type: ignore[return-value]
+    return _convert("attn_convert_f32_to_bf16", x, (_common.F32,), "float32", out,
+                    (_common.U16,), _common.U16)
+
+
+def f16_to_f32(x: ArrayLike, out: Optional[ArrayLike] = None) -> F32Array:
+    """IEEE binary16 -> float32, exactly, as the kernels widen (attn_convert_f16_to_f32). x: a
+    float16 array (or uint16 holding binary16 bits). Returns a new float32 array of x's shape or
+    fills `out` (writable float32 of that shape)."""
+    return _convert("attn_convert_f16_to_f32", x, (_common.F16, _common.U16),
+                    "float16 (or uint16 bits)", out, (_common.F32,), _common.F32)
+
+
+def bf16_to_f32(x: Union[BF16, ArrayLike], out: Optional[ArrayLike] = None) -> F32Array:
+    """bfloat16 -> float32, exactly (attn_convert_bf16_to_f32). x: a BF16 or a uint16 array of
+    bit patterns. Returns a new float32 array of x's shape or fills `out`."""
+    if isinstance(x, BF16):
+        x = x.bits
+    return _convert("attn_convert_bf16_to_f32", x, (_common.U16,), "uint16 (bfloat16 bits)",
+                    out, (_common.F32,), _common.F32)
+
+
+def quantize_i8(x: ArrayLike, out: Optional[ArrayLike] = None,
+                scales: Optional[ArrayLike] = None) -> Tuple[numpy.ndarray, F32Array]:
+    """Symmetric int8 quantization of the rows of x along its last axis (attn_quantize_i8): per
+    row scale = max|x| / 127, q = x / scale rounded to nearest even (|q| <= 127); an all-zero row
+    gets scale 0 and q = 0. The value of q[..., d] is then float32(q * scale).
+
+    x: float32 (..., dim), e.g. a K cache (batch, heads_kv, seq_k, head_dim): its scales are then
+    (batch, heads_kv, seq_k), exactly the k_scale operand. Returns (q, scales): a new int8 array
+    of x's shape and a new float32 array of x.shape[:-1], or the `out` (int8) and `scales`
+    (float32) arrays given, filled (any strides). A row holding NaN or infinity has no scale:
+    InvalidArgumentError naming the row (the library's row number and x's index of it)."""
+    need_numpy()
+    fn = library_function("attn_quantize_i8")
+    src = _source("x", x, (_common.F32,), "float32")
+    if src.ndim == 0:
+        raise InvalidArgumentError("x is a scalar: quantize_i8 needs rows (..., dim)")
+    dim = src.shape[-1]
+    rows = src.size // dim if dim else 0
+    q_res, q_dst = _destination("out", out, src.shape, (_common.I8,), _common.I8)
+    s_res, s_dst = _destination("scales", scales, src.shape[:-1], (_common.F32,), _common.F32)
+    if src.size:
+        status = fn(_common.data_ptr(src), rows, dim, _common.data_ptr(q_dst),
+                    _common.data_ptr(s_dst))
+        if status:
+            err = library_error(status)
+            bad = _first_bad_row(src, rows, dim)
+            if bad is not None and isinstance(err, InvalidArgumentError):
+                err = InvalidArgumentError("%s (x[%s])" % (err.message, ", ".join(
+                    [str(i) for i in _np.unravel_index(bad, src.shape[:-1])] + [":"])))
+            raise err
+    return _finish(q_res, q_dst), _finish(s_res, s_dst)
+
+
+def _first_bad_row(src, rows, dim):
+    finite = _np.isfinite(src.reshape(rows, dim)).all(axis=1)
+    bad = _np.flatnonzero(~finite)
+    return int(bad[0]) if bad.size else None
+
+
+def storage_setter(name: str, op: int, a: Any) -> Tuple[Any, Any, Any]:
+    """(ndarray, its numpy dtype, the attn_args setter or None for float32) of a q / k / v value
+    as given: float32; float16 (attn_args_set_f16); BF16 (its uint16 bits, attn_args_set_bf16);
+    int8 (attn_args_set_i8; k and v only). Anything else raises ArgumentTypeError naming it."""
+    if isinstance(a, BF16):
+        return a.bits, _common.U16, library_function("attn_args_set_bf16")
+    a = as_ndarray(name, a, "float32, float16, int8 or attn.BF16")
+    dt = a.dtype
+    if dt == _common.F32:
+        return a, _common.F32, None
+    if dt == _common.F16:
+        return a, _common.F16, library_function("attn_args_set_f16")
+    if dt == _common.I8:
+        if op == 0:
+            raise ArgumentTypeError("q has dtype int8: int8 storage is for k and v (with their "
+                                    "k_scale / v_scale); q may be float32, float16 or attn.BF16")
+        return a, _common.I8, library_function("attn_args_set_i8")
+    if dt == _common.U16 or dt == _common.I16:
+        raise ArgumentTypeError(
+            "%s has dtype %s: 16-bit bit patterns are ambiguous; wrap bfloat16 bits as "
+            "attn.BF16(%s), pass float16 values as a numpy float16 array (%s.view(numpy.float16))"
+            % (name, dt, name, name))
+    raise ArgumentTypeError("%s has dtype %s, expected float32, float16, int8 (k, v) or "
+                            "attn.BF16 (no conversion is made: arrays are passed without copies; "
+                            "see attn.f32_to_f16, attn.quantize_i8)"
+                            % (name, dt.str if dt.byteorder == ">" else dt))
