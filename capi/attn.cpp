@@ -677,6 +677,20 @@ attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *s
                         "%s: dsinks is bound but sinks is not (ATTN_PARAM_SOFTMAX_PLUS_ONE has a "
                         "constant sink: no gradient)",
                         fn);
+        // A gradient is written in its operand's layout: a layout whose rows overlap (a stride
+        // of 0 broadcasting Q, K or V) would need the gradient summed over the copies.
+        for (int g : {ATTN_DQ, ATTN_DK, ATTN_DV}) {
+            const int w = g == ATTN_DQ ? ATTN_Q : g == ATTN_DK ? ATTN_K : ATTN_V;
+            const core::Layout &lay = w == ATTN_Q ? desc->p.q : w == ATTN_K ? desc->p.k : desc->p.v;
+            const View v = view_of(desc->p.shape, desc->p, w, lay);
+            if (slot[g].ptr && !rows_disjoint(v.c0, v.s0, v.c1, v.s1, v.c2, v.s2, v.dim))
+                return fail(ATTN_ERR_INVALID_ARGUMENT,
+                            "%s: %s is bound but the %s strides (%zu, %zu, %zu) overlap rows (a "
+                            "broadcast): its gradient would be a sum over them, which libattn %s "
+                            "does not compute",
+                            fn, operand_name(g), operand_name(w), lay.batch, lay.head, lay.row,
+                            ATTN_VERSION_STRING);
+        }
         if (desc->p.page_size)
             return fail(
                 ATTN_ERR_UNSUPPORTED,

@@ -317,9 +317,9 @@ TEST_CASE("backward matches the float64 reference on every ISA, hidden keys get 
                                        << c.p.softcap << " bias " << c.bias.size() << " first "
                                        << c.p.bias_first << " alibi " << c.p.alibi << " sinks "
                                        << c.sinks.size() << " +1 " << c.p.plus_one << " kv "
-                                       << c.key_valid.size() << " al " << c.allowed.size()
-                                       << " qv " << c.query_valid.size() << " lens "
-                                       << c.seq_lens.size() << ")");
+                                       << c.key_valid.size() << " al " << c.allowed.size() << " qv "
+                                       << c.query_valid.size() << " lens " << c.seq_lens.size()
+                                       << ")");
             }
             for (size_t b = 0; b < c.p.batch; ++b)
                 for (size_t h = 0; h < c.p.heads_kv; ++h)
@@ -432,6 +432,25 @@ TEST_CASE("backward refuses missing and overlapping operands, naming them") {
     attn_args_set_out_f32(a, ATTN_DSINKS, nullptr, 0);
     CHECK(attn_run(d, ATTN_OP_FORWARD, a) == ATTN_OK); // a valid forward, then its backward
     CHECK(attn_run(d, ATTN_OP_BACKWARD, a) == ATTN_OK);
+    attn_args_destroy(a);
+    attn_desc_destroy(d);
+
+    // Q broadcast over its two heads (head stride 0): dq would be a sum over the heads.
+    REQUIRE(attn_desc_create(&d, 1, 2, 1, 3, 4, 8) == ATTN_OK);
+    REQUIRE(attn_desc_set_strides(d, ATTN_Q, 24, 0, 8) == ATTN_OK);
+    REQUIRE(attn_args_create(&a) == ATTN_OK);
+    attn_args_set_f32(a, ATTN_Q, q.data(), 24);
+    attn_args_set_f32(a, ATTN_K, k.data(), k.size());
+    attn_args_set_f32(a, ATTN_V, v.data(), v.size());
+    attn_args_set_out_f32(a, ATTN_OUT, out.data(), out.size());
+    attn_args_set_out_f32(a, ATTN_LSE, lse.data(), lse.size());
+    attn_args_set_f32(a, ATTN_DOUT, dout.data(), dout.size());
+    attn_args_set_out_f32(a, ATTN_DQ, dq.data(), 24);
+    CHECK(attn_run(d, ATTN_OP_FORWARD, a) == ATTN_OK);
+    expect(ATTN_ERR_INVALID_ARGUMENT, "dq is bound but the q strides (24, 0, 8) overlap rows");
+    attn_args_set_out_f32(a, ATTN_DQ, nullptr, 0);
+    attn_args_set_out_f32(a, ATTN_DK, dk.data(), dk.size());
+    CHECK(attn_run(d, ATTN_OP_BACKWARD, a) == ATTN_OK); // dk of a broadcast q is fine
     attn_args_destroy(a);
     attn_desc_destroy(d);
 }
