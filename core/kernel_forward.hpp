@@ -176,6 +176,9 @@ static inline void finish_lanes(const Params &p, const Tensors &t, const Rows &r
 // the vectors run along head_dim instead: each K and V vector is loaded once per key and used by
 // every row, so a row costs head_dim / kL FMAs per key and the loop keeps up with memory.
 constexpr size_t kDB = kL >= 16 ? 4 : 2; // head_dim vectors per P.V register block
+// Keys per Q.K^T step of the decode path: kQB x kDecodeRows accumulators (16 of AVX-512's 32
+// registers; 8 of AVX2's 16).
+constexpr size_t kQB = kL >= 16 ? 4 : 2;
 
 static inline float lane0(const vf &x) {
     float tmp[kL];
@@ -227,6 +230,14 @@ static inline bool decode_scores(const Params &p, const Tensors &t, const Rows &
         for (size_t x = 0; x < nk; ++x) srow[x] += slope * (static_cast<float>(kidx[x]) - drel);
     }
     const uint8_t *al = t.allowed ? t.allowed + static_cast<size_t>(i) * p.shape.seq_k : nullptr;
+    // The usual decode tile: every key inside the row's causal / window range and no mask or
+    // bias to look at: nothing is hidden.
+    const long long first = static_cast<long long>(jbase + kidx[0]);
+    const long long last = static_cast<long long>(jbase + kidx[nk - 1]);
+    if (!al && !t.bias && first >= r.lo[rr] && last < r.hi[rr]) {
+        for (size_t x = nk; x < nkv; ++x) srow[x] = kNegInf;
+        return true;
+    }
     bool any = false;
     for (size_t x = 0; x < nk; ++x) {
         const long long jj = static_cast<long long>(jbase + kidx[x]);
@@ -279,22 +290,49 @@ static void decode_item(const Params &p, const Tensors &t, const WorkItem &w, vo
         prefetch_rows(vb, jbase, s.kidx[nk - 1] + 1, dv);
         if (j < kend) prefetch_rows(krows, j, kmin(kBK, kend - j), d);
 
-        // Scores: one pass over each K row serves every query row.
-        for (size_t x = 0; x < nk; ++x) {
-            // 16-bit / int8 rows are widened into one L1-resident row first
-            const float *kr = kf32 ? krows.at(jbase + s.kidx[x]) : s.kpack;
-            if (!kf32) widen_row(krows, jbase + s.kidx[x], s.kpack, d, d);
-            vf acc[kDecodeRows];
-            for (size_t rr = 0; rr < kDecodeRows; ++rr) acc[rr] = zero;
+        // Scores: one pass over each K row serves every query row; kQB keys at a time, so that
+        // kQB x kDecodeRows independent accumulators hide the FMA latency and the horizontal
+        // sums of kQB keys share their shuffles (vhsum4).
+        for (size_t x0 = 0; x0 < nk; x0 += kQB) {
+            const size_t nb = kmin(kQB, nk - x0);
+            const float *kr[kQB];
+            for (size_t u = 0; u < kQB; ++u) {
+                if (u >= nb) { // past the tile: repeat its first key (the sums are not stored)
+                    kr[u] = kr[0];
+                    continue;
+                }
+                const size_t jj = jbase + s.kidx[x0 + u];
+                if (kf32) {
+                    kr[u] = krows.at(jj);
+                    continue;
+                }
+                // 16-bit / int8 rows are widened into L1-resident rows first
+                widen_row(krows, jj, s.kpack + u * d, d, d);
+                kr[u] = s.kpack + u * d;
+            }
+            vf acc[kQB][kDecodeRows];
+            for (size_t u = 0; u < kQB; ++u)
+                for (size_t rr = 0; rr < kDecodeRows; ++rr) acc[u][rr] = zero;
             for (size_t dd = 0; dd < dqv; dd += kL) {
-                const vf kv = vload(kr + dd);
-                for (size_t rr = 0; rr < kDecodeRows; ++rr)
-                    acc[rr] = vfma(vload(q + rr * dpad + dd), kv, acc[rr]);
+                vf qv[kDecodeRows];
+                for (size_t rr = 0; rr < kDecodeRows; ++rr) qv[rr] = vload(q + rr * dpad + dd);
+                for (size_t u = 0; u < kQB; ++u) {
+                    const vf kv = vload(kr[u] + dd);
+                    for (size_t rr = 0; rr < kDecodeRows; ++rr)
+                        acc[u][rr] = vfma(qv[rr], kv, acc[u][rr]);
+                }
             }
             for (size_t rr = 0; rr < nr; ++rr) {
-                float sum = vhsum(acc[rr]);
-                for (size_t dd = dqv; dd < d; ++dd) sum += q[rr * dpad + dd] * kr[dd];
-                sc[rr * kBK + x] = sum;
+                float sums[4];
+                if (kQB == 4)
+                    vhsum4(acc[0][rr], acc[1 % kQB][rr], acc[2 % kQB][rr], acc[3 % kQB][rr], sums);
+                else
+                    for (size_t u = 0; u < kQB; ++u) sums[u] = vhsum(acc[u][rr]);
+                for (size_t u = 0; u < nb; ++u) {
+                    float sum = sums[u];
+                    for (size_t dd = dqv; dd < d; ++dd) sum += q[rr * dpad + dd] * kr[u][dd];
+                    sc[rr * kBK + x0 + u] = sum;
+                }
             }
         }
         // Score pipeline and masks, then the online softmax of each row (vectorised over keys).
