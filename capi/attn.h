@@ -425,6 +425,7 @@ ATTN_API attn_status attn_args_set_i32(attn_args *args, attn_operand which, cons
  *  since 0.2 */
 ATTN_API attn_status attn_args_set_f16(attn_args *args, attn_operand which, const uint16_t *data,
                                        size_t len);
+/** As attn_args_set_f16, for bfloat16 bit patterns. since 0.2 */
 ATTN_API attn_status attn_args_set_bf16(attn_args *args, attn_operand which, const uint16_t *data,
                                         size_t len);
 
@@ -440,9 +441,11 @@ ATTN_API attn_status attn_args_set_i8(attn_args *args, attn_operand which, const
  *  ATTN_OK; ATTN_ERR_NULL_POINTER (src or dst NULL with n > 0); ATTN_ERR_INVALID_ARGUMENT
  *  (overlap). since 0.2 */
 ATTN_API attn_status attn_convert_f32_to_f16(const float *src, uint16_t *dst, size_t n);
+/** As attn_convert_f32_to_f16, to bfloat16. since 0.2 */
 ATTN_API attn_status attn_convert_f32_to_bf16(const float *src, uint16_t *dst, size_t n);
 /** The exact widening of n 16-bit values (as the kernels do it). Errors as above. since 0.2 */
 ATTN_API attn_status attn_convert_f16_to_f32(const uint16_t *src, float *dst, size_t n);
+/** As attn_convert_f16_to_f32, from bfloat16. since 0.2 */
 ATTN_API attn_status attn_convert_bf16_to_f32(const uint16_t *src, float *dst, size_t n);
 
 /** Symmetric int8 quantization of `rows` contiguous rows of `dim` floats (a K or V cache's
