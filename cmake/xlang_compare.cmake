@@ -1,7 +1,8 @@
 # cmake -DDIR=<xlang dir> -DLANGS="c;java;..." -P xlang_compare.cmake
 # Every language's <lang>.bin (0.1 shared vectors, index.txt) must equal c.bin and its
-# <lang>.variants.bin (0.2 shared vectors, variants.txt) must equal c.variants.bin, byte for byte.
-foreach(_kind bin variants.bin)
+# <lang>.variants.bin (0.2 shared vectors, variants.txt) must equal c.variants.bin, and so must
+# <lang>.storage.bin (storage.txt) and <lang>.backward.bin (backward.txt), byte for byte.
+foreach(_kind bin variants.bin storage.bin backward.bin)
   set(_ref ${DIR}/c.${_kind})
   if(NOT EXISTS ${_ref})
     message(FATAL_ERROR "missing ${_ref}: the C vector test did not run")
@@ -24,4 +25,4 @@ foreach(_kind bin variants.bin)
     message(STATUS "${_lang}.${_kind}: ${_size} bytes, sha256 ${_h}")
   endforeach()
 endforeach()
-message(STATUS "all languages byte-identical (bin, variants.bin): ${LANGS}")
+message(STATUS "all languages byte-identical (bin, variants.bin, storage.bin, backward.bin): ${LANGS}")
