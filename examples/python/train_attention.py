@@ -15,7 +15,7 @@ lse, dout) gives dq, dk, dv, and the chain rule through the projections gives th
 gradients (dW = X^T d·). The loss falls by an order of magnitude in a few dozen steps.
 
 Run (from the repository root, after building the library into build/):
-    python3 examples/python/train_attention.py [--steps 60] [--seed 0]
+    python3 examples/python/train_attention.py [--steps 300] [--seed 0]
 It uses $ATTN_LIBRARY if set, else build/libattn.so if present, else the system's libattn.
 """
 
@@ -48,7 +48,7 @@ def make_batch(rng):
     return x, target
 
 
-def train(steps=60, seed=0, lr=0.75, log=print):
+def train(steps=300, seed=0, lr=0.75, log=print):
     """Runs `steps` SGD steps; returns the loss of each step (before its update)."""
     rng = np.random.default_rng(seed)
     init = lambda *shape: (rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32)
@@ -66,7 +66,7 @@ def train(steps=60, seed=0, lr=0.75, log=print):
             err = out[:, 0] - target
             loss = float(np.sum(err ** 2)) / (BATCH * SEQ)
             losses.append(loss)
-            if log is not None and (step % 10 == 0 or step == steps - 1):
+            if log is not None and (step % 25 == 0 or step == steps - 1):
                 log("step %3d  loss %.5f" % (step, loss))
             dout = (2.0 / (BATCH * SEQ)) * err[:, None]  # d loss / d out, out's layout
             g = desc.backward(q, k, v, out, lse, dout.astype(np.float32))
@@ -84,7 +84,7 @@ def train(steps=60, seed=0, lr=0.75, log=print):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--lr", type=float, default=0.75)
     args = ap.parse_args()

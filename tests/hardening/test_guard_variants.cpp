@@ -4,7 +4,8 @@
 // v_scale) are each placed so that they END at a PROT_NONE page, then (second pass) so that they
 // START right after one; inputs are read-only, outputs surrounded by canaries. Any access one
 // element outside attn_desc_required_len faults and the handler names the buffer. Results are
-// checked against the float64 pipeline (tests/core/reference.hpp), on every ISA.
+// checked against the float64 pipeline (tests/core/reference.hpp), on every ISA. The fp32 cases
+// also run ATTN_OP_BACKWARD with dout, dq, dk, dv (dbias, dsinks) placed the same way.
 #include <signal.h>
 
 #include "hardening.hpp"
@@ -195,6 +196,40 @@ void run_case(const Shape &s, Place place, hard::Rng &rng) {
     HARD_CHECK(st == ATTN_OK, "%s: weights %s (%s)", g_case, attn_status_string(st),
                attn_last_error());
     g_calls += 2;
+    // The backward of the fp32 cases, from this forward's out and lse: dout at a guard page,
+    // every gradient (dbias and dsinks with their operands) surrounded by canaries.
+    GuardBuf dout, dq, dk, dv, dbias, dsinks;
+    const bool fp32 = s.store[0] == 0 && s.store[1] == 0 && s.store[2] == 0;
+    if (fp32) {
+        dout.init(len(ATTN_DOUT) * 4, place, "dout");
+        for (size_t x = 0; x < len(ATTN_DOUT); ++x) dout.as<float>()[x] = rng.value(-1, 1);
+        dout.read_only();
+        dq.init(len(ATTN_DQ) * 4, place, "dq");
+        dk.init(len(ATTN_DK) * 4, place, "dk");
+        dv.init(len(ATTN_DV) * 4, place, "dv");
+        attn_args_set_f32(a, ATTN_DOUT, dout.as<float>(), len(ATTN_DOUT));
+        attn_args_set_out_f32(a, ATTN_DQ, dq.as<float>(), len(ATTN_DQ));
+        attn_args_set_out_f32(a, ATTN_DK, dk.as<float>(), len(ATTN_DK));
+        attn_args_set_out_f32(a, ATTN_DV, dv.as<float>(), len(ATTN_DV));
+        if (s.bias) {
+            dbias.init(len(ATTN_DBIAS) * 4, place, "dbias");
+            attn_args_set_out_f32(a, ATTN_DBIAS, dbias.as<float>(), len(ATTN_DBIAS));
+        }
+        if (s.sinks) {
+            dsinks.init(len(ATTN_DSINKS) * 4, place, "dsinks");
+            attn_args_set_out_f32(a, ATTN_DSINKS, dsinks.as<float>(), len(ATTN_DSINKS));
+        }
+        st = attn_run(d, ATTN_OP_BACKWARD, a);
+        HARD_CHECK(st == ATTN_OK, "%s: backward %s (%s)", g_case, attn_status_string(st),
+                   attn_last_error());
+        ++g_calls;
+        for (const GuardBuf *g : {&dq, &dk, &dv, &dbias, &dsinks}) {
+            if (!g->bytes()) continue;
+            HARD_CHECK(g->canary_damage() < 0, "%s: canary damaged", g_case);
+            for (size_t x = 0; x < g->bytes() / 4; ++x)
+                HARD_CHECK(!std::isnan(g->as<float>()[x]), "%s: NaN gradient", g_case);
+        }
+    }
     attn_args_destroy(a);
     attn_desc_destroy(d);
     for (const GuardBuf *g : {&out, &lse, &w, &mass})
