@@ -862,46 +862,24 @@ ERRORS_HEADER = """\
 def generate():
     """All files as {filename: bytes}."""
     files = {}
-    lines = []
     names = set()
-    for c in CASES:
-        assert c["name"] not in names, c["name"]
-        names.add(c["name"])
-        line, parts = build_case(c)
-        lines.append(line)
-        for part, data in parts.items():
-            files["%s.%s" % (c["name"], part)] = data
-    files["index.txt"] = (INDEX_HEADER + "\n".join(lines) + "\n").encode("ascii")
 
-    lines = []
-    for c in VARIANTS:
-        assert c["name"] not in names, c["name"]
-        names.add(c["name"])
-        line, parts = build_variant(c)
-        lines.append(line)
-        for part, data in parts.items():
-            files["%s.%s" % (c["name"], part)] = data
-    files["variants.txt"] = (VARIANTS_HEADER + "\n".join(lines) + "\n").encode("ascii")
+    def add_set(cases, build, header, index):
+        """The data files of every case and the index file listing them."""
+        lines = []
+        for c in cases:
+            assert c["name"] not in names, c["name"]
+            names.add(c["name"])
+            line, parts = build(c)
+            lines.append(line)
+            for part, data in parts.items():
+                files["%s.%s" % (c["name"], part)] = data
+        files[index] = (header + "\n".join(lines) + "\n").encode("ascii")
 
-    lines = []
-    for c in STORAGE:
-        assert c["name"] not in names, c["name"]
-        names.add(c["name"])
-        line, parts = build_variant(c)
-        lines.append(line)
-        for part, data in parts.items():
-            files["%s.%s" % (c["name"], part)] = data
-    files["storage.txt"] = (STORAGE_HEADER + "\n".join(lines) + "\n").encode("ascii")
-
-    lines = []
-    for c in BACKWARD:
-        assert c["name"] not in names, c["name"]
-        names.add(c["name"])
-        line, parts = build_variant(c)
-        lines.append(line)
-        for part, data in parts.items():
-            files["%s.%s" % (c["name"], part)] = data
-    files["backward.txt"] = (BACKWARD_HEADER + "\n".join(lines) + "\n").encode("ascii")
+    add_set(CASES, build_case, INDEX_HEADER, "index.txt")
+    add_set(VARIANTS, build_variant, VARIANTS_HEADER, "variants.txt")
+    add_set(STORAGE, build_variant, STORAGE_HEADER, "storage.txt")
+    add_set(BACKWARD, build_variant, BACKWARD_HEADER, "backward.txt")
 
     lines = []
     for e in ERRORS:
