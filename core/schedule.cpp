@@ -179,9 +179,20 @@ Plan make_plan(const Params &p, const Tensors &t, bool allow_split) {
     // bound: every query against every key) take less than that on one core run on the caller.
     // Decided from the work, not the item count, so a small decode step never gets slower with
     // more threads; the result does not depend on it either way.
-    const double macs = static_cast<double>(p.shape.batch) * p.shape.heads_q * maxq *
-                        p.shape.seq_k * (p.shape.head_dim + p.shape.head_dim_v);
-    pl.serial = macs < kSerialMacs;
+    double pairs = static_cast<double>(maxq) * p.shape.seq_k; // (query, key) pairs per head
+    const double per_pair = static_cast<double>(p.shape.batch) * p.shape.heads_q *
+                            (p.shape.head_dim + p.shape.head_dim_v);
+    if (p.causal != Causal::None && pairs * per_pair < 4 * kSerialMacs) {
+        // near the threshold: count the pairs the causal rule leaves (query i sees the keys up
+        // to i + off), about half of a square prefill
+        const long long sq = static_cast<long long>(maxq),
+                        sk = static_cast<long long>(p.shape.seq_k);
+        const long long off = p.causal == Causal::BottomRight ? sk - sq : 0;
+        pairs = 0;
+        for (long long i = 0; i < sq; ++i)
+            pairs += static_cast<double>(std::min(sk, std::max(0LL, i + off + 1)));
+    }
+    pl.serial = pairs * per_pair < kSerialMacs;
     return pl;
 }
 
