@@ -205,6 +205,103 @@ static inline void pv_decode_block(const float *const *vrow, size_t c0, const fl
         for (size_t c = 0; c < CB; ++c) vstore(o + rr * dpad + c0 + c * kL, acc[rr][c]);
 }
 
+// Q.K^T of a decode tile, kQB keys at a time, so that kQB x kDecodeRows independent accumulators
+// hide the FMA latency and the horizontal sums of kQB keys share their shuffles (vhsum4); the K
+// rows are read in their storage type T and widened in the registers.
+template <DType T>
+static inline void decode_qk_tile(const KvRows &krows, size_t jbase, const unsigned *kidx,
+                                  size_t nk, const float *q, size_t dpad, size_t d, size_t nr,
+                                  float *sc) {
+    const size_t dqv = d / kL * kL;
+    const vf zero = vzero();
+    for (size_t x0 = 0; x0 < nk; x0 += kQB) {
+        const size_t nb = kmin(kQB, nk - x0);
+        const unsigned char *kr[kQB];
+        float ks[kQB];
+        for (size_t u = 0; u < kQB; ++u) {
+            if (u >= nb) { // past the tile: repeat its first key (the sums are not stored)
+                kr[u] = kr[0];
+                ks[u] = ks[0];
+                continue;
+            }
+            size_t doff, soff;
+            krows.locate(jbase + kidx[x0 + u], &doff, &soff);
+            kr[u] = krows.base + doff * krows.elem;
+            ks[u] = T == DType::I8 ? krows.scale[soff] : 1.0f;
+        }
+        vf acc[kQB][kDecodeRows];
+        for (size_t u = 0; u < kQB; ++u)
+            for (size_t rr = 0; rr < kDecodeRows; ++rr) acc[u][rr] = zero;
+        for (size_t dd = 0; dd < dqv; dd += kL) {
+            vf qv[kDecodeRows];
+            for (size_t rr = 0; rr < kDecodeRows; ++rr) qv[rr] = vload(q + rr * dpad + dd);
+            for (size_t u = 0; u < kQB; ++u) {
+                const vf kv = vload_as<T>(kr[u], dd, ks[u]);
+                for (size_t rr = 0; rr < kDecodeRows; ++rr)
+                    acc[u][rr] = vfma(qv[rr], kv, acc[u][rr]);
+            }
+        }
+        for (size_t rr = 0; rr < nr; ++rr) {
+            float sums[4];
+            if (kQB == 4)
+                vhsum4(acc[0][rr], acc[1 % kQB][rr], acc[2 % kQB][rr], acc[3 % kQB][rr], sums);
+            else
+                for (size_t u = 0; u < kQB; ++u) sums[u] = vhsum(acc[u][rr]);
+            for (size_t u = 0; u < nb; ++u) {
+                float sum = sums[u];
+                for (size_t dd = dqv; dd < d; ++dd) {
+                    const float kv = value_as<T>(kr[u], dd, ks[u]);
+                    sum = __builtin_fmaf(q[rr * dpad + dd], kv, sum); // one rounding, every T
+                }
+                sc[rr * kBK + x0 + u] = sum;
+            }
+        }
+    }
+}
+
+// o[rr][c0 + c*kL ...] += sum_x p[rr][x] * v_x[c0 + c*kL ...] for CB vectors of head_dim_v, the V
+// rows read in their storage type T.
+template <DType T, size_t CB>
+static inline void pv_decode_block_as(const unsigned char *const *vraw, const float *vs, size_t c0,
+                                      const float *pr, size_t nk, float *o, size_t dpad) {
+    vf acc[kDecodeRows][CB];
+    for (size_t rr = 0; rr < kDecodeRows; ++rr)
+        for (size_t c = 0; c < CB; ++c) acc[rr][c] = vload(o + rr * dpad + c0 + c * kL);
+    for (size_t x = 0; x < nk; ++x) {
+        vf vv[CB];
+        for (size_t c = 0; c < CB; ++c) vv[c] = vload_as<T>(vraw[x], c0 + c * kL, vs[x]);
+        for (size_t rr = 0; rr < kDecodeRows; ++rr) {
+            const vf pb = vbcast(pr[rr * kBK + x]);
+            for (size_t c = 0; c < CB; ++c) acc[rr][c] = vfma(pb, vv[c], acc[rr][c]);
+        }
+    }
+    for (size_t rr = 0; rr < kDecodeRows; ++rr)
+        for (size_t c = 0; c < CB; ++c) vstore(o + rr * dpad + c0 + c * kL, acc[rr][c]);
+}
+
+// P.V of a decode tile whose keys are all visible (no exact path needed), V in storage T.
+template <DType T>
+static inline void decode_pv_tile(const KvRows &vb, size_t jbase, const unsigned *kidx, size_t nk,
+                                  const float *sc, size_t dv, size_t nr, float *o, size_t dvpad,
+                                  const unsigned char **vraw, float *vs) {
+    for (size_t x = 0; x < nk; ++x) {
+        size_t doff, soff;
+        vb.locate(jbase + kidx[x], &doff, &soff);
+        vraw[x] = vb.base + doff * vb.elem;
+        vs[x] = T == DType::I8 ? vb.scale[soff] : 1.0f;
+    }
+    const size_t dvv = dv / kL * kL;
+    size_t c0 = 0;
+    for (; c0 + kDB * kL <= dvv; c0 += kDB * kL)
+        pv_decode_block_as<T, kDB>(vraw, vs, c0, sc, nk, o, dvpad);
+    for (; c0 < dvv; c0 += kL) pv_decode_block_as<T, 1>(vraw, vs, c0, sc, nk, o, dvpad);
+    for (size_t dd = dvv; dd < dv; ++dd)
+        for (size_t x = 0; x < nk; ++x)
+            for (size_t rr = 0; rr < nr; ++rr)
+                o[rr * dvpad + dd] = __builtin_fmaf(
+                    sc[rr * kBK + x], value_as<T>(vraw[x], dd, vs[x]), o[rr * dvpad + dd]);
+}
+
 // The score pipeline of one decode row over a tile (scores in srow[0, nk), padded to nkv with
 // -inf on return). Returns whether any key is visible; *partial is set when some key is hidden.
 static inline bool decode_scores(const Params &p, const Tensors &t, const Rows &r, size_t rr,
@@ -258,7 +355,7 @@ static void decode_item(const Params &p, const Tensors &t, const WorkItem &w, vo
     Rows r;
     block_rows(p, t, w, w.r0, w.rows, &r);
     const size_t d = p.shape.head_dim, dv = p.shape.head_dim_v, nr = w.rows;
-    const size_t dqv = d / kL * kL, dpad = kround_up(d, kL);
+    const size_t dpad = kround_up(d, kL);
     const size_t dvv = dv / kL * kL, dvpad = kround_up(dv, kL);
     const float qs = fold_scale(p) ? p.scale : 1.0f;
     float *q = s.qt;  // [kDecodeRows][dpad]   qs * q (rows past nr and the padding are 0)
@@ -282,7 +379,7 @@ static void decode_item(const Params &p, const Tensors &t, const WorkItem &w, vo
     const size_t kbeg = kb < 0 ? 0 : static_cast<size_t>(kb);
     const size_t kend = ke <= kb ? kbeg : static_cast<size_t>(ke);
     const KvRows krows = kv_rows(p, t, false, w.b, w.kvh), vb = kv_rows(p, t, true, w.b, w.kvh);
-    const bool kf32 = krows.type == DType::F32, vf32 = vb.type == DType::F32;
+    const bool vf32 = vb.type == DType::F32;
     const vf ninf = vbcast(kNegInf), zero = vzero();
     TileInfo tile;
     for (size_t j = kbeg; next_tile(p, t, w.b, &j, kend, s.kidx, &tile);) {
@@ -290,50 +387,19 @@ static void decode_item(const Params &p, const Tensors &t, const WorkItem &w, vo
         prefetch_rows(vb, jbase, s.kidx[nk - 1] + 1, dv);
         if (j < kend) prefetch_rows(krows, j, kmin(kBK, kend - j), d);
 
-        // Scores: one pass over each K row serves every query row; kQB keys at a time, so that
-        // kQB x kDecodeRows independent accumulators hide the FMA latency and the horizontal
-        // sums of kQB keys share their shuffles (vhsum4).
-        for (size_t x0 = 0; x0 < nk; x0 += kQB) {
-            const size_t nb = kmin(kQB, nk - x0);
-            const float *kr[kQB];
-            for (size_t u = 0; u < kQB; ++u) {
-                if (u >= nb) { // past the tile: repeat its first key (the sums are not stored)
-                    kr[u] = kr[0];
-                    continue;
-                }
-                const size_t jj = jbase + s.kidx[x0 + u];
-                if (kf32) {
-                    kr[u] = krows.at(jj);
-                    continue;
-                }
-                // 16-bit / int8 rows are widened into L1-resident rows first
-                widen_row(krows, jj, s.kpack + u * d, d, d);
-                kr[u] = s.kpack + u * d;
-            }
-            vf acc[kQB][kDecodeRows];
-            for (size_t u = 0; u < kQB; ++u)
-                for (size_t rr = 0; rr < kDecodeRows; ++rr) acc[u][rr] = zero;
-            for (size_t dd = 0; dd < dqv; dd += kL) {
-                vf qv[kDecodeRows];
-                for (size_t rr = 0; rr < kDecodeRows; ++rr) qv[rr] = vload(q + rr * dpad + dd);
-                for (size_t u = 0; u < kQB; ++u) {
-                    const vf kv = vload(kr[u] + dd);
-                    for (size_t rr = 0; rr < kDecodeRows; ++rr)
-                        acc[u][rr] = vfma(qv[rr], kv, acc[u][rr]);
-                }
-            }
-            for (size_t rr = 0; rr < nr; ++rr) {
-                float sums[4];
-                if (kQB == 4)
-                    vhsum4(acc[0][rr], acc[1 % kQB][rr], acc[2 % kQB][rr], acc[3 % kQB][rr], sums);
-                else
-                    for (size_t u = 0; u < kQB; ++u) sums[u] = vhsum(acc[u][rr]);
-                for (size_t u = 0; u < nb; ++u) {
-                    float sum = sums[u];
-                    for (size_t dd = dqv; dd < d; ++dd) sum += q[rr * dpad + dd] * kr[u][dd];
-                    sc[rr * kBK + x0 + u] = sum;
-                }
-            }
+        // Scores: one pass over each K row serves every query row.
+        switch (krows.type) {
+        case DType::F16:
+            decode_qk_tile<DType::F16>(krows, jbase, s.kidx, nk, q, dpad, d, nr, sc);
+            break;
+        case DType::BF16:
+            decode_qk_tile<DType::BF16>(krows, jbase, s.kidx, nk, q, dpad, d, nr, sc);
+            break;
+        case DType::I8:
+            decode_qk_tile<DType::I8>(krows, jbase, s.kidx, nk, q, dpad, d, nr, sc);
+            break;
+        default:
+            decode_qk_tile<DType::F32>(krows, jbase, s.kidx, nk, q, dpad, d, nr, sc);
         }
         // Score pipeline and masks, then the online softmax of each row (vectorised over keys).
         bool partial_tile = false;
@@ -363,7 +429,27 @@ static void decode_item(const Params &p, const Tensors &t, const WorkItem &w, vo
                     vstore(o + rr * dvpad + dd, vload(o + rr * dvpad + dd) * vbcast(alpha));
             m[rr] = mnew;
         }
-        // P.V: one pass over each V row serves every query row.
+        // P.V: one pass over each V row serves every query row. A tile with no hidden key reads
+        // V in its storage type; otherwise the rows are widened first (the exact path checks
+        // them for Inf/NaN).
+        if (!partial_tile) {
+            const unsigned char **vraw = s.vraw;
+            float *vs = s.aux2;
+            switch (vb.type) {
+            case DType::F16:
+                decode_pv_tile<DType::F16>(vb, jbase, s.kidx, nk, sc, dv, nr, o, dvpad, vraw, vs);
+                break;
+            case DType::BF16:
+                decode_pv_tile<DType::BF16>(vb, jbase, s.kidx, nk, sc, dv, nr, o, dvpad, vraw, vs);
+                break;
+            case DType::I8:
+                decode_pv_tile<DType::I8>(vb, jbase, s.kidx, nk, sc, dv, nr, o, dvpad, vraw, vs);
+                break;
+            default:
+                decode_pv_tile<DType::F32>(vb, jbase, s.kidx, nk, sc, dv, nr, o, dvpad, vraw, vs);
+            }
+            continue;
+        }
         for (size_t x = 0; x < nk; ++x) {
             if (vf32) {
                 s.vrow[x] = vb.at(jbase + s.kidx[x]);

@@ -32,8 +32,9 @@ constexpr long long kFar = 1LL << 40;
 
 // Scratch carving. All float blocks start 64-byte aligned. Per-block state is kM times.
 struct Scratch {
-    float *qt, *st, *ot, *m, *l, *vis, *lim, *lo, *aux, *mask, *arow, *kpack, *vpack, *zero;
+    float *qt, *st, *ot, *m, *l, *vis, *lim, *lo, *aux, *aux2, *mask, *arow, *kpack, *vpack, *zero;
     const float **krow, **vrow;
+    const unsigned char **vraw; // decode: a tile's V rows in their storage type
     unsigned *kidx;
 };
 
@@ -57,6 +58,7 @@ static inline size_t scratch_layout(const Params &p, unsigned char *base, Scratc
     x.lim = fl(kR);
     x.lo = fl(kR);
     x.aux = fl(kR);
+    x.aux2 = fl(kBK); // decode: the int8 scales of a tile's V rows
     x.mask = fl(kBK * kR);
     x.arow = fl(kBK * kR);
     x.kpack = fl(kBK * d);
@@ -64,6 +66,7 @@ static inline size_t scratch_layout(const Params &p, unsigned char *base, Scratc
     x.zero = fl(d);
     x.krow = reinterpret_cast<const float **>(take(sizeof(float *) * (kBK + 2 * kKT)));
     x.vrow = reinterpret_cast<const float **>(take(sizeof(float *) * kBK));
+    x.vraw = reinterpret_cast<const unsigned char **>(take(sizeof(unsigned char *) * kBK));
     x.kidx = reinterpret_cast<unsigned *>(take(sizeof(unsigned) * kBK));
     if (s) *s = x;
     return off;
