@@ -3,7 +3,11 @@
 // a round each runs R times back to back and keeps its fastest; each figure is the median over
 // rounds of the per-round ratio.
 //
-//   build/bench/attn_serving_bench [--rounds N] [--reps R] [--threads T]
+//   build/bench/attn_serving_bench [--rounds N] [--reps R] [--threads T] [--hugepages]
+//
+//   --hugepages: every large buffer (dense K/V, the page pools, the eviction buffer) is
+//            allocated 2 MiB-aligned and madvise(MADV_HUGEPAGE)d before it is touched, as a
+//            server would allocate its KV pool (transparent huge pages in `madvise` mode)
 //
 //   pack     {2048, 1536, 1024, 512} causal, H 8, d 128, one varlen call / the sum of the four
 //            single-sequence calls                                               [<= 1.05]
@@ -23,9 +27,32 @@
 #include <string>
 #include <vector>
 
+#include <sys/mman.h>
+
 #include "attn.h"
 
 namespace {
+
+bool g_huge = false; // --hugepages
+
+// Allocator of the large buffers: with --hugepages, 2 MiB-aligned and advised for transparent
+// huge pages before the vector touches them.
+template <class T> struct HugeAlloc {
+    using value_type = T;
+    HugeAlloc() = default;
+    template <class U> HugeAlloc(const HugeAlloc<U> &) {}
+    T *allocate(size_t n) {
+        const size_t huge = size_t(2) << 20, bytes = (n * sizeof(T) + huge - 1) / huge * huge;
+        void *p = std::aligned_alloc(g_huge ? huge : 64, bytes);
+        if (!p) throw std::bad_alloc();
+        if (g_huge) madvise(p, bytes, MADV_HUGEPAGE);
+        return static_cast<T *>(p);
+    }
+    void deallocate(T *p, size_t) { std::free(p); }
+    template <class U> bool operator==(const HugeAlloc<U> &) const { return true; }
+    template <class U> bool operator!=(const HugeAlloc<U> &) const { return false; }
+};
+using FVec = std::vector<float, HugeAlloc<float>>;
 
 double now() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
@@ -39,10 +66,10 @@ void check(attn_status st, const char *what) {
     }
 }
 
-std::vector<float> randoms(size_t n, unsigned seed) {
+FVec randoms(size_t n, unsigned seed) {
     std::mt19937 g(seed);
     std::uniform_real_distribution<float> u(-1, 1);
-    std::vector<float> x(n);
+    FVec x(n);
     for (auto &v : x) v = u(g);
     return x;
 }
@@ -54,7 +81,7 @@ double median(std::vector<double> v) {
 
 // Reading this evicts every cache level (1 GiB, more than any L3 this kind of host has).
 struct Evictor {
-    std::vector<float> buf = std::vector<float>((1u << 30) / sizeof(float), 1.0f);
+    FVec buf = FVec((1u << 30) / sizeof(float), 1.0f);
     volatile float sink = 0;
     void run() {
         float s = 0;
@@ -79,8 +106,7 @@ attn_desc *desc(size_t b, size_t hq, size_t hkv, size_t sq, size_t sk, size_t di
     return d;
 }
 
-Call make_call(attn_desc *d, const std::vector<float> &q, const std::vector<float> &k,
-               const std::vector<float> &v, std::vector<float> &out) {
+Call make_call(attn_desc *d, const FVec &q, const FVec &k, const FVec &v, FVec &out) {
     Call c;
     c.d = d;
     check(attn_args_create(&c.a), "args");
@@ -103,14 +129,26 @@ struct Case {
 int main(int argc, char **argv) {
     int rounds = 7, reps = 3;
     size_t threads = 0;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
-        if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
-        if (!std::strcmp(argv[i], "--threads")) threads = std::strtoul(argv[i + 1], nullptr, 10);
+    for (int i = 1; i < argc; ++i) {
+        const bool value = i + 1 < argc;
+        if (!std::strcmp(argv[i], "--hugepages"))
+            g_huge = true;
+        else if (value && !std::strcmp(argv[i], "--rounds"))
+            rounds = std::atoi(argv[++i]);
+        else if (value && !std::strcmp(argv[i], "--reps"))
+            reps = std::atoi(argv[++i]);
+        else if (value && !std::strcmp(argv[i], "--threads"))
+            threads = std::strtoul(argv[++i], nullptr, 10);
+        else {
+            std::fprintf(stderr, "usage: %s [--rounds N] [--reps R] [--threads T] [--hugepages]\n",
+                         argv[0]);
+            return 2;
+        }
     }
     check(attn_set_num_threads(threads), "threads");
-    std::printf("libattn %s, isa %s, %zu threads, %d rounds x %d reps\n", attn_version_string(),
-                attn_isa(), attn_get_num_threads(), rounds, reps);
+    std::printf("libattn %s, isa %s, %zu threads, %d rounds x %d reps%s\n", attn_version_string(),
+                attn_isa(), attn_get_num_threads(), rounds, reps,
+                g_huge ? ", large buffers on transparent huge pages" : "");
     Evictor ev;
     std::vector<Case> cases;
 
@@ -118,8 +156,8 @@ int main(int argc, char **argv) {
     const size_t H = 8, D = 128;
     const size_t lens[4] = {2048, 1536, 1024, 512};
     const size_t total = 2048 + 1536 + 1024 + 512;
-    std::vector<float> pq = randoms(total * H * D, 1), pk = randoms(total * H * D, 2),
-                       pv = randoms(total * H * D, 3), pout(total * H * D);
+    FVec pq = randoms(total * H * D, 1), pk = randoms(total * H * D, 2),
+         pv = randoms(total * H * D, 3), pout(total * H * D);
     std::vector<int32_t> cu = {0, 2048, 3584, 4608, 5120};
     Call pack[2];
     for (int inv = 0; inv < 2; ++inv) {
@@ -147,7 +185,7 @@ int main(int argc, char **argv) {
         singles.push_back(c);
     }
     // a BHSD copy of the first sequence for the prefill lines
-    std::vector<float> sq(H * 2048 * D), sk(sq.size()), sv(sq.size()), so(sq.size());
+    FVec sq(H * 2048 * D), sk(sq.size()), sv(sq.size()), so(sq.size());
     for (size_t h = 0; h < H; ++h)
         for (size_t i = 0; i < 2048; ++i) {
             const size_t src = (i * H + h) * D, dst = (h * 2048 + i) * D;
@@ -172,13 +210,13 @@ int main(int argc, char **argv) {
 
     // ---- decode: dense against paged ----
     const size_t N = 32768, HQ = 32, HKV = 8, PS = 16, pages = N / PS;
-    std::vector<float> dq = randoms(HQ * D, 4), dout(HQ * D);
-    std::vector<float> dk = randoms(HKV * N * D, 5), dv = randoms(HKV * N * D, 6);
+    FVec dq = randoms(HQ * D, 4), dout(HQ * D);
+    FVec dk = randoms(HKV * N * D, 5), dv = randoms(HKV * N * D, 6);
     std::vector<int32_t> table(pages), lens_k = {static_cast<int32_t>(N)};
     std::iota(table.begin(), table.end(), 0);
     std::shuffle(table.begin(), table.end(), std::mt19937(7));
     // pools: token-major [pages][PS][HKV][D] and head-major [pages][HKV][PS][D]
-    std::vector<float> tk(dk.size()), tv(dk.size()), hk(dk.size()), hv(dk.size());
+    FVec tk(dk.size()), tv(dk.size()), hk(dk.size()), hv(dk.size());
     for (size_t h = 0; h < HKV; ++h)
         for (size_t j = 0; j < N; ++j) {
             const size_t pg = static_cast<size_t>(table[j / PS]), t = j % PS, src = (h * N + j) * D;
