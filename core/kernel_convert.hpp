@@ -57,17 +57,23 @@ static inline void widen_i8(const int8_t *src, float scale, float *dst, size_t n
     for (; x < n; ++x) dst[x] = static_cast<float>(src[x]) * scale;
 }
 
+// dst[0, n) = src[0, n), then zeros up to `padded`.
+static inline void copy_row(float *dst, const float *src, size_t n, size_t padded) {
+    size_t x = 0;
+    for (; x + kL <= n; x += kL) vstore(dst + x, vload(src + x));
+    for (; x < n; ++x) dst[x] = src[x];
+    for (; x < padded; ++x) dst[x] = 0.0f;
+}
+
 // dst[0, n) = key j's row of kv as fp32, then zeros up to `padded`.
 static inline void widen_row(const KvRows &kv, size_t j, float *dst, size_t n, size_t padded) {
     size_t doff, soff;
     kv.locate(j, &doff, &soff);
     const unsigned char *src = kv.base + doff * kv.elem;
     switch (kv.type) {
-    case DType::F32: {
-        const float *f = reinterpret_cast<const float *>(src);
-        for (size_t x = 0; x < n; ++x) dst[x] = f[x];
-        break;
-    }
+    case DType::F32:
+        copy_row(dst, reinterpret_cast<const float *>(src), n, padded);
+        return;
     case DType::F16:
         widen_f16(reinterpret_cast<const uint16_t *>(src), dst, n);
         break;

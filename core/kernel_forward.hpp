@@ -19,31 +19,20 @@ static inline void pv_tile(const Params &p, Block &blk, Scratch &s, const TileIn
     for (size_t dd = 0; dd < dp; dd += kDT) pv_block(s.vrow, dd, s.st, nk, blk.ot + dd * kR);
 }
 
-// dst[0, n) = src[0, n), then zeros up to `padded`.
-static inline void copy_row(float *dst, const float *src, size_t n, size_t padded) {
-    size_t x = 0;
-    for (; x + kL <= n; x += kL) vstore(dst + x, vload(src + x));
-    for (; x < n; ++x) dst[x] = src[x];
-    for (; x < padded; ++x) dst[x] = 0.0f;
-}
-
 // s.krow[x] -> K row of the tile's key x (rows past nk, up to a whole kKT block, -> a zero row).
 // Rows that are not contiguous (BSHD: H * head_dim apart, often a multiple of 4 KiB, so a tile's
 // rows would fight over a few L1 sets) are first copied into a contiguous tile.
 static inline void set_key_rows(const Params &p, const KvRows &kb, const TileInfo &tile,
                                 Scratch &s) {
     const size_t d = p.shape.head_dim;
-    const bool f32 = kb.type == DType::F32, pack = p.k.row != d || !f32;
+    const bool pack = p.k.row != d || kb.type != DType::F32;
     for (size_t x = 0; x < tile.nk; ++x) {
         const size_t j = tile.jbase + s.kidx[x];
         if (!pack) {
             s.krow[x] = kb.at(j);
             continue;
         }
-        if (f32)
-            copy_row(s.kpack + x * d, kb.at(j), d, d);
-        else
-            widen_row(kb, j, s.kpack + x * d, d, d); // 16-bit / int8 storage: widened here
+        widen_row(kb, j, s.kpack + x * d, d, d); // a copy, or 16-bit / int8 widened
         s.krow[x] = s.kpack + x * d;
     }
     // A block may start its Q.K^T blocks at any key of the tile (see run_tiles): the rows after
@@ -123,13 +112,12 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
             if (!v_set) {
                 for (size_t x = 0; x < nk; ++x) {
                     const size_t jj = tile.jbase + s.kidx[x];
-                    if (!pack_v)
+                    if (!pack_v) {
                         s.vrow[x] = vb.at(jj);
-                    else if (vb.type == DType::F32)
-                        copy_row(s.vpack + x * dp, vb.at(jj), dv, dp);
-                    else
-                        widen_row(vb, jj, s.vpack + x * dp, dv, dp);
-                    if (pack_v) s.vrow[x] = s.vpack + x * dp;
+                        continue;
+                    }
+                    widen_row(vb, jj, s.vpack + x * dp, dv, dp);
+                    s.vrow[x] = s.vpack + x * dp;
                 }
                 v_set = true;
             }
@@ -184,25 +172,6 @@ static inline float lane0(const vf &x) {
     float tmp[kL];
     vstore(tmp, x);
     return tmp[0];
-}
-
-// o[rr][c0 + c*kL ...] += sum_x p[rr][x] * v_x[c0 + c*kL ...] for CB vectors of head_dim_v.
-template <size_t CB>
-static inline void pv_decode_block(const float *const *vrow, size_t c0, const float *pr, size_t nk,
-                                   float *o, size_t dpad) {
-    vf acc[kDecodeRows][CB];
-    for (size_t rr = 0; rr < kDecodeRows; ++rr)
-        for (size_t c = 0; c < CB; ++c) acc[rr][c] = vload(o + rr * dpad + c0 + c * kL);
-    for (size_t x = 0; x < nk; ++x) {
-        vf vv[CB];
-        for (size_t c = 0; c < CB; ++c) vv[c] = vload(vrow[x] + c0 + c * kL);
-        for (size_t rr = 0; rr < kDecodeRows; ++rr) {
-            const vf pb = vbcast(pr[rr * kBK + x]);
-            for (size_t c = 0; c < CB; ++c) acc[rr][c] = vfma(pb, vv[c], acc[rr][c]);
-        }
-    }
-    for (size_t rr = 0; rr < kDecodeRows; ++rr)
-        for (size_t c = 0; c < CB; ++c) vstore(o + rr * dpad + c0 + c * kL, acc[rr][c]);
 }
 
 // Q.K^T of a decode tile, kQB keys at a time, so that kQB x kDecodeRows independent accumulators
@@ -262,8 +231,8 @@ static inline void decode_qk_tile(const KvRows &krows, size_t jbase, const unsig
 // o[rr][c0 + c*kL ...] += sum_x p[rr][x] * v_x[c0 + c*kL ...] for CB vectors of head_dim_v, the V
 // rows read in their storage type T.
 template <DType T, size_t CB>
-static inline void pv_decode_block_as(const unsigned char *const *vraw, const float *vs, size_t c0,
-                                      const float *pr, size_t nk, float *o, size_t dpad) {
+static inline void pv_decode_block(const unsigned char *const *vraw, const float *vs, size_t c0,
+                                   const float *pr, size_t nk, float *o, size_t dpad) {
     vf acc[kDecodeRows][CB];
     for (size_t rr = 0; rr < kDecodeRows; ++rr)
         for (size_t c = 0; c < CB; ++c) acc[rr][c] = vload(o + rr * dpad + c0 + c * kL);
@@ -279,6 +248,22 @@ static inline void pv_decode_block_as(const unsigned char *const *vraw, const fl
         for (size_t c = 0; c < CB; ++c) vstore(o + rr * dpad + c0 + c * kL, acc[rr][c]);
 }
 
+// o += P.V over the nk rows vraw (storage T, int8 scales vs) of a decode tile.
+template <DType T>
+static inline void decode_pv_rows(const unsigned char *const *vraw, const float *vs, size_t nk,
+                                  const float *sc, size_t dv, size_t nr, float *o, size_t dvpad) {
+    const size_t dvv = dv / kL * kL;
+    size_t c0 = 0;
+    for (; c0 + kDB * kL <= dvv; c0 += kDB * kL)
+        pv_decode_block<T, kDB>(vraw, vs, c0, sc, nk, o, dvpad);
+    for (; c0 < dvv; c0 += kL) pv_decode_block<T, 1>(vraw, vs, c0, sc, nk, o, dvpad);
+    for (size_t dd = dvv; dd < dv; ++dd)
+        for (size_t x = 0; x < nk; ++x)
+            for (size_t rr = 0; rr < nr; ++rr)
+                o[rr * dvpad + dd] = __builtin_fmaf(
+                    sc[rr * kBK + x], value_as<T>(vraw[x], dd, vs[x]), o[rr * dvpad + dd]);
+}
+
 // P.V of a decode tile whose keys are all visible (no exact path needed), V in storage T.
 template <DType T>
 static inline void decode_pv_tile(const KvRows &vb, size_t jbase, const unsigned *kidx, size_t nk,
@@ -290,16 +275,7 @@ static inline void decode_pv_tile(const KvRows &vb, size_t jbase, const unsigned
         vraw[x] = vb.base + doff * vb.elem;
         vs[x] = T == DType::I8 ? vb.scale[soff] : 1.0f;
     }
-    const size_t dvv = dv / kL * kL;
-    size_t c0 = 0;
-    for (; c0 + kDB * kL <= dvv; c0 += kDB * kL)
-        pv_decode_block_as<T, kDB>(vraw, vs, c0, sc, nk, o, dvpad);
-    for (; c0 < dvv; c0 += kL) pv_decode_block_as<T, 1>(vraw, vs, c0, sc, nk, o, dvpad);
-    for (size_t dd = dvv; dd < dv; ++dd)
-        for (size_t x = 0; x < nk; ++x)
-            for (size_t rr = 0; rr < nr; ++rr)
-                o[rr * dvpad + dd] = __builtin_fmaf(
-                    sc[rr * kBK + x], value_as<T>(vraw[x], dd, vs[x]), o[rr * dvpad + dd]);
+    decode_pv_rows<T>(vraw, vs, nk, sc, dv, nr, o, dvpad);
 }
 
 // The score pipeline of one decode row over a tile (scores in srow[0, nk), padded to nkv with
@@ -356,7 +332,7 @@ static void decode_item(const Params &p, const Tensors &t, const WorkItem &w, vo
     block_rows(p, t, w, w.r0, w.rows, &r);
     const size_t d = p.shape.head_dim, dv = p.shape.head_dim_v, nr = w.rows;
     const size_t dpad = kround_up(d, kL);
-    const size_t dvv = dv / kL * kL, dvpad = kround_up(dv, kL);
+    const size_t dvpad = kround_up(dv, kL);
     const float qs = fold_scale(p) ? p.scale : 1.0f;
     float *q = s.qt;  // [kDecodeRows][dpad]   qs * q (rows past nr and the padding are 0)
     float *o = s.ot;  // [kDecodeRows][dvpad]  unnormalised output
@@ -468,14 +444,9 @@ static void decode_item(const Params &p, const Tensors &t, const WorkItem &w, vo
                 }
             continue;
         }
-        size_t c0 = 0;
-        for (; c0 + kDB * kL <= dvv; c0 += kDB * kL)
-            pv_decode_block<kDB>(s.vrow, c0, sc, nk, o, dvpad);
-        for (; c0 < dvv; c0 += kL) pv_decode_block<1>(s.vrow, c0, sc, nk, o, dvpad);
-        for (size_t dd = dvv; dd < dv; ++dd)
-            for (size_t x = 0; x < nk; ++x)
-                for (size_t rr = 0; rr < nr; ++rr)
-                    o[rr * dvpad + dd] += sc[rr * kBK + x] * s.vrow[x][dd];
+        for (size_t x = 0; x < nk; ++x)
+            s.vraw[x] = reinterpret_cast<const unsigned char *>(s.vrow[x]);
+        decode_pv_rows<DType::F32>(s.vraw, s.aux2, nk, sc, dv, nr, o, dvpad);
     }
 
     if (partial) { // the layout forward_item uses: [3 + dp][kRows]
