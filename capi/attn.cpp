@@ -271,25 +271,29 @@ bool out_nests(const core::Shape &s, const core::Params &mode, const core::Layou
     return rows_disjoint(v.c0, v.s0, v.c1, v.s1, v.c2, v.s2, v.dim);
 }
 
-core::Layout *layout_of(attn_desc *d, int which) {
+// The strides of a strided operand in p (null for any other operand).
+const core::Layout *layout_in(const core::Params &p, int which) {
     switch (which) {
     case ATTN_Q:
-        return &d->p.q;
+        return &p.q;
     case ATTN_K:
-        return &d->p.k;
+        return &p.k;
     case ATTN_V:
-        return &d->p.v;
+        return &p.v;
     case ATTN_OUT:
-        return &d->p.out;
+        return &p.out;
     case ATTN_BIAS:
-        return &d->p.bias;
+        return &p.bias;
     case ATTN_K_SCALE:
-        return &d->p.ks;
+        return &p.ks;
     case ATTN_V_SCALE:
-        return &d->p.vs;
+        return &p.vs;
     default:
         return nullptr;
     }
+}
+core::Layout *layout_of(attn_desc *d, int which) {
+    return const_cast<core::Layout *>(layout_in(d->p, which));
 }
 
 // Contiguous default strides of a strided operand: BHSD; token-major [tokens][heads][dim] in
@@ -569,13 +573,8 @@ attn_status check_serving(const char *fn, const attn_desc *desc, const Slot *slo
             if (attn_status st =
                     check_cu(fn, ATTN_CU_SEQLENS_K, ck, s.batch, s.seq_k, "seq_k", &cs->total_k))
                 return st;
-            for (int w : {ATTN_K, ATTN_V, ATTN_K_SCALE, ATTN_V_SCALE}) {
-                const core::Layout &lay = w == ATTN_K         ? p.k
-                                          : w == ATTN_V       ? p.v
-                                          : w == ATTN_K_SCALE ? p.ks
-                                                              : p.vs;
-                need[w] = pack_len(view_of(s, p, w, lay), cs->total_k);
-            }
+            for (int w : {ATTN_K, ATTN_V, ATTN_K_SCALE, ATTN_V_SCALE})
+                need[w] = pack_len(view_of(s, p, w, *layout_in(p, w)), cs->total_k);
         }
     }
     return ATTN_OK;
@@ -681,7 +680,7 @@ attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *s
         // of 0 broadcasting Q, K or V) would need the gradient summed over the copies.
         for (int g : {ATTN_DQ, ATTN_DK, ATTN_DV}) {
             const int w = g == ATTN_DQ ? ATTN_Q : g == ATTN_DK ? ATTN_K : ATTN_V;
-            const core::Layout &lay = w == ATTN_Q ? desc->p.q : w == ATTN_K ? desc->p.k : desc->p.v;
+            const core::Layout &lay = *layout_in(desc->p, w);
             const View v = view_of(desc->p.shape, desc->p, w, lay);
             if (slot[g].ptr && !rows_disjoint(v.c0, v.s0, v.c1, v.s1, v.c2, v.s2, v.dim))
                 return fail(ATTN_ERR_INVALID_ARGUMENT,
