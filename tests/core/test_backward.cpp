@@ -13,47 +13,19 @@
 
 #include "attn.h"
 #include "reference_backward.hpp"
+#include "variant_cases.hpp"
 
 namespace {
 
-const float kNaN = std::numeric_limits<float>::quiet_NaN();
+using vcases::isas;
+using vcases::kNaN;
+using vcases::pick;
+using vcases::uni;
 
-std::vector<std::string> isas() {
-    std::vector<std::string> out;
-    for (const char *name : {"scalar", "sse2", "avx2", "avx512"})
-        if (attn_set_isa(name) == ATTN_OK) out.push_back(name);
-    attn_set_isa(nullptr);
-    return out;
-}
-
-size_t pick(std::mt19937 &g, size_t lo, size_t hi) {
-    return std::uniform_int_distribution<size_t>(lo, hi)(g);
-}
-float uni(std::mt19937 &g, float lo, float hi) {
-    return std::uniform_real_distribution<float>(lo, hi)(g);
-}
-
-struct Case {
-    ref::VProblem p;
-    std::vector<float> q, k, v, bias, slopes, sinks, dout;
-    std::vector<uint8_t> key_valid, allowed, query_valid;
-    std::vector<int32_t> seq_lens;
+// A variants case (tests/core/variant_cases.hpp) plus the gradient of OUT.
+struct Case : vcases::VCase {
+    std::vector<float> dout;
     bool want_dsinks = false;
-
-    ref::VInputs inputs() const {
-        ref::VInputs in;
-        in.q = q.data();
-        in.k = k.data();
-        in.v = v.data();
-        in.bias = bias.empty() ? nullptr : bias.data();
-        in.slopes = slopes.empty() ? nullptr : slopes.data();
-        in.sinks = sinks.empty() ? nullptr : sinks.data();
-        in.key_valid = key_valid.empty() ? nullptr : key_valid.data();
-        in.allowed = allowed.empty() ? nullptr : allowed.data();
-        in.query_valid = query_valid.empty() ? nullptr : query_valid.data();
-        in.seq_lens_k = seq_lens.empty() ? nullptr : seq_lens.data();
-        return in;
-    }
 };
 
 Case random_case(std::mt19937 &g) {
