@@ -23,6 +23,10 @@ struct Partial {
     float *data = nullptr; // [3 + head_dim_v_padded][lanes]: m, l, vis, then o
 };
 
+// Decode items of one batch entry, row block and key range that share a pass over the key tiles
+// (KernelInfo::forward_heads), at most this many KV heads at a time.
+constexpr size_t kDecodeHeads = 8;
+
 struct KernelInfo {
     size_t lanes;     // rows per work item
     size_t dim_block; // head_dim_v rounding of the output accumulator
@@ -31,6 +35,11 @@ struct KernelInfo {
     // out/lse rows of the item (or `partial` when non-null).
     void (*forward)(const Params &p, const Tensors &t, const WorkItem &w, void *scratch,
                     const Partial *partial);
+    // forward of n <= kDecodeHeads items that differ only in their KV head, with partials[x] for
+    // ws[x] (or all null): decode items walk the key tiles once for all of them (a token-major
+    // cache then streams its memory in order), with each item's results as forward gives them.
+    void (*forward_heads)(const Params &p, const Tensors &t, const WorkItem *ws, size_t n,
+                          void *scratch, const Partial *partials);
     // weights rows of the item (all keys).
     void (*weights)(const Params &p, const Tensors &t, const WorkItem &w, void *scratch);
     // key_mass rows of the KV head of the item (every row of it; t.lse holds the rows' lse).

@@ -41,6 +41,7 @@ static KernelInfo make_info(const KernelInfo *narrow) {
     k.dim_block = kDT;
     k.scratch_bytes = &scratch_bytes;
     k.forward = &forward_item;
+    k.forward_heads = &forward_heads;
     k.weights = &weights_item;
     k.mass = &mass_item;
     k.backward_scratch = &backward_scratch;

@@ -36,6 +36,7 @@ struct Scratch {
     const float **krow, **vrow;
     const unsigned char **vraw; // decode: a tile's V rows in their storage type
     unsigned *kidx;
+    float *heads; // decode_heads: q and o of kDecodeHeads heads past the first
 };
 
 static inline size_t scratch_layout(const Params &p, unsigned char *base, Scratch *s) {
@@ -68,6 +69,7 @@ static inline size_t scratch_layout(const Params &p, unsigned char *base, Scratc
     x.vrow = reinterpret_cast<const float **>(take(sizeof(float *) * kBK));
     x.vraw = reinterpret_cast<const unsigned char **>(take(sizeof(unsigned char *) * kBK));
     x.kidx = reinterpret_cast<unsigned *>(take(sizeof(unsigned) * kBK));
+    x.heads = fl((kDecodeHeads - 1) * kDecodeRows * (kround_up(d, kL) + kround_up(dv, kL)));
     if (s) *s = x;
     return off;
 }

@@ -108,6 +108,7 @@ thread_local std::vector<uint32_t> t_qmap;
 thread_local std::vector<uint32_t> t_qlens;
 thread_local std::vector<size_t> t_first_item;
 thread_local std::vector<float> t_lse;
+thread_local std::vector<size_t> t_groups;
 
 // The split of a call into items depends on the shape, the kernel and the query mask only,
 // never on the thread count, so results are bit-identical for any number of threads.
@@ -376,15 +377,50 @@ void forward(const Params &p, const Tensors &t0) {
         std::vector<float> &parts = t_partials; // caller-owned, reused across calls
         parts.resize(pl.items * pl.splits * part_floats);
         float *parts_data = parts.data();
-        run_items(pl, pl.items * pl.splits, [&](size_t it) {
-            WorkItem w = item_of(p, t, pl, it / pl.splits);
-            const size_t s = it % pl.splits;
+        auto split_item = [&](size_t it, size_t s) {
+            WorkItem w = item_of(p, t, pl, it);
             const size_t klen = w.k_end;
             w.k_begin = std::min(klen, s * pl.chunk);
             w.k_end = std::min(klen, s * pl.chunk + pl.chunk);
-            Partial part{parts_data + it * part_floats};
-            pl.k->forward(p, t, w, t_scratch.get(scratch_bytes), &part);
-        });
+            return w;
+        };
+        const size_t heads = p.shape.heads_kv;
+        if (heads > 1 && (p.k.head < p.k.row || p.v.head < p.v.row)) {
+            // K/V heads interleave within a token (token-major pages, BSHD): the KV heads of a
+            // row block and key chunk walk the tiles together, so memory streams in order
+            // rather than one head's row per token (a 4 KiB stride at 8 x 128 floats). Every
+            // item's arithmetic, and so every bit, is the same either way.
+            std::vector<size_t> &groups = t_groups; // first item, heads, item stride
+            groups.clear();
+            for (size_t b = 0; b < p.shape.batch; ++b) {
+                const size_t rbs = (pl.first[b + 1] - pl.first[b]) / heads;
+                for (size_t q = 0; q < rbs; ++q)
+                    for (size_t h0 = 0; h0 < heads; h0 += kDecodeHeads) {
+                        groups.push_back(pl.first[b] + h0 * rbs + q);
+                        groups.push_back(std::min(kDecodeHeads, heads - h0));
+                        groups.push_back(rbs);
+                    }
+            }
+            const size_t ngroups = groups.size() / 3;
+            const size_t *gd = groups.data();
+            run_items(pl, ngroups * pl.splits, [&](size_t task) {
+                const size_t *g = gd + task / pl.splits * 3, s = task % pl.splits;
+                WorkItem ws[kDecodeHeads];
+                Partial parts[kDecodeHeads];
+                for (size_t x = 0; x < g[1]; ++x) {
+                    const size_t it = g[0] + x * g[2];
+                    ws[x] = split_item(it, s);
+                    parts[x].data = parts_data + (it * pl.splits + s) * part_floats;
+                }
+                pl.k->forward_heads(p, t, ws, g[1], t_scratch.get(scratch_bytes), parts);
+            });
+        } else {
+            run_items(pl, pl.items * pl.splits, [&](size_t it) {
+                const WorkItem w = split_item(it / pl.splits, it % pl.splits);
+                Partial part{parts_data + it * part_floats};
+                pl.k->forward(p, t, w, t_scratch.get(scratch_bytes), &part);
+            });
+        }
         run_items(pl, pl.items, [&](size_t it) {
             const WorkItem w = item_of(p, t, pl, it);
             merge_item(p, t, pl, w, parts_data + it * pl.splits * part_floats, part_floats);
