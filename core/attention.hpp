@@ -151,6 +151,14 @@ struct KvRows {
         *d = id * page_stride + t * row;
         *s = id * spage + t * srow;
     }
+    // Whether keys j and j + n - 1 (n >= 1) lie in one page (always, dense): the rows between
+    // them are then `row` elements apart.
+    bool same_page(size_t j, size_t n) const {
+        if (!pages) return true;
+        const size_t last = j + n - 1;
+        return page_shift ? (j >> page_shift) == (last >> page_shift)
+                          : j / page_size == last / page_size;
+    }
     size_t offset(size_t j) const {
         if (!pages) return j * row;
         const size_t pg = page_shift ? j >> page_shift : j / page_size;

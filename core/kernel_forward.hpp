@@ -199,25 +199,49 @@ static inline void decode_qk_tile(const KvRows &krows, const KvRows &vrows, size
                  vbytes = dv * vrows.elem;
     for (size_t x0 = 0; x0 < nk; x0 += kQB) {
         const size_t nb = kmin(kQB, nk - x0);
-        for (size_t u = 0; u < nb; ++u) { // keys past the item's range: no prefetch
-            const size_t jj = jbase + kidx[x0 + u] + ahead;
-            if (jj >= klim) break;
-            const unsigned char *kp = krows.raw(jj), *vp = vrows.raw(jj);
-            for (size_t off = 0; off < kbytes; off += 64) __builtin_prefetch(kp + off);
-            for (size_t off = 0; off < vbytes; off += 64) __builtin_prefetch(vp + off);
+        // kQB consecutive keys in one page (the usual case): one look-up, then a row stride
+        const size_t j0 = jbase + kidx[x0];
+        const bool run = nb == kQB && kidx[x0 + kQB - 1] == kidx[x0] + kQB - 1 &&
+                         krows.same_page(j0, kQB) && vrows.same_page(j0, kQB);
+        if (run && j0 + ahead + kQB <= klim && krows.same_page(j0 + ahead, kQB) &&
+            vrows.same_page(j0 + ahead, kQB)) {
+            const unsigned char *kp = krows.raw(j0 + ahead), *vp = vrows.raw(j0 + ahead);
+            for (size_t u = 0; u < kQB; ++u) {
+                for (size_t off = 0; off < kbytes; off += 64) __builtin_prefetch(kp + off);
+                for (size_t off = 0; off < vbytes; off += 64) __builtin_prefetch(vp + off);
+                kp += krows.row * krows.elem;
+                vp += vrows.row * vrows.elem;
+            }
+        } else {
+            for (size_t u = 0; u < nb; ++u) { // keys past the item's range: no prefetch
+                const size_t jj = jbase + kidx[x0 + u] + ahead;
+                if (jj >= klim) break;
+                const unsigned char *kp = krows.raw(jj), *vp = vrows.raw(jj);
+                for (size_t off = 0; off < kbytes; off += 64) __builtin_prefetch(kp + off);
+                for (size_t off = 0; off < vbytes; off += 64) __builtin_prefetch(vp + off);
+            }
         }
         const unsigned char *kr[kQB];
         float ks[kQB];
-        for (size_t u = 0; u < kQB; ++u) {
-            if (u >= nb) { // past the tile: repeat its first key (the sums are not stored)
-                kr[u] = kr[0];
-                ks[u] = ks[0];
-                continue;
-            }
+        if (run) {
             size_t doff, soff;
-            krows.locate(jbase + kidx[x0 + u], &doff, &soff);
-            kr[u] = krows.base + doff * krows.elem;
-            ks[u] = T == DType::I8 ? krows.scale[soff] : 1.0f;
+            krows.locate(j0, &doff, &soff);
+            for (size_t u = 0; u < kQB; ++u) {
+                kr[u] = krows.base + (doff + u * krows.row) * krows.elem;
+                ks[u] = T == DType::I8 ? krows.scale[soff + u * krows.srow] : 1.0f;
+            }
+        } else {
+            for (size_t u = 0; u < kQB; ++u) {
+                if (u >= nb) { // past the tile: repeat its first key (the sums are not stored)
+                    kr[u] = kr[0];
+                    ks[u] = ks[0];
+                    continue;
+                }
+                size_t doff, soff;
+                krows.locate(jbase + kidx[x0 + u], &doff, &soff);
+                kr[u] = krows.base + doff * krows.elem;
+                ks[u] = T == DType::I8 ? krows.scale[soff] : 1.0f;
+            }
         }
         vf acc[kQB][kDecodeRows];
         for (size_t u = 0; u < kQB; ++u)
@@ -290,9 +314,15 @@ template <DType T>
 static inline void decode_pv_tile(const KvRows &vb, size_t jbase, const unsigned *kidx, size_t nk,
                                   const float *sc, size_t dv, size_t nr, float *o, size_t dvpad,
                                   const unsigned char **vraw, float *vs) {
+    size_t doff = 0, soff = 0;
     for (size_t x = 0; x < nk; ++x) {
-        size_t doff, soff;
-        vb.locate(jbase + kidx[x], &doff, &soff);
+        const size_t j = jbase + kidx[x];
+        if (x && kidx[x] == kidx[x - 1] + 1 && vb.same_page(j - 1, 2)) { // the next row
+            doff += vb.row;
+            soff += vb.srow;
+        } else {
+            vb.locate(j, &doff, &soff);
+        }
         vraw[x] = vb.base + doff * vb.elem;
         vs[x] = T == DType::I8 ? vb.scale[soff] : 1.0f;
     }
