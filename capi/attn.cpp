@@ -802,7 +802,7 @@ struct ParamInfo {
     bool is_float;
     double min, max;
 };
-constexpr int kParams = 14;
+constexpr int kParams = 15;
 const ParamInfo kParamInfo[kParams] = {
     {"ATTN_PARAM_CAUSAL", false, 0, 2},
     {"ATTN_PARAM_SCALE", true, -3.4028234663852886e38, 3.4028234663852886e38},
@@ -818,6 +818,7 @@ const ParamInfo kParamInfo[kParams] = {
     {"ATTN_PARAM_PAGE_SIZE", false, 0, 2147483647.0},
     {"ATTN_PARAM_MAX_PAGES", false, 0, 2147483647.0},
     {"ATTN_PARAM_BATCH_INVARIANT", false, 0, 1},
+    {"ATTN_PARAM_COMPUTE", false, 0, 1},
 };
 
 // Switches the layout mode (varlen, page size, max pages) to `trial`: default strides follow
@@ -950,6 +951,9 @@ attn_status apply_param(const char *fn, attn_desc *d, int id, double v) {
     case ATTN_PARAM_BATCH_INVARIANT:
         p.invariant = iv != 0;
         break;
+    case ATTN_PARAM_COMPUTE:
+        p.fp16 = iv == ATTN_COMPUTE_FP16;
+        break;
     }
     return ATTN_OK;
 }
@@ -985,6 +989,8 @@ double read_param(const attn_desc *d, int id) {
         return static_cast<double>(d->max_pages_param);
     case ATTN_PARAM_BATCH_INVARIANT:
         return p.invariant ? 1 : 0;
+    case ATTN_PARAM_COMPUTE:
+        return p.fp16 ? ATTN_COMPUTE_FP16 : ATTN_COMPUTE_EXACT;
     }
     return 0;
 }

@@ -309,8 +309,31 @@ typedef enum attn_param {
      * the prefill chunk it is in or the thread count: key tiles start at fixed key positions,
      * keys are never split across threads and decode rows take the same kernel as prefill
      * rows. Costs speed on decode-like calls (see README). Default 0. */
-    ATTN_PARAM_BATCH_INVARIANT = 13
+    ATTN_PARAM_BATCH_INVARIANT = 13,
+    /* int, an attn_compute: the arithmetic of ATTN_OP_FORWARD. Default ATTN_COMPUTE_EXACT. */
+    ATTN_PARAM_COMPUTE = 14
 } attn_param;
+
+/** ATTN_PARAM_COMPUTE values.
+ *
+ *  EXACT: everything in fp32 (16-bit and int8 operands widened on load); about 1e-6 relative to
+ *  a float64 reference over the same (dequantized) values.
+ *
+ *  FP16: the fast path on CPUs with AVX512-FP16 (attn_isa() "avx512", cpuid AVX512_FP16):
+ *  scale * Q, K, V and the probabilities are rounded to fp16; Q.K^T and P.V run as fp16
+ *  multiply-adds whose partial sums are widened to fp32 every 32 head_dim steps (Q.K^T) and
+ *  every 64 keys (P.V); the softmax state (max, sum, rescaling) and the output accumulator are
+ *  fp32. Error: each score within ds = 2^-11 * 34 * scale * |q| |k| of the exact one, each
+ *  output within 2^-11 * 68 * max|v| + 2 (e^(2 ds) - 1) max|v| (a worst case no ordering of
+ *  inputs is known to reach), and within 1e-2 max|v| on every input tested: random, and
+ *  adversarial ones (head_dim 256, logits up to ~60, 4096 keys; measured at most 6e-3 max|v|,
+ *  tests/core/test_compute.cpp). EXACT is the mode for gradients and reference results.
+ *  Applies to prefill-like calls (at least 16 query rows per KV head) with fp32 or fp16 Q, K, V
+ *  in dense or strided layouts, any causal rule, windows, GQA and ATTN_SEQ_LENS_K; every other
+ *  call (other variants, masks, varlen, pages, int8 / bf16, decode, batch invariance, values
+ *  whose fp16 products could overflow: |scale q| |k| * 32 or |v| * 64 >= 2^15) and every CPU
+ *  without AVX512-FP16 runs exactly as EXACT. The choice never depends on the thread count. */
+typedef enum attn_compute { ATTN_COMPUTE_EXACT = 0, ATTN_COMPUTE_FP16 = 1 } attn_compute;
 
 /** ATTN_PARAM_ALIBI values. */
 typedef enum attn_alibi {

@@ -63,6 +63,8 @@ struct Params {
     // ([batch][heads_kv][seq_k] with the same meaning as k's strides, head_dim = 1).
     DType q_type = DType::F32, k_type = DType::F32, v_type = DType::F32;
     Layout ks, vs;
+    // ATTN_PARAM_COMPUTE = FP16: the fp16 fast path where it applies (else exact).
+    bool fp16 = false;
 };
 
 // Raw operands of one call. key_valid: [batch][seq_k], allowed: [seq_q][seq_k]; bytes, nonzero =

@@ -61,6 +61,24 @@ struct KernelInfo {
     size_t (*quantize_i8)(const float *src, size_t rows, size_t dim, int8_t *dst, float *scales);
 };
 
+// The fp16 fast path (core/kernel_fp16.cpp, AVX512-FP16): one item = query head h of batch
+// entry b, queries [q0, q0 + fp16_block_rows()). fp16_cpu(): this CPU and build have it;
+// fp16_in_range(): no fp16 value or partial sum of the call can overflow.
+bool fp16_cpu();
+bool fp16_in_range(const Params &p, const Tensors &t);
+size_t fp16_scratch_bytes(const Params &p);
+size_t fp16_block_rows();
+// The rows of (b, kvh) in fp16 into dst: V (value true) as [key_len][head_dim_v], K as
+// fp16_k_elems(p) values (tiles of keys, transposed).
+void fp16_convert_rows(const Params &p, const Tensors &t, bool value, size_t b, size_t kvh,
+                       uint16_t *dst);
+size_t fp16_k_elems(const Params &p);
+// k16: the converted K of every (b, kvh) at (b * heads_kv + kvh) * fp16_k_elems(p); v16 the
+// converted V at (b * heads_kv + kvh) * seq_k * head_dim_v, or null when V is stored in fp16
+// (read in place).
+void fp16_item(const Params &p, const Tensors &t, size_t b, size_t h, size_t q0,
+               const uint16_t *k16, const uint16_t *v16, void *scratch);
+
 const KernelInfo &kernel_scalar();
 const KernelInfo &kernel_sse2();
 const KernelInfo &kernel_avx2();

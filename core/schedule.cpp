@@ -109,6 +109,7 @@ thread_local std::vector<uint32_t> t_qlens;
 thread_local std::vector<size_t> t_first_item;
 thread_local std::vector<float> t_lse;
 thread_local std::vector<size_t> t_groups;
+thread_local std::vector<uint16_t> t_k16, t_v16; // the fp16 path's K and V rows
 
 // The split of a call into items depends on the shape, the kernel and the query mask only,
 // never on the thread count, so results are bit-identical for any number of threads.
@@ -357,7 +358,52 @@ const KernelInfo &current_kernel() {
     return kernel_for(active_isa());
 }
 
+// Whether the fp16 fast path takes this forward call (see ATTN_PARAM_COMPUTE): prefill-like,
+// fp32/fp16 operands, dense or strided, no variant beyond causal rules, windows and key
+// lengths, and values whose fp16 products cannot overflow.
+bool fp16_takes(const Params &p, const Tensors &t) {
+    const Shape &s = p.shape;
+    const bool plain_types = p.q_type != DType::BF16 && p.k_type != DType::BF16 &&
+                             p.v_type != DType::BF16 && p.k_type != DType::I8 &&
+                             p.v_type != DType::I8;
+    if (!p.fp16 || !plain_types || p.invariant || p.varlen || p.page_size || p.softcap > 0.0f ||
+        p.plus_one || t.bias || t.alibi || t.sinks || t.key_valid || t.allowed || t.query_valid ||
+        t.key_mass || t.cu_q || t.cu_k || t.block_table)
+        return false;
+    if (active_isa() != Isa::Avx512 || !fp16_cpu()) return false;
+    if (s.seq_q * (s.heads_q / s.heads_kv) < 16 || s.head_dim > 1024 || s.head_dim_v > 1024)
+        return false;
+    return fp16_in_range(p, t);
+}
+
 void forward(const Params &p, const Tensors &t0) {
+    if (fp16_takes(p, t0)) {
+        const Plan pl = make_plan(p, t0, false); // its serial decision (work, not threads)
+        const size_t rb = fp16_block_rows(), blocks = ceil_div(p.shape.seq_q, rb);
+        const size_t bytes = fp16_scratch_bytes(p), heads = p.shape.heads_q;
+        const size_t kvs = p.shape.batch * p.shape.heads_kv;
+        // K (transposed into key tiles) and fp32 V are rounded to fp16 once per call: each row
+        // serves every query head of its group and every query block; fp16 V is read in place
+        uint16_t *k16 = nullptr, *v16 = nullptr;
+        t_k16.resize(kvs * fp16_k_elems(p));
+        k16 = t_k16.data();
+        if (p.v_type == DType::F32) {
+            t_v16.resize(kvs * p.shape.seq_k * p.shape.head_dim_v);
+            v16 = t_v16.data();
+        }
+        run_items(pl, kvs, [&](size_t it) {
+            const size_t b = it / p.shape.heads_kv, kvh = it % p.shape.heads_kv;
+            fp16_convert_rows(p, t0, false, b, kvh, k16 + it * fp16_k_elems(p));
+            if (v16)
+                fp16_convert_rows(p, t0, true, b, kvh,
+                                  v16 + it * p.shape.seq_k * p.shape.head_dim_v);
+        });
+        run_items(pl, p.shape.batch * heads * blocks, [&](size_t it) {
+            const size_t blk = it % blocks, h = it / blocks % heads, b = it / blocks / heads;
+            fp16_item(p, t0, b, h, blk * rb, k16, v16, t_scratch.get(bytes));
+        });
+        return;
+    }
     Tensors t = t0;
     if (build_qmap(p, t, t_qmap)) t.qmap = t_qmap.data();
     if (t.key_mass && !t.lse) { // the mass pass needs every row's lse

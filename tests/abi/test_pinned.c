@@ -77,7 +77,11 @@ int main(void) {
         CHECK(attn_desc_set_int(desc, (attn_param)13, 1) == ATTN_OK); /* BATCH_INVARIANT */
         CHECK(attn_desc_get_int(desc, (attn_param)13, &iv) == ATTN_OK && iv == 1);
         CHECK(attn_desc_set_int(desc, (attn_param)13, 0) == ATTN_OK);
-        CHECK(attn_desc_set_int(desc, (attn_param)14, 0) == ATTN_ERR_INVALID_ARGUMENT);
+        CHECK(attn_desc_set_int(desc, (attn_param)14, 1) == ATTN_OK); /* COMPUTE = FP16 */
+        CHECK(attn_desc_get_int(desc, (attn_param)14, &iv) == ATTN_OK && iv == 1);
+        CHECK(attn_desc_set_int(desc, (attn_param)14, 2) == ATTN_ERR_INVALID_ARGUMENT);
+        CHECK(attn_desc_set_int(desc, (attn_param)14, 0) == ATTN_OK);
+        CHECK(attn_desc_set_int(desc, (attn_param)15, 0) == ATTN_ERR_INVALID_ARGUMENT);
         CHECK(attn_desc_set_int(desc, (attn_param)2, 0) == ATTN_OK);
         CHECK(attn_desc_set_int(desc, (attn_param)2, -1) == ATTN_OK);
         CHECK(attn_desc_set_float(desc, (attn_param)4, 0.0) == ATTN_OK);
