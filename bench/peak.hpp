@@ -17,9 +17,11 @@ namespace attn_bench {
 constexpr double kFlopsPerIterAvx512 = 16.0 * 16.0 * 2.0;
 constexpr double kFlopsPerIterAvx2 = 12.0 * 8.0 * 2.0;
 constexpr double kFlopsPerIterSse2 = 12.0 * 4.0 * 2.0;
+constexpr double kFlopsPerIterAvx512Fp16 = 16.0 * 32.0 * 2.0; // peak_avx512fp16.cpp
 
 float peak_loop_avx512(long iters);
 float peak_loop_avx2(long iters);
 float peak_loop_sse2(long iters);
+float peak_loop_avx512fp16(long iters); // only where the compiler has -mavx512fp16
 
 } // namespace attn_bench

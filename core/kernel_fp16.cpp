@@ -91,6 +91,27 @@ __m512 exp16(__m512 x) {
     return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GT_OQ), e);
 }
 
+// 2^t of 32 values t <= 0 (two halves of fp32) in fp16: t = n + f, f in [-1/2, 1/2], 2^f by a
+// degree-4 polynomial (about 2^-13 relative in exact arithmetic; fp16 rounds to 2^-11), times 2^n
+// by vscalefph. t below -25 (or -inf: hidden keys) gives exactly +0.
+__m512h exp2_ph(__m512 t0, __m512 t1) {
+    const __m512 lo = _mm512_set1_ps(-25.0f);
+    const __mmask32 keep = static_cast<__mmask32>(_mm512_cmp_ps_mask(t0, lo, _CMP_GT_OQ)) |
+                           (static_cast<__mmask32>(_mm512_cmp_ps_mask(t1, lo, _CMP_GT_OQ)) << 16);
+    const __m256i h0 = _mm512_cvtps_ph(_mm512_max_ps(t0, lo), _MM_FROUND_TO_NEAREST_INT);
+    const __m256i h1 = _mm512_cvtps_ph(_mm512_max_ps(t1, lo), _MM_FROUND_TO_NEAREST_INT);
+    const __m512h t = _mm512_castsi512_ph(_mm512_inserti64x4(_mm512_castsi256_si512(h0), h1, 1));
+    const __m512h n = _mm512_roundscale_ph(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512h f = _mm512_sub_ph(t, n);
+    __m512h y = _mm512_set1_ph(static_cast<_Float16>(0.0096181291f));
+    y = _mm512_fmadd_ph(y, f, _mm512_set1_ph(static_cast<_Float16>(0.0555041087f)));
+    y = _mm512_fmadd_ph(y, f, _mm512_set1_ph(static_cast<_Float16>(0.2402265070f)));
+    y = _mm512_fmadd_ph(y, f, _mm512_set1_ph(static_cast<_Float16>(0.6931471806f)));
+    y = _mm512_fmadd_ph(y, f, _mm512_set1_ph(static_cast<_Float16>(1.0f)));
+    return _mm512_castsi512_ph(
+        _mm512_maskz_mov_epi16(keep, _mm512_castph_si512(_mm512_scalef_ph(y, n))));
+}
+
 float value_f32(const void *base, DType type, size_t idx) {
     if (type == DType::F16) {
         uint16_t h;
@@ -133,12 +154,26 @@ inline void qk_block(const Scratch &s, size_t d, size_t x0, size_t v) {
         for (size_t dd = d0; dd < d1; ++dd, kr += kBK, qr += kQ) {
             const __m512h q = _mm512_loadu_ph(qr);
 #define ATTN_QK(n) a##n = _mm512_fmadd_ph(q, _mm512_set1_ph(kr[n]), a##n)
-            ATTN_QK(0); ATTN_QK(1); ATTN_QK(2); ATTN_QK(3); ATTN_QK(4); ATTN_QK(5); ATTN_QK(6);
-            ATTN_QK(7); ATTN_QK(8); ATTN_QK(9); ATTN_QK(10); ATTN_QK(11); ATTN_QK(12);
-            ATTN_QK(13); ATTN_QK(14); ATTN_QK(15);
+            ATTN_QK(0);
+            ATTN_QK(1);
+            ATTN_QK(2);
+            ATTN_QK(3);
+            ATTN_QK(4);
+            ATTN_QK(5);
+            ATTN_QK(6);
+            ATTN_QK(7);
+            ATTN_QK(8);
+            ATTN_QK(9);
+            ATTN_QK(10);
+            ATTN_QK(11);
+            ATTN_QK(12);
+            ATTN_QK(13);
+            ATTN_QK(14);
+            ATTN_QK(15);
 #undef ATTN_QK
         }
-        const __m512h acc[kKT] = {a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15};
+        const __m512h acc[kKT] = {a0, a1, a2,  a3,  a4,  a5,  a6,  a7,
+                                  a8, a9, a10, a11, a12, a13, a14, a15};
 #pragma GCC unroll 16
         for (size_t u = 0; u < kKT; ++u) {
             float *dst = s.st + (x0 + u) * kQ + 32 * v;
@@ -168,12 +203,26 @@ inline void pv_block(const Scratch &s, size_t nk, size_t c0, size_t v, const __m
         for (size_t x = 0; x < nk; ++x, vr += s.vr, pr += kQ) {
             const __m512h pv = _mm512_loadu_ph(pr);
 #define ATTN_PV(n) a##n = _mm512_fmadd_ph(pv, _mm512_set1_ph(vr[n]), a##n)
-            ATTN_PV(0); ATTN_PV(1); ATTN_PV(2); ATTN_PV(3); ATTN_PV(4); ATTN_PV(5); ATTN_PV(6);
-            ATTN_PV(7); ATTN_PV(8); ATTN_PV(9); ATTN_PV(10); ATTN_PV(11); ATTN_PV(12);
-            ATTN_PV(13); ATTN_PV(14); ATTN_PV(15);
+            ATTN_PV(0);
+            ATTN_PV(1);
+            ATTN_PV(2);
+            ATTN_PV(3);
+            ATTN_PV(4);
+            ATTN_PV(5);
+            ATTN_PV(6);
+            ATTN_PV(7);
+            ATTN_PV(8);
+            ATTN_PV(9);
+            ATTN_PV(10);
+            ATTN_PV(11);
+            ATTN_PV(12);
+            ATTN_PV(13);
+            ATTN_PV(14);
+            ATTN_PV(15);
 #undef ATTN_PV
         }
-        const __m512h all[16] = {a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15};
+        const __m512h all[16] = {a0, a1, a2,  a3,  a4,  a5,  a6,  a7,
+                                 a8, a9, a10, a11, a12, a13, a14, a15};
         for (size_t c = 0; c < C; ++c) acc[c] = all[c];
     } else {
         for (size_t c = 0; c < C; ++c) acc[c] = _mm512_setzero_ph();
@@ -326,14 +375,18 @@ void fp16_item(const Params &p, const Tensors &t, size_t b, size_t h, size_t q0,
     }
     // Q (scale folded in) transposed to fp16; lanes past the block are 0
     for (size_t l = 0; l < kQ; ++l) {
-        const size_t base = l < rows ? q_index(p, t, b, h, q0 + l) : 0;
-        for (size_t dd = 0; dd < d; ++dd) {
-            const float x = l < rows
-                                ? (p.q_type == DType::F16 ? value_f32(t.q16, DType::F16, base + dd)
-                                                          : t.q[base + dd])
-                                : 0.0f;
-            s.qt[dd * kQ + l] = static_cast<_Float16>(x * p.scale);
+        if (l >= rows) {
+            for (size_t dd = 0; dd < d; ++dd) s.qt[dd * kQ + l] = static_cast<_Float16>(0.0f);
+            continue;
         }
+        const size_t base = q_index(p, t, b, h, q0 + l);
+        if (p.q_type == DType::F16)
+            for (size_t dd = 0; dd < d; ++dd)
+                s.qt[dd * kQ + l] =
+                    static_cast<_Float16>(value_f32(t.q16, DType::F16, base + dd) * p.scale);
+        else
+            for (size_t dd = 0; dd < d; ++dd)
+                s.qt[dd * kQ + l] = static_cast<_Float16>(t.q[base + dd] * p.scale);
     }
     for (size_t x = 0; x < dv * kQ; ++x) s.ot[x] = 0.0f;
     __m512 m[4], lsum[4];
@@ -381,7 +434,9 @@ void fp16_item(const Params &p, const Tensors &t, size_t b, size_t h, size_t q0,
                 }
             }
         }
-        // online softmax (fp32)
+        // online softmax: max, rescale and sum in fp32; the probabilities exp(s - m) themselves
+        // are evaluated in fp16 (32 lanes a step), the precision P.V takes them in anyway, and
+        // the sum adds exactly those fp16 values
         __m512 alpha[4], msafe[4];
         for (size_t v = 0; v < 4; ++v) {
             __m512 mt = m[v];
@@ -391,15 +446,25 @@ void fp16_item(const Params &p, const Tensors &t, size_t b, size_t h, size_t q0,
             msafe[v] = _mm512_mask_mov_ps(mt, ninf, _mm512_setzero_ps());
             alpha[v] = exp16(_mm512_sub_ps(m[v], msafe[v]));
             m[v] = mt;
-            __m512 ls = _mm512_setzero_ps();
+        }
+        const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
+        for (size_t v = 0; v < 2; ++v) {
+            const __m512 m0 = _mm512_mul_ps(msafe[2 * v], log2e);
+            const __m512 m1 = _mm512_mul_ps(msafe[2 * v + 1], log2e);
+            __m512 l0 = _mm512_setzero_ps(), l1 = l0;
             for (size_t x = 0; x < nk; ++x) {
-                const __m512 e =
-                    exp16(_mm512_sub_ps(_mm512_loadu_ps(s.st + x * kQ + 16 * v), msafe[v]));
-                ls = _mm512_add_ps(ls, e);
-                _mm256_storeu_si256(reinterpret_cast<__m256i *>(s.pt + x * kQ + 16 * v),
-                                    _mm512_cvtps_ph(e, _MM_FROUND_TO_NEAREST_INT));
+                const float *sp = s.st + x * kQ + 32 * v;
+                // t = (s - m) log2(e) <= 0, in fp16
+                const __m512 t0 = _mm512_fmsub_ps(_mm512_loadu_ps(sp), log2e, m0);
+                const __m512 t1 = _mm512_fmsub_ps(_mm512_loadu_ps(sp + 16), log2e, m1);
+                const __m512h e = exp2_ph(t0, t1);
+                _mm512_storeu_ph(s.pt + x * kQ + 32 * v, e);
+                const __m512i bits = _mm512_castph_si512(e);
+                l0 = _mm512_add_ps(l0, _mm512_cvtph_ps(_mm512_castsi512_si256(bits)));
+                l1 = _mm512_add_ps(l1, _mm512_cvtph_ps(_mm512_extracti64x4_epi64(bits, 1)));
             }
-            lsum[v] = _mm512_fmadd_ps(lsum[v], alpha[v], ls);
+            lsum[2 * v] = _mm512_fmadd_ps(lsum[2 * v], alpha[2 * v], l0);
+            lsum[2 * v + 1] = _mm512_fmadd_ps(lsum[2 * v + 1], alpha[2 * v + 1], l1);
         }
         for (size_t v = 0; v < 2; ++v) {
             size_t c0 = 0;
@@ -414,11 +479,22 @@ void fp16_item(const Params &p, const Tensors &t, size_t b, size_t h, size_t q0,
         _mm512_storeu_ps(ml + 16 * v, m[v]);
         _mm512_storeu_ps(ll + 16 * v, lsum[v]);
     }
+    float inv[kQ];
+    for (size_t l = 0; l < kQ; ++l) {
+        const bool vis = ml[l] != -INFINITY && ll[l] > 0.0f;
+        inv[l] = vis ? 1.0f / ll[l] : 0.0f; // a multiply per value, not a division
+    }
+    for (size_t dd = 0; dd < dv; ++dd) // normalise in place, a vector of lanes at a time
+        for (size_t v = 0; v < 4; ++v) {
+            float *op = s.ot + dd * kQ + 16 * v;
+            _mm512_storeu_ps(op, _mm512_mul_ps(_mm512_loadu_ps(op), _mm512_loadu_ps(inv + 16 * v)));
+        }
     for (size_t l = 0; l < rows; ++l) {
         float *o = t.out + out_index(p, t, b, h, q0 + l);
-        const bool vis = ml[l] != -INFINITY && ll[l] > 0.0f;
-        for (size_t dd = 0; dd < dv; ++dd) o[dd] = vis ? s.ot[dd * kQ + l] / ll[l] : 0.0f;
-        if (t.lse) t.lse[lse_index(p, t, b, h, q0 + l)] = vis ? ml[l] + std::log(ll[l]) : -INFINITY;
+        for (size_t dd = 0; dd < dv; ++dd) o[dd] = s.ot[dd * kQ + l];
+        if (t.lse)
+            t.lse[lse_index(p, t, b, h, q0 + l)] =
+                inv[l] != 0.0f ? ml[l] + std::log(ll[l]) : -INFINITY;
     }
 }
 
