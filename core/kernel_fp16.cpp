@@ -374,19 +374,34 @@ void fp16_item(const Params &p, const Tensors &t, size_t b, size_t h, size_t q0,
         if (hi[l] < himin) himin = hi[l];
     }
     // Q (scale folded in) transposed to fp16; lanes past the block are 0
-    for (size_t l = 0; l < kQ; ++l) {
-        if (l >= rows) {
-            for (size_t dd = 0; dd < d; ++dd) s.qt[dd * kQ + l] = static_cast<_Float16>(0.0f);
-            continue;
+    {
+        // each row: scale * q to fp16 with vector conversions (into pt, free until the first
+        // tile), then its values transposed into qt
+        _Float16 *row = s.pt;
+        const __m512 sc = _mm512_set1_ps(p.scale);
+        for (size_t l = 0; l < kQ; ++l) {
+            if (l >= rows) {
+                for (size_t dd = 0; dd < d; ++dd) s.qt[dd * kQ + l] = static_cast<_Float16>(0.0f);
+                continue;
+            }
+            const size_t base = q_index(p, t, b, h, q0 + l);
+            size_t dd = 0;
+            for (; dd + 16 <= d; dd += 16) {
+                const __m512 x = p.q_type == DType::F16
+                                     ? _mm512_cvtph_ps(_mm256_loadu_si256(
+                                           reinterpret_cast<const __m256i *>(t.q16 + base + dd)))
+                                     : _mm512_loadu_ps(t.q + base + dd);
+                _mm256_storeu_si256(
+                    reinterpret_cast<__m256i *>(row + dd),
+                    _mm512_cvtps_ph(_mm512_mul_ps(x, sc), _MM_FROUND_TO_NEAREST_INT));
+            }
+            for (; dd < d; ++dd)
+                row[dd] = static_cast<_Float16>((p.q_type == DType::F16
+                                                     ? value_f32(t.q16, DType::F16, base + dd)
+                                                     : t.q[base + dd]) *
+                                                p.scale);
+            for (dd = 0; dd < d; ++dd) s.qt[dd * kQ + l] = row[dd];
         }
-        const size_t base = q_index(p, t, b, h, q0 + l);
-        if (p.q_type == DType::F16)
-            for (size_t dd = 0; dd < d; ++dd)
-                s.qt[dd * kQ + l] =
-                    static_cast<_Float16>(value_f32(t.q16, DType::F16, base + dd) * p.scale);
-        else
-            for (size_t dd = 0; dd < d; ++dd)
-                s.qt[dd * kQ + l] = static_cast<_Float16>(t.q[base + dd] * p.scale);
     }
     for (size_t x = 0; x < dv * kQ; ++x) s.ot[x] = 0.0f;
     __m512 m[4], lsum[4];
