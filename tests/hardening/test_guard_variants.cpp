@@ -5,7 +5,8 @@
 // START right after one; inputs are read-only, outputs surrounded by canaries. Any access one
 // element outside attn_desc_required_len faults and the handler names the buffer. Results are
 // checked against the float64 pipeline (tests/core/reference.hpp), on every ISA. The fp32 cases
-// also run ATTN_OP_BACKWARD with dout, dq, dk, dv (dbias, dsinks) placed the same way.
+// also run ATTN_OP_BACKWARD with dout, dq, dk, dv (dbias, dsinks) placed the same way; a last pass
+// runs prefill shapes with ATTN_COMPUTE_FP16 at the CPU's own level (the fp16 fast path).
 #include <signal.h>
 
 #include "hardening.hpp"
@@ -25,6 +26,7 @@ struct Shape {
     bool bias = false, slopes = false, sinks = false, key_valid = false, allowed = false,
          query_valid = false, lens = false, mass = false;
     int store[3] = {0, 0, 0}; // q, k, v: 0 f32, 1 f16, 2 bf16, 3 int8 (k and v only)
+    bool fp16 = false;        // ATTN_PARAM_COMPUTE = ATTN_COMPUTE_FP16
 };
 
 // The widened value of a 16-bit element (the library's own conversion is checked against the
@@ -42,12 +44,12 @@ void run_case(const Shape &s, Place place, hard::Rng &rng) {
     const ref::VProblem &p = s.p;
     std::snprintf(g_case, hard::kGuardCaseLen,
                   "b %zu hq %zu hkv %zu sq %zu sk %zu d %zu dv %zu causal %d window %lld,%lld "
-                  "softcap %g alibi %d sinks %d qv %d lens %d mass %d store %d%d%d isa %s "
+                  "softcap %g alibi %d sinks %d qv %d lens %d mass %d store %d%d%d fp16 %d isa %s "
                   "place %s",
                   p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k, p.head_dim, p.head_dim_v,
                   p.causal, p.window_left, p.window_right, static_cast<double>(p.softcap), p.alibi,
                   s.sinks, s.query_valid, s.lens, s.mass, s.store[0], s.store[1], s.store[2],
-                  attn_isa(), place == Place::EndAtGuard ? "end" : "start");
+                  s.fp16, attn_isa(), place == Place::EndAtGuard ? "end" : "start");
     attn_desc *d = nullptr;
     HARD_CHECK(attn_desc_create(&d, p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k, p.head_dim) ==
                    ATTN_OK,
@@ -58,6 +60,7 @@ void run_case(const Shape &s, Place place, hard::Rng &rng) {
     attn_desc_set_float(d, ATTN_PARAM_SOFTCAP, p.softcap);
     attn_desc_set_int(d, ATTN_PARAM_ALIBI, p.alibi);
     attn_desc_set_int(d, ATTN_PARAM_HEAD_DIM_V, static_cast<int64_t>(p.head_dim_v));
+    if (s.fp16) attn_desc_set_int(d, ATTN_PARAM_COMPUTE, ATTN_COMPUTE_FP16);
     if (p.custom_strides[4])
         attn_desc_set_strides(d, ATTN_BIAS, p.strides[4][0], p.strides[4][1], p.strides[4][2]);
     auto len = [&](attn_operand w) { return attn_desc_required_len(d, w); };
@@ -246,10 +249,12 @@ void run_case(const Shape &s, Place place, hard::Rng &rng) {
     in.seq_lens_k = s.lens ? lens.as<int32_t>() : nullptr;
     const ref::VResult e = ref::compute_v(p, in);
     double worst = 0;
+    // the fp16 fast path's outputs: within its 1e-2 max|v| (|v| <= 1 here), see capi/attn.h
+    const double out_scale = s.fp16 ? 1e-5 / 1e-2 : 1.0;
     for (size_t x = 0; x < e.out.size(); ++x)
-        worst = std::max(worst, ref::rel_err(out.as<float>()[x], e.out[x]));
+        worst = std::max(worst, out_scale * ref::rel_err(out.as<float>()[x], e.out[x]));
     for (size_t x = 0; x < e.lse.size(); ++x)
-        worst = std::max(worst, ref::rel_err(lse.as<float>()[x], e.lse[x]));
+        worst = std::max(worst, out_scale * ref::rel_err(lse.as<float>()[x], e.lse[x]));
     for (size_t x = 0; x < e.w.size(); ++x)
         worst = std::max(worst, ref::rel_err(w.as<float>()[x], e.w[x]));
     if (s.mass)
@@ -299,6 +304,34 @@ void all_cases(const char *, void *) {
     }
 }
 
+// Prefill-shaped cases with ATTN_COMPUTE_FP16 at the CPU's own level (the fast path where it
+// applies: avx512fp16; elsewhere these run exact), some with variants it does not take.
+void fp16_cases(const char *, void *) {
+    hard::Rng rng(91);
+    for (int n = 0; n < 40; ++n) {
+        Shape s;
+        ref::VProblem &p = s.p;
+        s.fp16 = true;
+        p.batch = rng.range(1, 2);
+        p.heads_kv = rng.range(1, 2);
+        p.heads_q = p.heads_kv * rng.range(1, 3);
+        p.seq_q = rng.range(16, 140);
+        p.seq_k = rng.range(1, 140);
+        p.head_dim = rng.range(1, 80);
+        p.head_dim_v = rng.chance(0.5) ? p.head_dim : rng.range(1, 80);
+        p.causal = static_cast<int>(rng.range(0, 2));
+        if (rng.chance(0.3)) p.window_left = static_cast<long long>(rng.range(0, 30));
+        if (rng.chance(0.3)) p.window_right = static_cast<long long>(rng.range(0, 30));
+        if (n % 4 == 3) p.softcap = rng.value(0.5f, 4.0f); // runs exact
+        p.set_default_strides();
+        s.lens = rng.chance(0.4);
+        s.store[0] = rng.chance(0.5) ? 1 : 0;
+        s.store[1] = rng.chance(0.5) ? 1 : 0;
+        s.store[2] = rng.chance(0.5) ? 1 : 0;
+        for (Place place : {Place::EndAtGuard, Place::StartAfterGuard}) run_case(s, place, rng);
+    }
+}
+
 } // namespace
 
 int main() {
@@ -306,6 +339,8 @@ int main() {
     for (size_t threads : {1u, 2u}) {
         attn_set_num_threads(threads);
         hard::for_each_isa("guard_variants", all_cases, nullptr);
+        attn_set_isa(nullptr); // the CPU's best level, where FP16 requests take the fast path
+        fp16_cases(attn_isa(), nullptr);
     }
     std::printf("guard_variants: %zu cases, %zu calls, %d failure(s)\n", g_cases, g_calls,
                 hard::failures());
