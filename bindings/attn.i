@@ -62,6 +62,9 @@
 %rename("%s") ATTN_WEIGHTS_MASKED;
 %rename("%s") ATTN_WEIGHTS_CAPPED;
 %rename("%s") ATTN_WEIGHTS_SOFTCAPPED;
+%rename("%s") attn_compute;
+%rename("%s") ATTN_COMPUTE_EXACT;
+%rename("%s") ATTN_COMPUTE_FP16;
 %rename("%s") attn_op;
 %rename("%s") ATTN_OP_FORWARD;
 %rename("%s") ATTN_OP_WEIGHTS;

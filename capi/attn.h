@@ -319,20 +319,21 @@ typedef enum attn_param {
  *  EXACT: everything in fp32 (16-bit and int8 operands widened on load); about 1e-6 relative to
  *  a float64 reference over the same (dequantized) values.
  *
- *  FP16: the fast path on CPUs with AVX512-FP16 (attn_isa() "avx512", cpuid AVX512_FP16):
- *  scale * Q, K, V and the probabilities are rounded to fp16; Q.K^T and P.V run as fp16
- *  multiply-adds whose partial sums are widened to fp32 every 32 head_dim steps (Q.K^T) and
- *  every 64 keys (P.V); the softmax state (max, sum, rescaling) and the output accumulator are
- *  fp32. Error: each score within ds = 2^-11 * 34 * scale * |q| |k| of the exact one, each
- *  output within 2^-11 * 68 * max|v| + 2 (e^(2 ds) - 1) max|v| (a worst case no ordering of
- *  inputs is known to reach), and within 1e-2 max|v| on every input tested: random, and
- *  adversarial ones (head_dim 256, logits up to ~60, 4096 keys; measured at most 6e-3 max|v|,
- *  tests/core/test_compute.cpp). EXACT is the mode for gradients and reference results.
- *  Applies to prefill-like calls (at least 16 query rows per KV head) with fp32 or fp16 Q, K, V
- *  in dense or strided layouts, any causal rule, windows, GQA and ATTN_SEQ_LENS_K; every other
- *  call (other variants, masks, varlen, pages, int8 / bf16, decode, batch invariance, values
- *  whose fp16 products could overflow: |scale q| |k| * 32 or |v| * 64 >= 2^15) and every CPU
- *  without AVX512-FP16 runs exactly as EXACT. The choice never depends on the thread count. */
+ *  FP16: the fast path on CPUs with AVX512-FP16 (attn_isa() "avx512fp16"):
+ *  scale * Q, K and V are rounded to fp16; Q.K^T and P.V run as fp16 multiply-adds whose
+ *  partial sums are widened to fp32 every 32 head_dim steps (Q.K^T) and every 64 keys (P.V);
+ *  the probabilities exp(s - max) are evaluated in fp16 (about 2^-11 relative), the softmax
+ *  state (max, sum of those fp16 probabilities, rescaling) and the output accumulator are fp32.
+ * Error: each score within ds = 2^-11 * 34 * scale * |q| |k| of the exact one, each output within
+ * 2^-11 * 68 * max|v| + 2 (e^(2 ds) - 1) max|v| (a worst case no ordering of inputs is known to
+ * reach), and within 1e-2 max|v| on every input tested: random, and adversarial ones (head_dim 256,
+ * logits up to ~60, 4096 keys; measured at most 6e-3 max|v|, tests/core/test_compute.cpp). EXACT is
+ * the mode for gradients and reference results. Applies to prefill-like calls (at least 16 query
+ * rows per KV head) with fp32 or fp16 Q, K, V in dense or strided layouts, any causal rule,
+ * windows, GQA and ATTN_SEQ_LENS_K; every other call (other variants, masks, varlen, pages, int8 /
+ * bf16, decode, batch invariance, values whose fp16 products could overflow: |scale q| |k| * 32 or
+ * |v| * 64 >= 2^15) and every CPU without AVX512-FP16 runs exactly as EXACT. The choice never
+ * depends on the thread count. */
 typedef enum attn_compute { ATTN_COMPUTE_EXACT = 0, ATTN_COMPUTE_FP16 = 1 } attn_compute;
 
 /** ATTN_PARAM_ALIBI values. */
@@ -591,12 +592,15 @@ ATTN_API attn_status attn_set_num_threads(size_t n);
 /** The number of threads attention calls use now. since 0.1 */
 ATTN_API size_t attn_get_num_threads(void);
 
-/** Name of the kernel in use: "scalar", "sse2", "avx2" or "avx512". It is the best the CPU
- *  supports, capped by the ATTN_ISA environment variable or attn_set_isa. since 0.1 */
+/** Name of the kernel in use: "scalar", "sse2", "avx2", "avx512" or "avx512fp16" (the avx512
+ *  kernels plus the fp16 fast path of ATTN_PARAM_COMPUTE, on CPUs with AVX512-FP16; since 0.2).
+ *  It is the best the CPU supports, capped by the ATTN_ISA environment variable or
+ *  attn_set_isa. since 0.1 */
 ATTN_API const char *attn_isa(void);
 
-/** Cap the kernel (process-wide) at `name` ("scalar", "sse2", "avx2", "avx512"), or restore the
- *  default with NULL or "". Affects calls that start afterwards.
+/** Cap the kernel (process-wide) at `name` ("scalar", "sse2", "avx2", "avx512", "avx512fp16";
+ *  "avx512" keeps FP16 requests exact), or restore the default with NULL or "". Affects calls
+ *  that start afterwards.
  *  ATTN_OK; ATTN_ERR_INVALID_ARGUMENT (unknown name); ATTN_ERR_UNSUPPORTED (this CPU or build
  *  lacks it). since 0.1 */
 ATTN_API attn_status attn_set_isa(const char *name);

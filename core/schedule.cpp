@@ -22,14 +22,14 @@ namespace attn {
 namespace core {
 namespace {
 
-const char *const kIsaNames[kIsaCount] = {"scalar", "sse2", "avx2", "avx512"};
+const char *const kIsaNames[kIsaCount] = {"scalar", "sse2", "avx2", "avx512", "avx512fp16"};
 
 Isa detect_best() {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd"))
-        return Isa::Avx512;
+        return fp16_cpu() ? Isa::Avx512Fp16 : Isa::Avx512;
     // the avx2 kernels also widen fp16 with F16C (every AVX2 CPU has it; clang 14's
     // __builtin_cpu_supports does not know the name, so cpuid leaf 1, ecx bit 29)
     unsigned a = 0, b = 0, c = 0, d = 0;
@@ -66,6 +66,7 @@ std::atomic<int> g_cap{-1}; // -1: use ATTN_ISA / best
 
 const KernelInfo &kernel_for(Isa isa) {
     switch (isa) {
+    case Isa::Avx512Fp16: // the same kernels; the fp16 path is chosen per call (fp16_takes)
     case Isa::Avx512:
         return kernel_avx512();
     case Isa::Avx2:
@@ -370,7 +371,7 @@ bool fp16_takes(const Params &p, const Tensors &t) {
         p.plus_one || t.bias || t.alibi || t.sinks || t.key_valid || t.allowed || t.query_valid ||
         t.key_mass || t.cu_q || t.cu_k || t.block_table)
         return false;
-    if (active_isa() != Isa::Avx512 || !fp16_cpu()) return false;
+    if (active_isa() != Isa::Avx512Fp16) return false; // the CPU's level, not capped below it
     if (s.seq_q * (s.heads_q / s.heads_kv) < 16 || s.head_dim > 1024 || s.head_dim_v > 1024)
         return false;
     return fp16_in_range(p, t);

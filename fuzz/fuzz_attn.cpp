@@ -553,7 +553,7 @@ void run_misc(Source &in) {
     char name[9];
     for (char &ch : name) ch = static_cast<char>(in.u8() % 96 + 32);
     name[8] = '\0';
-    static const char *const known[] = {"scalar", "sse2", "avx2", "avx512"};
+    static const char *const known[] = {"scalar", "sse2", "avx2", "avx512", "avx512fp16"};
     bool is_known = false;
     for (const char *k : known) is_known |= std::strcmp(k, name) == 0;
     if (!is_known)

@@ -87,14 +87,14 @@ namespace LibAttn
             return AttnNative.attn_status_string(status);
         }
 
-        /// <summary>Name of the kernel in use: "scalar", "sse2", "avx2" or "avx512".</summary>
+        /// <summary>Name of the kernel in use: "scalar", "sse2", "avx2", "avx512" or "avx512fp16".</summary>
         public static string Isa
         {
             get { return AttnNative.attn_isa(); }
         }
 
         /// <summary>Cap the kernel (process-wide) at <paramref name="name"/> ("scalar", "sse2",
-        /// "avx2", "avx512"), or restore the default with null or "".</summary>
+        /// "avx2", "avx512", "avx512fp16"), or restore the default with null or "".</summary>
         /// <exception cref="ArgumentException">unknown name, with the library's wording; a name
         /// with an embedded NUL or a non-ASCII character is refused the same way before it
         /// reaches C (where "avx2\0junk" would read as "avx2").</exception>
@@ -107,7 +107,7 @@ namespace LibAttn
                     if (c == '\0' || c > 127)
                         throw new ArgumentException(
                             "attn_set_isa: name \"" + Printable(name)
-                                + "\" is not one of scalar, sse2, avx2, avx512",
+                                + "\" is not one of scalar, sse2, avx2, avx512, avx512fp16",
                             "name");
             Errors.Check(AttnNative.attn_set_isa(name));
         }

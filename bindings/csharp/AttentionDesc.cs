@@ -1,6 +1,7 @@
 // libattn C# binding: the descriptor API (batches, heads, GQA, causal modes, strides, masks, and
 // the 0.2 parameters: window, softcap, ALiBi, "+1" softmax, head_dim_v, weights mode, bias order,
-// and the serving layouts: varlen packs, paged K/V caches, KvAppend, Merge, batch invariance).
+// and the serving layouts: varlen packs, paged K/V caches, KvAppend, Merge, batch invariance;
+// the forward's arithmetic, Compute).
 using System;
 using System.Buffers;
 using System.Collections.Generic;
@@ -114,6 +115,9 @@ namespace LibAttn
         /// <summary>True when the results are batch invariant
         /// (<see cref="Param.BatchInvariant"/>).</summary>
         public bool BatchInvariant { get; }
+        /// <summary>The arithmetic of <see cref="Op.Forward"/>
+        /// (<see cref="Param.Compute"/>).</summary>
+        public Compute Compute { get; }
 
         AttentionDesc(AttnDescHandle handle, Builder b)
         {
@@ -147,6 +151,7 @@ namespace LibAttn
             PageSize = ReadInt(desc, Param.PageSize);
             MaxPages = ReadInt(desc, Param.MaxPages);
             BatchInvariant = ReadInt(desc, Param.BatchInvariant) != 0;
+            Compute = (Compute)ReadInt(desc, Param.Compute);
             foreach (int w in PackOperands)
             {
                 bool isQ = w == (int)Operand.Q || w == (int)Operand.Out;
@@ -808,6 +813,17 @@ namespace LibAttn
                 return Store(LibAttn.Param.BatchInvariant, on ? 1 : 0);
             }
 
+            /// <summary>The arithmetic of <see cref="Op.Forward"/> (default
+            /// <see cref="LibAttn.Compute.Exact"/>): <see cref="LibAttn.Compute.Fp16"/> is the
+            /// fast path on CPUs with AVX512-FP16, outputs within about 1e-2 max|v| of Exact;
+            /// calls it does not apply to (see <see cref="LibAttn.Compute.Fp16"/>) and other CPUs
+            /// run exactly as Exact.</summary>
+            /// <exception cref="ArgumentOutOfRangeException">not a Compute value.</exception>
+            public Builder Compute(Compute mode)
+            {
+                return SetEnum(LibAttn.Param.Compute, (int)mode, "mode", typeof(Compute));
+            }
+
             /// <summary>Any parameter from an integer (attn_desc_set_int; a float parameter takes
             /// the integer's value).</summary>
             /// <exception cref="ArgumentOutOfRangeException">param is not a Param value, or value
@@ -940,7 +956,7 @@ namespace LibAttn
             static readonly string[] ParamNames = {
                 "causal", "scale", "window_left", "window_right", "softcap", "alibi",
                 "softmax_plus_one", "head_dim_v", "weights_mode", "bias_first", "varlen",
-                "page_size", "max_pages", "batch_invariant" };
+                "page_size", "max_pages", "batch_invariant", "compute" };
 
             internal static string ParamName(Param param)
             {

@@ -4,9 +4,9 @@
  * adds `-dllimport libattn_csharp`). What SWIG emits is the raw layer: the internal classes
  * AttnNative (one static method per C function, names as in attn.h) and AttnNativePINVOKE, plus
  * the public enums Status, Causal and Operand. The idiomatic face (Attention, AttentionDesc,
- * AttentionArgs, AttentionException, ParamBounds and the enums Param, Alibi, WeightsMode, Op) is
- * hand-written in bindings/csharp/*.cs and is the only other public surface (ApiTests lists the
- * exported types).
+ * AttentionArgs, AttentionException, ParamBounds and the enums Param, Alibi, WeightsMode, Compute,
+ * Op) is hand-written in bindings/csharp/*.cs and is the only other public surface (ApiTests
+ * lists the exported types).
  *
  * Typemap catalogue (every typemap binds by the parameter names of attn.h):
  *   [T1] size_t                          -> ulong                (SWIG's default is 32-bit uint)
@@ -34,8 +34,9 @@
  *   [T9] int64_t -> long; the read-back pointers as `out` parameters (blittable, no copy):
  *        int64_t *value -> out long, double *value / *min / *max -> out double,
  *        int *is_float -> out int.
- *   [T10] attn_param / attn_alibi / attn_weights_mode / attn_op -> internal enums under their C
- *        names; the public Param / Alibi / WeightsMode / Op are hand-written (Enums.cs).
+ *   [T10] attn_param / attn_alibi / attn_weights_mode / attn_compute / attn_op -> internal enums
+ *        under their C names; the public Param / Alibi / WeightsMode / Compute / Op are
+ *        hand-written (Enums.cs).
  *   [T11] native loading (NativeLoader.cs). Every raw method is [MethodImpl(NoInlining)] and
  *        starts with NativeLoader.EnsureLoaded() (csout of each return type), and the face types
  *        that call raw methods (Attention, AttentionDesc, AttentionDesc.Builder, AttentionArgs)
@@ -54,10 +55,12 @@
  *        [T8] (AttentionDesc.KvAppend pins them with `fixed` / Memory.Pin around the call, with
  *        the operands of `args`), acc / part -> IntPtr ([T7]). They, the operands
  *        ATTN_CU_SEQLENS_Q .. ATTN_NEW_V and the parameters ATTN_PARAM_VARLEN ..
- *        ATTN_PARAM_BATCH_INVARIANT are re-enabled HERE with global-scope (::) renames, which beat
- *        attn.i's `%ignore ""` as [T6] does: the shared allow-list stays as it is, since Java's
- *        interface (which rejects any pointer it has no typemap for: SWIGTYPE_p_float would break
- *        its build) and Go's (which calls these two from its own C helpers) include it too.
+ *        ATTN_PARAM_BATCH_INVARIANT, then ATTN_PARAM_COMPUTE (the forward's arithmetic; its
+ *        values attn_compute are in attn.i's list, like attn_alibi's), are re-enabled HERE with
+ *        global-scope (::) renames, which beat attn.i's `%ignore ""` as [T6] does: the shared
+ *        allow-list stays as it is, since Java's interface (which rejects any pointer it has no
+ *        typemap for: SWIGTYPE_p_float would break its build) and Go's (which calls these two
+ *        from its own C helpers) include it too.
  *   [T14] the storage types and the backward (0.2): attn_args_set_f16 / _bf16 (const uint16_t
  *        *data) and attn_args_set_i8 (const int8_t *data) -> IntPtr as [T8] (AttentionArgs.BindF16 /
  *        BindBF16 / Bind(sbyte[]) keep ushort[] / sbyte[] arrays pinned around attn_run, like
@@ -215,6 +218,7 @@
 %rename("%s") ::ATTN_PARAM_PAGE_SIZE;
 %rename("%s") ::ATTN_PARAM_MAX_PAGES;
 %rename("%s") ::ATTN_PARAM_BATCH_INVARIANT;
+%rename("%s") ::ATTN_PARAM_COMPUTE;
 %rename("%s") ::attn_kv_append;
 %rename("%s") ::attn_merge;
 
@@ -228,15 +232,16 @@
 %rename("%s") ::attn_convert_bf16_to_f32;
 %rename("%s") ::attn_quantize_i8;
 
-/* ---- [T10] the 0.2 enums attn_param / attn_alibi / attn_weights_mode / attn_op stay under their
- * C names and internal: C enumerators share one scope, so their natural .NET names collide with
- * each other and with [T6] (ATTN_PARAM_CAUSAL vs attn_causal, ATTN_OP_WEIGHTS vs ATTN_WEIGHTS,
- * ATTN_ALIBI_NONE vs ATTN_CAUSAL_NONE, ...) and SWIG would silently drop the later ones
- * (warning 302). The public enums Param, Alibi, WeightsMode and Op are hand-written in
- * Enums.cs; ApiTests.PublicEnumsMirrorTheHeader checks them name for name and value for value
- * against these generated ones, so a value added to attn.h cannot be missed. ---- */
+/* ---- [T10] the 0.2 enums attn_param / attn_alibi / attn_weights_mode / attn_compute / attn_op
+ * stay under their C names and internal: C enumerators share one scope, so their natural .NET
+ * names collide with each other and with [T6] (ATTN_PARAM_CAUSAL vs attn_causal,
+ * ATTN_OP_WEIGHTS vs ATTN_WEIGHTS, ATTN_ALIBI_NONE vs ATTN_CAUSAL_NONE, ...) and SWIG would
+ * silently drop the later ones (warning 302). The public enums Param, Alibi, WeightsMode, Compute
+ * and Op are hand-written in Enums.cs; ApiTests.PublicEnumsMirrorTheHeader checks them name for
+ * name and value for value against these generated ones, so a value added to attn.h cannot be
+ * missed. ---- */
 %typemap(csclassmodifiers) enum attn_param, enum attn_alibi, enum attn_weights_mode,
-                           enum attn_op "internal enum"
+                           enum attn_compute, enum attn_op "internal enum"
 
 /* ---- [T11] load the natives before any P/Invoke (NativeLoader.cs). One csout per return type
  * the raw layer has (and the other primitives, for functions added later); the bodies are

@@ -40,6 +40,10 @@
 // their cache positions), Desc.Merge (the exact merge of results over disjoint key sets) and
 // WithBatchInvariant (a query's output bits depend only on its own sequence).
 //
+// Arithmetic: WithCompute(ComputeFP16) runs prefill-like forward calls on the AVX512-FP16 fast
+// path (outputs within about 1e-2 max|v| of ComputeExact, the default); other calls and CPUs
+// run exactly as ComputeExact.
+//
 // A *Desc may be shared by any number of goroutines; Close waits for calls in flight. A Desc or
 // Args that is never closed is freed by a finalizer (a safety net: call Close).
 package attn
@@ -346,7 +350,8 @@ type Desc struct {
 
 // Option configures a Desc in NewDesc: WithCausal, WithScale, WithStrides, WithWindow,
 // WithSoftcap, WithAlibi, WithSoftmaxPlusOne, WithHeadDimV, WithWeightsMode, WithBiasFirst,
-// WithVarlen, WithPageSize, WithMaxPages, WithBatchInvariant, WithParamInt, WithParamFloat.
+// WithVarlen, WithPageSize, WithMaxPages, WithBatchInvariant, WithCompute, WithParamInt,
+// WithParamFloat.
 // Options apply in order.
 type Option struct {
 	apply func(h capi.Struct_SS_attn_desc) error
@@ -688,16 +693,17 @@ func Version() string { return capi.Attn_version_string() }
 // VersionNumber is MAJOR*10000 + MINOR*100 + PATCH (attn_version_number).
 func VersionNumber() int { return int(capi.Attn_version_number()) }
 
-// ISA is the name of the kernel in use: "scalar", "sse2", "avx2" or "avx512" (attn_isa).
+// ISA is the name of the kernel in use: "scalar", "sse2", "avx2", "avx512" or "avx512fp16"
+// (attn_isa).
 func ISA() string { return capi.Attn_isa() }
 
-// SetISA caps the kernel at name ("scalar", "sse2", "avx2", "avx512"), or restores the default
+// SetISA caps the kernel at name ("scalar", "sse2", "avx2", "avx512", "avx512fp16"), or restores the default
 // with "" (attn_set_isa). A name with an embedded NUL or a non-ASCII byte is refused before the
 // C call (C would read "avx2\x00junk" as "avx2"), in the library's wording.
 func SetISA(name string) error {
 	for i := 0; i < len(name); i++ {
 		if name[i] == 0 || name[i] >= 0x80 {
-			return argError(StatusInvalidArgument, "name %q is not one of scalar, sse2, avx2, avx512", name)
+			return argError(StatusInvalidArgument, "name %q is not one of scalar, sse2, avx2, avx512, avx512fp16", name)
 		}
 	}
 	return check(func() capi.Enum_SS_attn_status { return capi.Attn_set_isa(name) })

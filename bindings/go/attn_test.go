@@ -166,6 +166,8 @@ func TestConstantsMatchC(t *testing.T) {
 		{int(WeightsCapped), int(capi.ATTN_WEIGHTS_CAPPED), "ATTN_WEIGHTS_CAPPED"},
 		{int(WeightsSoftcapped), int(capi.ATTN_WEIGHTS_SOFTCAPPED), "ATTN_WEIGHTS_SOFTCAPPED"},
 		{int(WeightsSoftcapped), int(weightsModeMax(t)), "ATTN_WEIGHTS_SOFTCAPPED (the last mode: max of ATTN_PARAM_WEIGHTS_MODE)"},
+		{int(ComputeExact), int(capi.ATTN_COMPUTE_EXACT), "ATTN_COMPUTE_EXACT"},
+		{int(ComputeFP16), int(capi.ATTN_COMPUTE_FP16), "ATTN_COMPUTE_FP16"},
 		{int(OpForward), int(capi.ATTN_OP_FORWARD), "ATTN_OP_FORWARD"},
 		{int(OpWeights), int(capi.ATTN_OP_WEIGHTS), "ATTN_OP_WEIGHTS"},
 		{int(OpBackward), int(capi.ATTN_OP_BACKWARD), "ATTN_OP_BACKWARD"},
@@ -192,11 +194,11 @@ func TestConstantsMatchC(t *testing.T) {
 		OperandSeqLensK.String() != "seq_lens_k" || OperandKeyMass.String() != "key_mass" || OperandBias.String() != "bias" {
 		t.Errorf("Operand.String() wrong: %v %v %v %v", OperandKeyValid, OperandOut, Operand(27), OperandSeqLensK)
 	}
-	if ParamWindowLeft.String() != "window_left" || ParamBiasFirst.String() != "bias_first" || Param(14).String() != "Param(14)" ||
+	if ParamWindowLeft.String() != "window_left" || ParamBiasFirst.String() != "bias_first" || Param(15).String() != "Param(15)" ||
 		OpWeights.String() != "weights" || Op(3).String() != "Op(3)" || AlibiStandard.String() != "standard" ||
 		WeightsCapped.String() != "capped" || Alibi(3).String() != "Alibi(3)" || WeightsMode(5).String() != "WeightsMode(5)" || WeightsSoftcapped.String() != "softcapped" {
 		t.Errorf("Param/Op/Alibi/WeightsMode.String() wrong: %v %v %v %v %v %v", ParamWindowLeft, ParamBiasFirst,
-			Param(14), OpWeights, AlibiStandard, WeightsCapped)
+			Param(15), OpWeights, AlibiStandard, WeightsCapped)
 	}
 	if VersionNumber() < 200 {
 		t.Errorf("VersionNumber() = %d: the 0.2 call needs libattn >= 0.2", VersionNumber())
@@ -205,7 +207,7 @@ func TestConstantsMatchC(t *testing.T) {
 		t.Errorf("Version() = %q does not match VersionNumber() = %d", v, VersionNumber())
 	}
 	switch ISA() {
-	case "scalar", "sse2", "avx2", "avx512":
+	case "scalar", "sse2", "avx2", "avx512", "avx512fp16":
 	default:
 		t.Errorf("ISA() = %q", ISA())
 	}
@@ -539,7 +541,7 @@ func TestSharedVectorsEveryISAAndThreadCount(t *testing.T) {
 				t.Errorf("SetISA(\"\"): %v", err)
 			}
 		}()
-		for _, isa := range []string{"scalar", "sse2", "avx2", "avx512"} {
+		for _, isa := range []string{"scalar", "sse2", "avx2", "avx512", "avx512fp16"} {
 			if err := SetISA(isa); err != nil {
 				if errors.Is(err, &Error{Status: StatusUnsupported}) {
 					continue // this CPU or build lacks it

@@ -35,13 +35,16 @@ const (
 	ParamPageSize       Param = 11 // int >= 0: tokens per page of a paged K/V cache; 0 = contiguous K/V
 	ParamMaxPages       Param = 12 // int >= 0: columns of the block table; 0 = ceil(seq_k / page_size)
 	ParamBatchInvariant Param = 13 // int 0/1: a query's output bits depend only on its own sequence
+
+	// since 0.2, the forward's arithmetic
+	ParamCompute Param = 14 // int, Compute: the arithmetic of OpForward (default ComputeExact)
 )
 
-const numParams = 14
+const numParams = 15
 
 var paramNames = [numParams]string{"causal", "scale", "window_left", "window_right", "softcap",
 	"alibi", "softmax_plus_one", "head_dim_v", "weights_mode", "bias_first", "varlen", "page_size",
-	"max_pages", "batch_invariant"}
+	"max_pages", "batch_invariant", "compute"}
 
 // String returns the parameter's short name ("causal", "scale", "window_left", ...).
 func (p Param) String() string {
@@ -118,6 +121,36 @@ func (m WeightsMode) String() string {
 		return "softcapped"
 	}
 	return fmt.Sprintf("WeightsMode(%d)", int(m))
+}
+
+// Compute is the arithmetic of OpForward (attn_compute), the value of ParamCompute. capi/attn.h
+// gives ComputeFP16's error bound and the calls it applies to.
+type Compute int
+
+// Compute modes, with the values of attn_compute.
+const (
+	// ComputeExact: everything in fp32 (16-bit and int8 operands widened on load; the default),
+	// about 1e-6 relative to a float64 reference. The mode for gradients and reference results.
+	ComputeExact Compute = 0
+	// ComputeFP16: the fast path on CPUs with AVX512-FP16. scale * Q, K, V and the probabilities
+	// are rounded to fp16, Q.K^T and P.V run as fp16 multiply-adds widened to fp32 at fixed
+	// intervals, the softmax state stays fp32; outputs are within about 1e-2 max|v| of
+	// ComputeExact. Only prefill-like calls (at least 16 query rows per KV head) with fp32 or fp16
+	// Q, K, V, dense or strided, and no variant beyond causal rules, windows, GQA and
+	// OperandSeqLensK take it; every other call, and every CPU without AVX512-FP16, runs exactly
+	// as ComputeExact.
+	ComputeFP16 Compute = 1
+)
+
+// String returns "exact" or "fp16" ("Compute(n)" for other values).
+func (c Compute) String() string {
+	switch c {
+	case ComputeExact:
+		return "exact"
+	case ComputeFP16:
+		return "fp16"
+	}
+	return fmt.Sprintf("Compute(%d)", int(c))
 }
 
 // ParamRange is the kind and closed range of accepted values of a parameter
@@ -328,6 +361,14 @@ func WithBatchInvariant() Option {
 	return WithParamInt(ParamBatchInvariant, 1)
 }
 
+// WithCompute selects the arithmetic of OpForward (ParamCompute; default ComputeExact):
+// ComputeFP16 is the fast path on CPUs with AVX512-FP16, outputs within about 1e-2 max|v| of
+// ComputeExact; the calls it does not apply to (see ComputeFP16) and other CPUs run exactly as
+// ComputeExact.
+func WithCompute(c Compute) Option {
+	return WithParamInt(ParamCompute, int64(c))
+}
+
 // Param reads a parameter's current value from the library (attn_desc_get_float: exact for
 // every parameter; ParamScale is the float the kernels multiply by).
 func (d *Desc) Param(p Param) (float64, error) {
@@ -419,3 +460,6 @@ func (d *Desc) MaxPages() int { v, _ := d.ParamInt(ParamMaxPages); return int(v)
 
 // BatchInvariant reports whether batch invariance is on.
 func (d *Desc) BatchInvariant() bool { v, _ := d.ParamInt(ParamBatchInvariant); return v != 0 }
+
+// Compute is the arithmetic of OpForward.
+func (d *Desc) Compute() Compute { v, _ := d.ParamInt(ParamCompute); return Compute(v) }

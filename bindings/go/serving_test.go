@@ -193,7 +193,7 @@ func forISAs(t *testing.T, f func(isa string)) {
 		}
 	}()
 	ran := 0
-	for _, isa := range []string{"scalar", "sse2", "avx2", "avx512"} {
+	for _, isa := range []string{"scalar", "sse2", "avx2", "avx512", "avx512fp16"} {
 		if err := SetISA(isa); err != nil {
 			if errors.Is(err, &Error{Status: StatusUnsupported}) {
 				continue

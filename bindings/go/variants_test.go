@@ -602,7 +602,7 @@ func TestSharedVariantsEveryISAAndThreadCount(t *testing.T) {
 		}
 	}()
 	ran := 0
-	for _, isa := range []string{"scalar", "sse2", "avx2", "avx512"} {
+	for _, isa := range []string{"scalar", "sse2", "avx2", "avx512", "avx512fp16"} {
 		if err := SetISA(isa); err != nil {
 			if errors.Is(err, &Error{Status: StatusUnsupported}) {
 				continue

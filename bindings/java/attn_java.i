@@ -3,8 +3,9 @@
  * Generated at build time by cmake/java.cmake (UseSWIG, C++ wrapper, package org.libattn):
  *   AttnNative.java, AttnNativeJNI.java   raw wrappers, package-private (final class)
  *   attn_status.java, attn_causal.java,   raw enums, package-private; the public enums Status,
- *   attn_operand.java, attn_param.java,   Causal, Operand, Alibi, WeightsMode and Op
- *   attn_alibi.java, attn_weights_mode.java, attn_op.java   (bindings/java/src) map onto them
+ *   attn_operand.java, attn_param.java,   Causal, Operand, Alibi, WeightsMode, Compute and Op
+ *   attn_alibi.java, attn_weights_mode.java, attn_compute.java, attn_op.java
+ *                                         (bindings/java/src) map onto them
  * Nothing else may be generated: an unmapped pointer type would add a SWIGTYPE_p_* class, which
  * java.cmake does not compile, so the build fails loudly instead of exposing it.
  *
@@ -396,9 +397,11 @@ ATTN_JAVA_BUFFER_PAIR(const int32_t *, attn_jni_int_buffer, "IntBuffer")
 %typemap(in) attn_status status %{ $1 = (attn_status)$input; %}
 
 /* ---- [J] the serving layouts (0.2), enabled for Java here: the operands ATTN_CU_SEQLENS_Q ..
- * ATTN_NEW_V and the parameters ATTN_PARAM_VARLEN .. ATTN_PARAM_BATCH_INVARIANT. Global-scope
- * (::) renames are more specific than attn.i's `%ignore ""`, so they win although they come
- * first; the shared allow-list stays as it is (C# and Go enable them in their own interfaces).
+ * ATTN_NEW_V and the parameters ATTN_PARAM_VARLEN .. ATTN_PARAM_BATCH_INVARIANT, then
+ * ATTN_PARAM_COMPUTE (its values, attn_compute, are in attn.i's shared list like attn_alibi's).
+ * Global-scope (::) renames are more specific than attn.i's `%ignore ""`, so they win although
+ * they come first; the shared allow-list stays as it is (C# and Go enable them in their own
+ * interfaces).
  * attn_kv_append and attn_merge themselves get no raw wrapper: the face calls them through
  * attn_jni_kv_append / attn_jni_merge ([I]), which pin arrays for exactly one call. ---- */
 %rename("%s") ::ATTN_CU_SEQLENS_Q;
@@ -410,6 +413,7 @@ ATTN_JAVA_BUFFER_PAIR(const int32_t *, attn_jni_int_buffer, "IntBuffer")
 %rename("%s") ::ATTN_PARAM_PAGE_SIZE;
 %rename("%s") ::ATTN_PARAM_MAX_PAGES;
 %rename("%s") ::ATTN_PARAM_BATCH_INVARIANT;
+%rename("%s") ::ATTN_PARAM_COMPUTE;
 /* [K] the backward's operands and the int8 scales (0.2), enabled for Java the same way. */
 %rename("%s") ::ATTN_DOUT;
 %rename("%s") ::ATTN_DQ;

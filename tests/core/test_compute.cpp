@@ -25,7 +25,7 @@ bool cpu_has_fp16() { // cpuid leaf 7: EDX bit 23 AVX512_FP16 (with AVX-512 itse
 #if defined(__x86_64__) || defined(__i386__)
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    return ((d >> 23) & 1u) && attn_set_isa("avx512") == ATTN_OK &&
+    return ((d >> 23) & 1u) && attn_set_isa("avx512fp16") == ATTN_OK &&
            attn_set_isa(nullptr) == ATTN_OK;
 #else
     return false;

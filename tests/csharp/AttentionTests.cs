@@ -164,7 +164,7 @@ namespace LibAttn.Tests
             var ran = new List<string>();
             try
             {
-                foreach (string isa in new[] { "scalar", "sse2", "avx2", "avx512" })
+                foreach (string isa in new[] { "scalar", "sse2", "avx2", "avx512", "avx512fp16" })
                 {
                     try
                     {
@@ -310,7 +310,7 @@ namespace LibAttn.Tests
             Assert.AreEqual(int.Parse(parts[0]) * 10000 + int.Parse(parts[1]) * 100
                                 + int.Parse(parts[2]),
                             Attention.VersionNumber);
-            CollectionAssert.Contains(new[] { "scalar", "sse2", "avx2", "avx512" }, Attention.Isa);
+            CollectionAssert.Contains(new[] { "scalar", "sse2", "avx2", "avx512", "avx512fp16" }, Attention.Isa);
             Assert.GreaterOrEqual(Attention.NumThreads, 1);
         }
 

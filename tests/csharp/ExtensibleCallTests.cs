@@ -88,6 +88,7 @@ namespace LibAttn.Tests
                 Tuple.Create(typeof(attn_param), typeof(Param), "ATTN_PARAM_"),
                 Tuple.Create(typeof(attn_alibi), typeof(Alibi), "ATTN_ALIBI_"),
                 Tuple.Create(typeof(attn_weights_mode), typeof(WeightsMode), "ATTN_WEIGHTS_"),
+                Tuple.Create(typeof(attn_compute), typeof(Compute), "ATTN_COMPUTE_"),
                 Tuple.Create(typeof(attn_op), typeof(Op), "ATTN_OP_") };
             foreach (var t in pairs)
             {
@@ -112,6 +113,8 @@ namespace LibAttn.Tests
             Assert.AreEqual(ops.Length, Enum.GetValues(typeof(Operand)).Length);
             Assert.AreEqual(9, (int)Param.BiasFirst);
             Assert.AreEqual(13, (int)Param.BatchInvariant);
+            Assert.AreEqual(14, (int)Param.Compute);
+            Assert.AreEqual(1, (int)Compute.Fp16);
             Assert.AreEqual(2, (int)Alibi.Standard);
             Assert.AreEqual(3, (int)WeightsMode.Capped);
             Assert.AreEqual(2, (int)Op.Backward);
@@ -125,7 +128,8 @@ namespace LibAttn.Tests
             CollectionAssert.AreEqual(
                 new[] { "LibAttn.Alibi", "LibAttn.Attention", "LibAttn.AttentionArgs",
                         "LibAttn.AttentionDesc", "LibAttn.AttentionDesc+Builder",
-                        "LibAttn.AttentionException", "LibAttn.Causal", "LibAttn.Op",
+                        "LibAttn.AttentionException", "LibAttn.Causal", "LibAttn.Compute",
+                        "LibAttn.Op",
                         "LibAttn.Operand", "LibAttn.Param", "LibAttn.ParamBounds",
                         "LibAttn.Status", "LibAttn.WeightsMode" },
                 exported, "no SWIGTYPE_p_* or raw class leaks: " + string.Join(", ", exported));
@@ -148,7 +152,8 @@ namespace LibAttn.Tests
                 { Param.Varlen, Tuple.Create(false, 0.0, 1.0) },
                 { Param.PageSize, Tuple.Create(false, 0.0, 2147483647.0) },
                 { Param.MaxPages, Tuple.Create(false, 0.0, 2147483647.0) },
-                { Param.BatchInvariant, Tuple.Create(false, 0.0, 1.0) } };
+                { Param.BatchInvariant, Tuple.Create(false, 0.0, 1.0) },
+                { Param.Compute, Tuple.Create(false, 0.0, 1.0) } };
             foreach (Param p in Enum.GetValues(typeof(Param)))
             {
                 ParamBounds b = Attention.Bounds(p);
@@ -260,6 +265,106 @@ namespace LibAttn.Tests
                 Assert.AreEqual(4, a.HeadDimV);
                 Assert.AreEqual(2, b.HeadDimV);
             }
+        }
+
+        // True when this CPU has AVX512-FP16 (Linux: the avx512_fp16 flag of /proc/cpuinfo).
+        static bool CpuHasAvx512Fp16()
+        {
+            try
+            {
+                foreach (string line in System.IO.File.ReadLines("/proc/cpuinfo"))
+                    if (line.StartsWith("flags", StringComparison.Ordinal)
+                        && line.Split((char[])null, StringSplitOptions.RemoveEmptyEntries)
+                               .Contains("avx512_fp16"))
+                        return true;
+            }
+            catch (System.IO.IOException)
+            {
+                // not Linux: unknown, so only closeness is checked
+            }
+            catch (UnauthorizedAccessException)
+            {
+            }
+            return false;
+        }
+
+        [Test]
+        public void ComputeDefaultsToExactAndIsReadBack()
+        {
+            using (var desc = Small().Build())
+            {
+                Assert.AreEqual(Compute.Exact, desc.Compute);
+                Assert.AreEqual(0, desc.GetInt(Param.Compute));
+            }
+            using (var desc = Small().Compute(Compute.Fp16).Build())
+            {
+                Assert.AreEqual(Compute.Fp16, desc.Compute);
+                Assert.AreEqual(1, desc.GetInt(Param.Compute));
+                Assert.AreEqual(1.0, desc.GetDouble(Param.Compute));
+            }
+            // The generic setters; later settings win.
+            using (AttentionDesc a = Small().Set(Param.Compute, 1L).Build(),
+                                 b = Small().Set(Param.Compute, 1.0).Build(),
+                                 c = Small().Compute(Compute.Fp16).Compute(Compute.Exact).Build())
+            {
+                Assert.AreEqual(Compute.Fp16, a.Compute);
+                Assert.AreEqual(Compute.Fp16, b.Compute);
+                Assert.AreEqual(Compute.Exact, c.Compute);
+            }
+        }
+
+        [Test]
+        public void ComputeRefusesAnInvalidValue()
+        {
+            // The binding's check, before any native call: the argument, the value, the choices.
+            var e = Assert.Throws<ArgumentOutOfRangeException>(() => Small().Compute((Compute)2));
+            Assert.AreEqual("mode", e.ParamName);
+            StringAssert.Contains("compute (2) is not a Compute value (0 Exact, 1 Fp16)", e.Message);
+            e = Assert.Throws<ArgumentOutOfRangeException>(() => Small().Set(Param.Compute, 2L));
+            StringAssert.Contains("compute (2) is outside [0, 1]", e.Message);
+            // The library's own check: its message names ATTN_PARAM_COMPUTE.
+            IntPtr raw;
+            Errors.Check(AttnNative.attn_desc_create(out raw, 1, 2, 2, 64, 64, 32));
+            try
+            {
+                var ae = Assert.Throws<ArgumentException>(
+                    () => Errors.Check(AttnNative.attn_desc_set_int(raw, (attn_param)Param.Compute, 2)));
+                StringAssert.Contains("attn_desc_set_int: ATTN_PARAM_COMPUTE (2)", ae.Message);
+                long v;
+                Errors.Check(AttnNative.attn_desc_get_int(raw, (attn_param)Param.Compute, out v));
+                Assert.AreEqual(0, v, "the refused value changed nothing");
+            }
+            finally
+            {
+                AttnNative.attn_desc_destroy(raw);
+            }
+        }
+
+        [Test]
+        public void ComputeFp16StaysCloseToExactOnAPrefill()
+        {
+            var rng = new System.Random(1400);
+            int n = 1 * 2 * 64 * 32;
+            float[] q = new float[n], k = new float[n], v = new float[n];
+            foreach (float[] a in new[] { q, k, v })
+                for (int i = 0; i < n; i++) a[i] = (float)(2 * rng.NextDouble() - 1);
+            float[] exact, fp16;
+            var b = new AttentionDesc.Builder().Dims(1, 2, 2, 64, 64, 32);
+            using (var desc = b.Build()) exact = desc.Forward(q, k, v);
+            using (var desc = b.Compute(Compute.Fp16).Build()) fp16 = desc.Forward(q, k, v);
+            double worst = 0;
+            int differ = 0;
+            for (int i = 0; i < n; i++)
+            {
+                worst = Math.Max(worst, Math.Abs((double)fp16[i] - exact[i]));
+                if (fp16[i] != exact[i]) differ++;
+            }
+            Assert.LessOrEqual(worst, 1e-2, "max |fp16 - exact|");
+            // With AVX512-FP16 (and the kernels not capped below avx512: Isa "avx512", or
+            // "avx512fp16" where the library names that level) the fast path runs: its rounding
+            // shows.
+            if (CpuHasAvx512Fp16() && Attention.Isa.StartsWith("avx512", StringComparison.Ordinal))
+                Assert.Greater(differ, 0, "Fp16 gave Exact's bits: the fast path did not run");
         }
 
         [Test]

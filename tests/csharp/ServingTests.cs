@@ -183,7 +183,7 @@ namespace LibAttn.Tests
             var ran = 0;
             try
             {
-                foreach (string isa in new[] { "scalar", "sse2", "avx2", "avx512" })
+                foreach (string isa in new[] { "scalar", "sse2", "avx2", "avx512", "avx512fp16" })
                 {
                     try
                     {

@@ -378,7 +378,7 @@ namespace LibAttn.Tests
             var ran = new List<string>();
             try
             {
-                foreach (string isa in new[] { "scalar", "sse2", "avx2", "avx512" })
+                foreach (string isa in new[] { "scalar", "sse2", "avx2", "avx512", "avx512fp16" })
                 {
                     try
                     {

@@ -203,6 +203,7 @@ class AttentionTest {
         assertEquals(attn_param.values().length, Param.values().length);
         assertEquals(attn_alibi.values().length, Alibi.values().length);
         assertEquals(attn_weights_mode.values().length, WeightsMode.values().length);
+        assertEquals(attn_compute.values().length, Compute.values().length);
         assertEquals(attn_op.values().length, Op.values().length);
         for (Operand x : Operand.values()) {
             assertEquals(x.ordinal(), x.code(), x + ": AttentionArgs indexes operands by ordinal");
@@ -217,6 +218,9 @@ class AttentionTest {
         }
         for (WeightsMode x : WeightsMode.values()) {
             assertSame(x, WeightsMode.fromCode(x.code()));
+        }
+        for (Compute x : Compute.values()) {
+            assertSame(x, Compute.fromCode(x.code()));
         }
         for (Op x : Op.values()) {
             assertSame(x, Op.fromCode(x.code()));
@@ -248,7 +252,7 @@ class AttentionTest {
         String[] p = Attention.version().split("\\.");
         assertEquals(Integer.parseInt(p[0]) * 10000 + Integer.parseInt(p[1]) * 100
                 + Integer.parseInt(p[2]), Attention.versionNumber());
-        assertTrue(java.util.List.of("scalar", "sse2", "avx2", "avx512").contains(Attention.isa()));
+        assertTrue(java.util.List.of("scalar", "sse2", "avx2", "avx512", "avx512fp16").contains(Attention.isa()));
         assertTrue(Attention.numThreads() >= 1);
     }
 

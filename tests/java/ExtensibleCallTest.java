@@ -165,6 +165,105 @@ class ExtensibleCallTest {
         assertEquals(1.0, Param.HEAD_DIM_V.min());
     }
 
+    /** True when this CPU has AVX512-FP16 (Linux: the avx512_fp16 flag of /proc/cpuinfo). */
+    static boolean cpuHasAvx512Fp16() {
+        try {
+            for (String line : java.nio.file.Files.readAllLines(java.nio.file.Paths.get("/proc/cpuinfo"))) {
+                if (line.startsWith("flags") && Arrays.asList(line.split("\\s+")).contains("avx512_fp16")) {
+                    return true;
+                }
+            }
+        } catch (java.io.IOException e) {
+            // not Linux: unknown, so the difference from EXACT is not asserted
+        }
+        return false;
+    }
+
+    @Test
+    void computeDefaultsToExactAndRoundTrips() {
+        assertEquals(14, Param.COMPUTE.code());
+        assertEquals(0, Compute.EXACT.code());
+        assertEquals(1, Compute.FP16.code());
+        assertFalse(Param.COMPUTE.isFloat());
+        assertEquals(0.0, Param.COMPUTE.min());
+        assertEquals(Compute.values().length - 1, Param.COMPUTE.max());
+        try (AttentionDesc d = AttentionDesc.builder().seqLen(4).headDim(8).build()) {
+            assertEquals(Compute.EXACT, d.compute());
+            assertEquals(0.0, d.param(Param.COMPUTE));
+            assertFalse(d.toString().contains("compute"), d.toString());
+        }
+        try (AttentionDesc d = AttentionDesc.builder().seqLen(4).headDim(8).compute(Compute.FP16).build()) {
+            assertEquals(Compute.FP16, d.compute());
+            assertEquals(1.0, d.param(Param.COMPUTE));
+            assertTrue(d.toString().contains("compute=FP16"), d.toString());
+        }
+        try (AttentionDesc d = AttentionDesc.builder().seqLen(4).headDim(8).param(Param.COMPUTE, 1L)
+                .compute(Compute.EXACT).build()) {
+            assertEquals(Compute.EXACT, d.compute(), "last one wins");
+        }
+        try (AttentionDesc d = AttentionDesc.builder().seqLen(4).headDim(8).param(Param.COMPUTE, 1.0).build()) {
+            assertEquals(Compute.FP16, d.compute());
+        }
+    }
+
+    @Test
+    void computeRefusesAnInvalidValue() {
+        AttentionDesc.Builder b = AttentionDesc.builder().seqLen(4).headDim(8);
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> b.param(Param.COMPUTE, 2));
+        assertMentions(e.getMessage(), "ATTN_PARAM_COMPUTE", "2");
+        e = assertThrows(IllegalArgumentException.class, () -> b.param(Param.COMPUTE, 2.0));
+        assertMentions(e.getMessage(), "ATTN_PARAM_COMPUTE", "2");
+        // The library's own check (past the Java one): its message names the parameter too.
+        long[] dh = new long[1];
+        AttnNative.attn_desc_create(dh, 1, 1, 1, 4, 4, 8);
+        try {
+            AttentionException ae = assertThrows(AttentionException.class,
+                    () -> AttnNative.attn_desc_set_int(dh[0], attn_param.ATTN_PARAM_COMPUTE, 2));
+            assertEquals(Status.INVALID_ARGUMENT, ae.status());
+            assertMentions(ae.libraryMessage(), "ATTN_PARAM_COMPUTE", "2");
+        } finally {
+            AttnNative.attn_desc_destroy(dh[0]);
+        }
+        // The refused value left the builder as it was.
+        try (AttentionDesc d = b.build()) {
+            assertEquals(Compute.EXACT, d.compute());
+        }
+    }
+
+    @Test
+    void computeFp16StaysCloseToExactOnAPrefill() {
+        SplittableRandom g = new SplittableRandom(1400);
+        int n = 1 * 2 * 64 * 32;
+        float[] q = new float[n], k = new float[n], v = new float[n];
+        for (float[] a : new float[][] {q, k, v}) {
+            for (int i = 0; i < n; i++) {
+                a[i] = (float) (2 * g.nextDouble() - 1);
+            }
+        }
+        float[] exact, fp16;
+        AttentionDesc.Builder b = AttentionDesc.builder().batch(1).heads(2).seqLen(64, 64).headDim(32);
+        try (AttentionDesc d = b.build()) {
+            exact = d.forward(q, k, v, null, null);
+        }
+        try (AttentionDesc d = b.compute(Compute.FP16).build()) {
+            fp16 = d.forward(q, k, v, null, null);
+        }
+        double worst = 0;
+        int differ = 0;
+        for (int i = 0; i < n; i++) {
+            worst = Math.max(worst, Math.abs(fp16[i] - exact[i]));
+            if (Float.floatToRawIntBits(fp16[i]) != Float.floatToRawIntBits(exact[i])) {
+                differ++;
+            }
+        }
+        assertTrue(worst <= 1e-2, "max |fp16 - exact| = " + worst);
+        // With AVX512-FP16 (and the kernels not capped below avx512: attn_isa() "avx512", or
+        // "avx512fp16" where the library names that level) the fast path runs: its rounding shows.
+        if (cpuHasAvx512Fp16() && Attention.isa().startsWith("avx512")) {
+            assertTrue(differ > 0, "FP16 gave EXACT's bits: the fast path did not run");
+        }
+    }
+
     @Test
     void defaultScaleIsExactlyTheLibrarysFloat() {
         // 1/sqrtf(d) in float arithmetic, as the library computes it; (float)(1/sqrt((double)d))
@@ -230,7 +329,7 @@ class ExtensibleCallTest {
         // attn.h: "a -INFINITY bias still hides its key in both orders" (softcap(-inf) is not
         // -softcap), on every kernel.
         try {
-            for (String isa : new String[] {"scalar", "sse2", "avx2", "avx512"}) {
+            for (String isa : new String[] {"scalar", "sse2", "avx2", "avx512", "avx512fp16"}) {
                 try {
                     Attention.setIsa(isa);
                 } catch (AttentionException e) {
@@ -706,7 +805,8 @@ class ExtensibleCallTest {
             {(Runnable) () -> Op.fromCode(3), "op", "3"},
             {(Runnable) () -> Operand.fromCode(27), "operand", "27"},
             {(Runnable) () -> Operand.fromCode((1L << 32) + 1), "operand", "4294967297"},
-            {(Runnable) () -> Param.fromCode(14), "param", "14"},
+            {(Runnable) () -> Compute.fromCode(2), "compute", "2"},
+            {(Runnable) () -> Param.fromCode(15), "param", "15"},
         };
         for (Object[] c : cases) {
             IllegalArgumentException e = assertThrows(IllegalArgumentException.class, ((Runnable) c[0])::run,
@@ -719,6 +819,7 @@ class ExtensibleCallTest {
         }
         assertThrows(NullPointerException.class, () -> b.alibi(null));
         assertThrows(NullPointerException.class, () -> b.weightsMode(null));
+        assertThrows(NullPointerException.class, () -> b.compute(null));
         assertThrows(NullPointerException.class, () -> b.param(null, 1L));
         // A refused value leaves the builder as it was.
         try (AttentionDesc d = b.seqLen(2).headDim(2).build()) {
@@ -820,7 +921,7 @@ class ExtensibleCallTest {
                     e.libraryMessage());
         }
         Attention.setIsa("");
-        assertTrue(Arrays.asList("scalar", "sse2", "avx2", "avx512").contains(Attention.isa()));
+        assertTrue(Arrays.asList("scalar", "sse2", "avx2", "avx512", "avx512fp16").contains(Attention.isa()));
     }
 
     // ------------------------------------------------------------------ raw layer

@@ -591,7 +591,7 @@ class VariantsTest {
             // Every kernel, 1 and 2 threads: within tolerance, bit-identical across threads.
             List<String> isas = new ArrayList<>();
             try {
-                for (String isa : new String[] {"scalar", "sse2", "avx2", "avx512"}) {
+                for (String isa : new String[] {"scalar", "sse2", "avx2", "avx512", "avx512fp16"}) {
                     try {
                         Attention.setIsa(isa);
                     } catch (AttentionException e) {

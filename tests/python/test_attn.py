@@ -362,7 +362,7 @@ def test_library_info():
     assert attn.version() == "%d.%d.%d" % (attn.version_number() // 10000,
                                            attn.version_number() // 100 % 100,
                                            attn.version_number() % 100)
-    assert attn.isa() in ("scalar", "sse2", "avx2", "avx512")
+    assert attn.isa() in ("scalar", "sse2", "avx2", "avx512", "avx512fp16")
     assert attn.num_threads() >= 1
     assert attn.status_string(attn.Status.OK) == "ok"
     assert attn.status_string(12345) == "unknown status"
@@ -378,7 +378,7 @@ def test_every_isa_matches_reference():
     """Each kernel this CPU offers reproduces every shared vector (default restored after)."""
     seen = []
     try:
-        for name in ("scalar", "sse2", "avx2", "avx512"):
+        for name in ("scalar", "sse2", "avx2", "avx512", "avx512fp16"):
             try:
                 attn.set_isa(name)
             except attn.AttentionError as e:

@@ -133,8 +133,77 @@ def test_param_bounds_from_the_library():
                                                    3.4028234663852886e38)
     assert attn.param_bounds(attn.Param.WINDOW_LEFT) == (False, -1.0, 2147483647.0)
     assert attn.param_bounds("softcap")[0] is True
-    with pytest.raises(ValueError, match=r"param \(14\)"):
-        attn.param_bounds(14)  # 10..13 are the serving parameters
+    with pytest.raises(ValueError, match=r"param \(15\)"):
+        attn.param_bounds(15)  # 10..13 are the serving parameters, 14 the forward's arithmetic
+
+
+# ------------------------------------------------------------------------------------------
+# compute: the forward's arithmetic (ATTN_PARAM_COMPUTE)
+# ------------------------------------------------------------------------------------------
+
+def cpu_has_avx512_fp16():
+    """True when this CPU has AVX512-FP16 (Linux: the avx512_fp16 flag of /proc/cpuinfo)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and "avx512_fp16" in line.split()
+                       for line in f)
+    except OSError:  # not Linux: unknown, so only closeness is checked
+        return False
+
+
+def test_compute_defaults_to_exact_and_reads_back():
+    assert int(attn.Param.COMPUTE) == 14
+    assert (int(attn.Compute.EXACT), int(attn.Compute.FP16)) == (0, 1)
+    assert attn.param_bounds(attn.Param.COMPUTE) == (False, 0.0, 1.0)
+    with attn.Desc(1, 2, 2, 64, 64, 32) as d:
+        assert d.compute is attn.Compute.EXACT
+        assert d.param(attn.Param.COMPUTE) == 0 and d.param("compute") == 0
+        assert "compute" not in repr(d)
+    for spelling in (attn.Compute.FP16, 1, "fp16", "FP16"):
+        with attn.Desc(1, 2, 2, 64, 64, 32, compute=spelling) as d:
+            assert d.compute is attn.Compute.FP16, spelling
+            assert d.param(attn.Param.COMPUTE) == 1
+            assert "compute='fp16'" in repr(d)
+    for spelling in (attn.Compute.EXACT, 0, "exact", None):
+        with attn.Desc(1, 2, 2, 64, 64, 32, compute=spelling) as d:
+            assert d.compute is attn.Compute.EXACT, spelling
+
+
+def test_compute_invalid_value():
+    # refused by the binding before any C call, naming the keyword and the valid values
+    with pytest.raises(attn.InvalidArgumentError) as e:
+        attn.Desc(1, 2, 2, 64, 64, 32, compute=2)
+    assert isinstance(e.value, ValueError) and e.value.status is attn.Status.INVALID_ARGUMENT
+    assert "compute (2) is not an attn_compute value (0 exact, 1 fp16)" in e.value.message
+    with pytest.raises(attn.InvalidArgumentError, match=r"compute \('bf16'\) is not one of"):
+        attn.Desc(1, 2, 2, 64, 64, 32, compute="bf16")
+    with pytest.raises(attn.ArgumentTypeError, match="compute must be an integer, got float"):
+        attn.Desc(1, 2, 2, 64, 64, 32, compute=1.0)
+    # the library's own check, past the binding's: its message names ATTN_PARAM_COMPUTE
+    from attn import _lib
+    from attn._common import check_status
+    with attn.Desc(1, 2, 2, 64, 64, 32) as d:
+        with pytest.raises(attn.InvalidArgumentError) as e:
+            check_status(_lib.attn_desc_set_int(d._handle, int(attn.Param.COMPUTE), 2))
+        assert e.value.status is attn.Status.INVALID_ARGUMENT
+        assert "ATTN_PARAM_COMPUTE (2)" in e.value.message, e.value.message
+        assert "ATTN_PARAM_COMPUTE" in str(e.value)
+        assert d.param(attn.Param.COMPUTE) == 0  # the refused value changed nothing
+
+
+def test_compute_fp16_prefill_close_to_exact():
+    rng = np.random.default_rng(1400)
+    q, k, v = (rand(rng, (1, 2, 64, 32)) for _ in range(3))
+    with attn.Desc(1, 2, 2, 64, 64, 32) as d:
+        exact = d.forward(q, k, v)
+    with attn.Desc(1, 2, 2, 64, 64, 32, compute="fp16") as d:
+        fp16 = d.forward(q, k, v)
+    worst = float(np.max(np.abs(fp16.astype(np.float64) - exact)))
+    assert worst <= 1e-2, worst
+    # with AVX512-FP16 and the kernels not capped below avx512 (isa() "avx512", or "avx512fp16"
+    # where the library names that level) the fast path ran: its fp16 rounding shows
+    if cpu_has_avx512_fp16() and attn.isa().startswith("avx512"):
+        assert np.count_nonzero(fp16 != exact) > 0, "FP16 gave EXACT's bits"
 
 
 @pytest.mark.parametrize("kwargs,exc,words", [
@@ -166,6 +235,8 @@ def test_param_bounds_from_the_library():
     ({"head_dim_v": 2 ** 31}, ValueError, ["head_dim_v (2147483648)"]),
     ({"weights_mode": 4}, ValueError, ["weights_mode (4)"]),
     ({"weights_mode": "probabilities"}, ValueError, ["weights_mode"]),
+    ({"compute": 2}, ValueError, ["compute (2)", "attn_compute value"]),
+    ({"compute": 2 ** 32 + 1}, ValueError, ["compute (4294967297)"]),
     ({"bias_strides": (1, 2)}, ValueError, ["bias_strides", "3 elements"]),
 ])
 def test_parameter_errors(kwargs, exc, words):

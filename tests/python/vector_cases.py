@@ -244,7 +244,7 @@ def on_every_isa(body):
     """body(isa) on each kernel this CPU offers (default restored); returns the ISAs run."""
     seen = []
     try:
-        for isa in ("scalar", "sse2", "avx2", "avx512"):
+        for isa in ("scalar", "sse2", "avx2", "avx512", "avx512fp16"):
             try:
                 attn.set_isa(isa)
             except attn.AttentionError as e:

@@ -40,6 +40,10 @@ variable-length batches (``cu_seqlens_q`` / ``cu_seqlens_k``), paged K/V caches 
 depend only on its own sequence). The raw face: ``Args.set_cu_seqlens_q`` ... ``set_new_v``,
 ``Desc.run_kv_append``, ``Desc.run_merge``.
 
+Compute mode (README "Compute mode"): ``Desc(..., compute="fp16")`` (``Compute.FP16``,
+ATTN_PARAM_COMPUTE) runs prefill-like forward calls on the AVX512-FP16 fast path, outputs within
+about 1e-2 max|v| of ``Compute.EXACT`` (the default); other calls and CPUs run exactly as EXACT.
+
 Errors: arguments the binding refuses and failures the library reports raise ``AttentionError``
 subclasses carrying the ``Status`` and the message: ``InvalidArgumentError`` (a ValueError),
 ``ArgumentTypeError`` (a TypeError and a ValueError), ``NullPointerError`` (a ValueError);
@@ -52,15 +56,15 @@ import ctypes
 from typing import Iterable, List, Optional, Sequence, SupportsFloat, Tuple, Union
 
 from . import _lib
-from ._common import (Alibi, ArgumentTypeError, AttentionError, Causal, InvalidArgumentError,
-                      NullPointerError, Op, Operand, Param, Status, WeightsMode, check_status,
-                      size_arg, status_string, _np)
+from ._common import (Alibi, ArgumentTypeError, AttentionError, Causal, Compute,
+                      InvalidArgumentError, NullPointerError, Op, Operand, Param, Status,
+                      WeightsMode, check_status, size_arg, status_string, _np)
 from ._desc import Args, Desc, Gradients
 from ._storage import BF16, bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, quantize_i8
 from ._sdpa import scaled_dot_product_attention
 
 __all__ = [
-    "Status", "Causal", "Operand", "Param", "Alibi", "WeightsMode", "Op",
+    "Status", "Causal", "Operand", "Param", "Alibi", "WeightsMode", "Compute", "Op",
     "AttentionError", "InvalidArgumentError", "ArgumentTypeError", "NullPointerError",
     "attention", "Desc", "Args", "scaled_dot_product_attention", "param_bounds",
     "version", "version_number", "isa", "set_isa", "num_threads", "set_num_threads",
@@ -91,12 +95,12 @@ def version_number() -> int:
 
 
 def isa() -> str:
-    """Name of the kernel in use: "scalar", "sse2", "avx2" or "avx512"."""
+    """Name of the kernel in use: "scalar", "sse2", "avx2", "avx512" or "avx512fp16"."""
     return _lib.attn_isa().decode("ascii")
 
 
 def set_isa(name: Optional[str]) -> None:
-    """Cap the kernel at `name` ("scalar", "sse2", "avx2", "avx512"), or restore the default
+    """Cap the kernel at `name` ("scalar", "sse2", "avx2", "avx512", "avx512fp16"), or restore the default
     with None or "". A name with an embedded NUL or non-ASCII characters is refused with the
     library's wording (it could never name a kernel; C would see a different string)."""
     if name is not None and not isinstance(name, str):
@@ -104,7 +108,7 @@ def set_isa(name: Optional[str]) -> None:
     if name is not None and (not name.isascii() or "\0" in name):
         shown = "".join("\\x%02x" % ord(c) if ord(c) < 32 else c for c in name[:64])
         raise InvalidArgumentError('attn_set_isa: name "%s" is not one of scalar, sse2, avx2, '
-                                   'avx512' % shown)
+                                   'avx512, avx512fp16' % shown)
     check_status(_lib.attn_set_isa(None if name is None else name.encode("ascii")))
 
 

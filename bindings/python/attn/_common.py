@@ -105,6 +105,7 @@ class Param(enum.IntEnum):
     PAGE_SIZE = 11
     MAX_PAGES = 12
     BATCH_INVARIANT = 13
+    COMPUTE = 14          # the forward's arithmetic (Compute)
 
 
 class Alibi(enum.IntEnum):
@@ -120,6 +121,14 @@ class WeightsMode(enum.IntEnum):
     SCORES = 1   # scale * q.k
     MASKED = 2   # the score after bias, ALiBi and masks (-inf where hidden)
     CAPPED = 3   # after softcap, bias, ALiBi and masks
+
+
+class Compute(enum.IntEnum):
+    """attn_compute: the arithmetic of the forward pass (capi/attn.h gives FP16's error bound
+    and the calls it applies to)."""
+    EXACT = 0  # everything in fp32 (default); about 1e-6 relative to a float64 reference
+    FP16 = 1   # the AVX512-FP16 fast path: outputs within about 1e-2 max|v| of EXACT on the
+    #            prefill-like calls it applies to; other calls and CPUs run exactly as EXACT
 
 
 class Op(enum.IntEnum):

@@ -48,10 +48,10 @@ from typing import (TYPE_CHECKING, Any, Dict, NamedTuple, Optional, Sequence, Tu
                     overload)
 
 from . import _lib
-from ._common import (Alibi, ArgumentTypeError, Causal, InvalidArgumentError, NullPointerError,
-                      Op, Operand, Param, WeightsMode, as_ndarray, check_dtype, check_status,
-                      element_strides, enum_arg, library_error, need_numpy, param_value,
-                      size_arg, _np)
+from ._common import (Alibi, ArgumentTypeError, Causal, Compute, InvalidArgumentError,
+                      NullPointerError, Op, Operand, Param, WeightsMode, as_ndarray, check_dtype,
+                      check_status, element_strides, enum_arg, library_error, need_numpy,
+                      param_value, size_arg, _np)
 from . import _common
 from ._storage import BF16, library_function, storage_setter
 
@@ -310,7 +310,7 @@ def _flag_arg(name, param, value):
 
 def build_params(causal, scale, window, window_left, window_right, softcap, alibi,
                  softmax_plus_one, head_dim_v, weights_mode, bias_first, varlen=None,
-                 page_size=None, max_pages=None, batch_invariant=None):
+                 page_size=None, max_pages=None, batch_invariant=None, compute=None):
     """The (Param, value) list for the non-default parameters, every value checked against
     attn_param_bounds before any C call (the message shows the value as given)."""
     params = []
@@ -327,6 +327,10 @@ def build_params(causal, scale, window, window_left, window_right, softcap, alib
             params.append((Param.MAX_PAGES, n))
     if _flag_arg("batch_invariant", Param.BATCH_INVARIANT, batch_invariant):
         params.append((Param.BATCH_INVARIANT, 1))
+    if compute is not None:
+        c = enum_arg("compute", compute, Compute, "attn_compute value")
+        if c != Compute.EXACT:
+            params.append((Param.COMPUTE, int(c)))
     if causal is not None:
         c = enum_arg("causal", causal, Causal, "attn_causal value")
         if c != Causal.NONE:
@@ -411,6 +415,10 @@ class Desc:
     count). kv_append writes new key/value rows into a cache in place; merge folds two partial
     results over disjoint keys.
 
+    Arithmetic: compute (Compute, its int or "exact" / "fp16"; default EXACT): FP16 runs
+    prefill-like forward calls on the AVX512-FP16 fast path, outputs within about 1e-2 max|v| of
+    EXACT; other calls and CPUs run exactly as EXACT.
+
     A Desc may be shared by any number of threads. close() (or leaving the with block) frees it;
     any later use raises ValueError. A close() racing with running calls waits for them: the C
     descriptors are freed when the last running call returns.
@@ -440,6 +448,8 @@ class Desc:
     page_size: int
     max_pages: int  # as set: 0 = the default ceil(seq_k / page_size) (shape(BLOCK_TABLE) has it)
     batch_invariant: bool
+    #: the forward's arithmetic (ATTN_PARAM_COMPUTE)
+    compute: Compute
     #: how k and v pools are shaped with a page_size: "token_major" or "head_major"
     page_layout: str
 
@@ -454,6 +464,7 @@ class Desc:
                  bias_first: bool = False,
                  varlen: bool = False, page_size: Optional[int] = None,
                  max_pages: Optional[int] = None, batch_invariant: bool = False,
+                 compute: Union[Compute, int, str, None] = None,
                  page_layout: Optional[str] = None,
                  q_strides: _Strides = None, k_strides: _Strides = None,
                  v_strides: _Strides = None, out_strides: _Strides = None,
@@ -470,7 +481,7 @@ class Desc:
                                                  ("seq_k", seq_k), ("head_dim", head_dim)))
         params = build_params(causal, scale, window, window_left, window_right, softcap, alibi,
                               softmax_plus_one, head_dim_v, weights_mode, bias_first, varlen,
-                              page_size, max_pages, batch_invariant)
+                              page_size, max_pages, batch_invariant, compute)
         pages = dict(params).get(Param.PAGE_SIZE, 0)
         head_major = _page_layout_arg(page_layout, pages)
         given = {}
@@ -660,6 +671,7 @@ class Desc:
         self.page_size = _read_int(h, Param.PAGE_SIZE)
         self.max_pages = _read_int(h, Param.MAX_PAGES)
         self.batch_invariant = bool(_read_int(h, Param.BATCH_INVARIANT))
+        self.compute = Compute(_read_int(h, Param.COMPUTE))
 
     # --- lifetime ---------------------------------------------------------------------------
 
@@ -740,6 +752,8 @@ class Desc:
                 extra.append("page_layout=%r" % self.page_layout)
         if self.batch_invariant:
             extra.append("batch_invariant=True")
+        if self.compute:
+            extra.append("compute=%r" % self.compute.name.lower())
         return ("Desc(batch=%d, heads_q=%d, heads_kv=%d, seq_q=%d, seq_k=%d, head_dim=%d, "
                 "causal=%s, scale=%r%s%s)" % (
                     self.batch, self.heads_q, self.heads_kv, self.seq_q, self.seq_k,

@@ -151,6 +151,8 @@ extern swig_intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_c450b50fde671bd8(void);
 extern swig_intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_c450b50fde671bd8(void);
 extern swig_intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_c450b50fde671bd8(void);
 extern swig_intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_c450b50fde671bd8(void);
+extern swig_intgo _wrap_ATTN_COMPUTE_EXACT_capi_c450b50fde671bd8(void);
+extern swig_intgo _wrap_ATTN_COMPUTE_FP16_capi_c450b50fde671bd8(void);
 extern swig_intgo _wrap_ATTN_ALIBI_NONE_capi_c450b50fde671bd8(void);
 extern swig_intgo _wrap_ATTN_ALIBI_OPERAND_capi_c450b50fde671bd8(void);
 extern swig_intgo _wrap_ATTN_ALIBI_STANDARD_capi_c450b50fde671bd8(void);
@@ -601,6 +603,21 @@ func _swig_getATTN_PARAM_BIAS_FIRST() (_swig_ret Enum_SS_attn_param) {
 }
 
 var ATTN_PARAM_BIAS_FIRST Enum_SS_attn_param = _swig_getATTN_PARAM_BIAS_FIRST()
+type Enum_SS_attn_compute int
+func _swig_getATTN_COMPUTE_EXACT() (_swig_ret Enum_SS_attn_compute) {
+	var swig_r Enum_SS_attn_compute
+	swig_r = (Enum_SS_attn_compute)(C._wrap_ATTN_COMPUTE_EXACT_capi_c450b50fde671bd8())
+	return swig_r
+}
+
+var ATTN_COMPUTE_EXACT Enum_SS_attn_compute = _swig_getATTN_COMPUTE_EXACT()
+func _swig_getATTN_COMPUTE_FP16() (_swig_ret Enum_SS_attn_compute) {
+	var swig_r Enum_SS_attn_compute
+	swig_r = (Enum_SS_attn_compute)(C._wrap_ATTN_COMPUTE_FP16_capi_c450b50fde671bd8())
+	return swig_r
+}
+
+var ATTN_COMPUTE_FP16 Enum_SS_attn_compute = _swig_getATTN_COMPUTE_FP16()
 type Enum_SS_attn_alibi int
 func _swig_getATTN_ALIBI_NONE() (_swig_ret Enum_SS_attn_alibi) {
 	var swig_r Enum_SS_attn_alibi

@@ -966,6 +966,30 @@ intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_c450b50fde671bd8() {
 }
 
 
+intgo _wrap_ATTN_COMPUTE_EXACT_capi_c450b50fde671bd8() {
+  enum attn_compute result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_COMPUTE_EXACT;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_COMPUTE_FP16_capi_c450b50fde671bd8() {
+  enum attn_compute result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_COMPUTE_FP16;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_ATTN_ALIBI_NONE_capi_c450b50fde671bd8() {
   enum attn_alibi result;
   intgo _swig_go_result;

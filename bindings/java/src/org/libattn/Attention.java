@@ -91,7 +91,7 @@ public final class Attention {
         return (int) AttnNative.attn_version_number();
     }
 
-    /** Name of the kernel in use: "scalar", "sse2", "avx2" or "avx512". */
+    /** Name of the kernel in use: "scalar", "sse2", "avx2", "avx512" or "avx512fp16". */
     public static String isa() {
         return AttnNative.attn_isa();
     }

@@ -10,10 +10,10 @@ import java.util.concurrent.locks.LockSupport;
 /**
  * An attention problem: sizes, causal rule, scale, strides and the 0.2 parameters (sliding
  * window, softcap, ALiBi, "+1" softmax, headDimV, weights mode, bias order; the serving
- * layouts: varlen packs, paged K/V caches, batch invariance), fixed when
- * {@link Builder#build()} returns. Use it in try-with-resources; {@link #close()} frees the
- * native descriptor. A descriptor that is never closed is freed by a {@link Cleaner} once it is
- * unreachable (a safety net, not a substitute for closing).
+ * layouts: varlen packs, paged K/V caches, batch invariance; the forward's arithmetic,
+ * {@link Compute}), fixed when {@link Builder#build()} returns. Use it in try-with-resources;
+ * {@link #close()} frees the native descriptor. A descriptor that is never closed is freed by a
+ * {@link Cleaner} once it is unreachable (a safety net, not a substitute for closing).
  *
  * <pre>{@code
  * try (AttentionDesc desc = AttentionDesc.builder()
@@ -93,6 +93,7 @@ public final class AttentionDesc implements AutoCloseable {
     private final int pageSize;
     private final int maxPages;
     private final boolean batchInvariant;
+    private final Compute compute;
     /** attn_desc_required_len per Operand (ordinal), read once: the descriptor is immutable. */
     private final long[] required = new long[Operand.values().length];
     /**
@@ -126,6 +127,7 @@ public final class AttentionDesc implements AutoCloseable {
         this.pageSize = (int) Params.getInt(handle, attn_param.ATTN_PARAM_PAGE_SIZE);
         this.maxPages = (int) Params.getInt(handle, attn_param.ATTN_PARAM_MAX_PAGES);
         this.batchInvariant = Params.getInt(handle, attn_param.ATTN_PARAM_BATCH_INVARIANT) != 0;
+        this.compute = Compute.fromCode(Params.getInt(handle, attn_param.ATTN_PARAM_COMPUTE));
         for (Operand op : Operand.values()) {
             long n = AttnNative.attn_desc_required_len(handle, op.raw);
             required[op.ordinal()] = n;
@@ -473,6 +475,11 @@ public final class AttentionDesc implements AutoCloseable {
         return batchInvariant;
     }
 
+    /** The arithmetic of {@link Op#FORWARD} (ATTN_PARAM_COMPUTE). */
+    public Compute compute() {
+        return compute;
+    }
+
     /**
      * Any parameter's value, read from the library (attn_desc_get_float: exact for every
      * parameter; the typed getters above return the same values).
@@ -527,7 +534,9 @@ public final class AttentionDesc implements AutoCloseable {
                 + ", softmaxPlusOne=" + softmaxPlusOne + ", weightsMode=" + weightsMode
                 + ", biasFirst=" + biasFirst + (varlen ? ", varlen" : "")
                 + (pageSize != 0 ? ", pageSize=" + pageSize + ", maxPages=" + maxPages : "")
-                + (batchInvariant ? ", batchInvariant" : "") + (isClosed() ? ", closed]" : "]");
+                + (batchInvariant ? ", batchInvariant" : "")
+                + (compute != Compute.EXACT ? ", compute=" + compute : "")
+                + (isClosed() ? ", closed]" : "]");
     }
 
     /**
@@ -601,8 +610,8 @@ public final class AttentionDesc implements AutoCloseable {
      * key/value head, causal {@link Causal#NONE}, scale 1/sqrt(headDim), contiguous
      * [batch][heads][seq][headDim] strides, and the library's defaults for every 0.2 parameter
      * (no window, no softcap, no ALiBi, ordinary softmax, headDimV = headDim, weights SOFTMAX,
-     * bias after the softcap, dense batch, contiguous K/V, no batch invariance). seqLen and
-     * headDim have no default. Negative sizes and strides
+     * bias after the softcap, dense batch, contiguous K/V, no batch invariance, EXACT
+     * arithmetic). seqLen and headDim have no default. Negative sizes and strides
      * and parameters outside their range (attn_param_bounds) are refused at once with
      * {@link IllegalArgumentException}; sizes the library refuses (0, headsQ not a multiple of
      * headsKv) and strides that do not fit make {@link #build()} throw
@@ -812,6 +821,19 @@ public final class AttentionDesc implements AutoCloseable {
          */
         public Builder batchInvariant(boolean on) {
             return param(attn_param.ATTN_PARAM_BATCH_INVARIANT, on ? 1 : 0);
+        }
+
+        /**
+         * The arithmetic of {@link Op#FORWARD} (default {@link Compute#EXACT}):
+         * {@link Compute#FP16} is the fast path on CPUs with AVX512-FP16, outputs within about
+         * 1e-2 max|v| of EXACT; calls it does not apply to (see {@link Compute#FP16}) and other
+         * CPUs run exactly as EXACT.
+         */
+        public Builder compute(Compute mode) {
+            if (mode == null) {
+                throw new NullPointerException("compute must not be null (use Compute.EXACT)");
+            }
+            return param(attn_param.ATTN_PARAM_COMPUTE, mode.code());
         }
 
         /**

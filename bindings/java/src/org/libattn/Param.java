@@ -7,8 +7,8 @@ package org.libattn;
  * builder's typed methods ({@code causal}, {@code scale}, {@code window}, {@code softcap},
  * {@code alibi}, {@code softmaxPlusOne}, {@code headDimV}, {@code weightsMode},
  * {@code biasFirst}, {@code varlen}, {@code pageSize}, {@code maxPages},
- * {@code batchInvariant}) set the same parameters. Kind and range come from the library
- * (attn_param_bounds).
+ * {@code batchInvariant}, {@code compute}) set the same parameters. Kind and range come from the
+ * library (attn_param_bounds).
  */
 public enum Param {
     /** int, a {@link Causal} code. */
@@ -41,7 +41,12 @@ public enum Param {
      * int, 0 or 1: batch invariance, a query's output bits depend only on its own sequence.
      * Since 0.2.
      */
-    BATCH_INVARIANT(attn_param.ATTN_PARAM_BATCH_INVARIANT);
+    BATCH_INVARIANT(attn_param.ATTN_PARAM_BATCH_INVARIANT),
+    /**
+     * int, a {@link Compute} code: the arithmetic of {@link Op#FORWARD} (default EXACT; FP16 =
+     * the AVX512-FP16 fast path where it applies). Since 0.2.
+     */
+    COMPUTE(attn_param.ATTN_PARAM_COMPUTE);
 
     final attn_param raw;
     /** The library's spelling in messages, e.g. "window_left". */
