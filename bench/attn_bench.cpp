@@ -570,7 +570,8 @@ struct Peaks {
     double avx512[2] = {NAN, NAN}, avx2[2] = {NAN, NAN}, sse2[2] = {NAN, NAN};
     double for_isa(const std::string &isa, size_t threads = 1) const {
         const size_t t = threads >= 2 ? 1 : 0;
-        if (isa == "avx512") return avx512[t];
+        // avx512fp16 runs the avx512 kernels (fp32); its fp16 path has its own bench
+        if (isa == "avx512" || isa == "avx512fp16") return avx512[t];
         if (isa == "avx2") return avx2[t];
         if (isa == "sse2") return sse2[t];
         return NAN; // no meaningful peak for the scalar kernel
