@@ -146,27 +146,21 @@ struct KvRows {
             *s = j * srow;
             return;
         }
-        // a shift and a mask for the usual power-of-two pages (a division costs more than the
-        // row's arithmetic in a decode step)
-        const size_t pg = page_shift ? j >> page_shift : j / page_size;
-        const size_t t = page_shift ? j & (page_size - 1) : j % page_size;
-        const size_t id = static_cast<size_t>(pages[pg]);
+        const size_t t = slot_of(j);
+        const size_t id = static_cast<size_t>(pages[page_of(j)]);
         *d = id * page_stride + t * row;
         *s = id * spage + t * srow;
     }
     // Whether keys j and j + n - 1 (n >= 1) lie in one page (always, dense): the rows between
     // them are then `row` elements apart.
-    bool same_page(size_t j, size_t n) const {
-        if (!pages) return true;
-        const size_t last = j + n - 1;
-        return page_shift ? (j >> page_shift) == (last >> page_shift)
-                          : j / page_size == last / page_size;
-    }
+    bool same_page(size_t j, size_t n) const { return !pages || page_of(j) == page_of(j + n - 1); }
+    // Page (block-table slot) and token within it of key j: a shift and a mask for the usual
+    // power-of-two pages (a division costs more than the row's arithmetic in a decode step).
+    size_t page_of(size_t j) const { return page_shift ? j >> page_shift : j / page_size; }
+    size_t slot_of(size_t j) const { return page_shift ? j & (page_size - 1) : j % page_size; }
     size_t offset(size_t j) const {
         if (!pages) return j * row;
-        const size_t pg = page_shift ? j >> page_shift : j / page_size;
-        const size_t t = page_shift ? j & (page_size - 1) : j % page_size;
-        return static_cast<size_t>(pages[pg]) * page_stride + t * row;
+        return static_cast<size_t>(pages[page_of(j)]) * page_stride + slot_of(j) * row;
     }
     const unsigned char *raw(size_t j) const { return base + offset(j) * elem; }
     // Key j's row as floats: only for F32 storage.
@@ -211,6 +205,15 @@ inline long long diag_offset(const Params &p, const Tensors &t, size_t b) {
     return p.causal == Causal::BottomRight ? static_cast<long long>(key_len(p, t, b)) -
                                                  static_cast<long long>(query_len(p, t, b))
                                            : 0;
+}
+
+// Clips the key range [*lo, *hi) to the keys the causal rule and the sliding window leave to
+// the query on diagonal `diag` (= i + diag_offset): j <= diag when causal, and
+// diag - window_left <= j <= diag + window_right. May leave *lo >= *hi (nothing visible).
+inline void clip_to_visible(const Params &p, long long diag, long long *lo, long long *hi) {
+    if (p.causal != Causal::None && diag + 1 < *hi) *hi = diag + 1;
+    if (p.window_right >= 0 && diag + p.window_right + 1 < *hi) *hi = diag + p.window_right + 1;
+    if (p.window_left >= 0 && diag - p.window_left > *lo) *lo = diag - p.window_left;
 }
 
 // The sink logit of query head h, or false when there is none.

@@ -147,9 +147,7 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                         const long long diag = static_cast<long long>(i) + off;
                         lo[r] = static_cast<long long>(j0);
                         hi[r] = static_cast<long long>(j0 + nk);
-                        if (p.causal != Causal::None) hi[r] = lmin(hi[r], diag + 1);
-                        if (p.window_right >= 0) hi[r] = lmin(hi[r], diag + p.window_right + 1);
-                        if (p.window_left >= 0) lo[r] = lmax(lo[r], diag - p.window_left);
+                        clip_to_visible(p, diag, &lo[r], &hi[r]);
                         live = lo[r] < hi[r];
                     }
                     qr[r] = live ? t.q + q_index(p, t, b, h, i) : zrow;

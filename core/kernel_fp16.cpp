@@ -123,6 +123,21 @@ float value_f32(const void *base, DType type, size_t idx) {
     return static_cast<const float *>(base)[idx];
 }
 
+// 16 values at element idx of a row in storage type F32 or F16, as fp32
+__m512 load16(const void *base, DType type, size_t idx) {
+    if (type == DType::F16)
+        return _mm512_cvtph_ps(_mm256_loadu_si256(
+            reinterpret_cast<const __m256i *>(static_cast<const unsigned char *>(base) + 2 * idx)));
+    return _mm512_loadu_ps(static_cast<const float *>(base) + idx);
+}
+
+// The 32 fp16 lanes of a as two vectors of 16 floats
+inline void widen_ph(__m512h a, __m512 *lo, __m512 *hi) {
+    const __m512i bits = _mm512_castph_si512(a);
+    *lo = _mm512_cvtph_ps(_mm512_castsi512_si256(bits));
+    *hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(bits, 1));
+}
+
 // n values of a row (storage type) to fp16
 void row_to_f16(const void *base, DType type, size_t idx, size_t n, _Float16 *dst) {
     if (type == DType::F16) {
@@ -177,9 +192,8 @@ inline void qk_block(const Scratch &s, size_t d, size_t x0, size_t v) {
 #pragma GCC unroll 16
         for (size_t u = 0; u < kKT; ++u) {
             float *dst = s.st + (x0 + u) * kQ + 32 * v;
-            const __m512i bits = _mm512_castph_si512(acc[u]);
-            __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(bits));
-            __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(bits, 1));
+            __m512 lo, hi;
+            widen_ph(acc[u], &lo, &hi);
             if (d0) {
                 lo = _mm512_add_ps(_mm512_loadu_ps(dst), lo);
                 hi = _mm512_add_ps(_mm512_loadu_ps(dst + 16), hi);
@@ -235,9 +249,8 @@ inline void pv_block(const Scratch &s, size_t nk, size_t c0, size_t v, const __m
     }
     for (size_t c = 0; c < C; ++c) {
         float *dst = s.ot + (c0 + c) * kQ + 32 * v;
-        const __m512i bits = _mm512_castph_si512(acc[c]);
-        const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(bits));
-        const __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(bits, 1));
+        __m512 lo, hi;
+        widen_ph(acc[c], &lo, &hi);
         _mm512_storeu_ps(dst, _mm512_fmadd_ps(_mm512_loadu_ps(dst), alpha[2 * v], lo));
         _mm512_storeu_ps(dst + 16,
                          _mm512_fmadd_ps(_mm512_loadu_ps(dst + 16), alpha[2 * v + 1], hi));
@@ -271,11 +284,7 @@ float row_absmax(const void *base, DType type, size_t idx, size_t n, float acc) 
     const __m512 inf = _mm512_set1_ps(INFINITY);
     size_t x = 0;
     for (; x + 16 <= n; x += 16) {
-        const __m512 v = type == DType::F16
-                             ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(
-                                   static_cast<const unsigned char *>(base) + 2 * (idx + x))))
-                             : _mm512_loadu_ps(static_cast<const float *>(base) + idx + x);
-        const __m512 a = _mm512_abs_ps(v);
+        const __m512 a = _mm512_abs_ps(load16(base, type, idx + x));
         // NaN compares false: count it as inf
         mx = _mm512_mask_mov_ps(_mm512_max_ps(mx, a), _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), inf);
     }
@@ -357,9 +366,7 @@ void fp16_item(const Params &p, const Tensors &t, size_t b, size_t h, size_t q0,
     for (size_t l = 0; l < kQ; ++l) {
         const long long diag = static_cast<long long>(q0 + (l < rows ? l : rows - 1)) + off;
         long long h1 = static_cast<long long>(klen), l1 = 0;
-        if (p.causal != Causal::None && diag + 1 < h1) h1 = diag + 1;
-        if (p.window_right >= 0 && diag + p.window_right + 1 < h1) h1 = diag + p.window_right + 1;
-        if (p.window_left >= 0 && diag - p.window_left > l1) l1 = diag - p.window_left;
+        clip_to_visible(p, diag, &l1, &h1);
         if (l1 > static_cast<long long>(klen)) l1 = static_cast<long long>(klen);
         if (h1 < l1) h1 = l1; // [lo, hi) within [0, klen): padding keys are never read
         lo[l] = static_cast<int32_t>(l1);
@@ -379,6 +386,7 @@ void fp16_item(const Params &p, const Tensors &t, size_t b, size_t h, size_t q0,
         // tile), then its values transposed into qt
         _Float16 *row = s.pt;
         const __m512 sc = _mm512_set1_ps(p.scale);
+        const void *qbase = p.q_type == DType::F16 ? static_cast<const void *>(t.q16) : t.q;
         for (size_t l = 0; l < kQ; ++l) {
             if (l >= rows) {
                 for (size_t dd = 0; dd < d; ++dd) s.qt[dd * kQ + l] = static_cast<_Float16>(0.0f);
@@ -386,20 +394,13 @@ void fp16_item(const Params &p, const Tensors &t, size_t b, size_t h, size_t q0,
             }
             const size_t base = q_index(p, t, b, h, q0 + l);
             size_t dd = 0;
-            for (; dd + 16 <= d; dd += 16) {
-                const __m512 x = p.q_type == DType::F16
-                                     ? _mm512_cvtph_ps(_mm256_loadu_si256(
-                                           reinterpret_cast<const __m256i *>(t.q16 + base + dd)))
-                                     : _mm512_loadu_ps(t.q + base + dd);
+            for (; dd + 16 <= d; dd += 16)
                 _mm256_storeu_si256(
                     reinterpret_cast<__m256i *>(row + dd),
-                    _mm512_cvtps_ph(_mm512_mul_ps(x, sc), _MM_FROUND_TO_NEAREST_INT));
-            }
+                    _mm512_cvtps_ph(_mm512_mul_ps(load16(qbase, p.q_type, base + dd), sc),
+                                    _MM_FROUND_TO_NEAREST_INT));
             for (; dd < d; ++dd)
-                row[dd] = static_cast<_Float16>((p.q_type == DType::F16
-                                                     ? value_f32(t.q16, DType::F16, base + dd)
-                                                     : t.q[base + dd]) *
-                                                p.scale);
+                row[dd] = static_cast<_Float16>(value_f32(qbase, p.q_type, base + dd) * p.scale);
             for (dd = 0; dd < d; ++dd) s.qt[dd * kQ + l] = row[dd];
         }
     }
@@ -426,23 +427,20 @@ void fp16_item(const Params &p, const Tensors &t, size_t b, size_t h, size_t q0,
         s.vt = vall + j0 * s.vr;
         for (size_t v = 0; v < 2; ++v)
             for (size_t x0 = 0; x0 < nk; x0 += kKT) qk_block(s, d, x0, v);
-        const size_t nkb = nk;
-        (void)nkb;
-        // masks: a key outside a lane's [lo, hi) (or past the tile) scores -inf
-        const bool full = static_cast<long long>(j0) >= lomax &&
-                          static_cast<long long>(j0 + nk) <= himin && nk == nkb;
+        // masks: a key outside a lane's [lo, hi) scores -inf
+        const bool full =
+            static_cast<long long>(j0) >= lomax && static_cast<long long>(j0 + nk) <= himin;
         if (!full) {
             __m512i vlo[4], vhi[4];
             for (size_t v = 0; v < 4; ++v) {
                 vlo[v] = _mm512_loadu_si512(lo + 16 * v);
                 vhi[v] = _mm512_loadu_si512(hi + 16 * v);
             }
-            for (size_t x = 0; x < nkb; ++x) {
+            for (size_t x = 0; x < nk; ++x) {
                 const __m512i jv = _mm512_set1_epi32(static_cast<int32_t>(j0 + x));
                 for (size_t v = 0; v < 4; ++v) {
-                    __mmask16 ok = _mm512_cmp_epi32_mask(vlo[v], jv, _MM_CMPINT_LE) &
-                                   _mm512_cmp_epi32_mask(jv, vhi[v], _MM_CMPINT_LT);
-                    if (x >= nk) ok = 0;
+                    const __mmask16 ok = _mm512_cmp_epi32_mask(vlo[v], jv, _MM_CMPINT_LE) &
+                                         _mm512_cmp_epi32_mask(jv, vhi[v], _MM_CMPINT_LT);
                     float *sp = s.st + x * kQ + 16 * v;
                     _mm512_storeu_ps(
                         sp, _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), ok, _mm512_loadu_ps(sp)));
@@ -474,9 +472,10 @@ void fp16_item(const Params &p, const Tensors &t, size_t b, size_t h, size_t q0,
                 const __m512 t1 = _mm512_fmsub_ps(_mm512_loadu_ps(sp + 16), log2e, m1);
                 const __m512h e = exp2_ph(t0, t1);
                 _mm512_storeu_ph(s.pt + x * kQ + 32 * v, e);
-                const __m512i bits = _mm512_castph_si512(e);
-                l0 = _mm512_add_ps(l0, _mm512_cvtph_ps(_mm512_castsi512_si256(bits)));
-                l1 = _mm512_add_ps(l1, _mm512_cvtph_ps(_mm512_extracti64x4_epi64(bits, 1)));
+                __m512 e0, e1;
+                widen_ph(e, &e0, &e1);
+                l0 = _mm512_add_ps(l0, e0);
+                l1 = _mm512_add_ps(l1, e1);
             }
             lsum[2 * v] = _mm512_fmadd_ps(lsum[2 * v], alpha[2 * v], l0);
             lsum[2 * v + 1] = _mm512_fmadd_ps(lsum[2 * v + 1], alpha[2 * v + 1], l1);

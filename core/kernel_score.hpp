@@ -104,9 +104,7 @@ static inline void block_rows(const Params &p, const Tensors &t, const WorkItem 
         r->h[l] = w.kvh * group + row % group;
         const long long diag = r->i[l] + r->off;
         long long hi = kFar, lo = -kFar;
-        if (p.causal != Causal::None) hi = diag + 1;
-        if (p.window_right >= 0) hi = lmin(hi, diag + p.window_right + 1);
-        if (p.window_left >= 0) lo = diag - p.window_left;
+        clip_to_visible(p, diag, &lo, &hi);
         r->lo[l] = lo;
         r->hi[l] = hi;
     }
