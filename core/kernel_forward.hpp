@@ -381,8 +381,8 @@ static inline bool decode_scores(const Params &p, const Tensors &t, const Rows &
 struct DecodeHead {
     Rows r;
     KvRows krows, vb;
-    float *q,
-        *o; // [kDecodeRows][dpad] qs * q (rows past nr and the padding 0), [kDecodeRows][dvpad]
+    // q: [kDecodeRows][dpad] qs * q (rows past nr and the padding 0); o: [kDecodeRows][dvpad]
+    float *q, *o;
     float m[kDecodeRows], l[kDecodeRows];
     bool vis[kDecodeRows];
     size_t kbeg, kend; // keys of the item any row may see
@@ -564,11 +564,16 @@ static void decode_item(const Params &p, const Tensors &t, const WorkItem &w, vo
     decode_end(p, t, w, h, partial);
 }
 
+// Whether item w takes the decode path. It sums q.k along head_dim in another order than the
+// row-block path: under batch invariance every row takes the row-block path, whatever its
+// batch-mates.
+static inline bool takes_decode_path(const Params &p, const WorkItem &w) {
+    return kNV == 1 && w.rows <= kDecodeRows && p.shape.head_dim >= kL && !p.invariant;
+}
+
 static void forward_item(const Params &p, const Tensors &t, const WorkItem &w, void *scratch,
                          const Partial *partial) {
-    // The decode path sums q.k along head_dim in another order than the row-block path: under
-    // batch invariance every row takes the row-block path, whatever its batch-mates.
-    if (kNV == 1 && w.rows <= kDecodeRows && p.shape.head_dim >= kL && !p.invariant) {
+    if (takes_decode_path(p, w)) {
         decode_item(p, t, w, scratch, partial);
         return;
     }
@@ -624,8 +629,7 @@ static void forward_item(const Params &p, const Tensors &t, const WorkItem &w, v
 static void forward_heads(const Params &p, const Tensors &t, const WorkItem *ws, size_t n,
                           void *scratch, const Partial *partials) {
     const WorkItem &w0 = ws[0];
-    bool together = kNV == 1 && w0.rows <= kDecodeRows && p.shape.head_dim >= kL && !p.invariant &&
-                    n <= kDecodeHeads;
+    bool together = takes_decode_path(p, w0) && n <= kDecodeHeads;
     Scratch s;
     scratch_layout(p, static_cast<unsigned char *>(scratch), &s);
     DecodeHead hs[kDecodeHeads];

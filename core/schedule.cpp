@@ -109,7 +109,12 @@ thread_local std::vector<uint32_t> t_qmap;
 thread_local std::vector<uint32_t> t_qlens;
 thread_local std::vector<size_t> t_first_item;
 thread_local std::vector<float> t_lse;
-thread_local std::vector<size_t> t_groups;
+// KV heads of a batch entry whose decode items walk the key tiles together: items first,
+// first + stride, ... (n of them).
+struct HeadGroup {
+    size_t first, n, stride;
+};
+thread_local std::vector<HeadGroup> t_groups;
 thread_local std::vector<uint16_t> t_k16, t_v16; // the fp16 path's K and V rows
 
 // The split of a call into items depends on the shape, the kernel and the query mask only,
@@ -364,9 +369,8 @@ const KernelInfo &current_kernel() {
 // lengths, and values whose fp16 products cannot overflow.
 bool fp16_takes(const Params &p, const Tensors &t) {
     const Shape &s = p.shape;
-    const bool plain_types = p.q_type != DType::BF16 && p.k_type != DType::BF16 &&
-                             p.v_type != DType::BF16 && p.k_type != DType::I8 &&
-                             p.v_type != DType::I8;
+    auto f32_or_f16 = [](DType d) { return d == DType::F32 || d == DType::F16; };
+    const bool plain_types = f32_or_f16(p.q_type) && f32_or_f16(p.k_type) && f32_or_f16(p.v_type);
     if (!p.fp16 || !plain_types || p.invariant || p.varlen || p.page_size || p.softcap > 0.0f ||
         p.plus_one || t.bias || t.alibi || t.sinks || t.key_valid || t.allowed || t.query_valid ||
         t.key_mass || t.cu_q || t.cu_k || t.block_table)
@@ -377,32 +381,35 @@ bool fp16_takes(const Params &p, const Tensors &t) {
     return fp16_in_range(p, t);
 }
 
+// The forward call on the fp16 fast path (fp16_takes).
+void fp16_forward(const Params &p, const Tensors &t0) {
+    const Plan pl = make_plan(p, t0, false); // its serial decision (work, not threads)
+    const size_t rb = fp16_block_rows(), blocks = ceil_div(p.shape.seq_q, rb);
+    const size_t bytes = fp16_scratch_bytes(p), heads = p.shape.heads_q;
+    const size_t kvs = p.shape.batch * p.shape.heads_kv;
+    // K (transposed into key tiles) and fp32 V are rounded to fp16 once per call: each row
+    // serves every query head of its group and every query block; fp16 V is read in place
+    t_k16.resize(kvs * fp16_k_elems(p));
+    uint16_t *k16 = t_k16.data(), *v16 = nullptr;
+    if (p.v_type == DType::F32) {
+        t_v16.resize(kvs * p.shape.seq_k * p.shape.head_dim_v);
+        v16 = t_v16.data();
+    }
+    run_items(pl, kvs, [&](size_t it) {
+        const size_t b = it / p.shape.heads_kv, kvh = it % p.shape.heads_kv;
+        fp16_convert_rows(p, t0, false, b, kvh, k16 + it * fp16_k_elems(p));
+        if (v16)
+            fp16_convert_rows(p, t0, true, b, kvh, v16 + it * p.shape.seq_k * p.shape.head_dim_v);
+    });
+    run_items(pl, p.shape.batch * heads * blocks, [&](size_t it) {
+        const size_t blk = it % blocks, h = it / blocks % heads, b = it / blocks / heads;
+        fp16_item(p, t0, b, h, blk * rb, k16, v16, t_scratch.get(bytes));
+    });
+}
+
 void forward(const Params &p, const Tensors &t0) {
     if (fp16_takes(p, t0)) {
-        const Plan pl = make_plan(p, t0, false); // its serial decision (work, not threads)
-        const size_t rb = fp16_block_rows(), blocks = ceil_div(p.shape.seq_q, rb);
-        const size_t bytes = fp16_scratch_bytes(p), heads = p.shape.heads_q;
-        const size_t kvs = p.shape.batch * p.shape.heads_kv;
-        // K (transposed into key tiles) and fp32 V are rounded to fp16 once per call: each row
-        // serves every query head of its group and every query block; fp16 V is read in place
-        uint16_t *k16 = nullptr, *v16 = nullptr;
-        t_k16.resize(kvs * fp16_k_elems(p));
-        k16 = t_k16.data();
-        if (p.v_type == DType::F32) {
-            t_v16.resize(kvs * p.shape.seq_k * p.shape.head_dim_v);
-            v16 = t_v16.data();
-        }
-        run_items(pl, kvs, [&](size_t it) {
-            const size_t b = it / p.shape.heads_kv, kvh = it % p.shape.heads_kv;
-            fp16_convert_rows(p, t0, false, b, kvh, k16 + it * fp16_k_elems(p));
-            if (v16)
-                fp16_convert_rows(p, t0, true, b, kvh,
-                                  v16 + it * p.shape.seq_k * p.shape.head_dim_v);
-        });
-        run_items(pl, p.shape.batch * heads * blocks, [&](size_t it) {
-            const size_t blk = it % blocks, h = it / blocks % heads, b = it / blocks / heads;
-            fp16_item(p, t0, b, h, blk * rb, k16, v16, t_scratch.get(bytes));
-        });
+        fp16_forward(p, t0);
         return;
     }
     Tensors t = t0;
@@ -437,29 +444,26 @@ void forward(const Params &p, const Tensors &t0) {
             // row block and key chunk walk the tiles together, so memory streams in order
             // rather than one head's row per token (a 4 KiB stride at 8 x 128 floats). Every
             // item's arithmetic, and so every bit, is the same either way.
-            std::vector<size_t> &groups = t_groups; // first item, heads, item stride
+            std::vector<HeadGroup> &groups = t_groups;
             groups.clear();
             for (size_t b = 0; b < p.shape.batch; ++b) {
                 const size_t rbs = (pl.first[b + 1] - pl.first[b]) / heads;
                 for (size_t q = 0; q < rbs; ++q)
-                    for (size_t h0 = 0; h0 < heads; h0 += kDecodeHeads) {
-                        groups.push_back(pl.first[b] + h0 * rbs + q);
-                        groups.push_back(std::min(kDecodeHeads, heads - h0));
-                        groups.push_back(rbs);
-                    }
+                    for (size_t h0 = 0; h0 < heads; h0 += kDecodeHeads)
+                        groups.push_back(
+                            {pl.first[b] + h0 * rbs + q, std::min(kDecodeHeads, heads - h0), rbs});
             }
-            const size_t ngroups = groups.size() / 3;
-            const size_t *gd = groups.data();
-            run_items(pl, ngroups * pl.splits, [&](size_t task) {
-                const size_t *g = gd + task / pl.splits * 3, s = task % pl.splits;
+            run_items(pl, groups.size() * pl.splits, [&](size_t task) {
+                const HeadGroup &g = groups[task / pl.splits];
+                const size_t s = task % pl.splits;
                 WorkItem ws[kDecodeHeads];
                 Partial parts[kDecodeHeads];
-                for (size_t x = 0; x < g[1]; ++x) {
-                    const size_t it = g[0] + x * g[2];
+                for (size_t x = 0; x < g.n; ++x) {
+                    const size_t it = g.first + x * g.stride;
                     ws[x] = split_item(it, s);
                     parts[x].data = parts_data + (it * pl.splits + s) * part_floats;
                 }
-                pl.k->forward_heads(p, t, ws, g[1], t_scratch.get(scratch_bytes), parts);
+                pl.k->forward_heads(p, t, ws, g.n, t_scratch.get(scratch_bytes), parts);
             });
         } else {
             run_items(pl, pl.items * pl.splits, [&](size_t it) {
