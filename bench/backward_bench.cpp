@@ -15,22 +15,12 @@
 
 #include "attn.h"
 
-namespace {
-double now() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-void check(attn_status st, const char *what) {
-    if (st != ATTN_OK) {
-        std::fprintf(stderr, "%s: %s\n", what, attn_last_error());
-        std::exit(1);
-    }
-}
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-} // namespace
+#include "timing.hpp"
+
+using attn_bench::check;
+using attn_bench::median;
+using attn_bench::now;
+
 
 int main(int argc, char **argv) {
     int rounds = 5, reps = 2;

@@ -21,24 +21,13 @@
 
 #include "peak.hpp"
 
+#include "timing.hpp"
+
+using attn_bench::check;
+using attn_bench::median;
+using attn_bench::now;
+
 namespace {
-
-double now() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
-void check(attn_status st, const char *what) {
-    if (st != ATTN_OK) {
-        std::fprintf(stderr, "%s: %s\n", what, attn_last_error());
-        std::exit(1);
-    }
-}
 
 template <class F> double peak_gflops(F loop, double flops_per_iter) {
     const long iters = 20000000;

@@ -31,6 +31,12 @@
 
 #include "attn.h"
 
+#include "timing.hpp"
+
+using attn_bench::check;
+using attn_bench::median;
+using attn_bench::now;
+
 namespace {
 
 bool g_huge = false; // --hugepages
@@ -54,29 +60,12 @@ template <class T> struct HugeAlloc {
 };
 using FVec = std::vector<float, HugeAlloc<float>>;
 
-double now() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-
-void check(attn_status st, const char *what) {
-    if (st != ATTN_OK) {
-        std::fprintf(stderr, "%s: %s (%s)\n", what, attn_status_string(st), attn_last_error());
-        std::exit(1);
-    }
-}
-
 FVec randoms(size_t n, unsigned seed) {
     std::mt19937 g(seed);
     std::uniform_real_distribution<float> u(-1, 1);
     FVec x(n);
     for (auto &v : x) v = u(g);
     return x;
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
 }
 
 // Reading this evicts every cache level (1 GiB, more than any L3 this kind of host has).

@@ -24,24 +24,13 @@
 #include "evict.hpp"
 #include "stream.hpp"
 
+#include "timing.hpp"
+
+using attn_bench::check;
+using attn_bench::median;
+using attn_bench::now;
+
 namespace {
-
-double now() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
-void check(attn_status st, const char *what) {
-    if (st != ATTN_OK) {
-        std::fprintf(stderr, "%s: %s\n", what, attn_last_error());
-        std::exit(1);
-    }
-}
 
 enum Store { F32 = 0, F16 = 1, BF16 = 2, I8 = 3 };
 const char *const kStoreName[4] = {"f32", "f16", "bf16", "int8"};

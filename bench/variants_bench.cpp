@@ -31,19 +31,13 @@
 
 #include "attn.h"
 
+#include "timing.hpp"
+
+using attn_bench::check;
+using attn_bench::median;
+using attn_bench::now;
+
 namespace {
-
-double now() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-
-void check(attn_status st, const char *what) {
-    if (st != ATTN_OK) {
-        std::fprintf(stderr, "%s: %s (%s)\n", what, attn_status_string(st), attn_last_error());
-        std::exit(1);
-    }
-}
 
 std::vector<float> randoms(size_t n, unsigned seed, float lo = -1, float hi = 1) {
     std::mt19937 g(seed);
@@ -58,11 +52,6 @@ struct Variant {
     std::function<void()> call;
     std::vector<double> times;
 };
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
 
 // visible (query, key) pairs of a causal n x n problem with a left window w (-1 = none)
 double visible_pairs(size_t n, long long w) {
@@ -81,13 +70,15 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc)
             rounds = std::atoi(argv[++i]);
-        else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
+        else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = std::strtoul(argv[++i], nullptr, 10);
         else if (!std::strcmp(argv[i], "--baseline-lib") && i + 1 < argc)
             baseline = argv[++i];
         else {
-            std::fprintf(stderr, "usage: %s [--rounds N] [--reps R] [--threads T] [--baseline-lib lib]\n",
+            std::fprintf(stderr,
+                         "usage: %s [--rounds N] [--reps R] [--threads T] [--baseline-lib lib]\n",
                          argv[0]);
             return 2;
         }
