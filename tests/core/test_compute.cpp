@@ -18,6 +18,7 @@
 
 #include "attn.h"
 #include "reference.hpp"
+#include "variant_cases.hpp"
 
 namespace {
 
@@ -32,12 +33,8 @@ bool cpu_has_fp16() { // cpuid leaf 7: EDX bit 23 AVX512_FP16 (with AVX-512 itse
 #endif
 }
 
-size_t pick(std::mt19937 &g, size_t lo, size_t hi) {
-    return std::uniform_int_distribution<size_t>(lo, hi)(g);
-}
-float uni(std::mt19937 &g, float lo, float hi) {
-    return std::uniform_real_distribution<float>(lo, hi)(g);
-}
+using vcases::pick;
+using vcases::uni;
 
 struct Case {
     ref::VProblem p;
@@ -120,25 +117,18 @@ Out run(const Case &c, int compute, size_t threads = 0) {
 // the score error's share 2 (e^(2 ds) - 1) max|v|) and 1e-2 max|v|.
 double out_bound(const Case &c) {
     const ref::VProblem &p = c.p;
+    auto norm = [&](const float *row) { // Euclidean norm of a head_dim row
+        double s = 0;
+        for (size_t x = 0; x < p.head_dim; ++x) s += double(row[x]) * double(row[x]);
+        return std::sqrt(s);
+    };
     double qn = 0, kn = 0, vm = 0;
     for (size_t b = 0; b < p.batch; ++b) {
         for (size_t h = 0; h < p.heads_q; ++h)
-            for (size_t i = 0; i < p.seq_q; ++i) {
-                double s = 0;
-                for (size_t x = 0; x < p.head_dim; ++x) {
-                    const double e = c.q[p.at(0, b, h, i) + x];
-                    s += e * e;
-                }
-                qn = std::max(qn, std::sqrt(s));
-            }
+            for (size_t i = 0; i < p.seq_q; ++i) qn = std::max(qn, norm(&c.q[p.at(0, b, h, i)]));
         for (size_t h = 0; h < p.heads_kv; ++h)
             for (size_t j = 0; j < p.seq_k; ++j) {
-                double s = 0;
-                for (size_t x = 0; x < p.head_dim; ++x) {
-                    const double e = c.k[p.at(1, b, h, j) + x];
-                    s += e * e;
-                }
-                kn = std::max(kn, std::sqrt(s));
+                kn = std::max(kn, norm(&c.k[p.at(1, b, h, j)]));
                 for (size_t x = 0; x < p.head_dim_v; ++x)
                     vm = std::max(vm, std::fabs(static_cast<double>(c.v[p.at(2, b, h, j) + x])));
             }
