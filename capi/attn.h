@@ -310,7 +310,8 @@ typedef enum attn_param {
      * keys are never split across threads and decode rows take the same kernel as prefill
      * rows. Costs speed on decode-like calls (see README). Default 0. */
     ATTN_PARAM_BATCH_INVARIANT = 13,
-    /* int, an attn_compute: the arithmetic of ATTN_OP_FORWARD. Default ATTN_COMPUTE_EXACT. */
+    /* int, an attn_compute: the arithmetic of ATTN_OP_FORWARD. Default ATTN_COMPUTE_EXACT.
+     * since 0.2 */
     ATTN_PARAM_COMPUTE = 14
 } attn_param;
 
@@ -333,7 +334,7 @@ typedef enum attn_param {
  * windows, GQA and ATTN_SEQ_LENS_K; every other call (other variants, masks, varlen, pages, int8 /
  * bf16, decode, batch invariance, values whose fp16 products could overflow: |scale q| |k| * 32 or
  * |v| * 64 >= 2^15) and every CPU without AVX512-FP16 runs exactly as EXACT. The choice never
- * depends on the thread count. */
+ * depends on the thread count. since 0.2 */
 typedef enum attn_compute { ATTN_COMPUTE_EXACT = 0, ATTN_COMPUTE_FP16 = 1 } attn_compute;
 
 /** ATTN_PARAM_ALIBI values. */
