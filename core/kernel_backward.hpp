@@ -10,23 +10,73 @@
 //   x = scale * q_i . k_j:  dQ_i += scale dx_ij K_j,  dK_j += scale dx_ij Q_i.
 //   A sink adds nothing to O; its logit's gradient is -p_sink D_i (collected per head).
 // One call handles every query head of the KV head and every key, in a fixed order (key blocks
-// ascending, then heads, queries and keys ascending): each dQ, dK and dV element is written by
+// ascending, then heads and query blocks ascending): each dQ, dK and dV element is written by
 // one task in one order, so the gradients are bit-identical for any thread count.
+//
+// Per (key block, query block) the five products are register-tiled matrix products over
+// packed operands (bwd_gemm): S = Q K^T and dP = dO V^T (rows x key vectors), dV += P^T dO and
+// dK += dS^T Q (keys x head_dim vectors), dQ += dS K (rows x head_dim vectors). Each output
+// tile's accumulators stay in registers over the whole inner dimension.
 
 static inline float bwd_exp(float x) {
     return lane0(vexp(vbcast(x)));
 }
 
-constexpr size_t kBwdRows = 8; // query rows per step: 8 independent FMA chains per key vector
+constexpr size_t kBc = 32;         // keys per block (a multiple of every kL)
+constexpr size_t kBV = kBc / kL;   // key vectors per block
+constexpr size_t kBr = 64;         // query rows per block
+constexpr bool kRegs32 = kL == 16; // AVX-512: 32 vector registers, else 16
+// Register tiles (output rows x vectors): S and dP, then dK, dV and dQ.
+constexpr size_t kSR = kRegs32 ? 8 : 4, kSC = 2;
+constexpr size_t kGR = 4, kGC = kRegs32 ? 4 : 2;
+static_assert(kBr % kSR == 0 && kBr % kGR == 0 && kBc % kGR == 0 && kBV % kSC == 0, "tiles");
+
+// c[o][n] (+)= sum_k a(o, k) b[k][n] for o < R and C vectors n, a(o, k) = a[o * sao + k * sak]
+// (the accumulators start from c when Acc, else from 0). Every element is one FMA chain over
+// k ascending.
+template <size_t R, size_t C, bool Acc>
+static inline void bwd_tile(const float *a, size_t sao, size_t sak, const float *b, size_t ldb,
+                            size_t kdim, float *c, size_t ldc) {
+    vf acc[R][C];
+    for (size_t o = 0; o < R; ++o)
+        for (size_t n = 0; n < C; ++n) acc[o][n] = Acc ? vload(c + o * ldc + n * kL) : vzero();
+    for (size_t k = 0; k < kdim; ++k) {
+        vf bv[C];
+        for (size_t n = 0; n < C; ++n) bv[n] = vload(b + k * ldb + n * kL);
+        for (size_t o = 0; o < R; ++o) {
+            const vf x = vbcast(a[o * sao + k * sak]);
+            for (size_t n = 0; n < C; ++n) acc[o][n] = vfma(x, bv[n], acc[o][n]);
+        }
+    }
+    for (size_t o = 0; o < R; ++o)
+        for (size_t n = 0; n < C; ++n) vstore(c + o * ldc + n * kL, acc[o][n]);
+}
+
+// bwd_tile over output rows [o0, o1) (a multiple of R apart) and nv vectors: vector columns
+// outer, so one column strip of b stays in L1 while the row tiles pass over it; a last strip
+// narrower than C takes the next narrower tile.
+template <size_t R, size_t C, bool Acc>
+static void bwd_gemm(const float *a, size_t sao, size_t sak, const float *b, size_t ldb,
+                     size_t kdim, float *c, size_t ldc, size_t o0, size_t o1, size_t nv) {
+    size_t n = 0;
+    for (; n + C <= nv; n += C)
+        for (size_t o = o0; o < o1; o += R)
+            bwd_tile<R, C, Acc>(a + o * sao, sao, sak, b + n * kL, ldb, kdim, c + o * ldc + n * kL,
+                                ldc);
+    if constexpr (C > 1)
+        if (n < nv)
+            bwd_gemm<R, C - 1, Acc>(a, sao, sak, b + n * kL, ldb, kdim, c + n * kL, ldc, o0, o1,
+                                    nv - n);
+}
 
 // Scratch carving of backward_item (every block 64-byte aligned); returns the bytes used.
 struct BwdScratch {
-    float *D, *kt, *vt, *dkb, *dvb, *zrow, *pb, *xb, *mk, *tmp;
-    const float **krow;
+    float *D, *qb, *dob, *dqb, *kb, *kt, *vt, *dkb, *dvb, *pb, *dsb, *tmp;
 };
 static size_t backward_layout(const Params &p, unsigned char *base, BwdScratch *s) {
     const size_t group = p.shape.heads_q / p.shape.heads_kv;
     const size_t d = p.shape.head_dim, dv = p.shape.head_dim_v;
+    const size_t dp = kround_up(d, kL), dvp = kround_up(dv, kL);
     size_t off = 0;
     auto take = [&](size_t bytes) {
         unsigned char *ptr = base ? base + off : nullptr;
@@ -36,16 +86,17 @@ static size_t backward_layout(const Params &p, unsigned char *base, BwdScratch *
     auto fl = [&](size_t n) { return reinterpret_cast<float *>(take(sizeof(float) * n)); };
     BwdScratch x;
     x.D = fl(group * p.shape.seq_q); // [group][nq] dO . O, NaN = no gradient
-    x.kt = fl(d * kL);               // [d][kL]  K of the block, transposed
-    x.vt = fl(dv * kL);              // [dv][kL] V of the block, transposed
-    x.dkb = fl(kL * d);              // [kL][d]  the block's dK rows
-    x.dvb = fl(kL * dv);             // [kL][dv] the block's dV rows
-    x.zrow = fl(d + dv);             // zeros
-    x.pb = fl(kBwdRows * kL);        // [kBwdRows][kL] P of each row
-    x.xb = fl(kBwdRows * kL);        // [kBwdRows][kL] d(q.k) of each row
-    x.mk = fl(kBwdRows * kL);        // [kBwdRows][kL] visibility (1 / 0)
-    x.tmp = fl(kL);                  // bias / dbias staging
-    x.krow = reinterpret_cast<const float **>(take(sizeof(const float *) * kL));
+    x.qb = fl(kBr * dp);             // [kBr][dp]  the query block's rows (scale folded or not)
+    x.dob = fl(kBr * dvp);           // [kBr][dvp] its dO rows
+    x.dqb = fl(kBr * dp);            // [kBr][dp]  its dQ rows (accumulated over key blocks)
+    x.kb = fl(kBc * dp);             // [kBc][dp]  K of the key block
+    x.kt = fl(d * kBc);              // [d][kBc]   K of the key block, transposed
+    x.vt = fl(dv * kBc);             // [dv][kBc]  V of the key block, transposed
+    x.dkb = fl(kBc * dp);            // [kBc][dp]  the block's dK rows
+    x.dvb = fl(kBc * dvp);           // [kBc][dvp] the block's dV rows
+    x.pb = fl(kBr * kBc);            // [kBr][kBc] S, then P
+    x.dsb = fl(kBr * kBc);           // [kBr][kBc] dP, then d(logit) / scale
+    x.tmp = fl(kBc);                 // allowed / bias / dbias staging
     if (s) *s = x;
     return off;
 }
@@ -56,25 +107,25 @@ static size_t backward_scratch(const Params &p) {
 
 // dsink[g] (may be null): the sink-logit gradient of query head kvh * group + g summed over
 // this batch entry's rows.
-//
-// Keys go in blocks of kL (one vector: every per-key quantity is a vector across the block's
-// keys); each block's K and V are transposed once into kt / vt and reused by all rows. Rows go
-// kBwdRows at a time: scores and dO.V^T of 8 rows are 8 independent FMA chains.
 static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kvh, void *scratch,
                           float *dsink) {
     const Shape &s = p.shape;
     const size_t group = s.heads_q / s.heads_kv, d = s.head_dim, dv = s.head_dim_v;
+    const size_t dp = kround_up(d, kL), dvp = kround_up(dv, kL);
     const size_t nq = query_len(p, t, b), klen = key_len(p, t, b);
     const long long off = diag_offset(p, t, b);
     BwdScratch sc;
     backward_layout(p, static_cast<unsigned char *>(scratch), &sc);
-    float *const D = sc.D, *const kt = sc.kt, *const vt = sc.vt, *const dkb = sc.dkb;
-    float *const dvb = sc.dvb, *const zrow = sc.zrow, *const pb = sc.pb, *const xb = sc.xb;
-    float *const mk = sc.mk, *const tmp = sc.tmp;
-    const float **krow = sc.krow;
+    float *const D = sc.D, *const qb = sc.qb, *const dob = sc.dob, *const dqb = sc.dqb;
+    float *const kb = sc.kb, *const kt = sc.kt, *const vt = sc.vt, *const dkb = sc.dkb;
+    float *const dvb = sc.dvb, *const pb = sc.pb, *const dsb = sc.dsb, *const tmp = sc.tmp;
     const float kNaNf = __builtin_nanf("");
     const float scale = p.scale, cap = p.softcap;
-    zero_floats(zrow, d + dv);
+    // the scale enters as in the forward (folded into q when |scale| <= 1), so the recomputed
+    // logits round like the forward's and P = exp(s - lse) matches it; dS is kept without the
+    // scale: dK = (scale / qs) dS^T (qs Q), dQ = scale (dS K), applied when the rows are final
+    const float qs = fold_scale(p) ? scale : 1.0f;
+    const float kfac = fold_scale(p) ? 1.0f : scale;
 
     for (size_t g = 0; g < group; ++g) {
         const size_t h = kvh * group + g;
@@ -89,7 +140,7 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                 D[g * nq + i] = kNaNf;
                 continue;
             }
-            // D in the same arithmetic as a lane of the dO.V^T below, so that a row with one
+            // D in the same arithmetic as a lane of dO.V^T (bwd_tile), so that a row with one
             // visible key (O = V) gets dS = P (dP - D) = 0 exactly
             const float *dO = t.dout + out_index(p, t, b, h, i);
             const float *o = t.out + out_index(p, t, b, h, i);
@@ -114,195 +165,156 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
     const vf lanes = vload(lane);
     // Keys past this entry's length are padding: their gradient rows are 0 (dense layouts).
     const size_t kend = t.cu_k ? klen : s.seq_k;
-    for (size_t j0 = 0; j0 < kend; j0 += kL) {
-        const size_t nk = kmin(kL, kend - j0);
+    for (size_t j0 = 0; j0 < kend; j0 += kBc) {
+        const size_t nk = kmin(kBc, kend - j0);
         // The block's readable keys (not padding); the others read as zero rows.
         bool any_key = false;
-        float readable[kL];
-        for (size_t x = 0; x < kL; ++x) {
+        float readable[kBc];
+        for (size_t x = 0; x < kBc; ++x) {
             const size_t j = j0 + x;
             const bool ok = x < nk && j < klen && (!kvalid || kvalid[j]);
             readable[x] = ok ? 1.0f : 0.0f;
             any_key |= ok;
-            krow[x] = ok ? kr.at(j) : zrow;
-            const float *vrow = ok ? vr.at(j) : zrow;
-            for (size_t dd = 0; dd < d; ++dd) kt[dd * kL + x] = krow[x][dd];
-            for (size_t dd = 0; dd < dv; ++dd) vt[dd * kL + x] = vrow[dd];
+            float *krow = kb + x * dp;
+            if (ok) {
+                const float *src = kr.at(j), *vrow = vr.at(j);
+                for (size_t dd = 0; dd < d; ++dd) krow[dd] = kt[dd * kBc + x] = src[dd];
+                for (size_t dd = 0; dd < dv; ++dd) vt[dd * kBc + x] = vrow[dd];
+            } else {
+                for (size_t dd = 0; dd < d; ++dd) krow[dd] = kt[dd * kBc + x] = 0.0f;
+                for (size_t dd = 0; dd < dv; ++dd) vt[dd * kBc + x] = 0.0f;
+            }
+            for (size_t dd = d; dd < dp; ++dd) krow[dd] = 0.0f;
         }
-        zero_floats(dkb, kL * d);
-        zero_floats(dvb, kL * dv);
-        const vf rv = vload(readable);
+        zero_floats(dkb, kBc * dp);
+        zero_floats(dvb, kBc * dvp);
         for (size_t g = 0; g < group && any_key; ++g) {
             const size_t h = kvh * group + g;
             const vf slope = vbcast(t.alibi ? t.alibi[h] : 0.0f);
-            for (size_t i0 = 0; i0 < nq; i0 += kBwdRows) {
-                const size_t nr = kmin(kBwdRows, nq - i0);
-                const float *qr[kBwdRows], *dor[kBwdRows];
-                long long lo[kBwdRows], hi[kBwdRows];
-                bool any_row = false;
-                for (size_t r = 0; r < kBwdRows; ++r) {
+            for (size_t i0 = 0; i0 < nq; i0 += kBr) {
+                const size_t nr = kmin(kBr, nq - i0);
+                long long lo[kBr], hi[kBr];
+                size_t ra = kBr, rb = 0;
+                for (size_t r = 0; r < nr; ++r) {
                     const size_t i = i0 + r;
-                    bool live = r < nr && D[g * nq + i] == D[g * nq + i];
-                    if (live) {
-                        const long long diag = static_cast<long long>(i) + off;
-                        lo[r] = static_cast<long long>(j0);
-                        hi[r] = static_cast<long long>(j0 + nk);
-                        clip_to_visible(p, diag, &lo[r], &hi[r]);
-                        live = lo[r] < hi[r];
+                    lo[r] = hi[r] = 0;
+                    if (D[g * nq + i] != D[g * nq + i]) continue;
+                    const long long diag = static_cast<long long>(i) + off;
+                    long long l = static_cast<long long>(j0), u = static_cast<long long>(j0 + nk);
+                    clip_to_visible(p, diag, &l, &u);
+                    if (l >= u) continue;
+                    lo[r] = l;
+                    hi[r] = u;
+                    if (ra == kBr) ra = r;
+                    rb = r + 1;
+                }
+                if (ra >= rb) continue;
+                ra -= ra % kSR;
+                rb = kround_up(rb, kSR);
+                // the block's rows [ra, rb), rows that see nothing as zeros
+                for (size_t r = ra; r < rb; ++r) {
+                    float *qd = qb + r * dp, *od = dob + r * dvp, *gd = dqb + r * dp;
+                    if (r < nr && lo[r] < hi[r]) {
+                        const float *q = t.q + q_index(p, t, b, h, i0 + r);
+                        const float *dO = t.dout + out_index(p, t, b, h, i0 + r);
+                        for (size_t dd = 0; dd < d; ++dd) qd[dd] = q[dd] * qs;
+                        for (size_t dd = 0; dd < dv; ++dd) od[dd] = dO[dd];
+                        if (t.dq) {
+                            const float *dq = t.dq + q_index(p, t, b, h, i0 + r);
+                            for (size_t dd = 0; dd < d; ++dd) gd[dd] = dq[dd];
+                        }
+                    } else {
+                        zero_floats(qd, d);
+                        zero_floats(od, dv);
+                        zero_floats(gd, d);
                     }
-                    qr[r] = live ? t.q + q_index(p, t, b, h, i) : zrow;
-                    dor[r] = live ? t.dout + out_index(p, t, b, h, i) : zrow;
-                    if (!live) lo[r] = hi[r] = 0;
-                    any_row |= live;
+                    for (size_t dd = d; dd < dp; ++dd) qd[dd] = gd[dd] = 0.0f;
+                    for (size_t dd = dv; dd < dvp; ++dd) od[dd] = 0.0f;
                 }
-                if (!any_row) continue;
-                // scores and dO.V^T of every row, a vector across the block's keys
-                vf sacc[kBwdRows], pacc[kBwdRows];
-                for (size_t r = 0; r < kBwdRows; ++r) sacc[r] = pacc[r] = zero;
-                // the scale enters as in the forward (folded into q when |scale| <= 1), so the
-                // recomputed logits round like the forward's and P = exp(s - lse) matches it
-                const float qs = fold_scale(p) ? scale : 1.0f;
-                for (size_t dd = 0; dd < d; ++dd) {
-                    const vf kv = vload(kt + dd * kL);
-                    for (size_t r = 0; r < kBwdRows; ++r)
-                        sacc[r] = vfma(vbcast(qr[r][dd] * qs), kv, sacc[r]);
-                }
-                for (size_t dd = 0; dd < dv; ++dd) {
-                    const vf vv = vload(vt + dd * kL);
-                    for (size_t r = 0; r < kBwdRows; ++r)
-                        pacc[r] = vfma(vbcast(dor[r][dd]), vv, pacc[r]);
-                }
-                for (size_t r = 0; r < kBwdRows; ++r) {
-                    float *m = mk + r * kL;
-                    if (lo[r] >= hi[r]) {
-                        zero_floats(m, kL);
-                        zero_floats(pb + r * kL, kL);
-                        zero_floats(xb + r * kL, kL);
+                // S = (qs Q) K^T and dP = dO V^T of the rows
+                bwd_gemm<kSR, kSC, false>(qb, dp, 1, kt, kBc, d, pb, kBc, ra, rb, kBV);
+                bwd_gemm<kSR, kSC, false>(dob, dvp, 1, vt, kBc, dv, dsb, kBc, ra, rb, kBV);
+                for (size_t r = ra; r < rb; ++r) {
+                    float *pr = pb + r * kBc, *dr = dsb + r * kBc;
+                    if (r >= nr || lo[r] >= hi[r]) {
+                        zero_floats(pr, kBc);
+                        zero_floats(dr, kBc);
                         continue;
                     }
                     const size_t i = i0 + r;
-                    // visible: readable, lo <= j < hi (lane positions relative to j0: exact in
-                    // float), allowed
-                    const float lo_rel = static_cast<float>(lo[r] - static_cast<long long>(j0));
-                    const float hi_rel = static_cast<float>(hi[r] - static_cast<long long>(j0));
-                    vm vis = vand(vne(rv, zero), vand(vlt(vbcast(lo_rel - 0.5f), lanes),
-                                                      vlt(lanes, vbcast(hi_rel))));
-                    if (t.allowed) {
-                        const uint8_t *al = t.allowed + i * s.seq_k + j0;
-                        for (size_t x = 0; x < kL; ++x) m[x] = x < nk && al[x] ? 1.0f : 0.0f;
-                        vis = vand(vis, vne(vload(m), zero));
-                    }
                     const long long diag = static_cast<long long>(i) + off;
-                    const vf x = fold_scale(p) ? sacc[r] : sacc[r] * vbcast(scale);
-                    vf logit = x, th = zero;
-                    if (cap > 0.0f && !p.bias_first) {
-                        th = vtanh(x * vbcast(1.0f / cap));
-                        logit = vbcast(cap) * th;
-                    }
+                    const float lse = t.lse[lse_index(p, t, b, h, i)];
+                    const vf vlse = vbcast(lse), vd = vbcast(D[g * nq + i]);
+                    const uint8_t *al = t.allowed ? t.allowed + i * s.seq_k + j0 : nullptr;
                     const float *brow =
                         t.bias ? t.bias + b * p.bias.batch + h * p.bias.head + i * p.bias.row + j0
                                : nullptr;
-                    if (brow) {
-                        for (size_t e = 0; e < kL; ++e) tmp[e] = e < nk ? brow[e] : 0.0f;
-                        const vf bv = vload(tmp);
-                        vis = vand(vis, vne(bv, ninf)); // a -inf bias hides the key
-                        logit = logit + vsel(vis, bv, zero);
-                    }
-                    if (cap > 0.0f && p.bias_first) {
-                        th = vtanh(logit * vbcast(1.0f / cap));
-                        logit = vbcast(cap) * th;
-                    }
-                    if (t.alibi)
-                        logit = vfma(
-                            slope,
-                            lanes + vbcast(static_cast<float>(static_cast<long long>(j0) - diag)),
-                            logit);
-                    const float lse = t.lse[lse_index(p, t, b, h, i)];
-                    const vf pr = vsel(vis, vexp(logit - vbcast(lse)), zero);
-                    const vf ds = pr * (pacc[r] - vbcast(D[g * nq + i]));
-                    const vf dcap = cap > 0.0f ? ds * (one - th * th) : ds;
-                    vstore(pb + r * kL, pr);
-                    vstore(xb + r * kL, dcap * vbcast(scale));
-                    if (t.dbias) {
-                        vstore(tmp, vsel(vis, p.bias_first ? dcap : ds, zero));
-                        float *dbrow =
-                            t.dbias + b * p.bias.batch + h * p.bias.head + i * p.bias.row + j0;
-                        for (size_t e = 0; e < nk; ++e) dbrow[e] += tmp[e];
+                    float *dbrow =
+                        t.dbias ? t.dbias + b * p.bias.batch + h * p.bias.head + i * p.bias.row + j0
+                                : nullptr;
+                    for (size_t c = 0; c < kBV; ++c) {
+                        const size_t x0 = c * kL;
+                        // visible: readable, lo <= j < hi (lane positions relative to j0: exact
+                        // in float), allowed
+                        const float lo_rel = static_cast<float>(lo[r] - static_cast<long long>(j0));
+                        const float hi_rel = static_cast<float>(hi[r] - static_cast<long long>(j0));
+                        const vf pos = lanes + vbcast(static_cast<float>(x0));
+                        vm vis =
+                            vand(vne(vload(readable + x0), zero),
+                                 vand(vlt(vbcast(lo_rel - 0.5f), pos), vlt(pos, vbcast(hi_rel))));
+                        if (al) {
+                            for (size_t x = 0; x < kL; ++x)
+                                tmp[x] = x0 + x < nk && al[x0 + x] ? 1.0f : 0.0f;
+                            vis = vand(vis, vne(vload(tmp), zero));
+                        }
+                        const vf sx = vload(pr + x0);
+                        const vf x = fold_scale(p) ? sx : sx * vbcast(scale);
+                        vf logit = x, th = zero;
+                        if (cap > 0.0f && !p.bias_first) {
+                            th = vtanh(x * vbcast(1.0f / cap));
+                            logit = vbcast(cap) * th;
+                        }
+                        if (brow) {
+                            for (size_t e = 0; e < kL; ++e)
+                                tmp[e] = x0 + e < nk ? brow[x0 + e] : 0.0f;
+                            const vf bv = vload(tmp);
+                            vis = vand(vis, vne(bv, ninf)); // a -inf bias hides the key
+                            logit = logit + vsel(vis, bv, zero);
+                        }
+                        if (cap > 0.0f && p.bias_first) {
+                            th = vtanh(logit * vbcast(1.0f / cap));
+                            logit = vbcast(cap) * th;
+                        }
+                        if (t.alibi)
+                            logit = vfma(
+                                slope,
+                                pos + vbcast(static_cast<float>(static_cast<long long>(j0) - diag)),
+                                logit);
+                        const vf pv = vsel(vis, vexp(logit - vlse), zero);
+                        const vf ds = vsel(vis, pv * (vload(dr + x0) - vd), zero);
+                        const vf dcap = cap > 0.0f ? ds * (one - th * th) : ds;
+                        vstore(pr + x0, pv);
+                        vstore(dr + x0, dcap);
+                        if (dbrow) {
+                            vstore(tmp, p.bias_first ? dcap : ds);
+                            for (size_t e = 0; e < kL && x0 + e < nk; ++e) dbrow[x0 + e] += tmp[e];
+                        }
                     }
                 }
-                // dQ_r += sum_x dx_rx K_x
-                if (t.dq)
-                    for (size_t r = 0; r < nr; ++r) {
+                // dV += P^T dO and dK += dS^T (qs Q) over the rows; dQ += dS K
+                if (t.dv)
+                    bwd_gemm<kGR, kGC, true>(pb + ra * kBc, 1, kBc, dob + ra * dvp, dvp, rb - ra,
+                                             dvb, dvp, 0, kBc, dvp / kL);
+                if (t.dk)
+                    bwd_gemm<kGR, kGC, true>(dsb + ra * kBc, 1, kBc, qb + ra * dp, dp, rb - ra, dkb,
+                                             dp, 0, kBc, dp / kL);
+                if (t.dq) {
+                    bwd_gemm<kGR, kGC, true>(dsb, kBc, 1, kb, dp, kBc, dqb, dp, ra, rb, dp / kL);
+                    for (size_t r = ra; r < rb && r < nr; ++r) {
                         if (lo[r] >= hi[r]) continue;
                         float *dq = t.dq + q_index(p, t, b, h, i0 + r);
-                        const float *xr = xb + r * kL;
-                        size_t dd = 0;
-                        for (; dd + 4 * kL <= d; dd += 4 * kL) {
-                            vf a0 = vload(dq + dd), a1 = vload(dq + dd + kL),
-                               a2 = vload(dq + dd + 2 * kL), a3 = vload(dq + dd + 3 * kL);
-                            for (size_t x = 0; x < nk; ++x) {
-                                const vf c = vbcast(xr[x]);
-                                const float *k = krow[x] + dd;
-                                a0 = vfma(c, vload(k), a0);
-                                a1 = vfma(c, vload(k + kL), a1);
-                                a2 = vfma(c, vload(k + 2 * kL), a2);
-                                a3 = vfma(c, vload(k + 3 * kL), a3);
-                            }
-                            vstore(dq + dd, a0);
-                            vstore(dq + dd + kL, a1);
-                            vstore(dq + dd + 2 * kL, a2);
-                            vstore(dq + dd + 3 * kL, a3);
-                        }
-                        for (; dd + kL <= d; dd += kL) {
-                            vf a0 = vload(dq + dd);
-                            for (size_t x = 0; x < nk; ++x)
-                                a0 = vfma(vbcast(xr[x]), vload(krow[x] + dd), a0);
-                            vstore(dq + dd, a0);
-                        }
-                        for (; dd < d; ++dd)
-                            for (size_t x = 0; x < nk; ++x) dq[dd] += xr[x] * krow[x][dd];
-                    }
-                // dK_x += sum_r dx_rx Q_r, dV_x += sum_r P_rx dO_r, over the live rows; four
-                // head_dim vectors at a time (four independent FMA chains)
-                size_t live[kBwdRows], nlive = 0;
-                for (size_t r = 0; r < kBwdRows; ++r)
-                    if (lo[r] < hi[r]) live[nlive++] = r;
-                for (size_t x = 0; x < nk; ++x) {
-                    if (readable[x] == 0.0f) continue;
-                    for (int which = 0; which < 2; ++which) {
-                        if (which == 0 ? !t.dk : !t.dv) continue;
-                        const size_t n = which == 0 ? d : dv;
-                        float *acc = which == 0 ? dkb + x * d : dvb + x * dv;
-                        const float *coef = which == 0 ? xb : pb;
-                        const float *const *src = which == 0 ? qr : dor;
-                        size_t dd = 0;
-                        for (; dd + 4 * kL <= n; dd += 4 * kL) {
-                            vf a0 = vload(acc + dd), a1 = vload(acc + dd + kL),
-                               a2 = vload(acc + dd + 2 * kL), a3 = vload(acc + dd + 3 * kL);
-                            for (size_t l = 0; l < nlive; ++l) {
-                                const size_t r = live[l];
-                                const vf c = vbcast(coef[r * kL + x]);
-                                const float *q = src[r] + dd;
-                                a0 = vfma(c, vload(q), a0);
-                                a1 = vfma(c, vload(q + kL), a1);
-                                a2 = vfma(c, vload(q + 2 * kL), a2);
-                                a3 = vfma(c, vload(q + 3 * kL), a3);
-                            }
-                            vstore(acc + dd, a0);
-                            vstore(acc + dd + kL, a1);
-                            vstore(acc + dd + 2 * kL, a2);
-                            vstore(acc + dd + 3 * kL, a3);
-                        }
-                        for (; dd + kL <= n; dd += kL) {
-                            vf a0 = vload(acc + dd);
-                            for (size_t l = 0; l < nlive; ++l)
-                                a0 = vfma(vbcast(coef[live[l] * kL + x]), vload(src[live[l]] + dd),
-                                          a0);
-                            vstore(acc + dd, a0);
-                        }
-                        for (; dd < n; ++dd)
-                            for (size_t l = 0; l < nlive; ++l)
-                                acc[dd] += coef[live[l] * kL + x] * src[live[l]][dd];
+                        const float *gd = dqb + r * dp;
+                        for (size_t dd = 0; dd < d; ++dd) dq[dd] = gd[dd];
                     }
                 }
             }
@@ -310,12 +322,19 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
         for (size_t x = 0; x < nk; ++x) {
             if (t.dk) {
                 float *dst = const_cast<float *>(dkr.at(j0 + x));
-                for (size_t e = 0; e < d; ++e) dst[e] = dkb[x * d + e];
+                for (size_t e = 0; e < d; ++e) dst[e] = dkb[x * dp + e] * kfac;
             }
             if (t.dv) {
                 float *dst = const_cast<float *>(dvr.at(j0 + x));
-                for (size_t e = 0; e < dv; ++e) dst[e] = dvb[x * dv + e];
+                for (size_t e = 0; e < dv; ++e) dst[e] = dvb[x * dvp + e];
             }
         }
     }
+    if (t.dq)
+        for (size_t g = 0; g < group; ++g)
+            for (size_t i = 0; i < nq; ++i) {
+                if (D[g * nq + i] != D[g * nq + i]) continue;
+                float *dq = t.dq + q_index(p, t, b, kvh * group + g, i);
+                for (size_t dd = 0; dd < d; ++dd) dq[dd] *= scale;
+            }
 }
