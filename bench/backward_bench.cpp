@@ -2,7 +2,9 @@
 // n = 2048, head_dim 128 and 64, causal and not. Rounds interleave the forward and the backward
 // of each shape; each figure is the median over rounds of the fastest of R runs. GFLOP/s count
 // the visible pairs: forward 4 d flops per pair (Q.K^T and P.V), backward 10 d (Q.K^T and dO.V^T
-// recomputed, dV, dK, dQ).
+// recomputed, dV, dK, dQ). On x86-64 each figure is also given as a fraction of the FMA peak:
+// threads x the register-only peak of one thread (bench/peak_*.cpp) of the ISA in use, measured
+// in the same run.
 //
 //   build/bench/attn_backward_bench [--rounds N] [--reps R] [--threads T] [--n N]
 #include <algorithm>
@@ -11,16 +13,19 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "attn.h"
 
 #include "timing.hpp"
+#ifdef ATTN_BENCH_PEAK
+#include "peak.hpp"
+#endif
 
 using attn_bench::check;
 using attn_bench::median;
 using attn_bench::now;
-
 
 int main(int argc, char **argv) {
     int rounds = 5, reps = 2;
@@ -34,6 +39,21 @@ int main(int argc, char **argv) {
     check(attn_set_num_threads(threads), "threads");
     std::printf("libattn %s, isa %s, %zu threads, n %zu, H 8\n", attn_version_string(), attn_isa(),
                 attn_get_num_threads(), n);
+    double peak = 0; // GFLOP/s of all threads, 0 = unknown
+#ifdef ATTN_BENCH_PEAK
+    const std::string isa = attn_isa();
+    if (isa.rfind("avx512", 0) == 0)
+        peak =
+            attn_bench::peak_gflops(attn_bench::peak_loop_avx512, attn_bench::kFlopsPerIterAvx512);
+    else if (isa == "avx2")
+        peak = attn_bench::peak_gflops(attn_bench::peak_loop_avx2, attn_bench::kFlopsPerIterAvx2);
+    else if (isa == "sse2")
+        peak = attn_bench::peak_gflops(attn_bench::peak_loop_sse2, attn_bench::kFlopsPerIterSse2);
+    peak *= static_cast<double>(attn_get_num_threads());
+    if (peak > 0)
+        std::printf("FMA peak (%s, %zu x one thread's register-only loop): %.1f GFLOP/s\n",
+                    isa.c_str(), attn_get_num_threads(), peak);
+#endif
     const size_t H = 8;
     std::mt19937 g(1);
     std::uniform_real_distribution<float> u(-1, 1);
@@ -75,10 +95,13 @@ int main(int argc, char **argv) {
             }
             const double pairs = causal ? n * (n + 1) / 2.0 : double(n) * n;
             const double f = median(tf), b = median(tb);
-            std::printf("d %3zu %-10s forward %8.2f ms (%6.1f GFLOP/s)  backward %8.2f ms (%6.1f "
-                        "GFLOP/s)  backward/forward %.2f  [<= 2.5]\n",
-                        d, causal ? "causal" : "non-causal", f * 1e3, H * pairs * 4 * d / f / 1e9,
-                        b * 1e3, H * pairs * 10 * d / b / 1e9, median(ratio));
+            const double gf = H * pairs * 4 * d / f / 1e9, gb = H * pairs * 10 * d / b / 1e9;
+            std::printf("d %3zu %-10s forward %8.2f ms (%6.1f GFLOP/s", d,
+                        causal ? "causal" : "non-causal", f * 1e3, gf);
+            if (peak > 0) std::printf(", %.2f of peak", gf / peak);
+            std::printf(")  backward %8.2f ms (%6.1f GFLOP/s", b * 1e3, gb);
+            if (peak > 0) std::printf(", %.2f of peak", gb / peak);
+            std::printf(")  backward/forward %.2f  [<= 2.5]\n", median(ratio));
             attn_args_destroy(a);
             attn_desc_destroy(desc);
         }

@@ -26,20 +26,9 @@
 using attn_bench::check;
 using attn_bench::median;
 using attn_bench::now;
+using attn_bench::peak_gflops;
 
 namespace {
-
-template <class F> double peak_gflops(F loop, double flops_per_iter) {
-    const long iters = 20000000;
-    double best = 1e30;
-    volatile float sink = 0;
-    for (int r = 0; r < 5; ++r) {
-        const double t0 = now();
-        sink = sink + loop(iters);
-        best = std::min(best, now() - t0);
-    }
-    return flops_per_iter * static_cast<double>(iters) / best / 1e9;
-}
 
 struct Problem {
     size_t n, h, d;

@@ -12,6 +12,10 @@
 //     per iteration. This is the peak an SSE2 kernel (mul then add) can reach.
 #pragma once
 
+#include <algorithm>
+
+#include "timing.hpp"
+
 namespace attn_bench {
 
 constexpr double kFlopsPerIterAvx512 = 16.0 * 16.0 * 2.0;
@@ -23,5 +27,18 @@ float peak_loop_avx512(long iters);
 float peak_loop_avx2(long iters);
 float peak_loop_sse2(long iters);
 float peak_loop_avx512fp16(long iters); // only where the compiler has -mavx512fp16
+
+// GFLOP/s of one thread running `loop`: the best of 5 runs of 2e7 iterations.
+template <class F> double peak_gflops(F loop, double flops_per_iter) {
+    const long iters = 20000000;
+    double best = 1e30;
+    volatile float sink = 0;
+    for (int r = 0; r < 5; ++r) {
+        const double t0 = now();
+        sink = sink + loop(iters);
+        best = std::min(best, now() - t0);
+    }
+    return flops_per_iter * static_cast<double>(iters) / best / 1e9;
+}
 
 } // namespace attn_bench
