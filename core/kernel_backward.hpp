@@ -355,7 +355,8 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
         for (size_t x = 0; x < nk; ++x) {
             if (t.dk) {
                 float *dst = const_cast<float *>(dkr.at(j0 + x));
-                for (size_t e = 0; e < d; ++e) dst[e] = dkb[x * lq + e] * kfac;
+                // + 0: a key no row sees gets +0 even when the scale is negative
+                for (size_t e = 0; e < d; ++e) dst[e] = dkb[x * lq + e] * kfac + 0.0f;
             }
             if (t.dv) {
                 float *dst = const_cast<float *>(dvr.at(j0 + x));
@@ -368,6 +369,6 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
             for (size_t i = 0; i < nq; ++i) {
                 if (D[g * nq + i] != D[g * nq + i]) continue;
                 float *dq = t.dq + q_index(p, t, b, kvh * group + g, i);
-                for (size_t dd = 0; dd < d; ++dd) dq[dd] *= scale;
+                for (size_t dd = 0; dd < d; ++dd) dq[dd] = dq[dd] * scale + 0.0f;
             }
 }

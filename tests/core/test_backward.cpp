@@ -37,6 +37,19 @@ Case random_case(std::mt19937 &g) {
     p.seq_q = pick(g, 0, 4) == 0 ? 1 : pick(g, 1, 40);
     p.seq_k = pick(g, 1, 50);
     p.head_dim = pick(g, 0, 3) == 0 ? pick(g, 1, 7) : pick(g, 8, 70);
+    if (pick(g, 0, 5) == 0) { // several key blocks (128) and query blocks (64) of the kernel
+        p.batch = 1;
+        p.heads_kv = 1;
+        p.heads_q = pick(g, 1, 2);
+        p.seq_q = pick(g, 1, 4) == 1 ? pick(g, 1, 3) : pick(g, 50, 150);
+        p.seq_k = pick(g, 100, 300);
+        p.head_dim = pick(g, 1, 40);
+    }
+    if (pick(g, 0, 4) == 0) { // a scale of its own, |scale| > 1 (not folded into q) or negative
+        p.has_scale = true;
+        p.scale = pick(g, 0, 1) == 0 ? uni(g, 1.5f, 3.0f) * (pick(g, 0, 1) ? 1.0f : -1.0f)
+                                     : uni(g, -1.0f, 1.0f);
+    }
     p.head_dim_v = pick(g, 0, 2) == 0 ? pick(g, 1, 40) : p.head_dim;
     p.causal = static_cast<int>(pick(g, 0, 2));
     if (pick(g, 0, 3) == 0) p.window_left = static_cast<long long>(pick(g, 0, 15));
@@ -59,7 +72,10 @@ Case random_case(std::mt19937 &g) {
     c.k.resize(p.len(1));
     c.v.resize(p.len(2));
     c.dout.resize(p.len(3));
-    for (float &x : c.q) x = uni(g, -1.5f, 1.5f);
+    // a scale above 1 gets queries as much smaller: the logits stay as well-conditioned as
+    // with the default scale (what is tested is the path that does not fold it into q)
+    const float qmax = p.has_scale && std::fabs(p.scale) > 1.0f ? 1.5f / std::fabs(p.scale) : 1.5f;
+    for (float &x : c.q) x = uni(g, -qmax, qmax);
     for (float &x : c.k) x = uni(g, -1.5f, 1.5f);
     for (float &x : c.v) x = uni(g, -2, 2);
     for (float &x : c.dout) x = uni(g, -1, 1);
@@ -117,6 +133,8 @@ attn_desc *make_desc(const Case &c) {
     attn_desc_set_int(d, ATTN_PARAM_BIAS_FIRST, p.bias_first);
     attn_desc_set_int(d, ATTN_PARAM_ALIBI, p.alibi);
     attn_desc_set_int(d, ATTN_PARAM_SOFTMAX_PLUS_ONE, p.plus_one);
+    if (p.has_scale)
+        REQUIRE(attn_desc_set_float(d, ATTN_PARAM_SCALE, static_cast<double>(p.scale)) == ATTN_OK);
     REQUIRE(attn_desc_set_int(d, ATTN_PARAM_HEAD_DIM_V, static_cast<int64_t>(p.head_dim_v)) ==
             ATTN_OK);
     if (p.custom_strides[4])
