@@ -32,9 +32,9 @@ constexpr size_t kBV = kBc / kL;   // key vectors per block
 constexpr size_t kBr = 64;         // query rows per block
 constexpr bool kRegs32 = kL == 16; // AVX-512: 32 vector registers, else 16
 // Register tiles (output rows x vectors): S and dP, then dK, dV and dQ.
-constexpr size_t kSR = kRegs32 ? 8 : 4, kSC = 2;
-constexpr size_t kGR = 4, kGC = kRegs32 ? 4 : 2;
-static_assert(kBr % kSR == 0 && kBr % kGR == 0 && kBc % kGR == 0 && kBV % kSC == 0, "tiles");
+constexpr size_t kSR = kRegs32 ? 8 : 4, kSC = kRegs32 ? 2 : 3;
+constexpr size_t kGR = 4, kGC = kRegs32 ? 4 : 3;
+static_assert(kBr % kSR == 0 && kBr % kGR == 0 && kBc % kGR == 0, "tiles");
 
 // c[o][n] (+)= sum_k a(o, k) b[k][n] for o < R and C vectors n, a(o, k) = a[o * sao + k * sak]
 // (the accumulators start from c when Acc, else from 0). Every element is one FMA chain over
