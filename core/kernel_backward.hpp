@@ -34,7 +34,7 @@ constexpr bool kRegs32 = kL == 16; // AVX-512: 32 vector registers, else 16
 // Register tiles (output rows x vectors): S and dP, then dK, dV and dQ.
 constexpr size_t kSR = kRegs32 ? 8 : 4, kSC = kRegs32 ? 2 : 3;
 constexpr size_t kGR = 4, kGC = kRegs32 ? 4 : 3;
-static_assert(kBr % kSR == 0 && kBr % kGR == 0 && kBc % kGR == 0, "tiles");
+static_assert(kBr % kSR == 0 && kBr % kGR == 0, "whole row tiles in a query block");
 
 // c[o][n] (+)= sum_k a(o, k) b[k][n] for o < R and C vectors n, a(o, k) = a[o * sao + k * sak]
 // (the accumulators start from c when Acc, else from 0). Every element is one FMA chain over
@@ -57,17 +57,25 @@ static inline void bwd_tile(const float *a, size_t sao, size_t sak, const float 
         for (size_t n = 0; n < C; ++n) vstore(c + o * ldc + n * kL, acc[o][n]);
 }
 
-// bwd_tile over output rows [o0, o1) (a multiple of R apart) and nv vectors: vector columns
-// outer, so one column strip of b stays in L1 while the row tiles pass over it; a last strip
-// narrower than C takes the next narrower tile.
+// bwd_tile over output rows [o0, o1) and nv vectors: vector columns outer, so one column strip
+// of b stays in L1 while the row tiles pass over it; the last rows (fewer than R) take tiles of
+// 2 and 1 rows, a last strip narrower than C the next narrower tile.
 template <size_t R, size_t C, bool Acc>
 static void bwd_gemm(const float *a, size_t sao, size_t sak, const float *b, size_t ldb,
                      size_t kdim, float *c, size_t ldc, size_t o0, size_t o1, size_t nv) {
     size_t n = 0;
-    for (; n + C <= nv; n += C)
-        for (size_t o = o0; o < o1; o += R)
+    for (; n + C <= nv; n += C) {
+        size_t o = o0;
+        for (; o + R <= o1; o += R)
             bwd_tile<R, C, Acc>(a + o * sao, sao, sak, b + n * kL, ldb, kdim, c + o * ldc + n * kL,
                                 ldc);
+        for (; o + 2 <= o1; o += 2)
+            bwd_tile<2, C, Acc>(a + o * sao, sao, sak, b + n * kL, ldb, kdim, c + o * ldc + n * kL,
+                                ldc);
+        if (o < o1)
+            bwd_tile<1, C, Acc>(a + o * sao, sao, sak, b + n * kL, ldb, kdim, c + o * ldc + n * kL,
+                                ldc);
+    }
     if constexpr (C > 1)
         if (n < nv)
             bwd_gemm<R, C - 1, Acc>(a, sao, sak, b + n * kL, ldb, kdim, c + n * kL, ldc, o0, o1,
@@ -217,6 +225,7 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                 const size_t nr = kmin(kBr, nq - i0);
                 long long lo[kBr], hi[kBr];
                 size_t ra = kBr, rb = 0;
+                long long kl = kFar, kh = -kFar; // keys some row of the block sees
                 for (size_t r = 0; r < nr; ++r) {
                     const size_t i = i0 + r;
                     lo[r] = hi[r] = 0;
@@ -227,12 +236,20 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                     if (l >= u) continue;
                     lo[r] = l;
                     hi[r] = u;
+                    kl = lmin(kl, l);
+                    kh = lmax(kh, u);
                     if (ra == kBr) ra = r;
                     rb = r + 1;
                 }
                 if (ra >= rb) continue;
                 ra -= ra % kSR;
                 rb = kround_up(rb, kSR);
+                // whole key vectors [xa, xb) of the block hold every key a row sees (the causal
+                // diagonal and a sliding window leave the others out of all five products)
+                const size_t xa = static_cast<size_t>(kl - static_cast<long long>(j0)) / kL * kL;
+                const size_t xb =
+                    kround_up(static_cast<size_t>(kh - static_cast<long long>(j0)), kL);
+                const size_t va = xa / kL, vb = xb / kL;
                 // the block's rows [ra, rb), rows that see nothing as zeros
                 for (size_t r = ra; r < rb; ++r) {
                     float *qd = qb + r * lq, *od = dob + r * lv, *gd = dqb + r * lq;
@@ -254,23 +271,24 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                     for (size_t dd = dv; dd < dvp; ++dd) od[dd] = 0.0f;
                 }
                 // S = (qs Q) K^T and dP = dO V^T of the rows
-                bwd_gemm<kSR, kSC, false>(qb, lq, 1, kt, lk, d, pb, lk, ra, rb, kBV);
-                bwd_gemm<kSR, kSC, false>(dob, lv, 1, vt, lk, dv, dsb, lk, ra, rb, kBV);
+                bwd_gemm<kSR, kSC, false>(qb, lq, 1, kt + xa, lk, d, pb + xa, lk, ra, rb, vb - va);
+                bwd_gemm<kSR, kSC, false>(dob, lv, 1, vt + xa, lk, dv, dsb + xa, lk, ra, rb,
+                                          vb - va);
                 for (size_t r = ra; r < rb; ++r) {
                     float *pr = pb + r * lk, *dr = dsb + r * lk;
                     if (r >= nr || lo[r] >= hi[r]) {
-                        zero_floats(pr, kBc);
-                        zero_floats(dr, kBc);
+                        zero_floats(pr + xa, xb - xa);
+                        zero_floats(dr + xa, xb - xa);
                         continue;
                     }
                     const size_t i = i0 + r;
                     const long long diag = static_cast<long long>(i) + off;
                     const float lse = t.lse[lse_index(p, t, b, h, i)];
                     const vf vlse = vbcast(lse), vd = vbcast(D[g * nq + i]);
-                    if (plain && nread == kBc && lo[r] <= static_cast<long long>(j0) &&
-                        hi[r] >= static_cast<long long>(j0 + kBc)) {
-                        // every key of the block visible, no variant: P and dS only
-                        for (size_t x0 = 0; x0 < kBc; x0 += kL) {
+                    if (plain && nread == kBc && lo[r] <= static_cast<long long>(j0 + xa) &&
+                        hi[r] >= static_cast<long long>(j0 + xb)) {
+                        // every key of [xa, xb) visible, no variant: P and dS only
+                        for (size_t x0 = xa; x0 < xb; x0 += kL) {
                             const vf sx = vload(pr + x0);
                             const vf pv = vexp((fold_scale(p) ? sx : sx * vbcast(scale)) - vlse);
                             vstore(pr + x0, pv);
@@ -285,7 +303,7 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                     float *dbrow =
                         t.dbias ? t.dbias + b * p.bias.batch + h * p.bias.head + i * p.bias.row + j0
                                 : nullptr;
-                    for (size_t c = 0; c < kBV; ++c) {
+                    for (size_t c = va; c < vb; ++c) {
                         const size_t x0 = c * kL;
                         // visible: readable, lo <= j < hi (lane positions relative to j0: exact
                         // in float), allowed
@@ -337,12 +355,13 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                 // dV += P^T dO and dK += dS^T (qs Q) over the rows; dQ += dS K
                 if (t.dv)
                     bwd_gemm<kGR, kGC, true>(pb + ra * lk, 1, lk, dob + ra * lv, lv, rb - ra, dvb,
-                                             lv, 0, kBc, dvp / kL);
+                                             lv, xa, xb, dvp / kL);
                 if (t.dk)
                     bwd_gemm<kGR, kGC, true>(dsb + ra * lk, 1, lk, qb + ra * lq, lq, rb - ra, dkb,
-                                             lq, 0, kBc, dp / kL);
+                                             lq, xa, xb, dp / kL);
                 if (t.dq) {
-                    bwd_gemm<kGR, kGC, true>(dsb, lk, 1, kb, lq, kBc, dqb, lq, ra, rb, dp / kL);
+                    bwd_gemm<kGR, kGC, true>(dsb + xa, lk, 1, kb + xa * lq, lq, xb - xa, dqb, lq,
+                                             ra, rb, dp / kL);
                     for (size_t r = ra; r < rb && r < nr; ++r) {
                         if (lo[r] >= hi[r]) continue;
                         float *dq = t.dq + q_index(p, t, b, h, i0 + r);
