@@ -145,8 +145,10 @@ bool build_qmap(const Params &p, const Tensors &t, std::vector<uint32_t> &qmap) 
     return true;
 }
 
-// Below this many multiply-adds (~10 us on one core) a call runs on the caller's thread.
-constexpr double kSerialMacs = 1 << 20;
+// Below this many multiply-adds a call runs on the caller's thread: waking a worker costs a few
+// microseconds of the caller's time (the caller never waits for one that wakes late), which
+// a call of ~3 us of arithmetic (plus its per-row packing) already repays.
+constexpr double kSerialMacs = 1 << 18;
 
 Plan make_plan(const Params &p, const Tensors &t, bool allow_split) {
     Plan pl;

@@ -55,8 +55,9 @@ struct Pool {
     std::exception_ptr error;
     std::atomic<bool> failed{false};
     size_t generation = 0;
-    size_t wanted = 0; // workers taking part in the current job
-    size_t active = 0; // workers still inside the current job
+    size_t wanted = 0; // workers asked to help with the current job
+    size_t active = 0; // workers that joined it and are still inside it
+    bool open = false; // a worker waking now may still join the current job
     bool stop = false;
 
     void drain() {
@@ -81,6 +82,10 @@ struct Pool {
                 cv_work.wait(lk, [&] { return stop || (generation != seen && index < wanted); });
                 if (stop) return;
                 seen = generation;
+                // Woken after the caller has claimed every item: nothing to join (the caller
+                // does not wait for a worker that was slow to wake).
+                if (!open) continue;
+                ++active;
             }
             drain();
             std::lock_guard<std::mutex> g(m);
@@ -237,7 +242,8 @@ void pool_run(size_t items, const std::function<void(size_t)> &body) {
         p.error = nullptr;
         p.failed = false;
         p.wanted = helpers;
-        p.active = helpers;
+        p.active = 0;
+        p.open = true;
         ++p.generation;
     }
     p.cv_work.notify_all();
@@ -245,6 +251,8 @@ void pool_run(size_t items, const std::function<void(size_t)> &body) {
     std::exception_ptr err;
     {
         std::unique_lock<std::mutex> lk(p.m);
+        // every item is claimed: workers not yet awake stay out, the ones inside finish theirs
+        p.open = false;
         p.cv_done.wait(lk, [&] { return p.active == 0; });
         p.body = nullptr;
         err = p.error;
