@@ -9,6 +9,8 @@
 //   vload vstore vbcast vzero vfma(a, b, c) = a*b + c, vmax, vexp, vlog, vtanh, vsel(m, a, b),
 //   vlt, veq, vne, vand, vany, vhsum,
 //   vtranspose_add(st, ld, rows, c0): st[c * ld + l] += rows[l][c0 + c] for c, l < kL
+//   vtranspose_pack(dst, ld, rows, c0, f): dst[c * ld + l] = rows[l][c0 + c] * f, and
+//   vtranspose_unpack(src, ld, rows, c0): rows[l][c0 + c] = src[c * ld + l]
 // and includes nothing else after it. No std:: function is called here (see kernel.hpp).
 //
 // The body is these files, each with one job:

@@ -617,12 +617,19 @@ static void forward_item(const Params &p, const Tensors &t, const WorkItem &w, v
                 const vf x = divide ? vload(op) / f[n] : vload(op) * f[n];
                 vstore(op, vsel(vis[n], x, zero));
             }
+        float *orow[kR];
         for (size_t l = 0; l < b.r.n; ++l) {
             const size_t i = static_cast<size_t>(b.r.i[l]), h = b.r.h[l];
-            float *o = t.out + out_index(p, t, w.b, h, i);
-            for (size_t dd = 0; dd < dv; ++dd) o[dd] = b.ot[dd * kR + l];
+            orow[l] = t.out + out_index(p, t, w.b, h, i);
             if (t.lse) t.lse[lse_index(p, t, w.b, h, i)] = s.lim[l];
         }
+        // whole groups of kL rows: kL x kL blocks transposed in registers; the rest by element
+        const size_t lfull = b.r.n / kL * kL, dfull = dv / kL * kL;
+        for (size_t l0 = 0; l0 < lfull; l0 += kL)
+            for (size_t dd = 0; dd < dfull; dd += kL)
+                vtranspose_unpack(b.ot + dd * kR + l0, kR, orow + l0, dd);
+        for (size_t l = 0; l < b.r.n; ++l)
+            for (size_t dd = l < lfull ? dfull : 0; dd < dv; ++dd) orow[l][dd] = b.ot[dd * kR + l];
     }
 }
 

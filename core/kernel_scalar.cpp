@@ -83,6 +83,13 @@ static inline void vhsum4(vf a0, vf a1, vf a2, vf a3, float *dst) {
 static inline void vtranspose_add(float *st, size_t, const float *const *rows, size_t c0) {
     st[0] += rows[0][c0];
 }
+static inline void vtranspose_pack(float *dst, size_t, const float *const *rows, size_t c0,
+                                   float scale) {
+    dst[0] = rows[0][c0] * scale;
+}
+static inline void vtranspose_unpack(const float *src, size_t, float *const *rows, size_t c0) {
+    rows[0][c0] = src[0];
+}
 
 #include "kernel_body.hpp"
 

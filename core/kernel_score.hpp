@@ -161,12 +161,21 @@ static inline void pack_queries(const Params &p, const Tensors &t, const WorkIte
                                 float *qt) {
     const size_t d = p.shape.head_dim;
     const float qs = fold_scale(p) ? p.scale : 1.0f;
+    if (p.q_type == DType::F32) { // kL x kL blocks transposed in registers, then the tail
+        const float *rows[kR];
+        for (size_t l = 0; l < kR; ++l)
+            rows[l] = t.q + q_index(p, t, w.b, r.h[l], static_cast<size_t>(r.i[l]));
+        const size_t dfull = d / kL * kL;
+        for (size_t l0 = 0; l0 < kR; l0 += kL)
+            for (size_t dd = 0; dd < dfull; dd += kL)
+                vtranspose_pack(qt + dd * kR + l0, kR, rows + l0, dd, qs);
+        for (size_t l = 0; l < kR; ++l)
+            for (size_t dd = dfull; dd < d; ++dd) qt[dd * kR + l] = rows[l][dd] * qs;
+        return;
+    }
     for (size_t l = 0; l < kR; ++l) {
         const size_t q0 = q_index(p, t, w.b, r.h[l], static_cast<size_t>(r.i[l]));
-        if (p.q_type == DType::F32)
-            for (size_t dd = 0; dd < d; ++dd) qt[dd * kR + l] = t.q[q0 + dd] * qs;
-        else
-            for (size_t dd = 0; dd < d; ++dd) qt[dd * kR + l] = q_value(p, t, q0 + dd) * qs;
+        for (size_t dd = 0; dd < d; ++dd) qt[dd * kR + l] = q_value(p, t, q0 + dd) * qs;
     }
 }
 
