@@ -145,10 +145,12 @@ bool build_qmap(const Params &p, const Tensors &t, std::vector<uint32_t> &qmap) 
     return true;
 }
 
-// Below this many multiply-adds a call runs on the caller's thread: waking a worker costs a few
-// microseconds of the caller's time (the caller never waits for one that wakes late), which
-// a call of ~3 us of arithmetic (plus its per-row packing) already repays.
-constexpr double kSerialMacs = 1 << 18;
+// Below this many multiply-adds (~30-40 us on one core with the per-row packing) a call runs on
+// the caller's thread: a sleeping worker takes about as long to wake on a VM, so it would join too
+// late to help (the caller never waits for a worker that wakes after every item is claimed, but
+// the wake-up still costs the caller a few microseconds). Measured with bench/peers/peers.py:
+// n = 32 (0.54M) on 2 threads 1.00-1.08x the 1-thread time, n = 64 (2.1M) 0.72-0.79x.
+constexpr double kSerialMacs = 1 << 20;
 
 Plan make_plan(const Params &p, const Tensors &t, bool allow_split) {
     Plan pl;
