@@ -511,7 +511,12 @@ ATTN_API attn_status attn_quantize_i8(const float *src, size_t rows, size_t dim,
  *                                   buffer. Hidden and padded keys get dK = dV = 0 (padded rows
  *                                   are written, never read); padded queries and rows with no
  *                                   visible key get dQ = 0. Every mask and variant, varlen
- *                                   packs; not with a paged cache. fp32 throughout.
+ *                                   packs; not with a paged cache. fp32 throughout. Memory:
+ *                                   one scratch block per thread; a call with fewer than 8
+ *                                   (batch entry, KV head) pairs splits each pair's keys into
+ *                                   up to 8 chunks of whole multiples of 1024 keys (so that it
+ *                                   runs on every thread) and holds one dQ partial per chunk,
+ *                                   at most 64 MiB in all (fewer chunks when they would not fit).
  *  An operand the operation does not read (V for WEIGHTS, say) is ignored.
  *  Results are bit-identical whatever the thread count.
  *

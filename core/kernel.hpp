@@ -44,11 +44,14 @@ struct KernelInfo {
     void (*weights)(const Params &p, const Tensors &t, const WorkItem &w, void *scratch);
     // key_mass rows of the KV head of the item (every row of it; t.lse holds the rows' lse).
     void (*mass)(const Params &p, const Tensors &t, const WorkItem &w, void *scratch);
-    // Backward of one (batch entry b, KV head kvh): dQ, dK, dV (and dBias) rows of it, and the
-    // sink-logit gradient of each of its query heads into dsink[group] (when non-null).
+    // Backward of one (batch entry b, KV head kvh) over the keys [k0, k1) (k0 a multiple of 128):
+    // their dK, dV (and dBias) rows, and those keys' share of dQ for every query row of the KV
+    // head, into t.dq, or when dq_part is non-null into dq_part[(g * seq_q + i) * head_dim]
+    // (query i of the group's head g). The sink-logit gradient of each of its query heads goes
+    // into dsink[group] (when non-null).
     size_t (*backward_scratch)(const Params &p);
-    void (*backward)(const Params &p, const Tensors &t, size_t b, size_t kvh, void *scratch,
-                     float *dsink);
+    void (*backward)(const Params &p, const Tensors &t, size_t b, size_t kvh, size_t k0, size_t k1,
+                     float *dq_part, void *scratch, float *dsink);
     // The same ISA with one query vector per item (or null): used when a KV head has at most
     // `narrow->lanes` query rows (decode, small GQA groups), so no lanes are computed in vain.
     const KernelInfo *narrow;

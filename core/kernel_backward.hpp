@@ -131,8 +131,8 @@ static size_t backward_scratch(const Params &p) {
 
 // dsink[g] (may be null): the sink-logit gradient of query head kvh * group + g summed over
 // this batch entry's rows.
-static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kvh, void *scratch,
-                          float *dsink) {
+static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kvh, size_t k0,
+                          size_t k1, float *dq_part, void *scratch, float *dsink) {
     const Shape &s = p.shape;
     const size_t group = s.heads_q / s.heads_kv, d = s.head_dim, dv = s.head_dim_v;
     const size_t dp = kround_up(d, kL), dvp = kround_up(dv, kL);
@@ -140,6 +140,12 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
     bwd_lds(p, &lq, &lv, &lk);
     const size_t nq = query_len(p, t, b), klen = key_len(p, t, b);
     const long long off = diag_offset(p, t, b);
+    // dQ row of query i of the group's head g: in t.dq, or in the caller's partial buffer
+    auto dq_row = [&](size_t g, size_t i) {
+        return dq_part ? dq_part + (g * s.seq_q + i) * d
+                       : t.dq + q_index(p, t, b, kvh * group + g, i);
+    };
+    const bool want_dq = t.dq != nullptr;
     BwdScratch sc;
     backward_layout(p, static_cast<unsigned char *>(scratch), &sc);
     float *const D = sc.D, *const qb = sc.qb, *const dob = sc.dob, *const dqb = sc.dqb;
@@ -161,7 +167,7 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
         const bool has_sink = sink_of(p, t, h, &sink);
         if (dsink) dsink[g] = 0.0f;
         for (size_t i = 0; i < nq; ++i) {
-            if (t.dq) zero_floats(t.dq + q_index(p, t, b, h, i), d);
+            if (want_dq) zero_floats(dq_row(g, i), d);
             const bool real = !t.query_valid || t.query_valid[b * s.seq_q + i];
             const float lse = t.lse[lse_index(p, t, b, h, i)];
             if (!real || lse == kNegInf) {
@@ -192,8 +198,8 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
     for (size_t x = 0; x < kL; ++x) lane[x] = static_cast<float>(x);
     const vf lanes = vload(lane);
     // Keys past this entry's length are padding: their gradient rows are 0 (dense layouts).
-    const size_t kend = t.cu_k ? klen : s.seq_k;
-    for (size_t j0 = 0; j0 < kend; j0 += kBc) {
+    const size_t kend = kmin(t.cu_k ? klen : s.seq_k, k1);
+    for (size_t j0 = k0; j0 < kend; j0 += kBc) {
         const size_t nk = kmin(kBc, kend - j0);
         // The block's readable keys (not padding); the others read as zero rows.
         bool any_key = false;
@@ -258,8 +264,8 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                         const float *dO = t.dout + out_index(p, t, b, h, i0 + r);
                         for (size_t dd = 0; dd < d; ++dd) qd[dd] = q[dd] * qs;
                         for (size_t dd = 0; dd < dv; ++dd) od[dd] = dO[dd];
-                        if (t.dq) {
-                            const float *dq = t.dq + q_index(p, t, b, h, i0 + r);
+                        if (want_dq) {
+                            const float *dq = dq_row(g, i0 + r);
                             for (size_t dd = 0; dd < d; ++dd) gd[dd] = dq[dd];
                         }
                     } else {
@@ -359,12 +365,12 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                 if (t.dk)
                     bwd_gemm<kGR, kGC, true>(dsb + ra * lk, 1, lk, qb + ra * lq, lq, rb - ra, dkb,
                                              lq, xa, xb, dp / kL);
-                if (t.dq) {
+                if (want_dq) {
                     bwd_gemm<kGR, kGC, true>(dsb + xa, lk, 1, kb + xa * lq, lq, xb - xa, dqb, lq,
                                              ra, rb, dp / kL);
                     for (size_t r = ra; r < rb && r < nr; ++r) {
                         if (lo[r] >= hi[r]) continue;
-                        float *dq = t.dq + q_index(p, t, b, h, i0 + r);
+                        float *dq = dq_row(g, i0 + r);
                         const float *gd = dqb + r * lq;
                         for (size_t dd = 0; dd < d; ++dd) dq[dd] = gd[dd];
                     }
@@ -383,11 +389,11 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
             }
         }
     }
-    if (t.dq)
+    if (want_dq)
         for (size_t g = 0; g < group; ++g)
             for (size_t i = 0; i < nq; ++i) {
                 if (D[g * nq + i] != D[g * nq + i]) continue;
-                float *dq = t.dq + q_index(p, t, b, kvh * group + g, i);
+                float *dq = dq_row(g, i);
                 for (size_t dd = 0; dd < d; ++dd) dq[dd] = dq[dd] * scale + 0.0f;
             }
 }

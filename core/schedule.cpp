@@ -496,15 +496,39 @@ void weights(const Params &p, const Tensors &t0) {
     });
 }
 
-// One task per (batch entry, KV head) owns every gradient row it writes (dQ of its query heads,
-// dK and dV of its KV head), so no two tasks touch the same element and the order inside a task
-// is fixed: bit-identical for any thread count. dBias broadcast across batch entries or KV heads
-// (stride 0) would be shared by tasks: then the tasks run one after another, in order. The sink
-// gradients are per-task partial sums added in batch order.
+// Key chunks per (batch entry, KV head) of the backward: 1 when there are enough (batch, KV head)
+// tasks to share out, else up to kBwdChunks chunks of at least kBwdChunkKeys keys (so that a
+// batch-1 MQA call still runs on every thread), within a budget for the per-chunk dQ partials.
+// It depends on the shape only, never on the thread count.
+constexpr size_t kBwdChunks = 8, kBwdChunkKeys = 1024;
+constexpr double kBwdPartialFloats = 16.0 * 1024 * 1024; // 64 MiB of dQ partials at most
+
+size_t backward_chunks(const Params &p) {
+    const Shape &s = p.shape;
+    const size_t tasks = s.batch * s.heads_kv;
+    if (tasks >= kBwdChunks) return 1;
+    size_t c =
+        std::min((kBwdChunks + tasks - 1) / tasks, (s.seq_k + kBwdChunkKeys - 1) / kBwdChunkKeys);
+    const double per_chunk = static_cast<double>(s.batch) * s.heads_q * s.seq_q * s.head_dim;
+    while (c > 1 && c * per_chunk > kBwdPartialFloats) --c;
+    return c < 1 ? 1 : c;
+}
+
+// One task per (batch entry, KV head, key chunk) owns every dK, dV (and dBias) row it writes;
+// with one chunk it also owns the dQ rows of its query heads, with more each chunk's dQ goes to
+// a partial buffer of its own and the partials are summed in chunk order. No two tasks touch the
+// same element and the order inside a task is fixed: bit-identical for any thread count. dBias
+// broadcast across batch entries or KV heads (stride 0) would be shared by tasks: then the tasks
+// run one after another, in order. The sink gradients are per-task partial sums (from each
+// entry's first chunk) added in batch order.
 void backward(const Params &p, const Tensors &t) {
     const Shape &s = p.shape;
     const KernelInfo &k = current_kernel();
-    const size_t group = s.heads_q / s.heads_kv, tasks = s.batch * s.heads_kv;
+    const size_t group = s.heads_q / s.heads_kv, heads = s.batch * s.heads_kv;
+    const size_t chunks = backward_chunks(p), tasks = heads * chunks;
+    // chunk boundaries: multiples of kBwdChunkKeys (so of every kernel's key block)
+    const size_t span = (s.seq_k + chunks - 1) / chunks;
+    const size_t chunk_keys = (span + kBwdChunkKeys - 1) / kBwdChunkKeys * kBwdChunkKeys;
     if (t.dbias)
         for (size_t b = 0; b < s.batch; ++b)
             for (size_t h = 0; h < s.heads_q; ++h)
@@ -512,12 +536,19 @@ void backward(const Params &p, const Tensors &t) {
                     std::fill_n(t.dbias + b * p.bias.batch + h * p.bias.head + i * p.bias.row,
                                 s.seq_k, 0.0f);
     std::vector<float> &parts = t_partials;
-    if (t.dsinks) parts.assign(tasks * group, 0.0f);
+    if (t.dsinks) parts.assign(heads * group, 0.0f);
     float *parts_data = parts.data();
+    // dQ partials: [task][group][seq_q][head_dim]
+    const size_t part_floats = group * s.seq_q * s.head_dim;
+    std::vector<float> dq_parts(chunks > 1 && t.dq ? tasks * part_floats : 0);
     const size_t bytes = k.backward_scratch(p);
     auto body = [&](size_t task) {
-        k.backward(p, t, task / s.heads_kv, task % s.heads_kv, t_scratch.get(bytes),
-                   t.dsinks ? parts_data + task * group : nullptr);
+        const size_t bh = task / chunks, c = task % chunks;
+        const size_t k0 = c * chunk_keys, k1 = std::min(s.seq_k, k0 + chunk_keys);
+        float *dsink = t.dsinks && c == 0 ? parts_data + bh * group : nullptr;
+        float *dqp = dq_parts.empty() ? nullptr : dq_parts.data() + task * part_floats;
+        k.backward(p, t, bh / s.heads_kv, bh % s.heads_kv, k0, k1, dqp, t_scratch.get(bytes),
+                   dsink);
     };
     const bool shared_dbias =
         t.dbias && ((p.bias.batch == 0 && s.batch > 1) || (p.bias.head == 0 && s.heads_kv > 1));
@@ -528,6 +559,20 @@ void backward(const Params &p, const Tensors &t) {
     } else {
         pool_run(tasks, body);
     }
+    if (!dq_parts.empty()) // dQ = the chunks' partials, summed in chunk order
+        for (size_t bh = 0; bh < heads; ++bh) {
+            const size_t b = bh / s.heads_kv, kvh = bh % s.heads_kv;
+            const size_t nq = query_len(p, t, b);
+            for (size_t g = 0; g < group; ++g)
+                for (size_t i = 0; i < nq; ++i) {
+                    float *dst = t.dq + q_index(p, t, b, kvh * group + g, i);
+                    const float *src = dq_parts.data() + bh * chunks * part_floats +
+                                       (g * s.seq_q + i) * s.head_dim;
+                    for (size_t e = 0; e < s.head_dim; ++e) dst[e] = src[e];
+                    for (size_t c = 1; c < chunks; ++c)
+                        for (size_t e = 0; e < s.head_dim; ++e) dst[e] += src[c * part_floats + e];
+                }
+        }
     if (t.dsinks)
         for (size_t h = 0; h < s.heads_q; ++h) {
             float sum = 0.0f;

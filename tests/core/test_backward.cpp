@@ -384,6 +384,68 @@ TEST_CASE("backward gradients are bit-identical on 1 and 2 threads") {
     attn_set_isa(nullptr);
 }
 
+TEST_CASE(
+    "backward of one KV head split into key chunks: exact, bit-identical on 1 and 2 threads") {
+    // batch 1 x 1 KV head: the scheduler splits the keys into chunks of 1024 (dQ partials summed
+    // in chunk order) so that the call uses every thread
+    std::mt19937 g(31);
+    double worst = 0;
+    for (int n = 0; n < 6; ++n) {
+        Case c = random_case(g);
+        c.p.batch = 1;
+        c.p.heads_kv = 1;
+        c.p.heads_q = 1 + n % 2;
+        c.p.seq_q = n == 5 ? 1 : 40 + 11 * n;
+        c.p.seq_k = 1100 + 450 * n; // 2 to 4 chunks
+        c.p.head_dim = 8 + 5 * n;
+        c.p.head_dim_v = n % 3 == 0 ? 5 + n : c.p.head_dim;
+        c.p.custom_strides[4] = false;
+        c.p.set_default_strides();
+        std::mt19937 g2(static_cast<unsigned>(100 + n));
+        c.q.resize(c.p.len(0));
+        c.k.resize(c.p.len(1));
+        c.v.resize(c.p.len(2));
+        c.dout.resize(c.p.len(3));
+        for (auto *x : {&c.q, &c.k, &c.v, &c.dout})
+            for (float &e : *x) e = uni(g2, -1, 1);
+        if (!c.bias.empty()) {
+            c.bias.resize(c.p.len(4));
+            for (float &e : c.bias) e = uni(g2, -1, 1);
+        }
+        c.key_valid.clear();
+        c.allowed.clear();
+        c.query_valid.clear();
+        c.seq_lens.clear();
+        if (!c.slopes.empty()) c.slopes.assign(c.p.heads_q, 0.125f);
+        if (!c.sinks.empty()) c.sinks.assign(c.p.heads_q, 0.5f);
+        const ref::VGrads e = ref::backward_v(c.p, c.inputs(), c.dout.data(), c.bias.size());
+        for (const std::string &isa : isas()) {
+            REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
+            REQUIRE(attn_set_num_threads(1) == ATTN_OK);
+            const Grads a = run_backward(c);
+            REQUIRE(attn_set_num_threads(2) == ATTN_OK);
+            const Grads b = run_backward(c);
+            CHECK(std::memcmp(a.dq.data(), b.dq.data(), a.dq.size() * 4) == 0);
+            CHECK(std::memcmp(a.dk.data(), b.dk.data(), a.dk.size() * 4) == 0);
+            CHECK(std::memcmp(a.dv.data(), b.dv.data(), a.dv.size() * 4) == 0);
+            const double errs[3] = {normwise(a.dq, e.dq), normwise(a.dk, e.dk),
+                                    normwise(a.dv, e.dv)};
+            for (double x : errs) {
+                worst = std::max(worst, x);
+                CHECK_MESSAGE(x <= 1e-4, "case " << n << " on " << isa << ": error " << x);
+            }
+            if (!a.dsinks.empty()) {
+                CHECK(std::memcmp(a.dsinks.data(), b.dsinks.data(), a.dsinks.size() * 4) == 0);
+                CHECK(normwise(a.dsinks, e.dsinks) <= 1e-4);
+            }
+            if (!a.dbias.empty()) CHECK(normwise(a.dbias, e.dbias) <= 1e-4);
+        }
+    }
+    attn_set_num_threads(0);
+    attn_set_isa(nullptr);
+    MESSAGE("key-chunked backward: max normwise error " << worst);
+}
+
 TEST_CASE("backward refuses missing and overlapping operands, naming them") {
     attn_desc *d = nullptr;
     REQUIRE(attn_desc_create(&d, 1, 2, 1, 3, 4, 8) == ATTN_OK);
