@@ -121,6 +121,30 @@ Case random_case(std::mt19937 &g) {
     return c;
 }
 
+// After a test has given c.p a shape of its own: default strides, operands of that shape drawn
+// from `seed`, no masks or lengths, constant ALiBi slopes and sinks (where the case has them).
+void refill(Case &c, unsigned seed) {
+    c.p.custom_strides[4] = false;
+    c.p.set_default_strides();
+    std::mt19937 g2(seed);
+    c.q.resize(c.p.len(0));
+    c.k.resize(c.p.len(1));
+    c.v.resize(c.p.len(2));
+    c.dout.resize(c.p.len(3));
+    for (auto *x : {&c.q, &c.k, &c.v, &c.dout})
+        for (float &e : *x) e = uni(g2, -1, 1);
+    if (!c.bias.empty()) {
+        c.bias.resize(c.p.len(4));
+        for (float &e : c.bias) e = uni(g2, -1, 1);
+    }
+    c.key_valid.clear();
+    c.allowed.clear();
+    c.query_valid.clear();
+    c.seq_lens.clear();
+    if (!c.slopes.empty()) c.slopes.assign(c.p.heads_q, 0.125f);
+    if (!c.sinks.empty()) c.sinks.assign(c.p.heads_q, 0.5f);
+}
+
 attn_desc *make_desc(const Case &c) {
     const ref::VProblem &p = c.p;
     attn_desc *d = nullptr;
@@ -348,25 +372,7 @@ TEST_CASE("backward gradients are bit-identical on 1 and 2 threads") {
         c.p.heads_q = 4;
         c.p.seq_q = 150 + 13 * n;
         c.p.seq_k = 170 + 7 * n;
-        c.p.custom_strides[4] = false;
-        c.p.set_default_strides();
-        std::mt19937 g2(static_cast<unsigned>(n));
-        c.q.resize(c.p.len(0));
-        c.k.resize(c.p.len(1));
-        c.v.resize(c.p.len(2));
-        c.dout.resize(c.p.len(3));
-        for (auto *x : {&c.q, &c.k, &c.v, &c.dout})
-            for (float &e : *x) e = uni(g2, -1, 1);
-        if (!c.bias.empty()) {
-            c.bias.resize(c.p.len(4));
-            for (float &e : c.bias) e = uni(g2, -1, 1);
-        }
-        c.key_valid.clear();
-        c.allowed.clear();
-        c.query_valid.clear();
-        c.seq_lens.clear();
-        if (!c.slopes.empty()) c.slopes.assign(c.p.heads_q, 0.125f);
-        if (!c.sinks.empty()) c.sinks.assign(c.p.heads_q, 0.5f);
+        refill(c, static_cast<unsigned>(n));
         for (const std::string &isa : isas()) {
             REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
             REQUIRE(attn_set_num_threads(1) == ATTN_OK);
@@ -399,25 +405,7 @@ TEST_CASE(
         c.p.seq_k = 1100 + 450 * n; // 2 to 4 chunks
         c.p.head_dim = 8 + 5 * n;
         c.p.head_dim_v = n % 3 == 0 ? 5 + n : c.p.head_dim;
-        c.p.custom_strides[4] = false;
-        c.p.set_default_strides();
-        std::mt19937 g2(static_cast<unsigned>(100 + n));
-        c.q.resize(c.p.len(0));
-        c.k.resize(c.p.len(1));
-        c.v.resize(c.p.len(2));
-        c.dout.resize(c.p.len(3));
-        for (auto *x : {&c.q, &c.k, &c.v, &c.dout})
-            for (float &e : *x) e = uni(g2, -1, 1);
-        if (!c.bias.empty()) {
-            c.bias.resize(c.p.len(4));
-            for (float &e : c.bias) e = uni(g2, -1, 1);
-        }
-        c.key_valid.clear();
-        c.allowed.clear();
-        c.query_valid.clear();
-        c.seq_lens.clear();
-        if (!c.slopes.empty()) c.slopes.assign(c.p.heads_q, 0.125f);
-        if (!c.sinks.empty()) c.sinks.assign(c.p.heads_q, 0.5f);
+        refill(c, static_cast<unsigned>(100 + n));
         const ref::VGrads e = ref::backward_v(c.p, c.inputs(), c.dout.data(), c.bias.size());
         for (const std::string &isa : isas()) {
             REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
