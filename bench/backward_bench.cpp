@@ -1,12 +1,14 @@
 // Backward against forward, as ratios in one run (issue 11, acceptance 4): B = 1, H = 8,
-// n = 2048, head_dim 128 and 64, causal and not. Rounds interleave the forward and the backward
-// of each shape; each figure is the median over rounds of the fastest of R runs. GFLOP/s count
-// the visible pairs: forward 4 d flops per pair (Q.K^T and P.V), backward 10 d (Q.K^T and dO.V^T
-// recomputed, dV, dK, dQ). On x86-64 each figure is also given as a fraction of the FMA peak:
-// threads x the register-only peak of one thread (bench/peak_*.cpp) of the ISA in use, measured
-// in the same run.
+// n = 2048, head_dim 128 and 64, causal and not (--hq / --hkv: other head counts, e.g. batch-1
+// MQA, whose keys the backward splits into chunks to use every thread). Rounds interleave the
+// forward and the backward of each shape; each figure is the median over rounds of the fastest of R
+// runs. GFLOP/s count the visible pairs: forward 4 d flops per pair (Q.K^T and P.V), backward 10 d
+// (Q.K^T and dO.V^T recomputed, dV, dK, dQ). On x86-64 each figure is also given as a fraction of
+// the FMA peak: threads x the register-only peak of one thread (bench/peak_*.cpp) of the ISA in
+// use, measured in the same run.
 //
-//   build/bench/attn_backward_bench [--rounds N] [--reps R] [--threads T] [--n N]
+//   build/bench/attn_backward_bench [--rounds N] [--reps R] [--threads T] [--n N] [--hq H]
+//                                   [--hkv H]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -29,16 +31,22 @@ using attn_bench::now;
 
 int main(int argc, char **argv) {
     int rounds = 5, reps = 2;
-    size_t threads = 1, n = 2048;
+    size_t threads = 1, n = 2048, H = 8, Hkv = 8;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
         if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
         if (!std::strcmp(argv[i], "--threads")) threads = std::strtoul(argv[i + 1], nullptr, 10);
         if (!std::strcmp(argv[i], "--n")) n = std::strtoul(argv[i + 1], nullptr, 10);
+        if (!std::strcmp(argv[i], "--hq")) H = std::strtoul(argv[i + 1], nullptr, 10);
+        if (!std::strcmp(argv[i], "--hkv")) Hkv = std::strtoul(argv[i + 1], nullptr, 10);
+    }
+    if (H == 0 || Hkv == 0 || H % Hkv != 0) {
+        std::fprintf(stderr, "--hq must be a positive multiple of --hkv\n");
+        return 2;
     }
     check(attn_set_num_threads(threads), "threads");
-    std::printf("libattn %s, isa %s, %zu threads, n %zu, H 8\n", attn_version_string(), attn_isa(),
-                attn_get_num_threads(), n);
+    std::printf("libattn %s, isa %s, %zu threads, n %zu, heads %zu / %zu\n", attn_version_string(),
+                attn_isa(), attn_get_num_threads(), n, H, Hkv);
     double peak = 0; // GFLOP/s of all threads, 0 = unknown
 #ifdef ATTN_BENCH_PEAK
     const std::string isa = attn_isa();
@@ -54,17 +62,16 @@ int main(int argc, char **argv) {
         std::printf("FMA peak (%s, %zu x one thread's register-only loop): %.1f GFLOP/s\n",
                     isa.c_str(), attn_get_num_threads(), peak);
 #endif
-    const size_t H = 8;
     std::mt19937 g(1);
     std::uniform_real_distribution<float> u(-1, 1);
     for (size_t d : {128, 64})
         for (int causal : {0, 1}) {
-            std::vector<float> q(H * n * d), k(q.size()), v(q.size()), out(q.size()), lse(H * n),
-                dout(q.size()), dq(q.size()), dk(q.size()), dv(q.size());
+            std::vector<float> q(H * n * d), k(Hkv * n * d), v(k.size()), out(q.size()), lse(H * n),
+                dout(q.size()), dq(q.size()), dk(k.size()), dv(k.size());
             for (auto *x : {&q, &k, &v, &dout})
                 for (float &e : *x) e = u(g);
             attn_desc *desc = nullptr;
-            check(attn_desc_create(&desc, 1, H, H, n, n, d), "desc");
+            check(attn_desc_create(&desc, 1, H, Hkv, n, n, d), "desc");
             check(attn_desc_set_int(desc, ATTN_PARAM_CAUSAL, causal), "causal");
             attn_args *a = nullptr;
             check(attn_args_create(&a), "args");
