@@ -160,6 +160,8 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
     const float kfac = fold_scale(p) ? 1.0f : scale;
     // no variant touches the logits: fully visible rows of a block take the short path
     const bool plain = !t.allowed && !t.bias && !(cap > 0.0f) && !t.alibi;
+    // the logit before softcap, bias and ALiBi from the recomputed q.k (scaled in q or here)
+    auto scaled = [&](const vf &sx) { return fold_scale(p) ? sx : sx * vbcast(scale); };
 
     for (size_t g = 0; g < group; ++g) {
         const size_t h = kvh * group + g;
@@ -202,14 +204,12 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
     for (size_t j0 = k0; j0 < kend; j0 += kBc) {
         const size_t nk = kmin(kBc, kend - j0);
         // The block's readable keys (not padding); the others read as zero rows.
-        bool any_key = false;
         size_t nread = 0;
         float readable[kBc];
         for (size_t x = 0; x < kBc; ++x) {
             const size_t j = j0 + x;
             const bool ok = x < nk && j < klen && (!kvalid || kvalid[j]);
             readable[x] = ok ? 1.0f : 0.0f;
-            any_key |= ok;
             nread += ok;
             float *krow = kb + x * lq;
             if (ok) {
@@ -224,7 +224,7 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
         }
         zero_floats(dkb, kBc * lq);
         zero_floats(dvb, kBc * lv);
-        for (size_t g = 0; g < group && any_key; ++g) {
+        for (size_t g = 0; g < group && nread; ++g) {
             const size_t h = kvh * group + g;
             const vf slope = vbcast(t.alibi ? t.alibi[h] : 0.0f);
             for (size_t i0 = 0; i0 < nq; i0 += kBr) {
@@ -295,8 +295,7 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                         hi[r] >= static_cast<long long>(j0 + xb)) {
                         // every key of [xa, xb) visible, no variant: P and dS only
                         for (size_t x0 = xa; x0 < xb; x0 += kL) {
-                            const vf sx = vload(pr + x0);
-                            const vf pv = vexp((fold_scale(p) ? sx : sx * vbcast(scale)) - vlse);
+                            const vf pv = vexp(scaled(vload(pr + x0)) - vlse);
                             vstore(pr + x0, pv);
                             vstore(dr + x0, pv * (vload(dr + x0) - vd));
                         }
@@ -309,23 +308,22 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                     float *dbrow =
                         t.dbias ? t.dbias + b * p.bias.batch + h * p.bias.head + i * p.bias.row + j0
                                 : nullptr;
+                    // visible: readable, lo <= j < hi (lane positions relative to j0: exact in
+                    // float), allowed
+                    const vf vlo = vbcast(static_cast<float>(lo[r] - static_cast<long long>(j0)) -
+                                          0.5f),
+                             vhi = vbcast(static_cast<float>(hi[r] - static_cast<long long>(j0)));
                     for (size_t c = va; c < vb; ++c) {
                         const size_t x0 = c * kL;
-                        // visible: readable, lo <= j < hi (lane positions relative to j0: exact
-                        // in float), allowed
-                        const float lo_rel = static_cast<float>(lo[r] - static_cast<long long>(j0));
-                        const float hi_rel = static_cast<float>(hi[r] - static_cast<long long>(j0));
                         const vf pos = lanes + vbcast(static_cast<float>(x0));
-                        vm vis =
-                            vand(vne(vload(readable + x0), zero),
-                                 vand(vlt(vbcast(lo_rel - 0.5f), pos), vlt(pos, vbcast(hi_rel))));
+                        vm vis = vand(vne(vload(readable + x0), zero),
+                                      vand(vlt(vlo, pos), vlt(pos, vhi)));
                         if (al) {
                             for (size_t x = 0; x < kL; ++x)
                                 tmp[x] = x0 + x < nk && al[x0 + x] ? 1.0f : 0.0f;
                             vis = vand(vis, vne(vload(tmp), zero));
                         }
-                        const vf sx = vload(pr + x0);
-                        const vf x = fold_scale(p) ? sx : sx * vbcast(scale);
+                        const vf x = scaled(vload(pr + x0));
                         vf logit = x, th = zero;
                         if (cap > 0.0f && !p.bias_first) {
                             th = vtanh(x * vbcast(1.0f / cap));

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <new>
 #include <vector>
 
@@ -538,15 +539,16 @@ void backward(const Params &p, const Tensors &t) {
     std::vector<float> &parts = t_partials;
     if (t.dsinks) parts.assign(heads * group, 0.0f);
     float *parts_data = parts.data();
-    // dQ partials: [task][group][seq_q][head_dim]
+    // dQ partials: [task][group][seq_q][head_dim], left uninitialised (each task zeroes its own)
     const size_t part_floats = group * s.seq_q * s.head_dim;
-    std::vector<float> dq_parts(chunks > 1 && t.dq ? tasks * part_floats : 0);
+    const std::unique_ptr<float[]> dq_parts(chunks > 1 && t.dq ? new float[tasks * part_floats]
+                                                               : nullptr);
     const size_t bytes = k.backward_scratch(p);
     auto body = [&](size_t task) {
         const size_t bh = task / chunks, c = task % chunks;
         const size_t k0 = c * chunk_keys, k1 = std::min(s.seq_k, k0 + chunk_keys);
         float *dsink = t.dsinks && c == 0 ? parts_data + bh * group : nullptr;
-        float *dqp = dq_parts.empty() ? nullptr : dq_parts.data() + task * part_floats;
+        float *dqp = dq_parts ? dq_parts.get() + task * part_floats : nullptr;
         k.backward(p, t, bh / s.heads_kv, bh % s.heads_kv, k0, k1, dqp, t_scratch.get(bytes),
                    dsink);
     };
@@ -559,15 +561,15 @@ void backward(const Params &p, const Tensors &t) {
     } else {
         pool_run(tasks, body);
     }
-    if (!dq_parts.empty()) // dQ = the chunks' partials, summed in chunk order
+    if (dq_parts) // dQ = the chunks' partials, summed in chunk order
         for (size_t bh = 0; bh < heads; ++bh) {
             const size_t b = bh / s.heads_kv, kvh = bh % s.heads_kv;
             const size_t nq = query_len(p, t, b);
             for (size_t g = 0; g < group; ++g)
                 for (size_t i = 0; i < nq; ++i) {
                     float *dst = t.dq + q_index(p, t, b, kvh * group + g, i);
-                    const float *src = dq_parts.data() + bh * chunks * part_floats +
-                                       (g * s.seq_q + i) * s.head_dim;
+                    const float *src =
+                        dq_parts.get() + bh * chunks * part_floats + (g * s.seq_q + i) * s.head_dim;
                     for (size_t e = 0; e < s.head_dim; ++e) dst[e] = src[e];
                     for (size_t c = 1; c < chunks; ++c)
                         for (size_t e = 0; e < s.head_dim; ++e) dst[e] += src[c * part_floats + e];

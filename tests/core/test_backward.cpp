@@ -121,9 +121,9 @@ Case random_case(std::mt19937 &g) {
     return c;
 }
 
-// After a test has given c.p a shape of its own: default strides, operands of that shape drawn
-// from `seed`, no masks or lengths, constant ALiBi slopes and sinks (where the case has them).
-void refill(Case &c, unsigned seed) {
+// After a test has given c.p a shape of its own: default strides, finite operands of that shape
+// drawn from `seed` (bias too, when the case has one), no masks or lengths.
+void refill_operands(Case &c, unsigned seed) {
     c.p.custom_strides[4] = false;
     c.p.set_default_strides();
     std::mt19937 g2(seed);
@@ -141,6 +141,12 @@ void refill(Case &c, unsigned seed) {
     c.allowed.clear();
     c.query_valid.clear();
     c.seq_lens.clear();
+}
+
+// refill_operands, and constant ALiBi slopes and sinks (where the case has them) for the new
+// head count.
+void refill(Case &c, unsigned seed) {
+    refill_operands(c, seed);
     if (!c.slopes.empty()) c.slopes.assign(c.p.heads_q, 0.125f);
     if (!c.sinks.empty()) c.sinks.assign(c.p.heads_q, 0.5f);
 }
@@ -262,25 +268,9 @@ TEST_CASE("the float64 reference backward matches central finite differences") {
         c.p.seq_k = std::min<size_t>(c.p.seq_k, 7);
         c.p.head_dim = std::min<size_t>(c.p.head_dim, 5);
         c.p.head_dim_v = std::min<size_t>(c.p.head_dim_v, 4);
-        c.p.custom_strides[4] = false;
-        c.p.set_default_strides();
         // rebuild the small case's buffers (no padding NaN: finite differences need them finite)
-        std::mt19937 g2(static_cast<unsigned>(n));
+        refill_operands(c, static_cast<unsigned>(n));
         const bool bias = !c.bias.empty(), sinks = !c.sinks.empty();
-        c.q.resize(c.p.len(0));
-        c.k.resize(c.p.len(1));
-        c.v.resize(c.p.len(2));
-        c.dout.resize(c.p.len(3));
-        for (auto *x : {&c.q, &c.k, &c.v, &c.dout})
-            for (float &e : *x) e = uni(g2, -1, 1);
-        if (bias) {
-            c.bias.resize(c.p.len(4));
-            for (float &e : c.bias) e = uni(g2, -1, 1);
-        }
-        c.key_valid.clear();
-        c.allowed.clear();
-        c.query_valid.clear();
-        c.seq_lens.clear();
         const ref::VGrads gr = ref::backward_v(c.p, c.inputs(), c.dout.data(), c.bias.size());
         auto loss = [&](const Case &x) {
             const ref::VResult r = ref::compute_v(x.p, x.inputs());
