@@ -438,8 +438,10 @@ ATTN_API attn_status attn_args_set_i32(attn_args *args, attn_operand which, cons
  * (token, KV head): the value of element x of a row is (float)q[x] * scale, rounded to fp32. The
  * setter that binds an operand sets its type; lengths and strides count elements, as for fp32.
  * Every value is widened to fp32 on load (F16C / AVX-512 conversions, a shift for bf16) and all
- * arithmetic is fp32: the result is fp32 attention over the widened values (the same kernels,
- * masks and variants; padded keys are still never read). The int8 scales are the operands
+ * arithmetic is fp32: the result is fp32 attention over the widened values (on the decode path,
+ * at most 4 query rows per KV head, an int8 row's scale multiplies the row's score and its
+ * probability instead of each value: equal to that within fp32 rounding, not bit for bit; the same
+ * kernels, masks and variants; padded keys are still never read). The int8 scales are the operands
  * ATTN_K_SCALE / ATTN_V_SCALE: [batch][heads_kv][seq_k] (K's shape with head_dim 1), strided
  * like K (attn_desc_set_strides; by default K's default layout with head_dim 1: BHS, token-major
  * [total_k][heads_kv] in varlen mode, [num_pages][page_size][heads_kv] with a paged cache).

@@ -140,7 +140,7 @@ struct KvRows {
     const float *scale = nullptr; // int8: the scale of key 0 / the pool's KV head
     size_t srow = 0, spage = 0;   // int8: token and page strides of the scales
     // Element offsets of key j in the data and in the scales.
-    void locate(size_t j, size_t *d, size_t *s) const {
+    __attribute__((always_inline)) void locate(size_t j, size_t *d, size_t *s) const {
         if (!pages) {
             *d = j * row;
             *s = j * srow;

@@ -215,23 +215,25 @@ static size_t quantize_rows_i8(const float *src, size_t rows, size_t dim, int8_t
 }
 
 // ---- Typed loads for the decode path: kL values of a stored row from element dd on, widened
-// in the register (exactly the values widen_row writes), so a 16-bit / int8 row is never
-// stored to scratch and read back ----
+// in the register, so a 16-bit / int8 row is never stored to scratch and read back. 16-bit
+// values are exactly the values widen_row writes; int8 values come without their scale (the
+// decode path applies a row's scale once, to its score or its probability, instead of to each
+// of its head_dim values) ----
 
-template <DType T> static inline float value_as(const unsigned char *row, size_t dd, float scale) {
+template <DType T> static inline float value_raw(const unsigned char *row, size_t dd) {
     switch (T) {
     case DType::F16:
         return half_to_float(reinterpret_cast<const uint16_t *>(row)[dd]);
     case DType::BF16:
         return bf16_to_float(reinterpret_cast<const uint16_t *>(row)[dd]);
     case DType::I8:
-        return static_cast<float>(reinterpret_cast<const int8_t *>(row)[dd]) * scale;
+        return static_cast<float>(reinterpret_cast<const int8_t *>(row)[dd]);
     default:
         return reinterpret_cast<const float *>(row)[dd];
     }
 }
 
-template <DType T> static inline vf vload_as(const unsigned char *row, size_t dd, float scale) {
+template <DType T> static inline vf vload_raw(const unsigned char *row, size_t dd) {
     if (T == DType::F32) return vload(reinterpret_cast<const float *>(row) + dd);
 #if defined(__AVX512F__)
     if (kL == 16) {
@@ -243,9 +245,8 @@ template <DType T> static inline vf vload_as(const unsigned char *row, size_t dd
                 _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
                                       reinterpret_cast<const __m256i *>(row + 2 * dd))),
                                   16)));
-        return vf(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-                                    _mm_loadu_si128(reinterpret_cast<const __m128i *>(row + dd)))),
-                                _mm512_set1_ps(scale)));
+        return vf(_mm512_cvtepi32_ps(
+            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(row + dd)))));
     }
 #elif defined(__AVX2__) && defined(__F16C__)
     if (kL == 8) {
@@ -257,12 +258,11 @@ template <DType T> static inline vf vload_as(const unsigned char *row, size_t dd
                 _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(
                                       reinterpret_cast<const __m128i *>(row + 2 * dd))),
                                   16)));
-        return vf(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-                                    _mm_loadl_epi64(reinterpret_cast<const __m128i *>(row + dd)))),
-                                _mm256_set1_ps(scale)));
+        return vf(_mm256_cvtepi32_ps(
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(row + dd)))));
     }
 #endif
     float tmp[kL];
-    for (size_t x = 0; x < kL; ++x) tmp[x] = value_as<T>(row, dd + x, scale);
+    for (size_t x = 0; x < kL; ++x) tmp[x] = value_raw<T>(row, dd + x);
     return vload(tmp);
 }

@@ -175,8 +175,9 @@ static inline float lane0(const vf &x) {
 }
 
 // Q.K^T of a decode tile, kQB keys at a time, so that kQB x kDecodeRows independent accumulators
-// hide the FMA latency and the horizontal sums of kQB keys share their shuffles (vhsum4); the K
-// rows are read in their storage type T and widened in the registers.
+// hide the FMA latency and the horizontal sums of the kQB x kDecodeRows accumulators leave in one
+// register (vhsum_all); the K rows are read in their storage type T and widened in the registers
+// (an int8 key's scale multiplies its sum).
 // Software prefetch of the decode stream: while Q.K^T works on a key, the K and V rows of the key
 // `ahead` positions later are requested, a few lines per key rather than a tile at a time (a burst
 // of hundreds of prefetches fills the line-fill buffers and stalls the loop behind them; spread
@@ -189,6 +190,22 @@ static inline size_t prefetch_ahead(const KvRows &k, size_t d) {
     return n < 4 ? 4 : n;
 }
 
+static inline const unsigned char *row_at(const KvRows &r, size_t j) {
+    size_t doff, soff;
+    r.locate(j, &doff, &soff);
+    return r.base + doff * r.elem;
+}
+
+static inline void prefetch_rows(const unsigned char *kp, size_t kbytes, size_t kstep,
+                                 const unsigned char *vp, size_t vbytes, size_t vstep, size_t n) {
+    for (size_t u = 0; u < n; ++u) {
+        for (size_t off = 0; off < kbytes; off += 64) __builtin_prefetch(kp + off);
+        for (size_t off = 0; off < vbytes; off += 64) __builtin_prefetch(vp + off);
+        kp += kstep;
+        vp += vstep;
+    }
+}
+
 template <DType T>
 static inline void decode_qk_tile(const KvRows &krows, const KvRows &vrows, size_t jbase,
                                   const unsigned *kidx, size_t nk, size_t klim, const float *q,
@@ -197,75 +214,122 @@ static inline void decode_qk_tile(const KvRows &krows, const KvRows &vrows, size
     const vf zero = vzero();
     const size_t ahead = prefetch_ahead(krows, d), kbytes = d * krows.elem,
                  vbytes = dv * vrows.elem;
+    const size_t kstep = krows.row * krows.elem, vstep = vrows.row * vrows.elem;
+    // the sums of one register block in one vector: kQB keys of each of the kDecodeRows rows
+    constexpr bool kOneVector = kQB * kDecodeRows == kL;
+    // The usual tile: its keys consecutive in one page (dense K/V: always), and the keys
+    // `ahead` of them too: row strides only, no look-ups.
+    const size_t jt = jbase + kidx[0];
+    const bool tile_run =
+        kidx[nk - 1] == kidx[0] + nk - 1 && krows.same_page(jt, nk) && vrows.same_page(jt, nk);
+    const bool ahead_run = tile_run && jt + nk + ahead <= klim && krows.same_page(jt, nk + ahead) &&
+                           vrows.same_page(jt, nk + ahead);
+    const unsigned char *kt = nullptr, *vt = nullptr;
+    const float *kst = nullptr;
+    if (tile_run) {
+        size_t doff, soff;
+        krows.locate(jt, &doff, &soff);
+        kt = krows.base + doff * krows.elem;
+        kst = T == DType::I8 ? krows.scale + soff : nullptr;
+        vt = row_at(vrows, jt);
+    }
     for (size_t x0 = 0; x0 < nk; x0 += kQB) {
         const size_t nb = kmin(kQB, nk - x0);
-        // kQB consecutive keys in one page (the usual case): one look-up, then a row stride
-        const size_t j0 = jbase + kidx[x0];
-        const bool run = nb == kQB && kidx[x0 + kQB - 1] == kidx[x0] + kQB - 1 &&
-                         krows.same_page(j0, kQB) && vrows.same_page(j0, kQB);
-        if (run && j0 + ahead + kQB <= klim && krows.same_page(j0 + ahead, kQB) &&
-            vrows.same_page(j0 + ahead, kQB)) {
-            const unsigned char *kp = krows.raw(j0 + ahead), *vp = vrows.raw(j0 + ahead);
-            for (size_t u = 0; u < kQB; ++u) {
-                for (size_t off = 0; off < kbytes; off += 64) __builtin_prefetch(kp + off);
-                for (size_t off = 0; off < vbytes; off += 64) __builtin_prefetch(vp + off);
-                kp += krows.row * krows.elem;
-                vp += vrows.row * vrows.elem;
-            }
-        } else {
-            for (size_t u = 0; u < nb; ++u) { // keys past the item's range: no prefetch
-                const size_t jj = jbase + kidx[x0 + u] + ahead;
-                if (jj >= klim) break;
-                const unsigned char *kp = krows.raw(jj), *vp = vrows.raw(jj);
-                for (size_t off = 0; off < kbytes; off += 64) __builtin_prefetch(kp + off);
-                for (size_t off = 0; off < vbytes; off += 64) __builtin_prefetch(vp + off);
-            }
-        }
         const unsigned char *kr[kQB];
         float ks[kQB];
-        if (run) {
-            size_t doff, soff;
-            krows.locate(j0, &doff, &soff);
+        if (ahead_run) {
             for (size_t u = 0; u < kQB; ++u) {
-                kr[u] = krows.base + (doff + u * krows.row) * krows.elem;
-                ks[u] = T == DType::I8 ? krows.scale[soff + u * krows.srow] : 1.0f;
+                const size_t x = u < nb ? x0 + u : x0; // past the tile: repeat its first key
+                kr[u] = kt + x * kstep;
+                ks[u] = T == DType::I8 ? kst[x * krows.srow] : 1.0f;
             }
+            prefetch_rows(kt + (x0 + ahead) * kstep, kbytes, kstep, vt + (x0 + ahead) * vstep,
+                          vbytes, vstep, nb);
         } else {
-            for (size_t u = 0; u < kQB; ++u) {
-                if (u >= nb) { // past the tile: repeat its first key (the sums are not stored)
-                    kr[u] = kr[0];
-                    ks[u] = ks[0];
-                    continue;
-                }
+            // kQB consecutive keys in one page: one look-up, then a row stride
+            const size_t j0 = jbase + kidx[x0];
+            const bool run = nb == kQB && kidx[x0 + kQB - 1] == kidx[x0] + kQB - 1 &&
+                             krows.same_page(j0, kQB) && vrows.same_page(j0, kQB);
+            if (run) {
                 size_t doff, soff;
-                krows.locate(jbase + kidx[x0 + u], &doff, &soff);
-                kr[u] = krows.base + doff * krows.elem;
-                ks[u] = T == DType::I8 ? krows.scale[soff] : 1.0f;
+                krows.locate(j0, &doff, &soff);
+                for (size_t u = 0; u < kQB; ++u) {
+                    kr[u] = krows.base + (doff + u * krows.row) * krows.elem;
+                    ks[u] = T == DType::I8 ? krows.scale[soff + u * krows.srow] : 1.0f;
+                }
+                if (j0 + ahead + kQB <= klim) {
+                    if (krows.same_page(j0, ahead + kQB) && vrows.same_page(j0, ahead + kQB))
+                        prefetch_rows(kr[0] + ahead * kstep, kbytes, kstep,
+                                      row_at(vrows, j0) + ahead * vstep, vbytes, vstep, kQB);
+                    else if (krows.same_page(j0 + ahead, kQB) && vrows.same_page(j0 + ahead, kQB))
+                        prefetch_rows(row_at(krows, j0 + ahead), kbytes, kstep,
+                                      row_at(vrows, j0 + ahead), vbytes, vstep, kQB);
+                    else
+                        for (size_t u = 0; u < kQB; ++u)
+                            prefetch_rows(row_at(krows, j0 + ahead + u), kbytes, 0,
+                                          row_at(vrows, j0 + ahead + u), vbytes, 0, 1);
+                }
+            } else {
+                for (size_t u = 0; u < nb; ++u) { // keys past the item's range: no prefetch
+                    const size_t jj = jbase + kidx[x0 + u] + ahead;
+                    if (jj >= klim) break;
+                    prefetch_rows(row_at(krows, jj), kbytes, 0, row_at(vrows, jj), vbytes, 0, 1);
+                }
+                for (size_t u = 0; u < kQB; ++u) {
+                    if (u >= nb) { // past the tile: repeat its first key (the sums are not stored)
+                        kr[u] = kr[0];
+                        ks[u] = ks[0];
+                        continue;
+                    }
+                    size_t doff, soff;
+                    krows.locate(jbase + kidx[x0 + u], &doff, &soff);
+                    kr[u] = krows.base + doff * krows.elem;
+                    ks[u] = T == DType::I8 ? krows.scale[soff] : 1.0f;
+                }
             }
         }
-        vf acc[kQB][kDecodeRows];
-        for (size_t u = 0; u < kQB; ++u)
-            for (size_t rr = 0; rr < kDecodeRows; ++rr) acc[u][rr] = zero;
+        vf acc[kDecodeRows][kQB];
+        for (size_t rr = 0; rr < kDecodeRows; ++rr)
+            for (size_t u = 0; u < kQB; ++u) acc[rr][u] = zero;
         for (size_t dd = 0; dd < dqv; dd += kL) {
             vf qv[kDecodeRows];
             for (size_t rr = 0; rr < kDecodeRows; ++rr) qv[rr] = vload(q + rr * dpad + dd);
             for (size_t u = 0; u < kQB; ++u) {
-                const vf kv = vload_as<T>(kr[u], dd, ks[u]);
+                const vf kv = vload_raw<T>(kr[u], dd);
                 for (size_t rr = 0; rr < kDecodeRows; ++rr)
-                    acc[u][rr] = vfma(qv[rr], kv, acc[u][rr]);
+                    acc[rr][u] = vfma(qv[rr], kv, acc[rr][u]);
             }
         }
+        // [rr][u]; an int8 key's scale applied here unless the head_dim tail is still to come
+        float sums[kDecodeRows * kQB];
+        const bool scale_now = T == DType::I8 && dqv == d;
+        if (kOneVector) {
+            vf a[kL]; // a copy: acc itself stays in registers
+            for (size_t rr = 0; rr < kDecodeRows; ++rr)
+                for (size_t u = 0; u < kQB; ++u) a[rr * kQB + u] = acc[rr][u];
+            vf all = vhsum_all(a);
+            if (scale_now) {
+                float f[kL];
+                for (size_t c = 0; c < kL; ++c) f[c] = ks[c % kQB];
+                all = all * vload(f);
+            }
+            vstore(sums, all);
+        } else {
+            for (size_t rr = 0; rr < kDecodeRows; ++rr)
+                for (size_t u = 0; u < kQB; ++u)
+                    sums[rr * kQB + u] = scale_now ? vhsum(acc[rr][u]) * ks[u] : vhsum(acc[rr][u]);
+        }
         for (size_t rr = 0; rr < nr; ++rr) {
-            float sums[4];
-            if (kQB == 4)
-                vhsum4(acc[0][rr], acc[1 % kQB][rr], acc[2 % kQB][rr], acc[3 % kQB][rr], sums);
-            else
-                for (size_t u = 0; u < kQB; ++u) sums[u] = vhsum(acc[u][rr]);
+            if (dqv == d && nb == kQB) {
+                for (size_t u = 0; u < kQB; ++u) sc[rr * kBK + x0 + u] = sums[rr * kQB + u];
+                continue;
+            }
             for (size_t u = 0; u < nb; ++u) {
-                float sum = sums[u];
-                for (size_t dd = dqv; dd < d; ++dd) {
-                    const float kv = value_as<T>(kr[u], dd, ks[u]);
-                    sum = __builtin_fmaf(q[rr * dpad + dd], kv, sum); // one rounding, every T
+                float sum = sums[rr * kQB + u];
+                if (dqv < d) { // the tail, then an int8 key's scale (once)
+                    for (size_t dd = dqv; dd < d; ++dd)
+                        sum = __builtin_fmaf(q[rr * dpad + dd], value_raw<T>(kr[u], dd), sum);
+                    sum = T == DType::I8 ? sum * ks[u] : sum;
                 }
                 sc[rr * kBK + x0 + u] = sum;
             }
@@ -274,16 +338,16 @@ static inline void decode_qk_tile(const KvRows &krows, const KvRows &vrows, size
 }
 
 // o[rr][c0 + c*kL ...] += sum_x p[rr][x] * v_x[c0 + c*kL ...] for CB vectors of head_dim_v, the V
-// rows read in their storage type T.
+// rows read in their storage type T (int8 rows without their scale: it is in p).
 template <DType T, size_t CB>
-static inline void pv_decode_block(const unsigned char *const *vraw, const float *vs, size_t c0,
-                                   const float *pr, size_t nk, float *o, size_t dpad) {
+static inline void pv_decode_block(const unsigned char *const *vraw, size_t c0, const float *pr,
+                                   size_t nk, float *o, size_t dpad) {
     vf acc[kDecodeRows][CB];
     for (size_t rr = 0; rr < kDecodeRows; ++rr)
         for (size_t c = 0; c < CB; ++c) acc[rr][c] = vload(o + rr * dpad + c0 + c * kL);
     for (size_t x = 0; x < nk; ++x) {
         vf vv[CB];
-        for (size_t c = 0; c < CB; ++c) vv[c] = vload_as<T>(vraw[x], c0 + c * kL, vs[x]);
+        for (size_t c = 0; c < CB; ++c) vv[c] = vload_raw<T>(vraw[x], c0 + c * kL);
         for (size_t rr = 0; rr < kDecodeRows; ++rr) {
             const vf pb = vbcast(pr[rr * kBK + x]);
             for (size_t c = 0; c < CB; ++c) acc[rr][c] = vfma(pb, vv[c], acc[rr][c]);
@@ -293,40 +357,60 @@ static inline void pv_decode_block(const unsigned char *const *vraw, const float
         for (size_t c = 0; c < CB; ++c) vstore(o + rr * dpad + c0 + c * kL, acc[rr][c]);
 }
 
-// o += P.V over the nk rows vraw (storage T, int8 scales vs) of a decode tile.
+// o += P.V over the nk rows vraw (storage T) of a decode tile.
 template <DType T>
-static inline void decode_pv_rows(const unsigned char *const *vraw, const float *vs, size_t nk,
-                                  const float *sc, size_t dv, size_t nr, float *o, size_t dvpad) {
+static inline void decode_pv_rows(const unsigned char *const *vraw, size_t nk, const float *sc,
+                                  size_t dv, size_t nr, float *o, size_t dvpad) {
     const size_t dvv = dv / kL * kL;
     size_t c0 = 0;
     for (; c0 + kDB * kL <= dvv; c0 += kDB * kL)
-        pv_decode_block<T, kDB>(vraw, vs, c0, sc, nk, o, dvpad);
-    for (; c0 < dvv; c0 += kL) pv_decode_block<T, 1>(vraw, vs, c0, sc, nk, o, dvpad);
+        pv_decode_block<T, kDB>(vraw, c0, sc, nk, o, dvpad);
+    for (; c0 < dvv; c0 += kL) pv_decode_block<T, 1>(vraw, c0, sc, nk, o, dvpad);
     for (size_t dd = dvv; dd < dv; ++dd)
         for (size_t x = 0; x < nk; ++x)
             for (size_t rr = 0; rr < nr; ++rr)
-                o[rr * dvpad + dd] = __builtin_fmaf(
-                    sc[rr * kBK + x], value_as<T>(vraw[x], dd, vs[x]), o[rr * dvpad + dd]);
+                o[rr * dvpad + dd] =
+                    __builtin_fmaf(sc[rr * kBK + x], value_raw<T>(vraw[x], dd), o[rr * dvpad + dd]);
 }
 
-// P.V of a decode tile whose keys are all visible (no exact path needed), V in storage T.
+// P.V of a decode tile whose keys are all visible (no exact path needed), V in storage T. An
+// int8 tile's probabilities are multiplied by their rows' scales first (into ps: [kDecodeRows]
+// [kBK]), so the rows are only widened.
 template <DType T>
 static inline void decode_pv_tile(const KvRows &vb, size_t jbase, const unsigned *kidx, size_t nk,
                                   const float *sc, size_t dv, size_t nr, float *o, size_t dvpad,
-                                  const unsigned char **vraw, float *vs) {
+                                  const unsigned char **vraw, float *vs, float *ps) {
     size_t doff = 0, soff = 0;
-    for (size_t x = 0; x < nk; ++x) {
-        const size_t j = jbase + kidx[x];
-        if (x && kidx[x] == kidx[x - 1] + 1 && vb.same_page(j - 1, 2)) { // the next row
-            doff += vb.row;
-            soff += vb.srow;
-        } else {
-            vb.locate(j, &doff, &soff);
+    const size_t j0 = jbase + kidx[0];
+    if (kidx[nk - 1] == kidx[0] + nk - 1 && vb.same_page(j0, nk)) { // one run: a row stride
+        vb.locate(j0, &doff, &soff);
+        const unsigned char *row = vb.base + doff * vb.elem;
+        const size_t step = vb.row * vb.elem;
+        for (size_t x = 0; x < nk; ++x) vraw[x] = row + x * step;
+        if (T == DType::I8)
+            for (size_t x = 0; x < nk; ++x) vs[x] = vb.scale[soff + x * vb.srow];
+    } else {
+        for (size_t x = 0; x < nk; ++x) {
+            const size_t j = jbase + kidx[x];
+            if (x && kidx[x] == kidx[x - 1] + 1 && vb.same_page(j - 1, 2)) { // the next row
+                doff += vb.row;
+                soff += vb.srow;
+            } else {
+                vb.locate(j, &doff, &soff);
+            }
+            vraw[x] = vb.base + doff * vb.elem;
+            if (T == DType::I8) vs[x] = vb.scale[soff];
         }
-        vraw[x] = vb.base + doff * vb.elem;
-        vs[x] = T == DType::I8 ? vb.scale[soff] : 1.0f;
     }
-    decode_pv_rows<T>(vraw, vs, nk, sc, dv, nr, o, dvpad);
+    if (T == DType::I8) {
+        const size_t nkv = kround_up(nk, kL);
+        for (size_t x = nk; x < nkv; ++x) vs[x] = 0.0f;
+        for (size_t rr = 0; rr < kDecodeRows; ++rr)
+            for (size_t x = 0; x < nkv; x += kL)
+                vstore(ps + rr * kBK + x, vload(sc + rr * kBK + x) * vload(vs + x));
+        sc = ps;
+    }
+    decode_pv_rows<T>(vraw, nk, sc, dv, nr, o, dvpad);
 }
 
 // The score pipeline of one decode row over a tile (scores in srow[0, nk), padded to nkv with
@@ -450,11 +534,16 @@ static inline void decode_tile(const Params &p, const Tensors &t, const WorkItem
         vis[rr] = decode_scores(p, t, r, rr, w, jbase, s.kidx, nk, srow, &partial_tile) || vis[rr];
         vf mt = ninf;
         for (size_t x = 0; x < nkv; x += kL) mt = vmax(mt, vload(srow + x));
-        float tmp[kL];
-        vstore(tmp, mt);
         float mnew = m[rr];
-        for (size_t e = 0; e < kL; ++e)
-            if (tmp[e] > mnew || tmp[e] != tmp[e]) mnew = tmp[e];
+        if (!vany(vne(mt, mt))) { // the usual case: a vector reduction
+            const float mx = vhmax(mt);
+            if (mx > mnew) mnew = mx;
+        } else { // a NaN lane: the first one becomes the row's max
+            float tmp[kL];
+            vstore(tmp, mt);
+            for (size_t e = 0; e < kL; ++e)
+                if (tmp[e] > mnew || tmp[e] != tmp[e]) mnew = tmp[e];
+        }
         const float msafe = mnew == kNegInf ? 0.0f : mnew;
         const float alpha = lane0(vexp(vbcast(m[rr] - msafe)));
         vf lsum = zero;
@@ -474,19 +563,19 @@ static inline void decode_tile(const Params &p, const Tensors &t, const WorkItem
     // them for Inf/NaN).
     if (!partial_tile) {
         const unsigned char **vraw = s.vraw;
-        float *vs = s.aux2;
+        float *vs = s.aux2, *ps = s.ps;
         switch (vb.type) {
         case DType::F16:
-            decode_pv_tile<DType::F16>(vb, jbase, s.kidx, nk, sc, dv, nr, o, dvpad, vraw, vs);
+            decode_pv_tile<DType::F16>(vb, jbase, s.kidx, nk, sc, dv, nr, o, dvpad, vraw, vs, ps);
             break;
         case DType::BF16:
-            decode_pv_tile<DType::BF16>(vb, jbase, s.kidx, nk, sc, dv, nr, o, dvpad, vraw, vs);
+            decode_pv_tile<DType::BF16>(vb, jbase, s.kidx, nk, sc, dv, nr, o, dvpad, vraw, vs, ps);
             break;
         case DType::I8:
-            decode_pv_tile<DType::I8>(vb, jbase, s.kidx, nk, sc, dv, nr, o, dvpad, vraw, vs);
+            decode_pv_tile<DType::I8>(vb, jbase, s.kidx, nk, sc, dv, nr, o, dvpad, vraw, vs, ps);
             break;
         default:
-            decode_pv_tile<DType::F32>(vb, jbase, s.kidx, nk, sc, dv, nr, o, dvpad, vraw, vs);
+            decode_pv_tile<DType::F32>(vb, jbase, s.kidx, nk, sc, dv, nr, o, dvpad, vraw, vs, ps);
         }
         return;
     }
@@ -509,7 +598,7 @@ static inline void decode_tile(const Params &p, const Tensors &t, const WorkItem
         return;
     }
     for (size_t x = 0; x < nk; ++x) s.vraw[x] = reinterpret_cast<const unsigned char *>(s.vrow[x]);
-    decode_pv_rows<DType::F32>(s.vraw, s.aux2, nk, sc, dv, nr, o, dvpad);
+    decode_pv_rows<DType::F32>(s.vraw, nk, sc, dv, nr, o, dvpad);
 }
 
 static void decode_end(const Params &p, const Tensors &t, const WorkItem &w, const DecodeHead &dh,

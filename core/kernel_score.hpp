@@ -35,6 +35,7 @@ struct Scratch {
     float *qt, *st, *ot, *m, *l, *vis, *lim, *lo, *aux, *aux2, *mask, *arow, *kpack, *vpack, *zero;
     const float **krow, **vrow;
     const unsigned char **vraw; // decode: a tile's V rows in their storage type
+    float *ps;                  // decode: an int8 tile's probabilities times its V scales
     unsigned *kidx;
     float *heads; // decode_heads: q and o of kDecodeHeads heads past the first
 };
@@ -60,6 +61,7 @@ static inline size_t scratch_layout(const Params &p, unsigned char *base, Scratc
     x.lo = fl(kR);
     x.aux = fl(kR);
     x.aux2 = fl(kBK); // decode: the int8 scales of a tile's V rows
+    x.ps = fl(kDecodeRows * kBK);
     x.mask = fl(kBK * kR);
     x.arow = fl(kBK * kR);
     x.kpack = fl(kBK * d);
