@@ -150,7 +150,9 @@ bool build_qmap(const Params &p, const Tensors &t, std::vector<uint32_t> &qmap) 
 // the caller's thread: a sleeping worker takes about as long to wake on a VM, so it would join too
 // late to help (the caller never waits for a worker that wakes after every item is claimed, but
 // the wake-up still costs the caller a few microseconds). Measured with bench/peers/peers.py:
-// n = 32 (0.54M) on 2 threads 1.00-1.08x the 1-thread time, n = 64 (2.1M) 0.72-0.79x.
+// n = 32 (0.54M) on 2 threads 1.00-1.08x the 1-thread time, n = 64 (2.1M) 0.72-0.79x. (Since
+// the workers poll for 200 us after a job, back-to-back calls skip the wake-up: n = 64 0.66-0.68x,
+// n = 128 0.55-0.57x on a VM where it was 1.15-1.24x and 0.80-1.01x before.)
 constexpr double kSerialMacs = 1 << 20;
 
 Plan make_plan(const Params &p, const Tensors &t, bool allow_split) {
