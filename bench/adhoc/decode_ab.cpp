@@ -1,0 +1,112 @@
+// Ad-hoc driver of the public C API, quoted in bench/README.md (runs of 2026-12-02); not a
+// benchmark with targets, a tool for A/B measurements.
+// decode_ab <libA.so> <libB.so> <libB> <type> <sk> <threads> <reps> [hq hkv]: alternates calls of two libattn copies
+// in one process
+#include <attn.h>
+#include <dlfcn.h>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+#include <algorithm>
+struct Lib {
+    void *h;
+#define F(n) decltype(&::n) n = (decltype(&::n))dlsym(h, #n)
+    Lib(const char *p) : h(dlopen(p, RTLD_NOW | RTLD_LOCAL)) {}
+};
+int main(int argc, char **argv) {
+    if (argc < 7) {
+        std::fprintf(stderr, "usage: decode_ab <libA.so> <libB.so> <f32|f16|bf16|i8> <seq_k> "
+                             "<threads> <reps> [hq hkv]\n");
+        return 2;
+    }
+    const char *ty = argv[3];
+    size_t sk = atol(argv[4]);
+    int th = atoi(argv[5]);
+    int reps = atoi(argv[6]);
+    size_t hq = argc > 7 ? atol(argv[7]) : 32, hkv = argc > 8 ? atol(argv[8]) : 8, d = 128;
+    std::mt19937 g(1);
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<float> q(hq * d), k(hkv * sk * d), v(k.size()), ks(hkv * sk), vs(hkv * sk);
+    for (auto &x : q) x = u(g);
+    for (auto &x : k) x = u(g);
+    for (auto &x : v) x = u(g);
+    std::vector<uint16_t> k16(k.size()), v16(k.size());
+    std::vector<int8_t> k8(k.size()), v8(k.size());
+    size_t n = k.size();
+    std::vector<double> t[2];
+    std::vector<float> out[2];
+    attn_desc *desc[2];
+    attn_args *a[2];
+    decltype(&attn_run) run[2];
+    for (int l = 0; l < 2; ++l) {
+        void *h = dlopen(argv[1 + l], RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+            printf("dlopen %s\n", dlerror());
+            return 1;
+        }
+#define G(n) auto n = (decltype(&::n))dlsym(h, #n)
+        G(attn_desc_create);
+        G(attn_set_num_threads);
+        G(attn_args_create);
+        G(attn_args_set_f32);
+        G(attn_args_set_f16);
+        G(attn_args_set_bf16);
+        G(attn_args_set_i8);
+        G(attn_args_set_out_f32);
+        G(attn_convert_f32_to_f16);
+        G(attn_convert_f32_to_bf16);
+        G(attn_quantize_i8);
+        run[l] = (decltype(&::attn_run))dlsym(h, "attn_run");
+        attn_desc_create(&desc[l], 1, hq, hkv, 1, sk, d);
+        attn_set_num_threads(th);
+        out[l].resize(hq * d);
+        attn_args_create(&a[l]);
+        attn_args_set_f32(a[l], ATTN_Q, q.data(), q.size());
+        if (!strcmp(ty, "f32")) {
+            attn_args_set_f32(a[l], ATTN_K, k.data(), n);
+            attn_args_set_f32(a[l], ATTN_V, v.data(), n);
+        } else if (!strcmp(ty, "f16")) {
+            attn_convert_f32_to_f16(k.data(), k16.data(), n);
+            attn_convert_f32_to_f16(v.data(), v16.data(), n);
+            attn_args_set_f16(a[l], ATTN_K, k16.data(), n);
+            attn_args_set_f16(a[l], ATTN_V, v16.data(), n);
+        } else if (!strcmp(ty, "bf16")) {
+            attn_convert_f32_to_bf16(k.data(), k16.data(), n);
+            attn_convert_f32_to_bf16(v.data(), v16.data(), n);
+            attn_args_set_bf16(a[l], ATTN_K, k16.data(), n);
+            attn_args_set_bf16(a[l], ATTN_V, v16.data(), n);
+        } else {
+            attn_quantize_i8(k.data(), hkv * sk, d, k8.data(), ks.data());
+            attn_quantize_i8(v.data(), hkv * sk, d, v8.data(), vs.data());
+            attn_args_set_i8(a[l], ATTN_K, k8.data(), n);
+            attn_args_set_i8(a[l], ATTN_V, v8.data(), n);
+            attn_args_set_f32(a[l], ATTN_K_SCALE, ks.data(), ks.size());
+            attn_args_set_f32(a[l], ATTN_V_SCALE, vs.data(), vs.size());
+        }
+        attn_args_set_out_f32(a[l], ATTN_OUT, out[l].data(), out[l].size());
+    }
+    for (int r = 0; r < reps; ++r)
+        for (int l = 0; l < 2; ++l) {
+            auto t0 = std::chrono::steady_clock::now();
+            if (run[l](desc[l], ATTN_OP_FORWARD, a[l])) {
+                printf("err\n");
+                return 1;
+            }
+            t[l].push_back(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+    double md = 0;
+    for (size_t x = 0; x < out[0].size(); ++x)
+        md = std::max(md, (double)std::fabs(out[0][x] - out[1][x]));
+    for (int l = 0; l < 2; ++l) {
+        std::sort(t[l].begin(), t[l].end());
+        printf("%s %s: median %.3f ms min %.3f ms  %.1f ns/(key,kvhead)\n", l ? "B" : "A", ty,
+               t[l][t[l].size() / 2] * 1e3, t[l][0] * 1e3,
+               t[l][t[l].size() / 2] * 1e9 * th / (sk * hkv));
+    }
+    printf("B/A median %.3f  min %.3f  max|dA-dB| %.2e\n",
+           t[1][t[1].size() / 2] / t[0][t[0].size() / 2], t[1][0] / t[0][0], md);
+}

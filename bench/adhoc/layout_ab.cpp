@@ -1,0 +1,76 @@
+// Ad-hoc driver of the public C API, quoted in bench/README.md (runs of 2026-12-02); not a
+// benchmark with targets, a tool for A/B measurements.
+// layout_ab <lib.so> <lib.so> <n> <d> <causal 0/1> <reps>: the same prefill (H 8, 1 thread) with
+// BHSD and with BSHD strides over the same buffers, alternating in one process: BSHD / BHSD time.
+#include <attn.h>
+#include <dlfcn.h>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+#include <algorithm>
+int main(int argc, char **argv) {
+    if (argc < 7) {
+        std::fprintf(stderr, "usage: layout_ab <lib.so> <lib.so> <n> <d> <causal 0|1> <reps>\n");
+        return 2;
+    }
+    size_t n = atol(argv[3]), d = atol(argv[4]);
+    int causal = atoi(argv[5]), reps = atoi(argv[6]);
+    size_t H = 8;
+    std::mt19937 g(1);
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<float> q(H * n * d), k(q.size()), v(q.size());
+    for (auto &x : q) x = u(g);
+    for (auto &x : k) x = u(g);
+    for (auto &x : v) x = u(g);
+    std::vector<float> out[2];
+    std::vector<double> t[2];
+    attn_desc *desc[2];
+    attn_args *a[2];
+    decltype(&attn_run) run[2];
+    int nl = 2;
+    bool bs[2] = {false, true};
+    for (int l = 0; l < nl; ++l) {
+        void *h = dlopen(argv[1 + l], RTLD_NOW | RTLD_LOCAL);
+#define G(x) auto x = (decltype(&::x))dlsym(h, #x)
+        G(attn_desc_create);
+        G(attn_set_num_threads);
+        G(attn_args_create);
+        G(attn_args_set_f32);
+        G(attn_args_set_out_f32);
+        G(attn_desc_set_int);
+        G(attn_desc_set_strides);
+        run[l] = (decltype(&::attn_run))dlsym(h, "attn_run");
+        attn_desc_create(&desc[l], 1, H, H, n, n, d);
+        attn_desc_set_int(desc[l], ATTN_PARAM_CAUSAL, causal);
+        if (bs[l])
+            for (attn_operand w : {ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT})
+                attn_desc_set_strides(desc[l], w, n * H * d, d, H * d);
+        attn_set_num_threads(1);
+        out[l].resize(q.size());
+        attn_args_create(&a[l]);
+        attn_args_set_f32(a[l], ATTN_Q, q.data(), q.size());
+        attn_args_set_f32(a[l], ATTN_K, k.data(), k.size());
+        attn_args_set_f32(a[l], ATTN_V, v.data(), v.size());
+        attn_args_set_out_f32(a[l], ATTN_OUT, out[l].data(), out[l].size());
+    }
+    for (int r = 0; r < reps; ++r)
+        for (int l = 0; l < nl; ++l) {
+            auto t0 = std::chrono::steady_clock::now();
+            if (run[l](desc[l], ATTN_OP_FORWARD, a[l])) {
+                printf("err\n");
+                return 1;
+            }
+            t[l].push_back(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+    double flops = 4.0 * H * n * n * d * (causal ? 0.5 : 1.0);
+    for (int l = 0; l < nl; ++l) {
+        std::sort(t[l].begin(), t[l].end());
+        printf("%s: median %.2f ms  %.1f GFLOP/s\n", l ? "BSHD" : "BHSD",
+               t[l][t[l].size() / 2] * 1e3, flops / t[l][t[l].size() / 2] * 1e-9);
+    }
+    if (nl == 2) printf("BSHD/BHSD time %.3f\n", t[1][t[1].size() / 2] / t[0][t[0].size() / 2]);
+}

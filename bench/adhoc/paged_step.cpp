@@ -1,0 +1,87 @@
+// Ad-hoc driver of the public C API, quoted in bench/README.md (runs of 2026-12-02); not a
+// benchmark with targets, a tool for A/B measurements.
+// paged_step <seq_k> <threads> <reps>: hot decode dense vs paged token-major vs head-major (page 16, shuffled),
+// GQA 32/8 d128
+#include <attn.h>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+#include <numeric>
+#include <algorithm>
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        std::fprintf(stderr,
+                     "usage: paged_step <seq_k> <threads> <reps> [dense|paged-tm|paged-hm]\n");
+        return 2;
+    }
+    size_t N = atol(argv[1]);
+    int th = atoi(argv[2]);
+    int reps = atoi(argv[3]);
+    const char *only = argc > 4 ? argv[4] : nullptr;
+    const size_t HQ = 32, HKV = 8, PS = 16, D = 128, pages = N / PS;
+    attn_set_num_threads(th);
+    std::mt19937 g(1);
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<float> q(HQ * D), dk(HKV * N * D), dv(dk.size()), out(HQ * D);
+    for (auto &x : q) x = u(g);
+    for (auto &x : dk) x = u(g);
+    for (auto &x : dv) x = u(g);
+    std::vector<int32_t> table(pages), lens = {int32_t(N)};
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), std::mt19937(7));
+    std::vector<float> tk(dk.size()), tv(dk.size()), hk(dk.size()), hv(dk.size());
+    for (size_t h = 0; h < HKV; ++h)
+        for (size_t j = 0; j < N; ++j) {
+            const size_t pg = size_t(table[j / PS]), t = j % PS, src = (h * N + j) * D;
+            const size_t tm = ((pg * PS + t) * HKV + h) * D, hm = ((pg * HKV + h) * PS + t) * D;
+            memcpy(&tk[tm], &dk[src], D * 4);
+            memcpy(&tv[tm], &dv[src], D * 4);
+            memcpy(&hk[hm], &dk[src], D * 4);
+            memcpy(&hv[hm], &dv[src], D * 4);
+        }
+    const char *names[3] = {"dense", "paged-tm", "paged-hm"};
+    attn_desc *desc[3];
+    attn_args *a[3];
+    for (int m = 0; m < 3; ++m) {
+        attn_desc_create(&desc[m], 1, HQ, HKV, 1, N, D);
+        attn_desc_set_int(desc[m], ATTN_PARAM_CAUSAL, ATTN_CAUSAL_BOTTOM_RIGHT);
+        attn_args_create(&a[m]);
+        attn_args_set_f32(a[m], ATTN_Q, q.data(), q.size());
+        attn_args_set_out_f32(a[m], ATTN_OUT, out.data(), out.size());
+        const float *K = m == 0 ? dk.data() : m == 1 ? tk.data() : hk.data();
+        const float *V = m == 0 ? dv.data() : m == 1 ? tv.data() : hv.data();
+        attn_args_set_f32(a[m], ATTN_K, K, dk.size());
+        attn_args_set_f32(a[m], ATTN_V, V, dk.size());
+        if (m) {
+            attn_desc_set_int(desc[m], ATTN_PARAM_PAGE_SIZE, PS);
+            if (m == 2) {
+                attn_desc_set_strides(desc[m], ATTN_K, HKV * PS * D, PS * D, D);
+                attn_desc_set_strides(desc[m], ATTN_V, HKV * PS * D, PS * D, D);
+            }
+            attn_args_set_i32(a[m], ATTN_BLOCK_TABLE, table.data(), table.size());
+            attn_args_set_i32(a[m], ATTN_SEQ_LENS_K, lens.data(), lens.size());
+        }
+    }
+    std::vector<double> t[3];
+    for (int r = 0; r < reps; ++r)
+        for (int m = 0; m < 3; ++m) {
+            if (only && strcmp(only, names[m])) continue;
+            auto t0 = std::chrono::steady_clock::now();
+            if (attn_run(desc[m], ATTN_OP_FORWARD, a[m])) {
+                printf("err %s\n", attn_last_error());
+                return 1;
+            }
+            t[m].push_back(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+    for (int m = 0; m < 3; ++m) {
+        if (t[m].empty()) continue;
+        std::sort(t[m].begin(), t[m].end());
+        printf("%-9s median %.3f ms  %.1f ns/(key,kvhead)  ratio to dense %.3f\n", names[m],
+               t[m][t[m].size() / 2] * 1e3, t[m][t[m].size() / 2] * 1e9 * th / (N * HKV),
+               t[0].empty() ? 0 : t[0][t[0].size() / 2] / t[m][t[m].size() / 2]);
+    }
+}
