@@ -1,8 +1,10 @@
 // Ad-hoc driver of the public C API, quoted in bench/README.md (runs of 2026-12-02); not a
 // benchmark with targets, a tool for A/B measurements.
-// decode_ab <libA.so> <libB.so> <libB> <type> <sk> <threads> <reps> [hq hkv]: alternates calls of two libattn copies
-// in one process
+// decode_ab <libA.so> <libB.so> <libB> <type> <sk> <threads> <reps> [hq hkv]: alternates calls of
+// two libattn copies in one process
 #include <attn.h>
+
+#include "alternate.hpp"
 #include <dlfcn.h>
 #include <chrono>
 #include <cstdio>
@@ -88,16 +90,7 @@ int main(int argc, char **argv) {
         }
         attn_args_set_out_f32(a[l], ATTN_OUT, out[l].data(), out[l].size());
     }
-    for (int r = 0; r < reps; ++r)
-        for (int l = 0; l < 2; ++l) {
-            auto t0 = std::chrono::steady_clock::now();
-            if (run[l](desc[l], ATTN_OP_FORWARD, a[l])) {
-                printf("err\n");
-                return 1;
-            }
-            t[l].push_back(
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        }
+    if (!alternate(reps, 2, run, desc, a, t)) return 1;
     double md = 0;
     for (size_t x = 0; x < out[0].size(); ++x)
         md = std::max(md, (double)std::fabs(out[0][x] - out[1][x]));

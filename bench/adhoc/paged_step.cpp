@@ -1,7 +1,7 @@
 // Ad-hoc driver of the public C API, quoted in bench/README.md (runs of 2026-12-02); not a
 // benchmark with targets, a tool for A/B measurements.
-// paged_step <seq_k> <threads> <reps>: hot decode dense vs paged token-major vs head-major (page 16, shuffled),
-// GQA 32/8 d128
+// paged_step <seq_k> <threads> <reps>: hot decode dense vs paged token-major vs head-major (page
+// 16, shuffled), GQA 32/8 d128
 #include <attn.h>
 #include <chrono>
 #include <cstdio>

@@ -1,8 +1,12 @@
 // Ad-hoc driver of the public C API, quoted in bench/README.md (runs of 2026-12-02); not a
 // benchmark with targets, a tool for A/B measurements.
-// prefill_ab <libA.so> <libB.so> <libB> <n> <d> <causal 0/1> <reps> [bshd]: prefill H=8 1 thread, alternating two
-// libattn copies
+// prefill_ab <libA.so> <libB.so> <n> <d> <causal 0/1> <reps> [bshd|layouts]: prefill, H 8, 1
+// thread, the two libraries' calls alternating in one process; "bshd": both with BSHD strides;
+// "layouts": A with BHSD and B with BSHD strides over the same buffers (one library may be named
+// twice): the BSHD / BHSD time.
 #include <attn.h>
+
+#include "alternate.hpp"
 #include <dlfcn.h>
 #include <chrono>
 #include <cstdio>
@@ -13,13 +17,14 @@
 #include <algorithm>
 int main(int argc, char **argv) {
     if (argc < 7) {
-        std::fprintf(stderr,
-                     "usage: prefill_ab <libA.so> <libB.so> <n> <d> <causal 0|1> <reps> [bshd]\n");
+        std::fprintf(stderr, "usage: prefill_ab <libA.so> <libB.so> <n> <d> <causal 0|1> <reps> "
+                             "[bshd|layouts]\n");
         return 2;
     }
     size_t n = atol(argv[3]), d = atol(argv[4]);
     int causal = atoi(argv[5]), reps = atoi(argv[6]);
-    bool bshd = argc > 7;
+    const bool layouts = argc > 7 && !std::strcmp(argv[7], "layouts");
+    const bool bs[2] = {argc > 7 && !layouts, argc > 7};
     size_t H = 8;
     std::mt19937 g(1);
     std::uniform_real_distribution<float> u(-1, 1);
@@ -32,7 +37,7 @@ int main(int argc, char **argv) {
     attn_desc *desc[2];
     attn_args *a[2];
     decltype(&attn_run) run[2];
-    int nl = strcmp(argv[1], argv[2]) ? 2 : 1;
+    const int nl = layouts || std::strcmp(argv[1], argv[2]) ? 2 : 1;
     for (int l = 0; l < nl; ++l) {
         void *h = dlopen(argv[1 + l], RTLD_NOW | RTLD_LOCAL);
 #define G(x) auto x = (decltype(&::x))dlsym(h, #x)
@@ -46,7 +51,7 @@ int main(int argc, char **argv) {
         run[l] = (decltype(&::attn_run))dlsym(h, "attn_run");
         attn_desc_create(&desc[l], 1, H, H, n, n, d);
         attn_desc_set_int(desc[l], ATTN_PARAM_CAUSAL, causal);
-        if (bshd)
+        if (bs[l])
             for (attn_operand w : {ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT})
                 attn_desc_set_strides(desc[l], w, n * H * d, d, H * d);
         attn_set_num_threads(1);
@@ -57,16 +62,7 @@ int main(int argc, char **argv) {
         attn_args_set_f32(a[l], ATTN_V, v.data(), v.size());
         attn_args_set_out_f32(a[l], ATTN_OUT, out[l].data(), out[l].size());
     }
-    for (int r = 0; r < reps; ++r)
-        for (int l = 0; l < nl; ++l) {
-            auto t0 = std::chrono::steady_clock::now();
-            if (run[l](desc[l], ATTN_OP_FORWARD, a[l])) {
-                printf("err\n");
-                return 1;
-            }
-            t[l].push_back(
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        }
+    if (!alternate(reps, nl, run, desc, a, t)) return 1;
     double flops = 4.0 * H * n * n * d * (causal ? 0.5 : 1.0);
     for (int l = 0; l < nl; ++l) {
         std::sort(t[l].begin(), t[l].end());
