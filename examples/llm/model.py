@@ -20,7 +20,9 @@ Layout of the work (B sequences, L padded prompt length, H = heads, D = head_dim
   BLAS is not: OpenBLAS takes a gemv for one row and a gemm for several, which sum in other
   orders, so `x @ W.T` of a row differs in the last bits with its batch-mates. `linear`
   therefore multiplies fixed blocks of rows (zero-padded), the same call shape for every row
-  whichever batch it is in: blocks of PREFILL_ROWS rows (gemm) in the prefill, single rows
+  whichever batch it is in, each sequence's rows in blocks of their own (a gemm may also sum a
+  row in another order at another place in its block): blocks of PREFILL_ROWS rows (gemm) in
+  the prefill, single rows
   (gemv, the fastest for decode: a small-M gemm packs the whole weight matrix on every call) in
   the decode and for the logits. The result: a prompt's logits are the same bits in a batch as
   alone (smollm2.py checks it).
@@ -94,6 +96,16 @@ def linear(x: np.ndarray, w: np.ndarray, rows: int) -> np.ndarray:
         xp = np.ascontiguousarray(x)
     y = np.matmul(xp.reshape(n // rows, rows, x.shape[1]), w.T)
     return y.reshape(n, w.shape[0])[:t]
+
+
+def linear_seqs(x: np.ndarray, w: np.ndarray, rows: int, batch: int) -> np.ndarray:
+    """linear() of x (batch * T, in) with each sequence's T rows in blocks of their own: a BLAS
+    gemm may sum a row in another order at another place in its block (OpenBLAS on AMD EPYC
+    does), so a token's row must sit at the same place in a batch as alone."""
+    if rows == 1 or batch == 1:
+        return linear(x, w, rows)
+    t = x.shape[0] // batch
+    return np.concatenate([linear(x[b * t:(b + 1) * t], w, rows) for b in range(batch)])
 
 
 def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
@@ -275,7 +287,7 @@ class Llama:
         B, T, _ = x.shape
         hq, hkv, d = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         h = rms_norm(x, self.layer(i, "attn_norm"), cfg.eps).reshape(B * T, -1)
-        qkv = linear(h, self.qkv[i], rows).reshape(B, T, hq + 2 * hkv, d)
+        qkv = linear_seqs(h, self.qkv[i], rows, B).reshape(B, T, hq + 2 * hkv, d)
         q = self.rope(qkv[:, :, :hq], pos)
         k = self.rope(qkv[:, :, hq:hq + hkv], pos)
         v = np.ascontiguousarray(qkv[:, :, hq + hkv:])
@@ -295,12 +307,12 @@ class Llama:
                 out=np.array(out.transpose(0, 2, 1, 3)), seq_lens_k=np.array(seq_lens_k),
                 layer=i,
                 query_valid=None if query_valid is None else np.array(query_valid)))
-        o = linear(out.reshape(B * T, hq * d), self.layer(i, "attn_output"), rows)
+        o = linear_seqs(out.reshape(B * T, hq * d), self.layer(i, "attn_output"), rows, B)
         x = x + o.reshape(B, T, -1)
         h = rms_norm(x, self.layer(i, "ffn_norm"), cfg.eps).reshape(B * T, -1)
-        gu = linear(h, self.gate_up[i], rows)
+        gu = linear_seqs(h, self.gate_up[i], rows, B)
         g = silu(gu[:, :cfg.ffn]) * gu[:, cfg.ffn:]
-        return x + linear(g, self.layer(i, "ffn_down"), rows).reshape(B, T, -1)
+        return x + linear_seqs(g, self.layer(i, "ffn_down"), rows, B).reshape(B, T, -1)
 
     def _logits(self, x_rows: np.ndarray) -> np.ndarray:
         h = rms_norm(x_rows, self.w["output_norm.weight"], self.cfg.eps)

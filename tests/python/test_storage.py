@@ -478,6 +478,8 @@ def test_the_readme_example_runs():
     wk = widen(k_cache)
     wv = widen((v_cache, v_scale))
     want = ns["desc"].forward(ns["q"], wk, wv, seq_lens_k=ns["lens"])
-    assert ns["out"].tobytes() == want.tobytes()
+    # V is int8: the decode path applies its scales to the probabilities, once per key, so the
+    # result equals fp32 attention over the widened values to fp32 rounding, not bit for bit
+    np.testing.assert_allclose(ns["out"], want, rtol=1e-6, atol=1e-6)
     assert ns["out_bf"].shape == want.shape and np.isfinite(ns["out_bf"]).all()
     ns["desc"].close()
