@@ -223,13 +223,11 @@ static inline void decode_qk_tile(const KvRows &krows, const KvRows &vrows, size
     // The usual tile: its keys consecutive in one page (dense K/V: always), and the keys
     // `ahead` of them too: row strides only, no look-ups.
     const size_t jt = jbase + kidx[0];
-    const bool tile_run =
-        kidx[nk - 1] == kidx[0] + nk - 1 && krows.same_page(jt, nk) && vrows.same_page(jt, nk);
-    const bool ahead_run = tile_run && jt + nk + ahead <= klim && krows.same_page(jt, nk + ahead) &&
-                           vrows.same_page(jt, nk + ahead);
+    const bool ahead_run = kidx[nk - 1] == kidx[0] + nk - 1 && jt + nk + ahead <= klim &&
+                           krows.same_page(jt, nk + ahead) && vrows.same_page(jt, nk + ahead);
     const unsigned char *kt = nullptr, *vt = nullptr;
     const float *kst = nullptr;
-    if (tile_run) {
+    if (ahead_run) {
         size_t doff, soff;
         krows.locate(jt, &doff, &soff);
         kt = krows.base + doff * krows.elem;

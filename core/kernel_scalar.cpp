@@ -77,9 +77,6 @@ static inline bool vany(vm m) {
 static inline float vhsum(vf a) {
     return a.x;
 }
-static inline void vhsum4(vf a0, vf a1, vf a2, vf a3, float *dst) {
-    dst[0] = a0.x, dst[1] = a1.x, dst[2] = a2.x, dst[3] = a3.x;
-}
 static inline vf vhsum_all(const vf *a) {
     return a[0];
 }

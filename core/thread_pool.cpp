@@ -51,8 +51,15 @@ static inline void cpu_relax() {
 #endif
 }
 
-// How long a worker polls for the next job after finishing one before it sleeps.
+// How long a worker polls for the next job after finishing one before it sleeps, and the caller
+// for the workers still finishing their last item before it waits to be woken.
 constexpr std::chrono::microseconds kSpin(200);
+
+// Polls busy() until it is false or kSpin has passed.
+template <class Busy> static void spin_while(Busy busy) {
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    while (busy() && std::chrono::steady_clock::now() < until) cpu_relax();
+}
 
 struct Pool {
     std::mutex run_mutex; // one pool job at a time; others run inline
@@ -65,14 +72,13 @@ struct Pool {
     std::atomic<size_t> next{0};
     std::exception_ptr error;
     std::atomic<bool> failed{false};
-    size_t generation = 0;
-    // generation (or a stop) as seen without the mutex, by workers spinning between jobs
-    std::atomic<size_t> published{0};
+    // Changed under m (a job, a stop); read without it by the workers spinning between jobs.
+    std::atomic<size_t> generation{0};
     size_t sleeping = 0; // workers blocked on cv_work
     size_t wanted = 0;   // workers asked to help with the current job
-    size_t active = 0;   // workers that joined it and are still inside it
-    // workers still draining the current job: read by the caller while it spins for them
-    std::atomic<size_t> draining{0};
+    // Workers that joined it and are still inside it: changed under m, read without it by the
+    // caller spinning for them.
+    std::atomic<size_t> active{0};
     bool open = false; // a worker waking now may still join the current job
     bool stop = false;
 
@@ -96,10 +102,7 @@ struct Pool {
             // Spin a little for the next job before sleeping: back-to-back calls (a model's
             // layers) then start without a wake-up, which costs tens of microseconds on a
             // virtual machine.
-            const auto spin_until = std::chrono::steady_clock::now() + kSpin;
-            while (published.load(std::memory_order_acquire) == seen &&
-                   std::chrono::steady_clock::now() < spin_until)
-                cpu_relax();
+            spin_while([&] { return generation.load(std::memory_order_acquire) == seen; });
             {
                 std::unique_lock<std::mutex> lk(m);
                 ++sleeping;
@@ -111,10 +114,8 @@ struct Pool {
                 // does not wait for a worker that was slow to wake).
                 if (!open) continue;
                 ++active;
-                draining.fetch_add(1, std::memory_order_relaxed);
             }
             drain();
-            draining.fetch_sub(1, std::memory_order_release);
             std::lock_guard<std::mutex> g(m);
             if (--active == 0) cv_done.notify_one();
         }
@@ -129,13 +130,12 @@ struct Pool {
         {
             std::lock_guard<std::mutex> g(m);
             stop = true;
-            published.fetch_add(1, std::memory_order_release);
+            ++generation; // spinning workers stop spinning and see it
         }
         cv_work.notify_all();
         for (pthread_t t : workers) pthread_join(t, nullptr);
         workers.clear();
         stop = false;
-        published.store(generation, std::memory_order_relaxed); // new workers start from it
     }
 
     struct Start {
@@ -208,7 +208,7 @@ struct Pool {
         {
             std::lock_guard<std::mutex> g(m);
             stop = true;
-            published.fetch_add(1, std::memory_order_release);
+            ++generation; // spinning workers stop spinning and see it
         }
         cv_work.notify_all();
         for (pthread_t t : workers) pthread_join(t, nullptr);
@@ -276,7 +276,6 @@ void pool_run(size_t items, const std::function<void(size_t)> &body) {
         p.active = 0;
         p.open = true;
         ++p.generation;
-        p.published.store(p.generation, std::memory_order_release);
         wake = p.sleeping > 0;
     }
     if (wake) p.cv_work.notify_all();
@@ -289,10 +288,7 @@ void pool_run(size_t items, const std::function<void(size_t)> &body) {
     // The ones inside finish their last item, typically within microseconds: spin for them
     // rather than sleep, since being woken by their notify costs tens of microseconds on a
     // virtual machine (2 threads were 1.15-1.19x slower than 1 on a 50 us call, measured).
-    const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
-    while (p.draining.load(std::memory_order_acquire) != 0 &&
-           std::chrono::steady_clock::now() < spin_until)
-        cpu_relax();
+    spin_while([&] { return p.active.load(std::memory_order_acquire) != 0; });
     {
         std::unique_lock<std::mutex> lk(p.m);
         p.cv_done.wait(lk, [&] { return p.active == 0; });
