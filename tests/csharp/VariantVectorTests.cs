@@ -16,15 +16,17 @@ using NUnit.Framework;
 
 namespace LibAttn.Tests
 {
-    [TestFixture]
-    public class VariantVectorTests
+    // The reader of the shared vector files (tests/vectors/*.txt and their data files): the
+    // one every C# test uses, for index.txt (the 0.1 cases, SharedVectorTests) as for
+    // variants.txt, storage.txt, backward.txt and errors.txt (VARIANTS.md).
+    static class Vectors
     {
         static readonly CultureInfo Inv = CultureInfo.InvariantCulture;
-        static readonly string[] InputNames = { "q", "k", "v", "key_valid", "allowed", "bias",
-                                                "alibi_slopes", "sinks", "query_valid",
-                                                "seq_lens_k" };
+        public static readonly string[] InputNames = { "q", "k", "v", "key_valid", "allowed",
+                                                       "bias", "alibi_slopes", "sinks",
+                                                       "query_valid", "seq_lens_k" };
 
-        static string Dir()
+        public static string Dir()
         {
             string dir = Environment.GetEnvironmentVariable("ATTN_VECTORS_DIR");
             Assert.IsFalse(string.IsNullOrEmpty(dir), "ATTN_VECTORS_DIR is not set");
@@ -40,20 +42,29 @@ namespace LibAttn.Tests
         static readonly string[] StorageKeys = { "store.q", "store.k", "store.v",
                                                  "strides.k_scale", "strides.v_scale" };
         static readonly string[] BackwardKeys = { "grads" };
-        static readonly string[] GradNames = { "dq", "dk", "dv", "dbias", "dsinks" };
+        // index.txt (the 0.1 format): every key always present.
+        static readonly string[] IndexKeys = {
+            "name", "batch", "heads_q", "heads_kv", "seq_q", "seq_k", "head_dim", "causal",
+            "scale", "q_strides", "k_strides", "v_strides", "out_strides", "key_valid",
+            "allowed" };
+        public static readonly string[] GradNames = { "dq", "dk", "dv", "dbias", "dsinks" };
 
         static bool KnownKey(string file, string key)
         {
+            if (file == "index.txt") return IndexKeys.Contains(key);
             return LineKeys.Contains(key) || (file == "errors.txt" && ErrorKeys.Contains(key))
                    || (file == "storage.txt" && StorageKeys.Contains(key))
                    || (file == "backward.txt" && BackwardKeys.Contains(key));
         }
 
-        // The cases of a file; a key VARIANTS.md does not define fails the test.
-        static List<Dictionary<string, string>> Lines(string file)
+        // The cases of a file; a key the format does not define fails the test.
+        public static List<Dictionary<string, string>> Lines(string file)
         {
             string path = Path.Combine(Dir(), file);
             Assert.IsTrue(File.Exists(path), "missing " + path);
+            string[] required = file == "index.txt" ? IndexKeys
+                                : new[] { "name", "batch", "heads_q", "heads_kv", "seq_q",
+                                          "seq_k", "head_dim", "in", "mass" };
             var r = new List<Dictionary<string, string>>();
             foreach (string raw in File.ReadAllLines(path))
             {
@@ -70,8 +81,7 @@ namespace LibAttn.Tests
                                   "unknown key '" + key + "' in " + file + ": " + line);
                     kv[key] = tok.Substring(eq + 1);
                 }
-                foreach (string key in new[] { "name", "batch", "heads_q", "heads_kv", "seq_q",
-                                               "seq_k", "head_dim", "in", "mass" })
+                foreach (string key in required)
                     Assert.IsTrue(kv.ContainsKey(key), "no " + key + " in: " + line);
                 r.Add(kv);
             }
@@ -79,7 +89,21 @@ namespace LibAttn.Tests
             return r;
         }
 
-        static Operand OperandOf(string name)
+        // The case of a file with this name.
+        public static Dictionary<string, string> Line(string file, string name)
+        {
+            var c = Lines(file).SingleOrDefault(x => x["name"] == name);
+            Assert.IsNotNull(c, "no case " + name + " in " + file);
+            return c;
+        }
+
+        // Where the data files of a case start: <dir>/<name>.
+        public static string Prefix(Dictionary<string, string> c)
+        {
+            return Path.Combine(Dir(), c["name"] + ".");
+        }
+
+        public static Operand OperandOf(string name)
         {
             int i = Array.IndexOf(AttentionArgs.Names, name);
             Assert.GreaterOrEqual(i, 0, "unknown operand " + name);
@@ -89,7 +113,7 @@ namespace LibAttn.Tests
         // The descriptor of a line, configured through the idiomatic setters (the generic Set
         // only for values a typed setter cannot express, e.g. softmax_plus_one=2). Parameters in
         // VARIANTS.md order, strides after them (the builder applies them in that order anyway).
-        static AttentionDesc.Builder Builder(Dictionary<string, string> c)
+        public static AttentionDesc.Builder Builder(Dictionary<string, string> c)
         {
             Func<string, long> I = key => long.Parse(c[key], Inv);
             var b = new AttentionDesc.Builder().Dims(I("batch"), I("heads_q"), I("heads_kv"),
@@ -124,15 +148,19 @@ namespace LibAttn.Tests
             // storage.txt: the int8 scales' strides after the others
             foreach (string op in new[] { "q", "k", "v", "out", "bias", "k_scale", "v_scale" })
                 if (c.TryGetValue("strides." + op, out v))
-                {
-                    long[] s = v.Split(',').Select(x => long.Parse(x, Inv)).ToArray();
-                    Assert.AreEqual(3, s.Length, c["name"] + ": strides." + op);
-                    b.Strides(OperandOf(op), s[0], s[1], s[2]);
-                }
+                    Strides(b, OperandOf(op), v, c["name"] + ": strides." + op);
             return b;
         }
 
-        static string[] Inputs(Dictionary<string, string> c)
+        // "B,H,R" -> Builder.Strides(which, B, H, R).
+        public static void Strides(AttentionDesc.Builder b, Operand which, string value, string what)
+        {
+            long[] s = value.Split(',').Select(x => long.Parse(x, Inv)).ToArray();
+            Assert.AreEqual(3, s.Length, what);
+            b.Strides(which, s[0], s[1], s[2]);
+        }
+
+        public static string[] Inputs(Dictionary<string, string> c)
         {
             string[] names = c["in"].Split(new[] { ',' }, StringSplitOptions.RemoveEmptyEntries);
             foreach (string n in names)
@@ -140,21 +168,7 @@ namespace LibAttn.Tests
             return names;
         }
 
-        // ---- variants.txt, storage.txt, backward.txt ---------------------------------------
-
-        // Runs every case of a file; returns the xlang bytes (per case: out, lse, weights,
-        // key_mass; backward.txt: the listed gradients).
-        static byte[] RunAll(string file, string label, bool boolMasks)
-        {
-            Assert.IsTrue(BitConverter.IsLittleEndian, "vector files are little-endian");
-            var xlang = new MemoryStream();
-            var lines = Lines(file);
-            foreach (var c in lines) RunCase(c, xlang, label, boolMasks, file == "backward.txt");
-            Console.WriteLine("{0} [{1}]: {2} cases passed", file, label, lines.Count);
-            return xlang.ToArray();
-        }
-
-        static T[] ReadRaw<T>(string file, int size) where T : struct
+        public static T[] ReadRaw<T>(string file, int size) where T : struct
         {
             byte[] raw = File.ReadAllBytes(file);
             Assert.AreEqual(0, raw.Length % size, file + ": not a whole number of elements");
@@ -163,12 +177,53 @@ namespace LibAttn.Tests
             return x;
         }
 
+        // The fp32 inputs of a variants.txt / backward.txt line (no store.* keys) as typed
+        // arrays (masks as bool[]), each checked against RequiredLen; an input the line does
+        // not list stays null.
+        public static TestInputs Load(Dictionary<string, string> c, AttentionDesc desc)
+        {
+            string p = Prefix(c);
+            var a = new TestInputs();
+            foreach (string input in Inputs(c))
+            {
+                Assert.IsFalse(c.ContainsKey("store." + input), c["name"] + ": stored " + input);
+                Operand op = OperandOf(input);
+                Array x;
+                if (input == "seq_lens_k") x = a.SeqLensK = ReadRaw<int>(p + input + ".i32", 4);
+                else if (input == "key_valid" || input == "allowed" || input == "query_valid")
+                {
+                    bool[] m = File.ReadAllBytes(p + input + ".u8").Select(y => y != 0).ToArray();
+                    if (input == "key_valid") a.KeyValid = m;
+                    else if (input == "allowed") a.Allowed = m;
+                    else a.QueryValid = m;
+                    x = m;
+                }
+                else
+                {
+                    float[] f = Util.ReadF32(p + input + ".f32");
+                    switch (input)
+                    {
+                        case "q": a.Q = f; break;
+                        case "k": a.K = f; break;
+                        case "v": a.V = f; break;
+                        case "bias": a.Bias = f; break;
+                        case "alibi_slopes": a.AlibiSlopes = f; break;
+                        default: a.Sinks = f; break;
+                    }
+                    x = f;
+                }
+                Assert.AreEqual(desc.RequiredLen(op), (ulong)x.Length, c["name"] + ": " + input + " length");
+            }
+            return a;
+        }
+
         // Binds the inputs of a line, each through its typed setter (store.q/k/v: BindF16,
         // BindBF16, Bind(sbyte[]) with its scale operand), every file checked against
         // RequiredLen.
-        static void BindInputs(Dictionary<string, string> c, AttentionDesc desc, AttentionArgs args,
-                               string p, string name, bool boolMasks)
+        public static void BindInputs(Dictionary<string, string> c, AttentionDesc desc,
+                                      AttentionArgs args, bool boolMasks)
         {
+            string p = Prefix(c), name = c["name"];
             Action<Operand, long, string> len = (op, n, file) =>
                 Assert.AreEqual(desc.RequiredLen(op), (ulong)n, name + ": " + file + " length");
             foreach (string key in c.Keys.Where(x => x.StartsWith("store.")))
@@ -226,11 +281,49 @@ namespace LibAttn.Tests
             }
         }
 
-        static float[] Expected(AttentionDesc desc, Operand op, string file, string name)
+        // An expected output of a case (<name>.<part>.f32), RequiredLen(op) floats long.
+        public static float[] Expected(AttentionDesc desc, Operand op, Dictionary<string, string> c,
+                                       string part)
         {
+            string file = Prefix(c) + part + ".f32";
             float[] x = Util.ReadF32(file);
-            Assert.AreEqual(desc.RequiredLen(op), (ulong)x.Length, name + ": " + file + " length");
+            Assert.AreEqual(desc.RequiredLen(op), (ulong)x.Length, c["name"] + ": " + file + " length");
             return x;
+        }
+
+        // VARIANTS.md's check: within rel relative-or-absolute; every expected 0 exactly 0
+        // (unless exactZeros is false: gradients), every expected -inf exactly -inf.
+        public static void Check(float[] expected, float[] got, string what, double rel = 1e-5,
+                                 bool exactZeros = true)
+        {
+            Assert.GreaterOrEqual(got.Length, expected.Length, what + ": length");
+            for (int i = 0; i < expected.Length; i++)
+            {
+                if (expected[i] == 0 && exactZeros)
+                    Assert.AreEqual(0.0f, got[i], what + "[" + i + "] exactly 0");
+                else
+                    Util.AssertClose(expected[i], got[i], what + "[" + i + "]", rel);
+            }
+        }
+    }
+
+    [TestFixture]
+    public class VariantVectorTests
+    {
+        static readonly CultureInfo Inv = CultureInfo.InvariantCulture;
+
+        // ---- variants.txt, storage.txt, backward.txt ---------------------------------------
+
+        // Runs every case of a file; returns the xlang bytes (per case: out, lse, weights,
+        // key_mass; backward.txt: the listed gradients).
+        static byte[] RunAll(string file, string label, bool boolMasks)
+        {
+            Assert.IsTrue(BitConverter.IsLittleEndian, "vector files are little-endian");
+            var xlang = new MemoryStream();
+            var lines = Vectors.Lines(file);
+            foreach (var c in lines) RunCase(c, xlang, label, boolMasks, file == "backward.txt");
+            Console.WriteLine("{0} [{1}]: {2} cases passed", file, label, lines.Count);
+            return xlang.ToArray();
         }
 
         static void Write(Stream xlang, float[] part)
@@ -244,16 +337,15 @@ namespace LibAttn.Tests
                             bool boolMasks, bool backward)
         {
             string name = c["name"] + " [" + label + "]";
-            string p = Path.Combine(Dir(), c["name"] + ".");
             bool mass = c["mass"] == "1";
             Assert.AreEqual(backward, c.ContainsKey("grads"), name + ": grads");
-            using (AttentionDesc desc = Builder(c).Build())
+            using (AttentionDesc desc = Vectors.Builder(c).Build())
             using (var args = new AttentionArgs())
             {
-                BindInputs(c, desc, args, p, name, boolMasks);
-                float[] expOut = Expected(desc, Operand.Out, p + "out.f32", name),
-                        expLse = Expected(desc, Operand.Lse, p + "lse.f32", name);
-                float[] expMass = mass ? Expected(desc, Operand.KeyMass, p + "key_mass.f32", name)
+                Vectors.BindInputs(c, desc, args, boolMasks);
+                float[] expOut = Vectors.Expected(desc, Operand.Out, c, "out"),
+                        expLse = Vectors.Expected(desc, Operand.Lse, c, "lse");
+                float[] expMass = mass ? Vectors.Expected(desc, Operand.KeyMass, c, "key_mass")
                                        : null;
                 var output = new float[expOut.Length]; // zero: elements OUT does not address
                 var lse = new float[expLse.Length];
@@ -263,19 +355,19 @@ namespace LibAttn.Tests
                 desc.Run(Op.Forward, args);
                 // Within 1e-5; every expected 0 (hidden weights, padded rows, OUT gaps, unseen
                 // keys' mass) exactly 0, every expected -inf lse exactly -inf.
-                Check(expOut, output, name + " out");
-                Check(expLse, lse, name + " lse");
-                if (mass) Check(expMass, keyMass, name + " key_mass");
+                Vectors.Check(expOut, output, name + " out");
+                Vectors.Check(expLse, lse, name + " lse");
+                if (mass) Vectors.Check(expMass, keyMass, name + " key_mass");
                 if (backward)
                 {
-                    RunBackward(c, desc, args, p, name, xlang);
+                    RunBackward(c, desc, args, name, xlang);
                     return;
                 }
-                float[] expW = Expected(desc, Operand.Weights, p + "weights.f32", name);
+                float[] expW = Vectors.Expected(desc, Operand.Weights, c, "weights");
                 var weights = new float[expW.Length];
                 args.Bind(Operand.Weights, weights); // the same inputs, V included: ignored
                 desc.Run(Op.Weights, args);
-                Check(expW, weights, name + " weights");
+                Vectors.Check(expW, weights, name + " weights");
                 foreach (float[] part in new[] { output, lse, weights, keyMass })
                     if (part != null) Write(xlang, part);
             }
@@ -285,44 +377,32 @@ namespace LibAttn.Tests
         // gradients, zero-filled; each within 1e-4, zeros included (no exact-zero rule: with one
         // visible key ds is 0 in exact arithmetic, about 1e-7 in float32).
         static void RunBackward(Dictionary<string, string> c, AttentionDesc desc,
-                                AttentionArgs args, string p, string name, Stream xlang)
+                                AttentionArgs args, string name, Stream xlang)
         {
             string[] grads = c["grads"].Split(new[] { ',' }, StringSplitOptions.RemoveEmptyEntries);
             Assert.IsNotEmpty(grads, name + ": grads");
             int last = -1;
             foreach (string g in grads)
             {
-                int at = Array.IndexOf(GradNames, g);
+                int at = Array.IndexOf(Vectors.GradNames, g);
                 Assert.Greater(at, last, name + ": grads=" + c["grads"] + " (order dq dk dv dbias dsinks)");
                 last = at;
             }
-            args.Bind(Operand.DOut, Expected(desc, Operand.DOut, p + "dout.f32", name));
+            args.Bind(Operand.DOut, Vectors.Expected(desc, Operand.DOut, c, "dout"));
             var got = new List<float[]>();
             var want = new List<float[]>();
             foreach (string g in grads)
             {
-                Operand op = OperandOf(g);
-                want.Add(Expected(desc, op, p + g + ".f32", name));
+                Operand op = Vectors.OperandOf(g);
+                want.Add(Vectors.Expected(desc, op, c, g));
                 got.Add(new float[want[want.Count - 1].Length]);
                 args.Bind(op, got[got.Count - 1]);
             }
             desc.Run(Op.Backward, args);
             for (int i = 0; i < grads.Length; i++)
             {
-                Check(want[i], got[i], name + " " + grads[i], 1e-4, false);
+                Vectors.Check(want[i], got[i], name + " " + grads[i], 1e-4, false);
                 Write(xlang, got[i]);
-            }
-        }
-
-        static void Check(float[] expected, float[] got, string what, double rel = 1e-5,
-                          bool exactZeros = true)
-        {
-            for (int i = 0; i < expected.Length; i++)
-            {
-                if (expected[i] == 0 && exactZeros)
-                    Assert.AreEqual(0.0f, got[i], what + "[" + i + "] exactly 0");
-                else
-                    Util.AssertClose(expected[i], got[i], what + "[" + i + "]", rel);
             }
         }
 
@@ -434,19 +514,19 @@ namespace LibAttn.Tests
                                 c["name"] + ": unknown break " + brk);
             try
             {
-                using (AttentionDesc desc = Builder(line).Build())
+                using (AttentionDesc desc = Vectors.Builder(line).Build())
                 using (var args = new AttentionArgs())
                 {
                     bool fwd = c["op"] == "forward";
                     Assert.IsTrue(fwd || c["op"] == "weights", c["name"] + ": op=" + c["op"]);
-                    var bound = new List<string>(Inputs(c));
+                    var bound = new List<string>(Vectors.Inputs(c));
                     if (fwd) bound.AddRange(new[] { "out", "lse" });
                     else bound.Add("weights");
                     if (fwd && c["mass"] == "1") bound.Add("key_mass");
                     var arrays = new Dictionary<string, Array>();
                     foreach (string n in bound)
                     {
-                        Operand op = OperandOf(n);
+                        Operand op = Vectors.OperandOf(n);
                         long len = (long)desc.RequiredLen(op);
                         if (kind == "short" && what == n) len--;
                         arrays[n] = n == "seq_lens_k" ? new int[len]
@@ -471,9 +551,9 @@ namespace LibAttn.Tests
                     float[] shared = null;
                     if (alias.Length == 2)
                         shared = new float[Math.Max(arrays[alias[0]].Length, arrays[alias[1]].Length)];
-                    foreach (var kv in arrays.OrderBy(x => (int)OperandOf(x.Key)))
+                    foreach (var kv in arrays.OrderBy(x => (int)Vectors.OperandOf(x.Key)))
                     {
-                        Operand op = OperandOf(kv.Key);
+                        Operand op = Vectors.OperandOf(kv.Key);
                         if (shared != null && alias.Contains(kv.Key))
                             args.Bind(op, new Memory<float>(shared, 0, kv.Value.Length));
                         else if (kv.Value is float[]) args.Bind(op, (float[])kv.Value);
@@ -531,7 +611,7 @@ namespace LibAttn.Tests
         [Test]
         public void ErrorLinesGiveTheirStatusAndNameTheArgument()
         {
-            var lines = Lines("errors.txt");
+            var lines = Vectors.Lines("errors.txt");
             var failures = new List<string>();
             foreach (var c in lines)
             {
