@@ -2,9 +2,9 @@
 // variable-length batches (Builder.Varlen, Operand.CuSeqlensQ/K), paged K/V caches
 // (Builder.PageSize, Operand.BlockTable) filled by AttentionDesc.KvAppend, AttentionDesc.Merge,
 // batch invariance, and bad tables and lengths naming the sequence, the slot or the argument.
-// The reference of every layout is the same sequence computed alone by a dense call (bit for
-// bit), itself checked against the float64 RunReference; tests/core/test_serving.cpp covers
-// the same calls in C.
+// The reference of every layout is the same sequence computed alone by a dense call, bit for
+// bit (the library's batch invariance; the dense call's values are checked by the shared
+// vectors, SharedVectorTests); tests/core/test_serving.cpp covers the same calls in C.
 using System;
 using System.Buffers;
 using System.Linq;
@@ -74,36 +74,38 @@ namespace LibAttn.Tests
         public float[] PackK() { return Rows(K, HKV, LK, new int[B], LK); }
         public float[] PackV() { return Rows(V, HKV, LK, new int[B], LK); }
 
-        // Sequence b alone, dense BHSD, BOTTOM_RIGHT, batch invariant: out [HQ][lq][D], lse
-        // [HQ][lq]; checked against the float64 reference (1e-5) so that bit identity with it
-        // means the right answer.
-        public void Alone(int b, out float[] output, out float[] lse)
+        // Sequence b alone, dense BHSD, BOTTOM_RIGHT (or causal), batch invariant: out [HQ][lq][D], lse
+        // [HQ][lq], through the 0.1 call whose values the shared vectors check (without
+        // BatchInvariant, which changes the tiling, not the values: the two agree within 1e-5).
+        public void Alone(int b, out float[] output, out float[] lse,
+                          Causal causal = Causal.BottomRight)
         {
-            using (AttentionDesc desc = new AttentionDesc.Builder()
-                       .Dims(1, HQ, HKV, LQ[b], LK[b], D).Causal(Causal.BottomRight)
-                       .BatchInvariant().Build())
+            var bl = new AttentionDesc.Builder().Dims(1, HQ, HKV, LQ[b], LK[b], D).Causal(causal);
+            float[] plain = new float[HQ * LQ[b] * D], plainLse = new float[HQ * LQ[b]];
+            using (AttentionDesc desc = bl.Build())
+                desc.Forward(Q[b], K[b], V[b], null, null, plain, plainLse);
+            using (AttentionDesc desc = bl.BatchInvariant().Build())
             {
                 output = new float[desc.RequiredLen(Operand.Out)];
                 lse = new float[desc.RequiredLen(Operand.Lse)];
                 desc.Forward(Q[b], K[b], V[b], null, null, output, lse);
             }
-            var p = new Problem(1, HQ, HKV, LQ[b], LK[b], D) { Causal = 2 };
-            Expected e = RunReference.Run(p, new Inputs { Q = Q[b], K = K[b], V = V[b] });
-            for (int i = 0; i < e.Out.Length; i++)
-                Util.AssertClose(e.Out[i], output[i], "sequence " + b + " alone out[" + i + "]");
-            for (int i = 0; i < e.Lse.Length; i++)
-                Util.AssertClose(e.Lse[i], lse[i], "sequence " + b + " alone lse[" + i + "]");
+            for (int i = 0; i < plain.Length; i++)
+                Util.AssertClose(plain[i], output[i], "sequence " + b + " alone out[" + i + "]");
+            for (int i = 0; i < plainLse.Length; i++)
+                Util.AssertClose(plainLse[i], lse[i], "sequence " + b + " alone lse[" + i + "]");
         }
 
         // The rows of every sequence in a varlen result (out [total_q][HQ][D], lse
         // [HQ][total_q]) bit for bit against the sequence alone.
-        public void AssertPackIsAlone(float[] output, float[] lse, string what)
+        public void AssertPackIsAlone(float[] output, float[] lse, string what,
+                                      Causal causal = Causal.BottomRight)
         {
             for (int b = 0; b < B; b++)
             {
                 if (LQ[b] == 0) continue;
                 float[] o, l;
-                Alone(b, out o, out l);
+                Alone(b, out o, out l, causal);
                 for (int h = 0; h < HQ; h++)
                     for (int i = 0; i < LQ[b]; i++)
                     {
@@ -551,7 +553,8 @@ namespace LibAttn.Tests
                 Seqs.Rows(src, Seqs.HKV, Seqs.LK, from, to);
             int outLen = s.TotalQ * Seqs.HQ * Seqs.D, lseLen = Seqs.HQ * s.TotalQ;
             using (AttentionDesc desc = new AttentionDesc.Builder()
-                       .Dims(Seqs.B, Seqs.HQ, Seqs.HKV, Seqs.MaxQ, Seqs.MaxK, Seqs.D).Varlen().Build())
+                       .Dims(Seqs.B, Seqs.HQ, Seqs.HKV, Seqs.MaxQ, Seqs.MaxK, Seqs.D).Varlen()
+                       .BatchInvariant().Build())
             {
                 Func<int[], int[], float[][]> call = (from, to) =>
                 {
@@ -570,6 +573,8 @@ namespace LibAttn.Tests
                 };
                 float[][] full = call(new int[Seqs.B], Seqs.LK), a = call(new int[Seqs.B], half),
                           b2 = call(half, Seqs.LK);
+                // the whole pack is each sequence alone (no causal rule), bit for bit
+                s.AssertPackIsAlone(full[0], full[1], "full pack", Causal.None);
                 Merge(desc, a[0], a[1], b2[0], b2[1], s.CuQ);
                 double worst = 0;
                 for (int i = 0; i < outLen; i++) worst = Math.Max(worst, Bits.RelErr(a[0][i], full[0][i]));
