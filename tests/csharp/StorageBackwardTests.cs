@@ -390,47 +390,47 @@ namespace LibAttn.Tests
         [Test]
         public void GradientsAreBitIdenticalBoundTogetherOrAlone()
         {
-            using (var c = new Case())
+            // bw_bias_first_alibi_sinks of tests/vectors/backward.txt (bias broadcast over
+            // batch and heads, softcap, standard ALiBi, sinks): every gradient bound together,
+            // against the expected files within 1e-4 (VARIANTS.md), then each one alone, as a
+            // Memory window of a bigger zeroed array: the same bits, nothing written around it.
+            var c = Vectors.Line("backward.txt", "bw_bias_first_alibi_sinks");
+            string[] grads = c["grads"].Split(',');
+            CollectionAssert.AreEqual(Vectors.GradNames, grads, "every gradient");
+            using (var desc = Vectors.Builder(c).Build())
+            using (var args = new AttentionArgs())
             {
-                float[] dq = new float[64], dk = new float[48], dv = new float[48], db = new float[48],
-                        ds = new float[2];
-                c.Args.Bind(Operand.DOut, c.DOut).Bind(Operand.DQ, dq).Bind(Operand.DK, dk)
-                    .Bind(Operand.DV, dv).Bind(Operand.DBias, db).Bind(Operand.DSinks, ds);
-                c.Desc.Run(Op.Backward, c.Args);
-                foreach (float[] g in new[] { dq, dk, dv, db, ds })
-                    Assert.IsTrue(g.Any(x => x != 0) && g.All(x => !float.IsNaN(x)));
-                // dV = P^T dOut, summed over the query heads (GQA), against float64: P from the
-                // scores, the bias and the sink of each head.
-                double scale = 1 / Math.Sqrt(8);
-                var wantDv = new double[48];
-                for (int h = 0; h < 2; h++)
-                    for (int i = 0; i < 4; i++)
-                    {
-                        var s = new double[i + 3]; // causal bottom-right: j <= i + 2
-                        for (int j = 0; j < s.Length; j++)
-                        {
-                            for (int d = 0; d < 8; d++) s[j] += c.Q[(h * 4 + i) * 8 + d] * c.K[j * 8 + d];
-                            s[j] = s[j] * scale + c.Bias[(h * 4 + i) * 6 + j];
-                        }
-                        double den = Math.Exp(c.Sinks[h]) + s.Sum(x => Math.Exp(x));
-                        for (int j = 0; j < s.Length; j++)
-                            for (int d = 0; d < 8; d++)
-                                wantDv[j * 8 + d] += Math.Exp(s[j]) / den * c.DOut[(h * 4 + i) * 8 + d];
-                    }
-                for (int i = 0; i < 48; i++) Util.AssertClose(wantDv[i], dv[i], "dv[" + i + "]", 1e-4);
+                Vectors.BindInputs(c, desc, args, false);
+                var o = new float[desc.RequiredLen(Operand.Out)];
+                var lse = new float[desc.RequiredLen(Operand.Lse)];
+                args.Bind(Operand.Out, o).Bind(Operand.Lse, lse);
+                desc.Run(Op.Forward, args);
+                args.Bind(Operand.DOut, Vectors.Expected(desc, Operand.DOut, c, "dout"));
+                var together = new float[grads.Length][];
+                for (int g = 0; g < grads.Length; g++)
+                {
+                    together[g] = new float[desc.RequiredLen(Vectors.OperandOf(grads[g]))];
+                    args.Bind(Vectors.OperandOf(grads[g]), together[g]);
+                }
+                desc.Run(Op.Backward, args);
+                for (int g = 0; g < grads.Length; g++)
+                {
+                    Operand op = Vectors.OperandOf(grads[g]);
+                    Vectors.Check(Vectors.Expected(desc, op, c, grads[g]), together[g], grads[g], 1e-4, false);
+                    Assert.IsTrue(together[g].Any(x => x != 0), grads[g]);
+                }
 
                 // One gradient at a time, as a Memory window, gives the same bits.
-                using (var one = new AttentionArgs())
+                for (int g = 0; g < grads.Length; g++)
                 {
-                    var wide = new float[60];
-                    one.Bind(Operand.Q, c.Q).Bind(Operand.K, c.K).Bind(Operand.V, c.V).Bind(Operand.Bias, c.Bias)
-                       .Bind(Operand.Sinks, c.Sinks).Bind(Operand.Out, c.Out).Bind(Operand.Lse, c.Lse)
-                       .Bind(Operand.DOut, new ReadOnlyMemory<float>(c.DOut))
-                       .Bind(Operand.DK, new Memory<float>(wide, 5, 48));
-                    c.Desc.Run(Op.Backward, one);
-                    CollectionAssert.AreEqual(dk, wide.Skip(5).Take(48).ToArray());
-                    Assert.AreEqual(0f, wide[4]);
-                    Assert.AreEqual(0f, wide[53]);
+                    foreach (string other in grads) args.Unbind(Vectors.OperandOf(other));
+                    int n = together[g].Length;
+                    var wide = new float[n + 12];
+                    args.Bind(Vectors.OperandOf(grads[g]), new Memory<float>(wide, 5, n));
+                    desc.Run(Op.Backward, args);
+                    CollectionAssert.AreEqual(together[g], wide.Skip(5).Take(n).ToArray(), grads[g] + " alone");
+                    Assert.IsTrue(wide.Take(5).Concat(wide.Skip(5 + n)).All(x => x == 0),
+                                  grads[g] + ": nothing written around the window");
                 }
             }
         }
