@@ -144,7 +144,6 @@ function(attn_csharp_setup)
 
   # --- tests, demo, bench --------------------------------------------------------------------
   set(_tests ${PROJECT_SOURCE_DIR}/tests/csharp/AttentionTests.cs
-             ${PROJECT_SOURCE_DIR}/tests/csharp/RunReference.cs
              ${PROJECT_SOURCE_DIR}/tests/csharp/ExtensibleCallTests.cs
              ${PROJECT_SOURCE_DIR}/tests/csharp/VariantVectorTests.cs
              ${PROJECT_SOURCE_DIR}/tests/csharp/ServingTests.cs

@@ -1,10 +1,12 @@
 // NUnit tests of the 0.2 extensible call through the C# face: every parameter (Builder setters,
 // properties read back from the library, attn_param_bounds), every operand (AttentionArgs,
-// AttentionDesc.Run) against the float64 reference in RunReference.cs, and bad input naming the
-// argument. The shared vectors of the same call are in VariantVectorTests.cs.
+// AttentionDesc.Run) on the shared vectors of tests/vectors/variants.txt (the values of the
+// float64 references of C++ and Python), and bad input naming the argument. The whole of
+// variants.txt, storage.txt, backward.txt and errors.txt runs in VariantVectorTests.cs.
 using System;
 using System.Buffers;
 using System.Collections.Generic;
+using System.IO;
 using System.Linq;
 using System.Runtime.InteropServices;
 using System.Threading;
@@ -12,10 +14,19 @@ using NUnit.Framework;
 
 namespace LibAttn.Tests
 {
+    // The operands of one call; null = not bound.
+    sealed class TestInputs
+    {
+        public float[] Q, K, V, Bias, AlibiSlopes, Sinks;
+        public bool[] KeyValid, Allowed, QueryValid;
+        public int[] SeqLensK;
+    }
+
     static class Run02
     {
-        // Binds the inputs, runs Forward (out, lse, key_mass) and Weights, returns the results.
-        public static void Both(AttentionDesc desc, Inputs a, out float[] output, out float[] lse,
+        // Binds the inputs (every operand: an absent one as null, which unbinds it), runs
+        // Forward (out, lse, key_mass) and Weights, returns the results.
+        public static void Both(AttentionDesc desc, TestInputs a, out float[] output, out float[] lse,
                                 out float[] weights, out float[] mass)
         {
             output = new float[desc.RequiredLen(Operand.Out)];
@@ -36,31 +47,47 @@ namespace LibAttn.Tests
             }
         }
 
-        // Checks every result against the reference: 1e-5 relative-or-absolute, hidden keys
-        // exactly 0, rows without a visible key exactly -inf.
-        public static void Check(Problem p, Inputs a, string what)
+        // The variants.txt cases a predicate selects (at least min of them), each through Check.
+        public static int CheckVectors(Func<Dictionary<string, string>, bool> select, int min,
+                                       string what)
         {
-            Expected e = RunReference.Run(p, a);
-            using (AttentionDesc desc = p.Builder().Build())
+            var lines = Vectors.Lines("variants.txt").Where(select).ToList();
+            Assert.GreaterOrEqual(lines.Count, min, what + ": cases in variants.txt");
+            foreach (var c in lines) Check(c);
+            return lines.Count;
+        }
+
+        // One variants.txt case through Both (the descriptor from its line, or from builder),
+        // checked as VARIANTS.md says: out, lse, weights and (mass=1) key_mass within 1e-5 of
+        // the expected files, expected zeros exactly 0, expected -inf exactly -inf.
+        public static void Check(Dictionary<string, string> c, AttentionDesc.Builder builder = null)
+        {
+            string name = c["name"];
+            using (AttentionDesc desc = (builder ?? Vectors.Builder(c)).Build())
             {
+                TestInputs a = Vectors.Load(c, desc);
                 float[] o, l, w, m;
                 Both(desc, a, out o, out l, out w, out m);
-                for (int i = 0; i < e.Out.Length; i++) Util.AssertClose(e.Out[i], o[i], what + " out[" + i + "]");
-                for (int i = 0; i < e.Lse.Length; i++) Util.AssertClose(e.Lse[i], l[i], what + " lse[" + i + "]");
-                for (int i = 0; i < e.Weights.Length; i++)
-                {
-                    Util.AssertClose(e.Weights[i], w[i], what + " weights[" + i + "]");
-                    if (e.Hidden[i]) Assert.AreEqual(0.0f, w[i], what + " hidden weights[" + i + "]");
-                }
-                for (int i = 0; i < e.KeyMass.Length; i++)
-                    Util.AssertClose(e.KeyMass[i], m[i], what + " key_mass[" + i + "]");
+                Vectors.Check(Vectors.Expected(desc, Operand.Out, c, "out"), o, name + " out");
+                Vectors.Check(Vectors.Expected(desc, Operand.Lse, c, "lse"), l, name + " lse");
+                Vectors.Check(Vectors.Expected(desc, Operand.Weights, c, "weights"), w, name + " weights");
+                if (c["mass"] == "1")
+                    Vectors.Check(Vectors.Expected(desc, Operand.KeyMass, c, "key_mass"), m,
+                                  name + " key_mass");
             }
         }
 
-        public static Inputs Random(Problem p, int salt)
+        public static bool Has(Dictionary<string, string> c, string input)
         {
-            return new Inputs { Q = Util.Values((int)p.QLen, salt), K = Util.Values((int)p.KLen, salt + 1),
-                                V = Util.Values((int)p.VLen, salt + 2) };
+            return Vectors.Inputs(c).Contains(input);
+        }
+
+        // Q, K, V of a descriptor's lengths, from Util.Values.
+        public static TestInputs Random(AttentionDesc desc, int salt)
+        {
+            return new TestInputs { Q = Util.Values((int)desc.RequiredLen(Operand.Q), salt),
+                                    K = Util.Values((int)desc.RequiredLen(Operand.K), salt + 1),
+                                    V = Util.Values((int)desc.RequiredLen(Operand.V), salt + 2) };
         }
 
         public static bool[] Mask(int n, int period, int offset = 0)
@@ -186,8 +213,7 @@ namespace LibAttn.Tests
                     Assert.AreEqual(expected, desc.Scale, "head_dim " + d);
                     Assert.AreEqual((double)expected, desc.GetDouble(Param.Scale), "head_dim " + d);
                     // Bit for bit the same results as that scale given explicitly.
-                    var p = new Problem(1, 1, 1, 5, 7, d);
-                    Inputs a = Run02.Random(p, d);
+                    TestInputs a = Run02.Random(desc, d);
                     float[] o1, l1, w1, m1, o2, l2, w2, m2;
                     Run02.Both(desc, a, out o1, out l1, out w1, out m1);
                     using (var explicitScale = new AttentionDesc.Builder().SeqLen(5, 7).HeadDim(d)
@@ -447,201 +473,270 @@ namespace LibAttn.Tests
     [TestFixture]
     public class OperandTests
     {
+        // Every operation of this fixture runs cases of tests/vectors/variants.txt through
+        // Run02.Both (Builder's typed setters, every operand bound, Forward then Weights) and
+        // checks them against the expected files.
+
         [Test]
-        public void WindowAgainstReference()
+        public void WindowMatchesSharedVectors()
         {
-            foreach (int causal in new[] { 0, 1, 2 })
-                foreach (var w in new[] { Tuple.Create(3L, 2L), Tuple.Create(0L, 0L),
-                                          Tuple.Create(-1L, 1L), Tuple.Create(4L, -1L) })
-                {
-                    var p = new Problem(2, 4, 2, 9, 13, 8) { Causal = causal, WindowLeft = w.Item1,
-                                                             WindowRight = w.Item2 };
-                    Run02.Check(p, Run02.Random(p, 3), "window " + w + " causal " + causal);
-                }
-            // 70 keys: more than one key tile, the window crossing tile boundaries.
-            var big = new Problem(1, 2, 1, 70, 70, 16) { Causal = 1, WindowLeft = 20 };
-            Run02.Check(big, Run02.Random(big, 5), "window seq 70");
+            // Left and right windows, alone and with each causal rule, seq 70 (more than one
+            // key tile, the window crossing tile boundaries), GQA with sinks.
+            Run02.CheckVectors(c => c.ContainsKey("window_left") || c.ContainsKey("window_right"),
+                               9, "window");
+            CollectionAssert.IsSubsetOf(new[] { "win_diag_only", "win_right_only", "win_tl_seq70",
+                                                "win_causal_br_sq_gt_sk" },
+                                        Vectors.Lines("variants.txt").Select(c => c["name"]));
         }
 
         [Test]
-        public void SoftcapAndBiasInBothOrdersAgainstReference()
+        public void SoftcapAndBiasInBothOrdersMatchSharedVectors()
         {
-            foreach (bool first in new[] { false, true })
+            var lines = Vectors.Lines("variants.txt");
+            Func<Dictionary<string, string>, string, bool> first = (c, v) =>
+                c.ContainsKey("softcap") && Run02.Has(c, "bias")
+                && (c.ContainsKey("bias_first") ? c["bias_first"] : "0") == v;
+            Assert.IsTrue(lines.Any(c => first(c, "0")) && lines.Any(c => first(c, "1")),
+                          "softcap with a bias in both orders");
+            Run02.CheckVectors(c => c.ContainsKey("softcap"), 5, "softcap");
+        }
+
+        [Test]
+        public void BiasStridesBroadcastAndMinusInfinityMatchSharedVectors()
+        {
+            // Full, broadcast over batch and heads (strides 0, 0, seq_k), over queries (row
+            // stride 0), with NaN gaps and -inf entries that hide keys (a whole row in one case).
+            Run02.CheckVectors(c => Run02.Has(c, "bias"), 7, "bias");
+            var ninf = Vectors.Line("variants.txt", "bias_ninf");
+            Assert.IsTrue(Util.ReadF32(Vectors.Prefix(ninf) + "lse.f32").Any(float.IsNegativeInfinity),
+                          "bias_ninf has a row whose keys the bias hides");
+            Assert.AreEqual("0,0,6", Vectors.Line("variants.txt", "bias_bcast_bh")["strides.bias"]);
+            Assert.AreEqual("18,9,0", Vectors.Line("variants.txt", "bias_bcast_rows")["strides.bias"]);
+        }
+
+        [Test]
+        public void AlibiOperandAndStandardMatchSharedVectors()
+        {
+            Run02.CheckVectors(c => c.ContainsKey("alibi") && c["alibi"] == "1", 3, "alibi operand");
+            Run02.CheckVectors(c => c.ContainsKey("alibi") && c["alibi"] == "2", 4, "alibi standard");
+
+            // The standard slopes themselves (capi/attn.h: 2^(-8 (h + 1) / n) for the largest
+            // power of two n <= heads, then 2^(-8 (2 x + 1) / (2 n)) for the remaining heads),
+            // read off the Masked scores of a zero query: one query, bottom-right, so key j is
+            // seq_k - 1 - j behind it and scores -slope_h * (seq_k - 1 - j), exactly.
+            var slopes = new Dictionary<int, double[]> {
+                { 4, new[] { 0.25, 0.0625, 0.015625, 0.00390625 } },
+                { 5, new[] { 0.25, 0.0625, 0.015625, 0.00390625, 0.5 } },
+                { 6, new[] { 0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125 } },
+                { 8, Enumerable.Range(1, 8).Select(h => Math.Pow(2, -h)).ToArray() } };
+            const int SK = 6, D = 4;
+            foreach (var e in slopes)
+                using (var desc = new AttentionDesc.Builder().Dims(1, e.Key, 1, 1, SK, D)
+                                      .Causal(Causal.BottomRight).Alibi(Alibi.Standard)
+                                      .WeightsMode(WeightsMode.Masked).Build())
+                using (var args = new AttentionArgs())
+                {
+                    var w = new float[desc.RequiredLen(Operand.Weights)];
+                    args.Bind(Operand.Q, new float[e.Key * D]).Bind(Operand.K, Util.Values(SK * D, e.Key))
+                        .Bind(Operand.Weights, w);
+                    desc.Run(Op.Weights, args);
+                    for (int h = 0; h < e.Key; h++)
+                        for (int j = 0; j < SK; j++)
+                            Assert.AreEqual(-e.Value[h] * (SK - 1 - j), (double)w[h * SK + j],
+                                            e.Key + " heads: head " + h + ", key " + j);
+                }
+        }
+
+        [Test]
+        public void SinksAndPlusOneMatchSharedVectors()
+        {
+            Run02.CheckVectors(c => Run02.Has(c, "sinks") || c.ContainsKey("softmax_plus_one"), 5,
+                               "sinks and +1");
+            // A row with no visible key is 0 / -inf even with a sink; +1 over a batch of padding.
+            var masked = Vectors.Line("variants.txt", "sinks_masked_row");
+            Assert.IsTrue(Util.ReadF32(Vectors.Prefix(masked) + "lse.f32").Any(float.IsNegativeInfinity),
+                          "sinks_masked_row has a row without a visible key");
+            Assert.IsTrue(Run02.Has(Vectors.Line("variants.txt", "plus_one_padded_batch"), "key_valid"));
+        }
+
+        [Test]
+        public void QueryPaddingSeqLensAndKeyMassMatchSharedVectors()
+        {
+            // Padded queries, per-batch key lengths (0 included: decode), the key mass output;
+            // padding K/V rows of the files are NaN, never read.
+            Run02.CheckVectors(c => Run02.Has(c, "query_valid") || Run02.Has(c, "seq_lens_k")
+                                    || c["mass"] == "1", 7, "query padding, seq lens, key mass");
+        }
+
+        [Test]
+        public void HeadDimVAndStridesMatchSharedVectors()
+        {
+            Run02.CheckVectors(c => c.ContainsKey("head_dim_v") || c.Keys.Any(k => k.StartsWith("strides.")),
+                               6, "head_dim_v and strides");
+            // BSHD everywhere with head_dim_v 20, set after the strides in the builder (Build
+            // applies it before them, so V and OUT keep these strides).
+            var hdv = Vectors.Line("variants.txt", "hdv_8_20_bshd");
+            Assert.AreEqual("20", hdv["head_dim_v"]);
+            var b = new AttentionDesc.Builder().Dims(2, 4, 2, 5, 7, 8);
+            foreach (string op in new[] { "q", "k", "v", "out" })
+                Vectors.Strides(b, Vectors.OperandOf(op), hdv["strides." + op], "strides." + op);
+            Run02.Check(hdv, b.HeadDimV(20));
+        }
+
+        [Test]
+        public void EverythingAtOnceMatchesSharedVectors()
+        {
+            // Every parameter and operand in one call, with sinks and with "+1".
+            Run02.CheckVectors(c => c["name"].StartsWith("all_combined"), 2, "all combined");
+        }
+
+        // Op.Weights of a variants.txt line (which may have been changed by Without) in a score
+        // mode: the [batch][heads_q][seq_q][seq_k] scores.
+        static float[] ScoresOf(Dictionary<string, string> c, WeightsMode mode)
+        {
+            using (var desc = Vectors.Builder(c).WeightsMode(mode).Build())
+            using (var args = new AttentionArgs())
             {
-                var p = new Problem(2, 2, 1, 5, 7, 8) { Scale = 1.5, Softcap = 2.5, BiasFirst = first };
-                Inputs a = Run02.Random(p, 11);
-                a.Bias = Util.Values((int)p.BiasLen, 12).Select(x => 3 * x).ToArray();
-                Run02.Check(p, a, "softcap+bias first=" + first);
+                Assert.AreEqual(mode, desc.WeightsMode);
+                Vectors.BindInputs(c, desc, args, true); // V too: Op.Weights ignores it
+                var w = new float[desc.RequiredLen(Operand.Weights)];
+                args.Bind(Operand.Weights, w);
+                desc.Run(Op.Weights, args);
+                return w;
             }
-            var cap = new Problem(1, 2, 2, 6, 9, 16) { Scale = 2.0, Softcap = 5.0 };
-            Run02.Check(cap, Run02.Random(cap, 13), "softcap only");
         }
 
-        [Test]
-        public void BiasStridesBroadcastAndMinusInfinityAgainstReference()
+        // A copy of a line without some parameters and inputs (the data files stay the case's).
+        static Dictionary<string, string> Without(Dictionary<string, string> c, string[] keys,
+                                                  params string[] inputs)
         {
-            // [1][1][seq_q][seq_k] broadcast over batch and heads.
-            var p = new Problem(2, 4, 2, 4, 6, 8) { BS = new long[] { 0, 0, 6 }, Causal = 1 };
-            Inputs a = Run02.Random(p, 21);
-            a.Bias = Util.Values((int)p.BiasLen, 22);
-            Assert.AreEqual(24, p.BiasLen);
-            Run02.Check(p, a, "bias broadcast");
-            // [batch][heads][1][seq_k] broadcast over queries, with a NaN gap; -inf hides keys.
-            var r = new Problem(2, 2, 2, 5, 6, 8) { BS = new long[] { 2 * 9, 9, 0 } };
-            Inputs b = Run02.Random(r, 23);
-            b.Bias = Enumerable.Repeat(float.NaN, (int)r.BiasLen).ToArray();
-            for (int bb = 0; bb < 2; bb++)
-                for (int h = 0; h < 2; h++)
-                    for (int j = 0; j < 6; j++)
-                        b.Bias[bb * 18 + h * 9 + j] = j == 2 ? float.NegativeInfinity : 0.25f * j;
-            b.Bias[9 + 0] = b.Bias[9 + 1] = b.Bias[9 + 3] = b.Bias[9 + 4] = b.Bias[9 + 5] =
-                float.NegativeInfinity; // (b 0, h 1): every key hidden
-            Run02.Check(r, b, "bias rows broadcast, -inf");
-            Expected e = RunReference.Run(r, b);
-            Assert.IsTrue(double.IsNegativeInfinity(e.Lse[1 * 5 + 0]), "a fully hidden row");
+            var r = new Dictionary<string, string>(c);
+            foreach (string k in keys) r.Remove(k);
+            r["in"] = string.Join(",", Vectors.Inputs(c).Where(x => !inputs.Contains(x)));
+            return r;
         }
 
-        [Test]
-        public void AlibiOperandAndStandardAgainstReference()
+        // Scores of the logits the softmax reads against the case's expected probabilities and
+        // lse: w = exp(s - lse) within 1e-5, and where w is exactly 0 (a hidden key) s is -inf,
+        // unless visibleOnly (for a stage before the masks: only the visible keys are compared).
+        // Padded query rows (query_valid false) are skipped. Returns the entries compared.
+        static int CheckAgainstSoftmax(Dictionary<string, string> c, float[] s, bool visibleOnly,
+                                       string what)
         {
-            var p = new Problem(2, 3, 3, 6, 6, 8) { Causal = 1, Alibi = 1 };
-            Inputs a = Run02.Random(p, 31);
-            a.AlibiSlopes = new[] { 0.05f, 0.5f, 1.0f };
-            Run02.Check(p, a, "alibi operand");
-            foreach (int heads in new[] { 5, 6, 8 })
-                foreach (int causal in new[] { 0, 2 })
+            string p = Vectors.Prefix(c);
+            float[] w = Util.ReadF32(p + "weights.f32"), lse = Util.ReadF32(p + "lse.f32");
+            Assert.AreEqual(w.Length, s.Length, what + ": length");
+            int hq = int.Parse(c["heads_q"]), sq = int.Parse(c["seq_q"]), sk = int.Parse(c["seq_k"]);
+            byte[] qv = Run02.Has(c, "query_valid") ? File.ReadAllBytes(p + "query_valid.u8") : null;
+            int n = 0;
+            for (int i = 0; i < w.Length; i++)
+            {
+                int row = i / sk, b = row / (hq * sq), q = row % sq;
+                if (qv != null && qv[b * sq + q] == 0) continue;
+                string at = what + " [row " + row + ", key " + (i % sk) + "]";
+                if (w[i] == 0)
                 {
-                    var s = new Problem(1, heads, 1, 5, 9, 8) { Causal = causal, Alibi = 2 };
-                    Run02.Check(s, Run02.Random(s, 32 + heads), "alibi standard " + heads);
+                    if (!visibleOnly) Assert.AreEqual(float.NegativeInfinity, s[i], at + " hidden");
+                    continue;
                 }
-            CollectionAssert.AreEqual(new[] { 0.25, 0.0625, 0.015625, 0.00390625 },
-                                      RunReference.StandardSlopes(4));
-        }
-
-        [Test]
-        public void SinksAndPlusOneAgainstReference()
-        {
-            var p = new Problem(2, 4, 2, 5, 6, 8);
-            Inputs a = Run02.Random(p, 41);
-            a.Sinks = new[] { -1.0f, 0.0f, 0.5f, 2.0f };
-            a.Allowed = Run02.Mask(30, 4);
-            for (int j = 0; j < 6; j++) a.Allowed[6 + j] = false; // row 1: no visible key
-            Run02.Check(p, a, "sinks");
-            Expected e = RunReference.Run(p, a);
-            Assert.IsTrue(double.IsNegativeInfinity(e.Lse[1]), "no visible key: -inf despite a sink");
-
-            var q = new Problem(3, 2, 2, 4, 5, 8) { PlusOne = true, Causal = 1 };
-            Inputs b = Run02.Random(q, 42);
-            b.KeyValid = new bool[15];
-            for (int j = 0; j < 5; j++) { b.KeyValid[j] = true; b.KeyValid[10 + j] = j < 2; }
-            Run02.Check(q, b, "plus one, batch 1 all padding");
-        }
-
-        [Test]
-        public void QueryPaddingSeqLensAndKeyMassAgainstReference()
-        {
-            var p = new Problem(2, 4, 2, 6, 10, 8) { Causal = 2 };
-            Inputs a = Run02.Random(p, 51);
-            a.QueryValid = Run02.Mask(12, 5);
-            a.SeqLensK = new[] { 7, 0 };
-            // Padding keys are never read: poison them.
-            for (int b = 0; b < 2; b++)
-                for (int h = 0; h < 2; h++)
-                    for (int j = a.SeqLensK[b]; j < 10; j++)
-                        for (int d = 0; d < 8; d++)
-                            a.K[((b * 2 + h) * 10 + j) * 8 + d] = a.V[((b * 2 + h) * 10 + j) * 8 + d] =
-                                float.NaN;
-            Run02.Check(p, a, "query padding, seq lens, mass");
-            var dec = new Problem(4, 4, 2, 1, 30, 16) { Causal = 2 };
-            Inputs d1 = Run02.Random(dec, 52);
-            d1.SeqLensK = new[] { 17, 1, 0, 30 };
-            Run02.Check(dec, d1, "decode with seq lens");
-        }
-
-        [Test]
-        public void HeadDimVAndStridesAgainstReference()
-        {
-            var p = new Problem(2, 2, 1, 6, 8, 24) { DV = 16, Causal = 1 };
-            Run02.Check(p, Run02.Random(p, 61), "head_dim_v 16");
-            // BSHD everywhere with head_dim_v 20, set after the strides in the builder (applied
-            // before them by Build).
-            var s = new Problem(2, 4, 2, 5, 7, 8) { DV = 20 };
-            s.QS = new long[] { 5 * 4 * 8, 8, 4 * 8 };
-            s.KS = new long[] { 7 * 2 * 8, 8, 2 * 8 };
-            s.VS = new long[] { 7 * 2 * 20, 20, 2 * 20 };
-            s.OS = new long[] { 5 * 4 * 20, 20, 4 * 20 };
-            Run02.Check(s, Run02.Random(s, 62), "head_dim_v 20 bshd");
-        }
-
-        [Test]
-        public void EverythingAtOnceAgainstReference()
-        {
-            var p = new Problem(3, 6, 2, 9, 13, 12) { DV = 8, Causal = 2, WindowLeft = 5,
-                                                      WindowRight = 1, Softcap = 4.0, Scale = 0.375,
-                                                      Alibi = 1 };
-            p.BS = new long[] { 0, 9 * 13, 13 };
-            Inputs a = Run02.Random(p, 71);
-            a.AlibiSlopes = Util.Values(6, 72).Select(x => 0.3f + 0.2f * x).ToArray();
-            a.Sinks = Util.Values(6, 73);
-            a.KeyValid = Run02.Mask(39, 6);
-            a.Allowed = Run02.Mask(117, 7);
-            a.Bias = Util.Values((int)p.BiasLen, 74);
-            a.Bias[5] = float.NegativeInfinity;
-            a.QueryValid = Run02.Mask(27, 9, 1);
-            a.SeqLensK = new[] { 13, 9, 5 };
-            Run02.Check(p, a, "all combined");
+                Util.AssertClose(w[i], (float)Math.Exp((double)s[i] - lse[row]), at);
+                n++;
+            }
+            return n;
         }
 
         [Test]
         public void WeightsModesWriteTheScoresOfEachStage()
         {
-            var p = new Problem(1, 2, 1, 4, 6, 8) { Causal = 1, Softcap = 1.5, Alibi = 2 };
-            Inputs a = Run02.Random(p, 81);
-            a.Bias = Util.Values((int)p.BiasLen, 82);
-            a.Allowed = Run02.Mask(24, 5);
-            foreach (WeightsMode mode in new[] { WeightsMode.Scores, WeightsMode.Masked,
-                                                 WeightsMode.Capped, WeightsMode.Softcapped })
-                foreach (bool first in new[] { false, true })
+            // The scores of each stage, anchored on the shared vectors: the final logits (Capped,
+            // and Masked / Scores / Softcapped where the stages they skip are absent) must give
+            // the expected probabilities as exp(s - lse); what a stage skips must not change it.
+            string[] capped = { "softcap_bias_after", "softcap_bias_first", "strided_gaps_softcap",
+                                "kvpad_nan_bias_alibi", "alibi_standard_5h_br_lens", "bias_ninf",
+                                "sinks_masked_row", "win_causal_br_sq_lt_sk", "all_combined",
+                                "all_combined_plus_one" };
+            var lines = capped.Select(n => Vectors.Line("variants.txt", n)).ToList();
+            string[] cap = { "softcap", "bias_first" };
+            foreach (var c in lines)
+            {
+                string name = c["name"];
+                float[] s = ScoresOf(c, WeightsMode.Capped);
+                Assert.Greater(CheckAgainstSoftmax(c, s, false, name + " Capped"), 0, name);
+                float[] masked = ScoresOf(c, WeightsMode.Masked);
+                if (!c.ContainsKey("softcap"))
                 {
-                    p.WeightsMode = (int)mode;
-                    p.BiasFirst = first;
-                    double[] want = RunReference.Scores(p, a, (int)mode);
-                    using (var desc = p.Builder().Build())
-                    using (var args = new AttentionArgs())
-                    {
-                        Assert.AreEqual(mode, desc.WeightsMode);
-                        var w = new float[desc.RequiredLen(Operand.Weights)];
-                        args.Bind(Operand.Q, a.Q).Bind(Operand.K, a.K).Bind(Operand.Bias, a.Bias)
-                            .Bind(Operand.Allowed, a.Allowed).Bind(Operand.Weights, w);
-                        desc.Run(Op.Weights, args);
-                        for (int i = 0; i < want.Length; i++)
-                            Util.AssertClose(want[i], w[i], mode + " first=" + first + " [" + i + "]");
-                        bool masks = mode == WeightsMode.Masked || mode == WeightsMode.Capped;
-                        Assert.AreEqual(masks, w.Any(float.IsNegativeInfinity),
-                                        mode + ": -inf exactly where masks apply");
-                    }
+                    // Masked is every step but the softcap: here the final logits too.
+                    CollectionAssert.AreEqual(s, masked, name + ": Masked = Capped without a softcap");
+                    continue;
                 }
-            // Padded keys are never read: -inf in every score mode, NaN in their K rows harmless.
-            var pp = new Problem(2, 1, 1, 3, 5, 4) { Causal = 1, Softcap = 2 };
-            Inputs pa = Run02.Random(pp, 83);
-            pa.KeyValid = new[] { true, true, false, true, true, true, true, true, true, true };
-            pa.SeqLensK = new[] { 5, 3 };
-            for (int d = 0; d < 4; d++) pa.K[2 * 4 + d] = pa.K[(5 + 4) * 4 + d] = float.NaN;
+                // The softcap changes Capped, not Masked.
+                CollectionAssert.AreEqual(ScoresOf(Without(c, cap), WeightsMode.Masked), masked,
+                                          name + ": Masked ignores the softcap");
+                CollectionAssert.AreEqual(ScoresOf(Without(c, cap), WeightsMode.Capped), masked,
+                                          name + ": Masked = Capped without the softcap");
+                CollectionAssert.AreNotEqual(s, masked, name + ": Capped applies the softcap");
+                // Softcapped is softcap(scale q.k) alone: no bias, ALiBi or mask changes it.
+                float[] soft = ScoresOf(c, WeightsMode.Softcapped);
+                string[] rest = { "causal", "window_left", "window_right", "alibi", "bias_first",
+                                  "softmax_plus_one" };
+                CollectionAssert.AreEqual(
+                    ScoresOf(Without(c, rest, "bias", "alibi_slopes", "allowed", "sinks"),
+                             WeightsMode.Softcapped),
+                    soft, name + ": Softcapped ignores bias, ALiBi and masks");
+                if (!Run02.Has(c, "bias") && !c.ContainsKey("alibi") && !c.ContainsKey("causal")
+                    && !Run02.Has(c, "allowed") && !c.ContainsKey("window_left"))
+                    CheckAgainstSoftmax(c, soft, false, name + " Softcapped");
+            }
+
+            // Scores is scale * q.k alone: no softcap, bias, ALiBi or mask changes it, and on the
+            // visible keys of a case without softcap, bias and ALiBi it is the final logit.
+            string[] all = { "causal", "window_left", "window_right", "softcap", "alibi",
+                             "bias_first", "softmax_plus_one" };
+            foreach (var c in lines)
+                CollectionAssert.AreEqual(
+                    ScoresOf(Without(c, all, "bias", "alibi_slopes", "allowed", "sinks"),
+                             WeightsMode.Scores),
+                    ScoresOf(c, WeightsMode.Scores), c["name"] + ": Scores ignores every later stage");
+            foreach (string n in new[] { "win_causal_br_sq_lt_sk", "sinks_masked_row",
+                                         "seqlens_br_prefill", "qpad_causal_br_mass" })
+            {
+                var c = Vectors.Line("variants.txt", n);
+                float[] s = ScoresOf(c, WeightsMode.Scores);
+                Assert.Greater(CheckAgainstSoftmax(c, s, true, n + " Scores"), 0, n);
+                Assert.IsFalse(s.Any(float.IsNaN), n + ": Scores");
+            }
+            var only = Vectors.Line("variants.txt", "softcap_only");
+            Assert.IsTrue(!Run02.Has(only, "bias") && !only.ContainsKey("causal"));
+            float[] so = ScoresOf(only, WeightsMode.Softcapped);
+            Assert.AreEqual(so.Length, CheckAgainstSoftmax(only, so, false, "softcap_only Softcapped"));
+            CollectionAssert.AreNotEqual(ScoresOf(only, WeightsMode.Scores), so, "Scores has no softcap");
+
+            // Padded keys (key_valid false, j >= seq_lens_k[b]) are never read (their K rows are
+            // NaN in the files): -inf in every score mode; masks hide entries only in Masked and
+            // Capped.
+            var pc = Vectors.Line("variants.txt", "seqlens_br_prefill");
+            byte[] kv = File.ReadAllBytes(Vectors.Prefix(pc) + "key_valid.u8");
+            int[] lens = Vectors.ReadRaw<int>(Vectors.Prefix(pc) + "seq_lens_k.i32", 4);
+            int hq = int.Parse(pc["heads_q"]), sq = int.Parse(pc["seq_q"]), sk = int.Parse(pc["seq_k"]);
+            Assert.AreEqual("2", pc["causal"]);
             foreach (WeightsMode mode in new[] { WeightsMode.Scores, WeightsMode.Masked,
                                                  WeightsMode.Capped, WeightsMode.Softcapped })
             {
-                pp.WeightsMode = (int)mode;
-                double[] want = RunReference.Scores(pp, pa, (int)mode);
-                using (var desc = pp.Builder().Build())
-                using (var args = new AttentionArgs())
+                float[] s = ScoresOf(pc, mode);
+                bool masks = mode == WeightsMode.Masked || mode == WeightsMode.Capped;
+                int hidden = 0;
+                for (int i = 0; i < s.Length; i++)
                 {
-                    var w = new float[desc.RequiredLen(Operand.Weights)];
-                    args.Bind(Operand.Q, pa.Q).Bind(Operand.K, pa.K).Bind(Operand.KeyValid, pa.KeyValid)
-                        .Bind(Operand.SeqLensK, pa.SeqLensK).Bind(Operand.Weights, w);
-                    desc.Run(Op.Weights, args);
-                    for (int i = 0; i < want.Length; i++)
-                        Util.AssertClose(want[i], w[i], mode + " padded [" + i + "]");
+                    int j = i % sk, b = i / (sk * sq * hq);
+                    if (kv[b * sk + j] == 0 || j >= lens[b])
+                        Assert.AreEqual(float.NegativeInfinity, s[i], mode + " padded key [" + i + "]");
+                    else if (!masks)
+                        Assert.IsFalse(float.IsNaN(s[i]) || float.IsInfinity(s[i]), mode + " [" + i + "]");
+                    else if (float.IsNegativeInfinity(s[i]))
+                        hidden++;
                 }
+                if (masks) Assert.Greater(hidden, 0, mode + ": the causal rule hides keys");
+                if (masks) CheckAgainstSoftmax(pc, s, false, "seqlens_br_prefill " + mode);
             }
         }
 
@@ -754,14 +849,14 @@ namespace LibAttn.Tests
         [Test]
         public void MasksAsBoolsBytesOrMemoryAndSlicesGiveIdenticalBits()
         {
-            var p = new Problem(2, 4, 2, 3, 5, 4) { Causal = 1 };
-            Inputs a = Run02.Random(p, 91);
             bool[] kv = Run02.Mask(10, 3), qv = Run02.Mask(6, 4);
             byte[] kvb = kv.Select(x => x ? (byte)7 : (byte)0).ToArray(); // any nonzero is true
             byte[] qvb = qv.Select(x => x ? (byte)1 : (byte)0).ToArray();
             int[] lens = { 4, 5 };
-            using (var desc = p.Builder().Build())
+            using (var desc = new AttentionDesc.Builder().Dims(2, 4, 2, 3, 5, 4).Causal(Causal.TopLeft)
+                                  .Build())
             {
+                TestInputs a = Run02.Random(desc, 91);
                 Func<Action<AttentionArgs>, float[]> run = bind =>
                 {
                     var o = new float[96];
@@ -974,22 +1069,27 @@ namespace LibAttn.Tests
         [Test]
         public void RunCopiesAndAllocatesNothingPerCall()
         {
-            var p = new Problem(2, 4, 2, 3, 5, 4) { Causal = 2, Alibi = 1 };
-            Inputs a = Run02.Random(p, 95);
-            using (var desc = p.Builder().Build())
+            // Every operand of the extensible call bound (the all_combined case of
+            // variants.txt; the ALiBi slopes as a window of a bigger array, key_valid as bool[],
+            // the other masks as byte[]), 400 calls, no allocation.
+            var c = Vectors.Line("variants.txt", "all_combined");
+            string p = Vectors.Prefix(c);
+            using (var desc = Vectors.Builder(c).Build())
             using (var args = new AttentionArgs())
             {
-                var o = new float[96];
-                var lse = new float[24];
-                var mass = new float[40];
-                var w = new float[120];
-                args.Bind(Operand.Q, a.Q).Bind(Operand.K, a.K).Bind(Operand.V, a.V)
-                    .Bind(Operand.Out, o).Bind(Operand.Lse, lse).Bind(Operand.KeyMass, mass)
-                    .Bind(Operand.Weights, w).Bind(Operand.KeyValid, Run02.Mask(10, 4))
-                    .Bind(Operand.Allowed, new byte[15].Select(x => (byte)1).ToArray())
-                    .Bind(Operand.AlibiSlopes, new Memory<float>(new[] { 0f, .1f, .2f, .3f, .4f }, 1, 4))
-                    .Bind(Operand.Sinks, new float[4]).Bind(Operand.QueryValid, Run02.Mask(6, 5))
-                    .Bind(Operand.SeqLensK, new[] { 5, 4 });
+                Vectors.BindInputs(c, desc, args, false);
+                float[] slopes = Util.ReadF32(p + "alibi_slopes.f32");
+                args.Bind(Operand.AlibiSlopes,
+                          new Memory<float>(new[] { float.NaN }.Concat(slopes).ToArray(), 1, slopes.Length))
+                    .Bind(Operand.KeyValid, Util.ReadU8(p + "key_valid.u8"));
+                Assert.IsTrue(new[] { Operand.Bias, Operand.Sinks, Operand.Allowed, Operand.QueryValid,
+                                      Operand.SeqLensK }.All(args.IsBound));
+                var o = new float[desc.RequiredLen(Operand.Out)];
+                var lse = new float[desc.RequiredLen(Operand.Lse)];
+                var mass = new float[desc.RequiredLen(Operand.KeyMass)];
+                var w = new float[desc.RequiredLen(Operand.Weights)];
+                args.Bind(Operand.Out, o).Bind(Operand.Lse, lse).Bind(Operand.KeyMass, mass)
+                    .Bind(Operand.Weights, w);
                 for (int i = 0; i < 10; i++) // JIT and thread pool warm-up
                 {
                     desc.Run(Op.Forward, args);
@@ -1004,12 +1104,11 @@ namespace LibAttn.Tests
                 long perCall = (GC.GetAllocatedBytesForCurrentThread() - before) / 400;
                 Assert.AreEqual(0, perCall, "bytes allocated per Run");
                 // Every result is the library's own, in the caller's arrays (nothing copied
-                // back): the outputs hold what the reference says.
-                Expected e = RunReference.Run(p, new Inputs { Q = a.Q, K = a.K, V = a.V,
-                    KeyValid = Run02.Mask(10, 4), AlibiSlopes = new[] { .1f, .2f, .3f, .4f },
-                    Sinks = new float[4], QueryValid = Run02.Mask(6, 5), SeqLensK = new[] { 5, 4 } });
-                for (int i = 0; i < 96; i++) Util.AssertClose(e.Out[i], o[i], "out");
-                for (int i = 0; i < 120; i++) Util.AssertClose(e.Weights[i], w[i], "weights");
+                // back): the outputs hold the case's expected values.
+                Vectors.Check(Vectors.Expected(desc, Operand.Out, c, "out"), o, "out");
+                Vectors.Check(Vectors.Expected(desc, Operand.Lse, c, "lse"), lse, "lse");
+                Vectors.Check(Vectors.Expected(desc, Operand.KeyMass, c, "key_mass"), mass, "key_mass");
+                Vectors.Check(Vectors.Expected(desc, Operand.Weights, c, "weights"), w, "weights");
             }
         }
 
@@ -1091,14 +1190,16 @@ namespace LibAttn.Tests
         public void ManyThreadsEachWithTheirOwnArgsOrSharingOne()
         {
             const int T = 6;
-            var p = new Problem(2, 4, 2, 16, 24, 16) { Causal = 2, WindowLeft = 9, Softcap = 3,
-                                                       Alibi = 2 };
-            Inputs a = Run02.Random(p, 101);
-            a.SeqLensK = new[] { 24, 13 };
-            a.QueryValid = Run02.Mask(32, 7);
-            using (var desc = p.Builder().Build())
+            using (var desc = new AttentionDesc.Builder().Dims(2, 4, 2, 16, 24, 16)
+                                  .Causal(Causal.BottomRight).Window(9, -1).Softcap(3)
+                                  .Alibi(Alibi.Standard).Build())
             using (var shared = new AttentionArgs())
             {
+                // Each thread's results against the same call made alone first (whose values
+                // the shared vectors check: OperandTests, VariantVectorTests).
+                TestInputs a = Run02.Random(desc, 101);
+                a.SeqLensK = new[] { 24, 13 };
+                a.QueryValid = Run02.Mask(32, 7);
                 float[] o0, l0, w0, m0;
                 Run02.Both(desc, a, out o0, out l0, out w0, out m0);
                 shared.Bind(Operand.Q, a.Q).Bind(Operand.K, a.K).Bind(Operand.V, a.V)
