@@ -536,7 +536,7 @@ class VariantsTest {
             float[] got = g.parts.get(p);
             float[] want = expected(dir, c, name, desc.requiredLen(operand(name)));
             boolean grad = Arrays.asList(GRADS).contains(name);
-            String m = Reference.compare(name, got, VectorsTest.widen(want), grad ? GRAD_TOL : TOL);
+            String m = TestData.compare(name, got, want, grad ? GRAD_TOL : TOL);
             if (m != null) {
                 return m;
             }

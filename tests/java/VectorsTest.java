@@ -20,7 +20,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The shared test vectors (tests/vectors, from the project's float64 reference): every case must
- * be reproduced within 1e-5 * max(1, |expected|), masked weights exactly 0, through the float[]
+ * be reproduced within 1e-5 * max(1, |expected|), expected zeros (masked weights, rows with no
+ * visible key, OUT gaps) exactly 0 and expected -inf exactly -inf, through the float[]
  * API and, bit for bit the same, through direct buffers; then again on every kernel (ISA) the CPU
  * supports, on 1 and 2 threads (bit-identical across thread counts). Writes
  * $ATTN_XLANG_DIR/java.bin (default kernel and threads) for the cross-language byte identity.
@@ -101,11 +102,7 @@ class VectorsTest {
     }
 
     static double[] widen(float[] a) {
-        double[] d = new double[a.length];
-        for (int i = 0; i < a.length; i++) {
-            d[i] = a[i];
-        }
-        return d;
+        return TestData.widen(a);
     }
 
     static void putLE(ByteArrayOutputStream os, float[] a) {
@@ -217,14 +214,11 @@ class VectorsTest {
         }
     }
 
-    /** Runs one case and checks it (AssertionError on a mismatch); optionally via buffers too. */
-    static Got runCase(Path dir, Case c, boolean alsoBuffers) throws IOException {
-        String name = c.get("name");
-        int b = c.i("batch"), hq = c.i("heads_q"), hkv = c.i("heads_kv");
-        int sq = c.i("seq_q"), sk = c.i("seq_k"), d = c.i("head_dim");
-        Causal causal = Causal.fromCode(c.i("causal"));
-        AttentionDesc.Builder bl = AttentionDesc.builder().batch(b).heads(hq, hkv).seqLen(sq, sk)
-                .headDim(d).causal(causal);
+    /** The descriptor of one index.txt case (sizes, causal rule, scale, strides). */
+    static AttentionDesc.Builder builder(Case c) {
+        AttentionDesc.Builder bl = AttentionDesc.builder().batch(c.i("batch"))
+                .heads(c.i("heads_q"), c.i("heads_kv")).seqLen(c.i("seq_q"), c.i("seq_k"))
+                .headDim(c.i("head_dim")).causal(Causal.fromCode(c.i("causal")));
         if (!c.get("scale").equals("default")) {
             bl.scale(Float.parseFloat(c.get("scale")));
         }
@@ -237,17 +231,55 @@ class VectorsTest {
                 bl.strides(ops[o], Long.parseLong(p[0]), Long.parseLong(p[1]), Long.parseLong(p[2]));
             }
         }
-        try (AttentionDesc desc = bl.build()) {
-            float[] q = readF32(dir, name, "q", desc.requiredLen(Operand.Q));
-            float[] k = readF32(dir, name, "k", desc.requiredLen(Operand.K));
-            float[] v = readF32(dir, name, "v", desc.requiredLen(Operand.V));
-            boolean[] keyValid = c.get("key_valid").equals("1")
-                    ? readU8(dir, name, "key_valid", (long) b * sk) : null;
-            boolean[] allowed = c.get("allowed").equals("1")
-                    ? readU8(dir, name, "allowed", (long) sq * sk) : null;
-            float[] expOut = readF32(dir, name, "out", desc.requiredLen(Operand.OUT));
-            float[] expLse = readF32(dir, name, "lse", (long) b * hq * sq);
-            float[] expW = readF32(dir, name, "weights", (long) b * hq * sq * sk);
+        return bl;
+    }
+
+    /** The inputs and expected outputs of one index.txt case (masks null when absent). */
+    static final class Data {
+        float[] q, k, v;
+        boolean[] keyValid, allowed;
+        float[] expOut, expLse, expW;
+    }
+
+    static Data data(Path dir, Case c, AttentionDesc desc) throws IOException {
+        String name = c.get("name");
+        int b = c.i("batch"), hq = c.i("heads_q"), sq = c.i("seq_q"), sk = c.i("seq_k");
+        Data x = new Data();
+        x.q = readF32(dir, name, "q", desc.requiredLen(Operand.Q));
+        x.k = readF32(dir, name, "k", desc.requiredLen(Operand.K));
+        x.v = readF32(dir, name, "v", desc.requiredLen(Operand.V));
+        x.keyValid = c.get("key_valid").equals("1") ? readU8(dir, name, "key_valid", (long) b * sk) : null;
+        x.allowed = c.get("allowed").equals("1") ? readU8(dir, name, "allowed", (long) sq * sk) : null;
+        x.expOut = readF32(dir, name, "out", desc.requiredLen(Operand.OUT));
+        x.expLse = readF32(dir, name, "lse", (long) b * hq * sq);
+        x.expW = readF32(dir, name, "weights", (long) b * hq * sq * sk);
+        return x;
+    }
+
+    /**
+     * VARIANTS.md's rule for one result against its expected file: within 1e-5 * max(1,
+     * |expected|), every expected 0 exactly 0.0f (hidden weights, rows with no visible key,
+     * unaddressed OUT elements), every expected -inf exactly -inf; null when it passes.
+     */
+    static String check(String what, float[] got, float[] want) {
+        String m = TestData.compare(what, got, want, TOL);
+        if (m != null) {
+            return m;
+        }
+        for (int i = 0; i < want.length; i++) {
+            if (want[i] == 0.0f && Float.floatToRawIntBits(got[i]) != 0) {
+                return what + "[" + i + "] must be exactly 0.0f, got " + got[i];
+            }
+        }
+        return null;
+    }
+
+    /** Runs one case and checks it (AssertionError on a mismatch); optionally via buffers too. */
+    static Got runCase(Path dir, Case c, boolean alsoBuffers) throws IOException {
+        try (AttentionDesc desc = builder(c).build()) {
+            Data x = data(dir, c, desc);
+            float[] q = x.q, k = x.k, v = x.v;
+            boolean[] keyValid = x.keyValid, allowed = x.allowed;
 
             Got g = new Got();
             g.out = new float[(int) desc.requiredLen(Operand.OUT)]; // zero-initialised
@@ -255,29 +287,15 @@ class VectorsTest {
             desc.forward(q, k, v, keyValid, allowed, g.out, g.lse);
             g.w = desc.weights(q, k, keyValid, allowed);
 
-            String m = Reference.compare("out", g.out, widen(expOut), TOL);
+            String m = check("out", g.out, x.expOut);
             if (m == null) {
-                m = Reference.compare("lse", g.lse, widen(expLse), TOL);
+                m = check("lse", g.lse, x.expLse);
             }
             if (m == null) {
-                m = Reference.compare("weights", g.w, widen(expW), TOL);
+                m = check("weights", g.w, x.expW);
             }
             if (m != null) {
                 throw new AssertionError(m);
-            }
-            // Masked weights are exactly 0 (the mask recomputed here from the case's rules).
-            Reference rules = new Reference(b, hq, hkv, sq, sk, d, causal, 1.0);
-            for (int bi = 0; bi < b; bi++) {
-                for (int h = 0; h < hq; h++) {
-                    for (int i = 0; i < sq; i++) {
-                        for (int j = 0; j < sk; j++) {
-                            int idx = ((bi * hq + h) * sq + i) * sk + j;
-                            if (!rules.visible(bi, i, j, keyValid, allowed) && g.w[idx] != 0.0f) {
-                                throw new AssertionError("weights[" + idx + "] is masked but " + g.w[idx]);
-                            }
-                        }
-                    }
-                }
             }
             if (alsoBuffers) {
                 // Direct buffers give the same bits as arrays.
@@ -293,6 +311,11 @@ class VectorsTest {
             }
             return g;
         }
+    }
+
+    /** The index.txt cases (fails when the vectors are missing). */
+    static List<Case> cases() throws IOException {
+        return readIndex(vectorsDir());
     }
 
     static boolean sameBits(float[] a, float[] b) {
