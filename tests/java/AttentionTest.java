@@ -15,7 +15,10 @@ import java.util.EnumSet;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 
-/** Values (seed example, float64 reference, strides, buffers) and every documented error path. */
+/**
+ * Values (seed example, the shared vectors through simple(), forward/weights and strides, buffers)
+ * and every documented error path.
+ */
 class AttentionTest {
     // ------------------------------------------------------------------ helpers
 
@@ -38,9 +41,19 @@ class AttentionTest {
         }
     }
 
-    /** A small GQA descriptor with its reference: b=2, hq=4, hkv=2, sq=5, sk=7, d=8. */
-    static Reference gqa(Causal causal) {
-        return new Reference(2, 4, 2, 5, 7, 8, causal, 0.35);
+    /** A small GQA descriptor: b=2, hq=4, hkv=2, sq=5, sk=7, d=8, scale 0.35. */
+    static AttentionDesc.Builder gqa(Causal causal) {
+        return AttentionDesc.builder().batch(2).heads(4, 2).seqLen(5, 7).headDim(8).causal(causal)
+                .scale(0.35f);
+    }
+
+    static boolean defaultStrides(VectorsTest.Case c) {
+        for (String key : new String[] {"q_strides", "k_strides", "v_strides", "out_strides"}) {
+            if (!c.get(key).equals("default")) {
+                return false;
+            }
+        }
+        return true;
     }
 
     // ------------------------------------------------------------------ values
@@ -63,47 +76,69 @@ class AttentionTest {
         }
     }
 
+    /**
+     * Attention.simple is one (batch, head) slice of a contiguous BHSD problem with seq_q ==
+     * seq_k, the default scale, no or the top-left causal rule and optional key padding: every
+     * such slice of the shared vectors (index.txt) must give the vector's expected rows (their
+     * padded K/V rows are NaN: never read).
+     */
     @Test
-    void simpleWithPadMaskMatchesReference() {
-        int n = 6, d = 5;
-        float[] q = Reference.random(1, n * d), k = Reference.random(2, n * d),
-                v = Reference.random(3, n * d);
-        boolean[] pad = {true, true, true, true, false, false};
-        k[4 * d] = Float.NaN; // padding is never read
-        v[5 * d + 1] = Float.NaN;
-        for (boolean causal : new boolean[] {false, true}) {
-            float[] out = Attention.simple(q, k, v, n, d, causal, pad);
-            Reference ref = new Reference(1, 1, 1, n, n, d, causal ? Causal.TOP_LEFT : Causal.NONE,
-                    1 / Math.sqrt(d));
-            assertNull(Reference.compare("out", out, ref.run(q, k, v, pad, null).out, 1e-5));
+    void simpleWithPadMaskMatchesTheSharedVectors() throws java.io.IOException {
+        java.nio.file.Path dir = VectorsTest.vectorsDir();
+        boolean causalSeen = false, plainSeen = false, padSeen = false;
+        int slices = 0;
+        for (VectorsTest.Case c : VectorsTest.cases()) {
+            int b = c.i("batch"), hq = c.i("heads_q"), n = c.i("seq_q"), d = c.i("head_dim");
+            if (n != c.i("seq_k") || hq != c.i("heads_kv") || c.i("causal") == 2
+                    || !c.get("scale").equals("default") || !defaultStrides(c) || c.get("allowed").equals("1")) {
+                continue;
+            }
+            boolean causal = c.i("causal") == 1;
+            try (AttentionDesc desc = VectorsTest.builder(c).build()) {
+                VectorsTest.Data x = VectorsTest.data(dir, c, desc);
+                for (int bi = 0; bi < b; bi++) {
+                    boolean[] pad = x.keyValid == null ? null
+                            : java.util.Arrays.copyOfRange(x.keyValid, bi * n, bi * n + n);
+                    for (int h = 0; h < hq; h++) {
+                        int from = (bi * hq + h) * n * d, to = from + n * d;
+                        float[] out = Attention.simple(java.util.Arrays.copyOfRange(x.q, from, to),
+                                java.util.Arrays.copyOfRange(x.k, from, to),
+                                java.util.Arrays.copyOfRange(x.v, from, to), n, d, causal, pad);
+                        assertNull(VectorsTest.check("out", out, java.util.Arrays.copyOfRange(x.expOut, from, to)),
+                                c.get("name") + " batch " + bi + " head " + h);
+                        slices++;
+                    }
+                }
+            }
+            causalSeen |= causal;
+            plainSeen |= !causal;
+            padSeen |= c.get("key_valid").equals("1");
         }
+        assertTrue(causalSeen && plainSeen && padSeen && slices > 0,
+                "index.txt has slices for simple() with and without the causal rule and with padding");
     }
 
+    /**
+     * desc.forward (out and lse) and desc.weights with key_valid and allowed masks, GQA, every
+     * causal rule: the index.txt cases with masks or GQA must give their expected values.
+     */
     @Test
-    void descriptorMatchesReferenceForEveryCausalRule() {
-        for (Causal causal : Causal.values()) {
-            Reference ref = gqa(causal);
-            float[] q = Reference.random(10, ref.requiredLen(0)), k = Reference.random(11, ref.requiredLen(1)),
-                    v = Reference.random(12, ref.requiredLen(2));
-            boolean[] keyValid = new boolean[2 * 7];
-            boolean[] allowed = new boolean[5 * 7];
-            for (int i = 0; i < keyValid.length; i++) {
-                keyValid[i] = i % 7 != 3 && i != 13;
+    void descriptorMatchesTheSharedVectorsForEveryCausalRule() throws java.io.IOException {
+        java.nio.file.Path dir = VectorsTest.vectorsDir();
+        EnumSet<Causal> seen = EnumSet.noneOf(Causal.class);
+        boolean gqaWithBothMasks = false;
+        for (VectorsTest.Case c : VectorsTest.cases()) {
+            boolean gqa = c.i("heads_q") != c.i("heads_kv");
+            boolean kv = c.get("key_valid").equals("1"), al = c.get("allowed").equals("1");
+            if (!gqa && !kv && !al) {
+                continue;
             }
-            for (int i = 0; i < allowed.length; i++) {
-                allowed[i] = i % 5 != 1;
-            }
-            try (AttentionDesc desc = ref.builder().build()) {
-                float[] out = new float[ref.requiredLen(3)];
-                float[] lse = new float[2 * 4 * 5];
-                desc.forward(q, k, v, keyValid, allowed, out, lse);
-                float[] w = desc.weights(q, k, keyValid, allowed);
-                Reference.Result r = ref.run(q, k, v, keyValid, allowed);
-                assertNull(Reference.compare("out", out, r.out, 1e-5), causal.toString());
-                assertNull(Reference.compare("lse", lse, r.lse, 1e-5), causal.toString());
-                assertNull(Reference.compare("weights", w, r.weights, 1e-5), causal.toString());
-            }
+            VectorsTest.runCase(dir, c, false); // AssertionError naming the element on a mismatch
+            seen.add(Causal.fromCode(c.i("causal")));
+            gqaWithBothMasks |= gqa && kv && al;
         }
+        assertEquals(EnumSet.allOf(Causal.class), seen, "causal rules covered by the masked / GQA cases");
+        assertTrue(gqaWithBothMasks, "a GQA case with key_valid and allowed");
     }
 
     @Test
@@ -121,48 +156,88 @@ class AttentionTest {
         }
     }
 
-    @Test
-    void stridedLayoutsAndLongerArrays() {
-        // BSHD inputs, OUT with a gap after each row: the gap and the tail stay untouched.
-        Reference ref = gqa(Causal.BOTTOM_RIGHT);
-        int b = 2, hq = 4, hkv = 2, sq = 5, sk = 7, d = 8;
-        ref.strides(0, (long) sq * hq * d, d, (long) hq * d);
-        ref.strides(1, (long) sk * hkv * d, d, (long) hkv * d);
-        ref.strides(2, 0, (long) sk * d, d); // broadcast over the batch
-        ref.strides(3, (long) hq * sq * (d + 3), (long) sq * (d + 3), d + 3);
-        float[] q = Reference.random(20, ref.requiredLen(0)), k = Reference.random(21, ref.requiredLen(1)),
-                v = Reference.random(22, ref.requiredLen(2) + 5);
-        try (AttentionDesc desc = ref.builder().build()) {
-            assertEquals(ref.requiredLen(3), desc.requiredLen(Operand.OUT));
-            assertEquals(b * hq * sq, desc.requiredLen(Operand.LSE));
-            assertEquals(b * hq * sq * sk, desc.requiredLen(Operand.WEIGHTS));
-            assertEquals(b * sk, desc.requiredLen(Operand.KEY_VALID));
-            assertEquals(sq * sk, desc.requiredLen(Operand.ALLOWED));
-            float[] out = new float[ref.requiredLen(3) + 4];
-            java.util.Arrays.fill(out, 7.5f);
-            desc.forward(q, k, v, null, null, out, null);
-            double[] expected = ref.run(q, k, v, null, null).out;
-            for (int i = 0; i < out.length; i++) {
-                boolean addressed = i < ref.requiredLen(3) && (i % (d + 3)) < d;
-                if (addressed) {
-                    assertEquals(expected[i], out[i], 1e-5 * Math.max(1, Math.abs(expected[i])), "out[" + i + "]");
-                } else {
-                    assertEquals(7.5f, out[i], "out[" + i + "] is not addressed and must stay untouched");
-                }
-            }
+    static long[] strides(VectorsTest.Case c, String key, int heads, int seq, int dim) {
+        String s = c.get(key);
+        if (s.equals("default")) {
+            return new long[] {(long) heads * seq * dim, (long) seq * dim, dim};
         }
+        String[] p = s.split(",");
+        return new long[] {Long.parseLong(p[0]), Long.parseLong(p[1]), Long.parseLong(p[2])};
+    }
+
+    @Test
+    void stridedLayoutsAndLongerArrays() throws java.io.IOException {
+        // The index.txt cases with strides (BSHD, K/V broadcast over the batch, gaps in Q/K/V and
+        // OUT rows) through desc.forward with longer arrays: the addressed OUT elements get the
+        // expected values, the gaps and the tail stay untouched, the inputs' tails are not read.
+        java.nio.file.Path dir = VectorsTest.vectorsDir();
+        boolean bshd = false, broadcast = false, outGaps = false;
+        for (VectorsTest.Case c : VectorsTest.cases()) {
+            if (defaultStrides(c) || c.get("key_valid").equals("1") || c.get("allowed").equals("1")) {
+                continue;
+            }
+            String name = c.get("name");
+            int b = c.i("batch"), hq = c.i("heads_q"), hkv = c.i("heads_kv"), sq = c.i("seq_q"),
+                    sk = c.i("seq_k"), d = c.i("head_dim");
+            long[] os = strides(c, "out_strides", hq, sq, d);
+            long[] ks = strides(c, "k_strides", hkv, sk, d), vs = strides(c, "v_strides", hkv, sk, d);
+            int outLen = (int) ((b - 1) * os[0] + (hq - 1) * os[1] + (sq - 1) * os[2] + d);
+            try (AttentionDesc desc = VectorsTest.builder(c).build()) {
+                assertEquals(outLen, desc.requiredLen(Operand.OUT), name);
+                assertEquals(b * hq * sq, desc.requiredLen(Operand.LSE), name);
+                assertEquals(b * hq * sq * sk, desc.requiredLen(Operand.WEIGHTS), name);
+                assertEquals(b * sk, desc.requiredLen(Operand.KEY_VALID), name);
+                assertEquals(sq * sk, desc.requiredLen(Operand.ALLOWED), name);
+                VectorsTest.Data x = VectorsTest.data(dir, c, desc);
+                float[] q = tail(x.q, 3), k = tail(x.k, 1), v = tail(x.v, 5);
+                float[] out = new float[outLen + 4];
+                java.util.Arrays.fill(out, 7.5f);
+                desc.forward(q, k, v, null, null, out, null);
+                boolean[] addressed = new boolean[outLen];
+                for (int bi = 0; bi < b; bi++) {
+                    for (int h = 0; h < hq; h++) {
+                        for (int i = 0; i < sq; i++) {
+                            for (int e = 0; e < d; e++) {
+                                addressed[(int) (bi * os[0] + h * os[1] + i * os[2] + e)] = true;
+                            }
+                        }
+                    }
+                }
+                int gaps = 0;
+                for (int i = 0; i < out.length; i++) {
+                    if (i < outLen && addressed[i]) {
+                        assertNull(VectorsTest.check("out[" + i + "]", new float[] {out[i]},
+                                new float[] {x.expOut[i]}), name);
+                    } else {
+                        gaps++;
+                        assertEquals(7.5f, out[i], name + ": out[" + i + "] is not addressed and must stay untouched");
+                    }
+                }
+                outGaps |= gaps > 4;
+            }
+            bshd |= os[1] < os[2];
+            broadcast |= ks[0] == 0 || vs[0] == 0;
+        }
+        assertTrue(bshd && broadcast && outGaps, "index.txt has BSHD, batch-broadcast K/V and OUT gap cases");
+    }
+
+    /** a followed by n NaN: the tail of a longer array is never read. */
+    static float[] tail(float[] a, int n) {
+        float[] t = java.util.Arrays.copyOf(a, a.length + n);
+        java.util.Arrays.fill(t, a.length, t.length, Float.NaN);
+        return t;
     }
 
     @Test
     void directBuffersWithPositionsGiveTheArrayResults() {
-        Reference ref = gqa(Causal.TOP_LEFT);
-        float[] q = Reference.random(30, ref.requiredLen(0)), k = Reference.random(31, ref.requiredLen(1)),
-                v = Reference.random(32, ref.requiredLen(2));
         boolean[] keyValid = new boolean[14];
         java.util.Arrays.fill(keyValid, true);
         keyValid[5] = false;
-        try (AttentionDesc desc = ref.builder().build()) {
-            float[] out = new float[ref.requiredLen(3)], lse = new float[40];
+        try (AttentionDesc desc = gqa(Causal.TOP_LEFT).build()) {
+            float[] q = TestData.random(30, (int) desc.requiredLen(Operand.Q)),
+                    k = TestData.random(31, (int) desc.requiredLen(Operand.K)),
+                    v = TestData.random(32, (int) desc.requiredLen(Operand.V));
+            float[] out = new float[(int) desc.requiredLen(Operand.OUT)], lse = new float[40];
             desc.forward(q, k, v, keyValid, null, out, lse);
             float[] w = desc.weights(q, k, keyValid, null);
 
@@ -430,7 +505,7 @@ class AttentionTest {
 
     @Test
     void forwardNullAndShortArrays() {
-        try (AttentionDesc desc = gqa(Causal.NONE).builder().build()) {
+        try (AttentionDesc desc = gqa(Causal.NONE).build()) {
             float[] q = new float[(int) desc.requiredLen(Operand.Q)];
             float[] kv = new float[(int) desc.requiredLen(Operand.K)];
             float[] out = new float[(int) desc.requiredLen(Operand.OUT)];
