@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.fail;
 import java.nio.ByteBuffer;
 import java.nio.FloatBuffer;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.CyclicBarrier;
@@ -52,20 +53,39 @@ class ConcurrencyTest {
         }
     }
 
+    /*
+     * The expected values are the library's own results for each thread's data, computed before
+     * the threads start (one call at a time, on this thread): results are bit-identical whatever
+     * the thread count and concurrency, so every thread must reproduce its own bits exactly
+     * (another thread's data or a torn binding would show). The values of these calls are
+     * checked on the shared vectors (VectorsTest, VariantsTest).
+     */
+
     @Test
     void sixteenThreadsOnOneDescriptor() throws Exception {
-        Reference ref = new Reference(2, 4, 2, 9, 11, 16, Causal.TOP_LEFT, 0.25);
         boolean[] keyValid = new boolean[2 * 11];
         for (int i = 0; i < keyValid.length; i++) {
             keyValid[i] = i % 11 < 9 || i < 11;
         }
         AtomicInteger calls = new AtomicInteger();
-        try (AttentionDesc desc = ref.builder().build()) {
+        try (AttentionDesc desc = AttentionDesc.builder().batch(2).heads(4, 2).seqLen(9, 11).headDim(16)
+                .causal(Causal.TOP_LEFT).scale(0.25f).build()) {
+            int outLen = (int) desc.requiredLen(Operand.OUT);
+            float[][][] in = new float[THREADS][][], want = new float[THREADS][][];
+            for (int t = 0; t < THREADS; t++) {
+                float[] q = TestData.random(1000 + t, (int) desc.requiredLen(Operand.Q));
+                float[] k = TestData.random(2000 + t, (int) desc.requiredLen(Operand.K));
+                float[] v = TestData.random(3000 + t, (int) desc.requiredLen(Operand.V));
+                in[t] = new float[][] {q, k, v};
+                float[] out = new float[outLen], lse = new float[2 * 4 * 9];
+                desc.forward(q, k, v, keyValid, null, out, lse);
+                want[t] = new float[][] {out, lse, desc.weights(q, k, keyValid, null)};
+                if (t > 0) {
+                    assertTrue(TestData.sameBits("out", out, want[0][0]) != null, "threads have their own data");
+                }
+            }
             onThreads(THREADS, t -> {
-                float[] q = Reference.random(1000 + t, ref.requiredLen(0));
-                float[] k = Reference.random(2000 + t, ref.requiredLen(1));
-                float[] v = Reference.random(3000 + t, ref.requiredLen(2));
-                Reference.Result r = ref.run(q, k, v, keyValid, null);
+                float[] q = in[t][0], k = in[t][1], v = in[t][2];
                 FloatBuffer qb = AttentionTest.directFloats(q), kb = AttentionTest.directFloats(k),
                         vb = AttentionTest.directFloats(v);
                 ByteBuffer kvb = ByteBuffer.allocateDirect(keyValid.length);
@@ -74,18 +94,18 @@ class ConcurrencyTest {
                 }
                 kvb.flip();
                 for (int round = 0; round < ROUNDS; round++) {
-                    float[] out = new float[ref.requiredLen(3)];
+                    float[] out = new float[outLen];
                     float[] lse = new float[2 * 4 * 9];
                     desc.forward(q, k, v, keyValid, null, out, lse);
-                    check(t, round, Reference.compare("out", out, r.out, 1e-5));
-                    check(t, round, Reference.compare("lse", lse, r.lse, 1e-5));
+                    check(t, round, TestData.sameBits("out", out, want[t][0]));
+                    check(t, round, TestData.sameBits("lse", lse, want[t][1]));
                     float[] w = desc.weights(q, k, keyValid, null);
-                    check(t, round, Reference.compare("weights", w, r.weights, 1e-5));
+                    check(t, round, TestData.sameBits("weights", w, want[t][2]));
                     FloatBuffer ob = AttentionTest.directFloats(out.length);
                     desc.forward(qb, kb, vb, kvb, null, ob, null);
                     float[] got = new float[out.length];
                     ob.get(0, got);
-                    check(t, round, Reference.compare("buffer out", got, r.out, 1e-5));
+                    check(t, round, TestData.sameBits("buffer out", got, want[t][0]));
 
                     // This thread's own library error: the message names its own numbers.
                     int hq = 2 * (t + 1) + 1;
@@ -111,26 +131,44 @@ class ConcurrencyTest {
         assertEquals(THREADS * ROUNDS * 3, calls.get());
     }
 
+    /** One forward over in (key lengths included) with out and key mass bound: {out, mass}. */
+    static float[][] outAndMass(AttentionDesc desc, ExtensibleCallTest.Inputs in) {
+        float[] out = new float[(int) desc.requiredLen(Operand.OUT)];
+        float[] mass = new float[(int) desc.requiredLen(Operand.KEY_MASS)];
+        try (AttentionArgs args = desc.args()) {
+            ExtensibleCallTest.bindInputs(args, in).set(Operand.OUT, out).set(Operand.KEY_MASS, mass)
+                    .run(Op.FORWARD);
+        }
+        return new float[][] {out, mass};
+    }
+
     @Test
     void threadsWithTheirOwnArgsOnOneDescriptor() throws Exception {
         // The extensible call: window, softcap, ALiBi, per-batch key lengths and key mass.
-        Reference ref = new Reference(2, 4, 2, 9, 13, 16, Causal.BOTTOM_RIGHT, 0.25).window(6, 1)
-                .softcap(4.0).alibi(Alibi.STANDARD);
-        try (AttentionDesc desc = ref.builder().build()) {
-            onThreads(8, t -> {
-                Reference.Inputs in = ExtensibleCallTest.inputs(ref, 4000 + 10 * t);
-                in.seqLensK = new int[] {13 - t, 5 + t};
-                Reference.Result2 r = ref.run(in);
+        int n = 8;
+        try (AttentionDesc desc = AttentionDesc.builder().batch(2).heads(4, 2).seqLen(9, 13).headDim(16)
+                .causal(Causal.BOTTOM_RIGHT).scale(0.25f).window(6, 1).softcap(4.0f).alibi(Alibi.STANDARD)
+                .build()) {
+            ExtensibleCallTest.Inputs[] ins = new ExtensibleCallTest.Inputs[n];
+            float[][][] want = new float[n][][];
+            for (int t = 0; t < n; t++) {
+                ins[t] = ExtensibleCallTest.inputs(desc, 4000 + 10 * t);
+                ins[t].seqLensK = new int[] {13 - t, 5 + t};
+                want[t] = outAndMass(desc, ins[t]);
+            }
+            onThreads(n, t -> {
+                ExtensibleCallTest.Inputs in = ins[t];
                 try (AttentionArgs args = desc.args()) {
-                    float[] out = new float[ref.requiredLen(3)];
+                    float[] out = new float[(int) desc.requiredLen(Operand.OUT)];
                     float[] mass = new float[(int) desc.requiredLen(Operand.KEY_MASS)];
                     args.set(Operand.Q, in.q).set(Operand.K, in.k).set(Operand.V, in.v)
                             .set(Operand.SEQ_LENS_K, in.seqLensK).set(Operand.OUT, out)
                             .set(Operand.KEY_MASS, mass);
                     for (int round = 0; round < ROUNDS; round++) {
+                        Arrays.fill(out, Float.NaN);
                         args.run(Op.FORWARD);
-                        check(t, round, Reference.compare("out", out, r.out, 1e-5));
-                        check(t, round, Reference.compare("key_mass", mass, r.keyMass, 1e-5));
+                        check(t, round, TestData.sameBits("out", out, want[t][0]));
+                        check(t, round, TestData.sameBits("key_mass", mass, want[t][1]));
                         // This thread's own library error.
                         args.set(Operand.SEQ_LENS_K, new int[] {14 + t, 0});
                         try {
@@ -149,11 +187,15 @@ class ConcurrencyTest {
 
     @Test
     void oneArgsObjectSharedByThreadsRunsOneCallAtATime() throws Exception {
-        Reference ref = new Reference(1, 2, 2, 16, 16, 8, Causal.TOP_LEFT, 0.3).window(4, 0);
-        Reference.Inputs in = ExtensibleCallTest.inputs(ref, 5000);
-        double[] expected = ref.run(in).out;
-        float[] out = new float[ref.requiredLen(3)];
-        try (AttentionDesc desc = ref.builder().build(); AttentionArgs args = desc.args()) {
+        try (AttentionDesc desc = AttentionDesc.builder().heads(2, 2).seqLen(16, 16).headDim(8)
+                .causal(Causal.TOP_LEFT).scale(0.3f).window(4, 0).build(); AttentionArgs args = desc.args()) {
+            ExtensibleCallTest.Inputs in = ExtensibleCallTest.inputs(desc, 5000);
+            float[] expected = new float[(int) desc.requiredLen(Operand.OUT)];
+            try (AttentionArgs once = desc.args()) {
+                once.set(Operand.Q, in.q).set(Operand.K, in.k).set(Operand.V, in.v).set(Operand.OUT, expected)
+                        .run(Op.FORWARD);
+            }
+            float[] out = new float[(int) desc.requiredLen(Operand.OUT)];
             args.set(Operand.Q, in.q).set(Operand.K, in.k).set(Operand.V, in.v).set(Operand.OUT, out);
             onThreads(8, t -> {
                 for (int round = 0; round < ROUNDS; round++) {
@@ -161,8 +203,8 @@ class ConcurrencyTest {
                     args.set(Operand.Q, in.q); // rebinding meanwhile is safe: calls are serialized
                 }
             });
+            check(0, 0, TestData.sameBits("out", out, expected));
         }
-        check(0, 0, Reference.compare("out", out, expected, 1e-5));
     }
 
     static void check(int t, int round, String failure) {
@@ -173,9 +215,18 @@ class ConcurrencyTest {
 
     @Test
     void closeWaitsForCallsInFlight() throws Exception {
-        Reference ref = new Reference(1, 2, 2, 64, 64, 32, Causal.NONE, 0.2);
-        AttentionDesc desc = ref.builder().build();
+        AttentionDesc desc = AttentionDesc.builder().heads(2, 2).seqLen(64, 64).headDim(32).scale(0.2f)
+                .build();
         int n = 8;
+        int outLen = (int) desc.requiredLen(Operand.OUT);
+        float[][][] in = new float[n][][];
+        float[][] expected = new float[n][];
+        for (int t = 0; t < n; t++) {
+            in[t] = new float[][] {TestData.random(50 + t, (int) desc.requiredLen(Operand.Q)),
+                TestData.random(60 + t, (int) desc.requiredLen(Operand.K)),
+                TestData.random(70 + t, (int) desc.requiredLen(Operand.V))};
+            expected[t] = desc.forward(in[t][0], in[t][1], in[t][2], null, null);
+        }
         CountDownLatch everyoneCalled = new CountDownLatch(n);
         AtomicInteger closedSeen = new AtomicInteger();
         Thread closer = new Thread(() -> {
@@ -189,14 +240,11 @@ class ConcurrencyTest {
         closer.setDaemon(true);
         closer.start();
         onThreads(n, t -> {
-            float[] q = Reference.random(50 + t, ref.requiredLen(0));
-            float[] k = Reference.random(60 + t, ref.requiredLen(1));
-            float[] v = Reference.random(70 + t, ref.requiredLen(2));
-            double[] expected = ref.run(q, k, v, null, null).out;
+            float[] q = in[t][0], k = in[t][1], v = in[t][2];
             boolean counted = false;
             try {
                 while (true) {
-                    float[] out = new float[ref.requiredLen(3)];
+                    float[] out = new float[outLen];
                     try {
                         desc.forward(q, k, v, out);
                     } catch (IllegalStateException e) {
@@ -204,7 +252,7 @@ class ConcurrencyTest {
                         closedSeen.incrementAndGet();
                         return;
                     }
-                    check(t, 0, Reference.compare("out", out, expected, 1e-5));
+                    check(t, 0, TestData.sameBits("out", out, expected[t]));
                     if (!counted) {
                         counted = true;
                         everyoneCalled.countDown(); // close only once every thread has computed

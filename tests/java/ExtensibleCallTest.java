@@ -12,13 +12,23 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
 import java.nio.IntBuffer;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
 import java.util.SplittableRandom;
+import java.util.function.Predicate;
 import org.junit.jupiter.api.Test;
 
 /**
- * The extensible call (0.2) through the Java face: every parameter and operand against the
- * float64 {@link Reference}, the binding rules of README's "One rule in every language", the
+ * The extensible call (0.2) through the Java face: every parameter and operand on the shared
+ * vectors (tests/vectors/variants.txt, from the project's float64 reference), the binding rules
+ * of README's "One rule in every language", the
  * Cleaner safety net and the raw layer's new typemaps.
  */
 class ExtensibleCallTest {
@@ -30,12 +40,19 @@ class ExtensibleCallTest {
         AttentionTest.assertMentions(message, words);
     }
 
-    /** Random q, k, v (and nothing else) of the reference's required lengths. */
-    static Reference.Inputs inputs(Reference ref, long seed) {
-        Reference.Inputs in = new Reference.Inputs();
-        in.q = Reference.random(seed, ref.requiredLen(0));
-        in.k = Reference.random(seed + 1, ref.requiredLen(1));
-        in.v = Reference.random(seed + 2, ref.requiredLen(2));
+    /** The operands of one attn_run (null = not bound). */
+    static final class Inputs {
+        float[] q, k, v, bias, alibiSlopes, sinks;
+        boolean[] keyValid, allowed, queryValid;
+        int[] seqLensK;
+    }
+
+    /** Random q, k, v (and nothing else) of the descriptor's required lengths. */
+    static Inputs inputs(AttentionDesc d, long seed) {
+        Inputs in = new Inputs();
+        in.q = TestData.random(seed, (int) d.requiredLen(Operand.Q));
+        in.k = TestData.random(seed + 1, (int) d.requiredLen(Operand.K));
+        in.v = TestData.random(seed + 2, (int) d.requiredLen(Operand.V));
         return in;
     }
 
@@ -54,19 +71,15 @@ class ExtensibleCallTest {
     }
 
     /** Binds every operand of in as arrays (masks as boolean[]) and runs FORWARD and WEIGHTS. */
-    static Got run(AttentionDesc desc, Reference.Inputs in) {
+    static Got run(AttentionDesc desc, Inputs in) {
         Got g = new Got();
         g.out = new float[(int) desc.requiredLen(Operand.OUT)];
         g.lse = new float[(int) desc.requiredLen(Operand.LSE)];
         g.w = new float[(int) desc.requiredLen(Operand.WEIGHTS)];
         g.mass = new float[(int) desc.requiredLen(Operand.KEY_MASS)];
         try (AttentionArgs args = desc.args()) {
-            args.set(Operand.Q, in.q).set(Operand.K, in.k).set(Operand.V, in.v)
-                    .set(Operand.KEY_VALID, in.keyValid).set(Operand.ALLOWED, in.allowed)
-                    .set(Operand.BIAS, in.bias).set(Operand.ALIBI_SLOPES, in.alibiSlopes)
-                    .set(Operand.SINKS, in.sinks).set(Operand.QUERY_VALID, in.queryValid)
-                    .set(Operand.SEQ_LENS_K, in.seqLensK)
-                    .set(Operand.OUT, g.out).set(Operand.LSE, g.lse).set(Operand.KEY_MASS, g.mass)
+            bindInputs(args, in);
+            args.set(Operand.OUT, g.out).set(Operand.LSE, g.lse).set(Operand.KEY_MASS, g.mass)
                     .set(Operand.WEIGHTS, g.w);
             args.run(Op.FORWARD);
             args.run(Op.WEIGHTS);
@@ -74,22 +87,117 @@ class ExtensibleCallTest {
         return g;
     }
 
-    /** The face's results for ref's problem must match the reference (weights of hidden keys 0). */
-    static Got check(Reference ref, Reference.Inputs in, String what) {
-        try (AttentionDesc desc = ref.builder().build()) {
-            Got g = run(desc, in);
-            Reference.Result2 r = ref.run(in);
-            assertNull(Reference.compare("out", g.out, r.out, TOL), what);
-            assertNull(Reference.compare("lse", g.lse, r.lse, TOL), what);
-            assertNull(Reference.compare("weights", g.w, r.weights, TOL), what);
-            assertNull(Reference.compare("key_mass", g.mass, r.keyMass, TOL), what);
-            for (int i = 0; i < g.w.length; i++) {
-                if (r.weights[i] == 0) {
-                    assertEquals(0, Float.floatToRawIntBits(g.w[i]), what + ": weights[" + i + "] is hidden");
+    /** Binds every input of in as arrays (masks as boolean[]); a null one is unbound. */
+    static AttentionArgs bindInputs(AttentionArgs args, Inputs in) {
+        return args.set(Operand.Q, in.q).set(Operand.K, in.k).set(Operand.V, in.v)
+                .set(Operand.KEY_VALID, in.keyValid).set(Operand.ALLOWED, in.allowed)
+                .set(Operand.BIAS, in.bias).set(Operand.ALIBI_SLOPES, in.alibiSlopes)
+                .set(Operand.SINKS, in.sinks).set(Operand.QUERY_VALID, in.queryValid)
+                .set(Operand.SEQ_LENS_K, in.seqLensK);
+    }
+
+    // ------------------------------------------------------------------ shared vectors
+
+    /** One variants.txt case run through {@link #run}: its line, its inputs and the results. */
+    static final class Vector {
+        final VariantsTest.Line line;
+        final Inputs in;
+        final Got got;
+
+        Vector(VariantsTest.Line line, Inputs in, Got got) {
+            this.line = line;
+            this.in = in;
+            this.got = got;
+        }
+
+        String name() {
+            return line.get("name");
+        }
+
+        int i(String key) {
+            return line.i(key);
+        }
+
+        /** A new descriptor of this case (close it). */
+        AttentionDesc desc() {
+            return VariantsTest.builder(line).build();
+        }
+
+        boolean has(String input) {
+            return line.inputs().contains(input);
+        }
+    }
+
+    /** A case's inputs as read by VariantsTest (masks as byte[]), with the masks as boolean[]. */
+    static Inputs inputs(Map<Operand, Object> m) {
+        Inputs in = new Inputs();
+        in.q = (float[]) m.get(Operand.Q);
+        in.k = (float[]) m.get(Operand.K);
+        in.v = (float[]) m.get(Operand.V);
+        in.bias = (float[]) m.get(Operand.BIAS);
+        in.alibiSlopes = (float[]) m.get(Operand.ALIBI_SLOPES);
+        in.sinks = (float[]) m.get(Operand.SINKS);
+        in.keyValid = booleans((byte[]) m.get(Operand.KEY_VALID));
+        in.allowed = booleans((byte[]) m.get(Operand.ALLOWED));
+        in.queryValid = booleans((byte[]) m.get(Operand.QUERY_VALID));
+        in.seqLensK = (int[]) m.get(Operand.SEQ_LENS_K);
+        return in;
+    }
+
+    static boolean[] booleans(byte[] b) {
+        if (b == null) {
+            return null;
+        }
+        boolean[] a = new boolean[b.length];
+        for (int i = 0; i < b.length; i++) {
+            a[i] = b[i] != 0;
+        }
+        return a;
+    }
+
+    /**
+     * The variants.txt lines {@code select} accepts (at least {@code atLeast} of them), each run
+     * through {@link #run} (the typed builder, every operand as an array, masks as boolean[],
+     * key mass always bound) and checked against its expected files by VARIANTS.md's rule:
+     * within 1e-5 * max(1, |expected|), expected zeros exactly 0.0f, expected -inf exactly -inf
+     * (key mass only on the lines with mass=1).
+     */
+    static List<Vector> checkVectors(String what, Predicate<VariantsTest.Line> select, int atLeast) {
+        Path dir = VectorsTest.vectorsDir();
+        List<Vector> done = new ArrayList<>();
+        try {
+            for (VariantsTest.Line c : VariantsTest.read(VariantsTest.vectorsFile("variants.txt"))) {
+                if (!select.test(c)) {
+                    continue;
+                }
+                try (AttentionDesc desc = VariantsTest.builder(c).build()) {
+                    Inputs in = inputs(VariantsTest.readInputs(dir, c, desc));
+                    Got g = run(desc, in);
+                    VariantsTest.Got parts = new VariantsTest.Got().add("out", g.out, false)
+                            .add("lse", g.lse, false).add("weights", g.w, false);
+                    if (c.get("mass").equals("1")) {
+                        parts.add("key_mass", g.mass, false);
+                    }
+                    assertNull(VariantsTest.check(dir, c, desc, parts), what + ": " + c.get("name"));
+                    done.add(new Vector(c, in, g));
                 }
             }
-            return g;
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
         }
+        assertTrue(done.size() >= atLeast, what + ": " + done.size() + " variants.txt case(s), expected at least "
+                + atLeast);
+        return done;
+    }
+
+    /** The one variants.txt case of that name, checked as by {@link #checkVectors}. */
+    static Vector vector(String name) {
+        return checkVectors(name, c -> c.get("name").equals(name), 1).get(0);
+    }
+
+    static String opt(VariantsTest.Line c, String key, String absent) {
+        String v = c.opt(key);
+        return v == null ? absent : v;
     }
 
     static boolean sameBits(float[] a, float[] b) {
@@ -290,44 +398,33 @@ class ExtensibleCallTest {
     }
 
     @Test
-    void slidingWindowMatchesTheReference() {
-        int[][] windows = {{2, 1}, {0, 0}, {3, -1}, {-1, 2}};
-        for (Causal causal : Causal.values()) {
-            for (int[] win : windows) {
-                for (int[] sizes : new int[][] {{6, 11}, {9, 5}}) {
-                    Reference ref = new Reference(2, 4, 2, sizes[0], sizes[1], 8, causal, 0.4)
-                            .window(win[0], win[1]);
-                    Reference.Inputs in = inputs(ref, 100);
-                    in.keyValid = bools(7, 2 * sizes[1], 0.8);
-                    check(ref, in, causal + " window " + Arrays.toString(win) + " " + Arrays.toString(sizes));
-                }
-            }
+    void slidingWindowMatchesTheSharedVectors() {
+        Set<String> causal = new HashSet<>();
+        for (Vector v : checkVectors("window", c -> c.opt("window_left") != null
+                || c.opt("window_right") != null, 7)) {
+            causal.add(opt(v.line, "causal", "0"));
         }
+        assertEquals(new HashSet<>(Arrays.asList("0", "1", "2")), causal, "causal rules with a window");
     }
 
     @Test
     void softcapWithBiasInBothOrders() {
-        for (boolean first : new boolean[] {false, true}) {
-            Reference ref = new Reference(2, 2, 1, 5, 7, 8, Causal.TOP_LEFT, 1.5).softcap(2.5);
-            if (first) {
-                ref.biasFirst();
-            }
-            Reference.Inputs in = inputs(ref, 200);
-            in.bias = Reference.random(201, ref.requiredLen(4));
-            for (int i = 0; i < in.bias.length; i++) {
-                in.bias[i] *= 3;
-            }
-            check(ref, in, "biasFirst " + first);
+        boolean first = false, after = false, alone = false;
+        for (Vector v : checkVectors("softcap", c -> c.opt("softcap") != null, 3)) {
+            boolean biasFirst = opt(v.line, "bias_first", "0").equals("1");
+            first |= v.has("bias") && biasFirst;
+            after |= v.has("bias") && !biasFirst;
+            alone |= !v.has("bias");
         }
-        // Softcap alone, with a large scale so the cap bites.
-        Reference ref = new Reference(1, 2, 2, 6, 9, 16, Causal.NONE, 2.0).softcap(5.0);
-        check(ref, inputs(ref, 210), "softcap only");
+        assertTrue(first && after && alone, "softcap with the bias first, after, and without a bias");
     }
 
     @Test
     void minusInfinityBiasHidesItsKeyInBothOrders() {
         // attn.h: "a -INFINITY bias still hides its key in both orders" (softcap(-inf) is not
-        // -softcap), on every kernel.
+        // -softcap), on every kernel: the vectors with -inf bias entries (softcap and bias after
+        // in all_combined), and in both orders a -inf bias entry gives the result of hiding that
+        // key with the allowed mask (its weight exactly 0).
         try {
             for (String isa : new String[] {"scalar", "sse2", "avx2", "avx512", "avx512fp16"}) {
                 try {
@@ -335,16 +432,40 @@ class ExtensibleCallTest {
                 } catch (AttentionException e) {
                     continue; // not on this CPU
                 }
-                for (boolean first : new boolean[] {false, true}) {
-                    Reference ref = new Reference(2, 2, 1, 5, 7, 8, Causal.TOP_LEFT, 1.5).softcap(2.5);
-                    if (first) {
-                        ref.biasFirst();
+                boolean ninfWithSoftcap = false;
+                for (Vector v : checkVectors(isa + ", bias", c -> c.inputs().contains("bias"), 5)) {
+                    for (float x : v.in.bias) {
+                        ninfWithSoftcap |= x == Float.NEGATIVE_INFINITY && v.line.opt("softcap") != null;
                     }
-                    Reference.Inputs in = inputs(ref, 220);
-                    in.bias = Reference.random(221, ref.requiredLen(4));
-                    in.bias[15] = Float.NEGATIVE_INFINITY; // (b0, h0, i2, j1), visible by causality
-                    Got g = check(ref, in, isa + ", biasFirst " + first);
-                    assertEquals(0.0f, g.w[15], isa + ", biasFirst " + first + ": the key is hidden");
+                }
+                assertTrue(ninfWithSoftcap, "a vector with a -inf bias entry and a softcap");
+                for (String name : new String[] {"softcap_bias_first", "softcap_bias_after"}) {
+                    Vector v = vector(name);
+                    String what = isa + ", " + name;
+                    int b = v.i("batch"), hq = v.i("heads_q"), sq = v.i("seq_q"), sk = v.i("seq_k");
+                    assertEquals(b * hq * sq * sk, v.in.bias.length, what + ": a dense bias");
+                    int qi = 2, kj = 1;
+                    Inputs ninf = inputs(v.in);
+                    ninf.bias = v.in.bias.clone();
+                    for (int bh = 0; bh < b * hq; bh++) {
+                        ninf.bias[(bh * sq + qi) * sk + kj] = Float.NEGATIVE_INFINITY;
+                    }
+                    Inputs hidden = inputs(v.in);
+                    hidden.allowed = new boolean[sq * sk];
+                    Arrays.fill(hidden.allowed, true);
+                    hidden.allowed[qi * sk + kj] = false;
+                    try (AttentionDesc d = v.desc()) {
+                        Got a = run(d, ninf), h = run(d, hidden);
+                        assertNull(TestData.compare("out", a.out, TestData.widen(h.out), TOL), what);
+                        assertNull(TestData.compare("lse", a.lse, TestData.widen(h.lse), TOL), what);
+                        assertNull(TestData.compare("weights", a.w, TestData.widen(h.w), TOL), what);
+                        for (int bh = 0; bh < b * hq; bh++) {
+                            int at = (bh * sq + qi) * sk + kj;
+                            assertEquals(0, Float.floatToRawIntBits(a.w[at]), what + ": the key is hidden");
+                            assertTrue(Float.isFinite(a.lse[bh * sq + qi]), what);
+                            assertNotEquals(0.0f, v.got.w[at], what + ": the key is visible without the -inf");
+                        }
+                    }
                 }
             }
         } finally {
@@ -352,67 +473,98 @@ class ExtensibleCallTest {
         }
     }
 
+    /** A copy of in's references (arrays shared): the fields may be replaced independently. */
+    static Inputs inputs(Inputs in) {
+        Inputs c = new Inputs();
+        c.q = in.q;
+        c.k = in.k;
+        c.v = in.v;
+        c.bias = in.bias;
+        c.alibiSlopes = in.alibiSlopes;
+        c.sinks = in.sinks;
+        c.keyValid = in.keyValid;
+        c.allowed = in.allowed;
+        c.queryValid = in.queryValid;
+        c.seqLensK = in.seqLensK;
+        return c;
+    }
+
+    static long[] biasStrides(VariantsTest.Line c) {
+        String[] p = opt(c, "strides.bias", "-1,-1,-1").split(",");
+        return new long[] {Long.parseLong(p[0]), Long.parseLong(p[1]), Long.parseLong(p[2])};
+    }
+
     @Test
     void biasStridesBroadcast() {
-        // [batch][heads][seq_q][seq_k] with the batch and head strides 0: one [seq_q][seq_k] bias.
-        Reference ref = new Reference(2, 4, 2, 4, 6, 8, Causal.TOP_LEFT, 0.35).strides(4, 0, 0, 6);
-        Reference.Inputs in = inputs(ref, 300);
-        in.bias = Reference.random(301, ref.requiredLen(4));
-        assertEquals(24, in.bias.length);
-        check(ref, in, "bias broadcast over batch and heads");
-        // Rows broadcast (row stride 0): one bias row per (batch, head).
-        Reference rows = new Reference(2, 2, 2, 5, 6, 8, Causal.NONE, 0.35).strides(4, 12, 6, 0);
-        Reference.Inputs in2 = inputs(rows, 310);
-        in2.bias = Reference.random(311, rows.requiredLen(4));
-        check(rows, in2, "bias broadcast over rows");
+        // [batch][heads][seq_q][seq_k] with the batch and head strides 0 (one [seq_q][seq_k]
+        // bias), and with the row stride 0 (one bias row per (batch, head)).
+        boolean overBatchAndHeads = false, overRows = false;
+        for (Vector v : checkVectors("bias strides", c -> c.opt("strides.bias") != null, 3)) {
+            long[] st = biasStrides(v.line);
+            overBatchAndHeads |= st[0] == 0 && st[1] == 0;
+            overRows |= st[2] == 0;
+        }
+        assertTrue(overBatchAndHeads && overRows, "bias broadcast over batch and heads, and over rows");
     }
 
     @Test
     void alibiStandardAndOperandSlopes() {
-        for (int heads : new int[] {1, 3, 5, 8, 12}) {
-            Reference ref = new Reference(1, heads, 1, 3, 9, 4, Causal.TOP_LEFT, 0.5)
-                    .alibi(Alibi.STANDARD);
-            check(ref, inputs(ref, 400 + heads), "standard slopes, " + heads + " heads");
+        boolean standard = false, operand = false, standardBrLens = false;
+        for (Vector v : checkVectors("alibi", c -> c.opt("alibi") != null, 4)) {
+            standard |= v.i("alibi") == 2;
+            operand |= v.i("alibi") == 1 && v.has("alibi_slopes");
+            // diag(i) follows each batch entry's key length
+            standardBrLens |= v.i("alibi") == 2 && v.has("seq_lens_k") && opt(v.line, "causal", "0").equals("2");
         }
-        Reference br = new Reference(3, 5, 1, 3, 10, 8, Causal.BOTTOM_RIGHT, 0.35).alibi(Alibi.STANDARD);
-        Reference.Inputs in = inputs(br, 420);
-        in.seqLensK = new int[] {10, 4, 7}; // diag(i) follows each batch entry's key length
-        check(br, in, "standard slopes, bottom-right with key lengths");
-        Reference op = new Reference(2, 3, 3, 6, 6, 8, Causal.TOP_LEFT, 0.35).alibi(Alibi.OPERAND);
-        Reference.Inputs in2 = inputs(op, 430);
-        in2.alibiSlopes = new float[] {0.5f, 0.25f, 0.0625f};
-        check(op, in2, "operand slopes");
+        assertTrue(standard && operand && standardBrLens,
+                "standard slopes (also bottom-right with key lengths) and operand slopes");
     }
 
     @Test
     void sinksAndPlusOne() {
-        Reference ref = new Reference(2, 4, 2, 5, 6, 8, Causal.NONE, 0.35);
-        Reference.Inputs in = inputs(ref, 500);
-        in.sinks = new float[] {1.5f, -2f, 0f, 3f};
-        in.allowed = new boolean[5 * 6];
-        Arrays.fill(in.allowed, true);
-        Arrays.fill(in.allowed, 6, 12, false); // query 1 sees no key: zero row even with a sink
-        Got g = check(ref, in, "sinks");
-        assertEquals(Float.NEGATIVE_INFINITY, g.lse[1]);
-        for (int x = 0; x < 8; x++) {
-            assertEquals(0.0f, g.out[8 + x]);
+        boolean plus = false;
+        for (Vector v : checkVectors("sinks / +1", c -> c.inputs().contains("sinks")
+                || opt(c, "softmax_plus_one", "0").equals("1"), 4)) {
+            plus |= opt(v.line, "softmax_plus_one", "0").equals("1");
         }
-        double sum = 0;
-        for (int j = 0; j < 6; j++) {
-            sum += g.w[j];
+        assertTrue(plus, "a softmax_plus_one case");
+        // A query that sees no key gives a zero row even with a sink; elsewhere part of the
+        // mass goes to the sink.
+        Vector v = vector("sinks_masked_row");
+        int b = v.i("batch"), hq = v.i("heads_q"), sq = v.i("seq_q"), sk = v.i("seq_k"),
+                dv = v.i("head_dim");
+        int empty = 0, sunk = 0;
+        for (int i = 0; i < sq; i++) {
+            boolean any = false;
+            for (int j = 0; j < sk; j++) {
+                any |= v.in.allowed[i * sk + j];
+            }
+            for (int bh = 0; bh < b * hq; bh++) {
+                int row = bh * sq + i;
+                if (!any) {
+                    assertEquals(Float.NEGATIVE_INFINITY, v.got.lse[row], "row " + row + " sees no key");
+                    for (int x = 0; x < dv; x++) {
+                        assertEquals(0.0f, v.got.out[row * dv + x]);
+                    }
+                    empty++;
+                } else {
+                    double sum = 0;
+                    for (int j = 0; j < sk; j++) {
+                        sum += v.got.w[row * sk + j];
+                    }
+                    assertTrue(sum < 0.999, "part of row " + row + "'s mass went to the sink: " + sum);
+                    sunk++;
+                }
+            }
         }
-        assertTrue(sum < 0.999, "part of the mass went to the sink: " + sum);
-
-        Reference plus = new Reference(3, 2, 2, 4, 5, 8, Causal.TOP_LEFT, 0.35).plusOne();
-        Reference.Inputs in2 = inputs(plus, 510);
-        in2.keyValid = bools(511, 15, 0.7);
-        check(plus, in2, "softmax plus one");
+        assertTrue(empty > 0 && sunk > 0);
 
         // Sinks cannot be combined with the "+1" softmax: the library's error names them.
-        try (AttentionDesc d = plus.builder().build(); AttentionArgs a = d.args()) {
-            a.set(Operand.Q, in2.q).set(Operand.K, in2.k).set(Operand.V, in2.v)
+        Vector p = vector("plus_one_tl");
+        try (AttentionDesc d = p.desc(); AttentionArgs a = d.args()) {
+            a.set(Operand.Q, p.in.q).set(Operand.K, p.in.k).set(Operand.V, p.in.v)
                     .set(Operand.OUT, new float[(int) d.requiredLen(Operand.OUT)])
-                    .set(Operand.SINKS, new float[2]);
+                    .set(Operand.SINKS, new float[p.i("heads_q")]);
             AttentionException e = assertThrows(AttentionException.class, () -> a.run(Op.FORWARD));
             assertEquals(Status.INVALID_ARGUMENT, e.status());
             assertMentions(e.libraryMessage(), "sinks");
@@ -421,85 +573,149 @@ class ExtensibleCallTest {
 
     @Test
     void queryPaddingAndPerBatchKeyLengths() {
-        Reference ref = new Reference(3, 4, 2, 6, 10, 8, Causal.BOTTOM_RIGHT, 0.35);
-        Reference.Inputs in = inputs(ref, 600);
-        in.queryValid = bools(601, 18, 0.7);
-        in.queryValid[0] = false;
-        in.seqLensK = new int[] {10, 0, 7};
-        // Padding keys (j >= seqLensK[b]) are never read: NaN there reaches nothing.
-        for (int kh = 0; kh < 2; kh++) {
-            for (int j = 7; j < 10; j++) {
-                in.k[ref.at(1, 2, kh, j) + 3] = Float.NaN;
-                in.v[ref.at(2, 2, kh, j) + 1] = Float.NaN;
+        // Padding keys (j >= seq_lens_k[b], key_valid false) hold NaN in the vectors: never read.
+        boolean noKeys = false, paddedQuery = false, decode = false;
+        for (Vector v : checkVectors("query_valid / seq_lens_k", c -> c.inputs().contains("query_valid")
+                || c.inputs().contains("seq_lens_k"), 5)) {
+            int b = v.i("batch"), hq = v.i("heads_q"), sq = v.i("seq_q");
+            for (int bi = 0; bi < b; bi++) {
+                for (int h = 0; h < hq; h++) {
+                    for (int i = 0; i < sq; i++) {
+                        boolean noKey = v.in.seqLensK != null && v.in.seqLensK[bi] == 0;
+                        boolean padded = v.in.queryValid != null && !v.in.queryValid[bi * sq + i];
+                        if (noKey || padded) {
+                            assertEquals(Float.NEGATIVE_INFINITY, v.got.lse[(bi * hq + h) * sq + i],
+                                    v.name() + ": batch " + bi + " query " + i);
+                        }
+                        noKeys |= noKey;
+                        paddedQuery |= padded;
+                    }
+                }
             }
+            decode |= sq == 1 && v.in.seqLensK != null;
         }
-        Got g = check(ref, in, "query_valid + seq_lens_k");
-        for (int h = 0; h < 4; h++) {
-            for (int i = 0; i < 6; i++) {
-                assertEquals(Float.NEGATIVE_INFINITY, g.lse[(1 * 4 + h) * 6 + i], "batch 1 has no key");
-            }
-            assertEquals(Float.NEGATIVE_INFINITY, g.lse[h * 6], "padded query 0");
-        }
-        // Without causal: plain per-batch lengths; seq_q = 1 decode.
-        Reference dec = new Reference(4, 4, 2, 1, 30, 16, Causal.BOTTOM_RIGHT, 0.25);
-        Reference.Inputs in2 = inputs(dec, 610);
-        in2.seqLensK = new int[] {30, 1, 17, 29};
-        check(dec, in2, "decode with key lengths");
+        assertTrue(noKeys && paddedQuery && decode, "a batch entry with no key, a padded query, a decode");
     }
 
     @Test
     void headDimVWithStrides() {
-        Reference ref = new Reference(2, 2, 1, 6, 8, 24, Causal.TOP_LEFT, 0.2).headDimV(16);
-        check(ref, inputs(ref, 700), "head_dim 24, head_dim_v 16");
-        // BSHD V and OUT rows of head_dim_v 20 (after headDimV, as the builder applies it).
-        Reference bshd = new Reference(2, 4, 2, 5, 7, 8, Causal.NONE, 0.3).headDimV(20)
-                .strides(0, 160, 8, 32).strides(1, 112, 8, 16).strides(2, 280, 20, 40)
-                .strides(3, 400, 20, 80);
-        check(bshd, inputs(bshd, 710), "head_dim_v 20, BSHD");
+        boolean strided = false;
+        for (Vector v : checkVectors("head_dim_v", c -> c.opt("head_dim_v") != null, 2)) {
+            strided |= v.line.opt("strides.v") != null && v.line.opt("strides.out") != null;
+        }
+        assertTrue(strided, "head_dim_v with V and OUT strides (BSHD)");
     }
 
     @Test
     void keyMassWithAndWithoutLse() {
-        Reference ref = new Reference(2, 4, 1, 6, 12, 8, Causal.BOTTOM_RIGHT, 0.35).window(5, -1);
-        Reference.Inputs in = inputs(ref, 800);
-        in.keyValid = bools(801, 24, 0.75);
-        Got g = check(ref, in, "key mass");
-        try (AttentionDesc d = ref.builder().build(); AttentionArgs a = d.args()) {
-            float[] out = new float[(int) d.requiredLen(Operand.OUT)];
-            float[] mass = new float[(int) d.requiredLen(Operand.KEY_MASS)];
-            Arrays.fill(mass, 5f); // written in full
-            a.set(Operand.Q, in.q).set(Operand.K, in.k).set(Operand.V, in.v)
-                    .set(Operand.KEY_VALID, in.keyValid).set(Operand.OUT, out)
-                    .set(Operand.KEY_MASS, mass).run(Op.FORWARD);
-            assertTrue(sameBits(g.mass, mass), "key mass without lse bound");
-            assertTrue(sameBits(g.out, out));
+        for (Vector v : checkVectors("key mass", c -> c.get("mass").equals("1"), 3)) {
+            try (AttentionDesc d = v.desc(); AttentionArgs a = d.args()) {
+                float[] out = new float[(int) d.requiredLen(Operand.OUT)];
+                float[] mass = new float[(int) d.requiredLen(Operand.KEY_MASS)];
+                Arrays.fill(mass, 5f); // written in full
+                bindInputs(a, v.in).set(Operand.OUT, out).set(Operand.KEY_MASS, mass).run(Op.FORWARD);
+                assertTrue(sameBits(v.got.mass, mass), v.name() + ": key mass without lse bound");
+                assertTrue(sameBits(v.got.out, out), v.name());
+            }
         }
+    }
+
+    static double cap(double c, double x) {
+        return c * Math.tanh(x / c);
+    }
+
+    static float[] weights(AttentionDesc d, Inputs in) {
+        float[] w = new float[(int) d.requiredLen(Operand.WEIGHTS)];
+        try (AttentionArgs a = d.args()) {
+            bindInputs(a, in).set(Operand.WEIGHTS, w).run(Op.WEIGHTS);
+        }
+        return w;
     }
 
     @Test
     void weightsModesWriteTheScoreStages() {
+        // softcap_bias_first (every key visible, softcap 2.5 after a dense bias): CAPPED is the
+        // final logit, ln(weight) + lse of the vector's expected files; MASKED = SCORES + bias;
+        // CAPPED = softcap(MASKED); SOFTCAPPED = softcap(SCORES); SOFTMAX the expected weights.
+        Vector v = vector("softcap_bias_first");
+        Path dir = VectorsTest.vectorsDir();
+        int b = v.i("batch"), hq = v.i("heads_q"), sq = v.i("seq_q"), sk = v.i("seq_k");
+        double c = Double.parseDouble(v.line.get("softcap"));
+        float[][] stage = new float[WeightsMode.values().length][];
         for (WeightsMode mode : WeightsMode.values()) {
-            Reference ref = new Reference(2, 2, 1, 5, 7, 6, Causal.TOP_LEFT, 0.7).window(3, -1)
-                    .softcap(1.5).biasFirst().weightsMode(mode);
-            Reference.Inputs in = inputs(ref, 900);
-            in.keyValid = new boolean[14];
-            Arrays.fill(in.keyValid, true);
-            in.keyValid[13] = false;
-            in.bias = Reference.random(901, ref.requiredLen(4));
-            double[] want = ref.run(in).stages[mode.ordinal()];
-            try (AttentionDesc d = ref.builder().build()) {
+            try (AttentionDesc d = VariantsTest.builder(v.line).weightsMode(mode).build()) {
                 assertEquals(mode, d.weightsMode());
-                float[] w = new float[(int) d.requiredLen(Operand.WEIGHTS)];
-                try (AttentionArgs a = d.args()) {
-                    a.set(Operand.Q, in.q).set(Operand.K, in.k).set(Operand.KEY_VALID, in.keyValid)
-                            .set(Operand.BIAS, in.bias).set(Operand.WEIGHTS, w).run(Op.WEIGHTS);
-                }
-                assertNull(Reference.compare("weights (" + mode + ")", w, want, TOL));
+                stage[mode.ordinal()] = weights(d, v.in);
                 // The 0.1 call follows the descriptor's mode too.
-                float[] w01 = d.weights(in.q, in.k, in.keyValid, null);
+                float[] w01 = d.weights(v.in.q, v.in.k, null, null);
                 if (mode == WeightsMode.SCORES) {
-                    assertTrue(sameBits(w, w01), "SCORES ignores the bias");
+                    assertTrue(sameBits(stage[mode.ordinal()], w01), "SCORES ignores the bias");
                 }
+            }
+        }
+        float[] wantW, wantLse;
+        try (AttentionDesc d = v.desc()) {
+            wantW = VariantsTest.expected(dir, v.line, "weights", d.requiredLen(Operand.WEIGHTS));
+            wantLse = VariantsTest.expected(dir, v.line, "lse", d.requiredLen(Operand.LSE));
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        assertNull(VectorsTest.check("weights (SOFTMAX)", stage[WeightsMode.SOFTMAX.ordinal()], wantW));
+        float[] scores = stage[WeightsMode.SCORES.ordinal()], masked = stage[WeightsMode.MASKED.ordinal()],
+                capped = stage[WeightsMode.CAPPED.ordinal()], softcapped = stage[WeightsMode.SOFTCAPPED.ordinal()];
+        int n = b * hq * sq * sk;
+        double[] fromVector = new double[n], plusBias = new double[n], capMasked = new double[n],
+                capScores = new double[n];
+        for (int x = 0; x < n; x++) {
+            assertTrue(wantW[x] > 0, "every key is visible in softcap_bias_first");
+            fromVector[x] = wantLse[x / sk] + Math.log(wantW[x]);
+            plusBias[x] = (double) scores[x] + v.in.bias[x];
+            capMasked[x] = cap(c, masked[x]);
+            capScores[x] = cap(c, scores[x]);
+        }
+        assertNull(TestData.compare("CAPPED vs ln(weights) + lse", capped, fromVector, TOL));
+        assertNull(TestData.compare("MASKED vs SCORES + bias", masked, plusBias, TOL));
+        assertNull(TestData.compare("CAPPED vs softcap(MASKED)", capped, capMasked, TOL));
+        assertNull(TestData.compare("SOFTCAPPED vs softcap(SCORES)", softcapped, capScores, TOL));
+
+        // Hidden and padded entries (window, top-left causal rule, a padded key): -inf where the
+        // mode applies the masks, every padded key -inf, everything else the unmasked stage.
+        try (AttentionDesc open = AttentionDesc.builder().batch(2).heads(2, 1).seqLen(5, 7).headDim(6)
+                .scale(0.7f).softcap(1.5f).biasFirst().build()) {
+            Inputs in = inputs(open, 900);
+            in.bias = TestData.random(901, (int) open.requiredLen(Operand.BIAS));
+            for (WeightsMode mode : WeightsMode.values()) {
+                if (mode == WeightsMode.SOFTMAX) {
+                    continue;
+                }
+                boolean masks = mode == WeightsMode.MASKED || mode == WeightsMode.CAPPED;
+                float[] all;
+                try (AttentionDesc d = AttentionDesc.builder().batch(2).heads(2, 1).seqLen(5, 7).headDim(6)
+                        .scale(0.7f).softcap(1.5f).biasFirst().weightsMode(mode).build()) {
+                    all = weights(d, in);
+                }
+                Inputs padded = inputs(in);
+                padded.keyValid = new boolean[14];
+                Arrays.fill(padded.keyValid, true);
+                padded.keyValid[13] = false;
+                float[] w;
+                try (AttentionDesc d = AttentionDesc.builder().batch(2).heads(2, 1).seqLen(5, 7).headDim(6)
+                        .causal(Causal.TOP_LEFT).window(3, -1).scale(0.7f).softcap(1.5f).biasFirst()
+                        .weightsMode(mode).build()) {
+                    w = weights(d, padded);
+                }
+                double[] want = new double[w.length];
+                int hidden = 0;
+                for (int x = 0; x < w.length; x++) {
+                    int j = x % 7, i = x / 7 % 5, bi = x / (7 * 5 * 2);
+                    boolean pad = bi == 1 && j == 6;
+                    boolean hide = j > i || j < i - 3;
+                    hidden += hide && !pad ? 1 : 0;
+                    want[x] = pad || (masks && hide) ? Double.NEGATIVE_INFINITY : all[x];
+                    assertTrue(Float.isFinite(all[x]), mode + ": every entry of the unmasked call is a score");
+                }
+                assertTrue(hidden > 0);
+                assertNull(TestData.compare("weights (" + mode + ")", w, want, TOL));
             }
         }
     }
@@ -508,17 +724,16 @@ class ExtensibleCallTest {
 
     @Test
     void arraysByteMasksAndDirectBuffersGiveTheSameBits() {
-        Reference ref = new Reference(2, 4, 2, 7, 9, 8, Causal.BOTTOM_RIGHT, 0.35).window(4, 1)
-                .softcap(3.0).alibi(Alibi.STANDARD);
-        Reference.Inputs in = inputs(ref, 1000);
-        in.keyValid = bools(1001, 18, 0.8);
-        in.allowed = bools(1002, 63, 0.9);
-        in.queryValid = bools(1003, 14, 0.85);
-        in.bias = Reference.random(1004, ref.requiredLen(4));
-        in.sinks = new float[] {0.5f, -1f, 2f, 0f};
-        in.seqLensK = new int[] {9, 6};
-        Got g = check(ref, in, "all operands");
-        try (AttentionDesc d = ref.builder().build(); AttentionArgs a = d.args()) {
+        // all_combined binds every input operand (masks, bias, ALiBi slopes, sinks, query
+        // padding, key lengths) with window, softcap and BSHD strides: checked against its
+        // vector as boolean[] masks, then byte[] masks and direct buffers give the same bits.
+        Vector vec = vector("all_combined");
+        Inputs in = vec.in;
+        Got g = vec.got;
+        for (String op : VariantsTest.INPUTS) {
+            assertTrue(vec.has(op), "all_combined binds " + op);
+        }
+        try (AttentionDesc d = vec.desc(); AttentionArgs a = d.args()) {
             // byte[] masks with any nonzero byte for true.
             float[] out = new float[g.out.length], lse = new float[g.lse.length], w = new float[g.w.length],
                     mass = new float[g.mass.length];
@@ -527,6 +742,7 @@ class ExtensibleCallTest {
                     .set(Operand.ALLOWED, bytes(in.allowed, (byte) -1))
                     .set(Operand.QUERY_VALID, bytes(in.queryValid, (byte) 2))
                     .set(Operand.BIAS, in.bias).set(Operand.SINKS, in.sinks)
+                    .set(Operand.ALIBI_SLOPES, in.alibiSlopes)
                     .set(Operand.SEQ_LENS_K, in.seqLensK).set(Operand.OUT, out).set(Operand.LSE, lse)
                     .set(Operand.KEY_MASS, mass).set(Operand.WEIGHTS, w);
             a.run(Op.FORWARD);
@@ -544,6 +760,7 @@ class ExtensibleCallTest {
                     .set(Operand.ALLOWED, byteBuffer(in.allowed, 0))
                     .set(Operand.QUERY_VALID, byteBuffer(in.queryValid, 1))
                     .set(Operand.BIAS, floats(in.bias, 5)).set(Operand.SINKS, floats(in.sinks, 1))
+                    .set(Operand.ALIBI_SLOPES, floats(in.alibiSlopes, 4))
                     .set(Operand.SEQ_LENS_K, ints(in.seqLensK, 1))
                     .set(Operand.OUT, bo).set(Operand.LSE, bl).set(Operand.KEY_MASS, bm)
                     .set(Operand.WEIGHTS, bw);
@@ -602,10 +819,14 @@ class ExtensibleCallTest {
 
     @Test
     void longerArraysAreAcceptedAndOnlyTheirPrefixIsUsed() {
-        Reference ref = new Reference(2, 2, 1, 4, 6, 8, Causal.TOP_LEFT, 0.35);
-        Reference.Inputs in = inputs(ref, 1100);
-        Got g = check(ref, in, "exact lengths");
-        try (AttentionDesc d = ref.builder().build(); AttentionArgs a = d.args()) {
+        // A case with q, k, v only (head_dim_v 16, top-left): checked against its vector with
+        // exact lengths, then longer arrays (NaN tails) give the same bits.
+        Vector vec = vector("hdv_24_16");
+        assertEquals(Arrays.asList("q", "k", "v"), vec.line.inputs());
+        Inputs in = vec.in;
+        Got g = vec.got;
+        int batch = vec.i("batch"), sq = vec.i("seq_q"), sk = vec.i("seq_k");
+        try (AttentionDesc d = vec.desc(); AttentionArgs a = d.args()) {
             float[] q = Arrays.copyOf(in.q, in.q.length + 3), k = Arrays.copyOf(in.k, in.k.length + 1),
                     v = Arrays.copyOf(in.v, in.v.length + 9);
             q[q.length - 1] = Float.NaN;
@@ -616,10 +837,13 @@ class ExtensibleCallTest {
             Arrays.fill(out, 9f);
             Arrays.fill(lse, 9f);
             Arrays.fill(w, 9f);
-            boolean[] qv = new boolean[2 * 4 + 5];
+            boolean[] qv = new boolean[batch * sq + 5];
             Arrays.fill(qv, true);
+            int[] lens = new int[batch + 1];
+            Arrays.fill(lens, sk);
+            lens[batch] = -1;
             a.set(Operand.Q, q).set(Operand.K, k).set(Operand.V, v).set(Operand.QUERY_VALID, qv)
-                    .set(Operand.SEQ_LENS_K, new int[] {6, 6, -1}).set(Operand.OUT, out)
+                    .set(Operand.SEQ_LENS_K, lens).set(Operand.OUT, out)
                     .set(Operand.LSE, lse).set(Operand.WEIGHTS, w);
             a.run(Op.FORWARD);
             a.run(Op.WEIGHTS);
@@ -744,7 +968,7 @@ class ExtensibleCallTest {
     void outputsOverlappingAnotherOperandAreTheLibrarysError() {
         try (AttentionDesc d = AttentionDesc.builder().batch(2).heads(4, 2).seqLen(3, 5).headDim(4)
                 .build(); AttentionArgs a = d.args()) {
-            float[] q = Reference.random(1, 96), k = Reference.random(2, 80), v = Reference.random(3, 80);
+            float[] q = TestData.random(1, 96), k = TestData.random(2, 80), v = TestData.random(3, 80);
             float[] big = new float[120];
             a.set(Operand.Q, q).set(Operand.K, k).set(Operand.V, v).set(Operand.OUT, q);
             AttentionException e = assertThrows(AttentionException.class, () -> a.run(Op.FORWARD));
@@ -770,11 +994,20 @@ class ExtensibleCallTest {
             e = assertThrows(AttentionException.class, () -> a.run(Op.FORWARD));
             assertMentions(e.libraryMessage(), "out", "overlaps", "q");
         }
-        // Inputs may share memory: k and v as one array give the reference's answer.
-        Reference ref = new Reference(1, 2, 2, 4, 4, 4, Causal.TOP_LEFT, 0.5);
-        Reference.Inputs in = inputs(ref, 1200);
-        in.v = in.k;
-        check(ref, in, "k and v are one array");
+        // Inputs may share memory: k and v as one array give the bits of k and a copy of it as v
+        // (the dense call with separate arrays is checked on the shared vectors).
+        try (AttentionDesc d = AttentionDesc.builder().heads(2, 2).seqLen(4, 4).headDim(4)
+                .causal(Causal.TOP_LEFT).scale(0.5f).build()) {
+            Inputs in = inputs(d, 1200);
+            in.v = in.k.clone();
+            Got separate = run(d, in);
+            in.v = in.k;
+            Got shared = run(d, in);
+            assertTrue(sameBits(separate.out, shared.out) && sameBits(separate.lse, shared.lse)
+                    && sameBits(separate.w, shared.w), "k and v are one array");
+            in.v = inputs(d, 1300).v;
+            assertFalse(sameBits(separate.out, run(d, in).out), "out depends on v");
+        }
     }
 
     @Test
@@ -904,7 +1137,7 @@ class ExtensibleCallTest {
         for (int i = 0; i < n; i++) {
             AttentionDesc d = AttentionDesc.builder().seqLen(3).headDim(4).window(1, 0).build();
             AttentionArgs a = d.args();
-            float[] q = Reference.random(i, 12);
+            float[] q = TestData.random(i, 12);
             float[] out = new float[12];
             a.set(Operand.Q, q).set(Operand.K, q).set(Operand.V, q).set(Operand.OUT, out).run(Op.FORWARD);
             assertTrue(Float.isFinite(out[11]));
