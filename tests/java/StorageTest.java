@@ -2,6 +2,7 @@ package org.libattn;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -381,9 +382,9 @@ class StorageTest {
     void storedOperandsGiveTheFp32ResultOverTheirWidenedValues() {
         try (AttentionDesc d = AttentionDesc.builder().batch(2).heads(4, 2).seqLen(7, 9).headDim(16)
                 .causal(Causal.BOTTOM_RIGHT).build()) {
-            float[] q = Reference.random(1, (int) d.requiredLen(Operand.Q));
-            float[] k = Reference.random(2, (int) d.requiredLen(Operand.K));
-            float[] v = Reference.random(3, (int) d.requiredLen(Operand.V));
+            float[] q = TestData.random(1, (int) d.requiredLen(Operand.Q));
+            float[] k = TestData.random(2, (int) d.requiredLen(Operand.K));
+            float[] v = TestData.random(3, (int) d.requiredLen(Operand.V));
             short[] q16 = Convert.toF16(q);
             short[] kb16 = Convert.toBf16(k);
             int rows = (int) d.requiredLen(Operand.K_SCALE);
@@ -397,8 +398,8 @@ class StorageTest {
             float[][] want = outAndWeights(d, a -> a.set(Operand.Q, qw).set(Operand.K, kw).set(Operand.V, vw));
             float[][] got = outAndWeights(d, a -> a.setF16(Operand.Q, q16).setBf16(Operand.K, kb16)
                     .setI8(Operand.V, v8.values).set(Operand.V_SCALE, v8.scales));
-            assertEquals(null, Reference.compare("out", got[0], VectorsTest.widen(want[0]), 1e-6));
-            assertEquals(null, Reference.compare("weights", got[1], VectorsTest.widen(want[1]), 1e-6));
+            assertEquals(null, TestData.compare("out", got[0], VectorsTest.widen(want[0]), 1e-6));
+            assertEquals(null, TestData.compare("weights", got[1], VectorsTest.widen(want[1]), 1e-6));
             // The same bits through direct buffers.
             ShortBuffer qb = directShorts(q16.length + 1), kb = directShorts(kb16.length);
             qb.position(1);
@@ -436,42 +437,52 @@ class StorageTest {
 
     // ------------------------------------------------------------------ backward
 
+    /**
+     * backward() and run(Op.BACKWARD) on the shared vectors (tests/vectors/backward.txt): FORWARD
+     * with out and lse, then backward() with dout and every listed gradient, each within 1e-4 of
+     * its expected file (VARIANTS.md "Backward"); run(Op.BACKWARD) with one gradient alone gives
+     * the same bits.
+     */
     @Test
-    void backwardGradientOfVIsTheWeightsTransposedTimesDout() {
-        try (AttentionDesc d = AttentionDesc.builder().batch(2).heads(2).seqLen(5, 6).headDim(8)
-                .causal(Causal.BOTTOM_RIGHT).build(); AttentionArgs a = d.args()) {
-            float[] q = Reference.random(11, (int) d.requiredLen(Operand.Q));
-            float[] k = Reference.random(12, (int) d.requiredLen(Operand.K));
-            float[] v = Reference.random(13, (int) d.requiredLen(Operand.V));
-            float[] dout = Reference.random(14, (int) d.requiredLen(Operand.DOUT));
-            float[] out = new float[160], lse = new float[20], w = new float[120];
-            float[] dq = new float[160], dk = new float[192], dv = new float[192];
-            assertEquals(160, d.requiredLen(Operand.DQ));
-            assertEquals(192, d.requiredLen(Operand.DK));
-            assertEquals(192, d.requiredLen(Operand.DV));
-            a.set(Operand.Q, q).set(Operand.K, k).set(Operand.V, v).set(Operand.OUT, out)
-                    .set(Operand.LSE, lse).set(Operand.WEIGHTS, w).run(Op.FORWARD);
-            a.run(Op.WEIGHTS);
-            a.set(Operand.DOUT, dout).set(Operand.DQ, dq).set(Operand.DK, dk).set(Operand.DV, dv)
-                    .backward();
-            // MHA: dv[b][h][j][x] = sum_i w[b][h][i][j] * dout[b][h][i][x]
-            for (int bh = 0; bh < 4; bh++) {
-                for (int j = 0; j < 6; j++) {
-                    for (int x = 0; x < 8; x++) {
-                        double s = 0;
-                        for (int i = 0; i < 5; i++) {
-                            s += (double) w[(bh * 5 + i) * 6 + j] * dout[(bh * 5 + i) * 8 + x];
-                        }
-                        float g = dv[(bh * 6 + j) * 8 + x];
-                        assertEquals(s, g, 1e-5 * Math.max(1, Math.abs(s)), "dv at " + bh + "," + j + "," + x);
-                    }
+    void backwardMatchesTheSharedVectorsAndRunBackwardIsTheSameCall() throws java.io.IOException {
+        java.nio.file.Path dir = VectorsTest.vectorsDir();
+        boolean all3 = false;
+        for (VariantsTest.Line c : VariantsTest.read(VariantsTest.vectorsFile("backward.txt"))) {
+            String name = c.get("name");
+            try (AttentionDesc d = VariantsTest.builder(c).build(); AttentionArgs a = d.args()) {
+                int b = c.i("batch"), hq = c.i("heads_q"), hkv = c.i("heads_kv"), sq = c.i("seq_q"),
+                        sk = c.i("seq_k"), hd = c.i("head_dim");
+                if (c.opt("strides.q") == null && c.opt("strides.k") == null && c.opt("head_dim_v") == null) {
+                    assertEquals(b * hq * sq * hd, d.requiredLen(Operand.DQ), name);
+                    assertEquals(b * hkv * sk * hd, d.requiredLen(Operand.DK), name);
+                    assertEquals(b * hkv * sk * hd, d.requiredLen(Operand.DV), name);
                 }
+                java.util.Map<Operand, Object> in = VariantsTest.readInputs(dir, c, d);
+                VariantsTest.bindInputs(a, in, false); // dout included
+                float[] out = new float[(int) d.requiredLen(Operand.OUT)];
+                float[] lse = new float[(int) d.requiredLen(Operand.LSE)];
+                a.set(Operand.OUT, out).set(Operand.LSE, lse).run(Op.FORWARD);
+                VariantsTest.Got g = new VariantsTest.Got().add("out", out, false).add("lse", lse, false);
+                for (String grad : c.grads()) {
+                    float[] x = new float[(int) d.requiredLen(VariantsTest.operand(grad))];
+                    a.set(VariantsTest.operand(grad), x);
+                    g.add(grad, x, false);
+                }
+                a.backward();
+                assertNull(VariantsTest.check(dir, c, d, g), name);
+                // run(Op.BACKWARD) is the same call: the first gradient alone.
+                String first = c.grads().get(0);
+                for (String grad : c.grads()) {
+                    a.unset(VariantsTest.operand(grad));
+                }
+                float[] again = new float[(int) d.requiredLen(VariantsTest.operand(first))];
+                a.set(VariantsTest.operand(first), again).run(Op.BACKWARD);
+                assertTrue(VectorsTest.sameBits(g.get(first), again),
+                        name + ": backward() == run(Op.BACKWARD), " + first + " alone");
+                all3 |= c.grads().containsAll(java.util.Arrays.asList("dq", "dk", "dv"));
             }
-            // run(Op.BACKWARD) is the same call.
-            float[] dq2 = new float[160];
-            a.set(Operand.DQ, dq2).unset(Operand.DK).unset(Operand.DV).run(Op.BACKWARD);
-            assertTrue(VectorsTest.sameBits(dq, dq2), "backward() == run(Op.BACKWARD), one gradient alone");
         }
+        assertTrue(all3, "a backward.txt case with dq, dk and dv");
     }
 
     @Test
