@@ -378,43 +378,59 @@ func TestVarlenPackBatchInvariant(t *testing.T) {
 	})
 }
 
-// One varlen case against the float64 reference of ref_test.go, each sequence on its own: a
-// sliding window, a softcap, and K/V rows padded by strides (3 NaN floats after each token).
-func TestVarlenPackAgainstReference(t *testing.T) {
+// A varlen pack with a sliding window, a softcap and K/V rows padded by strides (3 NaN floats
+// after each token) against each sequence computed alone by a dense call with the same options:
+// with batch invariance bit for bit (out and LSE, nothing written past the pack), without it
+// within 1e-5 (VARIANTS.md's rule).
+func TestVarlenPackStridedVsDense(t *testing.T) {
 	seqs := servSequences(29)
 	const pad = 3
 	p := newPack(seqs, servHKV*servD+pad)
-	d := mustDesc(t, len(seqs), servHQ, servHKV, p.maxQ, p.maxK, servD, WithVarlen(),
-		WithCausal(CausalBottomRight), WithWindow(20, -1), WithSoftcap(5),
-		WithStrides(OperandK, 0, servD, p.kvRow), WithStrides(OperandV, 0, servD, p.kvRow))
-	defer d.Close()
-	a, err := d.NewArgs()
-	must(t, err)
-	defer a.Close()
-	out, lse := filled(p.totalQ*servHQ*servD, servSentinel), filled(p.totalQ*servHQ, servSentinel)
-	must(t, a.SetF32(OperandQ, p.q), a.SetF32(OperandK, p.k), a.SetF32(OperandV, p.v), a.SetCuSeqlensQ(p.cuQ),
-		a.SetCuSeqlensK(p.cuK), a.SetOutF32(OperandOut, out), a.SetOutF32(OperandLSE, lse))
-	must(t, a.Run(OpForward))
-	rows := 0
-	for b, s := range seqs {
-		if s.lq == 0 {
-			continue
+	for _, invariant := range []bool{true, false} {
+		opts := []Option{WithCausal(CausalBottomRight), WithWindow(20, -1), WithSoftcap(5)}
+		if invariant {
+			opts = append(opts, WithBatchInvariant())
 		}
-		want := refProblem{b: 1, hq: servHQ, hkv: servHKV, sq: s.lq, sk: s.lk, d: servD, causal: CausalBottomRight,
-			wl: 20, wr: -1, softcap: 5}.run(refInputs{q: s.q, k: s.k, v: s.v})
-		gotOut, gotLSE := make([]float32, 0, len(want.out)), make([]float32, 0, len(want.lse))
-		for h := 0; h < servHQ; h++ {
-			for i := 0; i < s.lq; i++ {
-				gotOut = append(gotOut, out[p.outAt(b, h, i):][:servD]...)
-				gotLSE = append(gotLSE, lse[p.lseAt(b, h, i)])
-				rows++
+		alone := make([][2][]float32, len(seqs))
+		for b, s := range seqs {
+			if s.lq > 0 {
+				o, l := denseAlone(t, s, opts...)
+				alone[b] = [2][]float32{o, l}
 			}
 		}
-		compareRef(t, fmt.Sprintf("sequence %d", b), "out", gotOut, want.out)
-		compareRef(t, fmt.Sprintf("sequence %d", b), "lse", gotLSE, want.lse)
-	}
-	if rows != p.totalQ*servHQ {
-		t.Errorf("checked %d rows, the pack has %d", rows, p.totalQ*servHQ)
+		d := mustDesc(t, len(seqs), servHQ, servHKV, p.maxQ, p.maxK, servD, append(opts, WithVarlen(),
+			WithStrides(OperandK, 0, servD, p.kvRow), WithStrides(OperandV, 0, servD, p.kvRow))...)
+		a, err := d.NewArgs()
+		must(t, err)
+		out, lse := filled(p.totalQ*servHQ*servD, servSentinel), filled(p.totalQ*servHQ, servSentinel)
+		must(t, a.SetF32(OperandQ, p.q), a.SetF32(OperandK, p.k), a.SetF32(OperandV, p.v), a.SetCuSeqlensQ(p.cuQ),
+			a.SetCuSeqlensK(p.cuK), a.SetOutF32(OperandOut, out), a.SetOutF32(OperandLSE, lse))
+		must(t, a.Run(OpForward))
+		a.Close()
+		d.Close()
+		if invariant {
+			sameBits(t, "strided pack, batch invariant", p, out, lse, alone)
+			continue
+		}
+		rows := 0
+		for b, s := range seqs {
+			if s.lq == 0 {
+				continue
+			}
+			gotOut, gotLSE := make([]float32, 0, len(alone[b][0])), make([]float32, 0, len(alone[b][1]))
+			for h := 0; h < servHQ; h++ {
+				for i := 0; i < s.lq; i++ {
+					gotOut = append(gotOut, out[p.outAt(b, h, i):][:servD]...)
+					gotLSE = append(gotLSE, lse[p.lseAt(b, h, i)])
+					rows++
+				}
+			}
+			checkVec(t, fmt.Sprintf("strided pack, sequence %d", b), "out", gotOut, alone[b][0])
+			checkVec(t, fmt.Sprintf("strided pack, sequence %d", b), "lse", gotLSE, alone[b][1])
+		}
+		if rows != p.totalQ*servHQ {
+			t.Errorf("checked %d rows, the pack has %d", rows, p.totalQ*servHQ)
+		}
 	}
 }
 

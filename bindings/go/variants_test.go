@@ -392,6 +392,80 @@ func closeWithin(got, want float32, tol float64) bool {
 
 var variantOutputs = []Operand{OperandOut, OperandLSE, OperandWeights, OperandKeyMass}
 
+// variantCaseByName is the case called name of a vector file (variants.txt, backward.txt, ...).
+func variantCaseByName(t *testing.T, file, name string) variantCase {
+	t.Helper()
+	for _, c := range readVariantFile(t, filepath.Join(vectorsDir(), file)) {
+		if c.name == name {
+			return c
+		}
+	}
+	t.Fatalf("%s has no case %q", file, name)
+	return variantCase{}
+}
+
+// vecInputs are the float32 inputs of a case (nil: not in the case's in list), the masks as
+// []bool, for the tests that bind them their own way.
+type vecInputs struct {
+	q, k, v, bias, slopes, sinks  []float32
+	keyValid, allowed, queryValid []bool
+	seqLensK                      []int32
+}
+
+// loadVecInputs reads the inputs of a float32 case of a vector file for the Desc d made from its
+// options (each file exactly RequiredLen elements long).
+func loadVecInputs(t *testing.T, c variantCase, d *Desc) vecInputs {
+	t.Helper()
+	if len(c.store) != 0 {
+		t.Fatalf("%s: stored operands are not float32", c.name)
+	}
+	p := func(o Operand, typ string) string {
+		return filepath.Join(vectorsDir(), c.name+"."+o.String()+"."+typ)
+	}
+	f32 := func(o Operand) []float32 {
+		if !c.in[o] {
+			return nil
+		}
+		return readF32(t, p(o, "f32"), d.RequiredLen(o))
+	}
+	mask := func(o Operand) []bool {
+		if !c.in[o] {
+			return nil
+		}
+		return readU8(t, p(o, "u8"), d.RequiredLen(o))
+	}
+	in := vecInputs{q: f32(OperandQ), k: f32(OperandK), v: f32(OperandV), bias: f32(OperandBias),
+		slopes: f32(OperandAlibiSlopes), sinks: f32(OperandSinks), keyValid: mask(OperandKeyValid),
+		allowed: mask(OperandAllowed), queryValid: mask(OperandQueryValid)}
+	if c.in[OperandSeqLensK] {
+		in.seqLensK = readI32(t, p(OperandSeqLensK, "i32"), d.RequiredLen(OperandSeqLensK))
+	}
+	return in
+}
+
+// vecExpected is a case's expected output o (out, lse, weights, key_mass or a gradient).
+func vecExpected(t *testing.T, c variantCase, d *Desc, o Operand) []float32 {
+	t.Helper()
+	return readF32(t, filepath.Join(vectorsDir(), c.name+"."+o.String()+".f32"), d.RequiredLen(o))
+}
+
+// checkVec compares got with the expected want by VARIANTS.md's rule (closeVariant: within
+// 1e-5 relative-or-absolute, an expected 0 exactly 0, an expected -inf exactly -inf).
+func checkVec(t *testing.T, label, what string, got, want []float32) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %s has %d elements, expected %d", label, what, len(got), len(want))
+	}
+	bad := 0
+	for i := range want {
+		if !closeVariant(got[i], want[i]) {
+			if bad++; bad <= 5 {
+				t.Errorf("%s: %s[%d] = %v, want %v", label, what, i, got[i], want[i])
+			}
+		}
+	}
+}
+
 // Minimum number of cases of each file (a truncated file fails).
 var vectorFileMin = map[string]int{"variants.txt": 30, "storage.txt": 6, "backward.txt": 1}
 
