@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -15,8 +16,9 @@ import (
 	"github.com/libattn/libattn/bindings/go/internal/capi"
 )
 
-// Tests of the 0.2 call: every parameter and operand against the float64 reference of
-// ref_test.go, the getters, the argument checks, finalizers and zero allocations.
+// Tests of the 0.2 call: every parameter and operand on the shared vectors (tests/vectors,
+// written by the float64 reference tests/reference/attn_ref.py), the weights modes, the
+// getters, the argument checks, finalizers and zero allocations.
 
 func boolsFrom(n int, f func(i int) bool) []bool {
 	s := make([]bool, n)
@@ -27,8 +29,8 @@ func boolsFrom(n int, f func(i int) bool) []bool {
 }
 
 // runBoth runs OpForward (out, lse, key_mass) and OpWeights through an Args and returns the
-// outputs; in.* nil slices are left unbound.
-func runBoth(t *testing.T, d *Desc, in refInputs) (out, lse, w, mass []float32) {
+// outputs; every operand is bound, in.* nil slices with nil (unbound), every mask as []bool.
+func runBoth(t *testing.T, d *Desc, in vecInputs) (out, lse, w, mass []float32) {
 	t.Helper()
 	a, err := d.NewArgs()
 	if err != nil {
@@ -64,158 +66,111 @@ func runBoth(t *testing.T, d *Desc, in refInputs) (out, lse, w, mass []float32) 
 	return out, lse, w, mass
 }
 
-func compareRef(t *testing.T, label, what string, got []float32, want []float64) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %s has %d elements, reference %d", label, what, len(got), len(want))
+// Every case of variants.txt (windows, softcap, bias before and after it, -inf bias, ALiBi
+// operand and standard, sinks, "+1", query padding, seq_lens_k over NaN keys, head_dim_v,
+// strides, key_mass) through runBoth: all masks with SetBool, the operands a case lacks bound
+// as nil, key_mass always bound, weights after the forward on the same Args.
+func TestParamsSharedVectors(t *testing.T) {
+	cases := readVariantFile(t, filepath.Join(vectorsDir(), "variants.txt"))
+	if len(cases) < vectorFileMin["variants.txt"] {
+		t.Fatalf("variants.txt lists %d cases", len(cases))
 	}
-	bad := 0
-	for i := range want {
-		ok := close1e5(got[i], want[i])
-		if want[i] == 0 && got[i] != 0 {
-			ok = false // an expected 0 (hidden key, padded row) is exactly 0
+	for _, c := range cases {
+		n := c.dims
+		d := mustDesc(t, n[0], n[1], n[2], n[3], n[4], n[5], c.options(t, false)...)
+		out, lse, w, mass := runBoth(t, d, loadVecInputs(t, c, d))
+		checkVec(t, c.name, "out", out, vecExpected(t, c, d, OperandOut))
+		checkVec(t, c.name, "lse", lse, vecExpected(t, c, d, OperandLSE))
+		checkVec(t, c.name, "weights", w, vecExpected(t, c, d, OperandWeights))
+		if c.mass {
+			checkVec(t, c.name, "key_mass", mass, vecExpected(t, c, d, OperandKeyMass))
+		}
+		d.Close()
+	}
+	t.Logf("variants.txt: %d cases checked", len(cases))
+}
+
+// checkLogits checks a score matrix z of a weights mode against a case's expected softmax
+// weights w and lse (each row's weights are exp(z - lse) of the logits that enter the softmax):
+// where w is 0, z is -inf; elsewhere exp(z - lse) is w within 1e-5. It returns how many
+// entries were finite.
+func checkLogits(t *testing.T, label string, z, lse, w []float32, sk int) int {
+	t.Helper()
+	if len(z) != len(w) || len(lse)*sk != len(w) {
+		t.Fatalf("%s: %d scores, %d weights, %d lse rows of %d keys", label, len(z), len(w), len(lse), sk)
+	}
+	bad, finite := 0, 0
+	for i := range w {
+		ok := true
+		if w[i] == 0 {
+			ok = math.IsInf(float64(z[i]), -1)
+		} else {
+			e := math.Exp(float64(z[i]) - float64(lse[i/sk]))
+			ok = math.Abs(e-float64(w[i])) <= 1e-5*math.Max(1, float64(w[i]))
+			finite++
 		}
 		if !ok {
 			if bad++; bad <= 5 {
-				t.Errorf("%s: %s[%d] = %v, reference %v", label, what, i, got[i], want[i])
+				t.Errorf("%s: score[%d] = %v: exp(score - lse %v) is not the weight %v", label, i, z[i], lse[i/sk], w[i])
 			}
 		}
 	}
+	return finite
 }
 
-func TestParamsAgainstReference(t *testing.T) {
-	type tc struct {
-		name string
-		p    refProblem
-		opts []Option
-		in   func(p refProblem, in *refInputs)
-	}
-	cases := []tc{
-		{"window symmetric", refProblem{b: 1, hq: 2, hkv: 1, sq: 9, sk: 9, d: 8, wl: 2, wr: 1},
-			[]Option{WithWindow(2, 1)}, nil},
-		{"window left + top-left", refProblem{b: 2, hq: 2, hkv: 2, sq: 7, sk: 7, d: 4, causal: CausalTopLeft, wl: 3, wr: -1},
-			[]Option{WithCausal(CausalTopLeft), WithWindow(3, -1)}, nil},
-		{"window + bottom-right + seq_lens_k", refProblem{b: 3, hq: 2, hkv: 1, sq: 3, sk: 10, d: 8, causal: CausalBottomRight, wl: 4, wr: 0},
-			[]Option{WithCausal(CausalBottomRight), WithWindow(4, 0)},
-			func(p refProblem, in *refInputs) { in.seqLensK = []int32{10, 6, 3} }},
-		{"softcap", refProblem{b: 1, hq: 2, hkv: 2, sq: 5, sk: 6, d: 8, softcap: 2, scale: 1.5, wl: -1, wr: -1},
-			[]Option{WithSoftcap(2), WithScale(1.5)}, nil},
-		{"softcap + bias after", refProblem{b: 2, hq: 2, hkv: 1, sq: 4, sk: 5, d: 8, softcap: 1.5, wl: -1, wr: -1},
-			[]Option{WithSoftcap(1.5)},
-			func(p refProblem, in *refInputs) { in.bias = pattern(p.b*p.hq*p.sq*p.sk, 7) }},
-		{"softcap + bias first", refProblem{b: 2, hq: 2, hkv: 1, sq: 4, sk: 5, d: 8, softcap: 1.5, biasFirst: true, wl: -1, wr: -1},
-			[]Option{WithSoftcap(1.5), WithBiasFirst()},
-			func(p refProblem, in *refInputs) { in.bias = pattern(p.b*p.hq*p.sq*p.sk, 7) }},
-		{"bias with -inf", refProblem{b: 1, hq: 1, hkv: 1, sq: 4, sk: 6, d: 4, wl: -1, wr: -1}, nil,
-			func(p refProblem, in *refInputs) {
-				in.bias = pattern(p.sq*p.sk, 3)
-				for j := 0; j < p.sk; j++ {
-					in.bias[2*p.sk+j] = float32(math.Inf(-1)) // row 2 fully hidden by the bias
-				}
-				in.bias[5] = float32(math.Inf(-1))
-			}},
-		{"alibi operand + causal", refProblem{b: 2, hq: 3, hkv: 3, sq: 5, sk: 5, d: 8, causal: CausalTopLeft, alibi: AlibiOperand, wl: -1, wr: -1},
-			[]Option{WithCausal(CausalTopLeft), WithAlibi(AlibiOperand)},
-			func(p refProblem, in *refInputs) { in.slopes = []float32{0.5, 0.25, 0.125} }},
-		{"alibi standard 6 heads", refProblem{b: 1, hq: 6, hkv: 2, sq: 4, sk: 7, d: 8, causal: CausalBottomRight, alibi: AlibiStandard, wl: -1, wr: -1},
-			[]Option{WithCausal(CausalBottomRight), WithAlibi(AlibiStandard)}, nil},
-		{"sinks", refProblem{b: 2, hq: 2, hkv: 1, sq: 4, sk: 5, d: 8, wl: -1, wr: -1}, nil,
-			func(p refProblem, in *refInputs) {
-				in.sinks = []float32{0.75, -1.5}
-				in.allowed = boolsFrom(p.sq*p.sk, func(i int) bool { return i/p.sk != 1 }) // row 1 hidden
-			}},
-		{"softmax plus one", refProblem{b: 2, hq: 2, hkv: 2, sq: 5, sk: 5, d: 4, causal: CausalTopLeft, plusOne: true, wl: -1, wr: -1},
-			[]Option{WithCausal(CausalTopLeft), WithSoftmaxPlusOne()},
-			func(p refProblem, in *refInputs) {
-				in.keyValid = boolsFrom(p.b*p.sk, func(i int) bool { return i != 7 })
-			}},
-		{"query padding", refProblem{b: 2, hq: 2, hkv: 1, sq: 6, sk: 6, d: 8, causal: CausalTopLeft, wl: -1, wr: -1},
-			[]Option{WithCausal(CausalTopLeft)},
-			func(p refProblem, in *refInputs) {
-				in.queryValid = boolsFrom(p.b*p.sq, func(i int) bool { return i%4 != 3 })
-			}},
-		{"head_dim_v", refProblem{b: 2, hq: 2, hkv: 1, sq: 5, sk: 7, d: 12, dv: 5, wl: -1, wr: -1},
-			[]Option{WithHeadDimV(5)}, nil},
-		{"seq_lens_k with NaN padding", refProblem{b: 3, hq: 2, hkv: 2, sq: 4, sk: 8, d: 4, wl: -1, wr: -1}, nil,
-			func(p refProblem, in *refInputs) { in.seqLensK = []int32{8, 0, 5} }},
-	}
-	for _, c := range cases {
-		p := c.p
-		dv := p.dv
-		if dv == 0 {
-			dv = p.d
-		}
-		in := refInputs{q: pattern(p.b*p.hq*p.sq*p.d, 1), k: pattern(p.b*p.hkv*p.sk*p.d, 2),
-			v: pattern(p.b*p.hkv*p.sk*dv, 3)}
-		if c.in != nil {
-			c.in(p, &in)
-		}
-		want := p.run(in)
-		// NaN in K/V rows of padding keys (seq_lens_k) must never be read.
-		if in.seqLensK != nil {
-			for b := 0; b < p.b; b++ {
-				for h := 0; h < p.hkv; h++ {
-					for j := int(in.seqLensK[b]); j < p.sk; j++ {
-						for x := 0; x < p.d; x++ {
-							in.k[((b*p.hkv+h)*p.sk+j)*p.d+x] = float32(math.NaN())
-						}
-						for x := 0; x < dv; x++ {
-							in.v[((b*p.hkv+h)*p.sk+j)*dv+x] = float32(math.NaN())
-						}
-					}
-				}
-			}
-		}
-		d := mustDesc(t, p.b, p.hq, p.hkv, p.sq, p.sk, p.d, c.opts...)
-		out, lse, w, mass := runBoth(t, d, in)
-		compareRef(t, c.name, "out", out, want.out)
-		compareRef(t, c.name, "lse", lse, want.lse)
-		compareRef(t, c.name, "weights", w, want.w)
-		compareRef(t, c.name, "key_mass", mass, want.mass)
-		d.Close()
-	}
-}
-
+// The weights modes on shared vector cases. SOFTMAX is the expected weights; CAPPED (the final
+// logits) gives them as exp(z - lse) with every hidden entry -inf, on the case with every
+// variant. The other modes leave steps out, so each runs on a case without those steps and adds
+// them to the Desc, to show they are left out: SCORES (scale * q.k, every entry) with a causal
+// rule, a window, a softcap and a bias added; SOFTCAPPED (softcap(scale * q.k)) with a causal
+// rule and a bias added; MASKED (bias, ALiBi and masks, no softcap) with a softcap added.
 func TestWeightsModes(t *testing.T) {
-	const b, hq, hkv, sq, sk, dd = 1, 2, 1, 4, 6, 8
-	q, k := pattern(b*hq*sq*dd, 4), pattern(b*hkv*sk*dd, 5)
-	bias := pattern(b*hq*sq*sk, 6)
 	for _, c := range []struct {
-		mode WeightsMode
-		p    refProblem
-		opts []Option
-		bias []float32
+		mode  WeightsMode
+		name  string
+		extra []Option
+		bias  bool // bind a bias the case does not have
 	}{
-		{WeightsScores, refProblem{causal: CausalTopLeft, wl: -1, wr: -1}, []Option{WithCausal(CausalTopLeft)}, nil},
-		{WeightsMasked, refProblem{causal: CausalTopLeft, alibi: AlibiStandard, wl: -1, wr: -1},
-			[]Option{WithCausal(CausalTopLeft), WithAlibi(AlibiStandard)}, bias},
-		{WeightsCapped, refProblem{causal: CausalBottomRight, softcap: 0.5, wl: 1, wr: -1},
-			[]Option{WithCausal(CausalBottomRight), WithSoftcap(0.5), WithWindow(1, -1)}, nil},
-		{WeightsSoftmax, refProblem{softcap: 0.5, wl: -1, wr: -1}, []Option{WithSoftcap(0.5)}, bias},
-		{WeightsSoftcapped, refProblem{causal: CausalTopLeft, softcap: 0.5, wl: -1, wr: -1},
-			[]Option{WithCausal(CausalTopLeft), WithSoftcap(0.5)}, bias},
+		{WeightsScores, "mass_plain", []Option{WithCausal(CausalTopLeft), WithWindow(1, 0), WithSoftcap(2)}, true},
+		{WeightsSoftcapped, "softcap_only", []Option{WithCausal(CausalTopLeft)}, true},
+		{WeightsMasked, "kvpad_nan_bias_alibi", []Option{WithSoftcap(1.5)}, false},
+		{WeightsMasked, "alibi_standard_6h_br", []Option{WithSoftcap(0.5)}, false},
+		{WeightsCapped, "all_combined", nil, false},
+		{WeightsCapped, "softcap_bias_first", nil, false},
+		{WeightsSoftmax, "softcap_bias_after", nil, false},
 	} {
-		p := c.p
-		p.b, p.hq, p.hkv, p.sq, p.sk, p.d = b, hq, hkv, sq, sk, dd
-		want := p.run(refInputs{q: q, k: k, bias: c.bias})
-		d := mustDesc(t, b, hq, hkv, sq, sk, dd, append(c.opts, WithWeightsMode(c.mode))...)
+		vc := variantCaseByName(t, "variants.txt", c.name)
+		n := vc.dims
+		opts := append(append(vc.options(t, false), c.extra...), WithWeightsMode(c.mode))
+		d := mustDesc(t, n[0], n[1], n[2], n[3], n[4], n[5], opts...)
 		if d.WeightsMode() != c.mode {
 			t.Errorf("WeightsMode() = %v, want %v", d.WeightsMode(), c.mode)
+		}
+		in := loadVecInputs(t, vc, d)
+		if c.bias {
+			in.bias = pattern(d.RequiredLen(OperandBias), 6)
 		}
 		a, err := d.NewArgs()
 		if err != nil {
 			t.Fatal(err)
 		}
 		w := make([]float32, d.RequiredLen(OperandWeights))
-		for _, err := range []error{a.SetF32(OperandQ, q), a.SetF32(OperandK, k), a.SetF32(OperandBias, c.bias),
+		for _, err := range []error{a.SetF32(OperandQ, in.q), a.SetF32(OperandK, in.k), a.SetF32(OperandBias, in.bias),
+			a.SetF32(OperandAlibiSlopes, in.slopes), a.SetF32(OperandSinks, in.sinks),
+			a.SetBool(OperandKeyValid, in.keyValid), a.SetBool(OperandAllowed, in.allowed),
+			a.SetBool(OperandQueryValid, in.queryValid), a.SetI32(OperandSeqLensK, in.seqLensK),
 			a.SetOutF32(OperandWeights, w), a.Run(OpWeights)} {
 			if err != nil {
-				t.Fatalf("%v: %v", c.mode, err)
+				t.Fatalf("%v on %s: %v", c.mode, c.name, err)
 			}
 		}
-		ref := map[WeightsMode][]float64{WeightsScores: want.scores, WeightsMasked: want.masked,
-			WeightsCapped: want.capped, WeightsSoftmax: want.w, WeightsSoftcapped: want.softcapped}[c.mode]
-		compareRef(t, c.mode.String(), "weights", w, ref)
+		label := c.mode.String() + " on " + c.name
+		wantW := vecExpected(t, vc, d, OperandWeights)
+		if c.mode == WeightsSoftmax {
+			checkVec(t, label, "weights", w, wantW)
+		} else if checkLogits(t, label, w, vecExpected(t, vc, d, OperandLSE), wantW, n[4]) == 0 {
+			t.Errorf("%s: no visible entry", label)
+		}
 		a.Close()
 		d.Close()
 	}
@@ -680,21 +635,40 @@ func TestArgsErrors(t *testing.T) {
 	}
 }
 
-// []bool and []byte masks mean the same; any nonzero byte is true; longer slices use their prefix.
+// indexCaseByName is the case called name of index.txt (the 0.1 vectors).
+func indexCaseByName(t *testing.T, name string) vecCase {
+	t.Helper()
+	for _, c := range readIndex(t, vectorsDir()) {
+		if c.name == name {
+			return c
+		}
+	}
+	t.Fatalf("index.txt has no case %q", name)
+	return vecCase{}
+}
+
+// []bool and []byte masks mean the same; any nonzero byte is true; longer slices use their
+// prefix. On the shared case combined_all (GQA, bottom-right, key padding and an allowed mask).
 func TestArgsMasksAndPrefix(t *testing.T) {
-	const b, hq, sq, sk, dd = 2, 2, 3, 5, 4
-	d := mustDesc(t, b, hq, hq, sq, sk, dd, WithCausal(CausalBottomRight))
+	c := indexCaseByName(t, "combined_all")
+	if !c.keyValid || !c.allowed || c.causal != int(CausalBottomRight) {
+		t.Fatalf("combined_all is not a bottom-right case with both masks")
+	}
+	d := mustDesc(t, c.b, c.hq, c.hkv, c.sq, c.sk, c.d, c.options(t)...)
 	defer d.Close()
-	q, k, v := pattern(d.RequiredLen(OperandQ), 1), pattern(d.RequiredLen(OperandK), 2), pattern(d.RequiredLen(OperandV), 3)
-	kvBool := boolsFrom(b*sk, func(i int) bool { return i%3 != 1 })
-	kvByte := make([]byte, b*sk+3) // longer than required: the tail is never read
+	p := func(part string) string { return filepath.Join(vectorsDir(), c.name+"."+part) }
+	q, k, v := readF32(t, p("q.f32"), d.RequiredLen(OperandQ)), readF32(t, p("k.f32"), d.RequiredLen(OperandK)),
+		readF32(t, p("v.f32"), d.RequiredLen(OperandV))
+	kvBool := readU8(t, p("key_valid.u8"), d.RequiredLen(OperandKeyValid))
+	allowed := readU8(t, p("allowed.u8"), d.RequiredLen(OperandAllowed))
+	wantOut := readF32(t, p("out.f32"), d.RequiredLen(OperandOut))
+	kvByte := make([]byte, len(kvBool)+3) // longer than required: the tail is never read
 	for i, x := range kvBool {
 		if x {
 			kvByte[i] = byte(1 + i*37%255) // any nonzero byte is true
 		}
 	}
-	want := refProblem{b: b, hq: hq, hkv: hq, sq: sq, sk: sk, d: dd, causal: CausalBottomRight, wl: -1, wr: -1}.run(
-		refInputs{q: q, k: k, v: v, keyValid: kvBool})
+	kvByte[len(kvBool)] = 0 // a tail that would hide keys if it were read
 	var results [][]float32
 	for _, setMask := range []func(a *Args) error{
 		func(a *Args) error { return a.SetBool(OperandKeyValid, kvBool) },
@@ -708,8 +682,8 @@ func TestArgsMasksAndPrefix(t *testing.T) {
 		for i := range out {
 			out[i] = -7
 		}
-		for _, err := range []error{setMask(a), a.SetF32(OperandQ, append(q, 1, 2, 3)), a.SetF32(OperandK, k),
-			a.SetF32(OperandV, v), a.SetOutF32(OperandOut, out), a.Run(OpForward)} {
+		for _, err := range []error{setMask(a), a.SetBool(OperandAllowed, allowed), a.SetF32(OperandQ, append(q, 1, 2, 3)),
+			a.SetF32(OperandK, k), a.SetF32(OperandV, v), a.SetOutF32(OperandOut, out), a.Run(OpForward)} {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -719,7 +693,7 @@ func TestArgsMasksAndPrefix(t *testing.T) {
 				t.Fatalf("out[%d] = %v written past the required prefix", i, out[i])
 			}
 		}
-		compareRef(t, "mask", "out", out[:d.RequiredLen(OperandOut)], want.out)
+		checkVec(t, "mask", "out", out[:d.RequiredLen(OperandOut)], wantOut)
 		results = append(results, out)
 		a.Close()
 	}
@@ -730,7 +704,7 @@ func TestArgsMasksAndPrefix(t *testing.T) {
 	}
 	// Args.Run and the 0.1 Desc.Forward agree bit for bit.
 	out := make([]float32, d.RequiredLen(OperandOut))
-	if err := d.Forward(q, k, v, kvBool, nil, out, nil); err != nil {
+	if err := d.Forward(q, k, v, kvBool, allowed, out, nil); err != nil {
 		t.Fatal(err)
 	}
 	for i := range out {
@@ -740,27 +714,34 @@ func TestArgsMasksAndPrefix(t *testing.T) {
 	}
 }
 
-// Zero copy and zero allocations per Run (and per setter), in place at a sub-slice's offset.
+// Zero copy and zero allocations per Run (and per setter), in place at a sub-slice's offset. On
+// the shared case all_combined, which binds every input operand and key_mass.
 func TestArgsZeroAlloc(t *testing.T) {
-	const b, hq, hkv, sq, sk, dd = 1, 2, 1, 4, 6, 8
-	d := mustDesc(t, b, hq, hkv, sq, sk, dd, WithCausal(CausalTopLeft), WithSoftcap(3), WithAlibi(AlibiOperand))
+	c := variantCaseByName(t, "variants.txt", "all_combined")
+	n := c.dims
+	d := mustDesc(t, n[0], n[1], n[2], n[3], n[4], n[5], c.options(t, false)...)
 	defer d.Close()
 	a, err := d.NewArgs()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	q, k, v := pattern(d.RequiredLen(OperandQ), 1), pattern(d.RequiredLen(OperandK), 2), pattern(d.RequiredLen(OperandV), 3)
-	bias, sinks, slopes := pattern(d.RequiredLen(OperandBias), 4), []float32{0.1, -0.2}, []float32{0.5, 0.25}
-	kv, qv, lens := boolsFrom(b*sk, func(i int) bool { return i != 2 }), []bool{true, true, false, true}, []int32{5}
+	in := loadVecInputs(t, c, d)
+	for o, s := range map[string]interface{}{"q": in.q, "bias": in.bias, "alibi_slopes": in.slopes, "sinks": in.sinks,
+		"key_valid": in.keyValid, "allowed": in.allowed, "query_valid": in.queryValid, "seq_lens_k": in.seqLensK} {
+		if fmt.Sprint(s) == "[]" {
+			t.Fatalf("all_combined lacks %s", o)
+		}
+	}
 	backing := make([]float32, 3+d.RequiredLen(OperandOut)+2)
 	out := backing[3 : 3+d.RequiredLen(OperandOut)]
 	lse, mass, w := make([]float32, d.RequiredLen(OperandLSE)), make([]float32, d.RequiredLen(OperandKeyMass)),
 		make([]float32, d.RequiredLen(OperandWeights))
 	bindAll := func() {
-		for _, err := range []error{a.SetF32(OperandQ, q), a.SetF32(OperandK, k), a.SetF32(OperandV, v),
-			a.SetF32(OperandBias, bias), a.SetF32(OperandSinks, sinks), a.SetF32(OperandAlibiSlopes, slopes),
-			a.SetBool(OperandKeyValid, kv), a.SetBool(OperandQueryValid, qv), a.SetI32(OperandSeqLensK, lens),
+		for _, err := range []error{a.SetF32(OperandQ, in.q), a.SetF32(OperandK, in.k), a.SetF32(OperandV, in.v),
+			a.SetF32(OperandBias, in.bias), a.SetF32(OperandSinks, in.sinks), a.SetF32(OperandAlibiSlopes, in.slopes),
+			a.SetBool(OperandKeyValid, in.keyValid), a.SetBool(OperandAllowed, in.allowed),
+			a.SetBool(OperandQueryValid, in.queryValid), a.SetI32(OperandSeqLensK, in.seqLensK),
 			a.SetOutF32(OperandOut, out), a.SetOutF32(OperandLSE, lse), a.SetOutF32(OperandKeyMass, mass),
 			a.SetOutF32(OperandWeights, w)} {
 			if err != nil {
@@ -772,12 +753,11 @@ func TestArgsZeroAlloc(t *testing.T) {
 	if err := a.Run(OpForward); err != nil {
 		t.Fatal(err)
 	}
-	want := refProblem{b: b, hq: hq, hkv: hkv, sq: sq, sk: sk, d: dd, causal: CausalTopLeft, softcap: 3,
-		alibi: AlibiOperand, wl: -1, wr: -1}.run(refInputs{q: q, k: k, v: v, bias: bias, sinks: sinks,
-		slopes: slopes, keyValid: kv, queryValid: qv, seqLensK: lens})
-	compareRef(t, "all operands", "out", out, want.out)
-	compareRef(t, "all operands", "lse", lse, want.lse)
-	compareRef(t, "all operands", "key_mass", mass, want.mass)
+	wantOut, wantLSE, wantMass := vecExpected(t, c, d, OperandOut), vecExpected(t, c, d, OperandLSE),
+		vecExpected(t, c, d, OperandKeyMass)
+	checkVec(t, "all operands", "out", out, wantOut)
+	checkVec(t, "all operands", "lse", lse, wantLSE)
+	checkVec(t, "all operands", "key_mass", mass, wantMass)
 	if backing[0] != 0 || backing[2] != 0 || backing[len(backing)-1] != 0 {
 		t.Errorf("written outside the out sub-slice")
 	}
@@ -790,16 +770,16 @@ func TestArgsZeroAlloc(t *testing.T) {
 	}
 	// After 200 more runs into the same buffers the outputs are the same (overwritten, never
 	// accumulated: key_mass is a sum).
-	compareRef(t, "after 200 runs", "out", out, want.out)
-	compareRef(t, "after 200 runs", "lse", lse, want.lse)
-	compareRef(t, "after 200 runs", "key_mass", mass, want.mass)
+	checkVec(t, "after 200 runs", "out", out, wantOut)
+	checkVec(t, "after 200 runs", "lse", lse, wantLSE)
+	checkVec(t, "after 200 runs", "key_mass", mass, wantMass)
 	if allocs := testing.AllocsPerRun(200, bindAll); allocs != 0 {
 		t.Errorf("binding every operand allocates %v times, want 0", allocs)
 	}
 	if err := a.Run(OpWeights); err != nil {
 		t.Fatal(err)
 	}
-	compareRef(t, "all operands", "weights", w, want.w)
+	checkVec(t, "all operands", "weights", w, vecExpected(t, c, d, OperandWeights))
 }
 
 // A Desc or Args that is never closed is freed by its finalizer (and a closed one is not freed
