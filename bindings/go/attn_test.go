@@ -20,48 +20,6 @@ import (
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-// refAttention is an independent float64 reference for one batch, one head, contiguous [s][d]
-// rows: causal is top-left, keyValid may be nil. It returns out [sq][d] and weights [sq][sk].
-func refAttention(q, k, v []float32, sq, sk, d int, scale float64, causal bool, keyValid []bool) (out, w []float64) {
-	out = make([]float64, sq*d)
-	w = make([]float64, sq*sk)
-	for i := 0; i < sq; i++ {
-		m := math.Inf(-1)
-		s := make([]float64, sk)
-		for j := 0; j < sk; j++ {
-			s[j] = math.Inf(-1)
-			if (causal && j > i) || (keyValid != nil && !keyValid[j]) {
-				continue
-			}
-			dot := 0.0
-			for x := 0; x < d; x++ {
-				dot += float64(q[i*d+x]) * float64(k[j*d+x])
-			}
-			s[j] = dot * scale
-			m = math.Max(m, s[j])
-		}
-		if math.IsInf(m, -1) {
-			continue // fully masked row: out 0, weights 0
-		}
-		sum := 0.0
-		for j := range s {
-			if !math.IsInf(s[j], -1) {
-				s[j] = math.Exp(s[j] - m)
-				sum += s[j]
-			} else {
-				s[j] = 0
-			}
-		}
-		for j := range s {
-			w[i*sk+j] = s[j] / sum
-			for x := 0; x < d; x++ {
-				out[i*d+x] += w[i*sk+j] * float64(v[j*d+x])
-			}
-		}
-	}
-	return out, w
-}
-
 // pattern fills n floats deterministically from a seed, in [-1, 1).
 func pattern(n, seed int) []float32 {
 	s := make([]float32, n)
@@ -254,31 +212,57 @@ func TestSeedExample(t *testing.T) {
 	}
 }
 
-func TestSimplePadMaskAgainstReference(t *testing.T) {
-	const n, d = 7, 5
-	q, k, v := pattern(n*d, 1), pattern(n*d, 2), pattern(n*d, 3)
-	pad := []bool{true, true, false, true, true, false, true}
-	for _, causal := range []bool{false, true} {
-		// NaN in padded K/V rows must never reach an output.
-		k2, v2 := append([]float32(nil), k...), append([]float32(nil), v...)
-		for j := range pad {
-			if !pad[j] {
-				for x := 0; x < d; x++ {
-					k2[j*d+x], v2[j*d+x] = float32(math.NaN()), float32(math.NaN())
+// Simple on the shared vectors it can express: one (batch, head) at a time of every index.txt
+// case with seq_q = seq_k, the default scale and strides, no allowed mask and no or top-left
+// causal; key_valid as padMask (the padded K/V rows hold NaN, which must never be read).
+func TestSimpleSharedVectors(t *testing.T) {
+	dir := vectorsDir()
+	ran, padded, causal := 0, 0, 0
+	for _, c := range readIndex(t, dir) {
+		if c.sq != c.sk || c.scale != "default" || c.allowed || c.causal > 1 ||
+			c.strides != [4]string{"default", "default", "default", "default"} {
+			continue
+		}
+		desc := mustDesc(t, c.b, c.hq, c.hkv, c.sq, c.sk, c.d, c.options(t)...)
+		p := func(part string) string { return filepath.Join(dir, c.name+"."+part) }
+		q := readF32(t, p("q.f32"), desc.RequiredLen(OperandQ))
+		k := readF32(t, p("k.f32"), desc.RequiredLen(OperandK))
+		v := readF32(t, p("v.f32"), desc.RequiredLen(OperandV))
+		want := readF32(t, p("out.f32"), desc.RequiredLen(OperandOut))
+		var keyValid []bool
+		if c.keyValid {
+			keyValid = readU8(t, p("key_valid.u8"), desc.RequiredLen(OperandKeyValid))
+		}
+		desc.Close()
+		n, d, rows := c.sq, c.d, c.sq*c.d
+		for b := 0; b < c.b; b++ {
+			var pad []bool
+			if keyValid != nil {
+				pad = keyValid[b*n : (b+1)*n]
+			}
+			for h := 0; h < c.hq; h++ {
+				hk := b*c.hkv + h/(c.hq/c.hkv)
+				got, err := Simple(q[(b*c.hq+h)*rows:][:rows], k[hk*rows:][:rows], v[hk*rows:][:rows], n, d,
+					c.causal == 1, pad)
+				if err != nil {
+					t.Fatalf("%s: Simple: %v", c.name, err)
 				}
+				checkVec(t, fmt.Sprintf("%s batch %d head %d", c.name, b, h), "out", got,
+					want[(b*c.hq+h)*rows:][:rows])
 			}
 		}
-		got, err := Simple(q, k2, v2, n, d, causal, pad)
-		if err != nil {
-			t.Fatal(err)
+		ran++
+		if c.keyValid {
+			padded++
 		}
-		want, _ := refAttention(q, k, v, n, n, d, 1/math.Sqrt(d), causal, pad)
-		for i := range want {
-			if !close1e5(got[i], want[i]) {
-				t.Errorf("causal=%v out[%d] = %v, want %v", causal, i, got[i], want[i])
-			}
+		if c.causal == 1 {
+			causal++
 		}
 	}
+	if ran < 4 || padded == 0 || causal == 0 {
+		t.Fatalf("index.txt has %d cases for Simple (%d padded, %d causal)", ran, padded, causal)
+	}
+	t.Logf("Simple: %d shared cases checked", ran)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -777,12 +761,18 @@ func TestUseAfterClose(t *testing.T) {
 // nothing on the Go side.
 
 func TestZeroCopyInPlace(t *testing.T) {
-	const sq, sk, d = 4, 6, 8
-	desc := mustDesc(t, 1, 1, 1, sq, sk, d, WithCausal(CausalBottomRight))
+	// The shared case causal_br_sq_lt_sk: bottom-right, seq_q 4 < seq_k 9, two batches.
+	c := indexCaseByName(t, "causal_br_sq_lt_sk")
+	desc := mustDesc(t, c.b, c.hq, c.hkv, c.sq, c.sk, c.d, c.options(t)...)
 	defer desc.Close()
-	backing := make([]float32, 3+sq*d+5)
-	q, k, v := pattern(sq*d, 4), pattern(sk*d, 5), pattern(sk*d, 6)
-	out := backing[3 : 3+sq*d]
+	p := func(part string) string { return filepath.Join(vectorsDir(), c.name+"."+part) }
+	q := readF32(t, p("q.f32"), desc.RequiredLen(OperandQ))
+	k := readF32(t, p("k.f32"), desc.RequiredLen(OperandK))
+	v := readF32(t, p("v.f32"), desc.RequiredLen(OperandV))
+	want := readF32(t, p("out.f32"), desc.RequiredLen(OperandOut))
+	n := desc.RequiredLen(OperandOut)
+	backing := make([]float32, 3+n+5)
+	out := backing[3 : 3+n]
 	if err := desc.Forward(q, k, v, nil, nil, out, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -791,20 +781,7 @@ func TestZeroCopyInPlace(t *testing.T) {
 			t.Errorf("backing[%d] = %v written outside the sub-slice", i, backing[i])
 		}
 	}
-	// bottom-right with sq=4, sk=6: query i sees keys j <= i+2; check against the reference
-	// by padding out the keys a top-left rule would not hide.
-	for i := 0; i < sq; i++ {
-		kv := make([]bool, sk)
-		for j := range kv {
-			kv[j] = j <= i+2
-		}
-		want, _ := refAttention(q[i*d:(i+1)*d], k, v, 1, sk, d, 1/math.Sqrt(d), false, kv)
-		for x := 0; x < d; x++ {
-			if !close1e5(backing[3+i*d+x], want[x]) {
-				t.Errorf("out[%d][%d] = %v, want %v", i, x, backing[3+i*d+x], want[x])
-			}
-		}
-	}
+	checkVec(t, c.name+" at offset 3", "out", out, want)
 	allocs := testing.AllocsPerRun(200, func() {
 		if err := desc.Forward(q, k, v, nil, nil, out, nil); err != nil {
 			t.Fatal(err)
@@ -825,43 +802,39 @@ func TestConcurrentOneDesc(t *testing.T) {
 	defer func() { testHookBeforeLastError = nil }()
 
 	const goroutines, iters = 64, 40
-	const b, hq, hkv, sq, sk, d = 2, 4, 2, 5, 7, 16
-	desc := mustDesc(t, b, hq, hkv, sq, sk, d, WithCausal(CausalBottomRight))
+	// The dimensions, masks and (for job 0) the data of the shared case combined_all: GQA 6/2,
+	// bottom-right, key padding and an allowed mask.
+	c := indexCaseByName(t, "combined_all")
+	desc := mustDesc(t, c.b, c.hq, c.hkv, c.sq, c.sk, c.d, c.options(t)...)
 	defer desc.Close()
+	p := func(part string) string { return filepath.Join(vectorsDir(), c.name+"."+part) }
 
 	// Per goroutine inputs, and expected results computed serially first.
 	type job struct {
 		q, k, v, out, lse []float32
-		kv                []bool
+		kv, allowed       []bool
 	}
 	jobs := make([]job, goroutines)
 	for g := range jobs {
 		j := job{q: pattern(desc.RequiredLen(OperandQ), 3*g), k: pattern(desc.RequiredLen(OperandK), 3*g+1),
-			v: pattern(desc.RequiredLen(OperandV), 3*g+2), kv: make([]bool, b*sk),
+			v: pattern(desc.RequiredLen(OperandV), 3*g+2), kv: make([]bool, desc.RequiredLen(OperandKeyValid)),
 			out: make([]float32, desc.RequiredLen(OperandOut)), lse: make([]float32, desc.RequiredLen(OperandLSE))}
 		for i := range j.kv {
 			j.kv[i] = (i+g)%5 != 0
 		}
-		if err := desc.Forward(j.q, j.k, j.v, j.kv, nil, j.out, j.lse); err != nil {
+		if g == 0 {
+			j.q, j.k, j.v = readF32(t, p("q.f32"), len(j.q)), readF32(t, p("k.f32"), len(j.k)), readF32(t, p("v.f32"), len(j.v))
+			j.kv = readU8(t, p("key_valid.u8"), len(j.kv))
+			j.allowed = readU8(t, p("allowed.u8"), desc.RequiredLen(OperandAllowed))
+		}
+		if err := desc.Forward(j.q, j.k, j.v, j.kv, j.allowed, j.out, j.lse); err != nil {
 			t.Fatal(err)
 		}
 		jobs[g] = j
 	}
-	// The serial results themselves agree with the float64 reference (batch 0, head 0: bottom-right
-	// with sq <= sk is top-left shifted by sk-sq, expressed as padding per query).
-	j0 := jobs[0]
-	for i := 0; i < sq; i++ {
-		kv := make([]bool, sk)
-		for j := range kv {
-			kv[j] = j0.kv[j] && j <= i+sk-sq
-		}
-		want, _ := refAttention(j0.q[i*d:(i+1)*d], j0.k, j0.v, 1, sk, d, 1/math.Sqrt(d), false, kv)
-		for x := 0; x < d; x++ {
-			if !close1e5(j0.out[i*d+x], want[x]) {
-				t.Fatalf("serial out[%d][%d] = %v, want %v", i, x, j0.out[i*d+x], want[x])
-			}
-		}
-	}
+	// The serial results themselves are right: job 0 is the shared case.
+	checkVec(t, "serial "+c.name, "out", jobs[0].out, readF32(t, p("out.f32"), len(jobs[0].out)))
+	checkVec(t, "serial "+c.name, "lse", jobs[0].lse, readF32(t, p("lse.f32"), len(jobs[0].lse)))
 
 	var wg sync.WaitGroup
 	errs := make(chan string, goroutines*4)
@@ -878,7 +851,7 @@ func TestConcurrentOneDesc(t *testing.T) {
 				for i := range out {
 					out[i] = -1
 				}
-				if err := desc.Forward(j.q, j.k, j.v, j.kv, nil, out, lse); err != nil {
+				if err := desc.Forward(j.q, j.k, j.v, j.kv, j.allowed, out, lse); err != nil {
 					errs <- fmt.Sprintf("g%d: Forward: %v", g, err)
 					return
 				}
