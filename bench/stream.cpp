@@ -3,9 +3,8 @@
 #include "stream.hpp"
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <thread>
+
+#include "threads.hpp"
 
 namespace attn_bench {
 
@@ -21,30 +20,15 @@ std::vector<StreamLoop> available_stream_loops() {
 }
 
 double stream_read_gbs(const StreamLoop &loop, const float *x, size_t n, int threads, int reps) {
-    using clock = std::chrono::steady_clock;
     threads = std::max(1, threads);
     const size_t chunk = (n / threads) / kStreamBlock * kStreamBlock;
     const size_t total = chunk * threads; // the floats actually read (a tail < 64 x threads is not)
     double best = 0;
     volatile float sink = 0;
     for (int r = 0; r < reps; ++r) {
-        std::atomic<int> ready{0};
-        std::atomic<bool> go{false};
         std::vector<float> sums(threads);
-        std::vector<std::thread> pool;
-        for (int t = 0; t < threads; ++t)
-            pool.emplace_back([&, t] {
-                ready.fetch_add(1);
-                while (!go.load(std::memory_order_acquire)) {
-                }
-                sums[t] = loop.fn(x + chunk * t, chunk);
-            });
-        while (ready.load() < threads) {
-        }
-        const auto t0 = clock::now();
-        go.store(true, std::memory_order_release);
-        for (auto &th : pool) th.join();
-        const double dt = std::chrono::duration<double>(clock::now() - t0).count();
+        const double dt =
+            run_together(threads, [&](int t) { sums[t] = loop.fn(x + chunk * t, chunk); });
         for (float s : sums) sink = sink + s;
         best = std::max(best, double(total) * sizeof(float) / dt * 1e-9);
     }
