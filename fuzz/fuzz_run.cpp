@@ -13,7 +13,7 @@
 //   - a refused call must return the predicted status with a message; a valid one ATTN_OK, or
 //     ATTN_ERR_OUT_OF_MEMORY only under the scratch fault (and then work once the fault is gone);
 //     failed thread starts never fail a call;
-//   - results match the float64 pipeline (tests/core/reference.hpp) within 1e-4 relative (more
+//   - results match the float64 pipeline (tests/reference/reference.hpp) within 1e-4 relative (more
 //     for logits in the thousands, see tolerance()), hidden
 //     weights are exactly +0, unaddressed OUT elements untouched;
 //   - another thread count gives bit-identical results.

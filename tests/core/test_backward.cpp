@@ -1,6 +1,6 @@
 // The backward pass (ATTN_OP_BACKWARD) on every ISA this CPU supports, against the float64
-// reference backward of reference_backward.hpp, which is itself checked against central finite
-// differences of the float64 forward (ref::compute_v).
+// reference backward of tests/reference/reference_backward.hpp, which is itself checked against
+// central finite differences of the float64 forward (ref::compute_v).
 #include <doctest/doctest.h>
 
 #include <algorithm>

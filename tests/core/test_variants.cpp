@@ -1,6 +1,6 @@
 // The 0.2 variants (window, softcap, bias, ALiBi, sinks, "+1", query padding, per-batch key
 // lengths, head_dim_v, key mass) through attn_args / attn_run, on every ISA this CPU supports,
-// against the float64 pipeline of reference.hpp (ref::compute_v).
+// against the float64 pipeline of tests/reference/reference.hpp (ref::compute_v).
 #include <doctest/doctest.h>
 
 #include "variant_cases.hpp"
@@ -150,15 +150,12 @@ TEST_CASE("weights modes write the score stages (ONNX qk_matmul_output_mode 0..2
         for (const std::string &isa : isas()) {
             REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
             const VRun r = run(c);
+            const ref::VInputs in = c.inputs();
             for (size_t b = 0; b < 2; ++b)
                 for (size_t h = 0; h < 2; ++h)
                     for (size_t i = 0; i < 5; ++i)
                         for (size_t j = 0; j < 7; ++j) {
-                            double dot = 0;
-                            for (size_t d = 0; d < 6; ++d)
-                                dot += double(c.q[p.at(0, b, h, i) + d]) *
-                                       double(c.k[p.at(1, b, 0, j) + d]);
-                            double want = dot * p.eff_scale();
+                            double want = ref::scaled_dot(p, in, b, h, i, j);
                             const bool pad = !c.key_valid[b * 7 + j];
                             const bool hidden =
                                 pad || j > i || static_cast<long long>(j) < (long long)i - 3;

@@ -1,6 +1,6 @@
 // Random problems of every 0.2 variant, their run through attn_args / attn_run, and the check
-// against the float64 pipeline of reference.hpp (ref::compute_v). Shared by core_variants and
-// core_storage (which binds Q, K and V in 16-bit or int8 storage: VCase::store).
+// against the float64 pipeline of tests/reference/reference.hpp (ref::compute_v). Shared by
+// core_variants and core_storage (which binds Q, K and V in 16-bit or int8 storage: VCase::store).
 #pragma once
 
 #include <doctest/doctest.h>

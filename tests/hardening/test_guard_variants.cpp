@@ -4,9 +4,9 @@
 // v_scale) are each placed so that they END at a PROT_NONE page, then (second pass) so that they
 // START right after one; inputs are read-only, outputs surrounded by canaries. Any access one
 // element outside attn_desc_required_len faults and the handler names the buffer. Results are
-// checked against the float64 pipeline (tests/core/reference.hpp), on every ISA. The fp32 cases
-// also run ATTN_OP_BACKWARD with dout, dq, dk, dv (dbias, dsinks) placed the same way; a last pass
-// runs prefill shapes with ATTN_COMPUTE_FP16 at the CPU's own level (the fp16 fast path).
+// checked against the float64 pipeline (tests/reference/reference.hpp), on every ISA. The fp32
+// cases also run ATTN_OP_BACKWARD with dout, dq, dk, dv (dbias, dsinks) placed the same way; a last
+// pass runs prefill shapes with ATTN_COMPUTE_FP16 at the CPU's own level (the fp16 fast path).
 #include <signal.h>
 
 #include "hardening.hpp"
