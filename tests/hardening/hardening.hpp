@@ -1,6 +1,6 @@
 // Shared pieces of the hardening tests (issue 5) and the fuzzer: a deterministic RNG, a problem
-// description mirroring attn_desc, an independent float64 reference, comparisons, guard-page
-// buffers and the ISA loop. Header-only; C++17; talks to libattn only through attn.h.
+// description mirroring attn_desc, comparisons with the float64 reference of tests/reference,
+// guard-page buffers and the ISA loop. Header-only; C++17; talks to libattn only through attn.h.
 #pragma once
 
 #include <signal.h>
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "attn.h"
+#include "reference.hpp"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define ATTN_HARD_SANITIZED 1
@@ -81,65 +82,28 @@ struct Rng {
 };
 
 // ----------------------------------------------------------------------------------------------
-// The problem as the descriptor sees it. Operand index w: 0 Q, 1 K, 2 V, 3 OUT (attn_operand).
-struct Problem {
-    size_t batch = 1, heads_q = 1, heads_kv = 1, seq_q = 1, seq_k = 1, head_dim = 1;
-    int causal = ATTN_CAUSAL_NONE;
-    bool has_scale = false;
-    float scale = 1.0f;
-    size_t st[4][3] = {}; // batch, head, row strides (elements)
-    bool custom[4] = {false, false, false, false};
-
-    size_t heads(int w) const { return w == 0 || w == 3 ? heads_q : heads_kv; }
-    size_t seq(int w) const { return w == 0 || w == 3 ? seq_q : seq_k; }
-    void set_default_strides() {
-        for (int w = 0; w < 4; ++w) {
-            if (custom[w]) continue;
-            st[w][2] = head_dim;
-            st[w][1] = seq(w) * head_dim;
-            st[w][0] = heads(w) * seq(w) * head_dim;
-        }
-    }
+// The problem as the descriptor sees it: the reference's 0.1 problem (tests/reference), plus
+// what the hardening tests need to make and describe a descriptor. Operand index w: 0 Q, 1 K, 2 V,
+// 3 OUT (attn_operand). The float64 reference is ref::compute (ref::compute_v of this problem).
+struct Problem : ref::Problem {
     void set_strides(int w, size_t b, size_t h, size_t r) {
-        st[w][0] = b;
-        st[w][1] = h;
-        st[w][2] = r;
-        custom[w] = true;
-    }
-    size_t len(int w) const {
-        return (batch - 1) * st[w][0] + (heads(w) - 1) * st[w][1] + (seq(w) - 1) * st[w][2] +
-               head_dim;
-    }
-    size_t at(int w, size_t b, size_t h, size_t s) const {
-        return b * st[w][0] + h * st[w][1] + s * st[w][2];
+        strides[w][0] = b;
+        strides[w][1] = h;
+        strides[w][2] = r;
+        custom_strides[w] = true;
     }
     size_t lse_len() const { return batch * heads_q * seq_q; }
     size_t weights_len() const { return batch * heads_q * seq_q * seq_k; }
-    // The scale the library applies: explicit, or 1/sqrt(head_dim) computed in float.
-    float eff_scale() const {
-        return has_scale ? scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
-    }
-    bool visible(size_t b, size_t i, size_t j, const uint8_t *key_valid,
-                 const uint8_t *allowed) const {
-        const long long off = causal == ATTN_CAUSAL_BOTTOM_RIGHT
-                                  ? static_cast<long long>(seq_k) - static_cast<long long>(seq_q)
-                                  : 0;
-        if (causal != ATTN_CAUSAL_NONE &&
-            static_cast<long long>(j) > static_cast<long long>(i) + off)
-            return false;
-        if (key_valid && !key_valid[b * seq_k + j]) return false;
-        if (allowed && !allowed[i * seq_k + j]) return false;
-        return true;
-    }
     std::string describe() const {
         char buf[320];
+        const size_t(&st)[4][3] = strides;
         std::snprintf(buf, sizeof buf,
                       "B=%zu HQ=%zu HKV=%zu SQ=%zu SK=%zu D=%zu causal=%d scale=%s%g "
                       "strides Q(%zu,%zu,%zu) K(%zu,%zu,%zu) V(%zu,%zu,%zu) OUT(%zu,%zu,%zu)",
                       batch, heads_q, heads_kv, seq_q, seq_k, head_dim, causal,
-                      has_scale ? "" : "default=", static_cast<double>(eff_scale()), st[0][0],
-                      st[0][1], st[0][2], st[1][0], st[1][1], st[1][2], st[2][0], st[2][1],
-                      st[2][2], st[3][0], st[3][1], st[3][2]);
+                      has_scale ? "" : "default=", eff_scale(), st[0][0], st[0][1], st[0][2],
+                      st[1][0], st[1][1], st[1][2], st[2][0], st[2][1], st[2][2], st[3][0],
+                      st[3][1], st[3][2]);
         return buf;
     }
     // A configured descriptor, or nullptr (with a failure recorded).
@@ -149,9 +113,9 @@ struct Problem {
         if (s == ATTN_OK) s = attn_desc_set_causal(d, static_cast<attn_causal>(causal));
         if (s == ATTN_OK && has_scale) s = attn_desc_set_scale(d, scale);
         for (int w = 0; w < 4 && s == ATTN_OK; ++w)
-            if (custom[w])
-                s = attn_desc_set_strides(d, static_cast<attn_operand>(w), st[w][0], st[w][1],
-                                          st[w][2]);
+            if (custom_strides[w])
+                s = attn_desc_set_strides(d, static_cast<attn_operand>(w), strides[w][0],
+                                          strides[w][1], strides[w][2]);
         if (s != ATTN_OK) {
             fail("descriptor for %s: %s (%s)", describe().c_str(), attn_status_string(s),
                  attn_last_error());
@@ -161,56 +125,6 @@ struct Problem {
         return d;
     }
 };
-
-// Dense float64 results: out [b][hq][sq][d], lse [b][hq][sq], w [b][hq][sq][sk].
-struct Ref {
-    std::vector<double> out, lse, w;
-    std::vector<char> any; // per row: has a visible key
-};
-
-// Plain float64 reference: one (batch, head, query) row at a time, reading only visible keys.
-inline Ref reference(const Problem &p, const float *q, const float *k, const float *v,
-                     const uint8_t *key_valid, const uint8_t *allowed) {
-    Ref r;
-    const size_t D = p.head_dim, group = p.heads_q / p.heads_kv;
-    const double scale = static_cast<double>(p.eff_scale());
-    r.out.assign(p.batch * p.heads_q * p.seq_q * D, 0.0);
-    r.lse.assign(p.lse_len(), -std::numeric_limits<double>::infinity());
-    r.w.assign(p.weights_len(), 0.0);
-    r.any.assign(p.lse_len(), 0);
-    std::vector<double> s(p.seq_k);
-    for (size_t b = 0; b < p.batch; ++b)
-        for (size_t h = 0; h < p.heads_q; ++h)
-            for (size_t i = 0; i < p.seq_q; ++i) {
-                const size_t row = (b * p.heads_q + h) * p.seq_q + i, kvh = h / group;
-                double m = -std::numeric_limits<double>::infinity();
-                bool any = false;
-                for (size_t j = 0; j < p.seq_k; ++j) {
-                    if (!p.visible(b, i, j, key_valid, allowed)) continue;
-                    double dot = 0.0;
-                    for (size_t d = 0; d < D; ++d)
-                        dot += static_cast<double>(q[p.at(0, b, h, i) + d]) *
-                               static_cast<double>(k[p.at(1, b, kvh, j) + d]);
-                    s[j] = dot * scale;
-                    if (std::isnan(s[j]) || s[j] > m) m = std::isnan(m) ? m : s[j];
-                    any = true;
-                }
-                if (!any) continue;
-                r.any[row] = 1;
-                double sum = 0.0;
-                for (size_t j = 0; j < p.seq_k; ++j)
-                    if (p.visible(b, i, j, key_valid, allowed)) sum += std::exp(s[j] - m);
-                r.lse[row] = m + std::log(sum);
-                for (size_t j = 0; j < p.seq_k; ++j) {
-                    if (!p.visible(b, i, j, key_valid, allowed)) continue;
-                    const double wj = std::exp(s[j] - m) / sum;
-                    r.w[row * p.seq_k + j] = wj;
-                    for (size_t d = 0; d < D; ++d)
-                        r.out[row * D + d] += wj * static_cast<double>(v[p.at(2, b, kvh, j) + d]);
-                }
-            }
-    return r;
-}
 
 // |got - want| <= tol * max(1, |want|); NaN must meet NaN, an infinity the same infinity.
 inline bool close(float got, double want, double tol) {
@@ -223,7 +137,7 @@ inline bool close(float got, double want, double tol) {
 // Compares a call's outputs with the reference. `out` is the strided OUT buffer; lse and
 // weights are optional. Hidden keys must have weight exactly 0; rows without a visible key must
 // give out 0 and lse -inf. Returns the number of mismatches (the first few are printed).
-inline size_t compare(const Problem &p, const Ref &r, const float *out, const float *lse,
+inline size_t compare(const Problem &p, const ref::VResult &r, const float *out, const float *lse,
                       const float *weights, double tol, const char *what) {
     size_t bad = 0;
     auto report = [&](const char *field, size_t idx, float got, double want) {

@@ -107,7 +107,7 @@ struct Stats {
 };
 
 // Places every buffer per `place`, runs forward and weights, checks values, canaries and gaps.
-void run_placement(const Problem &p, const Options &o, const Inputs &in, const hard::Ref &ref,
+void run_placement(const Problem &p, const Options &o, const Inputs &in, const ref::VResult &r64,
                    Place place, Stats &stats, const char *isa) {
     const char *where = place == Place::EndAtGuard ? "end-at-guard" : "start-after-guard";
     std::snprintf(g_case, hard::kGuardCaseLen,
@@ -155,7 +155,7 @@ void run_placement(const Problem &p, const Options &o, const Inputs &in, const h
     ++stats.calls;
     HARD_CHECK(s == ATTN_OK, "attn_weights: %s (%s) %s", attn_status_string(s), attn_last_error(),
                g_case);
-    bad += hard::compare(p, ref, out.as<float>(), o.lse ? lse.as<float>() : nullptr, w.as<float>(),
+    bad += hard::compare(p, r64, out.as<float>(), o.lse ? lse.as<float>() : nullptr, w.as<float>(),
                          1e-5, g_case);
 
     // Canaries around every output, and OUT elements the strides do not address untouched.
@@ -205,12 +205,12 @@ void run_case(const Problem &p0, Rng &rng, Stats &stats, const char *isa) {
     o.threads = static_cast<int>(rng.range(1, 3));
     attn_set_num_threads(static_cast<size_t>(o.threads));
     const Inputs in = make_inputs(p, o, rng);
-    const hard::Ref ref = hard::reference(p, in.q.data(), in.k.data(), in.v.data(),
+    const ref::VResult r64 = ref::compute(p, in.q.data(), in.k.data(), in.v.data(),
                                           o.key_valid ? in.key_valid.data() : nullptr,
                                           o.allowed ? in.allowed.data() : nullptr);
     ++stats.cases;
-    run_placement(p, o, in, ref, Place::EndAtGuard, stats, isa);
-    run_placement(p, o, in, ref, Place::StartAfterGuard, stats, isa);
+    run_placement(p, o, in, r64, Place::EndAtGuard, stats, isa);
+    run_placement(p, o, in, r64, Place::StartAfterGuard, stats, isa);
 }
 
 Problem shape(Rng &rng, size_t sq, size_t sk, size_t d) {

@@ -24,7 +24,7 @@ struct Shared {
     struct Set {
         std::vector<float> q, k, v;
         std::vector<uint8_t> kv, al;
-        hard::Ref ref;
+        ref::VResult r64;
         std::vector<float> out, lse, w; // golden library results (1 thread)
     } sets[2];
 };
@@ -110,7 +110,7 @@ void setup() {
             }
             const uint8_t *kv = s.key_valid ? set.kv.data() : nullptr;
             const uint8_t *al = s.allowed ? set.al.data() : nullptr;
-            set.ref = hard::reference(p, set.q.data(), set.k.data(), set.v.data(), kv, al);
+            set.r64 = ref::compute(p, set.q.data(), set.k.data(), set.v.data(), kv, al);
             set.out.assign(p.len(3), 0.0f);
             set.lse.assign(p.lse_len(), 0.0f);
             set.w.assign(p.weights_len(), 0.0f);
@@ -125,7 +125,7 @@ void setup() {
                 std::fprintf(stderr, "setup: %s\n", attn_last_error());
                 std::exit(1);
             }
-            if (hard::compare(p, set.ref, set.out.data(), set.lse.data(), set.w.data(), 1e-5,
+            if (hard::compare(p, set.r64, set.out.data(), set.lse.data(), set.w.data(), 1e-5,
                               "single-threaded golden result")) {
                 std::fprintf(stderr, "setup: golden result does not match the reference\n");
                 std::exit(1);
@@ -213,11 +213,11 @@ void worker(int tid, int calls) {
         if (op < 2) {
             same = std::memcmp(out.data(), set.out.data(), 4 * out.size()) == 0 &&
                    (op == 1 || std::memcmp(lse.data(), set.lse.data(), 4 * lse.size()) == 0);
-            bad = hard::compare(p, set.ref, out.data(), op == 0 ? lse.data() : nullptr, nullptr,
+            bad = hard::compare(p, set.r64, out.data(), op == 0 ? lse.data() : nullptr, nullptr,
                                 1e-5, "load: forward");
         } else {
             same = std::memcmp(w.data(), set.w.data(), 4 * w.size()) == 0;
-            bad = hard::compare(p, set.ref, nullptr, nullptr, w.data(), 1e-5, "load: weights");
+            bad = hard::compare(p, set.r64, nullptr, nullptr, w.data(), 1e-5, "load: weights");
         }
         if (bad)
             report("thread %d it %d: %zu elements differ from the float64 reference (%s)", tid, it,

@@ -137,10 +137,10 @@ void large_logits() {
     for (size_t d = 0; d < 3; ++d) expect_exact(rl.out[d], vl[250 * 3 + d], late, "out", d);
     expect_exact(rl.lse[0], 1e4f, late, "lse", 0);
     // Query 1 against the float64 reference (moderate scores; the big K column is not seen).
-    const hard::Ref ref = hard::reference(pl, ql.data(), kl.data(), vl.data(), nullptr, nullptr);
+    const ref::VResult r64 = ref::compute(pl, ql.data(), kl.data(), vl.data(), nullptr, nullptr);
     for (size_t d = 0; d < 3; ++d)
-        expect_close(rl.out[3 + d], ref.out[3 + d], 1e-5, late, "out", 3 + d);
-    expect_close(rl.lse[1], ref.lse[1], 1e-5, late, "lse", 1);
+        expect_close(rl.out[3 + d], r64.out[3 + d], 1e-5, late, "out", 3 + d);
+    expect_close(rl.lse[1], r64.lse[1], 1e-5, late, "lse", 1);
 }
 
 // ---- all-equal scores -------------------------------------------------------------------------
@@ -215,7 +215,7 @@ void seq_k_one() {
         for (float &x : k) x = rng.value(-2, 2);
         for (float &x : v) x = rng.value(-2, 2);
         const Out r = run(p, q, k, v, {}, {}, what);
-        const hard::Ref ref = hard::reference(p, q.data(), k.data(), v.data(), nullptr, nullptr);
+        const ref::VResult r64 = ref::compute(p, q.data(), k.data(), v.data(), nullptr, nullptr);
         for (size_t b = 0; b < 2; ++b)
             for (size_t h = 0; h < 4; ++h)
                 for (size_t i = 0; i < 3; ++i) {
@@ -228,7 +228,7 @@ void seq_k_one() {
                         expect_exact(r.out[row * 19 + d], vis ? vk[d] : 0.0f, what, "out",
                                      row * 19 + d);
                     if (vis)
-                        expect_close(r.lse[row], ref.lse[row], 1e-6, what, "lse", row);
+                        expect_close(r.lse[row], r64.lse[row], 1e-6, what, "lse", row);
                     else
                         expect_exact(r.lse[row], -kInf, what, "lse", row);
                 }
@@ -334,14 +334,14 @@ Base nan_base() {
 
 // Rows 0..2 (which do not see key 3) must match the reference of the clean inputs.
 void expect_rows_clean(const Base &b, const Out &r, const char *what) {
-    const hard::Ref ref =
-        hard::reference(b.p, b.q.data(), b.k.data(), b.v.data(), nullptr, nullptr);
+    const ref::VResult r64 =
+        ref::compute(b.p, b.q.data(), b.k.data(), b.v.data(), nullptr, nullptr);
     for (size_t i = 0; i < 3; ++i) {
         for (size_t d = 0; d < 5; ++d)
-            expect_close(r.out[i * 5 + d], ref.out[i * 5 + d], 1e-5, what, "out", i * 5 + d);
-        expect_close(r.lse[i], ref.lse[i], 1e-5, what, "lse", i);
+            expect_close(r.out[i * 5 + d], r64.out[i * 5 + d], 1e-5, what, "out", i * 5 + d);
+        expect_close(r.lse[i], r64.lse[i], 1e-5, what, "lse", i);
         for (size_t j = 0; j < 6; ++j)
-            expect_close(r.w[i * 6 + j], ref.w[i * 6 + j], 1e-5, what, "weights", i * 6 + j);
+            expect_close(r.w[i * 6 + j], r64.w[i * 6 + j], 1e-5, what, "weights", i * 6 + j);
     }
 }
 
@@ -359,16 +359,16 @@ void nan_inf() {
             const Out r = run(b.p, b.q, b.k, b.v, {}, {}, what);
             expect_rows_clean(nan_base(), r, what);
             for (size_t i = 3; i < 6; ++i) {
-                const hard::Ref ref =
-                    hard::reference(b.p, b.q.data(), b.k.data(), b.v.data(), nullptr, nullptr);
+                const ref::VResult r64 =
+                    ref::compute(b.p, b.q.data(), b.k.data(), b.v.data(), nullptr, nullptr);
                 // The float64 reference says what IEEE arithmetic gives for this row; the
                 // library must agree on NaN-ness of out, lse and the visible weights.
                 for (size_t d = 0; d < 5; ++d) {
-                    const bool want_nan = std::isnan(ref.out[i * 5 + d]);
+                    const bool want_nan = std::isnan(r64.out[i * 5 + d]);
                     if (want_nan != std::isnan(r.out[i * 5 + d]))
                         hard::fail("[%s, %zu threads] %s: out[%zu][%zu] = %g, reference %g", g_isa,
                                    g_threads, what, i, d, double(r.out[i * 5 + d]),
-                                   ref.out[i * 5 + d]);
+                                   r64.out[i * 5 + d]);
                 }
                 if (std::isfinite(r.out[i * 5]) && std::isfinite(r.lse[i]))
                     hard::fail("[%s, %zu threads] %s: row %zu came out finite (out %g, lse %g): "
@@ -387,13 +387,13 @@ void nan_inf() {
             Base b = nan_base();
             b.v[3 * 5 + 2] = specials[s];
             const Out r = run(b.p, b.q, b.k, b.v, {}, {}, what);
-            const hard::Ref ref =
-                hard::reference(b.p, b.q.data(), b.k.data(), b.v.data(), nullptr, nullptr);
+            const ref::VResult r64 =
+                ref::compute(b.p, b.q.data(), b.k.data(), b.v.data(), nullptr, nullptr);
             for (size_t x = 0; x < 30; ++x)
-                expect_close(r.out[x], ref.out[x], 1e-5, what, "out", x);
-            for (size_t x = 0; x < 6; ++x) expect_close(r.lse[x], ref.lse[x], 1e-5, what, "lse", x);
+                expect_close(r.out[x], r64.out[x], 1e-5, what, "out", x);
+            for (size_t x = 0; x < 6; ++x) expect_close(r.lse[x], r64.lse[x], 1e-5, what, "lse", x);
             for (size_t x = 0; x < 36; ++x)
-                expect_close(r.w[x], ref.w[x], 1e-5, what, "weights", x);
+                expect_close(r.w[x], r64.w[x], 1e-5, what, "weights", x);
             for (size_t i = 3; i < 6; ++i)
                 expect_exact(r.out[i * 5 + 2], specials[s], what, "out (dim 2)", i * 5 + 2);
         }
@@ -428,9 +428,9 @@ void nan_inf() {
             if (!same)
                 hard::fail("[%s, %zu threads] %s: results differ from zeros in the padded slots",
                            g_isa, g_threads, what);
-            const hard::Ref ref =
-                hard::reference(z.p, z.q.data(), z.k.data(), z.v.data(), kv.data(), nullptr);
-            hard::compare(b.p, ref, r.out.data(), r.lse.data(), r.w.data(), 1e-5, what);
+            const ref::VResult r64 =
+                ref::compute(z.p, z.q.data(), z.k.data(), z.v.data(), kv.data(), nullptr);
+            hard::compare(b.p, r64, r.out.data(), r.lse.data(), r.w.data(), 1e-5, what);
         }
         // (5) In keys hidden by the causal rule or by `allowed` (not padding, so they may be
         // read): the mask must still keep them out of every output.
@@ -448,16 +448,16 @@ void nan_inf() {
                 z.k[5 * 5 + d] = z.v[5 * 5 + d] = 0.0f;
             }
             const Out r = run(b.p, b.q, b.k, b.v, {}, al, what);
-            const hard::Ref ref =
-                hard::reference(z.p, z.q.data(), z.k.data(), z.v.data(), nullptr, al.data());
+            const ref::VResult r64 =
+                ref::compute(z.p, z.q.data(), z.k.data(), z.v.data(), nullptr, al.data());
             // ... so rows 0..4 (which do not see key 5 causally, nor key 2) must be exact.
             for (size_t i = 0; i < 5; ++i) {
                 for (size_t d = 0; d < 5; ++d)
-                    expect_close(r.out[i * 5 + d], ref.out[i * 5 + d], 1e-5, what, "out",
+                    expect_close(r.out[i * 5 + d], r64.out[i * 5 + d], 1e-5, what, "out",
                                  i * 5 + d);
-                expect_close(r.lse[i], ref.lse[i], 1e-5, what, "lse", i);
+                expect_close(r.lse[i], r64.lse[i], 1e-5, what, "lse", i);
                 for (size_t j = 0; j < 6; ++j)
-                    expect_close(r.w[i * 6 + j], ref.w[i * 6 + j], 1e-5, what, "weights",
+                    expect_close(r.w[i * 6 + j], r64.w[i * 6 + j], 1e-5, what, "weights",
                                  i * 6 + j);
             }
         }
