@@ -546,10 +546,10 @@ static inline void decode_tile(const Params &p, const Tensors &t, const WorkItem
                 if (tmp[e] > mnew || tmp[e] != tmp[e]) mnew = tmp[e];
         }
         const float msafe = mnew == kNegInf ? 0.0f : mnew;
-        const float alpha = lane0(vexp(vbcast(m[rr] - msafe)));
+        const float alpha = lane0(vexp_nonpos(vbcast(m[rr] - msafe)));
         vf lsum = zero;
         for (size_t x = 0; x < nkv; x += kL) {
-            const vf e = vexp(vload(srow + x) - vbcast(msafe));
+            const vf e = vexp_nonpos(vload(srow + x) - vbcast(msafe));
             vstore(srow + x, e);
             lsum = lsum + e;
         }

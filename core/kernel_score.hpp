@@ -518,13 +518,13 @@ static inline void softmax_tile(Block &blk, Scratch &s, size_t nk, size_t dp, bo
         const vf mold = vload(blk.m + n * kL);
         mnew[n] = vmax(mold, mt);
         msafe[n] = vsel(veq(mnew[n], ninf), zero, mnew[n]); // -inf - -inf would be NaN
-        alpha[n] = vexp(mold - msafe[n]);
+        alpha[n] = vexp_nonpos(mold - msafe[n]);
         rescale |= vany(vne(mold, mnew[n]));
         lsum[n] = zero;
     }
     for (size_t x = 0; x < nk; ++x)
         for (size_t n = 0; n < kNV; ++n) {
-            const vf e = vexp(vload(s.st + x * kR + n * kL) - msafe[n]);
+            const vf e = vexp_nonpos(vload(s.st + x * kR + n * kL) - msafe[n]);
             vstore(s.st + x * kR + n * kL, e);
             lsum[n] = lsum[n] + e;
         }
