@@ -294,7 +294,7 @@ static inline void decode_qk_tile(const KvRows &krows, const KvRows &vrows, size
             for (size_t u = 0; u < kQB; ++u) acc[rr][u] = zero;
         for (size_t dd = 0; dd < dqv; dd += kL) {
             vf qv[kDecodeRows];
-            for (size_t rr = 0; rr < kDecodeRows; ++rr) qv[rr] = vload(q + rr * dpad + dd);
+            for (size_t rr = 0; rr < kDecodeRows; ++rr) qv[rr] = vin_register(vload(q + rr * dpad + dd));
             for (size_t u = 0; u < kQB; ++u) {
                 const vf kv = vload_raw<T>(kr[u], dd);
                 for (size_t rr = 0; rr < kDecodeRows; ++rr)
