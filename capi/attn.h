@@ -17,7 +17,8 @@
  *     Hidden keys get weight exactly 0.0f and are never read when they are padding (NaN or
  *     garbage in padded K/V rows cannot reach any output).
  *   - A query row with no visible key has output 0, weights 0 and log-sum-exp -INFINITY (never
- *     NaN). NaN/Inf in the K/V/Q values of visible keys propagate as IEEE arithmetic says.
+ *     NaN); so has a row whose visible keys all score -INFINITY (q . k = -INFINITY). Otherwise
+ *     NaN/Inf in the K/V/Q values of visible keys propagate as IEEE arithmetic says.
  *   - Bool masks are one byte per element; any nonzero byte reads as true.
  *   - Alignment: float and int32 buffers must be aligned to 4 bytes (their natural alignment);
  *     byte masks need none. No larger alignment is assumed.

@@ -133,6 +133,15 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
     }
 }
 
+// A row whose visible keys all scored -inf (q.k = -inf: a -inf in K or Q) has l = 0: it saw no
+// key after all (a -inf score hides its key, as a -inf bias does), so its output is 0 and its
+// lse -inf, not 0 / 0. l = 0 only then: a finite running max contributes exp(0) = 1 to l.
+static inline void hide_empty_sums(const float *l, float *vis) {
+    const vf zero = vzero();
+    for (size_t n = 0; n < kNV; ++n)
+        vstore(vis + n * kL, vsel(veq(vload(l + n * kL), zero), zero, vload(vis + n * kL)));
+}
+
 // Final scale of a row: out = o * fo, lse. With a sink logit the denominator gains
 // exp(sink - M), M = max(m, sink), so that w_ij = exp(s_ij - M) / (exp(sink - M) + l e^(m - M)).
 // Rows with no visible key: out 0, lse -inf.
@@ -294,7 +303,8 @@ static inline void decode_qk_tile(const KvRows &krows, const KvRows &vrows, size
             for (size_t u = 0; u < kQB; ++u) acc[rr][u] = zero;
         for (size_t dd = 0; dd < dqv; dd += kL) {
             vf qv[kDecodeRows];
-            for (size_t rr = 0; rr < kDecodeRows; ++rr) qv[rr] = vin_register(vload(q + rr * dpad + dd));
+            for (size_t rr = 0; rr < kDecodeRows; ++rr)
+                qv[rr] = vin_register(vload(q + rr * dpad + dd));
             for (size_t u = 0; u < kQB; ++u) {
                 const vf kv = vload_raw<T>(kr[u], dd);
                 for (size_t rr = 0; rr < kDecodeRows; ++rr)
@@ -607,7 +617,8 @@ static void decode_end(const Params &p, const Tensors &t, const WorkItem &w, con
     const Rows &r = dh.r;
     const size_t dv = p.shape.head_dim_v, nr = w.rows, dvpad = kround_up(dv, kL);
     const float *o = dh.o, *m = dh.m, *l = dh.l;
-    const bool *vis = dh.vis;
+    bool vis[kDecodeRows]; // l = 0: every visible key scored -inf (see hide_empty_sums)
+    for (size_t rr = 0; rr < kDecodeRows; ++rr) vis[rr] = dh.vis[rr] && l[rr] != 0.0f;
     if (partial) { // the layout forward_item uses: [3 + dp][kRows]
         const size_t dp = kround_up(dv, kDT);
         float *dst = partial->data;
@@ -675,6 +686,7 @@ static void forward_item(const Params &p, const Tensors &t, const WorkItem &w, v
     zero_floats(s.zero, p.shape.head_dim);
     for (size_t bi = 0; bi < nb; ++bi) pack_queries(p, t, w, blk[bi].r, blk[bi].qt);
     run_tiles(p, t, w, blk, nb, s, true);
+    for (size_t bi = 0; bi < nb; ++bi) hide_empty_sums(blk[bi].l, blk[bi].vis);
 
     for (size_t bi = 0; bi < nb; ++bi) {
         const Block &b = blk[bi];

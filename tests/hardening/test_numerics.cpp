@@ -2,7 +2,8 @@
 // supports and with 1 and 2 threads:
 //   large logits (scores up to +-1e4, all-negative rows), all-equal scores, seq_k = 1,
 //   seq_k = 100000 with one visible key, NaN/Inf in a visible key (propagates) versus in a padded
-//   key (never seen: bit-identical to zeros there) and in causal / allowed-hidden keys.
+//   key (never seen: bit-identical to zeros there) and in causal / allowed-hidden keys, rows whose
+//   visible keys all score -inf (no visible key after all: out 0, lse -inf).
 #include <cinttypes>
 
 #include "hardening.hpp"
@@ -474,6 +475,58 @@ void nan_inf() {
     for (size_t j = 0; j < 6; ++j) expect_exact(r.w[6 + j], 0.0f, what, "weights", 6 + j);
 }
 
+// ---- every visible key scores -inf ----------------------------------------------------------
+// q.k = -inf for a key (a -inf in its K row, q > 0) hides it, as a -inf bias does: a row whose
+// visible keys all score -inf has no visible key (out 0, lse -inf, weights 0), not 0 / 0. Rows
+// that also see a finite key are ordinary. Prefill rows (seq_q 40), a GQA decode step (seq_q 1,
+// 4 query heads per KV head) and a long decode whose keys are split into merged chunks.
+void minus_inf_scores() {
+    struct Shape {
+        size_t hq, hkv, sq, sk;
+    };
+    for (const Shape sh : {Shape{2, 2, 40, 50}, Shape{4, 1, 1, 50}, Shape{4, 1, 1, 20000}}) {
+        char what[96];
+        std::snprintf(what, sizeof what, "-inf scores (%zu/%zu heads, seq_q %zu, seq_k %zu)", sh.hq,
+                      sh.hkv, sh.sq, sh.sk);
+        const size_t D = 8;
+        Problem p = dims(1, sh.hq, sh.hkv, sh.sq, sh.sk, D);
+        p.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        hard::Rng rng(77);
+        std::vector<float> q(p.len(0)), k(p.len(1)), v(p.len(2));
+        for (float &x : q) x = rng.value(0.5, 1); // positive: q.k = -inf where K holds -inf
+        for (float &x : v) x = rng.value(-1, 1);
+        // keys [0, sk - 10): -inf rows; the last 10 keys finite. Bottom-right causal: the first
+        // sq - 10 query rows of a prefill see only -inf keys.
+        for (size_t j = 0; j < p.len(1) / D; ++j)
+            for (size_t d = 0; d < D; ++d)
+                k[j * D + d] = j % sh.sk < sh.sk - 10 ? -kInf : rng.value(-1, 1);
+        const Out r = run(p, q, k, v, {}, {}, what);
+        const ref::VResult r64 = ref::compute(p, q.data(), k.data(), v.data(), nullptr, nullptr);
+        size_t empty = 0;
+        for (size_t row = 0; row < p.lse_len(); ++row) {
+            if (!r64.any[row]) { // the reference's row without a visible key
+                ++empty;
+                for (size_t d = 0; d < D; ++d)
+                    expect_exact(r.out[row * D + d], 0.0f, what, "out", row * D + d);
+                expect_exact(r.lse[row], -kInf, what, "lse", row);
+            } else {
+                for (size_t d = 0; d < D; ++d)
+                    expect_close(r.out[row * D + d], r64.out[row * D + d], 1e-5, what, "out",
+                                 row * D + d);
+                expect_close(r.lse[row], r64.lse[row], 1e-5, what, "lse", row);
+            }
+            for (size_t j = 0; j < sh.sk; ++j)
+                expect_close(r.w[row * sh.sk + j], r64.w[row * sh.sk + j], 1e-5, what, "weights",
+                             row * sh.sk + j);
+        }
+        const size_t want_empty = sh.sq > 10 ? sh.hq * (sh.sq - 10) : 0;
+        HARD_CHECK(empty == want_empty,
+                   "%s: the reference has %zu rows without a visible key, "
+                   "expected %zu",
+                   what, empty, want_empty);
+    }
+}
+
 void run_isa(const char *isa, void *) {
     g_isa = isa;
     for (size_t threads : {1u, 2u}) {
@@ -485,6 +538,7 @@ void run_isa(const char *isa, void *) {
         seq_k_one();
         one_visible_of_100k();
         nan_inf();
+        minus_inf_scores();
         std::printf("  %-6s %zu thread(s): %s\n", isa, threads,
                     hard::failures() == before ? "ok" : "FAILED");
     }
