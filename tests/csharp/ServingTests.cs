@@ -139,7 +139,7 @@ namespace LibAttn.Tests
                 AssertSame(expected[i], got[i], what + "[" + i + "]");
         }
 
-        // tests/core/reference.hpp's rel_err: |got - want| / max(1, |want|); infinities exact.
+        // tests/reference/reference.hpp's rel_err: |got - want| / max(1, |want|); infinities exact.
         public static double RelErr(double got, double want)
         {
             if (double.IsInfinity(want)) return got == want ? 0.0 : 1e30;
