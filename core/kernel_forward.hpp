@@ -82,6 +82,10 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
     if (p.invariant) kbeg -= kbeg % kBK;
     const KvRows vb = with_pv ? kv_rows(p, t, true, w.b, w.kvh) : KvRows{};
     const KvRows kb = kv_rows(p, t, false, w.b, w.kvh);
+    // Rows a page or more apart (BSHD with H * head_dim >= 1024 floats, token-major pages):
+    // every row is on its own 4 KiB page, where the hardware prefetchers, which stop at page
+    // boundaries, do not follow; the blocks of a tile then ask for the next tile's rows.
+    const bool far = kb.row * kb.elem >= 4096;
     TileInfo tile;
     for (size_t j = kbeg; next_tile(p, t, w.b, &j, kend, s.kidx, &tile);) {
         const size_t nk = tile.nk;
@@ -96,6 +100,18 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
         bool v_checked = false, v_finite = true, v_set = false;
         for (size_t bi = 0; bi < nb; ++bi) {
             Block &b = blk[bi];
+            if (kNV > 1 && far && j < kend) { // a share of the next tile's rows, into L2
+                const size_t n = kmin(kBK, kend - j), x0 = n * bi / nb, x1 = n * (bi + 1) / nb;
+                for (size_t x = x0; x < x1; ++x) {
+                    const unsigned char *kr = kb.raw(j + x);
+                    for (size_t off = 0; off < d * kb.elem; off += 64)
+                        __builtin_prefetch(kr + off, 0, 2);
+                    if (!with_pv) continue;
+                    const unsigned char *vr = vb.raw(j + x);
+                    for (size_t off = 0; off < dv * vb.elem; off += 64)
+                        __builtin_prefetch(vr + off, 0, 2);
+                }
+            }
             // The block computes only the keys [x0, x1) of the tile inside its causal / window
             // range (the tiles are shared by the item's blocks, whose ranges are shifted by a
             // block's rows: with a sliding window this saves up to a tile per block).
