@@ -1,7 +1,8 @@
 // Forward side of the kernel body: P.V, the tile loop, the row-block forward and the decode path.
 // Included by kernel_body.hpp inside the ISA namespace, after kernel_score.hpp.
 
-// ot += P.V for the tile (s.vrow rows hold at least dp = head_dim_v rounded up to kDT floats).
+// ot += P.V for the tile (s.vrow rows hold head_dim_v floats; ot has dp = head_dim_v rounded up
+// to kDT rows, the ones past head_dim_v unused).
 static inline void pv_tile(const Params &p, Block &blk, Scratch &s, const TileInfo &ti,
                            bool v_finite) {
     const size_t dv = p.shape.head_dim_v, nk = ti.nk;
@@ -15,8 +16,9 @@ static inline void pv_tile(const Params &p, Block &blk, Scratch &s, const TileIn
             }
         return;
     }
-    const size_t dp = kround_up(dv, kDT);
-    for (size_t dd = 0; dd < dp; dd += kDT) pv_block(s.vrow, dd, s.st, nk, blk.ot + dd * kR);
+    const size_t full = dv / kDT * kDT;
+    for (size_t dd = 0; dd < full; dd += kDT) pv_block(s.vrow, dd, s.st, nk, blk.ot + dd * kR);
+    if (full < dv) pv_block_tail(s.vrow, full, s.st, nk, blk.ot + full * kR, dv - full);
 }
 
 // s.krow[x] -> K row of the tile's key x (rows past nk, up to a whole kKT block, -> a zero row).
@@ -72,9 +74,11 @@ static inline void init_blocks(Block *blk, size_t nb, size_t dp, bool with_pv, s
 static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Block *blk, size_t nb,
                       Scratch &s, bool with_pv) {
     const size_t d = p.shape.head_dim, dv = p.shape.head_dim_v, dp = kround_up(dv, kDT);
-    // V rows are read in place like K's (see set_key_rows), but copied into a tile padded to
-    // whole kDT blocks when head_dim_v is not a multiple of kDT, and widened when not fp32.
-    const bool pack_v = dp != dv || p.v_type != DType::F32;
+    // V rows are read in place like K's (see set_key_rows; P.V ends a row whose head_dim_v is
+    // not a multiple of kDT with a narrower block, pv_block_tail), copied only to be widened
+    // when not fp32. (Copying a tile padded to whole kDT blocks for every item, as AVX2's kDT = 6
+    // did for head_dim 64 and 128, cost 5-8 % of the prefill.)
+    const bool pack_v = p.v_type != DType::F32;
     size_t kbeg, kend;
     init_blocks(blk, nb, dp, with_pv, &kbeg, &kend);
     // Batch invariance: tiles start at multiples of kBK (their boundaries then depend on the key

@@ -311,23 +311,35 @@ static inline void qk_block(const float *const *krow, const float *qt, size_t d,
         for (size_t n = 0; n < kNV; ++n) vstore(st + k * kR + n * kL, acc[k][n]);
 }
 
-// ot[k][R] += sum_t vrow[t][off + k] * p[t][R] for k < kDT (P.V micro-kernel).
+// ot[k][R] += sum_t vrow[t][off + k] * p[t][R] for k < C (P.V micro-kernel; C = kDT, or fewer
+// for the last values of a row whose head_dim_v is not a multiple of kDT).
+template <size_t C = kDT>
 static inline void pv_block(const float *const *vrow, size_t off, const float *pt, size_t nk,
                             float *ot) {
-    vf acc[kDT][kNV];
-    for (size_t k = 0; k < kDT; ++k)
+    vf acc[C][kNV];
+    for (size_t k = 0; k < C; ++k)
         for (size_t n = 0; n < kNV; ++n) acc[k][n] = vload(ot + k * kR + n * kL);
     for (size_t t = 0; t < nk; ++t) {
         vf pv[kNV];
         for (size_t n = 0; n < kNV; ++n) pv[n] = vload(pt + t * kR + n * kL);
         const float *vr = vrow[t] + off;
-        for (size_t k = 0; k < kDT; ++k) {
+        for (size_t k = 0; k < C; ++k) {
             const vf vb = vbcast(vr[k]);
             for (size_t n = 0; n < kNV; ++n) acc[k][n] = vfma(vb, pv[n], acc[k][n]);
         }
     }
-    for (size_t k = 0; k < kDT; ++k)
+    for (size_t k = 0; k < C; ++k)
         for (size_t n = 0; n < kNV; ++n) vstore(ot + k * kR + n * kL, acc[k][n]);
+}
+
+// pv_block over the last `rem` (< kDT) values of the rows from `off`.
+template <size_t C = kDT - 1>
+static inline void pv_block_tail(const float *const *vrow, size_t off, const float *pt, size_t nk,
+                                 float *ot, size_t rem) {
+    if constexpr (C > 0) {
+        if (rem == C) return pv_block<C>(vrow, off, pt, nk, ot);
+        pv_block_tail<C - 1>(vrow, off, pt, nk, ot, rem);
+    }
 }
 
 // Score pipeline of one tile. Stages (see attn.h): raw scores (the scale is folded into qt, or
