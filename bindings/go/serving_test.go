@@ -378,6 +378,19 @@ func TestVarlenPackBatchInvariant(t *testing.T) {
 	})
 }
 
+// runPack runs the forward of pack p (nseq sequences) in varlen mode with opts, into sentinel-filled
+// out and LSE; the caller closes the descriptor and the args.
+func runPack(t *testing.T, p servPack, nseq int, opts ...Option) (*Desc, *Args, []float32, []float32) {
+	d := mustDesc(t, nseq, servHQ, servHKV, p.maxQ, p.maxK, servD, append(opts, WithVarlen())...)
+	a, err := d.NewArgs()
+	must(t, err)
+	out, lse := filled(p.totalQ*servHQ*servD, servSentinel), filled(p.totalQ*servHQ, servSentinel)
+	must(t, a.SetF32(OperandQ, p.q), a.SetF32(OperandK, p.k), a.SetF32(OperandV, p.v), a.SetCuSeqlensQ(p.cuQ),
+		a.SetCuSeqlensK(p.cuK), a.SetOutF32(OperandOut, out), a.SetOutF32(OperandLSE, lse))
+	must(t, a.Run(OpForward))
+	return d, a, out, lse
+}
+
 // A varlen pack with a sliding window, a softcap and K/V rows padded by strides (3 NaN floats
 // after each token) against each sequence computed alone by a dense call with the same options:
 // with batch invariance bit for bit (out and LSE, nothing written past the pack), without it
@@ -398,14 +411,8 @@ func TestVarlenPackStridedVsDense(t *testing.T) {
 				alone[b] = [2][]float32{o, l}
 			}
 		}
-		d := mustDesc(t, len(seqs), servHQ, servHKV, p.maxQ, p.maxK, servD, append(opts, WithVarlen(),
+		d, a, out, lse := runPack(t, p, len(seqs), append(opts,
 			WithStrides(OperandK, 0, servD, p.kvRow), WithStrides(OperandV, 0, servD, p.kvRow))...)
-		a, err := d.NewArgs()
-		must(t, err)
-		out, lse := filled(p.totalQ*servHQ*servD, servSentinel), filled(p.totalQ*servHQ, servSentinel)
-		must(t, a.SetF32(OperandQ, p.q), a.SetF32(OperandK, p.k), a.SetF32(OperandV, p.v), a.SetCuSeqlensQ(p.cuQ),
-			a.SetCuSeqlensK(p.cuK), a.SetOutF32(OperandOut, out), a.SetOutF32(OperandLSE, lse))
-		must(t, a.Run(OpForward))
 		a.Close()
 		d.Close()
 		if invariant {
@@ -770,15 +777,7 @@ func TestMergeVarlen(t *testing.T) {
 		}
 	}
 	run := func(seqs []servSeq) (*Desc, *Args, []float32, []float32) {
-		p := newPack(seqs, servHKV*servD)
-		d := mustDesc(t, len(seqs), servHQ, servHKV, p.maxQ, p.maxK, servD, WithVarlen())
-		a, err := d.NewArgs()
-		must(t, err)
-		out, lse := filled(p.totalQ*servHQ*servD, servSentinel), filled(p.totalQ*servHQ, servSentinel)
-		must(t, a.SetF32(OperandQ, p.q), a.SetF32(OperandK, p.k), a.SetF32(OperandV, p.v), a.SetCuSeqlensQ(p.cuQ),
-			a.SetCuSeqlensK(p.cuK), a.SetOutF32(OperandOut, out), a.SetOutF32(OperandLSE, lse))
-		must(t, a.Run(OpForward))
-		return d, a, out, lse
+		return runPack(t, newPack(seqs, servHKV*servD), len(seqs))
 	}
 	fd, fa, fullOut, fullLSE := run(seqs)
 	defer fd.Close()
