@@ -108,15 +108,8 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
             Block &b = blk[bi];
             if (kNV > 1 && far && j < kend) { // a share of the next tile's rows, into L2
                 const size_t n = kmin(kBK, kend - j), x0 = n * bi / nb, x1 = n * (bi + 1) / nb;
-                for (size_t x = x0; x < x1; ++x) {
-                    const unsigned char *kr = kb.raw(j + x);
-                    for (size_t off = 0; off < d * kb.elem; off += 64)
-                        __builtin_prefetch(kr + off, 0, 2);
-                    if (!with_pv) continue;
-                    const unsigned char *vr = vb.raw(j + x);
-                    for (size_t off = 0; off < dv * vb.elem; off += 64)
-                        __builtin_prefetch(vr + off, 0, 2);
-                }
+                prefetch_rows<2>(kb, j + x0, x1 - x0, d);
+                if (with_pv) prefetch_rows<2>(vb, j + x0, x1 - x0, dv);
             }
             // The block computes only the keys [x0, x1) of the tile inside its causal / window
             // range (the tiles are shared by the item's blocks, whose ranges are shifted by a

@@ -50,7 +50,9 @@ static inline vf vmax(vf a, vf b) {
 static inline vf vexp(vf a) {
     return {std::exp(a.x)};
 }
-static inline vf vin_register(vf a) { return a; }
+static inline vf vin_register(vf a) {
+    return a;
+}
 static inline vf vexp_nonpos(vf a) { // the xsimd kernels' softmax exp; here simply std::exp
     return vexp(a);
 }

@@ -505,12 +505,14 @@ static inline bool v_tile_finite(const Params &p, const Scratch &s, size_t nk) {
 // Software prefetch of `n` rows of `d` elements (64-byte lines) starting at row j. K and V rows are
 // streamed once per item; in decode they come from DRAM and the hardware prefetcher does not
 // ramp up on 64 short row streams, so each tile asks for the next tile's rows ahead of use.
-// A prefetch never faults and feeds no value into the computation.
+// A prefetch never faults and feeds no value into the computation. Locality: 3 = into L1, 2 =
+// into L2 (__builtin_prefetch's hint).
+template <int Locality = 3>
 static inline void prefetch_rows(const KvRows &kv, size_t j, size_t n, size_t d) {
     const size_t bytes = d * kv.elem;
     for (size_t x = 0; x < n; ++x) {
         const unsigned char *row = kv.raw(j + x);
-        for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(row + off);
+        for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(row + off, 0, Locality);
     }
 }
 
