@@ -201,10 +201,8 @@ static inline float lane0(const vf &x) {
     return tmp[0];
 }
 
-// Q.K^T of a decode tile, kQB keys at a time, so that kQB x kDecodeRows independent accumulators
-// hide the FMA latency and the horizontal sums of the kQB x kDecodeRows accumulators leave in one
-// register (vhsum_all); the K rows are read in their storage type T and widened in the registers
-// (an int8 key's scale multiplies its sum).
+// Q.K^T of a decode tile, kQB keys at a time (decode_qk_block); the K rows are read in their
+// storage type T and widened in the registers (an int8 key's scale multiplies its sum).
 // Software prefetch of the decode stream: while Q.K^T works on a key, the K and V rows of the key
 // `ahead` positions later are requested, a few lines per key rather than a tile at a time (a burst
 // of hundreds of prefetches fills the line-fill buffers and stalls the loop behind them; spread
@@ -233,17 +231,87 @@ static inline void prefetch_rows(const unsigned char *kp, size_t kbytes, size_t 
     }
 }
 
+// Q.K^T of kQB keys (rows kr[u]) for the kDecodeRows rows of q over dqv elements (a multiple of
+// kL): the sum of key u for row rr in sums[rr * kQB + u]. kQB x kDecodeRows independent
+// accumulators hide the FMA latency, and their horizontal sums leave in one register where
+// they fill one (vhsum_all).
+template <DType T>
+__attribute__((always_inline)) static inline void decode_qk_block(const unsigned char *const *kr,
+                                                                  const float *q, size_t dpad,
+                                                                  size_t dqv, float *sums) {
+    vf acc[kDecodeRows][kQB];
+    for (size_t rr = 0; rr < kDecodeRows; ++rr)
+        for (size_t u = 0; u < kQB; ++u) acc[rr][u] = vzero();
+    for (size_t dd = 0; dd < dqv; dd += kL) {
+        vf qv[kDecodeRows];
+        for (size_t rr = 0; rr < kDecodeRows; ++rr)
+            qv[rr] = vin_register(vload(q + rr * dpad + dd));
+        for (size_t u = 0; u < kQB; ++u) {
+            const vf kv = vload_raw<T>(kr[u], dd);
+            for (size_t rr = 0; rr < kDecodeRows; ++rr) acc[rr][u] = vfma(qv[rr], kv, acc[rr][u]);
+        }
+    }
+    if (kQB * kDecodeRows == kL) {
+        vf a[kL]; // a copy: acc itself stays in registers
+        for (size_t rr = 0; rr < kDecodeRows; ++rr)
+            for (size_t u = 0; u < kQB; ++u) a[rr * kQB + u] = acc[rr][u];
+        vstore(sums, vhsum_all(a));
+    } else {
+        for (size_t rr = 0; rr < kDecodeRows; ++rr)
+            for (size_t u = 0; u < kQB; ++u) sums[rr * kQB + u] = vhsum(acc[rr][u]);
+    }
+}
+
+// The usual decode tile: nk consecutive keys at a row stride (kt, kstep), head_dim a multiple of
+// kL, and the keys `ahead` of them in the same run (prefetched as in decode_qk_tile). Only what
+// varies per block is left in the loop; an int8 tile's key scales multiply its sums afterwards,
+// a vector at a time (the same one rounding as per key).
+template <DType T>
+static inline void decode_qk_run(const unsigned char *kt, size_t kstep, const float *kst,
+                                 size_t ksrow, const unsigned char *vt, size_t vstep, size_t kbytes,
+                                 size_t vbytes, size_t ahead, size_t nk, const float *q,
+                                 size_t dpad, size_t d, size_t nr, float *sc, float *ks) {
+    constexpr size_t QB = kQB;
+    alignas(64) float sums[kDecodeRows * QB < kL ? kL : kDecodeRows * QB];
+    size_t x0 = 0;
+    for (; x0 + QB <= nk; x0 += QB) {
+        const unsigned char *kr[QB];
+        for (size_t u = 0; u < QB; ++u) kr[u] = kt + (x0 + u) * kstep;
+        prefetch_rows(kt + (x0 + ahead) * kstep, kbytes, kstep, vt + (x0 + ahead) * vstep, vbytes,
+                      vstep, QB);
+        decode_qk_block<T>(kr, q, dpad, d, sums);
+        for (size_t rr = 0; rr < nr; ++rr)
+            for (size_t u = 0; u < QB; ++u) sc[rr * kBK + x0 + u] = sums[rr * QB + u];
+    }
+    if (x0 < nk) { // the tile's last keys: its first key repeated past them (sums not stored)
+        const size_t nb = nk - x0;
+        const unsigned char *kr[QB];
+        for (size_t u = 0; u < QB; ++u) kr[u] = kt + (u < nb ? x0 + u : x0) * kstep;
+        prefetch_rows(kt + (x0 + ahead) * kstep, kbytes, kstep, vt + (x0 + ahead) * vstep, vbytes,
+                      vstep, nb);
+        decode_qk_block<T>(kr, q, dpad, d, sums);
+        for (size_t rr = 0; rr < nr; ++rr)
+            for (size_t u = 0; u < nb; ++u) sc[rr * kBK + x0 + u] = sums[rr * QB + u];
+    }
+    if (T == DType::I8) {
+        const size_t nkv = kround_up(nk, kL);
+        for (size_t x = 0; x < nk; ++x) ks[x] = kst[x * ksrow];
+        for (size_t x = nk; x < nkv; ++x) ks[x] = 0.0f;
+        for (size_t rr = 0; rr < nr; ++rr)
+            for (size_t x = 0; x < nkv; x += kL)
+                vstore(sc + rr * kBK + x, vload(sc + rr * kBK + x) * vload(ks + x));
+    }
+}
+
 template <DType T>
 static inline void decode_qk_tile(const KvRows &krows, const KvRows &vrows, size_t jbase,
                                   const unsigned *kidx, size_t nk, size_t klim, const float *q,
-                                  size_t dpad, size_t d, size_t dv, size_t nr, float *sc) {
+                                  size_t dpad, size_t d, size_t dv, size_t nr, float *sc,
+                                  float *ks_tile) {
     const size_t dqv = d / kL * kL;
-    const vf zero = vzero();
     const size_t ahead = prefetch_ahead(krows, d), kbytes = d * krows.elem,
                  vbytes = dv * vrows.elem;
     const size_t kstep = krows.row * krows.elem, vstep = vrows.row * vrows.elem;
-    // the sums of one register block in one vector: kQB keys of each of the kDecodeRows rows
-    constexpr bool kOneVector = kQB * kDecodeRows == kL;
     // The usual tile: its keys consecutive in one page (dense K/V: always), and the keys
     // `ahead` of them too: row strides only, no look-ups.
     const size_t jt = jbase + kidx[0];
@@ -257,6 +325,11 @@ static inline void decode_qk_tile(const KvRows &krows, const KvRows &vrows, size
         kt = krows.base + doff * krows.elem;
         kst = T == DType::I8 ? krows.scale + soff : nullptr;
         vt = row_at(vrows, jt);
+        if (dqv == d) {
+            decode_qk_run<T>(kt, kstep, kst, krows.srow, vt, vstep, kbytes, vbytes, ahead, nk, q,
+                             dpad, d, nr, sc, ks_tile);
+            return;
+        }
     }
     for (size_t x0 = 0; x0 < nk; x0 += kQB) {
         const size_t nb = kmin(kQB, nk - x0);
@@ -313,38 +386,12 @@ static inline void decode_qk_tile(const KvRows &krows, const KvRows &vrows, size
                 }
             }
         }
-        vf acc[kDecodeRows][kQB];
-        for (size_t rr = 0; rr < kDecodeRows; ++rr)
-            for (size_t u = 0; u < kQB; ++u) acc[rr][u] = zero;
-        for (size_t dd = 0; dd < dqv; dd += kL) {
-            vf qv[kDecodeRows];
-            for (size_t rr = 0; rr < kDecodeRows; ++rr)
-                qv[rr] = vin_register(vload(q + rr * dpad + dd));
-            for (size_t u = 0; u < kQB; ++u) {
-                const vf kv = vload_raw<T>(kr[u], dd);
-                for (size_t rr = 0; rr < kDecodeRows; ++rr)
-                    acc[rr][u] = vfma(qv[rr], kv, acc[rr][u]);
-            }
-        }
         // [rr][u]; an int8 key's scale applied here unless the head_dim tail is still to come
-        float sums[kDecodeRows * kQB];
-        const bool scale_now = T == DType::I8 && dqv == d;
-        if (kOneVector) {
-            vf a[kL]; // a copy: acc itself stays in registers
+        alignas(64) float sums[kDecodeRows * kQB < kL ? kL : kDecodeRows * kQB];
+        decode_qk_block<T>(kr, q, dpad, dqv, sums);
+        if (T == DType::I8 && dqv == d)
             for (size_t rr = 0; rr < kDecodeRows; ++rr)
-                for (size_t u = 0; u < kQB; ++u) a[rr * kQB + u] = acc[rr][u];
-            vf all = vhsum_all(a);
-            if (scale_now) {
-                float f[kL];
-                for (size_t c = 0; c < kL; ++c) f[c] = ks[c % kQB];
-                all = all * vload(f);
-            }
-            vstore(sums, all);
-        } else {
-            for (size_t rr = 0; rr < kDecodeRows; ++rr)
-                for (size_t u = 0; u < kQB; ++u)
-                    sums[rr * kQB + u] = scale_now ? vhsum(acc[rr][u]) * ks[u] : vhsum(acc[rr][u]);
-        }
+                for (size_t u = 0; u < kQB; ++u) sums[rr * kQB + u] *= ks[u];
         for (size_t rr = 0; rr < nr; ++rr) {
             if (dqv == d && nb == kQB) {
                 for (size_t u = 0; u < kQB; ++u) sc[rr * kBK + x0 + u] = sums[rr * kQB + u];
@@ -553,16 +600,20 @@ static inline void decode_tile(const Params &p, const Tensors &t, const WorkItem
     // Scores: one pass over each K row serves every query row.
     switch (krows.type) {
     case DType::F16:
-        decode_qk_tile<DType::F16>(krows, vb, jbase, s.kidx, nk, kend, q, dpad, d, dv, nr, sc);
+        decode_qk_tile<DType::F16>(krows, vb, jbase, s.kidx, nk, kend, q, dpad, d, dv, nr, sc,
+                                   s.aux2);
         break;
     case DType::BF16:
-        decode_qk_tile<DType::BF16>(krows, vb, jbase, s.kidx, nk, kend, q, dpad, d, dv, nr, sc);
+        decode_qk_tile<DType::BF16>(krows, vb, jbase, s.kidx, nk, kend, q, dpad, d, dv, nr, sc,
+                                    s.aux2);
         break;
     case DType::I8:
-        decode_qk_tile<DType::I8>(krows, vb, jbase, s.kidx, nk, kend, q, dpad, d, dv, nr, sc);
+        decode_qk_tile<DType::I8>(krows, vb, jbase, s.kidx, nk, kend, q, dpad, d, dv, nr, sc,
+                                  s.aux2);
         break;
     default:
-        decode_qk_tile<DType::F32>(krows, vb, jbase, s.kidx, nk, kend, q, dpad, d, dv, nr, sc);
+        decode_qk_tile<DType::F32>(krows, vb, jbase, s.kidx, nk, kend, q, dpad, d, dv, nr, sc,
+                                   s.aux2);
     }
     // Score pipeline and masks, then the online softmax of each row (vectorised over keys).
     bool partial_tile = false;
