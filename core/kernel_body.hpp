@@ -37,7 +37,7 @@
 #include "kernel_backward.hpp"
 #include "kernel_weights.hpp"
 
-static KernelInfo make_info(const KernelInfo *narrow) {
+__attribute__((unused)) static KernelInfo make_info(const KernelInfo *narrow) {
     KernelInfo k{};
     k.lanes = kRows;
     k.dim_block = kDT;
