@@ -71,9 +71,10 @@ int main(int argc, char **argv) {
                     const size_t ahead = kAhead[o - 2];
                     for (size_t x = 0; x < n; ++x) {
                         const float *cur = buf[t] + ord[x] * cf;
-                        const char *next = x + ahead < n ? reinterpret_cast<const char *>(
-                                                               buf[t] + ord[x + ahead] * cf)
-                                                         : nullptr;
+                        const char *next =
+                            x + ahead < n
+                                ? reinterpret_cast<const char *>(buf[t] + ord[x + ahead] * cf)
+                                : nullptr;
                         for (size_t f = 0; f < cf; f += sub) {
                             if (next)
                                 for (size_t b = 0; b < sub * sizeof(float); b += 64)
