@@ -3,7 +3,8 @@
 // prefill_ab <libA.so> <libB.so> <n> <d> <causal 0/1> <reps> [bshd|layouts]: prefill, H 8, 1
 // thread, the two libraries' calls alternating in one process; "bshd": both with BSHD strides;
 // "layouts": A with BHSD and B with BSHD strides over the same buffers (one library may be named
-// twice): the BSHD / BHSD time.
+// twice): the BSHD / BHSD time. PREFILL_AB_BSHD=<letters of qkvo> gives only those operands the
+// BSHD strides (default: all four).
 #include <attn.h>
 
 #include "alternate.hpp"
@@ -51,9 +52,14 @@ int main(int argc, char **argv) {
         run[l] = (decltype(&::attn_run))dlsym(h, "attn_run");
         attn_desc_create(&desc[l], 1, H, H, n, n, d);
         attn_desc_set_int(desc[l], ATTN_PARAM_CAUSAL, causal);
+        const char *ops = std::getenv("PREFILL_AB_BSHD"); // which operands: "qkvo" (default)
         if (bs[l])
             for (attn_operand w : {ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT})
-                attn_desc_set_strides(desc[l], w, n * H * d, d, H * d);
+                if (!ops || std::strchr(ops, "qkvo"[w == ATTN_Q   ? 0
+                                                    : w == ATTN_K ? 1
+                                                    : w == ATTN_V ? 2
+                                                                  : 3]))
+                    attn_desc_set_strides(desc[l], w, n * H * d, d, H * d);
         attn_set_num_threads(1);
         out[l].resize(q.size());
         attn_args_create(&a[l]);
