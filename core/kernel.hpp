@@ -52,8 +52,9 @@ struct KernelInfo {
     size_t (*backward_scratch)(const Params &p);
     void (*backward)(const Params &p, const Tensors &t, size_t b, size_t kvh, size_t k0, size_t k1,
                      float *dq_part, void *scratch, float *dsink);
-    // The same ISA with one query vector per item (or null): used when a KV head has at most
-    // `narrow->lanes` query rows (decode, small GQA groups), so no lanes are computed in vain.
+    // The same ISA with fewer query vectors per item (or null): used when a KV head has at most
+    // `narrow->lanes` query rows (decode, small GQA groups, short prompts), so no lanes are
+    // computed in vain. The chain ends at one query vector per item.
     const KernelInfo *narrow;
     // Array conversions (attn_convert_*, attn_quantize_i8), vectorised for the ISA.
     void (*f16_to_f32)(const uint16_t *src, float *dst, size_t n);

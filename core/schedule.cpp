@@ -172,7 +172,8 @@ Plan make_plan(const Params &p, const Tensors &t, bool allow_split) {
         maxq = 0;
         for (size_t b = 0; b < B; ++b) maxq = std::max<size_t>(maxq, pl.nreal[b]);
     }
-    if (pl.k->narrow && pl.group * maxq <= pl.k->narrow->lanes) pl.k = pl.k->narrow;
+    // the narrowest kernel whose items hold the rows of a KV head (a shape rule only)
+    while (pl.k->narrow && pl.group * maxq <= pl.k->narrow->lanes) pl.k = pl.k->narrow;
     std::vector<size_t> &first = t_first_item;
     first.resize(B + 1);
     first[0] = 0;
