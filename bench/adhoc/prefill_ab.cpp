@@ -4,7 +4,9 @@
 // thread, the two libraries' calls alternating in one process; "bshd": both with BSHD strides;
 // "layouts": A with BHSD and B with BSHD strides over the same buffers (one library may be named
 // twice): the BSHD / BHSD time. PREFILL_AB_BSHD=<letters of qkvo> gives only those operands the
-// BSHD strides (default: all four).
+// BSHD strides (default: all four). PREFILL_AB_MASK=pad10 passes attn_bench's pad10_block masks
+// (10 % padded keys, one 64 x 64 block in seven hidden), =ones all-true ones; with
+// PREFILL_AB_MASK_B=1 only B gets them (the mask's cost, with one library named twice).
 #include <attn.h>
 
 #include "alternate.hpp"
@@ -33,12 +35,21 @@ int main(int argc, char **argv) {
     for (auto &x : q) x = u(g);
     for (auto &x : k) x = u(g);
     for (auto &x : v) x = u(g);
+    const char *mask = std::getenv("PREFILL_AB_MASK");
+    if (mask && !std::strcmp(mask, "none")) mask = nullptr;
+    std::vector<uint8_t> key_valid(n, 1), allowed(n * n, 1);
+    if (mask && !std::strcmp(mask, "pad10"))
+        for (size_t i = 0; i < n; ++i) {
+            key_valid[i] = i < n - n / 10;
+            for (size_t j = 0; j < n; ++j) allowed[i * n + j] = ((i / 64) + 2 * (j / 64)) % 7 != 0;
+        }
     std::vector<float> out[2];
     std::vector<double> t[2];
     attn_desc *desc[2];
     attn_args *a[2];
     decltype(&attn_run) run[2];
-    const int nl = layouts || std::strcmp(argv[1], argv[2]) ? 2 : 1;
+    const int nl =
+        layouts || std::getenv("PREFILL_AB_MASK_B") || std::strcmp(argv[1], argv[2]) ? 2 : 1;
     for (int l = 0; l < nl; ++l) {
         void *h = dlopen(argv[1 + l], RTLD_NOW | RTLD_LOCAL);
 #define G(x) auto x = (decltype(&::x))dlsym(h, #x)
@@ -47,6 +58,7 @@ int main(int argc, char **argv) {
         G(attn_args_create);
         G(attn_args_set_f32);
         G(attn_args_set_out_f32);
+        G(attn_args_set_u8);
         G(attn_desc_set_int);
         G(attn_desc_set_strides);
         run[l] = (decltype(&::attn_run))dlsym(h, "attn_run");
@@ -67,6 +79,10 @@ int main(int argc, char **argv) {
         attn_args_set_f32(a[l], ATTN_K, k.data(), k.size());
         attn_args_set_f32(a[l], ATTN_V, v.data(), v.size());
         attn_args_set_out_f32(a[l], ATTN_OUT, out[l].data(), out[l].size());
+        if (mask && (l == 1 || !std::getenv("PREFILL_AB_MASK_B"))) {
+            attn_args_set_u8(a[l], ATTN_KEY_VALID, key_valid.data(), key_valid.size());
+            attn_args_set_u8(a[l], ATTN_ALLOWED, allowed.data(), allowed.size());
+        }
     }
     if (!alternate(reps, nl, run, desc, a, t)) return 1;
     double flops = 4.0 * H * n * n * d * (causal ? 0.5 : 1.0);
