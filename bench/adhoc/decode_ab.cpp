@@ -1,7 +1,8 @@
 // Ad-hoc driver of the public C API, quoted in bench/README.md (runs of 2026-12-02); not a
 // benchmark with targets, a tool for A/B measurements.
 // decode_ab <libA.so> <libB.so> <libB> <type> <sk> <threads> <reps> [hq hkv]: alternates calls of
-// two libattn copies in one process
+// two libattn copies in one process. DECODE_AB_PAGED=tm|hm: K/V in a pool of 16-token pages with
+// shuffled ids, token-major or head-major (f32, f16, bf16).
 #include <attn.h>
 
 #include "alternate.hpp"
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <random>
 #include <vector>
+#include <numeric>
 #include <algorithm>
 struct Lib {
     void *h;
@@ -35,6 +37,28 @@ int main(int argc, char **argv) {
     for (auto &x : q) x = u(g);
     for (auto &x : k) x = u(g);
     for (auto &x : v) x = u(g);
+    const char *paged = std::getenv("DECODE_AB_PAGED");
+    const size_t PS = 16;
+    std::vector<int32_t> table(sk / PS), lens = {static_cast<int32_t>(sk)};
+    if (paged) { // the same rows, moved into their pages
+        if (sk % PS || !std::strcmp(ty, "i8")) {
+            std::fprintf(stderr, "DECODE_AB_PAGED: seq_k a multiple of 16, not i8\n");
+            return 2;
+        }
+        std::iota(table.begin(), table.end(), 0);
+        std::shuffle(table.begin(), table.end(), std::mt19937(7));
+        std::vector<float> pk(k.size()), pv(v.size());
+        for (size_t h = 0; h < hkv; ++h)
+            for (size_t j = 0; j < sk; ++j) {
+                const size_t pg = size_t(table[j / PS]), t = j % PS, src = (h * sk + j) * d;
+                const size_t dst = !std::strcmp(paged, "hm") ? ((pg * hkv + h) * PS + t) * d
+                                                             : ((pg * PS + t) * hkv + h) * d;
+                std::memcpy(&pk[dst], &k[src], d * 4);
+                std::memcpy(&pv[dst], &v[src], d * 4);
+            }
+        k.swap(pk);
+        v.swap(pv);
+    }
     std::vector<uint16_t> k16(k.size()), v16(k.size());
     std::vector<int8_t> k8(k.size()), v8(k.size());
     size_t n = k.size();
@@ -61,6 +85,9 @@ int main(int argc, char **argv) {
         G(attn_convert_f32_to_f16);
         G(attn_convert_f32_to_bf16);
         G(attn_quantize_i8);
+        G(attn_desc_set_int);
+        G(attn_desc_set_strides);
+        G(attn_args_set_i32);
         run[l] = (decltype(&::attn_run))dlsym(h, "attn_run");
         attn_desc_create(&desc[l], 1, hq, hkv, 1, sk, d);
         attn_set_num_threads(th);
@@ -89,6 +116,16 @@ int main(int argc, char **argv) {
             attn_args_set_f32(a[l], ATTN_V_SCALE, vs.data(), vs.size());
         }
         attn_args_set_out_f32(a[l], ATTN_OUT, out[l].data(), out[l].size());
+        if (paged) {
+            attn_desc_set_int(desc[l], ATTN_PARAM_PAGE_SIZE, PS);
+            attn_desc_set_int(desc[l], ATTN_PARAM_CAUSAL, ATTN_CAUSAL_BOTTOM_RIGHT);
+            if (!std::strcmp(paged, "hm")) {
+                attn_desc_set_strides(desc[l], ATTN_K, hkv * PS * d, PS * d, d);
+                attn_desc_set_strides(desc[l], ATTN_V, hkv * PS * d, PS * d, d);
+            }
+            attn_args_set_i32(a[l], ATTN_BLOCK_TABLE, table.data(), table.size());
+            attn_args_set_i32(a[l], ATTN_SEQ_LENS_K, lens.data(), lens.size());
+        }
     }
     if (!alternate(reps, 2, run, desc, a, t)) return 1;
     double md = 0;

@@ -1,7 +1,9 @@
 // Ad-hoc driver of the public C API, quoted in bench/README.md (runs of 2026-12-02); not a
 // benchmark with targets, a tool for A/B measurements.
 // paged_step <seq_k> <threads> <reps>: hot decode dense vs paged token-major vs head-major (page
-// 16, shuffled), GQA 32/8 d128
+// 16, shuffled), GQA 32/8 d128, and dense-bshd: the token-major pool read as one dense BSHD
+// tensor (the same bytes in address order; its output differs when the pages are shuffled).
+// PAGED_STEP_ORDER=1 keeps the page ids in order (the pool is then exactly BSHD).
 #include <attn.h>
 #include <chrono>
 #include <cstdio>
@@ -11,10 +13,32 @@
 #include <vector>
 #include <numeric>
 #include <algorithm>
+#include <sys/mman.h>
+
+// PAGED_STEP_HUGE=1: K/V buffers 2 MiB-aligned and madvised for transparent huge pages.
+template <class T> struct HugeAlloc {
+    using value_type = T;
+    HugeAlloc() = default;
+    template <class U> HugeAlloc(const HugeAlloc<U> &) {}
+    T *allocate(size_t n) {
+        const char *e = std::getenv("PAGED_STEP_HUGE");
+        const bool huge = e && !std::strcmp(e, "1");
+        const size_t a = huge ? size_t(2) << 20 : 64;
+        const size_t bytes = (n * sizeof(T) + a - 1) / a * a;
+        void *p = std::aligned_alloc(a, bytes);
+        if (huge) madvise(p, bytes, MADV_HUGEPAGE);
+        return static_cast<T *>(p);
+    }
+    void deallocate(T *p, size_t) { std::free(p); }
+    bool operator==(const HugeAlloc &) const { return true; }
+    bool operator!=(const HugeAlloc &) const { return false; }
+};
+using Buf = std::vector<float, HugeAlloc<float>>;
 int main(int argc, char **argv) {
     if (argc < 4) {
-        std::fprintf(stderr,
-                     "usage: paged_step <seq_k> <threads> <reps> [dense|paged-tm|paged-hm]\n");
+        std::fprintf(
+            stderr,
+            "usage: paged_step <seq_k> <threads> <reps> [dense|paged-tm|paged-hm|dense-bshd]\n");
         return 2;
     }
     size_t N = atol(argv[1]);
@@ -25,14 +49,17 @@ int main(int argc, char **argv) {
     attn_set_num_threads(th);
     std::mt19937 g(1);
     std::uniform_real_distribution<float> u(-1, 1);
-    std::vector<float> q(HQ * D), dk(HKV * N * D), dv(dk.size()), out(HQ * D);
+    std::vector<float> q(HQ * D), out(HQ * D);
+    Buf dk(HKV * N * D), dv(dk.size());
     for (auto &x : q) x = u(g);
     for (auto &x : dk) x = u(g);
     for (auto &x : dv) x = u(g);
     std::vector<int32_t> table(pages), lens = {int32_t(N)};
     std::iota(table.begin(), table.end(), 0);
-    std::shuffle(table.begin(), table.end(), std::mt19937(7));
-    std::vector<float> tk(dk.size()), tv(dk.size()), hk(dk.size()), hv(dk.size());
+    const char *order = std::getenv("PAGED_STEP_ORDER");
+    if (!order || std::strcmp(order, "1"))
+        std::shuffle(table.begin(), table.end(), std::mt19937(7));
+    Buf tk(dk.size()), tv(dk.size()), hk(dk.size()), hv(dk.size());
     for (size_t h = 0; h < HKV; ++h)
         for (size_t j = 0; j < N; ++j) {
             const size_t pg = size_t(table[j / PS]), t = j % PS, src = (h * N + j) * D;
@@ -42,20 +69,23 @@ int main(int argc, char **argv) {
             memcpy(&hk[hm], &dk[src], D * 4);
             memcpy(&hv[hm], &dv[src], D * 4);
         }
-    const char *names[3] = {"dense", "paged-tm", "paged-hm"};
-    attn_desc *desc[3];
-    attn_args *a[3];
-    for (int m = 0; m < 3; ++m) {
+    const char *names[4] = {"dense", "paged-tm", "paged-hm", "dense-bshd"};
+    attn_desc *desc[4];
+    attn_args *a[4];
+    for (int m = 0; m < 4; ++m) {
         attn_desc_create(&desc[m], 1, HQ, HKV, 1, N, D);
         attn_desc_set_int(desc[m], ATTN_PARAM_CAUSAL, ATTN_CAUSAL_BOTTOM_RIGHT);
         attn_args_create(&a[m]);
         attn_args_set_f32(a[m], ATTN_Q, q.data(), q.size());
         attn_args_set_out_f32(a[m], ATTN_OUT, out.data(), out.size());
-        const float *K = m == 0 ? dk.data() : m == 1 ? tk.data() : hk.data();
-        const float *V = m == 0 ? dv.data() : m == 1 ? tv.data() : hv.data();
+        const float *K = m == 0 ? dk.data() : m == 2 ? hk.data() : tk.data();
+        const float *V = m == 0 ? dv.data() : m == 2 ? hv.data() : tv.data();
         attn_args_set_f32(a[m], ATTN_K, K, dk.size());
         attn_args_set_f32(a[m], ATTN_V, V, dk.size());
-        if (m) {
+        if (m == 3) {
+            attn_desc_set_strides(desc[m], ATTN_K, N * HKV * D, D, HKV * D);
+            attn_desc_set_strides(desc[m], ATTN_V, N * HKV * D, D, HKV * D);
+        } else if (m) {
             attn_desc_set_int(desc[m], ATTN_PARAM_PAGE_SIZE, PS);
             if (m == 2) {
                 attn_desc_set_strides(desc[m], ATTN_K, HKV * PS * D, PS * D, D);
@@ -65,9 +95,9 @@ int main(int argc, char **argv) {
             attn_args_set_i32(a[m], ATTN_SEQ_LENS_K, lens.data(), lens.size());
         }
     }
-    std::vector<double> t[3];
+    std::vector<double> t[4];
     for (int r = 0; r < reps; ++r)
-        for (int m = 0; m < 3; ++m) {
+        for (int m = 0; m < 4; ++m) {
             if (only && strcmp(only, names[m])) continue;
             auto t0 = std::chrono::steady_clock::now();
             if (attn_run(desc[m], ATTN_OP_FORWARD, a[m])) {
@@ -77,7 +107,7 @@ int main(int argc, char **argv) {
             t[m].push_back(
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         }
-    for (int m = 0; m < 3; ++m) {
+    for (int m = 0; m < 4; ++m) {
         if (t[m].empty()) continue;
         std::sort(t[m].begin(), t[m].end());
         printf("%-9s median %.3f ms  %.1f ns/(key,kvhead)  ratio to dense %.3f\n", names[m],
