@@ -262,16 +262,16 @@ __attribute__((always_inline)) static inline void decode_qk_block(const unsigned
     }
 }
 
-// The usual decode tile: nk consecutive keys at a row stride (kt, kstep), head_dim a multiple of
-// kL, and the keys `ahead` of them in the same run (prefetched as in decode_qk_tile). Only what
-// varies per block is left in the loop; an int8 tile's key scales multiply its sums afterwards,
-// a vector at a time (the same one rounding as per key).
+// A run of a decode tile: nk consecutive keys at a row stride (kt, kstep), head_dim a multiple of
+// kL, whose prefetch targets (the keys `ahead` on, see decode_qk_tile) are consecutive rows too,
+// pk + x * kstep and pv + x * vstep. Only what varies per block is left in the loop; an int8
+// key's scale multiplies its sums (one rounding).
 template <DType T>
 static inline void decode_qk_run(const unsigned char *kt, size_t kstep, const float *kst,
-                                 size_t ksrow, const unsigned char *vt, size_t vstep, size_t kbytes,
-                                 size_t vbytes, size_t ahead, size_t nk, const float *q,
-                                 size_t dpad, size_t d, size_t nr, float *sc, float *ks) {
-    // Full blocks, then the tile's last keys with its first key repeated past them (their sums
+                                 size_t ksrow, const unsigned char *pk, const unsigned char *pv,
+                                 size_t vstep, size_t kbytes, size_t vbytes, size_t nk,
+                                 const float *q, size_t dpad, size_t d, size_t nr, float *sc) {
+    // Full blocks, then the run's last keys with its first key repeated past them (their sums
     // not stored): two loops, so that the full blocks' count stays a constant (a shared lambda
     // took 1.12-1.18x the time).
     constexpr size_t QB = kQB;
@@ -280,9 +280,14 @@ static inline void decode_qk_run(const unsigned char *kt, size_t kstep, const fl
     for (; x0 + QB <= nk; x0 += QB) {
         const unsigned char *kr[QB];
         for (size_t u = 0; u < QB; ++u) kr[u] = kt + (x0 + u) * kstep;
-        prefetch_rows(kt + (x0 + ahead) * kstep, kbytes, kstep, vt + (x0 + ahead) * vstep, vbytes,
-                      vstep, QB);
+        prefetch_rows(pk + x0 * kstep, kbytes, kstep, pv + x0 * vstep, vbytes, vstep, QB);
         decode_qk_block<T>(kr, q, dpad, d, sums);
+        if (T == DType::I8) { // each sum times its key's scale (one rounding)
+            float ks[QB];
+            for (size_t u = 0; u < QB; ++u) ks[u] = kst[(x0 + u) * ksrow];
+            for (size_t rr = 0; rr < kDecodeRows; ++rr)
+                for (size_t u = 0; u < QB; ++u) sums[rr * QB + u] *= ks[u];
+        }
         for (size_t rr = 0; rr < nr; ++rr)
             for (size_t u = 0; u < QB; ++u) sc[rr * kBK + x0 + u] = sums[rr * QB + u];
     }
@@ -290,103 +295,94 @@ static inline void decode_qk_run(const unsigned char *kt, size_t kstep, const fl
         const size_t nb = nk - x0;
         const unsigned char *kr[QB];
         for (size_t u = 0; u < QB; ++u) kr[u] = kt + (u < nb ? x0 + u : x0) * kstep;
-        prefetch_rows(kt + (x0 + ahead) * kstep, kbytes, kstep, vt + (x0 + ahead) * vstep, vbytes,
-                      vstep, nb);
+        prefetch_rows(pk + x0 * kstep, kbytes, kstep, pv + x0 * vstep, vbytes, vstep, nb);
         decode_qk_block<T>(kr, q, dpad, d, sums);
         for (size_t rr = 0; rr < nr; ++rr)
-            for (size_t u = 0; u < nb; ++u) sc[rr * kBK + x0 + u] = sums[rr * QB + u];
-    }
-    if (T == DType::I8) {
-        const size_t nkv = kround_up(nk, kL);
-        for (size_t x = 0; x < nk; ++x) ks[x] = kst[x * ksrow];
-        for (size_t x = nk; x < nkv; ++x) ks[x] = 0.0f;
-        for (size_t rr = 0; rr < nr; ++rr)
-            for (size_t x = 0; x < nkv; x += kL)
-                vstore(sc + rr * kBK + x, vload(sc + rr * kBK + x) * vload(ks + x));
+            for (size_t u = 0; u < nb; ++u)
+                sc[rr * kBK + x0 + u] =
+                    T == DType::I8 ? sums[rr * QB + u] * kst[(x0 + u) * ksrow] : sums[rr * QB + u];
     }
 }
+
+// Pages shorter than this take decode_qk_tile's per-block path: runs of a page or less would
+// be mostly partial blocks.
+constexpr size_t kRunPage = 8;
 
 template <DType T>
 static inline void decode_qk_tile(const KvRows &krows, const KvRows &vrows, size_t jbase,
                                   const unsigned *kidx, size_t nk, size_t klim, const float *q,
-                                  size_t dpad, size_t d, size_t dv, size_t nr, float *sc,
-                                  float *ks_tile) {
+                                  size_t dpad, size_t d, size_t dv, size_t nr, float *sc) {
     const size_t dqv = d / kL * kL;
     const size_t ahead = prefetch_ahead(krows, d), kbytes = d * krows.elem,
                  vbytes = dv * vrows.elem;
     const size_t kstep = krows.row * krows.elem, vstep = vrows.row * vrows.elem;
-    // The usual tile: its keys consecutive in one page (dense K/V: always), and the keys
-    // `ahead` of them too: row strides only, no look-ups.
+    // The usual tile: consecutive keys (no padding among them), in runs of rows at a stride
+    // whose prefetch targets are at a stride too: dense K/V in one run (two near the end of
+    // the keys), paged K/V split where a page of the keys or of their targets ends.
     const size_t jt = jbase + kidx[0];
-    const bool ahead_run = kidx[nk - 1] == kidx[0] + nk - 1 && jt + nk + ahead <= klim &&
-                           krows.same_page(jt, nk + ahead) && vrows.same_page(jt, nk + ahead);
-    const unsigned char *kt = nullptr, *vt = nullptr;
-    const float *kst = nullptr;
-    if (ahead_run) {
-        size_t doff, soff;
-        krows.locate(jt, &doff, &soff);
-        kt = krows.base + doff * krows.elem;
-        kst = T == DType::I8 ? krows.scale + soff : nullptr;
-        vt = row_at(vrows, jt);
-        if (dqv == d) {
-            decode_qk_run<T>(kt, kstep, kst, krows.srow, vt, vstep, kbytes, vbytes, ahead, nk, q,
-                             dpad, d, nr, sc, ks_tile);
-            return;
+    if (kidx[nk - 1] == kidx[0] + nk - 1 && dqv == d &&
+        (!krows.pages || krows.page_size >= kRunPage)) {
+        for (size_t x = 0; x < nk;) {
+            const size_t j = jt + x, ja = j + ahead;
+            size_t n = kmin(nk - x, kmin(krows.run_from(j), vrows.run_from(j)));
+            size_t doff, soff;
+            krows.locate(j, &doff, &soff);
+            const unsigned char *kt = krows.base + doff * krows.elem, *pk = kt,
+                                *pv = row_at(vrows, j);
+            if (ja < klim) { // else the run's own rows (in L1 already): no branch in the loop
+                n = kmin(n, kmin(klim - ja, kmin(krows.run_from(ja), vrows.run_from(ja))));
+                pk = row_at(krows, ja);
+                pv = row_at(vrows, ja);
+            }
+            decode_qk_run<T>(kt, kstep, T == DType::I8 ? krows.scale + soff : nullptr, krows.srow,
+                             pk, pv, vstep, kbytes, vbytes, n, q, dpad, d, nr, sc + x);
+            x += n;
         }
+        return;
     }
     for (size_t x0 = 0; x0 < nk; x0 += kQB) {
         const size_t nb = kmin(kQB, nk - x0);
         const unsigned char *kr[kQB];
         float ks[kQB];
-        if (ahead_run) {
+        // kQB consecutive keys in one page: one look-up, then a row stride
+        const size_t j0 = jbase + kidx[x0];
+        const bool run = nb == kQB && kidx[x0 + kQB - 1] == kidx[x0] + kQB - 1 &&
+                         krows.same_page(j0, kQB) && vrows.same_page(j0, kQB);
+        if (run) {
+            size_t doff, soff;
+            krows.locate(j0, &doff, &soff);
             for (size_t u = 0; u < kQB; ++u) {
-                const size_t x = u < nb ? x0 + u : x0; // past the tile: repeat its first key
-                kr[u] = kt + x * kstep;
-                ks[u] = T == DType::I8 ? kst[x * krows.srow] : 1.0f;
+                kr[u] = krows.base + (doff + u * krows.row) * krows.elem;
+                ks[u] = T == DType::I8 ? krows.scale[soff + u * krows.srow] : 1.0f;
             }
-            prefetch_rows(kt + (x0 + ahead) * kstep, kbytes, kstep, vt + (x0 + ahead) * vstep,
-                          vbytes, vstep, nb);
+            if (j0 + ahead + kQB <= klim) {
+                if (krows.same_page(j0, ahead + kQB) && vrows.same_page(j0, ahead + kQB))
+                    prefetch_rows(kr[0] + ahead * kstep, kbytes, kstep,
+                                  row_at(vrows, j0) + ahead * vstep, vbytes, vstep, kQB);
+                else if (krows.same_page(j0 + ahead, kQB) && vrows.same_page(j0 + ahead, kQB))
+                    prefetch_rows(row_at(krows, j0 + ahead), kbytes, kstep,
+                                  row_at(vrows, j0 + ahead), vbytes, vstep, kQB);
+                else
+                    for (size_t u = 0; u < kQB; ++u)
+                        prefetch_rows(row_at(krows, j0 + ahead + u), kbytes, 0,
+                                      row_at(vrows, j0 + ahead + u), vbytes, 0, 1);
+            }
         } else {
-            // kQB consecutive keys in one page: one look-up, then a row stride
-            const size_t j0 = jbase + kidx[x0];
-            const bool run = nb == kQB && kidx[x0 + kQB - 1] == kidx[x0] + kQB - 1 &&
-                             krows.same_page(j0, kQB) && vrows.same_page(j0, kQB);
-            if (run) {
+            for (size_t u = 0; u < nb; ++u) { // keys past the item's range: no prefetch
+                const size_t jj = jbase + kidx[x0 + u] + ahead;
+                if (jj >= klim) break;
+                prefetch_rows(row_at(krows, jj), kbytes, 0, row_at(vrows, jj), vbytes, 0, 1);
+            }
+            for (size_t u = 0; u < kQB; ++u) {
+                if (u >= nb) { // past the tile: repeat its first key (the sums are not stored)
+                    kr[u] = kr[0];
+                    ks[u] = ks[0];
+                    continue;
+                }
                 size_t doff, soff;
-                krows.locate(j0, &doff, &soff);
-                for (size_t u = 0; u < kQB; ++u) {
-                    kr[u] = krows.base + (doff + u * krows.row) * krows.elem;
-                    ks[u] = T == DType::I8 ? krows.scale[soff + u * krows.srow] : 1.0f;
-                }
-                if (j0 + ahead + kQB <= klim) {
-                    if (krows.same_page(j0, ahead + kQB) && vrows.same_page(j0, ahead + kQB))
-                        prefetch_rows(kr[0] + ahead * kstep, kbytes, kstep,
-                                      row_at(vrows, j0) + ahead * vstep, vbytes, vstep, kQB);
-                    else if (krows.same_page(j0 + ahead, kQB) && vrows.same_page(j0 + ahead, kQB))
-                        prefetch_rows(row_at(krows, j0 + ahead), kbytes, kstep,
-                                      row_at(vrows, j0 + ahead), vbytes, vstep, kQB);
-                    else
-                        for (size_t u = 0; u < kQB; ++u)
-                            prefetch_rows(row_at(krows, j0 + ahead + u), kbytes, 0,
-                                          row_at(vrows, j0 + ahead + u), vbytes, 0, 1);
-                }
-            } else {
-                for (size_t u = 0; u < nb; ++u) { // keys past the item's range: no prefetch
-                    const size_t jj = jbase + kidx[x0 + u] + ahead;
-                    if (jj >= klim) break;
-                    prefetch_rows(row_at(krows, jj), kbytes, 0, row_at(vrows, jj), vbytes, 0, 1);
-                }
-                for (size_t u = 0; u < kQB; ++u) {
-                    if (u >= nb) { // past the tile: repeat its first key (the sums are not stored)
-                        kr[u] = kr[0];
-                        ks[u] = ks[0];
-                        continue;
-                    }
-                    size_t doff, soff;
-                    krows.locate(jbase + kidx[x0 + u], &doff, &soff);
-                    kr[u] = krows.base + doff * krows.elem;
-                    ks[u] = T == DType::I8 ? krows.scale[soff] : 1.0f;
-                }
+                krows.locate(jbase + kidx[x0 + u], &doff, &soff);
+                kr[u] = krows.base + doff * krows.elem;
+                ks[u] = T == DType::I8 ? krows.scale[soff] : 1.0f;
             }
         }
         // [rr][u]; an int8 key's scale applied here unless the head_dim tail is still to come
@@ -603,20 +599,16 @@ static inline void decode_tile(const Params &p, const Tensors &t, const WorkItem
     // Scores: one pass over each K row serves every query row.
     switch (krows.type) {
     case DType::F16:
-        decode_qk_tile<DType::F16>(krows, vb, jbase, s.kidx, nk, kend, q, dpad, d, dv, nr, sc,
-                                   s.aux2);
+        decode_qk_tile<DType::F16>(krows, vb, jbase, s.kidx, nk, kend, q, dpad, d, dv, nr, sc);
         break;
     case DType::BF16:
-        decode_qk_tile<DType::BF16>(krows, vb, jbase, s.kidx, nk, kend, q, dpad, d, dv, nr, sc,
-                                    s.aux2);
+        decode_qk_tile<DType::BF16>(krows, vb, jbase, s.kidx, nk, kend, q, dpad, d, dv, nr, sc);
         break;
     case DType::I8:
-        decode_qk_tile<DType::I8>(krows, vb, jbase, s.kidx, nk, kend, q, dpad, d, dv, nr, sc,
-                                  s.aux2);
+        decode_qk_tile<DType::I8>(krows, vb, jbase, s.kidx, nk, kend, q, dpad, d, dv, nr, sc);
         break;
     default:
-        decode_qk_tile<DType::F32>(krows, vb, jbase, s.kidx, nk, kend, q, dpad, d, dv, nr, sc,
-                                   s.aux2);
+        decode_qk_tile<DType::F32>(krows, vb, jbase, s.kidx, nk, kend, q, dpad, d, dv, nr, sc);
     }
     // Score pipeline and masks, then the online softmax of each row (vectorised over keys).
     bool partial_tile = false;

@@ -60,7 +60,7 @@ static inline size_t scratch_layout(const Params &p, unsigned char *base, Scratc
     x.lim = fl(kR);
     x.lo = fl(kR);
     x.aux = fl(kR);
-    x.aux2 = fl(kBK); // decode: the int8 scales of a tile's K rows, then of its V rows
+    x.aux2 = fl(kBK); // decode: the int8 scales of a tile's V rows
     x.ps = fl(kDecodeRows * kBK);
     x.mask = fl(kBK * kR);
     x.arow = fl(kBK * kR);
