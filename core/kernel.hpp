@@ -26,6 +26,8 @@ struct Partial {
 // Decode items of one batch entry, row block and key range that share a pass over the key tiles
 // (KernelInfo::forward_heads), at most this many KV heads at a time.
 constexpr size_t kDecodeHeads = 8;
+// Query rows per KV head up to which a row block takes the decode path (narrow kernels).
+constexpr size_t kDecodeRowsMax = 4;
 
 struct KernelInfo {
     size_t lanes;     // rows per work item

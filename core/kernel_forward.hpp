@@ -412,8 +412,9 @@ static inline void decode_qk_tile(const KvRows &krows, const KvRows &vrows, size
 // o[rr][c0 + c*kL ...] += sum_x p[rr][x] * v_x[c0 + c*kL ...] for CB vectors of head_dim_v, the V
 // rows read in their storage type T (int8 rows without their scale: it is in p).
 template <DType T, size_t CB>
-static inline void pv_decode_block(const unsigned char *const *vraw, size_t c0, const float *pr,
-                                   size_t nk, float *o, size_t dpad) {
+__attribute__((always_inline)) static inline void
+pv_decode_block(const unsigned char *const *vraw, size_t c0, const float *pr, size_t nk, float *o,
+                size_t dpad) {
     vf acc[kDecodeRows][CB];
     for (size_t rr = 0; rr < kDecodeRows; ++rr)
         for (size_t c = 0; c < CB; ++c) acc[rr][c] = vload(o + rr * dpad + c0 + c * kL);
@@ -549,8 +550,9 @@ static inline bool decode_scores(const Params &p, const Tensors &t, const Rows &
 struct DecodeHead {
     Rows r;
     KvRows krows, vb;
-    // q: [kDecodeRows][dpad] qs * q (rows past nr and the padding 0); o: [kDecodeRows][dvpad]
-    float *q, *o;
+    // q: [kDecodeRows][dpad] qs * q (rows past nr and the padding 0); o: [kDecodeRows][dvpad];
+    // sc: [kDecodeRows][kBK] the scores, then the weights, of the current tile
+    float *q, *o, *sc;
     float m[kDecodeRows], l[kDecodeRows];
     bool vis[kDecodeRows];
     size_t kbeg, kend; // keys of the item any row may see
@@ -565,6 +567,7 @@ static void decode_begin(const Params &p, const Tensors &t, const WorkItem &w, f
     const float qs = fold_scale(p) ? p.scale : 1.0f;
     h->q = q;
     h->o = o;
+    h->sc = sc;
     for (size_t rr = 0; rr < kDecodeRows; ++rr) {
         const size_t q0 = q_index(p, t, w.b, r.h[rr], static_cast<size_t>(r.i[rr]));
         for (size_t dd = 0; dd < dpad; ++dd)
@@ -583,20 +586,19 @@ static void decode_begin(const Params &p, const Tensors &t, const WorkItem &w, f
     h->vb = kv_rows(p, t, true, w.b, w.kvh);
 }
 
-// One tile (keys jbase + s.kidx[0, nk)) of one head.
-static inline void decode_tile(const Params &p, const Tensors &t, const WorkItem &w, DecodeHead &h,
-                               Scratch &s, const TileInfo &tile) {
-    const Rows &r = h.r;
-    const size_t d = p.shape.head_dim, dv = p.shape.head_dim_v, nr = w.rows;
-    const size_t dpad = kround_up(d, kL), dvpad = kround_up(dv, kL);
-    const KvRows &krows = h.krows, &vb = h.vb;
-    const bool vf32 = vb.type == DType::F32;
-    const vf ninf = vbcast(kNegInf), zero = vzero();
-    float *q = h.q, *o = h.o, *sc = s.st, *m = h.m, *l = h.l;
-    bool *vis = h.vis;
-    const size_t jbase = tile.jbase, nk = tile.nk, kend = h.kend;
+// A decode tile (keys jbase + s.kidx[0, nk)) of one head takes three steps: its scores
+// (decode_tile_qk), their online softmax (decode_tile_softmax) and P.V (decode_tile_pv).
 
-    // Scores: one pass over each K row serves every query row.
+// Scores: one pass over each K row serves every query row.
+__attribute__((always_inline)) static inline void decode_tile_qk(const Params &p, const WorkItem &w,
+                                                                 DecodeHead &h, Scratch &s,
+                                                                 const TileInfo &tile) {
+    const size_t d = p.shape.head_dim, dv = p.shape.head_dim_v, nr = w.rows;
+    const size_t dpad = kround_up(d, kL);
+    const KvRows &krows = h.krows, &vb = h.vb;
+    const float *q = h.q;
+    float *sc = h.sc;
+    const size_t jbase = tile.jbase, nk = tile.nk, kend = h.kend;
     switch (krows.type) {
     case DType::F16:
         decode_qk_tile<DType::F16>(krows, vb, jbase, s.kidx, nk, kend, q, dpad, d, dv, nr, sc);
@@ -610,7 +612,19 @@ static inline void decode_tile(const Params &p, const Tensors &t, const WorkItem
     default:
         decode_qk_tile<DType::F32>(krows, vb, jbase, s.kidx, nk, kend, q, dpad, d, dv, nr, sc);
     }
-    // Score pipeline and masks, then the online softmax of each row (vectorised over keys).
+}
+
+// Score pipeline and masks, then the online softmax of each row (vectorised over keys). Returns
+// whether some key of the tile is hidden from some row.
+__attribute__((always_inline)) static inline bool
+decode_tile_softmax(const Params &p, const Tensors &t, const WorkItem &w, DecodeHead &h,
+                    const Scratch &s, const TileInfo &tile) {
+    const Rows &r = h.r;
+    const size_t dv = p.shape.head_dim_v, nr = w.rows, dvpad = kround_up(dv, kL);
+    const vf ninf = vbcast(kNegInf), zero = vzero();
+    float *o = h.o, *sc = h.sc, *m = h.m, *l = h.l;
+    bool *vis = h.vis;
+    const size_t jbase = tile.jbase, nk = tile.nk;
     bool partial_tile = false;
     const size_t nkv = kround_up(nk, kL);
     for (size_t rr = 0; rr < nr; ++rr) {
@@ -642,9 +656,21 @@ static inline void decode_tile(const Params &p, const Tensors &t, const WorkItem
                 vstore(o + rr * dvpad + dd, vload(o + rr * dvpad + dd) * vbcast(alpha));
         m[rr] = mnew;
     }
-    // P.V: one pass over each V row serves every query row. A tile with no hidden key reads
-    // V in its storage type; otherwise the rows are widened first (the exact path checks
-    // them for Inf/NaN).
+    return partial_tile;
+}
+
+// P.V: one pass over each V row serves every query row. A tile with no hidden key reads V in
+// its storage type; otherwise the rows are widened first (the exact path checks them for
+// Inf/NaN).
+__attribute__((always_inline)) static inline void decode_tile_pv(const Params &p, const WorkItem &w,
+                                                                 DecodeHead &h, Scratch &s,
+                                                                 const TileInfo &tile,
+                                                                 bool partial_tile) {
+    const size_t dv = p.shape.head_dim_v, nr = w.rows, dvpad = kround_up(dv, kL);
+    const KvRows &vb = h.vb;
+    const bool vf32 = vb.type == DType::F32;
+    float *o = h.o, *sc = h.sc;
+    const size_t jbase = tile.jbase, nk = tile.nk;
     if (!partial_tile) {
         const unsigned char **vraw = s.vraw;
         float *vs = s.aux2, *ps = s.ps;
@@ -683,6 +709,12 @@ static inline void decode_tile(const Params &p, const Tensors &t, const WorkItem
     }
     for (size_t x = 0; x < nk; ++x) s.vraw[x] = reinterpret_cast<const unsigned char *>(s.vrow[x]);
     decode_pv_rows<DType::F32>(s.vraw, nk, sc, dv, nr, o, dvpad);
+}
+
+static inline void decode_tile(const Params &p, const Tensors &t, const WorkItem &w, DecodeHead &h,
+                               Scratch &s, const TileInfo &tile) {
+    decode_tile_qk(p, w, h, s, tile);
+    decode_tile_pv(p, w, h, s, tile, decode_tile_softmax(p, t, w, h, s, tile));
 }
 
 static void decode_end(const Params &p, const Tensors &t, const WorkItem &w, const DecodeHead &dh,
@@ -808,6 +840,87 @@ static void forward_item(const Params &p, const Tensors &t, const WorkItem &w, v
     }
 }
 
+// The key-major walk of forward_heads. With token-major K/V (pages of FlashAttention's k_cache,
+// BSHD) a token's KV heads are neighbours: 8 heads x 128 fp32 fill one 4 KiB page. One head
+// walking a tile reads rows 4 KiB apart, each on a page of its own, where the hardware
+// prefetchers stop and every row costs a TLB entry. Here every head reads a block of keys
+// before the next block, so the pool streams in address order. Each head's arithmetic is the
+// one of decode_tile (the same sums in the same order: the same bits).
+
+// Q.K^T of nk consecutive keys from jt for the n heads (K in storage T, not int8, head_dim a
+// multiple of kL); the K rows of the keys `ahead` on are requested (as in decode_qk_tile, a few
+// KiB of the walk ahead).
+template <DType T>
+static inline void decode_qk_heads(DecodeHead *hs, size_t n, size_t jt, size_t nk, size_t klim,
+                                   size_t d, size_t nr) {
+    const KvRows &k0 = hs[0].krows;
+    const size_t dpad = kround_up(d, kL), kbytes = d * k0.elem, kstep = k0.row * k0.elem;
+    const size_t ahead = kPrefetchBytes >= n * kbytes ? kPrefetchBytes / (n * kbytes) : 1;
+    constexpr size_t QB = kQB;
+    alignas(64) float sums[kDecodeRows * QB];
+    for (size_t x = 0; x < nk;) {
+        // a run of keys in one page whose prefetch targets are in one page too
+        const size_t j = jt + x, ja = j + ahead;
+        size_t m = kmin(nk - x, k0.run_from(j));
+        const bool pf = ja < klim;
+        if (pf) m = kmin(m, kmin(klim - ja, k0.run_from(ja)));
+        size_t doff, aoff = 0, soff;
+        k0.locate(j, &doff, &soff);
+        if (pf) k0.locate(ja, &aoff, &soff);
+        doff *= k0.elem; // bytes from a head's base, the same for every head
+        aoff *= k0.elem;
+        for (size_t x0 = 0; x0 < m; x0 += QB) {
+            const size_t nb = kmin(QB, m - x0);
+            for (size_t h = 0; h < n; ++h) {
+                const unsigned char *kt = hs[h].krows.base + doff + x0 * kstep;
+                const unsigned char *kr[QB];
+                for (size_t u = 0; u < QB; ++u) kr[u] = kt + (u < nb ? u : 0) * kstep;
+                if (pf)
+                    prefetch_rows(hs[h].krows.base + aoff + x0 * kstep, kbytes, kstep, nullptr, 0,
+                                  0, nb);
+                decode_qk_block<T>(kr, hs[h].q, dpad, d, sums);
+                float *sc = hs[h].sc + x + x0;
+                for (size_t rr = 0; rr < nr; ++rr)
+                    for (size_t u = 0; u < nb; ++u) sc[rr * kBK + u] = sums[rr * QB + u];
+            }
+        }
+        x += m;
+    }
+}
+
+// Head-passes (kPVKeys keys of one head) ahead whose V rows decode_pv_heads requests.
+constexpr size_t kPVAhead = 2;
+
+// P.V of nk consecutive keys from jt, all visible, for the n heads (V in storage T, not int8):
+// every head's pass of kPVKeys keys (decode_pv_rows) before the next pass; while a head works,
+// the V rows of the head-pass kPVAhead on are requested.
+template <DType T>
+static inline void decode_pv_heads(DecodeHead *hs, size_t n, size_t jt, size_t nk, size_t dv,
+                                   size_t nr, const unsigned char **row0) {
+    const KvRows &v0 = hs[0].vb;
+    const size_t dvpad = kround_up(dv, kL), vbytes = dv * v0.elem, vstep = v0.row * v0.elem;
+    for (size_t x = 0; x < nk; ++x) // the first head's rows; another's are as far from its base
+        row0[x] = x && v0.slot_of_run(jt + x) ? row0[x - 1] + vstep : row_at(v0, jt + x);
+    const size_t passes = (nk + kPVKeys - 1) / kPVKeys;
+    auto request = [&](size_t pass, size_t h) {
+        const size_t x0 = pass * kPVKeys, cnt = kmin(kPVKeys, nk - x0);
+        for (size_t u = 0; u < cnt; ++u)
+            prefetch_rows(row0[x0 + u] + (hs[h].vb.base - v0.base), vbytes, 0, nullptr, 0, 0, 1);
+    };
+    for (size_t a = 0; a < kPVAhead && a < passes * n; ++a) request(a / n, a % n);
+    for (size_t pass = 0; pass < passes; ++pass) {
+        const size_t x0 = pass * kPVKeys, cnt = kmin(kPVKeys, nk - x0);
+        for (size_t h = 0; h < n; ++h) {
+            const size_t ahead = pass * n + h + kPVAhead;
+            if (ahead < passes * n) request(ahead / n, ahead % n);
+            const unsigned char *rows[kPVKeys];
+            const ptrdiff_t dh = hs[h].vb.base - v0.base;
+            for (size_t u = 0; u < cnt; ++u) rows[u] = row0[x0 + u] + dh;
+            decode_pv_rows<T>(rows, cnt, hs[h].sc + x0, dv, nr, hs[h].o, dvpad);
+        }
+    }
+}
+
 static void forward_heads(const Params &p, const Tensors &t, const WorkItem *ws, size_t n,
                           void *scratch, const Partial *partials) {
     const WorkItem &w0 = ws[0];
@@ -818,10 +931,12 @@ static void forward_heads(const Params &p, const Tensors &t, const WorkItem *ws,
     if (together) {
         const size_t qf = kDecodeRows * kround_up(p.shape.head_dim, kL);
         const size_t of = kDecodeRows * kround_up(p.shape.head_dim_v, kL);
+        const size_t scf = kDecodeRows * kBK;
         for (size_t x = 0; x < n; ++x) {
-            float *q = x ? s.heads + (x - 1) * (qf + of) : s.qt;
+            float *q = x ? s.heads + (x - 1) * (qf + of + scf) : s.qt;
             float *o = x ? q + qf : s.ot;
-            decode_begin(p, t, ws[x], q, o, s.st, &hs[x]);
+            float *sc = x ? o + of : s.st;
+            decode_begin(p, t, ws[x], q, o, sc, &hs[x]);
             // the heads share the tiles: the same rows (so key ranges) in the same entry
             together = together && ws[x].b == w0.b && ws[x].r0 == w0.r0 && ws[x].rows == w0.rows &&
                        ws[x].k_begin == w0.k_begin && ws[x].k_end == w0.k_end &&
@@ -833,9 +948,39 @@ static void forward_heads(const Params &p, const Tensors &t, const WorkItem *ws,
             forward_item(p, t, ws[x], scratch, partials ? &partials[x] : nullptr);
         return;
     }
+    // Tiles of consecutive keys take the key-major walk (but int8 K/V, whose scales the walk
+    // does not carry, and pages too short for runs); tiles with a hidden key take decode_tile's
+    // P.V head by head.
+    const DType kt = p.k_type, vt = p.v_type;
+    const size_t d = p.shape.head_dim, dv = p.shape.head_dim_v, nr = w0.rows;
+    const bool key_major = kt != DType::I8 && vt != DType::I8 && d % kL == 0 &&
+                           (!t.block_table || p.page_size >= kRunPage);
     TileInfo tile;
-    for (size_t j = hs[0].kbeg; next_tile(p, t, w0.b, &j, hs[0].kend, s.kidx, &tile);)
-        for (size_t x = 0; x < n; ++x) decode_tile(p, t, ws[x], hs[x], s, tile);
+    for (size_t j = hs[0].kbeg; next_tile(p, t, w0.b, &j, hs[0].kend, s.kidx, &tile);) {
+        const size_t jt = tile.jbase + s.kidx[0], nk = tile.nk;
+        const bool km = key_major && s.kidx[nk - 1] == s.kidx[0] + nk - 1;
+        if (!km)
+            for (size_t x = 0; x < n; ++x) decode_tile_qk(p, ws[x], hs[x], s, tile);
+        else if (kt == DType::F16)
+            decode_qk_heads<DType::F16>(hs, n, jt, nk, hs[0].kend, d, nr);
+        else if (kt == DType::BF16)
+            decode_qk_heads<DType::BF16>(hs, n, jt, nk, hs[0].kend, d, nr);
+        else
+            decode_qk_heads<DType::F32>(hs, n, jt, nk, hs[0].kend, d, nr);
+        bool partial[kDecodeHeads], any_partial = false;
+        for (size_t x = 0; x < n; ++x) {
+            partial[x] = decode_tile_softmax(p, t, ws[x], hs[x], s, tile);
+            any_partial = any_partial || partial[x];
+        }
+        if (!km || any_partial)
+            for (size_t x = 0; x < n; ++x) decode_tile_pv(p, ws[x], hs[x], s, tile, partial[x]);
+        else if (vt == DType::F16)
+            decode_pv_heads<DType::F16>(hs, n, jt, nk, dv, nr, s.vraw);
+        else if (vt == DType::BF16)
+            decode_pv_heads<DType::BF16>(hs, n, jt, nk, dv, nr, s.vraw);
+        else
+            decode_pv_heads<DType::F32>(hs, n, jt, nk, dv, nr, s.vraw);
+    }
     for (size_t x = 0; x < n; ++x)
         decode_end(p, t, ws[x], hs[x], partials ? &partials[x] : nullptr);
 }

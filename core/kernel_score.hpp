@@ -25,7 +25,7 @@ constexpr size_t kM = kNV == 1 ? 1 : 4;
 constexpr size_t kRows = kM * kR;
 
 // The decode path (decode_item) handles at most this many query rows per KV head.
-constexpr size_t kDecodeRows = 4;
+constexpr size_t kDecodeRows = kDecodeRowsMax;
 
 // "Unbounded" for key limits: far beyond any key index (< 2^31) but safe to add to.
 constexpr long long kFar = 1LL << 40;
@@ -37,7 +37,7 @@ struct Scratch {
     const unsigned char **vraw; // decode: a tile's V rows in their storage type
     float *ps;                  // decode: an int8 tile's probabilities times its V scales
     unsigned *kidx;
-    float *heads; // decode_heads: q and o of kDecodeHeads heads past the first
+    float *heads; // forward_heads: q, o and scores of kDecodeHeads heads past the first
 };
 
 static inline size_t scratch_layout(const Params &p, unsigned char *base, Scratch *s) {
@@ -71,7 +71,7 @@ static inline size_t scratch_layout(const Params &p, unsigned char *base, Scratc
     x.vrow = reinterpret_cast<const float **>(take(sizeof(float *) * kBK));
     x.vraw = reinterpret_cast<const unsigned char **>(take(sizeof(unsigned char *) * kBK));
     x.kidx = reinterpret_cast<unsigned *>(take(sizeof(unsigned) * kBK));
-    x.heads = fl((kDecodeHeads - 1) * kDecodeRows * (kround_up(d, kL) + kround_up(dv, kL)));
+    x.heads = fl((kDecodeHeads - 1) * kDecodeRows * (kround_up(d, kL) + kround_up(dv, kL) + kBK));
     if (s) *s = x;
     return off;
 }

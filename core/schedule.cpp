@@ -415,6 +415,30 @@ void fp16_forward(const Params &p, const Tensors &t0) {
     });
 }
 
+// Decode items (a few query rows per KV head) over K or V whose KV heads interleave within a
+// token (token-major pages, BSHD, packed rows): the KV heads of a row block and key range then
+// walk the key tiles together (KernelInfo::forward_heads), so memory streams in order rather than
+// one head's row per token (a 4 KiB stride at 8 x 128 floats). Every item's arithmetic, and so
+// every bit, is the same either way.
+bool token_major_decode(const Params &p, const Plan &pl) {
+    return p.shape.heads_kv > 1 && (p.k.head < p.k.row || p.v.head < p.v.row) &&
+           pl.group * p.shape.seq_q <= kDecodeRowsMax;
+}
+
+// The items of each (batch entry, row block) in groups of at most `per` KV heads.
+const std::vector<HeadGroup> &head_groups(const Params &p, const Plan &pl, size_t per) {
+    std::vector<HeadGroup> &groups = t_groups;
+    groups.clear();
+    const size_t heads = p.shape.heads_kv;
+    for (size_t b = 0; b < p.shape.batch; ++b) {
+        const size_t rbs = (pl.first[b + 1] - pl.first[b]) / heads;
+        for (size_t q = 0; q < rbs; ++q)
+            for (size_t h0 = 0; h0 < heads; h0 += per)
+                groups.push_back({pl.first[b] + h0 * rbs + q, std::min(per, heads - h0), rbs});
+    }
+    return groups;
+}
+
 void forward(const Params &p, const Tensors &t0) {
     if (fp16_takes(p, t0)) {
         fp16_forward(p, t0);
@@ -429,7 +453,19 @@ void forward(const Params &p, const Tensors &t0) {
     clear_padded_queries(p, t);
     const Plan pl = make_plan(p, t, true);
     const size_t scratch_bytes = pl.k->scratch_bytes(p);
-    if (pl.splits == 1) {
+    if (pl.splits == 1 && token_major_decode(p, pl)) {
+        // as many heads per group as leave every thread a group (a group runs on one thread)
+        const size_t threads = pl.serial ? 1 : pool_threads();
+        size_t per = kDecodeHeads;
+        while (per > 1 && head_groups(p, pl, per).size() < threads) per = (per + 1) / 2;
+        const std::vector<HeadGroup> &groups = head_groups(p, pl, per);
+        run_items(pl, groups.size(), [&](size_t task) {
+            const HeadGroup &g = groups[task];
+            WorkItem ws[kDecodeHeads];
+            for (size_t x = 0; x < g.n; ++x) ws[x] = item_of(p, t, pl, g.first + x * g.stride);
+            pl.k->forward_heads(p, t, ws, g.n, t_scratch.get(scratch_bytes), nullptr);
+        });
+    } else if (pl.splits == 1) {
         run_items(pl, pl.items, [&](size_t it) {
             const WorkItem w = item_of(p, t, pl, it);
             pl.k->forward(p, t, w, t_scratch.get(scratch_bytes), nullptr);
@@ -446,21 +482,8 @@ void forward(const Params &p, const Tensors &t0) {
             w.k_end = std::min(klen, s * pl.chunk + pl.chunk);
             return w;
         };
-        const size_t heads = p.shape.heads_kv;
-        if (heads > 1 && (p.k.head < p.k.row || p.v.head < p.v.row)) {
-            // K/V heads interleave within a token (token-major pages, BSHD): the KV heads of a
-            // row block and key chunk walk the tiles together, so memory streams in order
-            // rather than one head's row per token (a 4 KiB stride at 8 x 128 floats). Every
-            // item's arithmetic, and so every bit, is the same either way.
-            std::vector<HeadGroup> &groups = t_groups;
-            groups.clear();
-            for (size_t b = 0; b < p.shape.batch; ++b) {
-                const size_t rbs = (pl.first[b + 1] - pl.first[b]) / heads;
-                for (size_t q = 0; q < rbs; ++q)
-                    for (size_t h0 = 0; h0 < heads; h0 += kDecodeHeads)
-                        groups.push_back(
-                            {pl.first[b] + h0 * rbs + q, std::min(kDecodeHeads, heads - h0), rbs});
-            }
+        if (token_major_decode(p, pl)) {
+            const std::vector<HeadGroup> &groups = head_groups(p, pl, kDecodeHeads);
             run_items(pl, groups.size() * pl.splits, [&](size_t task) {
                 const HeadGroup &g = groups[task / pl.splits];
                 const size_t s = task % pl.splits;

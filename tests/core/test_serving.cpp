@@ -49,7 +49,9 @@ struct Pack {
     bool plus_one = false, invariant = false;
     size_t page = 0, max_pages_param = 0, max_pages = 0, num_pages = 0;
     bool head_major = false;
-    size_t kv_row_pad = 0; // extra floats per packed K/V token row (mode 0)
+    size_t kv_row_pad = 0;                  // extra floats per packed K/V token row (mode 0)
+    int store = 0;                          // K/V storage: 0 fp32, 1 f16, 2 bf16 (see round_kv)
+    mutable std::vector<uint16_t> k16, v16; // the 16-bit K/V of the call
     std::vector<size_t> lq, lk;
     // per-sequence dense data: q[b] [hq][lq][d], k[b]/v[b] [hkv][lk][d/dv]
     std::vector<std::vector<float>> qs, ks, vs;
@@ -233,8 +235,19 @@ attn_args *make_args(const Pack &c) {
     attn_args *a = nullptr;
     REQUIRE(attn_args_create(&a) == ATTN_OK);
     REQUIRE(attn_args_set_f32(a, ATTN_Q, c.q.data(), c.q.size()) == ATTN_OK);
-    REQUIRE(attn_args_set_f32(a, ATTN_K, c.k.data(), c.k.size()) == ATTN_OK);
-    REQUIRE(attn_args_set_f32(a, ATTN_V, c.v.data(), c.v.size()) == ATTN_OK);
+    if (c.store == 0) {
+        REQUIRE(attn_args_set_f32(a, ATTN_K, c.k.data(), c.k.size()) == ATTN_OK);
+        REQUIRE(attn_args_set_f32(a, ATTN_V, c.v.data(), c.v.size()) == ATTN_OK);
+    } else { // the values are representable (round_kv): the conversion is exact
+        const auto conv = c.store == 1 ? attn_convert_f32_to_f16 : attn_convert_f32_to_bf16;
+        const auto set = c.store == 1 ? attn_args_set_f16 : attn_args_set_bf16;
+        c.k16.resize(c.k.size());
+        c.v16.resize(c.v.size());
+        REQUIRE(conv(c.k.data(), c.k16.data(), c.k.size()) == ATTN_OK);
+        REQUIRE(conv(c.v.data(), c.v16.data(), c.v.size()) == ATTN_OK);
+        REQUIRE(set(a, ATTN_K, c.k16.data(), c.k16.size()) == ATTN_OK);
+        REQUIRE(set(a, ATTN_V, c.v16.data(), c.v16.size()) == ATTN_OK);
+    }
     if (!c.sinks.empty())
         REQUIRE(attn_args_set_f32(a, ATTN_SINKS, c.sinks.data(), c.sinks.size()) == ATTN_OK);
     if (!c.slopes.empty())
@@ -393,10 +406,25 @@ TEST_CASE("varlen and paged results are bit-identical on 1 and 2 threads") {
     attn_set_isa(nullptr);
 }
 
+// Rounds every sequence's K and V to the values of c.store (f16 or bf16), so that the float64
+// reference sees what a 16-bit cache holds.
+void round_kv(Pack &c) {
+    if (c.store == 0) return;
+    const auto to = c.store == 1 ? attn_convert_f32_to_f16 : attn_convert_f32_to_bf16;
+    const auto from = c.store == 1 ? attn_convert_f16_to_f32 : attn_convert_bf16_to_f32;
+    for (auto *seqs : {&c.ks, &c.vs})
+        for (std::vector<float> &x : *seqs) {
+            std::vector<uint16_t> h(x.size());
+            REQUIRE(to(x.data(), h.data(), x.size()) == ATTN_OK);
+            REQUIRE(from(h.data(), x.data(), x.size()) == ATTN_OK);
+        }
+}
+
 TEST_CASE("long decode: token-major K/V walk the heads together, with the per-head bits") {
     // >= 4096 keys make a decode call split its keys; token-major K/V (pages, or packed rows)
-    // then run a batch entry's KV heads through one pass over the tiles, head-major ones head by
-    // head. Both must give the same bits, and the float64 answer.
+    // then run a batch entry's KV heads through one pass over the tiles (key-major, see
+    // decode_qk_heads), head-major ones head by head. Both must give the same bits, and the
+    // float64 answer; in fp32, f16 and bf16.
     std::mt19937 g(41);
     const std::vector<std::string> names = isas();
     double worst = 0.0;
@@ -419,7 +447,9 @@ TEST_CASE("long decode: token-major K/V walk the heads together, with the per-he
         c.max_q = sq;
         c.max_k = *std::max_element(c.lk.begin(), c.lk.end()) + pick(g, 0, 3);
         c.page = n % 3 == 0 ? 16 : pick(g, 5, 64);
+        c.store = n % 3 == 1 ? 1 : n % 5 == 2 ? 2 : 0; // f16, bf16 and fp32 K/V
         fill_sequences(c, g);
+        round_kv(c);
         Pack hm = c, packed = c;
         hm.head_major = true;
         packed.mode = kVarlenPaged; // varlen Q over the same token-major pages
@@ -444,7 +474,8 @@ TEST_CASE("long decode: token-major K/V walk the heads together, with the per-he
                         ++compared;
                     }
             CHECK_MESSAGE(same, "case " << n << " on " << isa << ": heads " << c.hq << "/" << c.hkv
-                                        << ", d " << c.d << "/" << c.dv << ", page " << c.page);
+                                        << ", d " << c.d << "/" << c.dv << ", page " << c.page
+                                        << ", K/V storage " << c.store);
             const double e = check(c, rt, "long decode");
             CHECK_MESSAGE(e <= 1e-5, "case " << n << " on " << isa << ": rel err " << e);
             worst = std::max(worst, e);
