@@ -855,8 +855,10 @@ static inline void decode_qk_heads(DecodeHead *hs, size_t n, size_t jt, size_t n
                                    size_t d, size_t nr) {
     const KvRows &k0 = hs[0].krows;
     const size_t dpad = kround_up(d, kL), kbytes = d * k0.elem, kstep = k0.row * k0.elem;
-    const size_t ahead = kPrefetchBytes >= n * kbytes ? kPrefetchBytes / (n * kbytes) : 1;
     constexpr size_t QB = kQB;
+    // a whole number of blocks, so that a run cut where its targets cross a page ends in whole
+    // blocks too (16-key pages: runs of 14 and 2 keys, not 15 and 1)
+    const size_t ahead = kround_up(kmax(kPrefetchBytes / (n * kbytes), 1), QB);
     alignas(64) float sums[kDecodeRows * QB];
     for (size_t x = 0; x < nk;) {
         // a run of keys in one page whose prefetch targets are in one page too

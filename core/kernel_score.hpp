@@ -8,6 +8,9 @@ constexpr float kNegInf = -__builtin_inff();
 static inline size_t kmin(size_t a, size_t b) {
     return a < b ? a : b;
 }
+static inline size_t kmax(size_t a, size_t b) {
+    return a > b ? a : b;
+}
 static inline size_t kround_up(size_t x, size_t m) {
     return (x + m - 1) / m * m;
 }
