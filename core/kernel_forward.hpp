@@ -847,9 +847,9 @@ static void forward_item(const Params &p, const Tensors &t, const WorkItem &w, v
 // before the next block, so the pool streams in address order. Each head's arithmetic is the
 // one of decode_tile (the same sums in the same order: the same bits).
 
-// Q.K^T of nk consecutive keys from jt for the n heads (K in storage T, not int8, head_dim a
-// multiple of kL); the K rows of the keys `ahead` on are requested (as in decode_qk_tile, a few
-// KiB of the walk ahead).
+// Q.K^T of nk consecutive keys from jt for the n heads (K in storage T, head_dim a multiple of
+// kL; an int8 key's scale multiplies its sums, as in decode_qk_run); the K rows of the keys
+// `ahead` on are requested (as in decode_qk_tile, a few KiB of the walk ahead).
 template <DType T>
 static inline void decode_qk_heads(DecodeHead *hs, size_t n, size_t jt, size_t nk, size_t klim,
                                    size_t d, size_t nr) {
@@ -866,9 +866,9 @@ static inline void decode_qk_heads(DecodeHead *hs, size_t n, size_t jt, size_t n
         size_t m = kmin(nk - x, k0.run_from(j));
         const bool pf = ja < klim;
         if (pf) m = kmin(m, kmin(klim - ja, k0.run_from(ja)));
-        size_t doff, aoff = 0, soff;
-        k0.locate(j, &doff, &soff);
-        if (pf) k0.locate(ja, &aoff, &soff);
+        size_t doff, aoff = 0, soff, asoff;
+        k0.locate(j, &doff, &soff); // soff: the scales' offset, also the same for every head
+        if (pf) k0.locate(ja, &aoff, &asoff);
         doff *= k0.elem; // bytes from a head's base, the same for every head
         aoff *= k0.elem;
         for (size_t x0 = 0; x0 < m; x0 += QB) {
@@ -881,6 +881,12 @@ static inline void decode_qk_heads(DecodeHead *hs, size_t n, size_t jt, size_t n
                     prefetch_rows(hs[h].krows.base + aoff + x0 * kstep, kbytes, kstep, nullptr, 0,
                                   0, nb);
                 decode_qk_block<T>(kr, hs[h].q, dpad, d, sums);
+                if (T == DType::I8) {
+                    const float *kst = hs[h].krows.scale + soff + x0 * k0.srow;
+                    for (size_t rr = 0; rr < kDecodeRows; ++rr)
+                        for (size_t u = 0; u < QB; ++u)
+                            sums[rr * QB + u] *= kst[(u < nb ? u : 0) * k0.srow];
+                }
                 float *sc = hs[h].sc + x + x0;
                 for (size_t rr = 0; rr < nr; ++rr)
                     for (size_t u = 0; u < nb; ++u) sc[rr * kBK + u] = sums[rr * QB + u];
@@ -893,16 +899,27 @@ static inline void decode_qk_heads(DecodeHead *hs, size_t n, size_t jt, size_t n
 // Head-passes (kPVKeys keys of one head) ahead whose V rows decode_pv_heads requests.
 constexpr size_t kPVAhead = 2;
 
-// P.V of nk consecutive keys from jt, all visible, for the n heads (V in storage T, not int8):
-// every head's pass of kPVKeys keys (decode_pv_rows) before the next pass; while a head works,
-// the V rows of the head-pass kPVAhead on are requested.
+// P.V of nk consecutive keys from jt, all visible, for the n heads (V in storage T): every
+// head's pass of kPVKeys keys (decode_pv_rows) before the next pass; while a head works, the V
+// rows of the head-pass kPVAhead on are requested. An int8 pass's probabilities are multiplied
+// by their rows' scales first (into ps, [kDecodeRows][kBK], as decode_pv_tile does).
 template <DType T>
 static inline void decode_pv_heads(DecodeHead *hs, size_t n, size_t jt, size_t nk, size_t dv,
-                                   size_t nr, const unsigned char **row0) {
+                                   size_t nr, const unsigned char **row0, float *ps) {
     const KvRows &v0 = hs[0].vb;
     const size_t dvpad = kround_up(dv, kL), vbytes = dv * v0.elem, vstep = v0.row * v0.elem;
-    for (size_t x = 0; x < nk; ++x) // the first head's rows; another's are as far from its base
-        row0[x] = x && v0.slot_of_run(jt + x) ? row0[x - 1] + vstep : row_at(v0, jt + x);
+    size_t soff[T == DType::I8 ? kBK : 1]; // int8: the rows' scale offsets (any head)
+    for (size_t x = 0; x < nk; ++x) { // the first head's rows; another's are as far from its base
+        if (x && v0.slot_of_run(jt + x)) {
+            row0[x] = row0[x - 1] + vstep;
+            if (T == DType::I8) soff[x] = soff[x - 1] + v0.srow;
+            continue;
+        }
+        size_t doff, so;
+        v0.locate(jt + x, &doff, &so);
+        row0[x] = v0.base + doff * v0.elem;
+        if (T == DType::I8) soff[x] = so;
+    }
     const size_t passes = (nk + kPVKeys - 1) / kPVKeys;
     auto request = [&](size_t pass, size_t h) {
         const size_t x0 = pass * kPVKeys, cnt = kmin(kPVKeys, nk - x0);
@@ -918,7 +935,15 @@ static inline void decode_pv_heads(DecodeHead *hs, size_t n, size_t jt, size_t n
             const unsigned char *rows[kPVKeys];
             const ptrdiff_t dh = hs[h].vb.base - v0.base;
             for (size_t u = 0; u < cnt; ++u) rows[u] = row0[x0 + u] + dh;
-            decode_pv_rows<T>(rows, cnt, hs[h].sc + x0, dv, nr, hs[h].o, dvpad);
+            const float *pr = hs[h].sc + x0;
+            if (T == DType::I8) {
+                for (size_t rr = 0; rr < kDecodeRows; ++rr)
+                    for (size_t u = 0; u < cnt; ++u)
+                        ps[rr * kBK + x0 + u] =
+                            hs[h].sc[rr * kBK + x0 + u] * hs[h].vb.scale[soff[x0 + u]];
+                pr = ps + x0;
+            }
+            decode_pv_rows<T>(rows, cnt, pr, dv, nr, hs[h].o, dvpad);
         }
     }
 }
@@ -950,13 +975,11 @@ static void forward_heads(const Params &p, const Tensors &t, const WorkItem *ws,
             forward_item(p, t, ws[x], scratch, partials ? &partials[x] : nullptr);
         return;
     }
-    // Tiles of consecutive keys take the key-major walk (but int8 K/V, whose scales the walk
-    // does not carry, and pages too short for runs); tiles with a hidden key take decode_tile's
-    // P.V head by head.
+    // Tiles of consecutive keys take the key-major walk (but pages too short for runs); tiles
+    // with a hidden key take decode_tile's P.V head by head.
     const DType kt = p.k_type, vt = p.v_type;
     const size_t d = p.shape.head_dim, dv = p.shape.head_dim_v, nr = w0.rows;
-    const bool key_major = kt != DType::I8 && vt != DType::I8 && d % kL == 0 &&
-                           (!t.block_table || p.page_size >= kRunPage);
+    const bool key_major = d % kL == 0 && (!t.block_table || p.page_size >= kRunPage);
     TileInfo tile;
     for (size_t j = hs[0].kbeg; next_tile(p, t, w0.b, &j, hs[0].kend, s.kidx, &tile);) {
         const size_t jt = tile.jbase + s.kidx[0], nk = tile.nk;
@@ -967,6 +990,8 @@ static void forward_heads(const Params &p, const Tensors &t, const WorkItem *ws,
             decode_qk_heads<DType::F16>(hs, n, jt, nk, hs[0].kend, d, nr);
         else if (kt == DType::BF16)
             decode_qk_heads<DType::BF16>(hs, n, jt, nk, hs[0].kend, d, nr);
+        else if (kt == DType::I8)
+            decode_qk_heads<DType::I8>(hs, n, jt, nk, hs[0].kend, d, nr);
         else
             decode_qk_heads<DType::F32>(hs, n, jt, nk, hs[0].kend, d, nr);
         bool partial[kDecodeHeads], any_partial = false;
@@ -977,11 +1002,13 @@ static void forward_heads(const Params &p, const Tensors &t, const WorkItem *ws,
         if (!km || any_partial)
             for (size_t x = 0; x < n; ++x) decode_tile_pv(p, ws[x], hs[x], s, tile, partial[x]);
         else if (vt == DType::F16)
-            decode_pv_heads<DType::F16>(hs, n, jt, nk, dv, nr, s.vraw);
+            decode_pv_heads<DType::F16>(hs, n, jt, nk, dv, nr, s.vraw, s.ps);
         else if (vt == DType::BF16)
-            decode_pv_heads<DType::BF16>(hs, n, jt, nk, dv, nr, s.vraw);
+            decode_pv_heads<DType::BF16>(hs, n, jt, nk, dv, nr, s.vraw, s.ps);
+        else if (vt == DType::I8)
+            decode_pv_heads<DType::I8>(hs, n, jt, nk, dv, nr, s.vraw, s.ps);
         else
-            decode_pv_heads<DType::F32>(hs, n, jt, nk, dv, nr, s.vraw);
+            decode_pv_heads<DType::F32>(hs, n, jt, nk, dv, nr, s.vraw, s.ps);
     }
     for (size_t x = 0; x < n; ++x)
         decode_end(p, t, ws[x], hs[x], partials ? &partials[x] : nullptr);

@@ -2,7 +2,7 @@
 // benchmark with targets, a tool for A/B measurements.
 // decode_ab <libA.so> <libB.so> <libB> <type> <sk> <threads> <reps> [hq hkv]: alternates calls of
 // two libattn copies in one process. DECODE_AB_PAGED=tm|hm: K/V in a pool of 16-token pages with
-// shuffled ids, token-major or head-major (f32, f16, bf16).
+// shuffled ids, token-major or head-major (int8: one scale per pool row, in the pool's order).
 #include <attn.h>
 
 #include "alternate.hpp"
@@ -41,8 +41,8 @@ int main(int argc, char **argv) {
     const size_t PS = 16;
     std::vector<int32_t> table(sk / PS), lens = {static_cast<int32_t>(sk)};
     if (paged) { // the same rows, moved into their pages
-        if (sk % PS || !std::strcmp(ty, "i8")) {
-            std::fprintf(stderr, "DECODE_AB_PAGED: seq_k a multiple of 16, not i8\n");
+        if (sk % PS) {
+            std::fprintf(stderr, "DECODE_AB_PAGED: seq_k a multiple of 16\n");
             return 2;
         }
         std::iota(table.begin(), table.end(), 0);
@@ -122,6 +122,9 @@ int main(int argc, char **argv) {
             if (!std::strcmp(paged, "hm")) {
                 attn_desc_set_strides(desc[l], ATTN_K, hkv * PS * d, PS * d, d);
                 attn_desc_set_strides(desc[l], ATTN_V, hkv * PS * d, PS * d, d);
+                // int8: one scale per pool row, in the pool's order
+                attn_desc_set_strides(desc[l], ATTN_K_SCALE, hkv * PS, PS, 1);
+                attn_desc_set_strides(desc[l], ATTN_V_SCALE, hkv * PS, PS, 1);
             }
             attn_args_set_i32(a[l], ATTN_BLOCK_TABLE, table.data(), table.size());
             attn_args_set_i32(a[l], ATTN_SEQ_LENS_K, lens.data(), lens.size());

@@ -49,9 +49,11 @@ struct Pack {
     bool plus_one = false, invariant = false;
     size_t page = 0, max_pages_param = 0, max_pages = 0, num_pages = 0;
     bool head_major = false;
-    size_t kv_row_pad = 0;                  // extra floats per packed K/V token row (mode 0)
-    int store = 0;                          // K/V storage: 0 fp32, 1 f16, 2 bf16 (see round_kv)
-    mutable std::vector<uint16_t> k16, v16; // the 16-bit K/V of the call
+    size_t kv_row_pad = 0; // extra floats per packed K/V token row (mode 0)
+    int store = 0;         // K/V storage: 0 fp32, 1 f16, 2 bf16, 3 int8 (see round_kv)
+    mutable std::vector<uint16_t> k16, v16;    // the 16-bit K/V of the call
+    mutable std::vector<int8_t> k8, v8;        // the int8 K/V of the call (paged pools)
+    mutable std::vector<float> kscale, vscale; // and their scales, one per pool row
     std::vector<size_t> lq, lk;
     // per-sequence dense data: q[b] [hq][lq][d], k[b]/v[b] [hkv][lk][d/dv]
     std::vector<std::vector<float>> qs, ks, vs;
@@ -222,6 +224,9 @@ attn_desc *make_desc(const Pack &c) {
                     ATTN_OK);
             REQUIRE(attn_desc_set_strides(d, ATTN_V, c.hkv * c.page * c.dv, c.page * c.dv, c.dv) ==
                     ATTN_OK);
+            if (c.store == 3) // the scales in the same head-major page layout
+                for (attn_operand w : {ATTN_K_SCALE, ATTN_V_SCALE})
+                    REQUIRE(attn_desc_set_strides(d, w, c.hkv * c.page, c.page, 1) == ATTN_OK);
         }
     } else if (c.kv_row_pad) {
         REQUIRE(attn_desc_set_strides(d, ATTN_K, 0, c.d, c.kv_row(c.d)) == ATTN_OK);
@@ -231,6 +236,21 @@ attn_desc *make_desc(const Pack &c) {
 }
 
 // Binds the pack's inputs (not OUT / LSE).
+// Symmetric int8 rows of `dim` with one scale each (attn_quantize_i8); a row holding a
+// non-finite value (the pool's unused slots) becomes zeros with a NaN scale, so a read of it
+// would show.
+void quantize_rows(const std::vector<float> &x, size_t dim, std::vector<int8_t> &q,
+                   std::vector<float> &scale) {
+    const size_t rows = x.size() / dim;
+    q.assign(x.size(), 0);
+    scale.assign(rows, kNaN);
+    for (size_t r = 0; r < rows; ++r) {
+        const float *row = x.data() + r * dim;
+        if (!std::all_of(row, row + dim, [](float v) { return std::isfinite(v); })) continue;
+        REQUIRE(attn_quantize_i8(row, 1, dim, q.data() + r * dim, &scale[r]) == ATTN_OK);
+    }
+}
+
 attn_args *make_args(const Pack &c) {
     attn_args *a = nullptr;
     REQUIRE(attn_args_create(&a) == ATTN_OK);
@@ -238,6 +258,14 @@ attn_args *make_args(const Pack &c) {
     if (c.store == 0) {
         REQUIRE(attn_args_set_f32(a, ATTN_K, c.k.data(), c.k.size()) == ATTN_OK);
         REQUIRE(attn_args_set_f32(a, ATTN_V, c.v.data(), c.v.size()) == ATTN_OK);
+    } else if (c.store == 3) { // paged pools: one scale per row, rows in memory order
+        REQUIRE(c.paged());
+        quantize_rows(c.k, c.d, c.k8, c.kscale);
+        quantize_rows(c.v, c.dv, c.v8, c.vscale);
+        REQUIRE(attn_args_set_i8(a, ATTN_K, c.k8.data(), c.k8.size()) == ATTN_OK);
+        REQUIRE(attn_args_set_i8(a, ATTN_V, c.v8.data(), c.v8.size()) == ATTN_OK);
+        REQUIRE(attn_args_set_f32(a, ATTN_K_SCALE, c.kscale.data(), c.kscale.size()) == ATTN_OK);
+        REQUIRE(attn_args_set_f32(a, ATTN_V_SCALE, c.vscale.data(), c.vscale.size()) == ATTN_OK);
     } else { // the values are representable (round_kv): the conversion is exact
         const auto conv = c.store == 1 ? attn_convert_f32_to_f16 : attn_convert_f32_to_bf16;
         const auto set = c.store == 1 ? attn_args_set_f16 : attn_args_set_bf16;
@@ -406,10 +434,25 @@ TEST_CASE("varlen and paged results are bit-identical on 1 and 2 threads") {
     attn_set_isa(nullptr);
 }
 
-// Rounds every sequence's K and V to the values of c.store (f16 or bf16), so that the float64
-// reference sees what a 16-bit cache holds.
+// Rounds every sequence's K and V to the values of c.store (f16 or bf16; int8: each row of
+// head_dim quantized and widened back, so that the call's own quantization of the pool rows
+// finds the same int8 values, its scales within an ulp), so that the float64 reference sees
+// what the cache holds.
 void round_kv(Pack &c) {
     if (c.store == 0) return;
+    if (c.store == 3) {
+        for (auto *seqs : {&c.ks, &c.vs}) {
+            const size_t dim = seqs == &c.ks ? c.d : c.dv;
+            for (std::vector<float> &x : *seqs) {
+                std::vector<int8_t> q;
+                std::vector<float> scale;
+                quantize_rows(x, dim, q, scale);
+                for (size_t e = 0; e < x.size(); ++e)
+                    x[e] = static_cast<float>(q[e]) * scale[e / dim];
+            }
+        }
+        return;
+    }
     const auto to = c.store == 1 ? attn_convert_f32_to_f16 : attn_convert_f32_to_bf16;
     const auto from = c.store == 1 ? attn_convert_f16_to_f32 : attn_convert_bf16_to_f32;
     for (auto *seqs : {&c.ks, &c.vs})
@@ -424,7 +467,7 @@ TEST_CASE("long decode: token-major K/V walk the heads together, with the per-he
     // >= 4096 keys make a decode call split its keys; token-major K/V (pages, or packed rows)
     // then run a batch entry's KV heads through one pass over the tiles (key-major, see
     // decode_qk_heads), head-major ones head by head. Both must give the same bits, and the
-    // float64 answer; in fp32, f16 and bf16.
+    // float64 answer; in fp32, f16, bf16 and int8.
     std::mt19937 g(41);
     const std::vector<std::string> names = isas();
     double worst = 0.0;
@@ -447,7 +490,7 @@ TEST_CASE("long decode: token-major K/V walk the heads together, with the per-he
         c.max_q = sq;
         c.max_k = *std::max_element(c.lk.begin(), c.lk.end()) + pick(g, 0, 3);
         c.page = n % 3 == 0 ? 16 : pick(g, 5, 64);
-        c.store = n % 3 == 1 ? 1 : n % 5 == 2 ? 2 : 0; // f16, bf16 and fp32 K/V
+        c.store = n % 3 == 1 ? 1 : n % 5 == 2 ? 2 : n % 4 == 0 ? 3 : 0; // f16, bf16, int8, fp32
         fill_sequences(c, g);
         round_kv(c);
         Pack hm = c, packed = c;
