@@ -417,9 +417,9 @@ void fp16_forward(const Params &p, const Tensors &t0) {
 
 // Decode items (a few query rows per KV head) over K or V whose KV heads interleave within a
 // token (token-major pages, BSHD, packed rows): the KV heads of a row block and key range then
-// walk the key tiles together (KernelInfo::forward_heads), so memory streams in order rather than
-// one head's row per token (a 4 KiB stride at 8 x 128 floats). Every item's arithmetic, and so
-// every bit, is the same either way.
+// walk the key tiles together, key-major (KernelInfo::forward_heads), so memory streams in
+// address order rather than one head's row per token (a 4 KiB stride at 8 x 128 floats). Every
+// item's arithmetic, and so every bit, is the same either way.
 bool token_major_decode(const Params &p, const Plan &pl) {
     return p.shape.heads_kv > 1 && (p.k.head < p.k.row || p.v.head < p.v.row) &&
            pl.group * p.shape.seq_q <= kDecodeRowsMax;
@@ -456,8 +456,9 @@ void forward(const Params &p, const Tensors &t0) {
     if (pl.splits == 1 && token_major_decode(p, pl)) {
         // as many heads per group as leave every thread a group (a group runs on one thread)
         const size_t threads = pl.serial ? 1 : pool_threads();
+        const size_t heads = p.shape.heads_kv, blocks = pl.items / heads;
         size_t per = kDecodeHeads;
-        while (per > 1 && head_groups(p, pl, per).size() < threads) per = (per + 1) / 2;
+        while (per > 1 && blocks * ceil_div(heads, per) < threads) per = (per + 1) / 2;
         const std::vector<HeadGroup> &groups = head_groups(p, pl, per);
         run_items(pl, groups.size(), [&](size_t task) {
             const HeadGroup &g = groups[task];
