@@ -948,6 +948,102 @@ static inline void decode_pv_heads(DecodeHead *hs, size_t n, size_t jt, size_t n
     }
 }
 
+// The page-major walk of forward_heads, for head-major pages (vLLM CPU / OpenVINO: a page holds
+// each KV head's rows in turn). Within a page, head after head, so the page streams in address
+// order; while a head works on its rows, the next head's rows of the page (or the first head's
+// of the next page) are requested. Each head's arithmetic is the one of decode_tile.
+template <DType T>
+static inline void decode_qk_pages(DecodeHead *hs, size_t n, size_t jt, size_t nk, size_t klim,
+                                   size_t d, size_t nr) {
+    const KvRows &k0 = hs[0].krows;
+    const size_t dpad = kround_up(d, kL), kbytes = d * k0.elem, kstep = k0.row * k0.elem;
+    constexpr size_t QB = kQB;
+    alignas(64) float sums[kDecodeRows * QB];
+    size_t doff, soff;
+    k0.locate(jt, &doff, &soff);
+    for (size_t x = 0; x < nk;) {
+        const size_t j = jt + x, m = kmin(nk - x, k0.run_from(j));
+        // the next run (the next page's keys, while within the item's keys)
+        size_t ndoff = 0, nsoff = 0, nm = 0;
+        if (j + m < klim) {
+            k0.locate(j + m, &ndoff, &nsoff);
+            nm = kmin(klim - (j + m), k0.run_from(j + m));
+        }
+        for (size_t h = 0; h < n; ++h) {
+            const unsigned char *kt = hs[h].krows.base + doff * k0.elem;
+            const unsigned char *pt = h + 1 < n ? hs[h + 1].krows.base + doff * k0.elem
+                                      : nm      ? hs[0].krows.base + ndoff * k0.elem
+                                                : nullptr;
+            const size_t pm = h + 1 < n ? m : nm;
+            for (size_t x0 = 0; x0 < m; x0 += QB) {
+                const size_t nb = kmin(QB, m - x0);
+                const unsigned char *kr[QB];
+                for (size_t u = 0; u < QB; ++u) kr[u] = kt + (u < nb ? x0 + u : x0) * kstep;
+                if (pt && x0 < pm)
+                    prefetch_rows(pt + x0 * kstep, kbytes, kstep, nullptr, 0, 0, kmin(nb, pm - x0));
+                decode_qk_block<T>(kr, hs[h].q, dpad, d, sums);
+                if (T == DType::I8) {
+                    const float *kst = hs[h].krows.scale + soff + x0 * k0.srow;
+                    for (size_t rr = 0; rr < kDecodeRows; ++rr)
+                        for (size_t u = 0; u < QB; ++u)
+                            sums[rr * QB + u] *= kst[(u < nb ? u : 0) * k0.srow];
+                }
+                float *sc = hs[h].sc + x + x0;
+                for (size_t rr = 0; rr < nr; ++rr)
+                    for (size_t u = 0; u < nb; ++u) sc[rr * kBK + u] = sums[rr * QB + u];
+            }
+            if (pt && pm > m) prefetch_rows(pt + m * kstep, kbytes, kstep, nullptr, 0, 0, pm - m);
+        }
+        x += m;
+        doff = ndoff;
+        soff = nsoff;
+    }
+}
+
+// P.V of the page-major walk (see decode_qk_pages), all keys visible; int8 as decode_pv_heads.
+template <DType T>
+static inline void decode_pv_pages(DecodeHead *hs, size_t n, size_t jt, size_t nk, size_t dv,
+                                   size_t nr, float *ps) {
+    const KvRows &v0 = hs[0].vb;
+    const size_t dvpad = kround_up(dv, kL), vbytes = dv * v0.elem, vstep = v0.row * v0.elem;
+    size_t doff, soff;
+    v0.locate(jt, &doff, &soff);
+    for (size_t x = 0; x < nk;) {
+        const size_t j = jt + x, m = kmin(nk - x, v0.run_from(j));
+        size_t ndoff = 0, nsoff = 0, nm = 0;
+        if (x + m < nk) { // the tile's next run
+            v0.locate(j + m, &ndoff, &nsoff);
+            nm = kmin(nk - (x + m), v0.run_from(j + m));
+        }
+        for (size_t h = 0; h < n; ++h) {
+            const unsigned char *vt = hs[h].vb.base + doff * v0.elem;
+            const unsigned char *pt = h + 1 < n ? hs[h + 1].vb.base + doff * v0.elem
+                                      : nm      ? hs[0].vb.base + ndoff * v0.elem
+                                                : nullptr;
+            const size_t pm = h + 1 < n ? m : nm;
+            if (pt) prefetch_rows(pt, vbytes, vstep, nullptr, 0, 0, pm);
+            for (size_t x0 = 0; x0 < m; x0 += kPVKeys) {
+                const size_t cnt = kmin(kPVKeys, m - x0);
+                const unsigned char *rows[kPVKeys];
+                for (size_t u = 0; u < cnt; ++u) rows[u] = vt + (x0 + u) * vstep;
+                const float *pr = hs[h].sc + x + x0;
+                if (T == DType::I8) {
+                    const float *vst = hs[h].vb.scale + soff + x0 * v0.srow;
+                    for (size_t rr = 0; rr < kDecodeRows; ++rr)
+                        for (size_t u = 0; u < cnt; ++u)
+                            ps[rr * kBK + x + x0 + u] =
+                                hs[h].sc[rr * kBK + x + x0 + u] * vst[u * v0.srow];
+                    pr = ps + x + x0;
+                }
+                decode_pv_rows<T>(rows, cnt, pr, dv, nr, hs[h].o, dvpad);
+            }
+        }
+        x += m;
+        doff = ndoff;
+        soff = nsoff;
+    }
+}
+
 static void forward_heads(const Params &p, const Tensors &t, const WorkItem *ws, size_t n,
                           void *scratch, const Partial *partials) {
     const WorkItem &w0 = ws[0];
@@ -975,16 +1071,27 @@ static void forward_heads(const Params &p, const Tensors &t, const WorkItem *ws,
             forward_item(p, t, ws[x], scratch, partials ? &partials[x] : nullptr);
         return;
     }
-    // Tiles of consecutive keys take the key-major walk (but pages too short for runs); tiles
-    // with a hidden key take decode_tile's P.V head by head.
+    // Tiles of consecutive keys take the key-major walk, or over head-major pages the
+    // page-major one (but pages too short for runs); tiles with a hidden key take
+    // decode_tile's P.V head by head.
     const DType kt = p.k_type, vt = p.v_type;
     const size_t d = p.shape.head_dim, dv = p.shape.head_dim_v, nr = w0.rows;
     const bool key_major = d % kL == 0 && (!t.block_table || p.page_size >= kRunPage);
+    const bool page_major = t.block_table && p.k.head > p.k.row && p.v.head > p.v.row;
     TileInfo tile;
     for (size_t j = hs[0].kbeg; next_tile(p, t, w0.b, &j, hs[0].kend, s.kidx, &tile);) {
         const size_t jt = tile.jbase + s.kidx[0], nk = tile.nk;
         const bool km = key_major && s.kidx[nk - 1] == s.kidx[0] + nk - 1;
-        if (!km)
+        if (km && page_major) {
+            if (kt == DType::F16)
+                decode_qk_pages<DType::F16>(hs, n, jt, nk, hs[0].kend, d, nr);
+            else if (kt == DType::BF16)
+                decode_qk_pages<DType::BF16>(hs, n, jt, nk, hs[0].kend, d, nr);
+            else if (kt == DType::I8)
+                decode_qk_pages<DType::I8>(hs, n, jt, nk, hs[0].kend, d, nr);
+            else
+                decode_qk_pages<DType::F32>(hs, n, jt, nk, hs[0].kend, d, nr);
+        } else if (!km)
             for (size_t x = 0; x < n; ++x) decode_tile_qk(p, ws[x], hs[x], s, tile);
         else if (kt == DType::F16)
             decode_qk_heads<DType::F16>(hs, n, jt, nk, hs[0].kend, d, nr);
@@ -1001,7 +1108,16 @@ static void forward_heads(const Params &p, const Tensors &t, const WorkItem *ws,
         }
         if (!km || any_partial)
             for (size_t x = 0; x < n; ++x) decode_tile_pv(p, ws[x], hs[x], s, tile, partial[x]);
-        else if (vt == DType::F16)
+        else if (page_major) {
+            if (vt == DType::F16)
+                decode_pv_pages<DType::F16>(hs, n, jt, nk, dv, nr, s.ps);
+            else if (vt == DType::BF16)
+                decode_pv_pages<DType::BF16>(hs, n, jt, nk, dv, nr, s.ps);
+            else if (vt == DType::I8)
+                decode_pv_pages<DType::I8>(hs, n, jt, nk, dv, nr, s.ps);
+            else
+                decode_pv_pages<DType::F32>(hs, n, jt, nk, dv, nr, s.ps);
+        } else if (vt == DType::F16)
             decode_pv_heads<DType::F16>(hs, n, jt, nk, dv, nr, s.vraw, s.ps);
         else if (vt == DType::BF16)
             decode_pv_heads<DType::BF16>(hs, n, jt, nk, dv, nr, s.vraw, s.ps);

@@ -416,12 +416,13 @@ void fp16_forward(const Params &p, const Tensors &t0) {
 }
 
 // Decode items (a few query rows per KV head) over K or V whose KV heads interleave within a
-// token (token-major pages, BSHD, packed rows): the KV heads of a row block and key range then
-// walk the key tiles together, key-major (KernelInfo::forward_heads), so memory streams in
-// address order rather than one head's row per token (a 4 KiB stride at 8 x 128 floats). Every
-// item's arithmetic, and so every bit, is the same either way.
-bool token_major_decode(const Params &p, const Plan &pl) {
-    return p.shape.heads_kv > 1 && (p.k.head < p.k.row || p.v.head < p.v.row) &&
+// token (token-major pages, BSHD, packed rows) or share pages (head-major pages): the KV heads
+// of a row block and key range then walk the key tiles together (KernelInfo::forward_heads:
+// key-major, or page-major over head-major pages), so memory streams in address order rather
+// than one head's row per token (a 4 KiB stride at 8 x 128 floats) or one head's 8 KiB per page.
+// Every item's arithmetic, and so every bit, is the same either way.
+bool heads_together_decode(const Params &p, const Plan &pl) {
+    return p.shape.heads_kv > 1 && (p.page_size || p.k.head < p.k.row || p.v.head < p.v.row) &&
            pl.group * p.shape.seq_q <= kDecodeRowsMax;
 }
 
@@ -453,7 +454,7 @@ void forward(const Params &p, const Tensors &t0) {
     clear_padded_queries(p, t);
     const Plan pl = make_plan(p, t, true);
     const size_t scratch_bytes = pl.k->scratch_bytes(p);
-    if (pl.splits == 1 && token_major_decode(p, pl)) {
+    if (pl.splits == 1 && heads_together_decode(p, pl)) {
         // as many heads per group as leave every thread a group (a group runs on one thread)
         const size_t threads = pl.serial ? 1 : pool_threads();
         const size_t heads = p.shape.heads_kv, blocks = pl.items / heads;
@@ -483,7 +484,7 @@ void forward(const Params &p, const Tensors &t0) {
             w.k_end = std::min(klen, s * pl.chunk + pl.chunk);
             return w;
         };
-        if (token_major_decode(p, pl)) {
+        if (heads_together_decode(p, pl)) {
             const std::vector<HeadGroup> &groups = head_groups(p, pl, kDecodeHeads);
             run_items(pl, groups.size() * pl.splits, [&](size_t task) {
                 const HeadGroup &g = groups[task / pl.splits];
