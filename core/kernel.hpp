@@ -28,6 +28,10 @@ struct Partial {
 constexpr size_t kDecodeHeads = 8;
 // Query rows per KV head up to which a row block takes the decode path (narrow kernels).
 constexpr size_t kDecodeRowsMax = 4;
+// Head-major pages with at most this many bytes per KV head and page (K or V) take the
+// page-major walk of forward_heads; larger ones read well head by head. AMD Zen 3, d128 fp32,
+// page-major / head-by-head time: page 16 (8 KiB) 0.84-0.90, 32 0.97-0.98, 64 1.08-1.11, 128 1.22.
+constexpr size_t kPageMajorBytes = 16384;
 
 struct KernelInfo {
     size_t lanes;     // rows per work item

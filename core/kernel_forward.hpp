@@ -1021,9 +1021,11 @@ static inline void decode_pv_pages(DecodeHead *hs, size_t n, size_t jt, size_t n
                                       : nm      ? hs[0].vb.base + ndoff * v0.elem
                                                 : nullptr;
             const size_t pm = h + 1 < n ? m : nm;
-            if (pt) prefetch_rows(pt, vbytes, vstep, nullptr, 0, 0, pm);
             for (size_t x0 = 0; x0 < m; x0 += kPVKeys) {
                 const size_t cnt = kmin(kPVKeys, m - x0);
+                if (pt && x0 < pm) // the next segment's rows, a pass at a time (the last: the rest)
+                    prefetch_rows(pt + x0 * vstep, vbytes, vstep, nullptr, 0, 0,
+                                  x0 + kPVKeys >= m ? pm - x0 : kmin(cnt, pm - x0));
                 const unsigned char *rows[kPVKeys];
                 for (size_t u = 0; u < cnt; ++u) rows[u] = vt + (x0 + u) * vstep;
                 const float *pr = hs[h].sc + x + x0;

@@ -416,13 +416,18 @@ void fp16_forward(const Params &p, const Tensors &t0) {
 }
 
 // Decode items (a few query rows per KV head) over K or V whose KV heads interleave within a
-// token (token-major pages, BSHD, packed rows) or share pages (head-major pages): the KV heads
-// of a row block and key range then walk the key tiles together (KernelInfo::forward_heads:
-// key-major, or page-major over head-major pages), so memory streams in address order rather
-// than one head's row per token (a 4 KiB stride at 8 x 128 floats) or one head's 8 KiB per page.
-// Every item's arithmetic, and so every bit, is the same either way.
+// token (token-major pages, BSHD, packed rows) or share small pages (head-major pages of at most
+// kPageMajorBytes per head): the KV heads of a row block and key range then walk the key tiles
+// together (KernelInfo::forward_heads: key-major, or page-major over head-major pages), so
+// memory streams in address order rather than one head's row per token (a 4 KiB stride at 8 x
+// 128 floats) or one head's 8 KiB per page. Every item's arithmetic, and so every bit, is the
+// same either way.
 bool heads_together_decode(const Params &p, const Plan &pl) {
-    return p.shape.heads_kv > 1 && (p.page_size || p.k.head < p.k.row || p.v.head < p.v.row) &&
+    const bool token_major = p.k.head < p.k.row || p.v.head < p.v.row;
+    const size_t row_bytes = std::max(p.shape.head_dim * dtype_bytes(p.k_type),
+                                      p.shape.head_dim_v * dtype_bytes(p.v_type));
+    const bool small_pages = p.page_size && p.page_size * row_bytes <= kPageMajorBytes;
+    return p.shape.heads_kv > 1 && (token_major || small_pages) &&
            pl.group * p.shape.seq_q <= kDecodeRowsMax;
 }
 

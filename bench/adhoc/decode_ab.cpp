@@ -2,7 +2,8 @@
 // benchmark with targets, a tool for A/B measurements.
 // decode_ab <libA.so> <libB.so> <libB> <type> <sk> <threads> <reps> [hq hkv]: alternates calls of
 // two libattn copies in one process. DECODE_AB_PAGED=tm|hm: K/V in a pool of 16-token pages with
-// shuffled ids, token-major or head-major (int8: one scale per pool row, in the pool's order).
+// shuffled ids (DECODE_AB_PAGE=n: pages of n tokens), token-major or head-major (int8: one scale
+// per pool row, in the pool's order).
 #include <attn.h>
 
 #include "alternate.hpp"
@@ -38,7 +39,7 @@ int main(int argc, char **argv) {
     for (auto &x : k) x = u(g);
     for (auto &x : v) x = u(g);
     const char *paged = std::getenv("DECODE_AB_PAGED");
-    const size_t PS = 16;
+    const size_t PS = std::getenv("DECODE_AB_PAGE") ? std::atoi(std::getenv("DECODE_AB_PAGE")) : 16;
     std::vector<int32_t> table(sk / PS), lens = {static_cast<int32_t>(sk)};
     if (paged) { // the same rows, moved into their pages
         if (sk % PS) {
