@@ -847,6 +847,27 @@ static void forward_item(const Params &p, const Tensors &t, const WorkItem &w, v
 // before the next block, so the pool streams in address order. Each head's arithmetic is the
 // one of decode_tile (the same sums in the same order: the same bits).
 
+// One block of the key-major and page-major walks: Q.K^T of nb (<= kQB) keys with rows kt,
+// kt + kstep, ... for head h (an int8 key's scale at h.krows.scale[soff + u * srow] multiplies
+// its sums, as in decode_qk_run), the sums into sc[rr * kBK + u].
+template <DType T>
+__attribute__((always_inline)) static inline void
+walk_qk_block(const DecodeHead &h, const unsigned char *kt, size_t kstep, size_t nb, size_t soff,
+              size_t srow, size_t dpad, size_t d, size_t nr, float *sc) {
+    constexpr size_t QB = kQB;
+    alignas(64) float sums[kDecodeRows * QB];
+    const unsigned char *kr[QB];
+    for (size_t u = 0; u < QB; ++u) kr[u] = kt + (u < nb ? u : 0) * kstep;
+    decode_qk_block<T>(kr, h.q, dpad, d, sums);
+    if (T == DType::I8) {
+        const float *kst = h.krows.scale + soff;
+        for (size_t rr = 0; rr < kDecodeRows; ++rr)
+            for (size_t u = 0; u < QB; ++u) sums[rr * QB + u] *= kst[(u < nb ? u : 0) * srow];
+    }
+    for (size_t rr = 0; rr < nr; ++rr)
+        for (size_t u = 0; u < nb; ++u) sc[rr * kBK + u] = sums[rr * QB + u];
+}
+
 // Q.K^T of nk consecutive keys from jt for the n heads (K in storage T, head_dim a multiple of
 // kL; an int8 key's scale multiplies its sums, as in decode_qk_run); the K rows of the keys
 // `ahead` on are requested (as in decode_qk_tile, a few KiB of the walk ahead).
@@ -859,7 +880,6 @@ static inline void decode_qk_heads(DecodeHead *hs, size_t n, size_t jt, size_t n
     // a whole number of blocks, so that a run cut where its targets cross a page ends in whole
     // blocks too (16-key pages: runs of 14 and 2 keys, not 15 and 1)
     const size_t ahead = kround_up(kmax(kPrefetchBytes / (n * kbytes), 1), QB);
-    alignas(64) float sums[kDecodeRows * QB];
     for (size_t x = 0; x < nk;) {
         // a run of keys in one page whose prefetch targets are in one page too
         const size_t j = jt + x, ja = j + ahead;
@@ -875,21 +895,11 @@ static inline void decode_qk_heads(DecodeHead *hs, size_t n, size_t jt, size_t n
             const size_t nb = kmin(QB, m - x0);
             for (size_t h = 0; h < n; ++h) {
                 const unsigned char *kt = hs[h].krows.base + doff + x0 * kstep;
-                const unsigned char *kr[QB];
-                for (size_t u = 0; u < QB; ++u) kr[u] = kt + (u < nb ? u : 0) * kstep;
                 if (pf)
                     prefetch_rows(hs[h].krows.base + aoff + x0 * kstep, kbytes, kstep, nullptr, 0,
                                   0, nb);
-                decode_qk_block<T>(kr, hs[h].q, dpad, d, sums);
-                if (T == DType::I8) {
-                    const float *kst = hs[h].krows.scale + soff + x0 * k0.srow;
-                    for (size_t rr = 0; rr < kDecodeRows; ++rr)
-                        for (size_t u = 0; u < QB; ++u)
-                            sums[rr * QB + u] *= kst[(u < nb ? u : 0) * k0.srow];
-                }
-                float *sc = hs[h].sc + x + x0;
-                for (size_t rr = 0; rr < nr; ++rr)
-                    for (size_t u = 0; u < nb; ++u) sc[rr * kBK + u] = sums[rr * QB + u];
+                walk_qk_block<T>(hs[h], kt, kstep, nb, soff + x0 * k0.srow, k0.srow, dpad, d, nr,
+                                 hs[h].sc + x + x0);
             }
         }
         x += m;
@@ -952,51 +962,67 @@ static inline void decode_pv_heads(DecodeHead *hs, size_t n, size_t jt, size_t n
 // each KV head's rows in turn). Within a page, head after head, so the page streams in address
 // order; while a head works on its rows, the next head's rows of the page (or the first head's
 // of the next page) are requested. Each head's arithmetic is the one of decode_tile.
+// A run of the page-major walk: m keys from key j in one page, their rows at doff and scales
+// at soff (offsets from a head's base, the same for every head), and the next run's (nm keys,
+// 0: none before `end`).
+struct PageRun {
+    size_t m, doff, soff, nm = 0, ndoff = 0, nsoff = 0;
+};
+
+static inline PageRun page_run(const KvRows &r, size_t j, size_t left, size_t end, size_t doff,
+                               size_t soff) {
+    PageRun run;
+    run.m = kmin(left, r.run_from(j));
+    run.doff = doff;
+    run.soff = soff;
+    if (j + run.m < end) {
+        r.locate(j + run.m, &run.ndoff, &run.nsoff);
+        run.nm = kmin(end - (j + run.m), r.run_from(j + run.m));
+    }
+    return run;
+}
+
+// The rows requested during a head's turn in a run: the next head's rows of the run (next_head:
+// its base), or after the last head the first head's of the next run; *pm of them.
+static inline const unsigned char *run_request(const unsigned char *next_head,
+                                               const unsigned char *first_head, const PageRun &run,
+                                               size_t elem, size_t *pm) {
+    if (next_head) {
+        *pm = run.m;
+        return next_head + run.doff * elem;
+    }
+    *pm = run.nm;
+    return run.nm ? first_head + run.ndoff * elem : nullptr;
+}
+
 template <DType T>
 static inline void decode_qk_pages(DecodeHead *hs, size_t n, size_t jt, size_t nk, size_t klim,
                                    size_t d, size_t nr) {
     const KvRows &k0 = hs[0].krows;
     const size_t dpad = kround_up(d, kL), kbytes = d * k0.elem, kstep = k0.row * k0.elem;
     constexpr size_t QB = kQB;
-    alignas(64) float sums[kDecodeRows * QB];
     size_t doff, soff;
     k0.locate(jt, &doff, &soff);
     for (size_t x = 0; x < nk;) {
-        const size_t j = jt + x, m = kmin(nk - x, k0.run_from(j));
-        // the next run (the next page's keys, while within the item's keys)
-        size_t ndoff = 0, nsoff = 0, nm = 0;
-        if (j + m < klim) {
-            k0.locate(j + m, &ndoff, &nsoff);
-            nm = kmin(klim - (j + m), k0.run_from(j + m));
-        }
+        const PageRun run = page_run(k0, jt + x, nk - x, klim, doff, soff); // next: up to klim
+        const size_t m = run.m;
         for (size_t h = 0; h < n; ++h) {
             const unsigned char *kt = hs[h].krows.base + doff * k0.elem;
-            const unsigned char *pt = h + 1 < n ? hs[h + 1].krows.base + doff * k0.elem
-                                      : nm      ? hs[0].krows.base + ndoff * k0.elem
-                                                : nullptr;
-            const size_t pm = h + 1 < n ? m : nm;
+            size_t pm;
+            const unsigned char *pt = run_request(h + 1 < n ? hs[h + 1].krows.base : nullptr,
+                                                  hs[0].krows.base, run, k0.elem, &pm);
             for (size_t x0 = 0; x0 < m; x0 += QB) {
                 const size_t nb = kmin(QB, m - x0);
-                const unsigned char *kr[QB];
-                for (size_t u = 0; u < QB; ++u) kr[u] = kt + (u < nb ? x0 + u : x0) * kstep;
                 if (pt && x0 < pm)
                     prefetch_rows(pt + x0 * kstep, kbytes, kstep, nullptr, 0, 0, kmin(nb, pm - x0));
-                decode_qk_block<T>(kr, hs[h].q, dpad, d, sums);
-                if (T == DType::I8) {
-                    const float *kst = hs[h].krows.scale + soff + x0 * k0.srow;
-                    for (size_t rr = 0; rr < kDecodeRows; ++rr)
-                        for (size_t u = 0; u < QB; ++u)
-                            sums[rr * QB + u] *= kst[(u < nb ? u : 0) * k0.srow];
-                }
-                float *sc = hs[h].sc + x + x0;
-                for (size_t rr = 0; rr < nr; ++rr)
-                    for (size_t u = 0; u < nb; ++u) sc[rr * kBK + u] = sums[rr * QB + u];
+                walk_qk_block<T>(hs[h], kt + x0 * kstep, kstep, nb, soff + x0 * k0.srow, k0.srow,
+                                 dpad, d, nr, hs[h].sc + x + x0);
             }
             if (pt && pm > m) prefetch_rows(pt + m * kstep, kbytes, kstep, nullptr, 0, 0, pm - m);
         }
         x += m;
-        doff = ndoff;
-        soff = nsoff;
+        doff = run.ndoff;
+        soff = run.nsoff;
     }
 }
 
@@ -1009,18 +1035,13 @@ static inline void decode_pv_pages(DecodeHead *hs, size_t n, size_t jt, size_t n
     size_t doff, soff;
     v0.locate(jt, &doff, &soff);
     for (size_t x = 0; x < nk;) {
-        const size_t j = jt + x, m = kmin(nk - x, v0.run_from(j));
-        size_t ndoff = 0, nsoff = 0, nm = 0;
-        if (x + m < nk) { // the tile's next run
-            v0.locate(j + m, &ndoff, &nsoff);
-            nm = kmin(nk - (x + m), v0.run_from(j + m));
-        }
+        const PageRun run = page_run(v0, jt + x, nk - x, jt + nk, doff, soff); // next: the tile's
+        const size_t m = run.m;
         for (size_t h = 0; h < n; ++h) {
             const unsigned char *vt = hs[h].vb.base + doff * v0.elem;
-            const unsigned char *pt = h + 1 < n ? hs[h + 1].vb.base + doff * v0.elem
-                                      : nm      ? hs[0].vb.base + ndoff * v0.elem
-                                                : nullptr;
-            const size_t pm = h + 1 < n ? m : nm;
+            size_t pm;
+            const unsigned char *pt = run_request(h + 1 < n ? hs[h + 1].vb.base : nullptr,
+                                                  hs[0].vb.base, run, v0.elem, &pm);
             for (size_t x0 = 0; x0 < m; x0 += kPVKeys) {
                 const size_t cnt = kmin(kPVKeys, m - x0);
                 if (pt && x0 < pm) // the next segment's rows, a pass at a time (the last: the rest)
@@ -1041,8 +1062,8 @@ static inline void decode_pv_pages(DecodeHead *hs, size_t n, size_t jt, size_t n
             }
         }
         x += m;
-        doff = ndoff;
-        soff = nsoff;
+        doff = run.ndoff;
+        soff = run.nsoff;
     }
 }
 
