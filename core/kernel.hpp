@@ -33,6 +33,14 @@ constexpr size_t kDecodeRowsMax = 4;
 // page-major / head-by-head time: page 16 (8 KiB) 0.84-0.90, 32 0.97-0.98, 64 1.08-1.11, 128 1.22.
 constexpr size_t kPageMajorBytes = 16384;
 
+// Whether a paged call's K and V pages are head-major and small enough for the page-major walk.
+inline bool page_major_pages(const Params &p) {
+    const size_t kb = p.shape.head_dim * dtype_bytes(p.k_type);
+    const size_t vb = p.shape.head_dim_v * dtype_bytes(p.v_type);
+    return p.page_size && p.k.head > p.k.row && p.v.head > p.v.row &&
+           p.page_size * (kb > vb ? kb : vb) <= kPageMajorBytes;
+}
+
 struct KernelInfo {
     size_t lanes;     // rows per work item
     size_t dim_block; // head_dim_v rounding of the output accumulator

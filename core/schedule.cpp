@@ -424,10 +424,7 @@ void fp16_forward(const Params &p, const Tensors &t0) {
 // same either way.
 bool heads_together_decode(const Params &p, const Plan &pl) {
     const bool token_major = p.k.head < p.k.row || p.v.head < p.v.row;
-    const size_t row_bytes = std::max(p.shape.head_dim * dtype_bytes(p.k_type),
-                                      p.shape.head_dim_v * dtype_bytes(p.v_type));
-    const bool small_pages = p.page_size && p.page_size * row_bytes <= kPageMajorBytes;
-    return p.shape.heads_kv > 1 && (token_major || small_pages) &&
+    return p.shape.heads_kv > 1 && (token_major || page_major_pages(p)) &&
            pl.group * p.shape.seq_q <= kDecodeRowsMax;
 }
 
