@@ -1,7 +1,7 @@
 // Backward side of the kernel body: dQ, dK, dV (and dBias, the per-head sink terms) of one
 // (batch entry, KV head), FlashAttention-2's algorithm without the n x n matrix: the
 // probabilities are recomputed key block by key block from Q, K and the forward's LSE, and
-// D_i = dO_i . O_i. Included by kernel_body.hpp inside the ISA namespace, after kernel_forward.hpp.
+// D_i = dO_i . O_i. Included by kernel_body.hpp inside the ISA namespace, after kernel_walks.hpp.
 //
 // For query i and visible key j, with s the final logit and P_ij = exp(s_ij - lse_i):
 //   dV_j += P_ij dO_i,  dS_ij = P_ij (dO_i . V_j - D_i)

@@ -17,7 +17,11 @@
 //   kernel_convert.hpp  widening loads of 16-bit and int8 rows into fp32
 //   kernel_score.hpp    scratch, the rows of an item, key gathering, masks, the score pipeline of
 //                       a tile (scale, softcap, bias, ALiBi, causal / window / allowed), softmax
-//   kernel_forward.hpp  P.V, the tile loop, the forward of a row block, the decode path
+//   kernel_forward.hpp  row blocks: P.V of a tile, the tile loop of an item's blocks, a row's scale
+//   kernel_decode.hpp   the decode path of one item (<= kDecodeRows rows per KV head), and
+//                       forward_item, which sends an item there or to the row blocks
+//   kernel_walks.hpp    several KV heads through one decode tile: key-major over token-major
+//                       K/V, page-major over small head-major pages
 //   kernel_backward.hpp dQ, dK, dV (dBias, dSinks) of one (batch entry, KV head)
 //   kernel_weights.hpp  the weight matrix (and score stages) and the per-key attention mass
 //
@@ -34,6 +38,8 @@
 #include "kernel_convert.hpp"
 #include "kernel_score.hpp"
 #include "kernel_forward.hpp"
+#include "kernel_decode.hpp"
+#include "kernel_walks.hpp"
 #include "kernel_backward.hpp"
 #include "kernel_weights.hpp"
 

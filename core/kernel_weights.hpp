@@ -1,5 +1,5 @@
 // Weights side of the kernel body: the weight matrix (or a stage of the scores) and the per-key
-// attention mass. Included by kernel_body.hpp inside the ISA namespace, after kernel_forward.hpp.
+// attention mass. Included by kernel_body.hpp inside the ISA namespace, after kernel_walks.hpp.
 
 // Per lane: msafe = the max the probabilities are taken against, inv = 1 / their denominator
 // (sink included), 0 for rows with no visible key.
