@@ -193,11 +193,18 @@ void run_placement(const Problem &p, const Options &o, const Inputs &in, const r
     if (bad || hard::failures() != before) ++stats.failed_cases;
 }
 
-void run_case(const Problem &p0, Rng &rng, Stats &stats, const char *isa) {
+// huge_rows: an operand with one row (seq 1) gets a row stride just below 2^62 (in bytes 2^64 -
+// 4 (w + 1)). It never addresses anything, so any value is valid, and the values must be right
+// and nothing read or written past the buffers. A pointer stepped by it once too often wraps:
+// clang's UBSan sees that (fuzz_attn found one, kept in fuzz/corpus), gcc's does not.
+void run_case(const Problem &p0, Rng &rng, Stats &stats, const char *isa, bool huge_rows = false) {
     Problem p = p0;
     for (int w = 0; w < 4; ++w)
         if (rng.chance(0.5)) pick_strides(p, w, rng);
     p.set_default_strides();
+    for (int w = 0; w < 4 && huge_rows; ++w)
+        if (p.seq(w) == 1)
+            p.set_strides(w, p.strides[w][0], p.strides[w][1], (size_t(1) << 62) - 1 - w);
     Options o;
     o.key_valid = rng.chance(0.5);
     o.allowed = rng.chance(0.4);
@@ -276,6 +283,18 @@ void run_isa(const char *isa, void *vctx) {
         }
         run_case(p, rng, st, isa);
     }
+    // One key (and one query) with huge row strides: the decode path (1-4 rows per KV head,
+    // head_dim >= the lane count) and the row blocks.
+    static const size_t one_key[][2] = {{1, 8}, {1, 16}, {1, 64}, {1, 67}, {4, 32}, {9, 24}};
+    for (const auto &c : one_key)
+        for (int x = 0; x < 2; ++x) {
+            Problem p = shape(rng, c[0], 1, c[1]);
+            if (x) { // GQA decode: 4 query heads on 1 kv head
+                p.heads_q = 4;
+                p.heads_kv = 1;
+            }
+            run_case(p, rng, st, isa, true);
+        }
     std::printf("  %-6s %5zu cases, %6zu calls, %zu failed runs, %.1f s cpu\n", isa, st.cases,
                 st.calls, st.failed_cases, double(clock() - t0) / CLOCKS_PER_SEC);
     ctx.total_cases += st.cases;
