@@ -13,27 +13,11 @@
 #include <vector>
 #include <numeric>
 #include <algorithm>
-#include <sys/mman.h>
+#include "huge_alloc.hpp"
 
 // PAGED_STEP_HUGE=1: K/V buffers 2 MiB-aligned and madvised for transparent huge pages.
-template <class T> struct HugeAlloc {
-    using value_type = T;
-    HugeAlloc() = default;
-    template <class U> HugeAlloc(const HugeAlloc<U> &) {}
-    T *allocate(size_t n) {
-        const char *e = std::getenv("PAGED_STEP_HUGE");
-        const bool huge = e && !std::strcmp(e, "1");
-        const size_t a = huge ? size_t(2) << 20 : 64;
-        const size_t bytes = (n * sizeof(T) + a - 1) / a * a;
-        void *p = std::aligned_alloc(a, bytes);
-        if (huge) madvise(p, bytes, MADV_HUGEPAGE);
-        return static_cast<T *>(p);
-    }
-    void deallocate(T *p, size_t) { std::free(p); }
-    bool operator==(const HugeAlloc &) const { return true; }
-    bool operator!=(const HugeAlloc &) const { return false; }
-};
-using Buf = std::vector<float, HugeAlloc<float>>;
+constexpr char kHugeEnv[] = "PAGED_STEP_HUGE";
+using Buf = std::vector<float, HugeAlloc<float, kHugeEnv>>;
 int main(int argc, char **argv) {
     if (argc < 4) {
         std::fprintf(

@@ -7,9 +7,11 @@
 // BSHD strides (default: all four). PREFILL_AB_MASK=pad10 passes attn_bench's pad10_block masks
 // (10 % padded keys, one 64 x 64 block in seven hidden), =ones all-true ones; with
 // PREFILL_AB_MASK_B=1 only B gets them (the mask's cost, with one library named twice).
+// PREFILL_AB_HUGE=1: Q, K, V and OUT on transparent huge pages (huge_alloc.hpp).
 #include <attn.h>
 
 #include "alternate.hpp"
+#include "huge_alloc.hpp"
 #include <dlfcn.h>
 #include <chrono>
 #include <cstdio>
@@ -31,7 +33,9 @@ int main(int argc, char **argv) {
     size_t H = 8;
     std::mt19937 g(1);
     std::uniform_real_distribution<float> u(-1, 1);
-    std::vector<float> q(H * n * d), k(q.size()), v(q.size());
+    static constexpr char kHugeEnv[] = "PREFILL_AB_HUGE";
+    using Buf = std::vector<float, HugeAlloc<float, kHugeEnv>>;
+    Buf q(H * n * d), k(q.size()), v(q.size());
     for (auto &x : q) x = u(g);
     for (auto &x : k) x = u(g);
     for (auto &x : v) x = u(g);
@@ -43,7 +47,7 @@ int main(int argc, char **argv) {
             key_valid[i] = i < n - n / 10;
             for (size_t j = 0; j < n; ++j) allowed[i * n + j] = ((i / 64) + 2 * (j / 64)) % 7 != 0;
         }
-    std::vector<float> out[2];
+    Buf out[2];
     std::vector<double> t[2];
     attn_desc *desc[2];
     attn_args *a[2];
