@@ -157,8 +157,6 @@ struct KvRows {
     // Page (block-table slot) and token within it of key j: a shift and a mask for the usual
     // power-of-two pages (a division costs more than the row's arithmetic in a decode step).
     size_t page_of(size_t j) const { return page_shift ? j >> page_shift : j / page_size; }
-    // Whether key j follows key j - 1 in its page (dense: always): its row is `row` further.
-    bool slot_of_run(size_t j) const { return !pages || slot_of(j) != 0; }
     // Keys j, j + 1, ... in j's page (dense: no end).
     size_t run_from(size_t j) const { return pages ? page_size - slot_of(j) : ~size_t(0); }
     size_t slot_of(size_t j) const { return page_shift ? j & (page_size - 1) : j % page_size; }

@@ -83,7 +83,7 @@ static inline void decode_pv_heads(DecodeHead *hs, size_t n, size_t jt, size_t n
     const size_t dvpad = kround_up(dv, kL), vbytes = dv * v0.elem, vstep = v0.row * v0.elem;
     size_t soff[T == DType::I8 ? kBK : 1]; // int8: the rows' scale offsets (any head)
     for (size_t x = 0; x < nk; ++x) { // the first head's rows; another's are as far from its base
-        if (x && v0.slot_of_run(jt + x)) {
+        if (x && v0.same_page(jt + x - 1, 2)) { // the next row, as in decode_pv_tile
             row0[x] = row0[x - 1] + vstep;
             if (T == DType::I8) soff[x] = soff[x - 1] + v0.srow;
             continue;
