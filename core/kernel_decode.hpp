@@ -12,6 +12,15 @@ constexpr size_t kDB = kL >= 16 ? 4 : 2; // head_dim vectors per P.V register bl
 // Keys per Q.K^T step of the decode path: kQB x kDecodeRows accumulators (16 of AVX-512's 32
 // registers; 8 of AVX2's 16).
 constexpr size_t kQB = kL >= 16 ? 4 : 2;
+// Keys per step of a run of int8 keys on AVX2 (decode_qk_run): 3, so 12 accumulators, the 3
+// keys' vectors and one row of q at a time fill the 16 registers. int8 decode is bound by its
+// arithmetic (the widening on top of the FMAs): 0.94-0.97x the time of 2 keys per step. f32,
+// f16 and bf16 are bound by memory, where the larger blocks' prefetch bursts cost 1.05x.
+template <DType T> constexpr size_t run_keys() {
+    return kL == 8 && T == DType::I8 ? 3 : kQB;
+}
+// decode_qk_block's sums: [kDecodeRows][keys per step], padded to whole vectors
+constexpr size_t kQSums = (kDecodeRows * (kL == 8 ? 3 : kQB) + kL - 1) / kL * kL;
 
 static inline float lane0(const vf &x) {
     float tmp[kL];
@@ -50,34 +59,75 @@ static inline void prefetch_rows(const unsigned char *kp, size_t kbytes, size_t 
     }
 }
 
-// Q.K^T of kQB keys (rows kr[u]) for the kDecodeRows rows of q over dqv elements (a multiple of
-// kL): the sum of key u for row rr in sums[rr * kQB + u]. kQB x kDecodeRows independent
+// Q.K^T of QB keys (rows kr[u]) for the kDecodeRows rows of q over dqv elements (a multiple of
+// kL): the sum of key u for row rr in sums[rr * QB + u]. QB x kDecodeRows independent
 // accumulators hide the FMA latency, and their horizontal sums leave in one register where
 // they fill one (vhsum_all).
-template <DType T>
+template <DType T, size_t QB = kQB>
 __attribute__((always_inline)) static inline void decode_qk_block(const unsigned char *const *kr,
                                                                   const float *q, size_t dpad,
                                                                   size_t dqv, float *sums) {
-    vf acc[kDecodeRows][kQB];
+#if defined(__AVX2__) && !defined(__AVX512F__)
+    if (kL == 8 && QB == 3 && kDecodeRows == 4) {
+        // AVX2, 3 keys: 12 accumulators, the 3 keys' vectors and one row of q at a time, all 16
+        // registers, in plain variables (GCC spilled an accumulator of the array form)
+        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00,
+               a20 = a00, a21 = a00, a22 = a00, a30 = a00, a31 = a00, a32 = a00;
+        const float *q0 = q, *q1 = q + dpad, *q2 = q + 2 * dpad, *q3 = q + 3 * dpad;
+        for (size_t dd = 0; dd < dqv; dd += kL) {
+            const __m256 x0 = static_cast<__m256>(vload_raw<T>(kr[0], dd)),
+                         x1 = static_cast<__m256>(vload_raw<T>(kr[1], dd)),
+                         x2 = static_cast<__m256>(vload_raw<T>(kr[2], dd));
+            __m256 qq = _mm256_loadu_ps(q0 + dd);
+            __asm__("" : "+x"(qq));
+            a00 = _mm256_fmadd_ps(qq, x0, a00);
+            a01 = _mm256_fmadd_ps(qq, x1, a01);
+            a02 = _mm256_fmadd_ps(qq, x2, a02);
+            qq = _mm256_loadu_ps(q1 + dd);
+            __asm__("" : "+x"(qq));
+            a10 = _mm256_fmadd_ps(qq, x0, a10);
+            a11 = _mm256_fmadd_ps(qq, x1, a11);
+            a12 = _mm256_fmadd_ps(qq, x2, a12);
+            qq = _mm256_loadu_ps(q2 + dd);
+            __asm__("" : "+x"(qq));
+            a20 = _mm256_fmadd_ps(qq, x0, a20);
+            a21 = _mm256_fmadd_ps(qq, x1, a21);
+            a22 = _mm256_fmadd_ps(qq, x2, a22);
+            qq = _mm256_loadu_ps(q3 + dd);
+            __asm__("" : "+x"(qq));
+            a30 = _mm256_fmadd_ps(qq, x0, a30);
+            a31 = _mm256_fmadd_ps(qq, x1, a31);
+            a32 = _mm256_fmadd_ps(qq, x2, a32);
+        }
+        // vhsum_all's outputs each sum their own vector's lanes (the tree of vhsum_all over 8), so
+        // the zero padding changes nothing
+        vf a[kL] = {vf(a00), vf(a01), vf(a02), vf(a10), vf(a11), vf(a12), vf(a20), vf(a21)};
+        vstore(sums, vhsum_all(a));
+        vf b[kL] = {vf(a22), vf(a30), vf(a31), vf(a32), vzero(), vzero(), vzero(), vzero()};
+        vstore(sums + kL, vhsum_all(b));
+        return;
+    }
+#endif
+    vf acc[kDecodeRows][QB];
     for (size_t rr = 0; rr < kDecodeRows; ++rr)
-        for (size_t u = 0; u < kQB; ++u) acc[rr][u] = vzero();
+        for (size_t u = 0; u < QB; ++u) acc[rr][u] = vzero();
     for (size_t dd = 0; dd < dqv; dd += kL) {
         vf qv[kDecodeRows];
         for (size_t rr = 0; rr < kDecodeRows; ++rr)
             qv[rr] = vin_register(vload(q + rr * dpad + dd));
-        for (size_t u = 0; u < kQB; ++u) {
+        for (size_t u = 0; u < QB; ++u) {
             const vf kv = vload_raw<T>(kr[u], dd);
             for (size_t rr = 0; rr < kDecodeRows; ++rr) acc[rr][u] = vfma(qv[rr], kv, acc[rr][u]);
         }
     }
-    if (kQB * kDecodeRows == kL) {
+    if (QB * kDecodeRows == kL) {
         vf a[kL]; // a copy: acc itself stays in registers
         for (size_t rr = 0; rr < kDecodeRows; ++rr)
-            for (size_t u = 0; u < kQB; ++u) a[rr * kQB + u] = acc[rr][u];
+            for (size_t u = 0; u < QB; ++u) a[rr * QB + u] = acc[rr][u];
         vstore(sums, vhsum_all(a));
     } else {
         for (size_t rr = 0; rr < kDecodeRows; ++rr)
-            for (size_t u = 0; u < kQB; ++u) sums[rr * kQB + u] = vhsum(acc[rr][u]);
+            for (size_t u = 0; u < QB; ++u) sums[rr * QB + u] = vhsum(acc[rr][u]);
     }
 }
 
@@ -93,14 +143,14 @@ static inline void decode_qk_run(const unsigned char *kt, size_t kstep, const fl
     // Full blocks, then the run's last keys with its first key repeated past them (their sums
     // not stored): two loops, so that the full blocks' count stays a constant (a shared lambda
     // took 1.12-1.18x the time).
-    constexpr size_t QB = kQB;
-    alignas(64) float sums[kDecodeRows * QB];
+    constexpr size_t QB = run_keys<T>();
+    alignas(64) float sums[kQSums];
     size_t x0 = 0;
     for (; x0 + QB <= nk; x0 += QB) {
         const unsigned char *kr[QB];
         for (size_t u = 0; u < QB; ++u) kr[u] = kt + (x0 + u) * kstep;
         prefetch_rows(pk + x0 * kstep, kbytes, kstep, pv + x0 * vstep, vbytes, vstep, QB);
-        decode_qk_block<T>(kr, q, dpad, d, sums);
+        decode_qk_block<T, QB>(kr, q, dpad, d, sums);
         if (T == DType::I8) { // each sum times its key's scale (one rounding)
             float ks[QB];
             for (size_t u = 0; u < QB; ++u) ks[u] = kst[(x0 + u) * ksrow];
@@ -115,7 +165,7 @@ static inline void decode_qk_run(const unsigned char *kt, size_t kstep, const fl
         const unsigned char *kr[QB];
         for (size_t u = 0; u < QB; ++u) kr[u] = kt + (u < nb ? x0 + u : x0) * kstep;
         prefetch_rows(pk + x0 * kstep, kbytes, kstep, pv + x0 * vstep, vbytes, vstep, nb);
-        decode_qk_block<T>(kr, q, dpad, d, sums);
+        decode_qk_block<T, QB>(kr, q, dpad, d, sums);
         for (size_t rr = 0; rr < nr; ++rr)
             for (size_t u = 0; u < nb; ++u)
                 sc[rr * kBK + x0 + u] =
@@ -205,7 +255,7 @@ static inline void decode_qk_tile(const KvRows &krows, const KvRows &vrows, size
             }
         }
         // [rr][u]; an int8 key's scale applied here unless the head_dim tail is still to come
-        alignas(64) float sums[kDecodeRows * kQB];
+        alignas(64) float sums[kQSums];
         decode_qk_block<T>(kr, q, dpad, dqv, sums);
         if (T == DType::I8 && dqv == d)
             for (size_t rr = 0; rr < kDecodeRows; ++rr)

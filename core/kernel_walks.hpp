@@ -17,7 +17,7 @@ __attribute__((always_inline)) static inline void
 walk_qk_block(const DecodeHead &h, const unsigned char *kt, size_t kstep, size_t nb, size_t soff,
               size_t srow, size_t dpad, size_t d, size_t nr, float *sc) {
     constexpr size_t QB = kQB;
-    alignas(64) float sums[kDecodeRows * QB];
+    alignas(64) float sums[kQSums];
     const unsigned char *kr[QB];
     for (size_t u = 0; u < QB; ++u) kr[u] = kt + (u < nb ? u : 0) * kstep;
     decode_qk_block<T>(kr, h.q, dpad, d, sums);
