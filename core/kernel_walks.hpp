@@ -9,18 +9,17 @@
 // before the next block, so the pool streams in address order. Each head's arithmetic is the
 // one of decode_tile (the same sums in the same order: the same bits).
 
-// One block of the key-major and page-major walks: Q.K^T of nb (<= kQB) keys with rows kt,
+// One block of the key-major and page-major walks: Q.K^T of nb (<= QB) keys with rows kt,
 // kt + kstep, ... for head h (an int8 key's scale at h.krows.scale[soff + u * srow] multiplies
 // its sums, as in decode_qk_run), the sums into sc[rr * kBK + u].
-template <DType T>
+template <DType T, size_t QB>
 __attribute__((always_inline)) static inline void
 walk_qk_block(const DecodeHead &h, const unsigned char *kt, size_t kstep, size_t nb, size_t soff,
               size_t srow, size_t dpad, size_t d, size_t nr, float *sc) {
-    constexpr size_t QB = kQB;
     alignas(64) float sums[kQSums];
     const unsigned char *kr[QB];
     for (size_t u = 0; u < QB; ++u) kr[u] = kt + (u < nb ? u : 0) * kstep;
-    decode_qk_block<T>(kr, h.q, dpad, d, sums);
+    decode_qk_block<T, QB>(kr, h.q, dpad, d, sums);
     if (T == DType::I8) {
         const float *kst = h.krows.scale + soff;
         for (size_t rr = 0; rr < kDecodeRows; ++rr)
@@ -28,6 +27,25 @@ walk_qk_block(const DecodeHead &h, const unsigned char *kt, size_t kstep, size_t
     }
     for (size_t rr = 0; rr < nr; ++rr)
         for (size_t u = 0; u < nb; ++u) sc[rr * kBK + u] = sums[rr * QB + u];
+}
+
+// Keys of the walks' next block with r left in a run: run_keys<T>() (3 for int8 on AVX2), but
+// a run's last 4 keys as two blocks of 2 (16-key pages: 3, 3, 3, 3, 2, 2), so that no block
+// computes repeated keys but a run of 1.
+template <DType T> static inline size_t walk_block(size_t r) {
+    constexpr size_t QB = run_keys<T>();
+    return QB == 3 && r == 4 ? 2 : kmin(QB, r);
+}
+
+// walk_qk_block of nb keys, by the block size that holds them
+template <DType T>
+__attribute__((always_inline)) static inline void
+walk_qk(const DecodeHead &h, const unsigned char *kt, size_t kstep, size_t nb, size_t soff,
+        size_t srow, size_t dpad, size_t d, size_t nr, float *sc) {
+    if (run_keys<T>() == 3 && nb == 3)
+        walk_qk_block<T, 3>(h, kt, kstep, nb, soff, srow, dpad, d, nr, sc);
+    else
+        walk_qk_block<T, kQB>(h, kt, kstep, nb, soff, srow, dpad, d, nr, sc);
 }
 
 // Q.K^T of nk consecutive keys from jt for the n heads (K in storage T, head_dim a multiple of
@@ -54,15 +72,15 @@ __attribute__((noinline)) static void decode_qk_heads(DecodeHead *hs, size_t n, 
         if (pf) k0.locate(ja, &aoff, &asoff);
         doff *= k0.elem; // bytes from a head's base, the same for every head
         aoff *= k0.elem;
-        for (size_t x0 = 0; x0 < m; x0 += QB) {
-            const size_t nb = kmin(QB, m - x0);
+        for (size_t x0 = 0, nb; x0 < m; x0 += nb) {
+            nb = walk_block<T>(m - x0);
             for (size_t h = 0; h < n; ++h) {
                 const unsigned char *kt = hs[h].krows.base + doff + x0 * kstep;
                 if (pf)
                     prefetch_rows(hs[h].krows.base + aoff + x0 * kstep, kbytes, kstep, nullptr, 0,
                                   0, nb);
-                walk_qk_block<T>(hs[h], kt, kstep, nb, soff + x0 * k0.srow, k0.srow, dpad, d, nr,
-                                 hs[h].sc + x + x0);
+                walk_qk<T>(hs[h], kt, kstep, nb, soff + x0 * k0.srow, k0.srow, dpad, d, nr,
+                           hs[h].sc + x + x0);
             }
         }
         x += m;
@@ -164,7 +182,6 @@ __attribute__((noinline)) static void decode_qk_pages(DecodeHead *hs, size_t n, 
                                                       size_t nk, size_t klim, size_t d, size_t nr) {
     const KvRows &k0 = hs[0].krows;
     const size_t dpad = kround_up(d, kL), kbytes = d * k0.elem, kstep = k0.row * k0.elem;
-    constexpr size_t QB = kQB;
     size_t doff, soff;
     k0.locate(jt, &doff, &soff);
     for (size_t x = 0; x < nk;) {
@@ -175,12 +192,12 @@ __attribute__((noinline)) static void decode_qk_pages(DecodeHead *hs, size_t n, 
             size_t pm;
             const unsigned char *pt = run_request(h + 1 < n ? hs[h + 1].krows.base : nullptr,
                                                   hs[0].krows.base, run, k0.elem, &pm);
-            for (size_t x0 = 0; x0 < m; x0 += QB) {
-                const size_t nb = kmin(QB, m - x0);
+            for (size_t x0 = 0, nb; x0 < m; x0 += nb) {
+                nb = walk_block<T>(m - x0);
                 if (pt && x0 < pm)
                     prefetch_rows(pt + x0 * kstep, kbytes, kstep, nullptr, 0, 0, kmin(nb, pm - x0));
-                walk_qk_block<T>(hs[h], kt + x0 * kstep, kstep, nb, soff + x0 * k0.srow, k0.srow,
-                                 dpad, d, nr, hs[h].sc + x + x0);
+                walk_qk<T>(hs[h], kt + x0 * kstep, kstep, nb, soff + x0 * k0.srow, k0.srow, dpad, d,
+                           nr, hs[h].sc + x + x0);
             }
             if (pt && pm > m) prefetch_rows(pt + m * kstep, kbytes, kstep, nullptr, 0, 0, pm - m);
         }
