@@ -13,10 +13,10 @@ constexpr size_t kDB = kL >= 16 ? 4 : 2; // head_dim vectors per P.V register bl
 // registers; 8 of AVX2's 16).
 constexpr size_t kQB = kL >= 16 ? 4 : 2;
 // Keys per step of a run of int8 keys on AVX2 (decode_qk_run, and the walks' blocks but a
-// run's last 4 keys: walk_block): 3, so 12 accumulators, the 3
-// keys' vectors and one row of q at a time fill the 16 registers. int8 decode is bound by its
-// arithmetic (the widening on top of the FMAs): 0.94-0.97x the time of 2 keys per step. f32,
-// f16 and bf16 are bound by memory, where the larger blocks' prefetch bursts cost 1.05x.
+// run's last 4 keys: walk_block): 3, so 12 accumulators, the 3 keys' vectors and one row of q
+// at a time fill the 16 registers. int8 decode is bound by its arithmetic (the widening on top
+// of the FMAs): 0.93-0.97x the time of 2 keys per step. f32, f16 and bf16 are bound by memory,
+// where the larger blocks' prefetch bursts cost 1.05x.
 template <DType T> constexpr size_t run_keys() {
     return kL == 8 && T == DType::I8 ? 3 : kQB;
 }
