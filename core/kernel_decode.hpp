@@ -74,31 +74,22 @@ __attribute__((always_inline)) static inline void decode_qk_block(const unsigned
         // registers, in plain variables (GCC spilled an accumulator of the array form)
         __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00,
                a20 = a00, a21 = a00, a22 = a00, a30 = a00, a31 = a00, a32 = a00;
-        const float *q0 = q, *q1 = q + dpad, *q2 = q + 2 * dpad, *q3 = q + 3 * dpad;
         for (size_t dd = 0; dd < dqv; dd += kL) {
             const __m256 x0 = static_cast<__m256>(vload_raw<T>(kr[0], dd)),
                          x1 = static_cast<__m256>(vload_raw<T>(kr[1], dd)),
                          x2 = static_cast<__m256>(vload_raw<T>(kr[2], dd));
-            __m256 qq = _mm256_loadu_ps(q0 + dd);
-            __asm__("" : "+x"(qq));
-            a00 = _mm256_fmadd_ps(qq, x0, a00);
-            a01 = _mm256_fmadd_ps(qq, x1, a01);
-            a02 = _mm256_fmadd_ps(qq, x2, a02);
-            qq = _mm256_loadu_ps(q1 + dd);
-            __asm__("" : "+x"(qq));
-            a10 = _mm256_fmadd_ps(qq, x0, a10);
-            a11 = _mm256_fmadd_ps(qq, x1, a11);
-            a12 = _mm256_fmadd_ps(qq, x2, a12);
-            qq = _mm256_loadu_ps(q2 + dd);
-            __asm__("" : "+x"(qq));
-            a20 = _mm256_fmadd_ps(qq, x0, a20);
-            a21 = _mm256_fmadd_ps(qq, x1, a21);
-            a22 = _mm256_fmadd_ps(qq, x2, a22);
-            qq = _mm256_loadu_ps(q3 + dd);
-            __asm__("" : "+x"(qq));
-            a30 = _mm256_fmadd_ps(qq, x0, a30);
-            a31 = _mm256_fmadd_ps(qq, x1, a31);
-            a32 = _mm256_fmadd_ps(qq, x2, a32);
+            // one row of q: loaded once (the asm keeps it a register, not 3 memory operands)
+            auto row = [&](size_t rr, __m256 &c0, __m256 &c1, __m256 &c2) {
+                __m256 qq = _mm256_loadu_ps(q + rr * dpad + dd);
+                __asm__("" : "+x"(qq));
+                c0 = _mm256_fmadd_ps(qq, x0, c0);
+                c1 = _mm256_fmadd_ps(qq, x1, c1);
+                c2 = _mm256_fmadd_ps(qq, x2, c2);
+            };
+            row(0, a00, a01, a02);
+            row(1, a10, a11, a12);
+            row(2, a20, a21, a22);
+            row(3, a30, a31, a32);
         }
         // vhsum_all's outputs each sum their own vector's lanes (the tree of vhsum_all over 8), so
         // the zero padding changes nothing
