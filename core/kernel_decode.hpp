@@ -20,8 +20,9 @@ constexpr size_t kQB = kL >= 16 ? 4 : 2;
 template <DType T> constexpr size_t run_keys() {
     return kL == 8 && T == DType::I8 ? 3 : kQB;
 }
-// decode_qk_block's sums: [kDecodeRows][keys per step], padded to whole vectors
-constexpr size_t kQSums = (kDecodeRows * (kL == 8 ? 3 : kQB) + kL - 1) / kL * kL;
+// decode_qk_block's sums: [kDecodeRows][keys per step], padded to whole vectors, for the largest
+// step (int8's)
+constexpr size_t kQSums = (kDecodeRows * run_keys<DType::I8>() + kL - 1) / kL * kL;
 
 static inline float lane0(const vf &x) {
     float tmp[kL];
