@@ -17,6 +17,7 @@
 
 #include "attention.hpp"
 #include "kernel.hpp"
+#include "kv_pack.hpp"
 #include "thread_pool.hpp"
 
 namespace attn {
@@ -470,9 +471,18 @@ void forward(const Params &p, const Tensors &t0) {
             pl.k->forward_heads(p, t, ws, g.n, t_scratch.get(scratch_bytes), nullptr);
         });
     } else if (pl.splits == 1) {
+        // Prefill over scattered K/V rows (BSHD, varlen packs): one contiguous copy per KV head
+        // first (kv_pack.hpp); same arithmetic, so the same bits as without it.
+        KvPack pack;
+        const size_t kv_heads = p.shape.batch * p.shape.heads_kv;
+        const bool packed = kv_heads > 0 && pack.init(p, t, pl.items * pl.k->lanes / kv_heads);
+        if (packed) run_items(pl, pack.tasks(), [&](size_t task) { pack.pack(task); });
+        const Params &pp = packed ? pack.params() : p;
+        const Tensors &tp = packed ? pack.tensors() : t;
+        const size_t bytes = pl.k->scratch_bytes(pp);
         run_items(pl, pl.items, [&](size_t it) {
-            const WorkItem w = item_of(p, t, pl, it);
-            pl.k->forward(p, t, w, t_scratch.get(scratch_bytes), nullptr);
+            const WorkItem w = item_of(pp, tp, pl, it);
+            pl.k->forward(pp, tp, w, t_scratch.get(bytes), nullptr);
         });
     } else {
         const size_t part_floats = (3 + dim_padded(p, pl)) * pl.k->lanes;

@@ -401,6 +401,52 @@ TEST_CASE("results are bit-identical for 1 and 2 threads") {
     attn_set_isa(nullptr);
 }
 
+// Prefill with K/V rows a KiB or more apart and >= 1024 query rows per KV head runs on a copy of
+// K and V made once per call (core/kv_pack.hpp): the same arithmetic as BHSD, so the same bits.
+TEST_CASE("BSHD K/V copied once per call: the reference, and BHSD's bits") {
+    for (const bool masked : {false, true}) {
+        Case bhsd = dense_case(2, 8, 2, 260, 203, 130, ATTN_CAUSAL_BOTTOM_RIGHT, 21);
+        Case bshd;
+        bshd.p = bhsd.p;
+        ref::Problem &p = bshd.p;
+        for (int w = 1; w < 3; ++w) { // K and V: rows 2 * 130 floats (1040 bytes) apart
+            p.custom_strides[w] = true;
+            p.strides[w][0] = p.seq_k * p.heads_kv * p.head_dim;
+            p.strides[w][1] = p.head_dim;
+            p.strides[w][2] = p.heads_kv * p.head_dim;
+        }
+        if (masked) { // hidden keys hold NaN (fill): never read, in the copy or after it
+            bhsd.key_valid.assign(p.batch * p.seq_k, 1);
+            for (size_t j = 0; j < bhsd.key_valid.size(); j += 7) bhsd.key_valid[j] = 0;
+            std::mt19937 g(22);
+            fill(bhsd, g);
+        }
+        bshd.key_valid = bhsd.key_valid;
+        bshd.q = bhsd.q;
+        bshd.k.assign(p.len(1), kNaN);
+        bshd.v.assign(p.len(2), kNaN);
+        for (size_t b = 0; b < p.batch; ++b)
+            for (size_t h = 0; h < p.heads_kv; ++h)
+                for (size_t j = 0; j < p.seq_k; ++j)
+                    for (size_t d = 0; d < p.head_dim; ++d) {
+                        bshd.k[p.at(1, b, h, j) + d] = bhsd.k[bhsd.p.at(1, b, h, j) + d];
+                        bshd.v[p.at(2, b, h, j) + d] = bhsd.v[bhsd.p.at(2, b, h, j) + d];
+                    }
+        check_all_isas(bshd, masked ? "bshd copy, key_valid" : "bshd copy");
+        for (const std::string &isa : supported_isas()) {
+            attn_set_isa(isa.c_str());
+            for (const size_t threads : {1u, 2u}) {
+                REQUIRE(attn_set_num_threads(threads) == ATTN_OK);
+                const Run a = run(bhsd), b = run(bshd);
+                CHECK(std::memcmp(a.out.data(), b.out.data(), a.out.size() * 4) == 0);
+                CHECK(std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * 4) == 0);
+            }
+            attn_set_num_threads(0);
+        }
+        attn_set_isa(nullptr);
+    }
+}
+
 TEST_CASE("decode: keys split across items merge exactly") {
     // seq_q = 1 with few heads and many keys takes the key-split path.
     Case c = dense_case(1, 4, 1, 1, 9000, 64, ATTN_CAUSAL_BOTTOM_RIGHT, 14);

@@ -549,6 +549,36 @@ TEST_CASE("a pack of {2048, 1536, 1024, 512} causal plans only its real tokens")
     CHECK(check(c, r, "long pack") <= 1e-5);
 }
 
+TEST_CASE("a varlen pack with >= 1024 query rows per KV head runs on a copy of its K/V rows") {
+    // Rows 263 floats (1052 bytes) apart: the call copies K and V once (core/kv_pack.hpp).
+    std::mt19937 g(11);
+    Pack c;
+    c.mode = kVarlen;
+    c.batch = 3;
+    c.hq = 8;
+    c.hkv = 2;
+    c.d = c.dv = 130;
+    c.kv_row_pad = 3;
+    c.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    c.lq = {300, 0, 500};
+    c.lk = {350, 0, 500};
+    c.max_q = c.max_k = 500;
+    fill_sequences(c, g);
+    build(c, g);
+    for (const std::string &isa : isas()) {
+        REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
+        REQUIRE(attn_set_num_threads(1) == ATTN_OK);
+        const Run r1 = run(c);
+        REQUIRE(attn_set_num_threads(2) == ATTN_OK);
+        const Run r2 = run(c);
+        CHECK(check(c, r1, "varlen copy on " + isa) <= 1e-5);
+        CHECK(std::memcmp(r1.out.data(), r2.out.data(), r1.out.size() * 4) == 0);
+        CHECK(std::memcmp(r1.lse.data(), r2.lse.data(), r1.lse.size() * 4) == 0);
+    }
+    attn_set_num_threads(0);
+    attn_set_isa(nullptr);
+}
+
 namespace {
 
 // attn_run's status and message for a pack whose operands were bent by `bend`.
