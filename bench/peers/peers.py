@@ -60,12 +60,17 @@ F32 = np.float32
 
 class Case:
     """One attention call: q (B, Hq, Sq, D), k/v (B, Hkv, Sk, D); causal 'none' | 'top_left' |
-    'bottom_right'; key_lens: per-sequence key counts (padding beyond) or None."""
+    'bottom_right'; key_lens: per-sequence key counts (padding beyond) or None; query_pad: the
+    queries past a sequence's length are padding too, and libattn is told so (QUERY_VALID: it
+    skips their rows and writes zeros there; the peers have no such operand and compute them),
+    so outputs are compared on the real queries only."""
 
-    def __init__(self, name, B, Hq, Hkv, Sq, Sk, D, causal, key_lens=None, cold=False, seed=1):
+    def __init__(self, name, B, Hq, Hkv, Sq, Sk, D, causal, key_lens=None, cold=False, seed=1,
+                 query_pad=False):
         self.name, self.B, self.Hq, self.Hkv = name, B, Hq, Hkv
         self.Sq, self.Sk, self.D, self.causal = Sq, Sk, D, causal
         self.key_lens, self.cold, self.seed = key_lens, cold, seed
+        self.query_pad = query_pad
         if causal == "bottom_right":
             assert Sq == 1, "bottom-right causal is used only for decode (seq_q = 1)"
 
@@ -80,6 +85,12 @@ class Case:
             else:
                 pairs += float(self.Sq) * n
         return 4.0 * self.Hq * self.D * pairs * 1e-9
+
+    def real_queries(self):
+        """bool (B, Sq): the queries whose outputs are compared (all but query padding)."""
+        if not self.query_pad:
+            return np.ones((self.B, self.Sq), bool)
+        return np.arange(self.Sq)[None, :] < np.array(self.key_lens)[:, None]
 
     def kv_bytes(self):
         return 2.0 * self.B * self.Hkv * self.Sk * self.D * 4
@@ -113,6 +124,8 @@ def table_cases(args):
         Case("d64 causal", 1, 8, 8, n, n, 64, "top_left", seed=4),
         Case("padded batch 4 causal", 4, 8, 8, n, n, 128, "top_left",
              key_lens=[n, n * 3 // 4, n // 2, n // 4], seed=5),
+        Case("padded batch 4 causal, query padding", 4, 8, 8, n, n, 128, "top_left",
+             key_lens=[n, n * 3 // 4, n // 2, n // 4], seed=5, query_pad=True),
         Case("decode 32k GQA 32/8 cold", 1, 32, 8, 1, 32768, 128, "bottom_right", cold=True,
              seed=6),
     ]
@@ -163,8 +176,12 @@ class LibAttn:
         if c.key_lens:  # libattn's padding operand: keys j >= seq_lens_k[b] are never read
             lens = np.array(c.key_lens, np.int32)
             args.set(attn.Operand.SEQ_LENS_K, lens)
+        qvalid = None
+        if c.query_pad:  # and the queries past each length: their rows are skipped (zeros)
+            qvalid = np.ascontiguousarray(c.real_queries())
+            args.set(attn.Operand.QUERY_VALID, qvalid)
         run, op = desc.run, attn.Op.FORWARD
-        keep = (desc, args)
+        keep = (desc, args, qvalid)
 
         def call():
             run(op, args)
@@ -393,6 +410,8 @@ def run_interleaved(cases, configs, rounds, reps, evict, min_sample_s, log):
                 log("  %s on '%s': %s: %s" % (key, c.name, type(e).__name__, e))
                 continue
             out = np.array(output())
+            if c.query_pad:  # padded queries: libattn writes zeros, the peers compute them
+                out = np.where(c.real_queries()[:, None, :, None], out, 0.0)
             if ref is None and lib.name == "libattn":
                 ref = out
             errs[(ci, key)] = max_abs_diff(out, ref) if ref is not None else float("nan")
@@ -581,7 +600,8 @@ def main():
             print(row)
             record["table"].append(rec)
         print("\nmax |peer output - libattn output| (same inputs; padded batch: libattn "
-              "seq_lens_k, peers a bool mask of causal and key padding):\n")
+              "seq_lens_k, peers a bool mask of causal and key padding; with query padding "
+              "libattn also gets QUERY_VALID and the outputs are compared on the real queries):\n")
         print("| shape |" + "".join(" %s |" % p.name for p in peers))
         print("|---" * (1 + len(peers)) + "|")
         for ci, c in enumerate(cases):
