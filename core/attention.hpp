@@ -98,6 +98,10 @@ struct Tensors {
     float *dq = nullptr, *dk = nullptr, *dv = nullptr, *dbias = nullptr, *dsinks = nullptr;
     // Set by the scheduler: qmap[b * seq_q + n] = n-th real query of batch b (null = identity).
     const uint32_t *qmap = nullptr;
+    // Set by the scheduler for a copy of scattered K / V rows (kv_pack.hpp): the rows of (batch
+    // entry b, KV head h) start at k_heads[b * heads_kv + h], the layout's `row` apart (null =
+    // the k / v operand itself).
+    const void *const *k_heads = nullptr, *const *v_heads = nullptr;
 };
 
 // Keys of batch entry b (keys at or past it are padding).
@@ -179,6 +183,10 @@ inline KvRows kv_rows(const Params &p, const Tensors &t, bool value, size_t b, s
     const float *scale = r.type == DType::I8 ? (value ? t.v_scale : t.k_scale) : nullptr;
     r.row = lay.row;
     r.srow = sl.row;
+    if (const void *const *heads = value ? t.v_heads : t.k_heads) { // a copy, fp32
+        r.base = static_cast<const unsigned char *>(heads[b * p.shape.heads_kv + kvh]);
+        return r;
+    }
     size_t off = 0, soff = 0;
     if (t.block_table) {
         off = kvh * lay.head;

@@ -1,6 +1,7 @@
 // See kv_pack.hpp.
 #include "kv_pack.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -12,8 +13,18 @@ namespace {
 // where each item (64 rows on AVX2) reads it again. Zen 3, H 8, 1 thread, BSHD time with / without
 // the copy: n = 2048 0.90-0.97, n = 1024 0.96-0.99, n = 512 1.01-1.08.
 constexpr size_t kPackRowsMin = 1024;
-// At most this much memory for the copy (both operands); larger calls run on the rows in place.
-constexpr double kPackBytesMax = 256.0 * 1024 * 1024;
+
+// The buffer: at most this size, kept by the calling thread from call to call. A fresh block
+// would cost a page fault and the kernel's zeroing per 4 KiB page each call, 2-16 % of a prefill
+// (n = 2048, H 8, d 128: 16 MiB of copies). A pair larger than this (more than 32k keys at
+// d 128) runs on its rows in place.
+constexpr size_t kKeepBytes = size_t(32) << 20;
+struct Kept {
+    float *ptr = nullptr;
+    size_t floats = 0;
+    ~Kept() { ::operator delete(ptr, std::align_val_t(64)); }
+};
+thread_local Kept t_kept;
 
 bool scattered(const Layout &l, DType type, size_t dim) {
     return type == DType::F32 && l.row != dim && l.row * sizeof(float) >= 1024;
@@ -21,73 +32,77 @@ bool scattered(const Layout &l, DType type, size_t dim) {
 
 } // namespace
 
-// The copy's memory is kept for the calling thread's next call up to this size: a fresh block
-// costs a page fault and the kernel's zeroing per 4 KiB page, 2-7 % of an n = 2048 prefill (H 8,
-// d 128: 16 MiB).
-constexpr size_t kKeepBytes = size_t(32) << 20;
-struct Kept {
-    void *ptr = nullptr;
-    size_t bytes = 0;
-    ~Kept() { ::operator delete(ptr, std::align_val_t(64)); }
-};
-thread_local Kept t_kept;
-
-KvPack::~KvPack() {
-    if (buf_ != t_kept.ptr) ::operator delete(buf_, std::align_val_t(64));
+size_t KvPack::pair_floats(size_t pair) const {
+    const Shape &s = src_p_.shape;
+    const size_t n = key_len(src_p_, src_t_, pair / s.heads_kv);
+    return n * ((k_ ? s.head_dim : 0) + (v_ ? s.head_dim_v : 0));
 }
 
 bool KvPack::init(const Params &p, const Tensors &t, size_t rows_per_kv_head) {
     const Shape &s = p.shape;
-    const bool pk = scattered(p.k, p.k_type, s.head_dim),
-               pv = t.v && scattered(p.v, p.v_type, s.head_dim_v);
-    if ((!pk && !pv) || p.page_size || t.block_table || rows_per_kv_head < kPackRowsMin)
+    k_ = scattered(p.k, p.k_type, s.head_dim);
+    v_ = t.v && scattered(p.v, p.v_type, s.head_dim_v);
+    if ((!k_ && !v_) || p.page_size || t.block_table || rows_per_kv_head < kPackRowsMin)
         return false;
-    // varlen: one block [heads_kv][total_k][dim] (sequence b at token cu_k[b], as in the pack)
-    const size_t keys = t.cu_k ? static_cast<size_t>(t.cu_k[s.batch]) : s.batch * s.seq_k;
-    const size_t dk = pk ? s.head_dim : 0, dv = pv ? s.head_dim_v : 0;
-    const double bytes = static_cast<double>(keys) * s.heads_kv * (dk + dv) * sizeof(float);
-    if (bytes > kPackBytesMax || bytes == 0) return false;
-    const size_t need = static_cast<size_t>(bytes);
-    if (t_kept.ptr && t_kept.bytes >= need) {
-        buf_ = t_kept.ptr;
-    } else {
-        buf_ = ::operator new(need, std::align_val_t(64), std::nothrow);
-        if (!buf_) return false; // then on the rows in place
-        if (need <= kKeepBytes) {
-            ::operator delete(t_kept.ptr, std::align_val_t(64));
-            t_kept.ptr = buf_;
-            t_kept.bytes = need;
-        }
+    src_p_ = p;
+    src_t_ = t;
+    pairs_ = s.batch * s.heads_kv;
+    size_t total = 0, largest = 0;
+    for (size_t x = 0; x < pairs_; x += s.heads_kv) { // a batch entry's pairs are alike
+        const size_t f = pair_floats(x);
+        largest = std::max(largest, f);
+        total += f * s.heads_kv;
     }
-    src_p_ = p_ = p;
-    src_t_ = t_ = t;
-    float *next = static_cast<float *>(buf_);
-    auto relayout = [&](bool on, size_t dim, Layout *l, const void **data, float **copy) {
-        if (!on) return;
-        *copy = next;
-        next += keys * s.heads_kv * dim;
-        *data = *copy;
-        l->row = dim;
-        l->head = (t.cu_k ? keys : s.seq_k) * dim;
-        l->batch = t.cu_k ? 0 : s.heads_kv * l->head;
-    };
-    relayout(pk, s.head_dim, &p_.k, &t_.k, &k_);
-    relayout(pv, s.head_dim_v, &p_.v, &t_.v, &v_);
-    tasks_ = s.batch * s.heads_kv;
+    const size_t keep = kKeepBytes / sizeof(float);
+    if (total == 0 || largest > keep) return false;
+    cap_ = std::min(total, keep);
+    if (t_kept.floats < cap_) {
+        float *fresh = static_cast<float *>(
+            ::operator new(cap_ * sizeof(float), std::align_val_t(64), std::nothrow));
+        if (!fresh) return false; // then on the rows in place
+        ::operator delete(t_kept.ptr, std::align_val_t(64));
+        t_kept.ptr = fresh;
+        t_kept.floats = cap_;
+    }
+    buf_ = t_kept.ptr;
+    heads_.assign(2 * pairs_, nullptr);
+    p_ = p;
+    t_ = t;
+    if (k_) {
+        p_.k.row = s.head_dim;
+        t_.k_heads = heads_.data();
+    }
+    if (v_) {
+        p_.v.row = s.head_dim_v;
+        t_.v_heads = heads_.data() + pairs_;
+    }
     return true;
+}
+
+size_t KvPack::wave(size_t first) {
+    const Shape &s = src_p_.shape;
+    size_t used = 0, x = first;
+    for (; x < pairs_; ++x) {
+        const size_t f = pair_floats(x);
+        if (x > first && used + f > cap_) break;
+        float *at = buf_ + used;
+        heads_[x] = at;
+        heads_[pairs_ + x] = at + (k_ ? key_len(src_p_, src_t_, x / s.heads_kv) * s.head_dim : 0);
+        used += f;
+    }
+    return x;
 }
 
 // Copies the rows of one (batch entry, KV head): its keys only (padding past a key length is
 // never read), and of those only the valid ones; a hidden key's row becomes zeros (the kernel
 // skips it either way, but nothing in the copy is left unwritten).
-void KvPack::pack(size_t task) const {
+void KvPack::pack(size_t pair) const {
     const Shape &s = src_p_.shape;
-    const size_t b = task / s.heads_kv, kvh = task % s.heads_kv, n = key_len(src_p_, src_t_, b);
+    const size_t b = pair / s.heads_kv, kvh = pair % s.heads_kv, n = key_len(src_p_, src_t_, b);
     const uint8_t *valid = src_t_.key_valid ? src_t_.key_valid + b * s.seq_k : nullptr;
     auto copy = [&](bool value, size_t dim) {
         const KvRows from = kv_rows(src_p_, src_t_, value, b, kvh);
-        float *to =
-            const_cast<float *>(static_cast<const float *>(kv_rows(p_, t_, value, b, kvh).at(0)));
+        float *to = static_cast<float *>(const_cast<void *>(heads_[(value ? pairs_ : 0) + pair]));
         for (size_t j = 0; j < n; ++j)
             if (!valid || valid[j])
                 std::memcpy(to + j * dim, from.at(j), dim * sizeof(float));

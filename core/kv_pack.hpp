@@ -1,10 +1,15 @@
 // Prefill over K or V rows that lie a KiB or more apart (BSHD, token-major varlen packs): the
-// rows are copied once per call into one contiguous block per (batch entry, KV head), and the
-// call then runs as if the operand were BHSD. Without the copy every work item (64 query rows
-// on AVX2) reads each tile's rows from their own 4 KiB pages and copies V's tile again.
+// rows of each (batch entry, KV head) are copied into one contiguous block before its items run,
+// and the items then read them as BHSD rows. Without the copy every work item (64 query rows on
+// AVX2) reads each tile's rows from their own 4 KiB pages and copies V's tile again.
+//
+// The copies go into one buffer of at most kKeepBytes, kept by the calling thread for its next
+// call; a call whose copies do not fit at once runs in waves of (batch entry, KV head) pairs:
+//   for (size_t p0 = 0; p0 < pairs; p0 = p1) { p1 = wave(p0); pack(p0 .. p1 - 1); items of them }
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "attention.hpp"
 
@@ -13,26 +18,27 @@ namespace core {
 
 class KvPack {
   public:
-    KvPack() = default;
-    KvPack(const KvPack &) = delete;
-    KvPack &operator=(const KvPack &) = delete;
-    ~KvPack();
     // Whether the call gains from the copy (fp32 K or V with rows >= 1 KiB apart, dense or
-    // varlen, at least `rows` query rows per KV head) and the copy could be allocated. On true,
-    // params() / tensors() describe the call over the copy; pack(task) for every task in
-    // [0, tasks()) must run first (tasks are independent).
+    // varlen, at least `rows_per_kv_head` query rows per KV head on average) and its buffer is
+    // there. On true, params() / tensors() describe the call over the copies; a pair's items
+    // may run once wave() has placed it and pack(pair) has run.
     bool init(const Params &p, const Tensors &t, size_t rows_per_kv_head);
-    size_t tasks() const { return tasks_; }
-    void pack(size_t task) const;
+    size_t pairs() const { return pairs_; }
+    // Places the pairs [first, end) that fit in the buffer together; returns end (> first).
+    size_t wave(size_t first);
+    // Copies the rows of one pair (batch entry * heads_kv + KV head) placed by the last wave.
+    void pack(size_t pair) const;
     const Params &params() const { return p_; }
     const Tensors &tensors() const { return t_; }
 
   private:
+    size_t pair_floats(size_t pair) const;
     Params p_, src_p_;
     Tensors t_, src_t_;
-    float *k_ = nullptr, *v_ = nullptr;
-    void *buf_ = nullptr;
-    size_t tasks_ = 0;
+    bool k_ = false, v_ = false;
+    float *buf_ = nullptr;
+    size_t cap_ = 0, pairs_ = 0;      // buffer floats, (batch entry, KV head) pairs
+    std::vector<const void *> heads_; // [2][pairs]: K then V rows of each pair
 };
 
 } // namespace core

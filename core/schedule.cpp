@@ -471,19 +471,36 @@ void forward(const Params &p, const Tensors &t0) {
             pl.k->forward_heads(p, t, ws, g.n, t_scratch.get(scratch_bytes), nullptr);
         });
     } else if (pl.splits == 1) {
-        // Prefill over scattered K/V rows (BSHD, varlen packs): one contiguous copy per KV head
-        // first (kv_pack.hpp); same arithmetic, so the same bits as without it.
+        // Prefill over scattered K/V rows (BSHD, varlen packs): each KV head's rows are copied
+        // once, in waves that fit the copy buffer (kv_pack.hpp); the same arithmetic, the same
+        // bits as without the copy.
         KvPack pack;
         const size_t kv_heads = p.shape.batch * p.shape.heads_kv;
-        const bool packed = kv_heads > 0 && pack.init(p, t, pl.items * pl.k->lanes / kv_heads);
-        if (packed) run_items(pl, pack.tasks(), [&](size_t task) { pack.pack(task); });
-        const Params &pp = packed ? pack.params() : p;
-        const Tensors &tp = packed ? pack.tensors() : t;
-        const size_t bytes = pl.k->scratch_bytes(pp);
-        run_items(pl, pl.items, [&](size_t it) {
-            const WorkItem w = item_of(pp, tp, pl, it);
-            pl.k->forward(pp, tp, w, t_scratch.get(bytes), nullptr);
-        });
+        if (kv_heads > 0 && pack.init(p, t, pl.items * pl.k->lanes / kv_heads)) {
+            const Params &pp = pack.params();
+            const Tensors &tp = pack.tensors();
+            const size_t bytes = pl.k->scratch_bytes(pp), heads = p.shape.heads_kv;
+            auto first_item = [&](size_t pair) { // items of a pair are consecutive
+                const size_t b = pair / heads;
+                return pair == kv_heads
+                           ? pl.items
+                           : pl.first[b] + pair % heads * ((pl.first[b + 1] - pl.first[b]) / heads);
+            };
+            for (size_t p0 = 0, p1; p0 < kv_heads; p0 = p1) {
+                p1 = pack.wave(p0);
+                run_items(pl, p1 - p0, [&](size_t x) { pack.pack(p0 + x); });
+                const size_t i0 = first_item(p0), i1 = first_item(p1);
+                run_items(pl, i1 - i0, [&](size_t x) {
+                    const WorkItem w = item_of(pp, tp, pl, i0 + x);
+                    pl.k->forward(pp, tp, w, t_scratch.get(bytes), nullptr);
+                });
+            }
+        } else {
+            run_items(pl, pl.items, [&](size_t it) {
+                const WorkItem w = item_of(p, t, pl, it);
+                pl.k->forward(p, t, w, t_scratch.get(scratch_bytes), nullptr);
+            });
+        }
     } else {
         const size_t part_floats = (3 + dim_padded(p, pl)) * pl.k->lanes;
         std::vector<float> &parts = t_partials; // caller-owned, reused across calls
