@@ -42,8 +42,7 @@ bool KvPack::init(const Params &p, const Tensors &t, size_t rows_per_kv_head) {
     const Shape &s = p.shape;
     k_ = scattered(p.k, p.k_type, s.head_dim);
     v_ = t.v && scattered(p.v, p.v_type, s.head_dim_v);
-    if ((!k_ && !v_) || p.page_size || t.block_table || rows_per_kv_head < kPackRowsMin)
-        return false;
+    if ((!k_ && !v_) || rows_per_kv_head < kPackRowsMin) return false;
     src_p_ = p;
     src_t_ = t;
     pairs_ = s.batch * s.heads_kv;

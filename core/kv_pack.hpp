@@ -1,6 +1,6 @@
-// Prefill over K or V rows that lie a KiB or more apart (BSHD, token-major varlen packs): the
-// rows of each (batch entry, KV head) are copied into one contiguous block before its items run,
-// and the items then read them as BHSD rows. Without the copy every work item (64 query rows on
+// Prefill over K or V rows that lie a KiB or more apart (BSHD, token-major varlen packs and
+// token-major pages): the rows of each (batch entry, KV head) are copied into one contiguous block
+// before its items run, and the items then read them as BHSD rows. Without the copy every work item (64 query rows on
 // AVX2) reads each tile's rows from their own 4 KiB pages and copies V's tile again.
 //
 // The copies go into one buffer of at most kKeepBytes, kept by the calling thread for its next
@@ -18,8 +18,8 @@ namespace core {
 
 class KvPack {
   public:
-    // Whether the call gains from the copy (fp32 K or V with rows >= 1 KiB apart, dense or
-    // varlen, at least `rows_per_kv_head` query rows per KV head on average) and its buffer is
+    // Whether the call gains from the copy (fp32 K or V with rows >= 1 KiB apart, dense, varlen
+    // or paged, at least `rows_per_kv_head` query rows per KV head on average) and its buffer is
     // there. On true, params() / tensors() describe the call over the copies; a pair's items
     // may run once wave() has placed it and pack(pair) has run.
     bool init(const Params &p, const Tensors &t, size_t rows_per_kv_head);
