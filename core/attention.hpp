@@ -183,7 +183,7 @@ inline KvRows kv_rows(const Params &p, const Tensors &t, bool value, size_t b, s
     const float *scale = r.type == DType::I8 ? (value ? t.v_scale : t.k_scale) : nullptr;
     r.row = lay.row;
     r.srow = sl.row;
-    if (const void *const *heads = value ? t.v_heads : t.k_heads) { // a copy, fp32
+    if (const void *const *heads = value ? t.v_heads : t.k_heads) { // a copy (kv_pack.hpp)
         r.base = static_cast<const unsigned char *>(heads[b * p.shape.heads_kv + kvh]);
         return r;
     }

@@ -20,22 +20,31 @@ constexpr size_t kPackRowsMin = 1024;
 // d 128) runs on its rows in place.
 constexpr size_t kKeepBytes = size_t(32) << 20;
 struct Kept {
-    float *ptr = nullptr;
-    size_t floats = 0;
+    unsigned char *ptr = nullptr;
+    size_t bytes = 0;
     ~Kept() { ::operator delete(ptr, std::align_val_t(64)); }
 };
 thread_local Kept t_kept;
 
+// Rows of fp32 or 16-bit values (int8 rows would need their scales copied too) a KiB or more
+// apart.
 bool scattered(const Layout &l, DType type, size_t dim) {
-    return type == DType::F32 && l.row != dim && l.row * sizeof(float) >= 1024;
+    return type != DType::I8 && l.row != dim && l.row * dtype_bytes(type) >= 1024;
 }
 
 } // namespace
 
-size_t KvPack::pair_floats(size_t pair) const {
+size_t KvPack::k_bytes(size_t pair) const {
     const Shape &s = src_p_.shape;
-    const size_t n = key_len(src_p_, src_t_, pair / s.heads_kv);
-    return n * ((k_ ? s.head_dim : 0) + (v_ ? s.head_dim_v : 0));
+    return k_ ? key_len(src_p_, src_t_, pair / s.heads_kv) * s.head_dim * dtype_bytes(src_p_.k_type)
+              : 0;
+}
+size_t KvPack::pair_bytes(size_t pair) const {
+    const Shape &s = src_p_.shape;
+    const size_t v =
+        v_ ? key_len(src_p_, src_t_, pair / s.heads_kv) * s.head_dim_v * dtype_bytes(src_p_.v_type)
+           : 0;
+    return k_bytes(pair) + v;
 }
 
 bool KvPack::init(const Params &p, const Tensors &t, size_t rows_per_kv_head) {
@@ -48,20 +57,19 @@ bool KvPack::init(const Params &p, const Tensors &t, size_t rows_per_kv_head) {
     pairs_ = s.batch * s.heads_kv;
     size_t total = 0, largest = 0;
     for (size_t x = 0; x < pairs_; x += s.heads_kv) { // a batch entry's pairs are alike
-        const size_t f = pair_floats(x);
-        largest = std::max(largest, f);
-        total += f * s.heads_kv;
+        const size_t n = pair_bytes(x);
+        largest = std::max(largest, n);
+        total += n * s.heads_kv;
     }
-    const size_t keep = kKeepBytes / sizeof(float);
-    if (total == 0 || largest > keep) return false;
-    cap_ = std::min(total, keep);
-    if (t_kept.floats < cap_) {
-        float *fresh = static_cast<float *>(
-            ::operator new(cap_ * sizeof(float), std::align_val_t(64), std::nothrow));
+    if (total == 0 || largest > kKeepBytes) return false;
+    cap_ = std::min(total, kKeepBytes);
+    if (t_kept.bytes < cap_) {
+        auto *fresh =
+            static_cast<unsigned char *>(::operator new(cap_, std::align_val_t(64), std::nothrow));
         if (!fresh) return false; // then on the rows in place
         ::operator delete(t_kept.ptr, std::align_val_t(64));
         t_kept.ptr = fresh;
-        t_kept.floats = cap_;
+        t_kept.bytes = cap_;
     }
     buf_ = t_kept.ptr;
     heads_.assign(2 * pairs_, nullptr);
@@ -79,15 +87,13 @@ bool KvPack::init(const Params &p, const Tensors &t, size_t rows_per_kv_head) {
 }
 
 size_t KvPack::wave(size_t first) {
-    const Shape &s = src_p_.shape;
     size_t used = 0, x = first;
     for (; x < pairs_; ++x) {
-        const size_t f = pair_floats(x);
-        if (x > first && used + f > cap_) break;
-        float *at = buf_ + used;
-        heads_[x] = at;
-        heads_[pairs_ + x] = at + (k_ ? key_len(src_p_, src_t_, x / s.heads_kv) * s.head_dim : 0);
-        used += f;
+        const size_t n = pair_bytes(x);
+        if (x > first && used + n > cap_) break;
+        heads_[x] = buf_ + used;
+        heads_[pairs_ + x] = buf_ + used + k_bytes(x);
+        used += n;
     }
     return x;
 }
@@ -101,12 +107,14 @@ void KvPack::pack(size_t pair) const {
     const uint8_t *valid = src_t_.key_valid ? src_t_.key_valid + b * s.seq_k : nullptr;
     auto copy = [&](bool value, size_t dim) {
         const KvRows from = kv_rows(src_p_, src_t_, value, b, kvh);
-        float *to = static_cast<float *>(const_cast<void *>(heads_[(value ? pairs_ : 0) + pair]));
+        const size_t row = dim * from.elem;
+        auto *to =
+            static_cast<unsigned char *>(const_cast<void *>(heads_[(value ? pairs_ : 0) + pair]));
         for (size_t j = 0; j < n; ++j)
             if (!valid || valid[j])
-                std::memcpy(to + j * dim, from.at(j), dim * sizeof(float));
+                std::memcpy(to + j * row, from.raw(j), row);
             else
-                std::memset(to + j * dim, 0, dim * sizeof(float));
+                std::memset(to + j * row, 0, row);
     };
     if (k_) copy(false, s.head_dim);
     if (v_) copy(true, s.head_dim_v);

@@ -1,7 +1,8 @@
-// Prefill over K or V rows that lie a KiB or more apart (BSHD, token-major varlen packs and
-// token-major pages): the rows of each (batch entry, KV head) are copied into one contiguous block
-// before its items run, and the items then read them as BHSD rows. Without the copy every work item (64 query rows on
-// AVX2) reads each tile's rows from their own 4 KiB pages and copies V's tile again.
+// Prefill over fp32 or 16-bit K or V rows that lie a KiB or more apart (BSHD, token-major varlen
+// packs and token-major pages): the rows of each (batch entry, KV head) are copied into one
+// contiguous block before its items run, and the items then read them as BHSD rows. Without the
+// copy every work item (64 query rows on AVX2) reads each tile's rows from their own 4 KiB pages
+// and copies V's tile again.
 //
 // The copies go into one buffer of at most kKeepBytes, kept by the calling thread for its next
 // call; a call whose copies do not fit at once runs in waves of (batch entry, KV head) pairs:
@@ -18,10 +19,10 @@ namespace core {
 
 class KvPack {
   public:
-    // Whether the call gains from the copy (fp32 K or V with rows >= 1 KiB apart, dense, varlen
-    // or paged, at least `rows_per_kv_head` query rows per KV head on average) and its buffer is
-    // there. On true, params() / tensors() describe the call over the copies; a pair's items
-    // may run once wave() has placed it and pack(pair) has run.
+    // Whether the call gains from the copy (fp32 or 16-bit K or V with rows >= 1 KiB apart,
+    // dense, varlen or paged, at least `rows_per_kv_head` query rows per KV head on average) and
+    // its buffer is there. On true, params() / tensors() describe the call over the copies; a
+    // pair's items may run once wave() has placed it and pack(pair) has run.
     bool init(const Params &p, const Tensors &t, size_t rows_per_kv_head);
     size_t pairs() const { return pairs_; }
     // Places the pairs [first, end) that fit in the buffer together; returns end (> first).
@@ -32,12 +33,12 @@ class KvPack {
     const Tensors &tensors() const { return t_; }
 
   private:
-    size_t pair_floats(size_t pair) const;
+    size_t k_bytes(size_t pair) const, pair_bytes(size_t pair) const;
     Params p_, src_p_;
     Tensors t_, src_t_;
     bool k_ = false, v_ = false;
-    float *buf_ = nullptr;
-    size_t cap_ = 0, pairs_ = 0;      // buffer floats, (batch entry, KV head) pairs
+    unsigned char *buf_ = nullptr;
+    size_t cap_ = 0, pairs_ = 0;      // buffer bytes, (batch entry, KV head) pairs
     std::vector<const void *> heads_; // [2][pairs]: K then V rows of each pair
 };
 

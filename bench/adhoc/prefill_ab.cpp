@@ -8,6 +8,7 @@
 // (10 % padded keys, one 64 x 64 block in seven hidden), =ones all-true ones; with
 // PREFILL_AB_MASK_B=1 only B gets them (the mask's cost, with one library named twice).
 // PREFILL_AB_HUGE=1: Q, K, V and OUT on transparent huge pages (huge_alloc.hpp).
+// PREFILL_AB_F16=1: K and V stored as f16 (attn_args_set_f16), for both libraries.
 #include <attn.h>
 
 #include "alternate.hpp"
@@ -48,6 +49,7 @@ int main(int argc, char **argv) {
             for (size_t j = 0; j < n; ++j) allowed[i * n + j] = ((i / 64) + 2 * (j / 64)) % 7 != 0;
         }
     Buf out[2];
+    std::vector<uint16_t> k16, v16;
     std::vector<double> t[2];
     attn_desc *desc[2];
     attn_args *a[2];
@@ -65,6 +67,8 @@ int main(int argc, char **argv) {
         G(attn_args_set_u8);
         G(attn_desc_set_int);
         G(attn_desc_set_strides);
+        G(attn_args_set_f16);
+        G(attn_convert_f32_to_f16);
         run[l] = (decltype(&::attn_run))dlsym(h, "attn_run");
         attn_desc_create(&desc[l], 1, H, H, n, n, d);
         attn_desc_set_int(desc[l], ATTN_PARAM_CAUSAL, causal);
@@ -80,8 +84,17 @@ int main(int argc, char **argv) {
         out[l].resize(q.size());
         attn_args_create(&a[l]);
         attn_args_set_f32(a[l], ATTN_Q, q.data(), q.size());
-        attn_args_set_f32(a[l], ATTN_K, k.data(), k.size());
-        attn_args_set_f32(a[l], ATTN_V, v.data(), v.size());
+        if (std::getenv("PREFILL_AB_F16")) {
+            k16.resize(k.size());
+            v16.resize(v.size());
+            attn_convert_f32_to_f16(k.data(), k16.data(), k.size());
+            attn_convert_f32_to_f16(v.data(), v16.data(), v.size());
+            attn_args_set_f16(a[l], ATTN_K, k16.data(), k16.size());
+            attn_args_set_f16(a[l], ATTN_V, v16.data(), v16.size());
+        } else {
+            attn_args_set_f32(a[l], ATTN_K, k.data(), k.size());
+            attn_args_set_f32(a[l], ATTN_V, v.data(), v.size());
+        }
         attn_args_set_out_f32(a[l], ATTN_OUT, out[l].data(), out[l].size());
         if (mask && (l == 1 || !std::getenv("PREFILL_AB_MASK_B"))) {
             attn_args_set_u8(a[l], ATTN_KEY_VALID, key_valid.data(), key_valid.size());

@@ -551,50 +551,56 @@ TEST_CASE("a pack of {2048, 1536, 1024, 512} causal plans only its real tokens")
 
 TEST_CASE("varlen packs and token-major pages with >= 1024 query rows per KV head run on a copy "
           "of their K/V rows") {
-    // Rows >= 1 KiB apart (a packed row of 263 floats; a token-major page row of 2 x 130): the
+    // Rows >= 1 KiB apart (a packed row of 263 values; a token-major page row of 2 or 4 x 130): the
     // call copies each KV head's rows once (core/kv_pack.hpp). Head-major pages (rows 130 floats
     // apart) are read in place with the same arithmetic: the token-major output has their bits.
-    for (const Mode mode : {kVarlen, kVarlenPaged}) {
-        std::mt19937 g(11);
-        Pack c;
-        c.mode = mode;
-        c.batch = 3;
-        c.hq = 8;
-        c.hkv = 2;
-        c.d = c.dv = 130;
-        c.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
-        c.lq = {300, 0, 500};
-        c.lk = {350, 0, 600}; // paged: a prefill chunk after cached keys
-        c.max_q = 500;
-        c.max_k = 600;
-        if (mode == kVarlen) c.kv_row_pad = 3;
-        if (mode == kVarlenPaged) c.page = 16;
-        fill_sequences(c, g);
-        std::mt19937 g2 = g; // for the same page ids
-        build(c, g);
-        Pack hm = c;
-        if (mode == kVarlenPaged) {
-            hm.head_major = true;
-            build(hm, g2);
-            REQUIRE(hm.table == c.table);
-        }
-        const std::string what = mode == kVarlen ? "varlen copy" : "paged copy";
-        for (const std::string &isa : isas()) {
-            REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
-            REQUIRE(attn_set_num_threads(1) == ATTN_OK);
-            const Run r1 = run(c);
-            REQUIRE(attn_set_num_threads(2) == ATTN_OK);
-            const Run r2 = run(c);
-            CHECK(check(c, r1, what + " on " + isa) <= 1e-5);
-            CHECK(std::memcmp(r1.out.data(), r2.out.data(), r1.out.size() * 4) == 0);
-            CHECK(std::memcmp(r1.lse.data(), r2.lse.data(), r1.lse.size() * 4) == 0);
+    // In fp32, f16 and bf16 (copied as they are stored) and int8 (pages only; read in place).
+    for (const Mode mode : {kVarlen, kVarlenPaged})
+        for (const int store : {0, 1, 2, 3}) {
+            if (store == 3 && mode == kVarlen) continue;
+            std::mt19937 g(11);
+            Pack c;
+            c.mode = mode;
+            c.batch = 3;
+            c.hkv = store == 1 || store == 2 ? 4 : 2; // 16-bit rows: 4 x 130 x 2 bytes apart
+            c.hq = 4 * c.hkv;
+            c.d = c.dv = 130;
+            c.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+            c.lq = {300, 0, 500};
+            c.lk = {350, 0, 600}; // paged: a prefill chunk after cached keys
+            c.max_q = 500;
+            c.max_k = 600;
+            if (mode == kVarlen) c.kv_row_pad = 3;
+            if (mode == kVarlenPaged) c.page = 16;
+            c.store = store;
+            fill_sequences(c, g);
+            round_kv(c);
+            std::mt19937 g2 = g; // for the same page ids
+            build(c, g);
+            Pack hm = c;
             if (mode == kVarlenPaged) {
-                const Run rh = run(hm);
-                CHECK(std::memcmp(r1.out.data(), rh.out.data(), r1.out.size() * 4) == 0);
-                CHECK(std::memcmp(r1.lse.data(), rh.lse.data(), r1.lse.size() * 4) == 0);
+                hm.head_major = true;
+                build(hm, g2);
+                REQUIRE(hm.table == c.table);
+            }
+            const std::string what = std::string(mode == kVarlen ? "varlen" : "paged") +
+                                     " copy, storage " + std::to_string(store);
+            for (const std::string &isa : isas()) {
+                REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
+                REQUIRE(attn_set_num_threads(1) == ATTN_OK);
+                const Run r1 = run(c);
+                REQUIRE(attn_set_num_threads(2) == ATTN_OK);
+                const Run r2 = run(c);
+                CHECK(check(c, r1, what + " on " + isa) <= 1e-5);
+                CHECK(std::memcmp(r1.out.data(), r2.out.data(), r1.out.size() * 4) == 0);
+                CHECK(std::memcmp(r1.lse.data(), r2.lse.data(), r1.lse.size() * 4) == 0);
+                if (mode == kVarlenPaged) {
+                    const Run rh = run(hm);
+                    CHECK(std::memcmp(r1.out.data(), rh.out.data(), r1.out.size() * 4) == 0);
+                    CHECK(std::memcmp(r1.lse.data(), rh.lse.data(), r1.lse.size() * 4) == 0);
+                }
             }
         }
-    }
     attn_set_num_threads(0);
     attn_set_isa(nullptr);
 }
