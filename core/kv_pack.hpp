@@ -24,7 +24,6 @@ class KvPack {
     // its buffer is there. On true, params() / tensors() describe the call over the copies; a
     // pair's items may run once wave() has placed it and pack(pair) has run.
     bool init(const Params &p, const Tensors &t, size_t rows_per_kv_head);
-    size_t pairs() const { return pairs_; }
     // Places the pairs [first, end) that fit in the buffer together; returns end (> first).
     size_t wave(size_t first);
     // Copies the rows of one pair (batch entry * heads_kv + KV head) placed by the last wave.

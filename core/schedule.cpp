@@ -471,9 +471,9 @@ void forward(const Params &p, const Tensors &t0) {
             pl.k->forward_heads(p, t, ws, g.n, t_scratch.get(scratch_bytes), nullptr);
         });
     } else if (pl.splits == 1) {
-        // Prefill over scattered K/V rows (BSHD, varlen packs): each KV head's rows are copied
-        // once, in waves that fit the copy buffer (kv_pack.hpp); the same arithmetic, the same
-        // bits as without the copy.
+        // Prefill over scattered K/V rows (BSHD, varlen packs, token-major pages): each KV head's
+        // rows are copied once, in waves that fit the copy buffer (kv_pack.hpp); the same
+        // arithmetic, the same bits as without the copy.
         KvPack pack;
         const size_t kv_heads = p.shape.batch * p.shape.heads_kv;
         if (kv_heads > 0 && pack.init(p, t, pl.items * pl.k->lanes / kv_heads)) {

@@ -405,6 +405,25 @@ TEST_CASE("varlen and paged packs match the float64 reference on every ISA") {
     CHECK(worst <= 1e-5);
 }
 
+namespace {
+
+// Out and lse of two runs, bit for bit.
+void check_same_bits(const Run &a, const Run &b) {
+    CHECK(std::memcmp(a.out.data(), b.out.data(), a.out.size() * 4) == 0);
+    CHECK(std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * 4) == 0);
+}
+
+// The pack on 1 thread, checked bit for bit against 2 threads (the ISA set by the caller).
+Run run_on_1_and_2_threads(const Pack &c) {
+    REQUIRE(attn_set_num_threads(1) == ATTN_OK);
+    const Run r1 = run(c);
+    REQUIRE(attn_set_num_threads(2) == ATTN_OK);
+    check_same_bits(r1, run(c));
+    return r1;
+}
+
+} // namespace
+
 TEST_CASE("varlen and paged results are bit-identical on 1 and 2 threads") {
     std::mt19937 g(7);
     for (int n = 0; n < 12; ++n) {
@@ -421,12 +440,7 @@ TEST_CASE("varlen and paged results are bit-identical on 1 and 2 threads") {
         build(c, g);
         for (const std::string &isa : isas()) {
             REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
-            REQUIRE(attn_set_num_threads(1) == ATTN_OK);
-            const Run r1 = run(c);
-            REQUIRE(attn_set_num_threads(2) == ATTN_OK);
-            const Run r2 = run(c);
-            CHECK(std::memcmp(r1.out.data(), r2.out.data(), r1.out.size() * 4) == 0);
-            CHECK(std::memcmp(r1.lse.data(), r2.lse.data(), r1.lse.size() * 4) == 0);
+            const Run r1 = run_on_1_and_2_threads(c);
             CHECK(check(c, r1, "threads") <= 1e-5);
         }
     }
@@ -587,18 +601,9 @@ TEST_CASE("varlen packs and token-major pages with >= 1024 query rows per KV hea
                                      " copy, storage " + std::to_string(store);
             for (const std::string &isa : isas()) {
                 REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
-                REQUIRE(attn_set_num_threads(1) == ATTN_OK);
-                const Run r1 = run(c);
-                REQUIRE(attn_set_num_threads(2) == ATTN_OK);
-                const Run r2 = run(c);
+                const Run r1 = run_on_1_and_2_threads(c);
                 CHECK(check(c, r1, what + " on " + isa) <= 1e-5);
-                CHECK(std::memcmp(r1.out.data(), r2.out.data(), r1.out.size() * 4) == 0);
-                CHECK(std::memcmp(r1.lse.data(), r2.lse.data(), r1.lse.size() * 4) == 0);
-                if (mode == kVarlenPaged) {
-                    const Run rh = run(hm);
-                    CHECK(std::memcmp(r1.out.data(), rh.out.data(), r1.out.size() * 4) == 0);
-                    CHECK(std::memcmp(r1.lse.data(), rh.lse.data(), r1.lse.size() * 4) == 0);
-                }
+                if (mode == kVarlenPaged) check_same_bits(r1, run(hm));
             }
         }
     attn_set_num_threads(0);
