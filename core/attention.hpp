@@ -99,9 +99,10 @@ struct Tensors {
     // Set by the scheduler: qmap[b * seq_q + n] = n-th real query of batch b (null = identity).
     const uint32_t *qmap = nullptr;
     // Set by the scheduler for a copy of scattered K / V rows (kv_pack.hpp): the rows of (batch
-    // entry b, KV head h) start at k_heads[b * heads_kv + h], the layout's `row` apart (null =
-    // the k / v operand itself).
+    // entry b, KV head h) start at k_heads[b * heads_kv + h], the layout's `row` apart, and
+    // int8 rows' scales at k_scale_heads[b * heads_kv + h], one per row (null = the operands).
     const void *const *k_heads = nullptr, *const *v_heads = nullptr;
+    const float *const *k_scale_heads = nullptr, *const *v_scale_heads = nullptr;
 };
 
 // Keys of batch entry b (keys at or past it are padding).
@@ -184,7 +185,12 @@ inline KvRows kv_rows(const Params &p, const Tensors &t, bool value, size_t b, s
     r.row = lay.row;
     r.srow = sl.row;
     if (const void *const *heads = value ? t.v_heads : t.k_heads) { // a copy (kv_pack.hpp)
-        r.base = static_cast<const unsigned char *>(heads[b * p.shape.heads_kv + kvh]);
+        const size_t pair = b * p.shape.heads_kv + kvh;
+        r.base = static_cast<const unsigned char *>(heads[pair]);
+        if (scale) {
+            r.scale = (value ? t.v_scale_heads : t.k_scale_heads)[pair];
+            r.srow = 1;
+        }
         return r;
     }
     size_t off = 0, soff = 0;

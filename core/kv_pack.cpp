@@ -26,25 +26,34 @@ struct Kept {
 };
 thread_local Kept t_kept;
 
-// Rows of fp32 or 16-bit values (int8 rows would need their scales copied too) a KiB or more
-// apart.
+// Rows a KiB or more apart.
 bool scattered(const Layout &l, DType type, size_t dim) {
-    return type != DType::I8 && l.row != dim && l.row * dtype_bytes(type) >= 1024;
+    return l.row != dim && l.row * dtype_bytes(type) >= 1024;
+}
+
+size_t round64(size_t bytes) {
+    return (bytes + 63) / 64 * 64;
+}
+// Bytes of the copy of n rows of `dim` values of `type`, from a 64-byte boundary to the next;
+// int8 rows are followed by their fp32 scales, one per row, from the next 64-byte boundary.
+size_t rows_bytes(size_t n, size_t dim, DType type) {
+    return round64(n * dim * dtype_bytes(type));
+}
+size_t copy_bytes(size_t n, size_t dim, DType type) {
+    return rows_bytes(n, dim, type) + (type == DType::I8 ? round64(n * sizeof(float)) : 0);
 }
 
 } // namespace
 
 size_t KvPack::k_bytes(size_t pair) const {
     const Shape &s = src_p_.shape;
-    return k_ ? key_len(src_p_, src_t_, pair / s.heads_kv) * s.head_dim * dtype_bytes(src_p_.k_type)
+    return k_ ? copy_bytes(key_len(src_p_, src_t_, pair / s.heads_kv), s.head_dim, src_p_.k_type)
               : 0;
 }
 size_t KvPack::pair_bytes(size_t pair) const {
     const Shape &s = src_p_.shape;
-    const size_t v =
-        v_ ? key_len(src_p_, src_t_, pair / s.heads_kv) * s.head_dim_v * dtype_bytes(src_p_.v_type)
-           : 0;
-    return k_bytes(pair) + v;
+    const size_t n = key_len(src_p_, src_t_, pair / s.heads_kv);
+    return k_bytes(pair) + (v_ ? copy_bytes(n, s.head_dim_v, src_p_.v_type) : 0);
 }
 
 bool KvPack::init(const Params &p, const Tensors &t, size_t rows_per_kv_head) {
@@ -73,15 +82,18 @@ bool KvPack::init(const Params &p, const Tensors &t, size_t rows_per_kv_head) {
     }
     buf_ = t_kept.ptr;
     heads_.assign(2 * pairs_, nullptr);
+    scale_heads_.assign(2 * pairs_, nullptr);
     p_ = p;
     t_ = t;
     if (k_) {
         p_.k.row = s.head_dim;
         t_.k_heads = heads_.data();
+        t_.k_scale_heads = scale_heads_.data();
     }
     if (v_) {
         p_.v.row = s.head_dim_v;
         t_.v_heads = heads_.data() + pairs_;
+        t_.v_scale_heads = scale_heads_.data() + pairs_;
     }
     return true;
 }
@@ -91,30 +103,43 @@ size_t KvPack::wave(size_t first) {
     for (; x < pairs_; ++x) {
         const size_t n = pair_bytes(x);
         if (x > first && used + n > cap_) break;
-        heads_[x] = buf_ + used;
-        heads_[pairs_ + x] = buf_ + used + k_bytes(x);
+        const size_t keys = key_len(src_p_, src_t_, x / src_p_.shape.heads_kv);
+        unsigned char *k = buf_ + used, *v = k + k_bytes(x);
+        heads_[x] = k;
+        heads_[pairs_ + x] = v;
+        // int8: the scales after the rows (copy_bytes)
+        const Shape &s = src_p_.shape;
+        scale_heads_[x] =
+            reinterpret_cast<float *>(k + rows_bytes(keys, s.head_dim, src_p_.k_type));
+        scale_heads_[pairs_ + x] =
+            reinterpret_cast<float *>(v + rows_bytes(keys, s.head_dim_v, src_p_.v_type));
         used += n;
     }
     return x;
 }
 
-// Copies the rows of one (batch entry, KV head): its keys only (padding past a key length is
-// never read), and of those only the valid ones; a hidden key's row becomes zeros (the kernel
-// skips it either way, but nothing in the copy is left unwritten).
+// Copies the rows of one (batch entry, KV head), and an int8 row's scale: its keys only (padding
+// past a key length is never read), and of those only the valid ones; a hidden key's row and
+// scale become zeros (the kernel skips it either way, but nothing in the copy is left unwritten).
 void KvPack::pack(size_t pair) const {
     const Shape &s = src_p_.shape;
     const size_t b = pair / s.heads_kv, kvh = pair % s.heads_kv, n = key_len(src_p_, src_t_, b);
     const uint8_t *valid = src_t_.key_valid ? src_t_.key_valid + b * s.seq_k : nullptr;
     auto copy = [&](bool value, size_t dim) {
         const KvRows from = kv_rows(src_p_, src_t_, value, b, kvh);
-        const size_t row = dim * from.elem;
-        auto *to =
-            static_cast<unsigned char *>(const_cast<void *>(heads_[(value ? pairs_ : 0) + pair]));
-        for (size_t j = 0; j < n; ++j)
-            if (!valid || valid[j])
-                std::memcpy(to + j * row, from.raw(j), row);
+        const size_t row = dim * from.elem, x = (value ? pairs_ : 0) + pair;
+        auto *to = static_cast<unsigned char *>(const_cast<void *>(heads_[x]));
+        float *scale = from.scale ? const_cast<float *>(scale_heads_[x]) : nullptr;
+        for (size_t j = 0; j < n; ++j) {
+            const bool keep = !valid || valid[j];
+            size_t doff, soff;
+            from.locate(j, &doff, &soff);
+            if (keep)
+                std::memcpy(to + j * row, from.base + doff * from.elem, row);
             else
                 std::memset(to + j * row, 0, row);
+            if (scale) scale[j] = keep ? from.scale[soff] : 0.0f;
+        }
     };
     if (k_) copy(false, s.head_dim);
     if (v_) copy(true, s.head_dim_v);

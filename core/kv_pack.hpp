@@ -1,4 +1,4 @@
-// Prefill over fp32 or 16-bit K or V rows that lie a KiB or more apart (BSHD, token-major varlen
+// Prefill over K or V rows that lie a KiB or more apart (BSHD, token-major varlen
 // packs and token-major pages): the rows of each (batch entry, KV head) are copied into one
 // contiguous block before its items run, and the items then read them as BHSD rows. Without the
 // copy every work item (64 query rows on AVX2) reads each tile's rows from their own 4 KiB pages
@@ -19,7 +19,7 @@ namespace core {
 
 class KvPack {
   public:
-    // Whether the call gains from the copy (fp32 or 16-bit K or V with rows >= 1 KiB apart,
+    // Whether the call gains from the copy (K or V rows of any type >= 1 KiB apart,
     // dense, varlen or paged, at least `rows_per_kv_head` query rows per KV head on average) and
     // its buffer is there. On true, params() / tensors() describe the call over the copies; a
     // pair's items may run once wave() has placed it and pack(pair) has run.
@@ -37,8 +37,9 @@ class KvPack {
     Tensors t_, src_t_;
     bool k_ = false, v_ = false;
     unsigned char *buf_ = nullptr;
-    size_t cap_ = 0, pairs_ = 0;      // buffer bytes, (batch entry, KV head) pairs
-    std::vector<const void *> heads_; // [2][pairs]: K then V rows of each pair
+    size_t cap_ = 0, pairs_ = 0;             // buffer bytes, (batch entry, KV head) pairs
+    std::vector<const void *> heads_;        // [2][pairs]: K then V rows of each pair
+    std::vector<const float *> scale_heads_; // [2][pairs]: their scales (int8)
 };
 
 } // namespace core

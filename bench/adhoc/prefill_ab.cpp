@@ -8,7 +8,8 @@
 // (10 % padded keys, one 64 x 64 block in seven hidden), =ones all-true ones; with
 // PREFILL_AB_MASK_B=1 only B gets them (the mask's cost, with one library named twice).
 // PREFILL_AB_HUGE=1: Q, K, V and OUT on transparent huge pages (huge_alloc.hpp).
-// PREFILL_AB_F16=1: K and V stored as f16 (attn_args_set_f16), for both libraries.
+// PREFILL_AB_F16=1: K and V stored as f16 (attn_args_set_f16), for both libraries;
+// PREFILL_AB_I8=1: as int8 with one scale per row (attn_quantize_i8; BSHD scales [n][H]).
 #include <attn.h>
 
 #include "alternate.hpp"
@@ -50,6 +51,8 @@ int main(int argc, char **argv) {
         }
     Buf out[2];
     std::vector<uint16_t> k16, v16;
+    std::vector<int8_t> k8, v8;
+    std::vector<float> ks, vs;
     std::vector<double> t[2];
     attn_desc *desc[2];
     attn_args *a[2];
@@ -69,6 +72,8 @@ int main(int argc, char **argv) {
         G(attn_desc_set_strides);
         G(attn_args_set_f16);
         G(attn_convert_f32_to_f16);
+        G(attn_args_set_i8);
+        G(attn_quantize_i8);
         run[l] = (decltype(&::attn_run))dlsym(h, "attn_run");
         attn_desc_create(&desc[l], 1, H, H, n, n, d);
         attn_desc_set_int(desc[l], ATTN_PARAM_CAUSAL, causal);
@@ -84,7 +89,21 @@ int main(int argc, char **argv) {
         out[l].resize(q.size());
         attn_args_create(&a[l]);
         attn_args_set_f32(a[l], ATTN_Q, q.data(), q.size());
-        if (std::getenv("PREFILL_AB_F16")) {
+        if (std::getenv("PREFILL_AB_I8")) {
+            k8.resize(k.size());
+            v8.resize(v.size());
+            ks.resize(H * n);
+            vs.resize(H * n);
+            attn_quantize_i8(k.data(), H * n, d, k8.data(), ks.data());
+            attn_quantize_i8(v.data(), H * n, d, v8.data(), vs.data());
+            attn_args_set_i8(a[l], ATTN_K, k8.data(), k8.size());
+            attn_args_set_i8(a[l], ATTN_V, v8.data(), v8.size());
+            attn_args_set_f32(a[l], ATTN_K_SCALE, ks.data(), ks.size());
+            attn_args_set_f32(a[l], ATTN_V_SCALE, vs.data(), vs.size());
+            if (bs[l])
+                for (attn_operand w : {ATTN_K_SCALE, ATTN_V_SCALE})
+                    attn_desc_set_strides(desc[l], w, n * H, 1, H);
+        } else if (std::getenv("PREFILL_AB_F16")) {
             k16.resize(k.size());
             v16.resize(v.size());
             attn_convert_f32_to_f16(k.data(), k16.data(), k.size());

@@ -565,10 +565,13 @@ TEST_CASE("a pack of {2048, 1536, 1024, 512} causal plans only its real tokens")
 
 TEST_CASE("varlen packs and token-major pages with >= 1024 query rows per KV head run on a copy "
           "of their K/V rows") {
-    // Rows >= 1 KiB apart (a packed row of 263 values; a token-major page row of 2 or 4 x 130): the
-    // call copies each KV head's rows once (core/kv_pack.hpp). Head-major pages (rows 130 floats
-    // apart) are read in place with the same arithmetic: the token-major output has their bits.
-    // In fp32, f16 and bf16 (copied as they are stored) and int8 (pages only; read in place).
+    // Rows >= 1 KiB apart (a packed row of 263 values; a token-major page row of 2, 4 or 8 x 130
+    // values of 4, 2 or 1 bytes): the call copies each KV head's rows once, as stored
+    // (core/kv_pack.hpp). Head-major pages (rows 130 values apart) are read in place with the
+    // same arithmetic: the token-major output has their bits. In fp32, f16, bf16 and int8 (with
+    // its scales; pages only, and there only against head-major pages, whose int8 reads the
+    // random packs check against the reference: 32 heads would take the float64 reference
+    // seconds per ISA).
     for (const Mode mode : {kVarlen, kVarlenPaged})
         for (const int store : {0, 1, 2, 3}) {
             if (store == 3 && mode == kVarlen) continue;
@@ -576,7 +579,7 @@ TEST_CASE("varlen packs and token-major pages with >= 1024 query rows per KV hea
             Pack c;
             c.mode = mode;
             c.batch = 3;
-            c.hkv = store == 1 || store == 2 ? 4 : 2; // 16-bit rows: 4 x 130 x 2 bytes apart
+            c.hkv = store == 3 ? 8 : store == 0 ? 2 : 4; // rows >= 1 KiB apart
             c.hq = 4 * c.hkv;
             c.d = c.dv = 130;
             c.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
@@ -602,7 +605,7 @@ TEST_CASE("varlen packs and token-major pages with >= 1024 query rows per KV hea
             for (const std::string &isa : isas()) {
                 REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
                 const Run r1 = run_on_1_and_2_threads(c);
-                CHECK(check(c, r1, what + " on " + isa) <= 1e-5);
+                if (store != 3) CHECK(check(c, r1, what + " on " + isa) <= 1e-5);
                 if (mode == kVarlenPaged) check_same_bits(r1, run(hm));
             }
         }
