@@ -50,14 +50,16 @@ static inline const unsigned char *row_at(const KvRows &r, size_t j) {
     return r.base + doff * r.elem;
 }
 
+// n rows of K (kbytes each, kstep apart) and of V requested; Locality 3 into L1, 2 into L2.
+template <int Locality = 3>
 static inline void prefetch_rows(const unsigned char *kp, size_t kbytes, size_t kstep,
                                  const unsigned char *vp, size_t vbytes, size_t vstep, size_t n) {
     // Row u at u * step, never a pointer stepped past the last row: a stride is only a real one
     // between rows that exist (one key's stride may be anything, even near SIZE_MAX).
     for (size_t u = 0; u < n; ++u) {
         const unsigned char *k = kp + u * kstep, *v = vp + u * vstep;
-        for (size_t off = 0; off < kbytes; off += 64) __builtin_prefetch(k + off);
-        for (size_t off = 0; off < vbytes; off += 64) __builtin_prefetch(v + off);
+        for (size_t off = 0; off < kbytes; off += 64) __builtin_prefetch(k + off, 0, Locality);
+        for (size_t off = 0; off < vbytes; off += 64) __builtin_prefetch(v + off, 0, Locality);
     }
 }
 

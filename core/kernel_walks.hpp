@@ -169,8 +169,8 @@ static inline PageRun page_run(const KvRows &r, size_t j, size_t left, size_t en
 // head h + ahead of this run or, past the last head, head h + ahead - n of the next run (base(x):
 // head x's base); *pm of them. fp32 rows are requested into L1 one turn ahead and into L2 two
 // turns ahead: a turn's 16 rows of d 128 take about as long as the memory needs to deliver them
-// (page 16, 32k keys, GQA 32/8: 0.96-0.98x the time with the L2 request; 16-bit and int8 rows,
-// 2-4 KiB a turn, gained nothing from it, and int8 lost 2-4 %).
+// (page 16, 32k keys, GQA 32/8: 0.87-0.92x the time with the L2 request; two turns into L1
+// 1.07-1.09x; 16-bit and int8 rows, 2-4 KiB a turn, gained nothing from it, and int8 lost 2-4 %).
 template <class Base>
 static inline const unsigned char *run_request(Base base, size_t h, size_t ahead, size_t n,
                                                const PageRun &run, size_t elem, size_t *pm) {
@@ -181,13 +181,6 @@ static inline const unsigned char *run_request(Base base, size_t h, size_t ahead
     }
     *pm = a - n < n ? run.nm : 0;
     return *pm ? base(a - n) + run.ndoff * elem : nullptr;
-}
-
-// Rows u in [u0, u1) of a turn's request at p (rows `step` apart) into L2.
-static inline void request_l2(const unsigned char *p, size_t bytes, size_t step, size_t u0,
-                              size_t u1) {
-    for (size_t u = u0; u < u1; ++u)
-        for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + u * step + off, 0, 2);
 }
 
 template <DType T>
@@ -211,12 +204,15 @@ __attribute__((noinline)) static void decode_qk_pages(DecodeHead *hs, size_t n, 
                 nb = walk_block<T>(m - x0);
                 if (pt && x0 < pm)
                     prefetch_rows(pt + x0 * kstep, kbytes, kstep, nullptr, 0, 0, kmin(nb, pm - x0));
-                if (pt2 && x0 < pm2) request_l2(pt2, kbytes, kstep, x0, kmin(x0 + nb, pm2));
+                if (pt2 && x0 < pm2)
+                    prefetch_rows<2>(pt2 + x0 * kstep, kbytes, kstep, nullptr, 0, 0,
+                                     kmin(nb, pm2 - x0));
                 walk_qk<T>(hs[h], kt + x0 * kstep, kstep, nb, soff + x0 * k0.srow, k0.srow, dpad, d,
                            nr, hs[h].sc + x + x0);
             }
             if (pt && pm > m) prefetch_rows(pt + m * kstep, kbytes, kstep, nullptr, 0, 0, pm - m);
-            if (pt2 && pm2 > m) request_l2(pt2, kbytes, kstep, m, pm2);
+            if (pt2 && pm2 > m)
+                prefetch_rows<2>(pt2 + m * kstep, kbytes, kstep, nullptr, 0, 0, pm2 - m);
         }
         x += m;
         doff = run.ndoff;
@@ -249,7 +245,8 @@ static inline void decode_pv_pages(DecodeHead *hs, size_t n, size_t jt, size_t n
                     prefetch_rows(pt + x0 * vstep, vbytes, vstep, nullptr, 0, 0,
                                   last ? pm - x0 : kmin(cnt, pm - x0));
                 if (pt2 && x0 < pm2)
-                    request_l2(pt2, vbytes, vstep, x0, last ? pm2 : kmin(x0 + cnt, pm2));
+                    prefetch_rows<2>(pt2 + x0 * vstep, vbytes, vstep, nullptr, 0, 0,
+                                     last ? pm2 - x0 : kmin(cnt, pm2 - x0));
                 const unsigned char *rows[kPVKeys];
                 for (size_t u = 0; u < cnt; ++u) rows[u] = vt + (x0 + u) * vstep;
                 const float *pr = hs[h].sc + x + x0;
