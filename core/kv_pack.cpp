@@ -1,6 +1,8 @@
 // See kv_pack.hpp.
 #include "kv_pack.hpp"
 
+#include "scratch_buf.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <new>
@@ -19,12 +21,7 @@ constexpr size_t kPackRowsMin = 1024;
 // (n = 2048, H 8, d 128: 16 MiB of copies). A pair larger than this (more than 32k keys at
 // d 128) runs on its rows in place.
 constexpr size_t kKeepBytes = size_t(32) << 20;
-struct Kept {
-    unsigned char *ptr = nullptr;
-    size_t bytes = 0;
-    ~Kept() { ::operator delete(ptr, std::align_val_t(64)); }
-};
-thread_local Kept t_kept;
+thread_local ScratchBuf t_copies;
 
 // Rows a KiB or more apart.
 bool scattered(const Layout &l, DType type, size_t dim) {
@@ -34,26 +31,19 @@ bool scattered(const Layout &l, DType type, size_t dim) {
 size_t round64(size_t bytes) {
     return (bytes + 63) / 64 * 64;
 }
-// Bytes of the copy of n rows of `dim` values of `type`, from a 64-byte boundary to the next;
-// int8 rows are followed by their fp32 scales, one per row, from the next 64-byte boundary.
-size_t rows_bytes(size_t n, size_t dim, DType type) {
-    return round64(n * dim * dtype_bytes(type));
-}
-size_t copy_bytes(size_t n, size_t dim, DType type) {
-    return rows_bytes(n, dim, type) + (type == DType::I8 ? round64(n * sizeof(float)) : 0);
-}
 
 } // namespace
 
-size_t KvPack::k_bytes(size_t pair) const {
+KvPack::Block KvPack::block(bool value, size_t keys) const {
+    if (!(value ? v_ : k_)) return {0, 0};
     const Shape &s = src_p_.shape;
-    return k_ ? copy_bytes(key_len(src_p_, src_t_, pair / s.heads_kv), s.head_dim, src_p_.k_type)
-              : 0;
+    const DType type = value ? src_p_.v_type : src_p_.k_type;
+    const size_t rows = round64(keys * (value ? s.head_dim_v : s.head_dim) * dtype_bytes(type));
+    return {rows, rows + (type == DType::I8 ? round64(keys * sizeof(float)) : 0)};
 }
-size_t KvPack::pair_bytes(size_t pair) const {
-    const Shape &s = src_p_.shape;
-    const size_t n = key_len(src_p_, src_t_, pair / s.heads_kv);
-    return k_bytes(pair) + (v_ ? copy_bytes(n, s.head_dim_v, src_p_.v_type) : 0);
+
+size_t KvPack::pair_bytes(size_t keys) const {
+    return block(false, keys).bytes + block(true, keys).bytes;
 }
 
 bool KvPack::init(const Params &p, const Tensors &t, size_t rows_per_kv_head) {
@@ -65,22 +55,18 @@ bool KvPack::init(const Params &p, const Tensors &t, size_t rows_per_kv_head) {
     src_t_ = t;
     pairs_ = s.batch * s.heads_kv;
     size_t total = 0, largest = 0;
-    for (size_t x = 0; x < pairs_; x += s.heads_kv) { // a batch entry's pairs are alike
-        const size_t n = pair_bytes(x);
+    for (size_t b = 0; b < s.batch; ++b) { // a batch entry's pairs are alike
+        const size_t n = pair_bytes(key_len(p, t, b));
         largest = std::max(largest, n);
         total += n * s.heads_kv;
     }
     if (total == 0 || largest > kKeepBytes) return false;
     cap_ = std::min(total, kKeepBytes);
-    if (t_kept.bytes < cap_) {
-        auto *fresh =
-            static_cast<unsigned char *>(::operator new(cap_, std::align_val_t(64), std::nothrow));
-        if (!fresh) return false; // then on the rows in place
-        ::operator delete(t_kept.ptr, std::align_val_t(64));
-        t_kept.ptr = fresh;
-        t_kept.bytes = cap_;
+    try {
+        buf_ = static_cast<unsigned char *>(t_copies.get(cap_));
+    } catch (const std::bad_alloc &) {
+        return false; // then on the rows in place
     }
-    buf_ = t_kept.ptr;
     heads_.assign(2 * pairs_, nullptr);
     scale_heads_.assign(2 * pairs_, nullptr);
     p_ = p;
@@ -101,19 +87,15 @@ bool KvPack::init(const Params &p, const Tensors &t, size_t rows_per_kv_head) {
 size_t KvPack::wave(size_t first) {
     size_t used = 0, x = first;
     for (; x < pairs_; ++x) {
-        const size_t n = pair_bytes(x);
-        if (x > first && used + n > cap_) break;
         const size_t keys = key_len(src_p_, src_t_, x / src_p_.shape.heads_kv);
-        unsigned char *k = buf_ + used, *v = k + k_bytes(x);
+        const Block kb = block(false, keys), vb = block(true, keys);
+        if (x > first && used + kb.bytes + vb.bytes > cap_) break;
+        unsigned char *k = buf_ + used, *v = k + kb.bytes;
         heads_[x] = k;
         heads_[pairs_ + x] = v;
-        // int8: the scales after the rows (copy_bytes)
-        const Shape &s = src_p_.shape;
-        scale_heads_[x] =
-            reinterpret_cast<float *>(k + rows_bytes(keys, s.head_dim, src_p_.k_type));
-        scale_heads_[pairs_ + x] =
-            reinterpret_cast<float *>(v + rows_bytes(keys, s.head_dim_v, src_p_.v_type));
-        used += n;
+        scale_heads_[x] = reinterpret_cast<float *>(k + kb.rows); // int8: after the rows
+        scale_heads_[pairs_ + x] = reinterpret_cast<float *>(v + vb.rows);
+        used += kb.bytes + vb.bytes;
     }
     return x;
 }

@@ -32,7 +32,13 @@ class KvPack {
     const Tensors &tensors() const { return t_; }
 
   private:
-    size_t k_bytes(size_t pair) const, pair_bytes(size_t pair) const;
+    // One operand's copy for `keys` keys: `rows` bytes of rows from a 64-byte boundary, then
+    // (int8) their fp32 scales from the next; `bytes` in all (0: the operand is not copied).
+    struct Block {
+        size_t rows, bytes;
+    };
+    Block block(bool value, size_t keys) const;
+    size_t pair_bytes(size_t keys) const;
     Params p_, src_p_;
     Tensors t_, src_t_;
     bool k_ = false, v_ = false;

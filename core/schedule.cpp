@@ -18,6 +18,7 @@
 #include "attention.hpp"
 #include "kernel.hpp"
 #include "kv_pack.hpp"
+#include "scratch_buf.hpp"
 #include "thread_pool.hpp"
 
 namespace attn {
@@ -80,26 +81,6 @@ const KernelInfo &kernel_for(Isa isa) {
     }
 }
 
-// Per-thread scratch that grows and is kept: no allocation per call once warm.
-struct ScratchBuf {
-    void *ptr = nullptr;
-    size_t cap = 0;
-    ~ScratchBuf() { ::operator delete(ptr, std::align_val_t(64)); }
-    void *get(size_t bytes) {
-#ifdef ATTN_FAULT_INJECTION // test builds: ATTN_FAULT_SCRATCH_LIMIT=n fails scratch above n bytes
-        if (const char *env = std::getenv("ATTN_FAULT_SCRATCH_LIMIT"))
-            if (bytes > std::strtoull(env, nullptr, 10)) throw std::bad_alloc();
-#endif
-        if (bytes > cap) {
-            ::operator delete(ptr, std::align_val_t(64));
-            ptr = nullptr;
-            cap = 0;
-            ptr = ::operator new(bytes, std::align_val_t(64)); // throws std::bad_alloc
-            cap = bytes;
-        }
-        return ptr;
-    }
-};
 thread_local ScratchBuf t_scratch;
 thread_local std::vector<float> t_partials;
 
@@ -479,7 +460,7 @@ void forward(const Params &p, const Tensors &t0) {
         if (kv_heads > 0 && pack.init(p, t, pl.items * pl.k->lanes / kv_heads)) {
             const Params &pp = pack.params();
             const Tensors &tp = pack.tensors();
-            const size_t bytes = pl.k->scratch_bytes(pp), heads = p.shape.heads_kv;
+            const size_t heads = p.shape.heads_kv;
             auto first_item = [&](size_t pair) { // items of a pair are consecutive
                 const size_t b = pair / heads;
                 return pair == kv_heads
@@ -492,7 +473,7 @@ void forward(const Params &p, const Tensors &t0) {
                 const size_t i0 = first_item(p0), i1 = first_item(p1);
                 run_items(pl, i1 - i0, [&](size_t x) {
                     const WorkItem w = item_of(pp, tp, pl, i0 + x);
-                    pl.k->forward(pp, tp, w, t_scratch.get(bytes), nullptr);
+                    pl.k->forward(pp, tp, w, t_scratch.get(scratch_bytes), nullptr);
                 });
             }
         } else {
