@@ -5,6 +5,9 @@
 #include <cstddef>
 #include <cstdlib>
 #include <new>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 namespace attn {
 namespace core {
@@ -12,7 +15,20 @@ namespace core {
 struct ScratchBuf {
     void *ptr = nullptr;
     size_t cap = 0;
-    ~ScratchBuf() { ::operator delete(ptr, std::align_val_t(64)); }
+    bool huge = false; // blocks of >= 2 MiB on transparent huge pages where the system has them
+    bool sys = false;  // ptr from aligned_alloc (std::free), else from operator new
+    ScratchBuf() = default;
+    explicit ScratchBuf(bool huge_pages) : huge(huge_pages) {}
+    ~ScratchBuf() { release(); }
+    void release() {
+        if (sys)
+            std::free(ptr);
+        else
+            ::operator delete(ptr, std::align_val_t(64));
+        ptr = nullptr;
+        cap = 0;
+        sys = false;
+    }
     // At least `bytes`; the previous contents are not kept when it grows. Throws std::bad_alloc.
     void *get(size_t bytes) {
 #ifdef ATTN_FAULT_INJECTION // test builds: ATTN_FAULT_SCRATCH_LIMIT=n fails scratch above n bytes
@@ -20,11 +36,21 @@ struct ScratchBuf {
             if (bytes > std::strtoull(env, nullptr, 10)) throw std::bad_alloc();
 #endif
         if (bytes > cap) {
-            ::operator delete(ptr, std::align_val_t(64));
-            ptr = nullptr;
-            cap = 0;
-            ptr = ::operator new(bytes, std::align_val_t(64)); // throws std::bad_alloc
-            cap = bytes;
+            release();
+            constexpr size_t kHuge = size_t(2) << 20;
+            if (huge && bytes >= kHuge) {
+                const size_t n = (bytes + kHuge - 1) / kHuge * kHuge;
+                ptr = std::aligned_alloc(kHuge, n);
+                if (!ptr) throw std::bad_alloc();
+                sys = true;
+#ifdef __linux__
+                madvise(ptr, n, MADV_HUGEPAGE); // advice only: 4 KiB pages where it is refused
+#endif
+                cap = n;
+            } else {
+                ptr = ::operator new(bytes, std::align_val_t(64)); // throws std::bad_alloc
+                cap = bytes;
+            }
         }
         return ptr;
     }
