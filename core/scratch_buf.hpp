@@ -15,7 +15,7 @@ namespace core {
 struct ScratchBuf {
     void *ptr = nullptr;
     size_t cap = 0;
-    bool huge = false; // blocks of >= 2 MiB on transparent huge pages where the system has them
+    bool huge = false; // Linux: blocks of >= 2 MiB on transparent huge pages where granted
     bool sys = false;  // ptr from aligned_alloc (std::free), else from operator new
     ScratchBuf() = default;
     explicit ScratchBuf(bool huge_pages) : huge(huge_pages) {}
@@ -37,20 +37,21 @@ struct ScratchBuf {
 #endif
         if (bytes > cap) {
             release();
+#ifdef __linux__
             constexpr size_t kHuge = size_t(2) << 20;
             if (huge && bytes >= kHuge) {
+                if (bytes > ~size_t(0) - kHuge) throw std::bad_alloc();
                 const size_t n = (bytes + kHuge - 1) / kHuge * kHuge;
                 ptr = std::aligned_alloc(kHuge, n);
                 if (!ptr) throw std::bad_alloc();
                 sys = true;
-#ifdef __linux__
                 madvise(ptr, n, MADV_HUGEPAGE); // advice only: 4 KiB pages where it is refused
-#endif
                 cap = n;
-            } else {
-                ptr = ::operator new(bytes, std::align_val_t(64)); // throws std::bad_alloc
-                cap = bytes;
+                return ptr;
             }
+#endif
+            ptr = ::operator new(bytes, std::align_val_t(64)); // throws std::bad_alloc
+            cap = bytes;
         }
         return ptr;
     }
