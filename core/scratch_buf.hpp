@@ -15,19 +15,26 @@ namespace core {
 struct ScratchBuf {
     void *ptr = nullptr;
     size_t cap = 0;
-    bool huge = false; // Linux: blocks of >= 2 MiB on transparent huge pages where granted
-    bool sys = false;  // ptr from aligned_alloc (std::free), else from operator new
+    bool huge = false; // Linux: blocks of >= kHuge on transparent huge pages where granted
+    static constexpr size_t kHuge = size_t(2) << 20;
     ScratchBuf() = default;
     explicit ScratchBuf(bool huge_pages) : huge(huge_pages) {}
     ~ScratchBuf() { release(); }
+    // Whether the block came from aligned_alloc (a huge-page block), else from operator new.
+    bool on_huge_pages() const {
+#ifdef __linux__
+        return huge && cap >= kHuge;
+#else
+        return false;
+#endif
+    }
     void release() {
-        if (sys)
+        if (on_huge_pages())
             std::free(ptr);
         else
             ::operator delete(ptr, std::align_val_t(64));
         ptr = nullptr;
         cap = 0;
-        sys = false;
     }
     // At least `bytes`; the previous contents are not kept when it grows. Throws std::bad_alloc.
     void *get(size_t bytes) {
@@ -38,13 +45,11 @@ struct ScratchBuf {
         if (bytes > cap) {
             release();
 #ifdef __linux__
-            constexpr size_t kHuge = size_t(2) << 20;
             if (huge && bytes >= kHuge) {
                 if (bytes > ~size_t(0) - kHuge) throw std::bad_alloc();
                 const size_t n = (bytes + kHuge - 1) / kHuge * kHuge;
                 ptr = std::aligned_alloc(kHuge, n);
                 if (!ptr) throw std::bad_alloc();
-                sys = true;
                 madvise(ptr, n, MADV_HUGEPAGE); // advice only: 4 KiB pages where it is refused
                 cap = n;
                 return ptr;
