@@ -5,23 +5,32 @@
 //
 //   build/bench/attn_serving_bench [--rounds N] [--reps R] [--threads T] [--hugepages]
 //
-//   --hugepages: every large buffer (dense K/V, the page pools, the eviction buffer) is
-//            allocated 2 MiB-aligned and madvise(MADV_HUGEPAGE)d before it is touched, as a
-//            server would allocate its KV pool (transparent huge pages in `madvise` mode)
+//   --hugepages: the pack's, the prefill's and the eviction buffers are allocated 2 MiB-aligned
+//            and madvise(MADV_HUGEPAGE)d before they are touched (the decode buffers always run
+//            in both kinds, below)
 //
 //   pack     {2048, 1536, 1024, 512} causal, H 8, d 128, one varlen call / the sum of the four
 //            single-sequence calls                                               [<= 1.05]
 //   paged    decode, 32k keys, GQA 32/8, d 128, page 16 with shuffled page ids, token-major and
 //            head-major pages: dense decode time / paged time (K/V read speed)   [>= 0.95]
-//            K/V evicted before every call by reading 1 GiB of other memory ("cold"), and hot
+//            K/V evicted before every call by reading 1 GiB of other memory ("cold"), and hot;
+//            the dense K/V and the two pools of each line in one kind of memory, both kinds in
+//            the same run:
+//            - transparent huge pages (2 MiB-aligned, MADV_HUGEPAGE): how a server keeps its KV
+//              pool (numpy's default for arrays of 4 MiB or more, vLLM's hugepage host KV
+//              buffers, PyTorch's C10_THP_MEM_ALLOC_ENABLE);
+//            - 4 KiB pages (MADV_NOHUGEPAGE), 4 KiB-aligned: the pools' shuffled pages then miss
+//              the TLB in a scattered order where a dense stream walks its page tables in order
+//              (a nested walk on a virtual machine)
 //   invariant ATTN_PARAM_BATCH_INVARIANT = 1 / 0 on the pack, a 2048 causal prefill and the
-//            dense decode (cold)
+//            dense decode (cold, huge pages)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -41,24 +50,48 @@ namespace {
 
 bool g_huge = false; // --hugepages
 
-// Allocator of the large buffers: with --hugepages, 2 MiB-aligned and advised for transparent
-// huge pages before the vector touches them.
-template <class T> struct HugeAlloc {
+// The memory of a buffer: no advice (huge with --hugepages), 4 KiB pages, or transparent huge
+// pages.
+enum class Pages { any, small, huge };
+
+// Allocator of the large buffers: huge pages are 2 MiB-aligned and advised with MADV_HUGEPAGE,
+// 4 KiB pages with MADV_NOHUGEPAGE (so that a host whose setting is `always` keeps them small),
+// before the vector touches them.
+template <class T> struct PageAlloc {
     using value_type = T;
-    HugeAlloc() = default;
-    template <class U> HugeAlloc(const HugeAlloc<U> &) {}
+    Pages pages = Pages::any;
+    PageAlloc() = default;
+    explicit PageAlloc(Pages p) : pages(p) {}
+    using propagate_on_container_copy_assignment = std::true_type;
+    using propagate_on_container_move_assignment = std::true_type;
+    using propagate_on_container_swap = std::true_type;
+    template <class U> PageAlloc(const PageAlloc<U> &o) : pages(o.pages) {}
     T *allocate(size_t n) {
-        const size_t huge = size_t(2) << 20, bytes = (n * sizeof(T) + huge - 1) / huge * huge;
-        void *p = std::aligned_alloc(g_huge ? huge : 64, bytes);
+        const Pages k = pages == Pages::any ? (g_huge ? Pages::huge : Pages::any) : pages;
+        const size_t align = k == Pages::huge ? size_t(2) << 20 : k == Pages::small ? 4096 : 64;
+        const size_t bytes = (n * sizeof(T) + align - 1) / align * align;
+        void *p = std::aligned_alloc(align, bytes);
         if (!p) throw std::bad_alloc();
-        if (g_huge) madvise(p, bytes, MADV_HUGEPAGE);
+        if (k != Pages::any) madvise(p, bytes, k == Pages::huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
         return static_cast<T *>(p);
     }
     void deallocate(T *p, size_t) { std::free(p); }
-    template <class U> bool operator==(const HugeAlloc<U> &) const { return true; }
-    template <class U> bool operator!=(const HugeAlloc<U> &) const { return false; }
+    template <class U> bool operator==(const PageAlloc<U> &o) const { return pages == o.pages; }
+    template <class U> bool operator!=(const PageAlloc<U> &o) const { return pages != o.pages; }
 };
-using FVec = std::vector<float, HugeAlloc<float>>;
+using FVec = std::vector<float, PageAlloc<float>>;
+
+// AnonHugePages of this process (MiB): whether the kernel granted the advice.
+double anon_huge_mib() {
+    FILE *f = std::fopen("/proc/self/smaps_rollup", "r");
+    if (!f) return -1;
+    char line[256];
+    double kb = -1;
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "AnonHugePages: %lf kB", &kb) == 1) break;
+    std::fclose(f);
+    return kb < 0 ? -1 : kb / 1024;
+}
 
 FVec randoms(size_t n, unsigned seed) {
     std::mt19937 g(seed);
@@ -197,47 +230,70 @@ int main(int argc, char **argv) {
     cases.push_back({"prefill 2048", [&] { prefill[0].run(); }, false, {}});
     cases.push_back({"prefill invariant", [&] { prefill[1].run(); }, false, {}});
 
-    // ---- decode: dense against paged ----
+    // ---- decode: dense against paged, in each kind of memory ----
     const size_t N = 32768, HQ = 32, HKV = 8, PS = 16, pages = N / PS;
     FVec dq = randoms(HQ * D, 4), dout(HQ * D);
-    FVec dk = randoms(HKV * N * D, 5), dv = randoms(HKV * N * D, 6);
     std::vector<int32_t> table(pages), lens_k = {static_cast<int32_t>(N)};
     std::iota(table.begin(), table.end(), 0);
     std::shuffle(table.begin(), table.end(), std::mt19937(7));
-    // pools: token-major [pages][PS][HKV][D] and head-major [pages][HKV][PS][D]
-    FVec tk(dk.size()), tv(dk.size()), hk(dk.size()), hv(dk.size());
-    for (size_t h = 0; h < HKV; ++h)
-        for (size_t j = 0; j < N; ++j) {
-            const size_t pg = static_cast<size_t>(table[j / PS]), t = j % PS, src = (h * N + j) * D;
-            const size_t tm = ((pg * PS + t) * HKV + h) * D, hm = ((pg * HKV + h) * PS + t) * D;
-            std::memcpy(&tk[tm], &dk[src], D * 4);
-            std::memcpy(&tv[tm], &dv[src], D * 4);
-            std::memcpy(&hk[hm], &dk[src], D * 4);
-            std::memcpy(&hv[hm], &dv[src], D * 4);
+    struct DecodeSet {
+        FVec dk, dv, tk, tv, hk, hv; // dense BHSD; pools token-major and head-major
+        Call dense[2], paged[2];     // dense: invariance off / on; paged: token-, head-major
+    };
+    auto decode_set = [&](Pages kind) {
+        auto set = std::make_unique<DecodeSet>();
+        DecodeSet &z = *set;
+        const PageAlloc<float> al(kind);
+        const size_t n = HKV * N * D;
+        for (FVec *v : {&z.dk, &z.dv, &z.tk, &z.tv, &z.hk, &z.hv}) *v = FVec(n, 0.0f, al);
+        const FVec k = randoms(n, 5), v = randoms(n, 6);
+        std::copy(k.begin(), k.end(), z.dk.begin());
+        std::copy(v.begin(), v.end(), z.dv.begin());
+        // pools: token-major [pages][PS][HKV][D] and head-major [pages][HKV][PS][D]
+        for (size_t h = 0; h < HKV; ++h)
+            for (size_t j = 0; j < N; ++j) {
+                const size_t pg = static_cast<size_t>(table[j / PS]), t = j % PS,
+                             src = (h * N + j) * D;
+                const size_t tm = ((pg * PS + t) * HKV + h) * D, hm = ((pg * HKV + h) * PS + t) * D;
+                std::memcpy(&z.tk[tm], &k[src], D * 4);
+                std::memcpy(&z.tv[tm], &v[src], D * 4);
+                std::memcpy(&z.hk[hm], &k[src], D * 4);
+                std::memcpy(&z.hv[hm], &v[src], D * 4);
+            }
+        for (int inv = 0; inv < 2; ++inv)
+            z.dense[inv] = make_call(desc(1, HQ, HKV, 1, N, D, ATTN_CAUSAL_BOTTOM_RIGHT, inv), dq,
+                                     z.dk, z.dv, dout);
+        for (int hm = 0; hm < 2; ++hm) {
+            attn_desc *d = desc(1, HQ, HKV, 1, N, D, ATTN_CAUSAL_BOTTOM_RIGHT, false);
+            check(attn_desc_set_int(d, ATTN_PARAM_PAGE_SIZE, PS), "page");
+            if (hm) {
+                check(attn_desc_set_strides(d, ATTN_K, HKV * PS * D, PS * D, D), "strides");
+                check(attn_desc_set_strides(d, ATTN_V, HKV * PS * D, PS * D, D), "strides");
+            }
+            z.paged[hm] = make_call(d, dq, hm ? z.hk : z.tk, hm ? z.hv : z.tv, dout);
+            attn_args_set_i32(z.paged[hm].a, ATTN_BLOCK_TABLE, table.data(), table.size());
+            attn_args_set_i32(z.paged[hm].a, ATTN_SEQ_LENS_K, lens_k.data(), lens_k.size());
         }
-    Call dense[2];
-    for (int inv = 0; inv < 2; ++inv)
-        dense[inv] =
-            make_call(desc(1, HQ, HKV, 1, N, D, ATTN_CAUSAL_BOTTOM_RIGHT, inv), dq, dk, dv, dout);
-    Call paged[2];
-    for (int hm = 0; hm < 2; ++hm) {
-        attn_desc *d = desc(1, HQ, HKV, 1, N, D, ATTN_CAUSAL_BOTTOM_RIGHT, false);
-        check(attn_desc_set_int(d, ATTN_PARAM_PAGE_SIZE, PS), "page");
-        if (hm) {
-            check(attn_desc_set_strides(d, ATTN_K, HKV * PS * D, PS * D, D), "strides");
-            check(attn_desc_set_strides(d, ATTN_V, HKV * PS * D, PS * D, D), "strides");
+        return set;
+    };
+    const std::unique_ptr<DecodeSet> sets[2] = {decode_set(Pages::huge), decode_set(Pages::small)};
+    const char *kinds[2] = {"huge pages", "4 KiB pages"};
+    std::printf(
+        "transparent huge pages in use: %.0f MiB (the huge-page decode buffers: %.0f MiB)\n",
+        anon_huge_mib(), 6.0 * HKV * N * D * 4 / (1 << 20));
+    for (int kind = 0; kind < 2; ++kind) {
+        DecodeSet &z = *sets[kind];
+        for (int cold = 1; cold >= 0; --cold) {
+            const std::string tag = std::string(cold ? " cold, " : " hot, ") + kinds[kind];
+            cases.push_back({"decode dense" + tag, [&z] { z.dense[0].run(); }, cold == 1, {}});
+            cases.push_back(
+                {"decode paged token-major" + tag, [&z] { z.paged[0].run(); }, cold == 1, {}});
+            cases.push_back(
+                {"decode paged head-major" + tag, [&z] { z.paged[1].run(); }, cold == 1, {}});
         }
-        paged[hm] = make_call(d, dq, hm ? hk : tk, hm ? hv : tv, dout);
-        attn_args_set_i32(paged[hm].a, ATTN_BLOCK_TABLE, table.data(), table.size());
-        attn_args_set_i32(paged[hm].a, ATTN_SEQ_LENS_K, lens_k.data(), lens_k.size());
     }
-    for (int cold = 1; cold >= 0; --cold) {
-        const std::string tag = cold ? " cold" : " hot";
-        cases.push_back({"decode dense" + tag, [&] { dense[0].run(); }, cold == 1, {}});
-        cases.push_back({"decode paged token-major" + tag, [&] { paged[0].run(); }, cold == 1, {}});
-        cases.push_back({"decode paged head-major" + tag, [&] { paged[1].run(); }, cold == 1, {}});
-    }
-    cases.push_back({"decode invariant cold", [&] { dense[1].run(); }, true, {}});
+    cases.push_back(
+        {"decode invariant cold, huge pages", [&] { sets[0]->dense[1].run(); }, true, {}});
 
     for (int r = 0; r < rounds; ++r) {
         std::fprintf(stderr, "\rround %d/%d", r + 1, rounds);
@@ -265,21 +321,23 @@ int main(int argc, char **argv) {
         return median(x);
     };
     for (const Case &c : cases)
-        std::printf("  %-30s %9.3f ms\n", c.name.c_str(), median(c.best) * 1e3);
+        std::printf("  %-45s %9.3f ms\n", c.name.c_str(), median(c.best) * 1e3);
     const double kv_bytes = 2.0 * HKV * N * D * 4;
     std::printf("pack varlen / 4 single calls:            %.3f   [<= 1.05]\n",
                 ratio("pack varlen", "4 single calls"));
-    for (const char *t : {"cold", "hot"}) {
-        const std::string d = std::string("decode dense ") + t;
-        std::printf("decode %s: dense %.1f GB/s; paged speed / dense: token-major %.3f, head-major "
-                    "%.3f   [>= 0.95]\n",
-                    t, kv_bytes / median(find(d).best) / 1e9,
-                    ratio(d, std::string("decode paged token-major ") + t),
-                    ratio(d, std::string("decode paged head-major ") + t));
-    }
+    for (const char *kind : kinds)
+        for (const char *t : {"cold", "hot"}) {
+            const std::string tag = std::string(t) + ", " + kind;
+            const std::string d = "decode dense " + tag;
+            std::printf("decode %s: dense %.1f GB/s; paged speed / dense: token-major %.3f, "
+                        "head-major %.3f   [>= 0.95]\n",
+                        tag.c_str(), kv_bytes / median(find(d).best) / 1e9,
+                        ratio(d, "decode paged token-major " + tag),
+                        ratio(d, "decode paged head-major " + tag));
+        }
     std::printf("batch invariance cost (time on / off): pack %.3f, prefill 2048 causal %.3f, "
                 "decode 32k cold %.3f\n",
                 ratio("pack invariant", "pack varlen"), ratio("prefill invariant", "prefill 2048"),
-                ratio("decode invariant cold", "decode dense cold"));
+                ratio("decode invariant cold, huge pages", "decode dense cold, huge pages"));
     return 0;
 }
