@@ -17,8 +17,8 @@
 //            the dense K/V and the two pools of each line in one kind of memory, both kinds in
 //            the same run:
 //            - transparent huge pages (2 MiB-aligned, MADV_HUGEPAGE): how a server keeps its KV
-//              pool (numpy's default for arrays of 4 MiB or more, vLLM's hugepage host KV
-//              buffers, PyTorch's C10_THP_MEM_ALLOC_ENABLE);
+//              pool (numpy's default for large arrays, vLLM's HugeTLB-backed CPU KV offload
+//              buffer, PyTorch's C10_THP_MEM_ALLOC_ENABLE);
 //            - 4 KiB pages (MADV_NOHUGEPAGE), 4 KiB-aligned: the pools' shuffled pages then miss
 //              the TLB in a scattered order where a dense stream walks its page tables in order
 //              (a nested walk on a virtual machine)
