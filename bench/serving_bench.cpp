@@ -36,49 +36,19 @@
 #include <string>
 #include <vector>
 
-#include <sys/mman.h>
-
 #include "attn.h"
 
+#include "page_alloc.hpp"
 #include "timing.hpp"
 
 using attn_bench::check;
 using attn_bench::median;
 using attn_bench::now;
+using attn_bench::PageAlloc;
+using attn_bench::Pages;
 
 namespace {
 
-bool g_huge = false; // --hugepages
-
-// The memory of a buffer: no advice (huge with --hugepages), 4 KiB pages, or transparent huge
-// pages.
-enum class Pages { any, small, huge };
-
-// Allocator of the large buffers: huge pages are 2 MiB-aligned and advised with MADV_HUGEPAGE,
-// 4 KiB pages with MADV_NOHUGEPAGE (so that a host whose setting is `always` keeps them small),
-// before the vector touches them.
-template <class T> struct PageAlloc {
-    using value_type = T;
-    Pages pages = Pages::any;
-    PageAlloc() = default;
-    explicit PageAlloc(Pages p) : pages(p) {}
-    using propagate_on_container_copy_assignment = std::true_type;
-    using propagate_on_container_move_assignment = std::true_type;
-    using propagate_on_container_swap = std::true_type;
-    template <class U> PageAlloc(const PageAlloc<U> &o) : pages(o.pages) {}
-    T *allocate(size_t n) {
-        const Pages k = pages == Pages::any ? (g_huge ? Pages::huge : Pages::any) : pages;
-        const size_t align = k == Pages::huge ? size_t(2) << 20 : k == Pages::small ? 4096 : 64;
-        const size_t bytes = (n * sizeof(T) + align - 1) / align * align;
-        void *p = std::aligned_alloc(align, bytes);
-        if (!p) throw std::bad_alloc();
-        if (k != Pages::any) madvise(p, bytes, k == Pages::huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
-        return static_cast<T *>(p);
-    }
-    void deallocate(T *p, size_t) { std::free(p); }
-    template <class U> bool operator==(const PageAlloc<U> &o) const { return pages == o.pages; }
-    template <class U> bool operator!=(const PageAlloc<U> &o) const { return pages != o.pages; }
-};
 using FVec = std::vector<float, PageAlloc<float>>;
 
 // AnonHugePages of this process (MiB): whether the kernel granted the advice.
@@ -154,7 +124,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; ++i) {
         const bool value = i + 1 < argc;
         if (!std::strcmp(argv[i], "--hugepages"))
-            g_huge = true;
+            attn_bench::default_pages() = Pages::huge;
         else if (value && !std::strcmp(argv[i], "--rounds"))
             rounds = std::atoi(argv[++i]);
         else if (value && !std::strcmp(argv[i], "--reps"))
@@ -170,7 +140,9 @@ int main(int argc, char **argv) {
     check(attn_set_num_threads(threads), "threads");
     std::printf("libattn %s, isa %s, %zu threads, %d rounds x %d reps%s\n", attn_version_string(),
                 attn_isa(), attn_get_num_threads(), rounds, reps,
-                g_huge ? ", large buffers on transparent huge pages" : "");
+                attn_bench::default_pages() == Pages::huge
+                    ? ", large buffers on transparent huge pages"
+                    : "");
     Evictor ev;
     std::vector<Case> cases;
 

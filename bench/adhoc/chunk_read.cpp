@@ -16,10 +16,10 @@
 #include <numeric>
 #include <random>
 #include <cstring>
-#include <sys/mman.h>
 #include <vector>
 
 #include "../evict.hpp"
+#include "../page_alloc.hpp"
 #include "../stream.hpp"
 #include "../threads.hpp"
 #include "../timing.hpp"
@@ -41,12 +41,10 @@ int main(int argc, char **argv) {
     const StreamLoop loop = available_stream_loops().front();
     const size_t n = per_thread / chunk;
     const bool huge = argc > 4 && !std::strcmp(argv[4], "huge");
+    PageAlloc<float> alloc(huge ? Pages::huge : Pages::any);
     std::vector<float *> buf(threads);
     for (auto &b : buf) {
-        const size_t align = huge ? size_t(2) << 20 : 64;
-        b = static_cast<float *>(std::aligned_alloc(align, per_thread));
-        if (!b) return 1;
-        if (huge) madvise(b, per_thread, MADV_HUGEPAGE);
+        b = alloc.allocate(per_thread / 4);
         std::fill(b, b + per_thread / 4, 1.0f);
     }
     std::vector<size_t> order[2];
@@ -99,5 +97,5 @@ int main(int argc, char **argv) {
         std::printf("  shuffled, prefetching %zu chunk(s) ahead  %6.2f GB/s  (%.3f of address "
                     "order)\n",
                     kAhead[o - 2], median(gbs[o]), median(gbs[o]) / seq);
-    for (float *b : buf) std::free(b);
+    for (float *b : buf) alloc.deallocate(b, per_thread / 4);
 }

@@ -15,11 +15,11 @@
 #include <vector>
 #include <numeric>
 #include <algorithm>
-#include "huge_alloc.hpp"
+#include "../page_alloc.hpp"
 
 // PAGED_STEP_HUGE=1: K/V buffers 2 MiB-aligned and madvised for transparent huge pages.
 constexpr char kHugeEnv[] = "PAGED_STEP_HUGE";
-using Buf = std::vector<float, HugeAlloc<float, kHugeEnv>>;
+using Buf = std::vector<float, attn_bench::PageAlloc<float>>;
 int main(int argc, char **argv) {
     if (argc < 4) {
         std::fprintf(
@@ -27,6 +27,7 @@ int main(int argc, char **argv) {
             "usage: paged_step <seq_k> <threads> <reps> [dense|paged-tm|paged-hm|dense-bshd]\n");
         return 2;
     }
+    attn_bench::default_pages() = attn_bench::pages_from_env(kHugeEnv);
     size_t N = atol(argv[1]);
     int th = atoi(argv[2]);
     int reps = atoi(argv[3]);

@@ -7,13 +7,13 @@
 // BSHD strides (default: all four). PREFILL_AB_MASK=pad10 passes attn_bench's pad10_block masks
 // (10 % padded keys, one 64 x 64 block in seven hidden), =ones all-true ones; with
 // PREFILL_AB_MASK_B=1 only B gets them (the mask's cost, with one library named twice).
-// PREFILL_AB_HUGE=1: Q, K, V and OUT on transparent huge pages (huge_alloc.hpp).
+// PREFILL_AB_HUGE=1: Q, K, V and OUT on transparent huge pages (bench/page_alloc.hpp).
 // PREFILL_AB_F16=1: K and V stored as f16 (attn_args_set_f16), for both libraries;
 // PREFILL_AB_I8=1: as int8 with one scale per row (attn_quantize_i8; BSHD scales [n][H]).
 #include <attn.h>
 
 #include "alternate.hpp"
-#include "huge_alloc.hpp"
+#include "../page_alloc.hpp"
 #include <dlfcn.h>
 #include <chrono>
 #include <cstdio>
@@ -35,8 +35,8 @@ int main(int argc, char **argv) {
     size_t H = 8;
     std::mt19937 g(1);
     std::uniform_real_distribution<float> u(-1, 1);
-    static constexpr char kHugeEnv[] = "PREFILL_AB_HUGE";
-    using Buf = std::vector<float, HugeAlloc<float, kHugeEnv>>;
+    attn_bench::default_pages() = attn_bench::pages_from_env("PREFILL_AB_HUGE");
+    using Buf = std::vector<float, attn_bench::PageAlloc<float>>;
     Buf q(H * n * d), k(q.size()), v(q.size());
     for (auto &x : q) x = u(g);
     for (auto &x : k) x = u(g);
