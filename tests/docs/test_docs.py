@@ -24,6 +24,9 @@ A marker, an HTML comment on the line before a block's fence, changes that:
   <!-- file NAME: the block above -->   the previous block is written to NAME in the scratch
                                    directory first
 Any other language without a marker fails: every block is either run or says why not.
+Also, every build target these files name (`--target attn_x`, `ninja -C build attn_x`, in
+blocks and in inline code) must be a target of BUILD (a Ninja build), unless it belongs to a
+language off in this build (not in --require).
 
 links: every relative link and image of every .md file in SRC (outside build*/ and hidden
 folders) must name a file or folder that exists; a link with #anchor into a .md file must
@@ -208,15 +211,47 @@ def cmd_blocks(a):
                 ran.append((where, "ran"))
             else:
                 failed.append((where, "exit %d:\n%s" % (code, out)))
+    targets_checked = check_targets(files, root, build, required, ran, skipped, failed)
     for where, how in ran:
         print("ok       %s: %s" % (where, how))
     for where, why in skipped:
         print("not run  %s: %s" % (where, why))
     for where, why in failed:
         print("FAIL     %s: %s" % (where, why))
-    print("docs_blocks: %d blocks run or checked, %d not run (each with its reason), %d failed"
-          % (len(ran), len(skipped), len(failed)))
+    print("docs_blocks: %d blocks run or checked, %d not run (each with its reason), %d failed; "
+          "%d build targets named in the docs checked" % (len(ran) - targets_checked,
+                                                         len(skipped), len(failed), targets_checked))
     return 1 if failed else 0
+
+
+def check_targets(files, root, build, required, ran, skipped, failed):
+    """Every `--target attn_x` / `ninja -C build attn_x` of the docs names a target of the build."""
+    if not os.path.exists(os.path.join(build, "build.ninja")):
+        skipped.append(("build targets", "not a Ninja build: targets not listed"))
+        return 0
+    code, out = run(["ninja", "-C", build, "-t", "targets", "all"], build, os.environ)
+    if code != 0:
+        failed.append(("build targets", "ninja -t targets failed:\n" + out))
+        return 0
+    known = set(l.split(":")[0] for l in out.splitlines())
+    named = re.compile(r"(?:--target|ninja -C build(?:-demo)?)\s+(attn_[A-Za-z0-9_]+)")
+    checked = 0
+    for path in files:
+        rel = os.path.relpath(path, root)
+        for n, line in enumerate(open(path, encoding="utf-8"), 1):
+            for t in named.findall(line):
+                where = "%s:%d (target %s)" % (rel, n, t)
+                if t in known:
+                    ran.append((where, "a target of this build"))
+                    checked += 1
+                    continue
+                lang = next((l for l in ("java", "csharp", "go", "python") if "_%s" % l in t),
+                            "python" if t == "attn_heatmap_image" else None)  # cmake/python.cmake
+                if lang and lang not in required:
+                    skipped.append((where, "%s is off in this build" % lang))
+                else:
+                    failed.append((where, "no such target in %s" % build))
+    return checked
 
 
 def slug(heading):
