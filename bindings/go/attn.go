@@ -132,7 +132,7 @@ const (
 	OperandSeqLensK    Operand = 12 // int32 [batch] in [0, seq_k]: keys j >= len are padding
 	OperandKeyMass     Operand = 13 // f32 [batch][heads_q][seq_k] attention each key received, output
 
-	// since 0.2, the serving layouts (see "Serving layouts" in the README and in attn.h)
+	// since 0.2, the serving layouts (see docs/serving.md and attn.h)
 	OperandCuSeqlensQ Operand = 14 // int32 [batch+1] prefix sums of the query lengths (WithVarlen)
 	OperandCuSeqlensK Operand = 15 // int32 [batch+1] prefix sums of the key lengths (WithVarlen, unpaged K/V)
 	OperandBlockTable Operand = 16 // int32 [batch][max_pages] page ids of each sequence, -1 = unused (WithPageSize)
@@ -148,7 +148,7 @@ const (
 	OperandDBias  Operand = 23 // f32 gradient of BIAS, in BIAS's layout (broadcast dims summed), output
 	OperandDSinks Operand = 24 // f32 [heads_q] gradient of SINKS, output
 
-	// since 0.2, the scales of int8 K / V (Args.SetI8; see "Storage types" in the README)
+	// since 0.2, the scales of int8 K / V (Args.SetI8; see docs/storage.md)
 	OperandKScale Operand = 25 // f32 [batch][heads_kv][seq_k] scale of each int8 K row, strided, input
 	OperandVScale Operand = 26 // f32 [batch][heads_kv][seq_k] scale of each int8 V row, strided, input
 )

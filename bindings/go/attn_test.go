@@ -611,7 +611,7 @@ func TestErrorsDesc(t *testing.T) {
 	// Bad causal mode, scale and strides.
 	_, err = NewDesc(1, 1, 1, 3, 3, 8, WithCausal(Causal(7)))
 	wantError(t, err, StatusInvalidArgument, "causal (7) is not an attn_causal value")
-	// Issue 14: 64-bit values are range-checked, never truncated to the C enum's 32 bits.
+	// 64-bit values are range-checked, never truncated to the C enum's 32 bits.
 	_, err = NewDesc(1, 1, 1, 3, 3, 8, WithCausal(Causal(1<<40)))
 	wantError(t, err, StatusInvalidArgument, "causal (1099511627776) is not an attn_causal value")
 	_, err = NewDesc(1, 1, 1, 3, 3, 8, WithCausal(Causal(1<<32+1)))

@@ -610,7 +610,7 @@ namespace LibAttn.Tests
             Assert.Throws<ArgumentOutOfRangeException>(() => Attention.NumThreads = -1);
         }
 
-        // Issue 14: impossible sizes are argument errors found before anything is allocated.
+        // Impossible sizes are argument errors found before anything is allocated.
         static void AssertNoBigAllocation(TestDelegate call, string paramName, string message)
         {
             long before = GC.GetTotalMemory(true);

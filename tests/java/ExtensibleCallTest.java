@@ -28,7 +28,7 @@ import org.junit.jupiter.api.Test;
 /**
  * The extensible call (0.2) through the Java face: every parameter and operand on the shared
  * vectors (tests/vectors/variants.txt, from the project's float64 reference), the binding rules
- * of README's "One rule in every language", the
+ * of docs/errors.md's "One rule in every language", the
  * Cleaner safety net and the raw layer's new typemaps.
  */
 class ExtensibleCallTest {

@@ -1,6 +1,6 @@
 """Desc in 0.2: every attn_param as a keyword (validated with attn_param_bounds, read back from
 the library), every operand of attn_run, the shape checks and the stride mapping of numpy arrays
-(issue 12), and the raw Args / Desc.run face. Values are checked against the float64 reference
+and the raw Args / Desc.run face. Values are checked against the float64 reference
 tests/reference/attn_ref.py (attn_ref.run) or plain numpy float64."""
 
 import gc
@@ -380,7 +380,7 @@ def test_weights_modes_against_numpy():
 
 
 # ------------------------------------------------------------------------------------------
-# Shapes and strides of numpy arrays (issue 12)
+# Shapes and strides of numpy arrays
 # ------------------------------------------------------------------------------------------
 
 def test_strided_views_are_read_where_they_are():

@@ -1,4 +1,4 @@
-"""README "One rule in every language": every row of the table, asserted for the Python face.
+"""docs/errors.md, "One rule in every language": every row of the table, asserted for the Python face.
 
 Python's reading of the rows: the shaped face (Desc.forward / weights, scaled_dot_product_attention)
 requires numpy arrays of exactly the descriptor's shape (or flat buffers of exactly

@@ -1,4 +1,4 @@
-"""Storage types (capi/attn.h "Storage types", README "Storage types") through the Python face:
+"""Storage types (capi/attn.h "Storage types", docs/storage.md) through the Python face:
 float16, bfloat16 (attn.BF16) and int8 (+ k_scale / v_scale) q / k / v, zero-copy, and the
 conversion helpers.
 
@@ -474,16 +474,16 @@ def test_quantize_i8_nan_row_is_named():
 
 
 def test_the_readme_example_runs():
-    """bindings/python/README.md "Storage types": the example runs as written; the caches hold
+    """docs/storage.md "Python": the example runs as written; the caches hold
     what the converters wrote and the result is attention over the widened values."""
     root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-    with open(os.path.join(root, "bindings", "python", "README.md"), encoding="utf-8") as f:
+    with open(os.path.join(root, "docs", "storage.md"), encoding="utf-8") as f:
         text = f.read()
-    section = text[text.index("## Storage types"):]
+    section = text[text.index("## Python"):]
     code = section[section.index("```python\n") + 10:]
     code = code[:code.index("```")]
     ns = {}
-    exec(compile(code, "README.md (Storage types)", "exec"), ns)
+    exec(compile(code, "docs/storage.md (Python)", "exec"), ns)
     n, k_cache, v_cache, v_scale = ns["n"], ns["k_cache"], ns["v_cache"], ns["v_scale"]
     assert k_cache[:, :, :n].tobytes() == ns["new_k"].astype(np.float16).tobytes()
     assert not k_cache[:, :, n:].any() and not v_cache[:, :, n:].any()

@@ -23,13 +23,13 @@ Four faces:
 
 * ``Args`` + ``Desc.run``: the raw attn_args / attn_run pair.
 
-Storage types (README "Storage types"): q, k and v may be numpy float16 arrays, bfloat16 bit
+Storage types (docs/storage.md): q, k and v may be numpy float16 arrays, bfloat16 bit
 patterns wrapped as ``BF16(uint16_array)``, and k and v int8 arrays with their float32 scales
 (``k_scale=`` / ``v_scale=``); all are passed to the library without copies and widened to
 float32 on load. ``f32_to_f16``, ``f32_to_bf16``, ``f16_to_f32``, ``bf16_to_f32`` and
 ``quantize_i8`` are the library's conversions (new arrays, or ``out=``).
 
-Gradients (README "Gradients"): ``Desc.backward(q, k, v, out, lse, dout)`` returns
+Gradients (docs/api.md, "Backward"): ``Desc.backward(q, k, v, out, lse, dout)`` returns
 ``Gradients(dq, dk, dv, dbias, dsinks)`` (ATTN_OP_BACKWARD); raw: ``Operand.DOUT``, ``DQ``,
 ``DK``, ``DV``, ``DBIAS``, ``DSINKS`` with ``Op.BACKWARD``.
 
@@ -40,7 +40,7 @@ variable-length batches (``cu_seqlens_q`` / ``cu_seqlens_k``), paged K/V caches 
 depend only on its own sequence). The raw face: ``Args.set_cu_seqlens_q`` ... ``set_new_v``,
 ``Desc.run_kv_append``, ``Desc.run_merge``.
 
-Compute mode (README "Compute mode"): ``Desc(..., compute="fp16")`` (``Compute.FP16``,
+Compute mode (docs/storage.md): ``Desc(..., compute="fp16")`` (``Compute.FP16``,
 ATTN_PARAM_COMPUTE) runs prefill-like forward calls on the AVX512-FP16 fast path, outputs within
 about 1e-2 max|v| of ``Compute.EXACT`` (the default); other calls and CPUs run exactly as EXACT.
 
