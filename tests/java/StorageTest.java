@@ -173,6 +173,10 @@ class StorageTest {
         assertEquals(7f, scales[2]);
         assertEquals(0, dst[2]);
         assertEquals(127, dst[4]);
+        // rows of dim 0 have max |x| = 0: scale 0 each, as in C and every face
+        float[] s3 = {7f, 7f, 7f};
+        Convert.quantizeI8(new float[0], 0, 3, 0, new byte[0], 0, s3, 0);
+        assertArrayEquals(new float[3], s3);
         assertEquals(-127, dst[5]);
         assertEquals(0, dst[7]);
         // And direct buffers.
