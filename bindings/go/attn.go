@@ -51,6 +51,7 @@ package attn
 import (
 	"fmt"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -695,12 +696,15 @@ func VersionNumber() int { return int(capi.Attn_version_number()) }
 func ISA() string { return capi.Attn_isa() }
 
 // SetISA caps the kernel at name ("scalar", "sse2", "avx2", "avx512", "avx512fp16"), or restores the default
-// with "" (attn_set_isa). A name with an embedded NUL or a non-ASCII byte is refused before the
-// C call (C would read "avx2\x00junk" as "avx2"), in the library's wording.
+// with "" (attn_set_isa). A name with an embedded NUL or a non-ASCII byte, which C would misread
+// ("avx2\x00junk" as "avx2"), reaches C in its %q form without the quotes (no name either), so
+// the refusal and its list of names are the library's own.
 func SetISA(name string) error {
 	for i := 0; i < len(name); i++ {
 		if name[i] == 0 || name[i] >= 0x80 {
-			return argError(StatusInvalidArgument, "name %q is not one of scalar, sse2, avx2, avx512, avx512fp16", name)
+			q := strconv.Quote(name)
+			name = q[1 : len(q)-1]
+			break
 		}
 	}
 	return check(func() capi.Enum_SS_attn_status { return capi.Attn_set_isa(name) })

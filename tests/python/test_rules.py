@@ -196,8 +196,14 @@ def test_impossible_sizes_refused_before_allocation():
 def test_isa_name_refused_with_the_library_wording(name, shown):
     before = attn.isa()
     with raises(ValueError, INVALID, 'name "%s" is not one of scalar, sse2, avx2, avx512'
-                % shown):
+                % shown) as e:
         attn.set_isa(name)
+    # the list of names is the library's own (one table in C), whatever the name
+    with pytest.raises(attn.InvalidArgumentError) as lib:
+        attn.set_isa("no-such-isa")
+    tail = lambda m: m[m.index("is not one of "):]
+    assert tail(str(e.value)) == tail(str(lib.value)), (str(e.value), str(lib.value))
+    assert str(lib.value).endswith(", avx512fp16")
     assert attn.isa() == before  # nothing changed ("avx2\0junk" did not select avx2)
     with raises(TypeError, INVALID, "name must be a str"):
         attn.set_isa(b"avx2")
