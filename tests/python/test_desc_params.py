@@ -615,8 +615,10 @@ def test_args_run_matches_forward():
             # the backward of a forward's operands: the library asks for the gradient of out
             with pytest.raises(attn.NullPointerError, match="dout is NULL"):
                 d.run(attn.Op.BACKWARD, args)
-            with pytest.raises(ValueError, match="0 elements"):
-                args.set(attn.Operand.KEY_VALID, np.zeros(0, np.bool_))
+            args.set(attn.Operand.KEY_VALID, np.zeros(0, np.bool_))  # empty, not None
+            with pytest.raises(attn.InvalidArgumentError, match="key_valid has 0 elements"):
+                d.run(attn.Op.FORWARD, args)
+            args.set(attn.Operand.KEY_VALID, None)
             with pytest.raises(TypeError, match="int32"):
                 args.set(attn.Operand.SEQ_LENS_K, np.zeros(B, np.int64))
             with pytest.raises(ValueError, match="C-contiguous"):

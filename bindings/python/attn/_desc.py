@@ -1807,6 +1807,10 @@ class Desc:
 # Args: the raw binding object
 # ------------------------------------------------------------------------------------------
 
+#: the address bound for an empty array whose data pointer is NULL: never read (length 0)
+_EMPTY_ANCHOR = ctypes.c_uint64()
+
+
 class Args:
     """attn_args: operand -> (buffer, element count), for Desc.run. The raw face of the C call:
     buffers are C-contiguous numpy arrays (any shape) read with the descriptor's configured
@@ -1834,11 +1838,11 @@ class Args:
         if array is not None:
             a = as_ndarray(name, array, _common.dtype_name(dtypes), writable)
             check_dtype(name, a, dtypes)
-            if a.size == 0:
-                raise InvalidArgumentError("%s has 0 elements (an empty array is not \"not "
-                                           "given\": pass None to unbind)" % name)
             Desc._flags(name, a, writable)
-            ptr, n = _common.data_ptr(a), a.size
+            # An empty array is bound as empty, never as NULL ("not given"): the library
+            # decides (a length error where the call needs elements; a varlen pack of 0 tokens
+            # needs none).
+            ptr, n = _common.data_ptr(a) or ctypes.addressof(_EMPTY_ANCHOR), a.size
         else:
             a, ptr, n = None, None, 0
         with self._lock:
