@@ -249,7 +249,8 @@ ATTN_API attn_status attn_weights(const attn_desc *desc, const float *q, const f
  * The score pipeline, for batch b, query head h, query i, key j (every step optional):
  *   s  = scale * q_i . k_j
  *   s  = softcap * tanh(s / softcap)                     ATTN_PARAM_SOFTCAP > 0
- *   s += bias[b][h][i][j]                                ATTN_BIAS (-INFINITY hides the key)
+ *   s += bias[b][h][i][j]                                ATTN_BIAS (-INFINITY hides the key,
+ *                                                        whatever s is: +INFINITY and NaN too)
  *   s += -slope_h * (diag(i) - j)                        ALiBi (ATTN_ALIBI_SLOPES or the
  *                                                        standard slopes, ATTN_PARAM_ALIBI)
  *   key j hidden when it fails the causal rule, the sliding window, is padding (key_valid,
@@ -280,7 +281,9 @@ typedef enum attn_param {
      * semantics as FlashAttention's window_size and ONNX's left/right_window_size. */
     ATTN_PARAM_WINDOW_LEFT = 2,
     ATTN_PARAM_WINDOW_RIGHT = 3,
-    /* float, >= 0: logit softcap c, s = c * tanh(s / c) (Gemma 2); 0 = off (default). */
+    /* float, >= 0: logit softcap c, s = c * tanh(s / c) (Gemma 2); 0 = off (default). s / c is
+     * computed as s * (1 / c), or as a division for c below 2^-128 (subnormal), whose
+     * reciprocal overflows: every c in the bounds maps a zero score to 0, never NaN. */
     ATTN_PARAM_SOFTCAP = 4,
     /* int, attn_alibi: ALiBi slopes. ATTN_ALIBI_NONE (default), ATTN_ALIBI_OPERAND (slopes
      * from the ATTN_ALIBI_SLOPES operand, required), ATTN_ALIBI_STANDARD (the geometric slopes
@@ -514,7 +517,11 @@ ATTN_API attn_status attn_quantize_i8(const float *src, size_t rows, size_t dim,
  *                                   buffer. Hidden and padded keys get dK = dV = 0 (padded rows
  *                                   are written, never read); padded queries and rows with no
  *                                   visible key get dQ = 0. Every mask and variant, varlen
- *                                   packs; not with a paged cache. fp32 throughout. Memory:
+ *                                   packs; not with a paged cache. fp32 throughout. NaN or
+ *                                   Inf in DOUT or in the forward's OUT propagate into the
+ *                                   gradients as IEEE arithmetic says (that row's dQ, the dK,
+ *                                   dV and dBias of the keys it sees, dSinks), never zeroed.
+ *                                   Memory:
  *                                   one scratch block per thread; a call with fewer than 8
  *                                   (batch entry, KV head) pairs splits each pair's keys into
  *                                   up to 8 chunks of whole multiples of 1024 keys (so that it
