@@ -521,7 +521,8 @@ ATTN_API attn_status attn_quantize_i8(const float *src, size_t rows, size_t dim,
  *                                   Inf in DOUT or in the forward's OUT propagate into the
  *                                   gradients as IEEE arithmetic says (that row's dQ, the dK,
  *                                   dV and dBias of the keys it sees, dSinks), never zeroed.
- *                                   Memory:
+ *                                   DBIAS rows that alias (broadcast, or overlapping through
+ *                                   non-zero strides) are summed in a fixed order. Memory:
  *                                   one scratch block per thread; a call with fewer than 8
  *                                   (batch entry, KV head) pairs splits each pair's keys into
  *                                   up to 8 chunks of whole multiples of 1024 keys (so that it

@@ -1,6 +1,6 @@
 // Edge values through every path on every ISA this CPU supports, against the float64 reference
 // (tests/reference): a -inf bias over a key whose fp32 score overflows (+inf or NaN), NaN in the
-// backward's dOUT or OUT, and subnormal softcaps.
+// backward's dOUT or OUT, subnormal softcaps, and dBias rows that alias through their strides.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -423,4 +423,57 @@ TEST_CASE("a subnormal softcap: q = 0 gives uniform weights and finite gradients
                 }
             }
     attn_set_isa(nullptr);
+}
+
+TEST_CASE("dbias rows that alias through non-zero strides: bit-identical for 1, 2 and 4 threads, "
+          "equal to the float64 sum") {
+    struct Alias {
+        size_t batch, hq, hkv, sq, sk, d;
+        size_t strides[3];
+    };
+    // heads overlapping by a key (head stride 1), batch entries overlapping (batch stride 1),
+    // and one KV head whose keys are split into chunks with rows one key apart (row stride 1)
+    const Alias cases[] = {{1, 8, 8, 64, 128, 16, {0, 1, 128}},
+                           {8, 1, 1, 64, 128, 16, {1, 0, 128}},
+                           {1, 2, 1, 40, 2100, 8, {0, 0, 1}}};
+    for (const Alias &a : cases) {
+        std::mt19937 g(11);
+        vcases::VCase c;
+        ref::VProblem &p = c.p;
+        p.batch = a.batch;
+        p.heads_q = a.hq;
+        p.heads_kv = a.hkv;
+        p.seq_q = a.sq;
+        p.seq_k = a.sk;
+        p.head_dim = p.head_dim_v = a.d;
+        p.custom_strides[4] = true;
+        for (int x = 0; x < 3; ++x) p.strides[4][x] = a.strides[x];
+        p.set_default_strides();
+        vcases::fill(c, g);
+        c.bias.resize(p.len(4));
+        for (float &x : c.bias) x = uni(g, -1, 1);
+        std::vector<float> dout(p.len(3));
+        for (float &x : dout) x = uni(g, -1, 1);
+        const ref::VGrads e = ref::backward_v(p, c.inputs(), dout.data(), c.bias.size());
+        const std::string what = describe(p) + " bias strides (" + std::to_string(a.strides[0]) +
+                                 ", " + std::to_string(a.strides[1]) + ", " +
+                                 std::to_string(a.strides[2]) + ")";
+        REQUIRE(attn_set_num_threads(1) == ATTN_OK);
+        const Grads one = run_backward(c, dout);
+        const double err = normwise_nan(one.dbias, e.dbias);
+        CHECK_MESSAGE(err <= 1e-4, what << ": dbias error " << err);
+        int differ = 0, runs = 0;
+        for (size_t threads : {2u, 4u}) {
+            REQUIRE(attn_set_num_threads(threads) == ATTN_OK);
+            for (int n = 0; n < 50; ++n, ++runs) {
+                const Grads m = run_backward(c, dout);
+                differ += std::memcmp(m.dbias.data(), one.dbias.data(), m.dbias.size() * 4) != 0 ||
+                          std::memcmp(m.dk.data(), one.dk.data(), m.dk.size() * 4) != 0 ||
+                          std::memcmp(m.dq.data(), one.dq.data(), m.dq.size() * 4) != 0;
+            }
+        }
+        CHECK_MESSAGE(differ == 0, what << ": " << differ << " of " << runs
+                                        << " runs on 2 and 4 threads differ from 1 thread");
+    }
+    attn_set_num_threads(0);
 }
