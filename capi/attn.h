@@ -157,7 +157,9 @@ typedef enum attn_operand {
     ATTN_V_SCALE = 26  /* f32 [batch][heads_kv][seq_k] scale of each int8 V row, strided, input */
 } attn_operand;
 
-/** Opaque problem descriptor: sizes, causal rule, scale and strides. */
+/** Opaque problem descriptor: sizes, causal rule, scale and strides. Every setter of a
+ *  descriptor or of an attn_args binding object either succeeds or changes nothing: a call that
+ *  fails (whatever its status, ATTN_ERR_OUT_OF_MEMORY included) leaves the object as it was. */
 typedef struct attn_desc attn_desc;
 
 /** Create a descriptor with the default configuration: ATTN_CAUSAL_NONE, scale 1/sqrt(head_dim),
@@ -362,14 +364,17 @@ typedef enum attn_weights_mode {
 } attn_weights_mode;
 
 /** Set a parameter from an integer (a float parameter takes the integer's value). Refused once
- *  the descriptor was used.
+ *  the descriptor was used. A call that fails changes nothing (as every setter of this header).
  *  ATTN_OK; ATTN_ERR_NULL_POINTER (desc); ATTN_ERR_INVALID_ARGUMENT (unknown parameter, value out
- *  of attn_param_bounds, or the descriptor was already used). since 0.2 */
+ *  of attn_param_bounds, or the descriptor was already used); ATTN_ERR_OUT_OF_MEMORY (the
+ *  standard ALiBi slopes, one float per query head, could not be allocated). since 0.2 */
 ATTN_API attn_status attn_desc_set_int(attn_desc *desc, attn_param param, int64_t value);
 
 /** Set a parameter from a double (float parameters; integer parameters accept integral values).
+ *  A call that fails changes nothing.
  *  ATTN_OK; ATTN_ERR_NULL_POINTER; ATTN_ERR_INVALID_ARGUMENT (unknown parameter, NaN, out of
- *  range, not integral for an integer parameter, or the descriptor was already used). since 0.2 */
+ *  range, not integral for an integer parameter, or the descriptor was already used);
+ *  ATTN_ERR_OUT_OF_MEMORY (as attn_desc_set_int). since 0.2 */
 ATTN_API attn_status attn_desc_set_float(attn_desc *desc, attn_param param, double value);
 
 /** Read a parameter's current value (float parameters are rounded toward zero).
