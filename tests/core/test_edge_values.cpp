@@ -110,7 +110,7 @@ std::string describe(const ref::VProblem &p) {
 // keys have 0 there, so that their scores stay small and finite. Query rows hold values of
 // [-1, 1] elsewhere; bias values of the other keys are in [-1, 1].
 vcases::VCase overflow_case(size_t batch, size_t hq, size_t hkv, size_t sq, size_t sk, size_t d,
-                            float softcap, bool bias_first, unsigned seed) {
+                            float softcap, bool bias_first, unsigned seed, bool bshd_kv = false) {
     std::mt19937 g(seed);
     vcases::VCase c;
     ref::VProblem &p = c.p;
@@ -122,6 +122,13 @@ vcases::VCase overflow_case(size_t batch, size_t hq, size_t hkv, size_t sq, size
     p.head_dim = p.head_dim_v = d;
     p.softcap = softcap;
     p.bias_first = bias_first;
+    if (bshd_kv) // token-major K and V: decode walks the KV heads of a token together
+        for (int w = 1; w < 3; ++w) {
+            p.custom_strides[w] = true;
+            p.strides[w][0] = sk * hkv * d;
+            p.strides[w][1] = d;
+            p.strides[w][2] = hkv * d;
+        }
     p.set_default_strides();
     c.q.resize(p.len(0));
     c.k.resize(p.len(1));
@@ -195,18 +202,23 @@ TEST_CASE("a -inf bias hides a key whose score overflows: prefill and decode sha
           "weights and backward, every ISA") {
     struct Shape {
         size_t b, hq, hkv, sq, sk, d;
+        bool bshd_kv;
     };
     // prefill-like (many query rows, several key tiles), decode-like (seq_q 1, head_dim a
-    // multiple of every vector width: the decode path), and the row-block path at seq_q 1
-    const Shape shapes[] = {
-        {1, 2, 1, 37, 150, 8}, {2, 4, 2, 1, 150, 32}, {1, 1, 1, 70, 40, 3}, {2, 2, 2, 1, 130, 2}};
+    // multiple of every vector width: the decode path; with token-major K/V the KV heads walk
+    // the keys together), and the row-block path at seq_q 1
+    const Shape shapes[] = {{1, 2, 1, 37, 150, 8, false},
+                            {2, 4, 2, 1, 150, 32, false},
+                            {2, 8, 4, 1, 150, 32, true},
+                            {1, 1, 1, 70, 40, 3, false},
+                            {2, 2, 2, 1, 130, 2, false}};
     double worst = 0.0;
     unsigned seed = 1;
     for (const Shape &s : shapes)
         for (int first = 0; first < 2; ++first)
             for (float cap : {0.0f, 2.5f}) {
-                const vcases::VCase c =
-                    overflow_case(s.b, s.hq, s.hkv, s.sq, s.sk, s.d, cap, first != 0, seed++);
+                const vcases::VCase c = overflow_case(s.b, s.hq, s.hkv, s.sq, s.sk, s.d, cap,
+                                                      first != 0, seed++, s.bshd_kv);
                 std::mt19937 g(seed);
                 std::vector<float> dout(c.p.len(3));
                 for (float &x : dout) x = uni(g, -1, 1);
