@@ -886,14 +886,17 @@ attn_status apply_param(const char *fn, attn_desc *d, int id, double v) {
     case ATTN_PARAM_SOFTCAP:
         p.softcap = static_cast<float>(v);
         break;
-    case ATTN_PARAM_ALIBI:
-        d->alibi = static_cast<int>(iv);
-        d->alibi_standard.clear();
+    case ATTN_PARAM_ALIBI: {
+        // the slopes first: when they cannot be allocated (bad_alloc) nothing has changed
+        std::vector<float> slopes;
         if (iv == ATTN_ALIBI_STANDARD) {
-            d->alibi_standard.resize(p.shape.heads_q);
-            core::alibi_standard_slopes(p.shape.heads_q, d->alibi_standard.data());
+            slopes.resize(p.shape.heads_q);
+            core::alibi_standard_slopes(p.shape.heads_q, slopes.data());
         }
+        d->alibi_standard.swap(slopes);
+        d->alibi = static_cast<int>(iv);
         break;
+    }
     case ATTN_PARAM_SOFTMAX_PLUS_ONE:
         p.plus_one = iv != 0;
         break;

@@ -161,7 +161,9 @@ typedef enum attn_operand {
     ATTN_V_SCALE = 26  /* f32 [batch][heads_kv][seq_k] scale of each int8 V row, strided, input */
 } attn_operand;
 
-/** Opaque problem descriptor: sizes, causal rule, scale and strides. */
+/** Opaque problem descriptor: sizes, causal rule, scale and strides. Every setter of a
+ *  descriptor or of an attn_args binding object either succeeds or changes nothing: a call that
+ *  fails (whatever its status, ATTN_ERR_OUT_OF_MEMORY included) leaves the object as it was. */
 typedef struct attn_desc attn_desc;
 
 /** Create a descriptor with the default configuration: ATTN_CAUSAL_NONE, scale 1/sqrt(head_dim),
@@ -253,7 +255,8 @@ ATTN_API attn_status attn_weights(const attn_desc *desc, const float *q, const f
  * The score pipeline, for batch b, query head h, query i, key j (every step optional):
  *   s  = scale * q_i . k_j
  *   s  = softcap * tanh(s / softcap)                     ATTN_PARAM_SOFTCAP > 0
- *   s += bias[b][h][i][j]                                ATTN_BIAS (-INFINITY hides the key)
+ *   s += bias[b][h][i][j]                                ATTN_BIAS (-INFINITY hides the key,
+ *                                                        whatever s is: +INFINITY and NaN too)
  *   s += -slope_h * (diag(i) - j)                        ALiBi (ATTN_ALIBI_SLOPES or the
  *                                                        standard slopes, ATTN_PARAM_ALIBI)
  *   key j hidden when it fails the causal rule, the sliding window, is padding (key_valid,
@@ -284,7 +287,9 @@ typedef enum attn_param {
      * semantics as FlashAttention's window_size and ONNX's left/right_window_size. */
     ATTN_PARAM_WINDOW_LEFT = 2,
     ATTN_PARAM_WINDOW_RIGHT = 3,
-    /* float, >= 0: logit softcap c, s = c * tanh(s / c) (Gemma 2); 0 = off (default). */
+    /* float, >= 0: logit softcap c, s = c * tanh(s / c) (Gemma 2); 0 = off (default). s / c is
+     * computed as s * (1 / c), or as a division for c below 2^-128 (subnormal), whose
+     * reciprocal overflows: every c in the bounds maps a zero score to 0, never NaN. */
     ATTN_PARAM_SOFTCAP = 4,
     /* int, attn_alibi: ALiBi slopes. ATTN_ALIBI_NONE (default), ATTN_ALIBI_OPERAND (slopes
      * from the ATTN_ALIBI_SLOPES operand, required), ATTN_ALIBI_STANDARD (the geometric slopes
@@ -363,14 +368,17 @@ typedef enum attn_weights_mode {
 } attn_weights_mode;
 
 /** Set a parameter from an integer (a float parameter takes the integer's value). Refused once
- *  the descriptor was used.
+ *  the descriptor was used. A call that fails changes nothing (as every setter of this header).
  *  ATTN_OK; ATTN_ERR_NULL_POINTER (desc); ATTN_ERR_INVALID_ARGUMENT (unknown parameter, value out
- *  of attn_param_bounds, or the descriptor was already used). since 0.2 */
+ *  of attn_param_bounds, or the descriptor was already used); ATTN_ERR_OUT_OF_MEMORY (the
+ *  standard ALiBi slopes, one float per query head, could not be allocated). since 0.2 */
 ATTN_API attn_status attn_desc_set_int(attn_desc *desc, attn_param param, int64_t value);
 
 /** Set a parameter from a double (float parameters; integer parameters accept integral values).
+ *  A call that fails changes nothing.
  *  ATTN_OK; ATTN_ERR_NULL_POINTER; ATTN_ERR_INVALID_ARGUMENT (unknown parameter, NaN, out of
- *  range, not integral for an integer parameter, or the descriptor was already used). since 0.2 */
+ *  range, not integral for an integer parameter, or the descriptor was already used);
+ *  ATTN_ERR_OUT_OF_MEMORY (as attn_desc_set_int). since 0.2 */
 ATTN_API attn_status attn_desc_set_float(attn_desc *desc, attn_param param, double value);
 
 /** Read a parameter's current value (float parameters are rounded toward zero).
@@ -518,7 +526,12 @@ ATTN_API attn_status attn_quantize_i8(const float *src, size_t rows, size_t dim,
  *                                   buffer. Hidden and padded keys get dK = dV = 0 (padded rows
  *                                   are written, never read); padded queries and rows with no
  *                                   visible key get dQ = 0. Every mask and variant, varlen
- *                                   packs; not with a paged cache. fp32 throughout. Memory:
+ *                                   packs; not with a paged cache. fp32 throughout. NaN or
+ *                                   Inf in DOUT or in the forward's OUT propagate into the
+ *                                   gradients as IEEE arithmetic says (that row's dQ, the dK,
+ *                                   dV and dBias of the keys it sees, dSinks), never zeroed.
+ *                                   DBIAS rows that alias (broadcast, or overlapping through
+ *                                   non-zero strides) are summed in a fixed order. Memory:
  *                                   one scratch block per thread; a call with fewer than 8
  *                                   (batch entry, KV head) pairs splits each pair's keys into
  *                                   up to 8 chunks of whole multiples of 1024 keys (so that it

@@ -95,6 +95,7 @@ static inline void bwd_lds(const Params &p, size_t *lq, size_t *lv, size_t *lk) 
 // Scratch carving of backward_item (every block 64-byte aligned); returns the bytes used.
 struct BwdScratch {
     float *D, *qb, *dob, *dqb, *kb, *kt, *vt, *dkb, *dvb, *pb, *dsb, *tmp;
+    unsigned char *live, *dobad;
 };
 static size_t backward_layout(const Params &p, unsigned char *base, BwdScratch *s) {
     const size_t group = p.shape.heads_q / p.shape.heads_kv;
@@ -109,18 +110,21 @@ static size_t backward_layout(const Params &p, unsigned char *base, BwdScratch *
     };
     auto fl = [&](size_t n) { return reinterpret_cast<float *>(take(sizeof(float) * n)); };
     BwdScratch x;
-    x.D = fl(group * p.shape.seq_q); // [group][nq] dO . O, NaN = no gradient
-    x.qb = fl(kBr * lq);             // [kBr][lq]  the query block's rows (scale folded or not)
-    x.dob = fl(kBr * lv);            // [kBr][lv]  its dO rows
-    x.dqb = fl(kBr * lq);            // [kBr][lq]  its dQ rows (accumulated over key blocks)
-    x.kb = fl(kBc * lq);             // [kBc][lq]  K of the key block
-    x.kt = fl(d * lk);               // [d][lk]    K of the key block, transposed
-    x.vt = fl(dv * lk);              // [dv][lk]   V of the key block, transposed
-    x.dkb = fl(kBc * lq);            // [kBc][lq]  the block's dK rows
-    x.dvb = fl(kBc * lv);            // [kBc][lv]  the block's dV rows
-    x.pb = fl(kBr * lk);             // [kBr][lk]  S, then P
-    x.dsb = fl(kBr * lk);            // [kBr][lk]  dP, then d(logit) / scale
-    x.tmp = fl(kBc);                 // allowed / bias / dbias staging
+    x.D = fl(group * p.shape.seq_q);      // [group][nq] dO . O (NaN where dO or O holds NaN)
+    x.qb = fl(kBr * lq);                  // [kBr][lq]  the query block's rows (scale folded or not)
+    x.dob = fl(kBr * lv);                 // [kBr][lv]  its dO rows
+    x.dqb = fl(kBr * lq);                 // [kBr][lq]  its dQ rows (accumulated over key blocks)
+    x.kb = fl(kBc * lq);                  // [kBc][lq]  K of the key block
+    x.kt = fl(d * lk);                    // [d][lk]    K of the key block, transposed
+    x.vt = fl(dv * lk);                   // [dv][lk]   V of the key block, transposed
+    x.dkb = fl(kBc * lq);                 // [kBc][lq]  the block's dK rows
+    x.dvb = fl(kBc * lv);                 // [kBc][lv]  the block's dV rows
+    x.pb = fl(kBr * lk);                  // [kBr][lk]  S, then P
+    x.dsb = fl(kBr * lk);                 // [kBr][lk]  dP, then d(logit) / scale
+    x.tmp = fl(kBc);                      // allowed / bias / dbias staging
+    x.live = take(group * p.shape.seq_q); // [group][nq] 1: the row has a gradient (a real query
+                                          // with a visible key), 0: its gradients are 0
+    x.dobad = take(kBr);                  // [kBr] 1: the block row's dO holds Inf or NaN
     if (s) *s = x;
     return off;
 }
@@ -151,8 +155,9 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
     float *const D = sc.D, *const qb = sc.qb, *const dob = sc.dob, *const dqb = sc.dqb;
     float *const kb = sc.kb, *const kt = sc.kt, *const vt = sc.vt, *const dkb = sc.dkb;
     float *const dvb = sc.dvb, *const pb = sc.pb, *const dsb = sc.dsb, *const tmp = sc.tmp;
-    const float kNaNf = __builtin_nanf("");
+    unsigned char *const live = sc.live, *const dobad = sc.dobad;
     const float scale = p.scale, cap = p.softcap;
+    const CapDiv cap_of = cap_div(cap > 0.0f ? cap : 1.0f); // s / cap as the forward takes it
     // the scale enters as in the forward (folded into q when |scale| <= 1), so the recomputed
     // logits round like the forward's and P = exp(s - lse) matches it; dS is kept without the
     // scale: dK = (scale / qs) dS^T (qs Q), dQ = scale (dS K), applied when the rows are final
@@ -172,8 +177,9 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
             if (want_dq) zero_floats(dq_row(g, i), d);
             const bool real = !t.query_valid || t.query_valid[b * s.seq_q + i];
             const float lse = t.lse[lse_index(p, t, b, h, i)];
-            if (!real || lse == kNegInf) {
-                D[g * nq + i] = kNaNf;
+            live[g * nq + i] = real && lse != kNegInf;
+            if (!live[g * nq + i]) {
+                D[g * nq + i] = 0.0f;
                 continue;
             }
             // D in the same arithmetic as a lane of dO.V^T (bwd_tile), so that a row with one
@@ -195,7 +201,7 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
     const KvRows dkr = t.dk ? kv_rows(p, tg, false, b, kvh) : KvRows{};
     const KvRows dvr = t.dv ? kv_rows(p, tg, true, b, kvh) : KvRows{};
     const uint8_t *kvalid = t.key_valid ? t.key_valid + b * s.seq_k : nullptr;
-    const vf zero = vzero(), one = vbcast(1.0f), ninf = vbcast(kNegInf);
+    const vf zero = vzero(), one = vbcast(1.0f), ninf = vbcast(kNegInf), nzero = vbcast(-0.0f);
     float lane[kL];
     for (size_t x = 0; x < kL; ++x) lane[x] = static_cast<float>(x);
     const vf lanes = vload(lane);
@@ -235,7 +241,7 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                 for (size_t r = 0; r < nr; ++r) {
                     const size_t i = i0 + r;
                     lo[r] = hi[r] = 0;
-                    if (D[g * nq + i] != D[g * nq + i]) continue;
+                    if (!live[g * nq + i]) continue;
                     const long long diag = static_cast<long long>(i) + off;
                     long long l = static_cast<long long>(j0), u = static_cast<long long>(j0 + nk);
                     clip_to_visible(p, diag, &l, &u);
@@ -257,13 +263,21 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                     kround_up(static_cast<size_t>(kh - static_cast<long long>(j0)), kL);
                 const size_t va = xa / kL, vb = xb / kL;
                 // the block's rows [ra, rb), rows that see nothing as zeros
+                bool any_bad = false;
                 for (size_t r = ra; r < rb; ++r) {
                     float *qd = qb + r * lq, *od = dob + r * lv, *gd = dqb + r * lq;
+                    dobad[r] = 0;
                     if (r < nr && lo[r] < hi[r]) {
                         const float *q = t.q + q_index(p, t, b, h, i0 + r);
                         const float *dO = t.dout + out_index(p, t, b, h, i0 + r);
+                        float fin = 0.0f; // 0 unless some dO is Inf or NaN (x * 0 is NaN then)
                         for (size_t dd = 0; dd < d; ++dd) qd[dd] = q[dd] * qs;
-                        for (size_t dd = 0; dd < dv; ++dd) od[dd] = dO[dd];
+                        for (size_t dd = 0; dd < dv; ++dd) {
+                            od[dd] = dO[dd];
+                            fin += dO[dd] * 0.0f;
+                        }
+                        dobad[r] = fin != 0.0f;
+                        any_bad |= fin != 0.0f;
                         if (want_dq) {
                             const float *dq = dq_row(g, i0 + r);
                             for (size_t dd = 0; dd < d; ++dd) gd[dd] = dq[dd];
@@ -326,7 +340,7 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                         const vf x = scaled(vload(pr + x0));
                         vf logit = x, th = zero;
                         if (cap > 0.0f && !p.bias_first) {
-                            th = vtanh(x * vbcast(1.0f / cap));
+                            th = vtanh(cap_of(x));
                             logit = vbcast(cap) * th;
                         }
                         if (brow) {
@@ -337,7 +351,7 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                             logit = logit + vsel(vis, bv, zero);
                         }
                         if (cap > 0.0f && p.bias_first) {
-                            th = vtanh(logit * vbcast(1.0f / cap));
+                            th = vtanh(cap_of(logit));
                             logit = vbcast(cap) * th;
                         }
                         if (t.alibi)
@@ -345,9 +359,12 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                                 slope,
                                 pos + vbcast(static_cast<float>(static_cast<long long>(j0) - diag)),
                                 logit);
-                        const vf pv = vsel(vis, vexp(logit - vlse), zero);
+                        // a hidden key's P is -0 (the exact dV of a row whose dO is not finite
+                        // tells it from a visible key's P that underflowed to +0; in the
+                        // products it is 0); its dS is 0 even when its score was +-inf or NaN
+                        const vf pv = vsel(vis, vexp(logit - vlse), nzero);
                         const vf ds = vsel(vis, pv * (vload(dr + x0) - vd), zero);
-                        const vf dcap = cap > 0.0f ? ds * (one - th * th) : ds;
+                        const vf dcap = cap > 0.0f ? vsel(vis, ds * (one - th * th), zero) : ds;
                         vstore(pr + x0, pv);
                         vstore(dr + x0, dcap);
                         if (dbrow) {
@@ -357,9 +374,27 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                     }
                 }
                 // dV += P^T dO and dK += dS^T (qs Q) over the rows; dQ += dS K
-                if (t.dv)
+                if (t.dv && any_bad) {
+                    // rows whose dO holds Inf or NaN add P_ij dO_i to the keys they see only
+                    // (a hidden key's P of 0 times NaN must not reach its dV): their dO rows
+                    // leave the product and are added key by key afterwards
+                    for (size_t r = ra; r < rb; ++r)
+                        if (dobad[r]) zero_floats(dob + r * lv, dv);
                     bwd_gemm<kGR, kGC, true>(pb + ra * lk, 1, lk, dob + ra * lv, lv, rb - ra, dvb,
                                              lv, xa, xb, dvp / kL);
+                    for (size_t r = ra; r < rb; ++r) {
+                        if (!dobad[r]) continue;
+                        const float *dO = t.dout + out_index(p, t, b, h, i0 + r);
+                        const float *pr = pb + r * lk;
+                        for (size_t x = xa; x < xb; ++x) {
+                            if (pr[x] == 0.0f && __builtin_signbit(pr[x])) continue; // hidden
+                            for (size_t dd = 0; dd < dv; ++dd) dvb[x * lv + dd] += pr[x] * dO[dd];
+                        }
+                    }
+                } else if (t.dv) {
+                    bwd_gemm<kGR, kGC, true>(pb + ra * lk, 1, lk, dob + ra * lv, lv, rb - ra, dvb,
+                                             lv, xa, xb, dvp / kL);
+                }
                 if (t.dk)
                     bwd_gemm<kGR, kGC, true>(dsb + ra * lk, 1, lk, qb + ra * lq, lq, rb - ra, dkb,
                                              lq, xa, xb, dp / kL);
@@ -390,7 +425,7 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
     if (want_dq)
         for (size_t g = 0; g < group; ++g)
             for (size_t i = 0; i < nq; ++i) {
-                if (D[g * nq + i] != D[g * nq + i]) continue;
+                if (!live[g * nq + i]) continue;
                 float *dq = dq_row(g, i);
                 for (size_t dd = 0; dd < d; ++dd) dq[dd] = dq[dd] * scale + 0.0f;
             }

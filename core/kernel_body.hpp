@@ -8,7 +8,8 @@
 //                               block, head_dim values per P.V block, keys per tile
 //   vload vstore vbcast vzero vfma(a, b, c) = a*b + c, vmax, vexp, vlog, vtanh, vsel(m, a, b),
 //   vlt, veq, vne, vand, vany, vhsum,
-//   vtranspose_add(st, ld, rows, c0): st[c * ld + l] += rows[l][c0 + c] for c, l < kL
+//   vtranspose_add(st, ld, rows, c0): st[c * ld + l] += rows[l][c0 + c] for c, l < kL (-inf
+//                               where rows[l][c0 + c] is -inf: a -inf bias hides the key)
 //   vtranspose_pack(dst, ld, rows, c0, f): dst[c * ld + l] = rows[l][c0 + c] * f, and
 //   vtranspose_unpack(src, ld, rows, c0): rows[l][c0 + c] = src[c * ld + l]
 // and includes nothing else after it. No std:: function is called here (see kernel.hpp).

@@ -378,7 +378,7 @@ static inline bool decode_scores(const Params &p, const Tensors &t, const Rows &
     if (t.bias) {
         const float *brow = t.bias + w.b * p.bias.batch + h * p.bias.head +
                             static_cast<size_t>(i) * p.bias.row + jbase;
-        for (size_t x = 0; x < nk; ++x) srow[x] += brow[kidx[x]];
+        for (size_t x = 0; x < nk; ++x) srow[x] = bias_add(srow[x], brow[kidx[x]]);
     }
     if (capped && p.bias_first) softcap_rows(srow, nkv, p.softcap, t.bias != nullptr);
     if (t.alibi) {

@@ -90,7 +90,8 @@ static inline float vhmax(vf a) {
     return a.x;
 }
 static inline void vtranspose_add(float *st, size_t, const float *const *rows, size_t c0) {
-    st[0] += rows[0][c0];
+    const float b = rows[0][c0];
+    st[0] = b == -__builtin_inff() ? b : st[0] + b; // a -inf bias hides the key, whatever st[0]
 }
 static inline void vtranspose_pack(float *dst, size_t, const float *const *rows, size_t c0,
                                    float scale) {

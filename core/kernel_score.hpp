@@ -384,17 +384,37 @@ static inline bool next_tile(const Params &p, const Tensors &t, size_t b, size_t
     return false;
 }
 
+// s / cap for the softcap. Computed as s * (1 / cap) (every cap of 2^-128 or more, as before);
+// below that (subnormal caps) the reciprocal overflows and 0 * inf would turn a zero score into
+// NaN, so those caps divide.
+struct CapDiv {
+    vf cap, inv;
+    bool divide;
+    vf operator()(const vf &s) const { return divide ? s / cap : s * inv; }
+};
+static inline CapDiv cap_div(float cap) {
+    const float inv = 1.0f / cap;
+    return CapDiv{vbcast(cap), vbcast(inv), !(inv <= __FLT_MAX__)};
+}
+
+// s + b, or -inf where the bias b is -inf: a -inf bias hides its key whatever the score (+inf or
+// NaN as well, where s + b would be NaN). Finite and +inf biases add as IEEE says.
+static inline float bias_add(float s, float b) {
+    return b == kNegInf ? b : s + b;
+}
+
 // s = cap * tanh(s / cap); with keep_ninf a score of -inf (a -inf bias added before the softcap)
 // stays -inf, so that it still hides its key.
 static inline void softcap_rows(float *st, size_t n, float cap, bool keep_ninf = false) {
-    const vf c = vbcast(cap), inv = vbcast(1.0f / cap), ninf = vbcast(kNegInf);
+    const vf c = vbcast(cap), ninf = vbcast(kNegInf);
+    const CapDiv div = cap_div(cap);
     if (!keep_ninf) {
-        for (size_t x = 0; x < n; x += kL) vstore(st + x, c * vtanh(vload(st + x) * inv));
+        for (size_t x = 0; x < n; x += kL) vstore(st + x, c * vtanh(div(vload(st + x))));
         return;
     }
     for (size_t x = 0; x < n; x += kL) {
         const vf v = vload(st + x);
-        vstore(st + x, vsel(veq(v, ninf), ninf, c * vtanh(v * inv)));
+        vstore(st + x, vsel(veq(v, ninf), ninf, c * vtanh(div(v))));
     }
 }
 
@@ -433,7 +453,8 @@ static inline bool score_tile(const Params &p, const Tensors &t, const Block &bl
     if (capped && !p.bias_first) softcap_rows(s.st, nk * kR, p.softcap);
     if (has_bias) {
         // The bias rows run along keys while the tile is lane-minor: a transposed add. Keys that
-        // are consecutive go kL x kL blocks at a time (vtranspose_add), the rest key by key.
+        // are consecutive go kL x kL blocks at a time (vtranspose_add), the rest key by key. Both
+        // give -inf where the bias is -inf, whatever the score (bias_add).
         const bool consecutive = s.kidx[nk - 1] - s.kidx[0] == nk - 1;
         const float *rows[kR];
         for (size_t l = 0; l < kR; ++l) rows[l] = blk.brow[l] + jbase + s.kidx[0];
@@ -450,7 +471,7 @@ static inline bool score_tile(const Params &p, const Tensors &t, const Block &bl
         for (size_t l = 0; l < kR; ++l) {
             float *col = s.st + l;
             const float *brow = blk.brow[l] + jbase;
-            for (size_t x = x0; x < nk; ++x) col[x * kR] += brow[s.kidx[x]];
+            for (size_t x = x0; x < nk; ++x) col[x * kR] = bias_add(col[x * kR], brow[s.kidx[x]]);
         }
     }
     if (capped && p.bias_first) softcap_rows(s.st, nk * kR, p.softcap, has_bias);

@@ -561,13 +561,38 @@ size_t backward_chunks(const Params &p) {
     return c < 1 ? 1 : c;
 }
 
+// Whether two backward tasks (batch entry, KV head, key chunk) can write one dBias element.
+// Element (b, h, i, j) lies at b * B + h * H + i * R + j. A dimension of stride 0 (and extent
+// > 1) is a broadcast: batch entries or KV heads (tasks) then share rows, query rows and the
+// heads of one KV head are walked inside one task. The other dimensions, with the keys (stride
+// 1, extent seq_k), must address disjoint elements: sorted by stride, each stride must exceed
+// the largest offset the smaller ones reach, else rows overlap (e.g. head stride 1 under rows
+// of seq_k keys) and any two tasks may meet on an element (a sufficient test: layouts it
+// refuses run serially, which is always correct).
+static bool dbias_shared(const Params &p) {
+    const Shape &s = p.shape;
+    if ((p.bias.batch == 0 && s.batch > 1) || (p.bias.head == 0 && s.heads_kv > 1)) return true;
+    struct Dim {
+        size_t stride, extent;
+    } dims[4] = {
+        {1, s.seq_k}, {p.bias.row, s.seq_q}, {p.bias.head, s.heads_q}, {p.bias.batch, s.batch}};
+    std::sort(dims, dims + 4, [](const Dim &a, const Dim &b) { return a.stride < b.stride; });
+    double reach = 0.0; // the largest offset of the dimensions so far (double: no overflow)
+    for (const Dim &d : dims) {
+        if (d.stride == 0 || d.extent <= 1) continue;
+        if (static_cast<double>(d.stride) <= reach) return true;
+        reach += static_cast<double>(d.stride) * static_cast<double>(d.extent - 1);
+    }
+    return false;
+}
+
 // One task per (batch entry, KV head, key chunk) owns every dK, dV (and dBias) row it writes;
 // with one chunk it also owns the dQ rows of its query heads, with more each chunk's dQ goes to
 // a partial buffer of its own and the partials are summed in chunk order. No two tasks touch the
 // same element and the order inside a task is fixed: bit-identical for any thread count. dBias
-// broadcast across batch entries or KV heads (stride 0) would be shared by tasks: then the tasks
-// run one after another, in order. The sink gradients are per-task partial sums (from each
-// entry's first chunk) added in batch order.
+// rows that tasks may share (broadcast across batch entries or KV heads, or rows overlapping
+// through their strides: dbias_shared) make the tasks run one after another, in order. The sink
+// gradients are per-task partial sums (from each entry's first chunk) added in batch order.
 void backward(const Params &p, const Tensors &t) {
     const Shape &s = p.shape;
     const KernelInfo &k = current_kernel();
@@ -598,8 +623,7 @@ void backward(const Params &p, const Tensors &t) {
         k.backward(p, t, bh / s.heads_kv, bh % s.heads_kv, k0, k1, dqp, t_scratch.get(bytes),
                    dsink);
     };
-    const bool shared_dbias =
-        t.dbias && ((p.bias.batch == 0 && s.batch > 1) || (p.bias.head == 0 && s.heads_kv > 1));
+    const bool shared_dbias = t.dbias && dbias_shared(p);
     const double macs = static_cast<double>(s.batch) * s.heads_q * s.seq_q * s.seq_k *
                         (2.0 * s.head_dim + 3.0 * s.head_dim_v);
     if (shared_dbias || macs < kSerialMacs || tasks == 1) {

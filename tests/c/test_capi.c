@@ -278,6 +278,116 @@ static void test_large_scale(void) {
     attn_set_isa(NULL);
 }
 
+/* What a descriptor shows: every parameter (as a double; the ids the library knows) and the
+ * required length of every operand. */
+#define SNAP_PARAMS 64
+#define SNAP_OPERANDS 27
+typedef struct {
+    double param[SNAP_PARAMS];
+    size_t len[SNAP_OPERANDS];
+} desc_snapshot;
+
+static desc_snapshot snapshot(const attn_desc *d) {
+    desc_snapshot s;
+    memset(&s, 0, sizeof s);
+    for (int p = 0; p < SNAP_PARAMS; ++p)
+        if (attn_desc_get_float(d, (attn_param)p, &s.param[p]) != ATTN_OK) s.param[p] = -12345;
+    for (int w = 0; w < SNAP_OPERANDS; ++w) s.len[w] = attn_desc_required_len(d, (attn_operand)w);
+    return s;
+}
+
+static int same_snapshot(const desc_snapshot *a, const desc_snapshot *b) {
+    for (int p = 0; p < SNAP_PARAMS; ++p)
+        if (memcmp(&a->param[p], &b->param[p], sizeof(double)) != 0) {
+            printf("  parameter %d changed: %.17g -> %.17g\n", p, a->param[p], b->param[p]);
+            return 0;
+        }
+    for (int w = 0; w < SNAP_OPERANDS; ++w)
+        if (a->len[w] != b->len[w]) {
+            printf("  required length of operand %d changed: %zu -> %zu\n", w, a->len[w],
+                   b->len[w]);
+            return 0;
+        }
+    return 1;
+}
+
+/* Every setter either succeeds or changes nothing (a failing call, whatever its status, leaves
+ * the descriptor as it was). The out-of-memory case is in tests/hardening/test_oom.cpp. */
+static void test_failing_setters_change_nothing(void) {
+    attn_desc *d = NULL;
+    EXPECT(attn_desc_create(&d, 2, 4, 2, 3, 5, 8) == ATTN_OK);
+    /* a configured descriptor: custom strides, a few parameters away from their defaults */
+    EXPECT(attn_desc_set_strides(d, ATTN_V, 200, 60, 12) == ATTN_OK);
+    EXPECT(attn_desc_set_strides(d, ATTN_BIAS, 0, 15, 5) == ATTN_OK);
+    EXPECT(attn_desc_set_int(d, ATTN_PARAM_ALIBI, ATTN_ALIBI_STANDARD) == ATTN_OK);
+    EXPECT(attn_desc_set_float(d, ATTN_PARAM_SOFTCAP, 7.5) == ATTN_OK);
+    EXPECT(attn_desc_set_int(d, ATTN_PARAM_WINDOW_LEFT, 2) == ATTN_OK);
+    EXPECT(attn_desc_set_strides(d, ATTN_OUT, 200, 50, 10) == ATTN_OK);
+    const desc_snapshot before = snapshot(d);
+    int p;
+    for (p = 0; p < SNAP_PARAMS; ++p) {
+        int is_float = 0;
+        double lo = 0, hi = 0;
+        if (attn_param_bounds((attn_param)p, &is_float, &lo, &hi) != ATTN_OK) continue;
+        /* below, above, NaN, and a fraction for an integer parameter */
+        EXPECT(attn_desc_set_float(d, (attn_param)p, lo - 1.0 - fabs(lo)) != ATTN_OK);
+        EXPECT(attn_desc_set_float(d, (attn_param)p, NAN) != ATTN_OK);
+        if (hi < 1e300) EXPECT(attn_desc_set_float(d, (attn_param)p, hi * 2.0 + 1.0) != ATTN_OK);
+        if (!is_float) EXPECT(attn_desc_set_float(d, (attn_param)p, lo + 0.5) != ATTN_OK);
+        if (!is_float) EXPECT(attn_desc_set_int(d, (attn_param)p, INT64_MIN) != ATTN_OK);
+        desc_snapshot now = snapshot(d);
+        if (!same_snapshot(&before, &now)) printf("  after the failing sets of parameter %d\n", p);
+        EXPECT(same_snapshot(&before, &now));
+    }
+    /* head_dim_v wider than the custom OUT rows (which then would not nest) */
+    EXPECT(attn_desc_set_int(d, ATTN_PARAM_HEAD_DIM_V, 11) != ATTN_OK);
+    EXPECT(attn_desc_set_strides(d, ATTN_OUT, SIZE_MAX / 4, 1, 1) != ATTN_OK);
+    EXPECT(attn_desc_set_strides(d, ATTN_OUT, 0, 3, 8) != ATTN_OK);
+    EXPECT(attn_desc_set_strides(d, ATTN_Q, SIZE_MAX / 2, 1, 1) != ATTN_OK);
+    EXPECT(attn_desc_set_strides(d, ATTN_LSE, 1, 1, 1) != ATTN_OK);
+    EXPECT(attn_desc_set_causal(d, (attn_causal)7) != ATTN_OK);
+    EXPECT(attn_desc_set_scale(d, INFINITY) != ATTN_OK);
+    {
+        desc_snapshot now = snapshot(d);
+        EXPECT(same_snapshot(&before, &now));
+    }
+    /* layout switches refused because custom strides would overflow in the new layout */
+    {
+        attn_desc *e = NULL;
+        EXPECT(attn_desc_create(&e, 3, 2, 1, 2, 9, 4) == ATTN_OK);
+        /* rows of K that fit 9 keys of a batch entry, not a varlen pack of 3 x 9 tokens */
+        EXPECT(attn_desc_set_strides(e, ATTN_K, 1, 3, SIZE_MAX / 64) == ATTN_OK);
+        const desc_snapshot b = snapshot(e);
+        EXPECT(attn_desc_set_int(e, ATTN_PARAM_VARLEN, 1) != ATTN_OK);
+        desc_snapshot now = snapshot(e);
+        EXPECT(same_snapshot(&b, &now));
+        attn_desc_destroy(e);
+    }
+    attn_desc_destroy(d);
+    /* an args object keeps its binding when a bind fails */
+    {
+        attn_args *a = NULL;
+        float q[4] = {1, 2, 3, 4};
+        attn_desc *e = NULL;
+        EXPECT(attn_desc_create(&e, 1, 1, 1, 1, 1, 4) == ATTN_OK);
+        EXPECT(attn_args_create(&a) == ATTN_OK);
+        EXPECT(attn_args_set_f32(a, ATTN_Q, q, 4) == ATTN_OK);
+        EXPECT(attn_args_set_f32(a, ATTN_Q, NULL, 4) != ATTN_OK);
+        EXPECT(attn_args_set_u8(a, ATTN_Q, (const uint8_t *)q, 4) != ATTN_OK);
+        EXPECT(attn_args_set_i8(a, ATTN_Q, (const int8_t *)q, 4) != ATTN_OK);
+        EXPECT(attn_args_set_out_f32(a, ATTN_Q, q, 4) != ATTN_OK);
+        /* q is still bound: the forward runs (k, v, out bound now) */
+        float k[4] = {1, 0, 0, 0}, v[4] = {5, 6, 7, 8}, out[4] = {0};
+        EXPECT(attn_args_set_f32(a, ATTN_K, k, 4) == ATTN_OK);
+        EXPECT(attn_args_set_f32(a, ATTN_V, v, 4) == ATTN_OK);
+        EXPECT(attn_args_set_out_f32(a, ATTN_OUT, out, 4) == ATTN_OK);
+        EXPECT(attn_run(e, ATTN_OP_FORWARD, a) == ATTN_OK);
+        EXPECT(out[0] == 5.0f && out[3] == 8.0f);
+        attn_args_destroy(a);
+        attn_desc_destroy(e);
+    }
+}
+
 int main(void) {
     test_version_and_status();
     test_create();
@@ -287,6 +397,7 @@ int main(void) {
     test_threads_and_isa();
     test_thread_local_errors();
     test_large_scale();
+    test_failing_setters_change_nothing();
     printf("%d passed, %d failed\n", g_passed, g_failed);
     return g_failed == 0 ? 0 : 1;
 }

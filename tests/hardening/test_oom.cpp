@@ -91,6 +91,25 @@ int child(size_t threads) {
                "small call after OOM gives wrong values");
     attn_desc_destroy(small);
     std::printf("  small call after the failures: %s\n", hard::failures() ? "FAILED" : "ok");
+
+    // A setter that runs out of memory changes nothing: the standard ALiBi slopes of 2^25 query
+    // heads take 128 MiB, above the child's headroom. The descriptor keeps ATTN_ALIBI_OPERAND.
+    attn_desc *many = nullptr;
+    HARD_CHECK(attn_desc_create(&many, 1, size_t(1) << 25, 1, 1, 1, 1) == ATTN_OK,
+               "attn_desc_create with 2^25 heads: %s", attn_last_error());
+    HARD_CHECK(attn_desc_set_int(many, ATTN_PARAM_ALIBI, ATTN_ALIBI_OPERAND) == ATTN_OK,
+               "ALIBI = OPERAND: %s", attn_last_error());
+    expect_oom(attn_desc_set_int(many, ATTN_PARAM_ALIBI, ATTN_ALIBI_STANDARD),
+               "attn_desc_set_int(ALIBI, STANDARD), 2^25 heads");
+    int64_t alibi = -1;
+    HARD_CHECK(attn_desc_get_int(many, ATTN_PARAM_ALIBI, &alibi) == ATTN_OK, "get ALIBI: %s",
+               attn_last_error());
+    HARD_CHECK(alibi == ATTN_ALIBI_OPERAND,
+               "the failing ALIBI setter changed the descriptor: ALIBI reads %lld, was %d",
+               static_cast<long long>(alibi), ATTN_ALIBI_OPERAND);
+    std::printf("  ALIBI after the failing setter: %lld (%s)\n", static_cast<long long>(alibi),
+                alibi == ATTN_ALIBI_OPERAND ? "unchanged, ok" : "CHANGED");
+    attn_desc_destroy(many);
     std::fflush(stdout);
     return hard::failures() ? 1 : 0;
 }

@@ -13,7 +13,10 @@ query head h, query i (one row at a time):
     s_j        = scale * (q_i . k_j)                   scale default 1/sqrt(head_dim)
     s_j        = softcap * tanh(s_j / softcap)         softcap > 0 (after the bias if bias_first;
                                                        a -inf s_j + bias stays -inf)
-    s_j       += bias[b][h][i][j]                      bias strides, 0 broadcasts
+    s_j       += bias[b][h][i][j]                      bias strides, 0 broadcasts; where
+                                                       bias[b][h][i][j] = -inf the key is hidden
+                                                       whatever s_j is (even when the fp32 score
+                                                       would overflow to +inf or be NaN)
     s_j       += -slope_h * (diag(i) - j)              ALiBi (operand slopes or standard slopes)
     a key whose score is -inf is hidden too (a -inf bias hides a key like a mask)
     no visible key: out 0, lse -inf, weights 0 (with or without a sink)
@@ -291,7 +294,10 @@ def run(p, q, k, v=None, key_valid=None, allowed=None, bias=None, alibi_slopes=N
                     if p.softcap > 0.0 and not p.bias_first:
                         s = _cap(p, s)
                     if bias is not None:
-                        s += float(bias[offset(p.bias_strides, b, h, i) + j])
+                        bj = float(bias[offset(p.bias_strides, b, h, i) + j])
+                        if bj == -math.inf:
+                            continue  # a -inf bias hides the key, whatever its score
+                        s += bj
                     if p.softcap > 0.0 and p.bias_first and s != -math.inf:
                         s = _cap(p, s)  # a -inf bias still hides the key
                     if slopes is not None:

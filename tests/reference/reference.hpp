@@ -158,7 +158,11 @@ inline bool row_scores(const VProblem &p, const VInputs &in, size_t b, size_t h,
         if (!key_visible(p, in, b, i, j)) continue;
         const double x0 = scaled_dot(p, in, b, h, i, j);
         double x = p.bias_first ? x0 : softcap_of(x0, p.softcap), pre = x0;
-        if (in.bias) x += static_cast<double>(in.bias[p.at(4, b, h, i) + j]);
+        if (in.bias) {
+            const double bj = static_cast<double>(in.bias[p.at(4, b, h, i) + j]);
+            if (bj == ninf) continue; // a -inf bias hides the key, whatever its score
+            x += bj;
+        }
         if (p.bias_first && x != ninf) { // the softcap after the bias; -inf still hides
             pre = x;
             x = softcap_of(x, p.softcap);

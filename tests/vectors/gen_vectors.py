@@ -339,6 +339,24 @@ def bias_random(lo=-2.0, hi=2.0, p_ninf=0.0, hidden_rows=()):
     return make
 
 
+def overflow_under_ninf_bias(rng, p, ops):
+    """Every odd key gets a -inf bias and a K row whose score overflows float32 (q and k hold
+    1e20 in their first element: the product, 1e40, is finite in float64 but +inf in float32);
+    the other keys hold k[0] in [-1e-20, 1e-20] there (a score term in [-1, 1]). The -inf bias
+    hides the odd keys whatever their score, as a mask does."""
+    for b in range(p.batch):
+        for h in range(p.heads_q):
+            for i in range(p.seq_q):
+                ops["q"][attn_ref.offset(p.q_strides, b, h, i)] = 1e20
+                o = attn_ref.offset(p.bias_strides, b, h, i)
+                for j in range(1, p.seq_k, 2):
+                    ops["bias"][o + j] = NEG_INF
+        for h in range(p.heads_kv):
+            for j in range(p.seq_k):
+                ops["k"][attn_ref.offset(p.k_strides, b, h, j)] = (
+                    1e20 if j % 2 else f32(rng.uniform(-1.0, 1.0) * 1e-20))
+
+
 def per_head(lo, hi):
     """[heads_q] float32 values uniform(lo, hi) (ALiBi slopes, sink logits)."""
     return lambda rng, p: [f32(rng.uniform(lo, hi)) for _ in range(p.heads_q)]
@@ -389,6 +407,11 @@ VARIANTS = [
     dict(name="bias_ninf", seed=117, B=2, HQ=2, HKV=2, SQ=5, SK=8, D=8,
          bias_s=(2 * 5 * 11, 5 * 11, 11),
          bias=bias_random(-2.0, 2.0, p_ninf=0.3, hidden_rows=[(1, 0, 2)])),
+    # -inf bias over keys whose float32 score overflows to +inf: they stay hidden.
+    dict(name="bias_ninf_overflow", seed=118, B=1, HQ=2, HKV=1, SQ=3, SK=6, D=4,
+         bias=bias_random(-1.0, 1.0), patch=overflow_under_ninf_bias),
+    dict(name="bias_ninf_overflow_capped", seed=119, B=1, HQ=1, HKV=1, SQ=2, SK=5, D=1,
+         softcap=2.0, bias_first=1, bias=bias_random(-1.0, 1.0), patch=overflow_under_ninf_bias),
     # --- ALiBi ------------------------------------------------------------------------------
     dict(name="alibi_operand_tl", seed=121, B=2, HQ=3, HKV=3, SQ=6, SK=6, D=8,
          causal=CAUSAL_TOP_LEFT, alibi=1, alibi_slopes=per_head(0.05, 1.0)),
@@ -514,6 +537,8 @@ def build_variant(c):
             ops[x] = c[x](rng, p)
     if p.alibi == attn_ref.ALIBI_OPERAND:
         assert "alibi_slopes" in ops, c["name"]
+    if c.get("patch"):
+        c["patch"](rng, p, ops)
 
     # Padding keys (key_valid false, j >= seq_lens_k[b]) are never read: poison their K/V rows.
     kv, lens = ops.get("key_valid"), ops.get("seq_lens_k")
