@@ -602,7 +602,8 @@ ATTN_API attn_status attn_run(const attn_desc *desc, attn_op op, const attn_args
  *
  *  ATTN_OK; ATTN_ERR_NULL_POINTER (desc, args, a cache or a required operand);
  *  ATTN_ERR_INVALID_ARGUMENT (a buffer too short, seq_lens_k[b] < n_b or out of range, a bad
- *  page id, caches overlapping each other or the new rows); ATTN_ERR_OUT_OF_MEMORY. since 0.2 */
+ *  page id, caches overlapping each other or the new rows, new rows bound in another type than
+ *  fp32: attn_kv_append_args takes those); ATTN_ERR_OUT_OF_MEMORY. since 0.2 */
 ATTN_API attn_status attn_kv_append(const attn_desc *desc, const attn_args *args, float *k_cache,
                                     size_t k_len, float *v_cache, size_t v_len);
 
