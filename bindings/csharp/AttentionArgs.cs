@@ -28,8 +28,9 @@ namespace LibAttn
     /// <see cref="Operand.DOut"/> (an input) and any of the outputs <see cref="Operand.DQ"/>,
     /// <see cref="Operand.DK"/>, <see cref="Operand.DV"/>, <see cref="Operand.DBias"/> (with
     /// Bias), <see cref="Operand.DSinks"/> (with Sinks), zero-filled, each in the layout of its
-    /// forward counterpart, and run <see cref="Op.Backward"/> on the same object; fp32 Q, K, V
-    /// only.</para>
+    /// forward counterpart, and run <see cref="Op.Backward"/> on the same object; Q, K, V and
+    /// DOut may be float or 16-bit (BindF16 / BindBF16: widened exactly, float gradients of the
+    /// widened values), not int8.</para>
     /// <para>The same object carries the operands of
     /// <see cref="AttentionDesc.KvAppend(AttentionArgs, float[], float[])"/> (NewK, NewV and the
     /// int operands) and each side of <see cref="AttentionDesc.Merge"/> (Out, Lse).</para>

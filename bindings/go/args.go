@@ -356,11 +356,11 @@ func (a *Args) SetI32(which Operand, data []int32) error {
 	return a.bind("SetI32", kindI32, which, sliceLen(len(data), data == nil), func() { a.i32[which] = data })
 }
 
-// SetF16 binds OperandQ, OperandK or OperandV stored as IEEE binary16 bit patterns
-// (attn_args_set_f16), RequiredLen elements in the operand's strides, like SetF32: the slice
-// reaches C without a copy and each value is widened to float32 on load (ConvertF32ToF16 fills
-// such a buffer). nil unbinds the operand. Any other operand is a StatusInvalidArgument error
-// naming it. OpBackward needs float32 Q, K and V (StatusUnsupported otherwise).
+// SetF16 binds OperandQ, OperandK, OperandV or OperandDOut (or OperandNewK / OperandNewV for
+// KVAppendArgs) stored as IEEE binary16 bit patterns (attn_args_set_f16), RequiredLen elements
+// in the operand's strides, like SetF32: the slice reaches C without a copy and each value is
+// widened to float32 on load (ConvertF32ToF16 fills such a buffer). nil unbinds the operand.
+// Any other operand is a StatusInvalidArgument error naming it.
 func (a *Args) SetF16(which Operand, data []uint16) error {
 	return a.bindStored(storeF16, which, sliceLen(len(data), data == nil), func() {
 		if data != nil {
@@ -551,8 +551,9 @@ func (a *Args) Run(op Op) error {
 // (SetF32(OperandDOut, ...)), it writes the gradients bound with SetOutF32: OperandDQ,
 // OperandDK, OperandDV (GQA: summed over a KV head's query heads), OperandDBias (with a bias;
 // broadcast dimensions summed) and OperandDSinks (with sinks); any of them, at least one. Every
-// mask and variant of the forward applies, varlen packs too (not a paged cache); Q, K and V must
-// be float32 (StatusUnsupported otherwise). Hidden and padded keys get dK = dV = 0, padded
+// mask and variant of the forward applies, varlen packs too (not a paged cache); Q, K, V and
+// DOut may be float32 or 16-bit (SetF16 / SetBF16: widened exactly, the gradients are the
+// float32 gradients of the widened values), not int8 (StatusUnsupported). Hidden and padded keys get dK = dV = 0, padded
 // queries and rows with no visible key dQ = 0. FlashAttention-2's algorithm: no seq_q x seq_k
 // buffer. Zero copy, no allocation, like Run. Missing operands are the library's errors, naming
 // them ("attn_run: dout is NULL").

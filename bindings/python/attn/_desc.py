@@ -1933,15 +1933,16 @@ class Args:
                           array)
 
     def set_f16(self, operand: Union[Operand, int, str], array: Optional[ArrayLike]) -> Args:
-        """attn_args_set_f16: q, k or v stored as IEEE binary16, a float16 array (or uint16
-        holding binary16 bits), passed without a copy."""
+        """attn_args_set_f16: q, k, v or dout (new_k / new_v for run_kv_append_args) stored as
+        IEEE binary16, a float16 array (or uint16 holding binary16 bits), passed without a
+        copy."""
         return self._bind(library_function("attn_args_set_f16"), (_common.F16, _common.U16),
                           False, operand, array)
 
     def set_bf16(self, operand: Union[Operand, int, str], array: Union[ArrayLike, BF16, None]
                  ) -> Args:
-        """attn_args_set_bf16: q, k or v stored as bfloat16, an attn.BF16 or a uint16 array
-        of bit patterns, passed without a copy."""
+        """attn_args_set_bf16: q, k, v or dout (new_k / new_v for run_kv_append_args) stored as
+        bfloat16, an attn.BF16 or a uint16 array of bit patterns, passed without a copy."""
         if isinstance(array, BF16):
             array = array.bits
         return self._bind(library_function("attn_args_set_bf16"), (_common.U16,), False,
