@@ -21,7 +21,7 @@
 
 namespace core = attn::core;
 
-constexpr int kOperands = 27; // ATTN_Q .. ATTN_V_SCALE
+constexpr int kOperands = 29; // ATTN_Q .. ATTN_NEW_V_SCALE
 
 struct attn_desc {
     core::Params p;
@@ -38,6 +38,7 @@ struct Slot {
     const void *ptr = nullptr;
     size_t len = 0;
     core::DType type = core::DType::F32; // storage type of Q, K, V (the setter that bound it)
+    bool writable = false;               // bound with an attn_args_set_out_* setter
 };
 
 struct attn_args {
@@ -161,7 +162,9 @@ const char *operand_name(int which) {
                                                  "dbias",
                                                  "dsinks",
                                                  "k_scale",
-                                                 "v_scale"};
+                                                 "v_scale",
+                                                 "new_k_scale",
+                                                 "new_v_scale"};
     return which >= 0 && which < kOperands ? names[which] : "?";
 }
 
@@ -328,6 +331,7 @@ void compute_lens(attn_desc *d) {
     d->len[ATTN_BLOCK_TABLE] = s.batch * d->p.max_pages;
     d->len[ATTN_NEW_K] = s.batch * s.seq_q * s.heads_kv * s.head_dim;
     d->len[ATTN_NEW_V] = s.batch * s.seq_q * s.heads_kv * s.head_dim_v;
+    d->len[ATTN_NEW_K_SCALE] = d->len[ATTN_NEW_V_SCALE] = s.batch * s.seq_q * s.heads_kv;
     d->len[ATTN_DOUT] = d->len[ATTN_OUT];
     d->len[ATTN_DQ] = d->len[ATTN_Q];
     d->len[ATTN_DK] = d->len[ATTN_K];
@@ -568,6 +572,7 @@ attn_status check_serving(const char *fn, const attn_desc *desc, const Slot *slo
         need[ATTN_LSE] = s.heads_q * cs->total_q;
         need[ATTN_NEW_K] = cs->total_q * s.heads_kv * s.head_dim;
         need[ATTN_NEW_V] = cs->total_q * s.heads_kv * s.head_dim_v;
+        need[ATTN_NEW_K_SCALE] = need[ATTN_NEW_V_SCALE] = cs->total_q * s.heads_kv;
         if (!paged) {
             const int32_t *ck = static_cast<const int32_t *>(slot[ATTN_CU_SEQLENS_K].ptr);
             if (attn_status st =
@@ -653,11 +658,12 @@ attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *s
                         operand_name(sw), operand_name(w));
     }
     if (bwd) {
-        for (int w : {ATTN_Q, ATTN_K, ATTN_V})
-            if (slot[w].type != core::DType::F32)
+        for (int w : {ATTN_K, ATTN_V})
+            if (slot[w].type == core::DType::I8)
                 return fail(ATTN_ERR_UNSUPPORTED,
-                            "%s: ATTN_OP_BACKWARD needs fp32 %s (it is %s) in libattn %s", fn,
-                            operand_name(w), dtype_name(slot[w].type), ATTN_VERSION_STRING);
+                            "%s: ATTN_OP_BACKWARD needs fp32, f16 or bf16 %s (it is int8) in "
+                            "libattn %s",
+                            fn, operand_name(w), ATTN_VERSION_STRING);
         if (!slot[ATTN_LSE].ptr)
             return fail(ATTN_ERR_NULL_POINTER,
                         "%s: lse is NULL: ATTN_OP_BACKWARD needs the lse (and out) of the forward",
@@ -717,9 +723,8 @@ attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *s
         // a paged pool may be read anywhere: all of it counts for aliasing
         const bool pool = paged && (w == ATTN_K || w == ATTN_V || is_scale(w));
         const size_t n = pool ? slot[w].len : need[w];
-        const size_t elem = w == ATTN_Q || w == ATTN_K || w == ATTN_V
-                                ? core::dtype_bytes(slot[w].type)
-                                : kind_bytes(k);
+        const size_t elem =
+            slot[w].type != core::DType::F32 ? core::dtype_bytes(slot[w].type) : kind_bytes(k);
         bufs[nb++] = Buffer{slot[w].ptr, n * elem, operand_name(w), k == Kind::F32Out};
     }
     if (attn_status st = check_aliasing(fn, bufs, nb)) return st;
@@ -767,10 +772,31 @@ attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *s
         t.key_mass = static_cast<float *>(const_cast<void *>(slot[ATTN_KEY_MASS].ptr));
         core::forward(p, t);
     } else if (bwd) {
-        t.v = slot[ATTN_V].ptr;
+        // 16-bit Q, K, V and DOUT are widened exactly to fp32 copies in their own layouts (the
+        // spans attn_run checked); the kernel then runs on fp32 throughout.
+        std::vector<float> wide[4];
+        const int ws[4] = {ATTN_Q, ATTN_K, ATTN_V, ATTN_DOUT};
+        const void *ptrs[4] = {slot[ATTN_Q].ptr, slot[ATTN_K].ptr, slot[ATTN_V].ptr,
+                               slot[ATTN_DOUT].ptr};
+        for (int x = 0; x < 4; ++x) {
+            const Slot &sl = slot[ws[x]];
+            if (sl.type == core::DType::F32) continue;
+            wide[x].resize(need[ws[x]]);
+            const uint16_t *src = static_cast<const uint16_t *>(sl.ptr);
+            if (sl.type == core::DType::F16)
+                core::f16_to_f32(src, wide[x].data(), wide[x].size());
+            else
+                core::bf16_to_f32(src, wide[x].data(), wide[x].size());
+            ptrs[x] = wide[x].data();
+        }
+        p.q_type = p.k_type = p.v_type = core::DType::F32;
+        t.q = static_cast<const float *>(ptrs[0]);
+        t.q16 = nullptr;
+        t.k = ptrs[1];
+        t.v = ptrs[2];
         t.out = static_cast<float *>(const_cast<void *>(slot[ATTN_OUT].ptr));
         t.lse = static_cast<float *>(const_cast<void *>(slot[ATTN_LSE].ptr));
-        t.dout = static_cast<const float *>(slot[ATTN_DOUT].ptr);
+        t.dout = static_cast<const float *>(ptrs[3]);
         t.dq = static_cast<float *>(const_cast<void *>(slot[ATTN_DQ].ptr));
         t.dk = static_cast<float *>(const_cast<void *>(slot[ATTN_DK].ptr));
         t.dv = static_cast<float *>(const_cast<void *>(slot[ATTN_DV].ptr));
@@ -1024,20 +1050,37 @@ attn_status get_param(const char *fn, const attn_desc *desc, int id, const void 
     return ATTN_OK;
 }
 
+// A K or V cache (or its int8 scales) that attn_kv_append_args writes.
+bool is_cache(int which) {
+    return which == ATTN_K || which == ATTN_V || is_scale(which);
+}
+
 attn_status bind(const char *fn, attn_args *args, int which, const void *data, size_t len,
                  Kind kind, core::DType type = core::DType::F32) {
     if (!args) return fail(ATTN_ERR_NULL_POINTER, "%s: args is NULL", fn);
     if (which < 0 || which >= kOperands)
         return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: which (%d) is not an attn_operand", fn, which);
     const Kind want = operand_kind(which);
-    if (type != core::DType::F32) {
-        const bool ok =
-            which == ATTN_K || which == ATTN_V || (which == ATTN_Q && type != core::DType::I8);
+    // The output setters also bind the K / V caches (and their int8 scales) writable, for
+    // attn_kv_append_args; attn_run reads them as inputs.
+    const bool cache =
+        kind == Kind::F32Out && is_cache(which) && (type == core::DType::F32 || !is_scale(which));
+    if (kind == Kind::F32Out && type != core::DType::F32 && !cache)
+        return fail(ATTN_ERR_INVALID_ARGUMENT,
+                    "%s: %s cannot be bound with %s (it binds a writable K or V cache)", fn,
+                    operand_name(which), fn);
+    if (cache) {
+        // K, V, K_SCALE or V_SCALE, writable
+    } else if (type != core::DType::F32) {
+        const bool kv =
+            which == ATTN_K || which == ATTN_V || which == ATTN_NEW_K || which == ATTN_NEW_V;
+        const bool ok = type == core::DType::I8 ? kv : kv || which == ATTN_Q || which == ATTN_DOUT;
         if (!ok)
             return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s cannot be bound with %s (%s)", fn,
                         operand_name(which), fn,
-                        type == core::DType::I8 ? "int8 storage is for K and V"
-                                                : "16-bit storage is for Q, K and V");
+                        type == core::DType::I8
+                            ? "int8 storage is for K, V, NEW_K and NEW_V"
+                            : "16-bit storage is for Q, K, V, DOUT, NEW_K and NEW_V");
     } else if (want != kind) {
         return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s is bound with %s, not %s", fn,
                     operand_name(which), kind_setter(want), fn);
@@ -1046,7 +1089,7 @@ attn_status bind(const char *fn, attn_args *args, int which, const void *data, s
         return fail(ATTN_ERR_INVALID_ARGUMENT,
                     "%s: %s is NULL with len %zu (NULL unbinds the operand: pass len 0)", fn,
                     operand_name(which), len);
-    args->slot[which] = Slot{data, data ? len : 0, type};
+    args->slot[which] = Slot{data, data ? len : 0, type, data != nullptr && cache};
     return ATTN_OK;
 }
 
@@ -1072,6 +1115,157 @@ attn_status convert(const char *fn, const S *src, D *dst, size_t n,
         if (n) f(src, dst, n);
         return ATTN_OK;
     });
+}
+
+// attn_kv_append and attn_kv_append_args: slot[K] / slot[V] are the caches (named k_name /
+// v_name in messages), of any storage type, with their int8 scales in slot[K_SCALE] /
+// slot[V_SCALE]; the new rows are NEW_K / NEW_V (fp32 or the cache's type; int8 ones with
+// NEW_K_SCALE / NEW_V_SCALE).
+attn_status append(const char *fn, const attn_desc *desc, const Slot *slot, const char *k_name,
+                   const char *v_name) {
+    const core::Params &dp = desc->p;
+    const core::Shape &sh = dp.shape;
+    const bool paged = dp.page_size != 0;
+    auto name = [&](int w) {
+        return w == ATTN_K ? k_name : w == ATTN_V ? v_name : operand_name(w);
+    };
+    for (int w : {ATTN_K, ATTN_V}) {
+        if (!slot[w].ptr) return fail(ATTN_ERR_NULL_POINTER, "%s: %s is NULL", fn, name(w));
+        if (!slot[w].writable)
+            return fail(ATTN_ERR_INVALID_ARGUMENT,
+                        "%s: %s is bound read-only: bind the cache it writes with "
+                        "attn_args_set_out_f32 / _f16 / _bf16 / _i8",
+                        fn, name(w));
+    }
+    if (!slot[ATTN_SEQ_LENS_K].ptr)
+        return fail(ATTN_ERR_NULL_POINTER, "%s: seq_lens_k is NULL", fn);
+    // Storage types: an int8 cache comes with its (writable) scales, new rows are fp32 or the
+    // cache's type, int8 new rows come with their scales.
+    for (int w : {ATTN_K, ATTN_V}) {
+        const int sw = w == ATTN_K ? ATTN_K_SCALE : ATTN_V_SCALE;
+        const int nw = w == ATTN_K ? ATTN_NEW_K : ATTN_NEW_V;
+        const int nsw = w == ATTN_K ? ATTN_NEW_K_SCALE : ATTN_NEW_V_SCALE;
+        const core::DType ct = slot[w].type, nt = slot[nw].type;
+        const bool i8 = ct == core::DType::I8;
+        if (i8 && !slot[sw].ptr)
+            return fail(ATTN_ERR_NULL_POINTER, "%s: %s is NULL but %s is int8", fn,
+                        operand_name(sw), name(w));
+        if (!i8 && slot[sw].ptr)
+            return fail(ATTN_ERR_INVALID_ARGUMENT,
+                        "%s: %s is bound but %s is not int8 (bound with attn_args_set_out_i8)", fn,
+                        operand_name(sw), name(w));
+        if (i8 && !slot[sw].writable)
+            return fail(ATTN_ERR_INVALID_ARGUMENT,
+                        "%s: %s is bound read-only: bind the scales it writes with "
+                        "attn_args_set_out_f32",
+                        fn, operand_name(sw));
+        if (slot[nw].ptr && nt != core::DType::F32 && nt != ct)
+            return fail(ATTN_ERR_INVALID_ARGUMENT,
+                        "%s: %s is %s but %s is %s: new rows are fp32 or the cache's type", fn,
+                        operand_name(nw), dtype_name(nt), name(w), dtype_name(ct));
+        const bool ni8 = slot[nw].ptr && nt == core::DType::I8;
+        if (ni8 && !slot[nsw].ptr)
+            return fail(ATTN_ERR_NULL_POINTER, "%s: %s is NULL but %s is int8", fn,
+                        operand_name(nsw), operand_name(nw));
+        if (!ni8 && slot[nsw].ptr)
+            return fail(ATTN_ERR_INVALID_ARGUMENT,
+                        "%s: %s is bound but %s is not int8 (bound with attn_args_set_i8)", fn,
+                        operand_name(nsw), operand_name(nw));
+    }
+    // seq_lens_k is required here in every mode (it says where the new rows go), so a varlen
+    // pack without pages is refused below only if cu_seqlens_k is missing.
+    bool used[kOperands] = {};
+    for (int w : {ATTN_K, ATTN_V, ATTN_K_SCALE, ATTN_V_SCALE, ATTN_CU_SEQLENS_Q, ATTN_BLOCK_TABLE,
+                  ATTN_NEW_K, ATTN_NEW_V, ATTN_NEW_K_SCALE, ATTN_NEW_V_SCALE})
+        used[w] = true;
+    used[ATTN_CU_SEQLENS_K] = dp.varlen && !paged;
+    used[ATTN_SEQ_LENS_K] = paged; // checked below in every mode
+    size_t need[kOperands];
+    CallShape cs;
+    if (attn_status st = check_serving(fn, desc, slot, used, false, need, &cs)) return st;
+    for (int w : {ATTN_NEW_K, ATTN_NEW_V}) // NULL only when there is nothing to append
+        if (!slot[w].ptr && need[w] > 0)
+            return fail(ATTN_ERR_NULL_POINTER, "%s: %s is NULL", fn, operand_name(w));
+    // seq_lens_k (the lengths after the append) checked like check_serving does in a run
+    if (slot[ATTN_SEQ_LENS_K].len < sh.batch)
+        return fail(ATTN_ERR_INVALID_ARGUMENT,
+                    "%s: seq_lens_k has %zu elements, needs at least %zu", fn,
+                    slot[ATTN_SEQ_LENS_K].len, sh.batch);
+    const int32_t *lens = static_cast<const int32_t *>(slot[ATTN_SEQ_LENS_K].ptr);
+    const int32_t *cu = static_cast<const int32_t *>(slot[ATTN_CU_SEQLENS_Q].ptr);
+    for (size_t b = 0; b < sh.batch; ++b) {
+        const size_t n = dp.varlen ? static_cast<size_t>(cu[b + 1] - cu[b]) : sh.seq_q;
+        if (lens[b] < 0 || static_cast<size_t>(lens[b]) > sh.seq_k)
+            return fail(ATTN_ERR_INVALID_ARGUMENT,
+                        "%s: seq_lens_k[%zu] (%d) is outside [0, seq_k = %zu]", fn, b,
+                        static_cast<int>(lens[b]), sh.seq_k);
+        if (static_cast<size_t>(lens[b]) < n)
+            return fail(ATTN_ERR_INVALID_ARGUMENT,
+                        "%s: seq_lens_k[%zu] (%d) is less than the %zu new tokens of sequence "
+                        "%zu (it counts the cache after the append)",
+                        fn, b, static_cast<int>(lens[b]), n, b);
+        if (dp.varlen && !paged) {
+            const int32_t *ck = static_cast<const int32_t *>(slot[ATTN_CU_SEQLENS_K].ptr);
+            if (lens[b] > ck[b + 1] - ck[b])
+                return fail(ATTN_ERR_INVALID_ARGUMENT,
+                            "%s: seq_lens_k[%zu] (%d) exceeds sequence %zu's room in the pack "
+                            "(cu_seqlens_k gives %d)",
+                            fn, b, static_cast<int>(lens[b]), b,
+                            static_cast<int>(ck[b + 1] - ck[b]));
+        }
+    }
+    Buffer bufs[8];
+    int nb = 0;
+    for (int w : {ATTN_K, ATTN_V, ATTN_K_SCALE, ATTN_V_SCALE, ATTN_NEW_K, ATTN_NEW_V,
+                  ATTN_NEW_K_SCALE, ATTN_NEW_V_SCALE}) {
+        if (!slot[w].ptr) continue;
+        if (slot[w].len < need[w])
+            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s has %zu elements, needs at least %zu",
+                        fn, name(w), slot[w].len, need[w]);
+        const bool cache = is_cache(w);
+        // a paged pool may be written anywhere: all of it counts for aliasing
+        const size_t n = paged && cache ? slot[w].len : need[w];
+        bufs[nb++] = Buffer{slot[w].ptr, n * core::dtype_bytes(slot[w].type), name(w), cache};
+    }
+    if (attn_status st = check_aliasing(fn, bufs, nb)) return st;
+    if (paged)
+        if (attn_status st = check_pages(fn, dp, slot, true, need, &cs)) return st;
+    // Quantizing a non-finite value has no scale: refused, naming the row, before any write.
+    const size_t tokens = dp.varlen ? cs.total_q : sh.batch * sh.seq_q;
+    for (int w : {ATTN_K, ATTN_V}) {
+        const int nw = w == ATTN_K ? ATTN_NEW_K : ATTN_NEW_V;
+        if (slot[w].type != core::DType::I8 || slot[nw].type != core::DType::F32) continue;
+        const size_t dim = w == ATTN_K ? sh.head_dim : sh.head_dim_v;
+        const float *x = static_cast<const float *>(slot[nw].ptr);
+        for (size_t r = 0; r < tokens * sh.heads_kv; ++r)
+            for (size_t e = 0; e < dim; ++e)
+                if (!std::isfinite(x[r * dim + e]))
+                    return fail(ATTN_ERR_INVALID_ARGUMENT,
+                                "%s: %s row %zu (token %zu, KV head %zu) holds a non-finite value "
+                                "(NaN or infinity): it has no int8 scale",
+                                fn, operand_name(nw), r, r / sh.heads_kv, r % sh.heads_kv);
+    }
+    core::Params p = dp;
+    p.total_q = cs.total_q;
+    p.k_type = slot[ATTN_K].type;
+    p.v_type = slot[ATTN_V].type;
+    core::Tensors t;
+    t.k = slot[ATTN_K].ptr;
+    t.v = slot[ATTN_V].ptr;
+    t.k_scale = static_cast<const float *>(slot[ATTN_K_SCALE].ptr);
+    t.v_scale = static_cast<const float *>(slot[ATTN_V_SCALE].ptr);
+    t.seq_lens_k = lens;
+    t.cu_q = dp.varlen ? cu : nullptr;
+    t.block_table = paged ? static_cast<const int32_t *>(slot[ATTN_BLOCK_TABLE].ptr) : nullptr;
+    // positions come from seq_lens_k; cu_seqlens_k only places the sequences in the pack
+    t.cu_k =
+        dp.varlen && !paged ? static_cast<const int32_t *>(slot[ATTN_CU_SEQLENS_K].ptr) : nullptr;
+    const core::NewRows nk{slot[ATTN_NEW_K].ptr, slot[ATTN_NEW_K].type,
+                           static_cast<const float *>(slot[ATTN_NEW_K_SCALE].ptr)};
+    const core::NewRows nv{slot[ATTN_NEW_V].ptr, slot[ATTN_NEW_V].type,
+                           static_cast<const float *>(slot[ATTN_NEW_V_SCALE].ptr)};
+    core::kv_append(p, t, nk, nv);
+    return ATTN_OK;
 }
 
 } // namespace
@@ -1345,6 +1539,28 @@ attn_status attn_args_set_i8(attn_args *args, attn_operand which, const int8_t *
     });
 }
 
+attn_status attn_args_set_out_f16(attn_args *args, attn_operand which, uint16_t *data, size_t len) {
+    static const char fn[] = "attn_args_set_out_f16";
+    return guarded(fn, [&]() {
+        return bind(fn, args, raw_enum(which), data, len, Kind::F32Out, core::DType::F16);
+    });
+}
+
+attn_status attn_args_set_out_bf16(attn_args *args, attn_operand which, uint16_t *data,
+                                   size_t len) {
+    static const char fn[] = "attn_args_set_out_bf16";
+    return guarded(fn, [&]() {
+        return bind(fn, args, raw_enum(which), data, len, Kind::F32Out, core::DType::BF16);
+    });
+}
+
+attn_status attn_args_set_out_i8(attn_args *args, attn_operand which, int8_t *data, size_t len) {
+    static const char fn[] = "attn_args_set_out_i8";
+    return guarded(fn, [&]() {
+        return bind(fn, args, raw_enum(which), data, len, Kind::F32Out, core::DType::I8);
+    });
+}
+
 attn_status attn_convert_f32_to_f16(const float *src, uint16_t *dst, size_t n) {
     return convert("attn_convert_f32_to_f16", src, dst, n, &core::f32_to_f16);
 }
@@ -1402,95 +1618,29 @@ attn_status attn_kv_append(const attn_desc *desc, const attn_args *args, float *
         if (!args) return fail(ATTN_ERR_NULL_POINTER, "%s: args is NULL", fn);
         if (!k_cache) return fail(ATTN_ERR_NULL_POINTER, "%s: k_cache is NULL", fn);
         if (!v_cache) return fail(ATTN_ERR_NULL_POINTER, "%s: v_cache is NULL", fn);
-        const Slot *slot = args->slot;
-        if (!slot[ATTN_SEQ_LENS_K].ptr)
-            return fail(ATTN_ERR_NULL_POINTER, "%s: seq_lens_k is NULL", fn);
-        const core::Params &dp = desc->p;
-        const bool paged = dp.page_size != 0;
-        // The caches stand where K and V stand in a run; seq_lens_k is required here in every
-        // mode (it says where the new rows go), so a varlen pack without pages is refused
-        // below only if cu_seqlens_k is missing.
+        for (int w : {ATTN_NEW_K, ATTN_NEW_V})
+            if (args->slot[w].ptr && args->slot[w].type != core::DType::F32)
+                return fail(ATTN_ERR_INVALID_ARGUMENT,
+                            "%s: %s is %s: attn_kv_append takes fp32 rows into fp32 caches "
+                            "(attn_kv_append_args takes every storage type)",
+                            fn, operand_name(w), dtype_name(args->slot[w].type));
+        // The caches stand where K and V stand in a run (fp32, no scales).
         Slot s2[kOperands];
-        for (int w = 0; w < kOperands; ++w) s2[w] = slot[w];
-        s2[ATTN_K] = Slot{k_cache, k_len};
-        s2[ATTN_V] = Slot{v_cache, v_len};
-        s2[ATTN_K_SCALE] = s2[ATTN_V_SCALE] = Slot{}; // fp32 caches
-        bool used[kOperands] = {};
-        for (int w : {ATTN_K, ATTN_V, ATTN_CU_SEQLENS_Q, ATTN_BLOCK_TABLE, ATTN_NEW_K, ATTN_NEW_V})
-            used[w] = true;
-        used[ATTN_CU_SEQLENS_K] = dp.varlen && !paged;
-        used[ATTN_SEQ_LENS_K] = paged; // checked below in every mode
-        size_t need[kOperands];
-        CallShape cs;
-        if (attn_status st = check_serving(fn, desc, s2, used, false, need, &cs)) return st;
-        for (int w : {ATTN_NEW_K, ATTN_NEW_V}) // NULL only when there is nothing to append
-            if (!slot[w].ptr && need[w] > 0)
-                return fail(ATTN_ERR_NULL_POINTER, "%s: %s is NULL", fn, operand_name(w));
-        // seq_lens_k (the lengths after the append) checked like check_serving does in a run
-        if (slot[ATTN_SEQ_LENS_K].len < dp.shape.batch)
-            return fail(ATTN_ERR_INVALID_ARGUMENT,
-                        "%s: seq_lens_k has %zu elements, needs at "
-                        "least %zu",
-                        fn, slot[ATTN_SEQ_LENS_K].len, dp.shape.batch);
-        const int32_t *lens = static_cast<const int32_t *>(slot[ATTN_SEQ_LENS_K].ptr);
-        const int32_t *cu = static_cast<const int32_t *>(slot[ATTN_CU_SEQLENS_Q].ptr);
-        for (size_t b = 0; b < dp.shape.batch; ++b) {
-            const size_t n = dp.varlen ? static_cast<size_t>(cu[b + 1] - cu[b]) : dp.shape.seq_q;
-            if (lens[b] < 0 || static_cast<size_t>(lens[b]) > dp.shape.seq_k)
-                return fail(ATTN_ERR_INVALID_ARGUMENT,
-                            "%s: seq_lens_k[%zu] (%d) is outside [0, seq_k = %zu]", fn, b,
-                            static_cast<int>(lens[b]), dp.shape.seq_k);
-            if (static_cast<size_t>(lens[b]) < n)
-                return fail(ATTN_ERR_INVALID_ARGUMENT,
-                            "%s: seq_lens_k[%zu] (%d) is less than the %zu new tokens of sequence "
-                            "%zu (it counts the cache after the append)",
-                            fn, b, static_cast<int>(lens[b]), n, b);
-            if (dp.varlen && !paged) {
-                const int32_t *ck = static_cast<const int32_t *>(slot[ATTN_CU_SEQLENS_K].ptr);
-                if (lens[b] > ck[b + 1] - ck[b])
-                    return fail(ATTN_ERR_INVALID_ARGUMENT,
-                                "%s: seq_lens_k[%zu] (%d) exceeds sequence %zu's room in the pack "
-                                "(cu_seqlens_k gives %d)",
-                                fn, b, static_cast<int>(lens[b]), b,
-                                static_cast<int>(ck[b + 1] - ck[b]));
-            }
-        }
-        Buffer bufs[4];
-        const int ws[4] = {ATTN_K, ATTN_V, ATTN_NEW_K, ATTN_NEW_V};
-        for (int x = 0; x < 4; ++x) {
-            const int w = ws[x];
-            if (s2[w].len < need[w])
-                return fail(ATTN_ERR_INVALID_ARGUMENT,
-                            "%s: %s has %zu elements, needs at least %zu", fn,
-                            w == ATTN_K   ? "k_cache"
-                            : w == ATTN_V ? "v_cache"
-                                          : operand_name(w),
-                            s2[w].len, need[w]);
-            const size_t n = paged && x < 2 ? s2[w].len : need[w];
-            bufs[x] = Buffer{s2[w].ptr, n * sizeof(float),
-                             x == 0   ? "k_cache"
-                             : x == 1 ? "v_cache"
-                                      : operand_name(w),
-                             x < 2};
-        }
-        if (attn_status st = check_aliasing(fn, bufs, 4)) return st;
-        if (paged) {
-            if (attn_status st = check_pages(fn, dp, s2, true, need, &cs)) return st;
-        }
-        core::Params p = dp;
-        p.total_q = cs.total_q;
-        core::Tensors t;
-        t.k = k_cache;
-        t.v = v_cache;
-        t.seq_lens_k = lens;
-        t.cu_q = dp.varlen ? cu : nullptr;
-        t.block_table = paged ? static_cast<const int32_t *>(slot[ATTN_BLOCK_TABLE].ptr) : nullptr;
-        // positions come from seq_lens_k; cu_seqlens_k only places the sequences in the pack
-        t.cu_k = dp.varlen && !paged ? static_cast<const int32_t *>(slot[ATTN_CU_SEQLENS_K].ptr)
-                                     : nullptr;
-        core::kv_append(p, t, static_cast<const float *>(slot[ATTN_NEW_K].ptr),
-                        static_cast<const float *>(slot[ATTN_NEW_V].ptr));
-        return ATTN_OK;
+        for (int w = 0; w < kOperands; ++w) s2[w] = args->slot[w];
+        s2[ATTN_K] = Slot{k_cache, k_len, core::DType::F32, true};
+        s2[ATTN_V] = Slot{v_cache, v_len, core::DType::F32, true};
+        s2[ATTN_K_SCALE] = s2[ATTN_V_SCALE] = Slot{};
+        s2[ATTN_NEW_K_SCALE] = s2[ATTN_NEW_V_SCALE] = Slot{};
+        return append(fn, desc, s2, "k_cache", "v_cache");
+    });
+}
+
+attn_status attn_kv_append_args(const attn_desc *desc, const attn_args *args) {
+    static const char fn[] = "attn_kv_append_args";
+    return guarded(fn, [&]() -> attn_status {
+        if (attn_status st = check_desc(fn, desc)) return st;
+        if (!args) return fail(ATTN_ERR_NULL_POINTER, "%s: args is NULL", fn);
+        return append(fn, desc, args->slot, "k", "v");
     });
 }
 

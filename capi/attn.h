@@ -147,8 +147,9 @@ typedef enum attn_operand {
     ATTN_CU_SEQLENS_Q = 14, /* i32 [batch + 1] prefix sums of the query lengths (varlen) */
     ATTN_CU_SEQLENS_K = 15, /* i32 [batch + 1] prefix sums of the key lengths (varlen) */
     ATTN_BLOCK_TABLE = 16,  /* i32 [batch][max_pages] page ids of each sequence (paged K/V) */
-    ATTN_NEW_K = 17,        /* f32 [tokens][heads_kv][head_dim] rows for attn_kv_append */
-    ATTN_NEW_V = 18,        /* f32 [tokens][heads_kv][head_dim_v] rows for attn_kv_append */
+    ATTN_NEW_K = 17, /* [tokens][heads_kv][head_dim] rows for attn_kv_append(_args): f32 (or the
+                        cache's type, attn_kv_append_args) */
+    ATTN_NEW_V = 18, /* [tokens][heads_kv][head_dim_v] rows, as ATTN_NEW_K */
     /* since 0.2, ATTN_OP_BACKWARD (see attn_run) */
     ATTN_DOUT = 19,   /* f32 gradient of OUT, in OUT's layout, input */
     ATTN_DQ = 20,     /* f32 gradient of Q, in Q's layout, output */
@@ -158,7 +159,10 @@ typedef enum attn_operand {
     ATTN_DSINKS = 24, /* f32 [heads_q] gradient of SINKS, output */
     /* since 0.2, int8 K/V caches (see "Storage types" below) */
     ATTN_K_SCALE = 25, /* f32 [batch][heads_kv][seq_k] scale of each int8 K row, strided, input */
-    ATTN_V_SCALE = 26  /* f32 [batch][heads_kv][seq_k] scale of each int8 V row, strided, input */
+    ATTN_V_SCALE = 26, /* f32 [batch][heads_kv][seq_k] scale of each int8 V row, strided, input */
+    /* since 0.2, int8 new rows for attn_kv_append_args */
+    ATTN_NEW_K_SCALE = 27, /* f32 [tokens][heads_kv] scale of each int8 NEW_K row, contiguous */
+    ATTN_NEW_V_SCALE = 28  /* f32 [tokens][heads_kv] scale of each int8 NEW_V row, contiguous */
 } attn_operand;
 
 /** Opaque problem descriptor: sizes, causal rule, scale and strides. Every setter of a
@@ -431,8 +435,11 @@ ATTN_API attn_status attn_args_clear(attn_args *args);
 ATTN_API attn_status attn_args_set_f32(attn_args *args, attn_operand which, const float *data,
                                        size_t len);
 
-/** Bind an output operand of element type float32 (OUT, LSE, WEIGHTS, KEY_MASS). As
- *  attn_args_set_f32. Outputs must not overlap any other operand of the call. since 0.2 */
+/** Bind an output operand of element type float32 (OUT, LSE, WEIGHTS, KEY_MASS, the gradients).
+ *  As attn_args_set_f32. Outputs must not overlap any other operand of the call.
+ *  It also binds K, V, K_SCALE or V_SCALE writable: an fp32 K / V cache, or the scales of an
+ *  int8 one, that attn_kv_append_args writes (attn_run reads such a binding as an input).
+ *  since 0.2 */
 ATTN_API attn_status attn_args_set_out_f32(attn_args *args, attn_operand which, float *data,
                                            size_t len);
 
@@ -458,11 +465,12 @@ ATTN_API attn_status attn_args_set_i32(attn_args *args, attn_operand which, cons
  * ATTN_K_SCALE / ATTN_V_SCALE: [batch][heads_kv][seq_k] (K's shape with head_dim 1), strided
  * like K (attn_desc_set_strides; by default K's default layout with head_dim 1: BHS, token-major
  * [total_k][heads_kv] in varlen mode, [num_pages][page_size][heads_kv] with a paged cache).
- * ATTN_OP_BACKWARD needs fp32 Q, K and V (ATTN_ERR_UNSUPPORTED otherwise). */
+ * ATTN_OP_BACKWARD takes fp32, f16 or bf16 Q, K, V and DOUT (int8 K / V: ATTN_ERR_UNSUPPORTED):
+ * see attn_run. */
 
-/** Bind Q, K or V stored as IEEE binary16 (f16) or bfloat16 (bf16) bit patterns. As
- *  attn_args_set_f32 (len in elements). ATTN_ERR_INVALID_ARGUMENT for any other operand.
- *  since 0.2 */
+/** Bind Q, K, V or DOUT (ATTN_OP_BACKWARD), or NEW_K / NEW_V (attn_kv_append_args), stored as
+ *  IEEE binary16 (f16) or bfloat16 (bf16) bit patterns. As attn_args_set_f32 (len in
+ *  elements). ATTN_ERR_INVALID_ARGUMENT for any other operand. since 0.2 */
 ATTN_API attn_status attn_args_set_f16(attn_args *args, attn_operand which, const uint16_t *data,
                                        size_t len);
 /** As attn_args_set_f16, for bfloat16 bit patterns. since 0.2 */
@@ -471,10 +479,26 @@ ATTN_API attn_status attn_args_set_bf16(attn_args *args, attn_operand which, con
 
 /** Bind K or V stored as symmetric int8; its scales are ATTN_K_SCALE / ATTN_V_SCALE (bind them
  *  with attn_args_set_f32; attn_run requires them with an int8 K / V and refuses them
- *  otherwise). As attn_args_set_f32 (len in elements). ATTN_ERR_INVALID_ARGUMENT for any other
- *  operand. since 0.2 */
+ *  otherwise). Also NEW_K / NEW_V as int8 rows for an int8 cache (attn_kv_append_args), their
+ *  scales ATTN_NEW_K_SCALE / ATTN_NEW_V_SCALE. As attn_args_set_f32 (len in elements).
+ *  ATTN_ERR_INVALID_ARGUMENT for any other operand. since 0.2 */
 ATTN_API attn_status attn_args_set_i8(attn_args *args, attn_operand which, const int8_t *data,
                                       size_t len);
+
+/** Bind a K or V cache that attn_kv_append_args writes, stored as f16 / bf16 bit patterns or as
+ *  symmetric int8 (bind an int8 cache's scales, K_SCALE / V_SCALE, with attn_args_set_out_f32;
+ *  an fp32 cache with attn_args_set_out_f32). attn_run reads such a binding as it reads one made
+ *  with attn_args_set_f16 / _bf16 / _i8. As attn_args_set_f32 (len in elements).
+ *  ATTN_OK; ATTN_ERR_NULL_POINTER (args); ATTN_ERR_INVALID_ARGUMENT (which is not K or V, or NULL
+ *  data with a nonzero len). since 0.2 */
+ATTN_API attn_status attn_args_set_out_f16(attn_args *args, attn_operand which, uint16_t *data,
+                                           size_t len);
+/** As attn_args_set_out_f16, for bfloat16 bit patterns. since 0.2 */
+ATTN_API attn_status attn_args_set_out_bf16(attn_args *args, attn_operand which, uint16_t *data,
+                                            size_t len);
+/** As attn_args_set_out_f16, for a symmetric int8 cache. since 0.2 */
+ATTN_API attn_status attn_args_set_out_i8(attn_args *args, attn_operand which, int8_t *data,
+                                          size_t len);
 
 /** Conversions for filling 16-bit caches: n values, round to nearest even (overflow gives
  *  infinity, NaN stays NaN), vectorised; src and dst must not overlap.
@@ -526,12 +550,18 @@ ATTN_API attn_status attn_quantize_i8(const float *src, size_t rows, size_t dim,
  *                                   buffer. Hidden and padded keys get dK = dV = 0 (padded rows
  *                                   are written, never read); padded queries and rows with no
  *                                   visible key get dQ = 0. Every mask and variant, varlen
- *                                   packs; not with a paged cache. fp32 throughout. NaN or
- *                                   Inf in DOUT or in the forward's OUT propagate into the
- *                                   gradients as IEEE arithmetic says (that row's dQ, the dK,
- *                                   dV and dBias of the keys it sees, dSinks), never zeroed.
- *                                   DBIAS rows that alias (broadcast, or overlapping through
- *                                   non-zero strides) are summed in a fixed order. Memory:
+ *                                   packs; not with a paged cache. fp32 throughout:
+ *                                   Q, K, V and DOUT may be f16 or bf16 (bound with
+ *                                   attn_args_set_f16 / _bf16; each widened exactly to an fp32
+ *                                   copy in its own layout for the call, its fp32 size in extra
+ *                                   memory), the gradients are the fp32 gradients of the
+ *                                   widened values, written as fp32 (attn_args_set_out_f32);
+ *                                   OUT and LSE are fp32. NaN or Inf in DOUT or in the
+ *                                   forward's OUT propagate into the gradients as IEEE
+ *                                   arithmetic says (that row's dQ, the dK, dV and dBias of
+ *                                   the keys it sees, dSinks), never zeroed. DBIAS rows that
+ *                                   alias (broadcast, or overlapping through non-zero strides)
+ *                                   are summed in a fixed order. Memory:
  *                                   one scratch block per thread; a call with fewer than 8
  *                                   (batch entry, KV head) pairs splits each pair's keys into
  *                                   up to 8 chunks of whole multiples of 1024 keys (so that it
@@ -589,9 +619,42 @@ ATTN_API attn_status attn_run(const attn_desc *desc, attn_op op, const attn_args
  *
  *  ATTN_OK; ATTN_ERR_NULL_POINTER (desc, args, a cache or a required operand);
  *  ATTN_ERR_INVALID_ARGUMENT (a buffer too short, seq_lens_k[b] < n_b or out of range, a bad
- *  page id, caches overlapping each other or the new rows); ATTN_ERR_OUT_OF_MEMORY. since 0.2 */
+ *  page id, caches overlapping each other or the new rows, new rows bound in another type than
+ *  fp32: attn_kv_append_args takes those); ATTN_ERR_OUT_OF_MEMORY. since 0.2 */
 ATTN_API attn_status attn_kv_append(const attn_desc *desc, const attn_args *args, float *k_cache,
                                     size_t k_len, float *v_cache, size_t v_len);
+
+/** attn_kv_append into caches of any storage type the attention reads: the caches are the K and
+ *  V operands of args, bound writable, so the same args then serve attn_run unchanged.
+ *
+ *  args: ATTN_K, ATTN_V: the caches (the pools with a paged cache; dense K/V otherwise, in the
+ *        descriptor's K/V layout), each bound writable: fp32 with attn_args_set_out_f32, f16 /
+ *        bf16 with attn_args_set_out_f16 / _bf16, int8 with attn_args_set_out_i8 plus its scales
+ *        ATTN_K_SCALE / ATTN_V_SCALE ([batch][heads_kv][seq_k] in their layout, see "Storage
+ *        types") with attn_args_set_out_f32; lengths in elements.
+ *        ATTN_NEW_K, ATTN_NEW_V: the new rows as for attn_kv_append (contiguous token-major
+ *        [tokens][heads_kv][head_dim] and [tokens][heads_kv][head_dim_v]), either fp32
+ *        (attn_args_set_f32) or of the cache's own type (attn_args_set_f16 / _bf16 / _i8; int8
+ *        rows with their scales ATTN_NEW_K_SCALE / ATTN_NEW_V_SCALE, f32 [tokens][heads_kv],
+ *        attn_args_set_f32). K and V may differ in type; so may NEW_K and NEW_V.
+ *        ATTN_SEQ_LENS_K (required), ATTN_CU_SEQLENS_Q (varlen), ATTN_CU_SEQLENS_K (varlen
+ *        without pages), ATTN_BLOCK_TABLE (paged): as attn_kv_append.
+ *  Each destination row is: a copy of a same-typed new row (an int8 row with its scale); else
+ *  from an fp32 row: the row itself into an fp32 cache, converted with round to nearest even into
+ *  f16 / bf16 (as attn_convert_f32_to_f16 / _bf16: overflow gives infinity, NaN stays NaN), or
+ *  quantized into int8 as attn_quantize_i8 does (scale = max|x| / 127 written to the cache's
+ *  scale slot, q = x / scale rounded to nearest even; an all-zero row gets scale 0 and q 0).
+ *  Only the destination rows (and their scales) are written; nothing is written when the call
+ *  fails.
+ *
+ *  ATTN_OK; ATTN_ERR_NULL_POINTER (desc, args, a cache, an int8 cache's or int8 new rows'
+ *  scales, or another required operand); ATTN_ERR_INVALID_ARGUMENT (everything attn_kv_append
+ *  refuses, naming the operand: a buffer too short, seq_lens_k[b] < n_b or out of range, a bad
+ *  page id, buffers overlapping; a cache bound read-only; new rows neither fp32 nor the cache's
+ *  type; scales bound for a cache or new rows that are not int8; a non-finite value in an fp32
+ *  row bound for an int8 cache, naming the operand, the row, its token and KV head);
+ *  ATTN_ERR_OUT_OF_MEMORY. since 0.2 */
+ATTN_API attn_status attn_kv_append_args(const attn_desc *desc, const attn_args *args);
 
 /** Exact merge of partial results computed over disjoint key sets (split-KV, ring attention,
  *  prefix caching): acc <- merge(acc, part), row by row,

@@ -264,6 +264,17 @@ void backward(const Params &p, const Tensors &t);
 // Writes the new K/V rows (token-major [tokens][heads_kv][head_dim(_v)]) into t.k / t.v (the
 // caller's writable caches) at positions key_len(b) - query_len(b) + x. Arguments checked.
 void kv_append(const Params &p, const Tensors &t, const float *new_k, const float *new_v);
+// New K or V rows for kv_append into a cache of any storage type (p.k_type / p.v_type, int8
+// scales t.k_scale / t.v_scale, written): data is token-major [tokens][heads_kv][dim] of `type`,
+// either fp32 (converted to the cache's type, round to nearest even, or quantized as
+// quantize_i8 does; every row finite when the cache is int8) or the cache's own type (copied;
+// int8 rows with their scales [tokens][heads_kv] in `scale`).
+struct NewRows {
+    const void *data = nullptr;
+    DType type = DType::F32;
+    const float *scale = nullptr;
+};
+void kv_append(const Params &p, const Tensors &t, const NewRows &new_k, const NewRows &new_v);
 
 // acc.out / acc.lse <- exact merge with the part (same layouts as acc's OUT and LSE).
 void merge_into(const Params &p, const Tensors &acc, const float *part_out, const float *part_lse);

@@ -9,6 +9,45 @@ namespace attn {
 namespace core {
 
 void kv_append(const Params &p, const Tensors &t, const float *new_k, const float *new_v) {
+    const NewRows nk{new_k, DType::F32, nullptr}, nv{new_v, DType::F32, nullptr};
+    kv_append(p, t, nk, nv);
+}
+
+namespace {
+
+// Writes one new row of `dim` values into key position j of the cache rows r: copied when the
+// new row has the cache's type, else converted from fp32 (round to nearest even) or quantized
+// (int8 row and its scale; the caller checked that every such row is finite).
+void put_row(const KvRows &r, size_t j, const NewRows &src, size_t row, size_t dim) {
+    size_t d, sc;
+    r.locate(j, &d, &sc);
+    unsigned char *dst = const_cast<unsigned char *>(r.base) + d * r.elem;
+    const unsigned char *from = static_cast<const unsigned char *>(src.data);
+    if (src.type == r.type) {
+        std::memcpy(dst, from + row * dim * r.elem, dim * r.elem);
+        if (r.type == DType::I8) const_cast<float *>(r.scale)[sc] = src.scale[row];
+        return;
+    }
+    const float *x = reinterpret_cast<const float *>(from) + row * dim; // fp32 new rows
+    switch (r.type) {
+    case DType::F16:
+        f32_to_f16(x, reinterpret_cast<uint16_t *>(dst), dim);
+        break;
+    case DType::BF16:
+        f32_to_bf16(x, reinterpret_cast<uint16_t *>(dst), dim);
+        break;
+    case DType::I8:
+        quantize_i8(x, 1, dim, reinterpret_cast<int8_t *>(dst), const_cast<float *>(r.scale) + sc);
+        break;
+    default:
+        std::memcpy(dst, x, dim * sizeof(float));
+        break;
+    }
+}
+
+} // namespace
+
+void kv_append(const Params &p, const Tensors &t, const NewRows &new_k, const NewRows &new_v) {
     const Shape &s = p.shape;
     for (size_t b = 0; b < s.batch; ++b) {
         const size_t n = query_len(p, t, b);
@@ -17,13 +56,9 @@ void kv_append(const Params &p, const Tensors &t, const float *new_k, const floa
         for (size_t kvh = 0; kvh < s.heads_kv; ++kvh) {
             const KvRows kr = kv_rows(p, t, false, b, kvh), vr = kv_rows(p, t, true, b, kvh);
             for (size_t x = 0; x < n; ++x) {
-                const size_t tok = first + x;
-                std::memcpy(const_cast<float *>(kr.at(pos0 + x)),
-                            new_k + (tok * s.heads_kv + kvh) * s.head_dim,
-                            s.head_dim * sizeof(float));
-                std::memcpy(const_cast<float *>(vr.at(pos0 + x)),
-                            new_v + (tok * s.heads_kv + kvh) * s.head_dim_v,
-                            s.head_dim_v * sizeof(float));
+                const size_t row = (first + x) * s.heads_kv + kvh; // [tokens][heads_kv]
+                put_row(kr, pos0 + x, new_k, row, s.head_dim);
+                put_row(vr, pos0 + x, new_v, row, s.head_dim_v);
             }
         }
     }

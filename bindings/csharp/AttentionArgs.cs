@@ -28,8 +28,9 @@ namespace LibAttn
     /// <see cref="Operand.DOut"/> (an input) and any of the outputs <see cref="Operand.DQ"/>,
     /// <see cref="Operand.DK"/>, <see cref="Operand.DV"/>, <see cref="Operand.DBias"/> (with
     /// Bias), <see cref="Operand.DSinks"/> (with Sinks), zero-filled, each in the layout of its
-    /// forward counterpart, and run <see cref="Op.Backward"/> on the same object; fp32 Q, K, V
-    /// only.</para>
+    /// forward counterpart, and run <see cref="Op.Backward"/> on the same object; Q, K, V and
+    /// DOut may be float or 16-bit (BindF16 / BindBF16: widened exactly, float gradients of the
+    /// widened values), not int8.</para>
     /// <para>The same object carries the operands of
     /// <see cref="AttentionDesc.KvAppend(AttentionArgs, float[], float[])"/> (NewK, NewV and the
     /// int operands) and each side of <see cref="AttentionDesc.Merge"/> (Out, Lse).</para>
@@ -67,7 +68,8 @@ namespace LibAttn
                   Out = (int)Operand.Out, Lse = (int)Operand.Lse,
                   CuQ = (int)Operand.CuSeqlensQ, CuK = (int)Operand.CuSeqlensK,
                   NewK = (int)Operand.NewK, NewV = (int)Operand.NewV,
-                  KScale = (int)Operand.KScale, VScale = (int)Operand.VScale;
+                  KScale = (int)Operand.KScale, VScale = (int)Operand.VScale,
+                  NewKScale = (int)Operand.NewKScale, NewVScale = (int)Operand.NewVScale;
 
         // The library's element kind of each operand, and its name in the library's messages.
         enum Elem : byte { F32In, F32Out, U8, I32 }
@@ -77,16 +79,19 @@ namespace LibAttn
             Elem.I32,    Elem.F32Out, Elem.I32,   Elem.I32,    Elem.I32,     Elem.F32In,
             Elem.F32In,
             Elem.F32In,  Elem.F32Out, Elem.F32Out, Elem.F32Out, Elem.F32Out, Elem.F32Out, // DOut..
-            Elem.F32In,  Elem.F32In }; // KScale, VScale
+            Elem.F32In,  Elem.F32In,   // KScale, VScale
+            Elem.F32In,  Elem.F32In }; // NewKScale, NewVScale
         internal static readonly string[] Names = {
             "q",    "k",            "v",     "out",         "lse",        "weights", "key_valid",
             "allowed", "bias", "alibi_slopes", "sinks", "query_valid", "seq_lens_k", "key_mass",
             "cu_seqlens_q", "cu_seqlens_k", "block_table", "new_k", "new_v",
-            "dout", "dq", "dk", "dv", "dbias", "dsinks", "k_scale", "v_scale" };
+            "dout", "dq", "dk", "dv", "dbias", "dsinks", "k_scale", "v_scale", "new_k_scale",
+            "new_v_scale" };
         // Operands each call reads or writes (the library ignores the others): as capi/attn.cpp.
         // By Op, then KvAppend (cu_seqlens_k only for a varlen pack without pages), and the two
         // sides of Merge.
-        const int UseKv = 3, UseKvPacked = 4, UseAcc = 5, UsePart = 6;
+        const int UseKv = 3, UseKvPacked = 4, UseAcc = 5, UsePart = 6, UseKvArgs = 7,
+                  UseKvArgsPacked = 8;
         static readonly bool[][] Used = {
             UsedBy(Op.Forward), UsedBy(Op.Weights), UsedBy(Op.Backward),
             UsedSet(Operand.NewK, Operand.NewV, Operand.SeqLensK, Operand.CuSeqlensQ,
@@ -94,7 +99,13 @@ namespace LibAttn
             UsedSet(Operand.NewK, Operand.NewV, Operand.SeqLensK, Operand.CuSeqlensQ,
                     Operand.BlockTable, Operand.CuSeqlensK),
             UsedSet(Operand.Out, Operand.Lse, Operand.CuSeqlensQ),
-            UsedSet(Operand.Out, Operand.Lse) };
+            UsedSet(Operand.Out, Operand.Lse),
+            UsedSet(Operand.K, Operand.V, Operand.KScale, Operand.VScale, Operand.NewK,
+                    Operand.NewV, Operand.NewKScale, Operand.NewVScale, Operand.SeqLensK,
+                    Operand.CuSeqlensQ, Operand.BlockTable),
+            UsedSet(Operand.K, Operand.V, Operand.KScale, Operand.VScale, Operand.NewK,
+                    Operand.NewV, Operand.NewKScale, Operand.NewVScale, Operand.SeqLensK,
+                    Operand.CuSeqlensQ, Operand.BlockTable, Operand.CuSeqlensK) };
 
         enum Pin : byte { None, Float, Bool, Byte, Int, UShort, SByte, Handle }
         // How Q, K or V is stored (the setter that binds it); F32 for every other operand.
@@ -342,7 +353,7 @@ namespace LibAttn
 
         // ---- Run, KvAppend, Merge -----------------------------------------------------------
 
-        enum Native : byte { Run, KvAppend, Merge }
+        enum Native : byte { Run, KvAppend, Merge, KvAppendArgs }
 
         // One native call: what it is, the args objects whose operands it pins (b: Merge's part,
         // null when it is acc itself), and what the innermost level hands the library.
@@ -400,6 +411,32 @@ namespace LibAttn
                     // The caches stand where K and V stand in a run (one page each at least).
                     AttentionDesc.CheckLength(kLen, "kCache", Math.Max(need[K], 1UL));
                     AttentionDesc.CheckLength(vLen, "vCache", Math.Max(need[V], 1UL));
+                    PinFrom(ref c, 0);
+                }
+                finally
+                {
+                    if (c.bound)
+                        Unbind(ref c);
+                    native.DangerousRelease();
+                }
+                if (c.error != null)
+                    throw c.error;
+            }
+        }
+
+        // Called by AttentionDesc.KvAppendArgs with the descriptor's reference held: the caches
+        // are K and V (and their scales) of this object, bound writable for the call.
+        internal void KvAppendArgsOn(AttentionDesc d, IntPtr desc)
+        {
+            lock (sync)
+            {
+                var c = new Call { what = Native.KvAppendArgs, desc = desc, a = this };
+                c.ha = Handles.Acquire(native, ref disposed, "AttentionArgs");
+                try
+                {
+                    Needs(d);
+                    Plan(Used[d.Varlen && d.PageSize == 0 ? UseKvArgsPacked : UseKvArgs], need, "",
+                         null);
                     PinFrom(ref c, 0);
                 }
                 finally
@@ -485,10 +522,12 @@ namespace LibAttn
                 need[Lse] = (ulong)(d.HeadsQ * totalQ);
                 need[NewK] = (ulong)(totalQ * d.HeadsKv * d.HeadDim);
                 need[NewV] = (ulong)(totalQ * d.HeadsKv * d.HeadDimV);
+                need[NewKScale] = need[NewVScale] = (ulong)(totalQ * d.HeadsKv);
             }
             else
             {
                 need[Q] = need[Out] = need[Lse] = need[NewK] = need[NewV] = 0;
+                need[NewKScale] = need[NewVScale] = 0;
             }
             if (d.PageSize != 0)
                 return; // paged K/V: one page each, as the descriptor says
@@ -605,20 +644,29 @@ namespace LibAttn
             IntPtr args = i < c.a.runCount ? c.ha : c.hb;
             ulong len = (ulong)count;
             Status st;
-            switch (o.slots[w].store)
+            // KvAppendArgs writes its caches: K, V (in their storage type) and the int8 scales
+            // are bound writable.
+            bool cache = c.what == Native.KvAppendArgs
+                         && (w == K || w == V || w == KScale || w == VScale);
+            if (cache)
+                st = BindCache(args, w, o.slots[w].store, data, len);
+            else
             {
-            case Storage.F16:
-                st = AttnNative.attn_args_set_f16(args, (Operand)w, data, len);
-                break;
-            case Storage.BF16:
-                st = AttnNative.attn_args_set_bf16(args, (Operand)w, data, len);
-                break;
-            case Storage.I8:
-                st = AttnNative.attn_args_set_i8(args, (Operand)w, data, len);
-                break;
-            default:
-                st = BindF32(args, w, data, len);
-                break;
+                switch (o.slots[w].store)
+                {
+                case Storage.F16:
+                    st = AttnNative.attn_args_set_f16(args, (Operand)w, data, len);
+                    break;
+                case Storage.BF16:
+                    st = AttnNative.attn_args_set_bf16(args, (Operand)w, data, len);
+                    break;
+                case Storage.I8:
+                    st = AttnNative.attn_args_set_i8(args, (Operand)w, data, len);
+                    break;
+                default:
+                    st = BindF32(args, w, data, len);
+                    break;
+                }
             }
             c.bound = true;
             if (st != Status.Ok)
@@ -628,6 +676,21 @@ namespace LibAttn
                 return;
             }
             PinFrom(ref c, i + 1);
+        }
+
+        static Status BindCache(IntPtr args, int w, Storage store, IntPtr data, ulong len)
+        {
+            switch (store)
+            {
+            case Storage.F16:
+                return AttnNative.attn_args_set_out_f16(args, (Operand)w, data, len);
+            case Storage.BF16:
+                return AttnNative.attn_args_set_out_bf16(args, (Operand)w, data, len);
+            case Storage.I8:
+                return AttnNative.attn_args_set_out_i8(args, (Operand)w, data, len);
+            default:
+                return AttnNative.attn_args_set_out_f32(args, (Operand)w, data, len);
+            }
         }
 
         static Status BindF32(IntPtr args, int w, IntPtr data, ulong len)
@@ -661,6 +724,9 @@ namespace LibAttn
                 break;
             case Native.KvAppend:
                 st = AttnNative.attn_kv_append(c.desc, c.ha, c.kCache, c.kLen, c.vCache, c.vLen);
+                break;
+            case Native.KvAppendArgs:
+                st = AttnNative.attn_kv_append_args(c.desc, c.ha);
                 break;
             default:
                 st = AttnNative.attn_merge(c.desc, c.ha, c.b == null ? c.ha : c.hb);
@@ -713,17 +779,20 @@ namespace LibAttn
         }
 
         // Validates `which` and that the overload's element type fits it; returns its index.
-        // Validates `which` for a 16-bit (Q, K, V) or int8 (K, V) setter; returns its index.
+        // Validates `which` for a 16-bit (Q, K, V, DOut, NewK, NewV) or int8 (K, V, NewK, NewV)
+        // setter; returns its index.
         static int CheckStored(Operand which, bool isNull, Storage store)
         {
             int w = AttentionDesc.OperandIndex(which, "which");
-            bool ok = w == K || w == V || (w == Q && store != Storage.I8);
+            bool kv = w == K || w == V || w == NewK || w == NewV;
+            bool ok = kv || (store != Storage.I8 && (w == Q || w == (int)Operand.DOut));
             if (!ok && !isNull)
                 throw new ArgumentException(
                     "Operand." + which + " (" + Names[w] + ") cannot be bound with "
                         + StoreSetter[(int)store]
-                        + (store == Storage.I8 ? " (int8 storage is for K and V)"
-                                             : " (16-bit storage is for Q, K and V)"),
+                        + (store == Storage.I8
+                               ? " (int8 storage is for K, V, NewK and NewV)"
+                               : " (16-bit storage is for Q, K, V, DOut, NewK and NewV)"),
                     "which");
             return w;
         }

@@ -49,7 +49,7 @@ namespace LibAttn
             NativeLoader.Preload();
         }
 
-        internal const int OperandCount = 27; // Operand.Q .. Operand.VScale
+        internal const int OperandCount = 29; // Operand.Q .. Operand.NewVScale
         // The largest float[] .NET allocates (Array.MaxLength).
         internal const long MaxArrayLength = 0x7FFFFFC7;
 
@@ -376,6 +376,45 @@ namespace LibAttn
             }
         }
 
+        /// <summary>
+        /// Writes the new rows bound in <paramref name="args"/> into caches of any storage type
+        /// (attn_kv_append_args): the caches are args' <see cref="Operand.K"/> and
+        /// <see cref="Operand.V"/> (float, or bound with <c>BindF16</c> / <c>BindBF16</c> /
+        /// <c>Bind(sbyte[])</c>; an int8 cache's <see cref="Operand.KScale"/> /
+        /// <see cref="Operand.VScale"/> are written too), written in place at the destination
+        /// rows only; bind them with arrays or writable memory. The new rows
+        /// <see cref="Operand.NewK"/> / <see cref="Operand.NewV"/> are floats, converted to the
+        /// cache's type with round to nearest even or quantized as
+        /// <c>Attention.QuantizeI8</c> does (the
+        /// int8 row and its scale), or of the cache's own type (int8 rows with
+        /// <see cref="Operand.NewKScale"/> / <see cref="Operand.NewVScale"/>). Positions and
+        /// every check are <see cref="KvAppend(AttentionArgs, float[], float[])"/>'s; the same
+        /// args then serve <see cref="Run"/> over the cache. Nothing is copied: every operand is
+        /// pinned for the call.
+        /// </summary>
+        /// <exception cref="ArgumentNullException">args is null, or a required operand is not
+        /// bound (the library's message).</exception>
+        /// <exception cref="ArgumentException">a buffer shorter than required, or the library
+        /// refused: new rows neither float nor the cache's type ("new_k is bf16 but k is f16"),
+        /// a non-finite float row for an int8 cache ("new_k row 3 (token 1, KV head 1) holds a
+        /// non-finite value"; nothing is written), the checks of KvAppend.</exception>
+        /// <exception cref="ObjectDisposedException">the descriptor or args was
+        /// disposed.</exception>
+        public void KvAppendArgs(AttentionArgs args)
+        {
+            IntPtr desc = Acquire();
+            try
+            {
+                if (args == null)
+                    throw new ArgumentNullException("args", "args must not be null");
+                args.KvAppendArgsOn(this, desc);
+            }
+            finally
+            {
+                handle.DangerousRelease();
+            }
+        }
+
         static void CheckKvAppend(AttentionArgs args, bool kNull, bool vNull)
         {
             if (args == null)
@@ -605,7 +644,7 @@ namespace LibAttn
                 throw new ArgumentOutOfRangeException(
                     argName, which,
                     argName + " (" + ((int)which).ToString(CultureInfo.InvariantCulture)
-                        + ") is not an Operand value (0 Q .. 26 VScale)");
+                        + ") is not an Operand value (0 Q .. 28 NewVScale)");
             return (int)which;
         }
 

@@ -67,7 +67,11 @@
  *        float[]); the converters attn_convert_* (src, dst) and attn_quantize_i8 (src, dst,
  *        scales) -> IntPtr (Attention.ConvertF32ToF16 .. QuantizeI8 pin spans with `fixed` for
  *        the call); the operands ATTN_DOUT .. ATTN_V_SCALE. Re-enabled here with (::) renames as
- *        [T13], the shared allow-list untouched.
+ *        [T13], the shared allow-list untouched. Appends into caches of every storage type
+ *        (0.2): attn_args_set_out_f16 / _bf16 / _i8 (uint16_t / int8_t *data) -> IntPtr as [T8]
+ *        (AttentionArgs binds K / V / their scales with them or attn_args_set_out_f32 for
+ *        AttentionDesc.KvAppendArgs), attn_kv_append_args (desc, args) -> IntPtr ([T4], [T7]);
+ *        the operands ATTN_NEW_K_SCALE / ATTN_NEW_V_SCALE.
  * None of the raw methods checks a length: that is the face's job (AttentionDesc.Check*,
  * AttentionDesc.Run, Attention.Convert*), and the library checks the lengths it is given once
  * more. */
@@ -139,11 +143,14 @@
 
 /* ---- [T14] the 16-bit and int8 setters: as [T8]. The converters: pointers the face pins for
  * the call (spans, so any window of an array or native memory). ---- */
-%typemap(ctype) const uint16_t *data, const int8_t *data "void *"
-%typemap(imtype) const uint16_t *data, const int8_t *data "global::System.IntPtr"
-%typemap(cstype) const uint16_t *data, const int8_t *data "global::System.IntPtr"
-%typemap(csin) const uint16_t *data, const int8_t *data "$csinput"
-%typemap(in) const uint16_t *data, const int8_t *data %{ $1 = ($1_ltype)$input; %}
+%typemap(ctype) const uint16_t *data, const int8_t *data, uint16_t *data, int8_t *data "void *"
+%typemap(imtype) const uint16_t *data, const int8_t *data, uint16_t *data,
+                 int8_t *data "global::System.IntPtr"
+%typemap(cstype) const uint16_t *data, const int8_t *data, uint16_t *data,
+                 int8_t *data "global::System.IntPtr"
+%typemap(csin) const uint16_t *data, const int8_t *data, uint16_t *data, int8_t *data "$csinput"
+%typemap(in) const uint16_t *data, const int8_t *data, uint16_t *data,
+             int8_t *data %{ $1 = ($1_ltype)$input; %}
 %typemap(ctype) const float *src, const uint16_t *src, uint16_t *dst, float *dst, int8_t *dst,
                 float *scales "void *"
 %typemap(imtype) const float *src, const uint16_t *src, uint16_t *dst, float *dst, int8_t *dst,
@@ -211,6 +218,8 @@
 %rename(DSinks) ::ATTN_DSINKS;
 %rename(KScale) ::ATTN_K_SCALE;
 %rename(VScale) ::ATTN_V_SCALE;
+%rename(NewKScale) ::ATTN_NEW_K_SCALE;
+%rename(NewVScale) ::ATTN_NEW_V_SCALE;
 
 /* ---- [T13] the serving layouts: enabled for C# only (see the catalogue). The parameters keep
  * their C names ([T10]). ---- */
@@ -226,6 +235,10 @@
 %rename("%s") ::attn_args_set_f16;
 %rename("%s") ::attn_args_set_bf16;
 %rename("%s") ::attn_args_set_i8;
+%rename("%s") ::attn_args_set_out_f16;
+%rename("%s") ::attn_args_set_out_bf16;
+%rename("%s") ::attn_args_set_out_i8;
+%rename("%s") ::attn_kv_append_args;
 %rename("%s") ::attn_convert_f32_to_f16;
 %rename("%s") ::attn_convert_f32_to_bf16;
 %rename("%s") ::attn_convert_f16_to_f32;
@@ -319,5 +332,7 @@ ATTN_CSOUT_PRIMITIVE(int64_t, long)
 %csattributes ATTN_DSINKS "/// <summary>Gradient of Sinks written by Op.Backward, float [heads_q]; needs Sinks bound.</summary>"
 %csattributes ATTN_K_SCALE "/// <summary>Scales of an int8 K (bound with AttentionArgs.Bind(Operand, sbyte[])), float [batch][heads_kv][seq_k] (K's shape with head_dim 1), strided; required with an int8 K, refused otherwise.</summary>"
 %csattributes ATTN_V_SCALE "/// <summary>Scales of an int8 V, float [batch][heads_kv][seq_k], strided; required with an int8 V, refused otherwise.</summary>"
+%csattributes ATTN_NEW_K_SCALE "/// <summary>Scales of int8 NewK rows (AttentionDesc.KvAppendArgs into an int8 K cache), float [tokens][heads_kv]; required with an int8 NewK, refused otherwise.</summary>"
+%csattributes ATTN_NEW_V_SCALE "/// <summary>Scales of int8 NewV rows, float [tokens][heads_kv]; required with an int8 NewV, refused otherwise.</summary>"
 
 %include "../attn.i"

@@ -64,6 +64,7 @@ var operandKinds = [numOperands]kind{
 	OperandDOut: kindF32In, OperandDQ: kindF32Out, OperandDK: kindF32Out, OperandDV: kindF32Out,
 	OperandDBias: kindF32Out, OperandDSinks: kindF32Out,
 	OperandKScale: kindF32In, OperandVScale: kindF32In,
+	OperandNewKScale: kindF32In, OperandNewVScale: kindF32In,
 }
 
 var kindSetters = [...]string{kindF32In: "SetF32", kindF32Out: "SetOutF32", kindMask: "SetBool or SetU8",
@@ -81,8 +82,9 @@ const (
 
 var storageSetters = [...]string{storeF32: "SetF32", storeF16: "SetF16", storeBF16: "SetBF16", storeI8: "SetI8"}
 
-// numStored is the number of operands with storage types: OperandQ, OperandK, OperandV (0, 1, 2).
-const numStored = 3
+// numStored sizes the per-operand storage arrays of an Args: 16-bit Q, K, V, DOut, NewK, NewV;
+// int8 K, V, NewK, NewV (the setters refuse the other operands).
+const numStored = numOperands
 
 // Args holds the per-call slices of the extensible call (attn_args) for one Desc, and runs
 // operations with them (attn_run). Create it with Desc.NewArgs, bind slices with the setters,
@@ -118,12 +120,16 @@ type Args struct {
 	i32  [numOperands][]int32     // int32 operands: seq_lens_k, cu_seqlens_q/_k, block_table
 	u16  [numStored][]uint16      // q, k, v stored in 16 bits (f16, or bf16 where bf16 is set)
 	bf16 [numStored]bool
-	i8   [numStored][]int8 // k, v stored as int8
+	i8   [numStored][]int8 // k, v (new_k, new_v) stored as int8
+	// out[o]: operand o (K, V or their scales) is a cache bound writable (SetOutF32 / SetOutF16 /
+	// SetOutBF16 / SetOutI8) for KVAppendArgs
+	out [numOperands]bool
 }
 
 // unbindAll forgets every binding of an operand, whatever its type (a.mu held).
 func (a *Args) unbindAll(which Operand) {
 	a.f32[which], a.mask[which], a.i32[which] = nil, nil, nil
+	a.out[which] = false
 	if which < numStored {
 		a.u16[which], a.bf16[which], a.i8[which] = nil, false, nil
 	}
@@ -133,6 +139,7 @@ func (a *Args) unbindAll(which Operand) {
 func (a *Args) clearAll() {
 	a.f32, a.mask, a.i32 = [numOperands][]float32{}, [numOperands][]byte{}, [numOperands][]int32{}
 	a.u16, a.bf16, a.i8 = [numStored][]uint16{}, [numStored]bool{}, [numStored][]int8{}
+	a.out = [numOperands]bool{}
 }
 
 // NewArgs creates an empty Args for d (attn_args_create). Close frees it; one that is never
@@ -209,11 +216,14 @@ func (a *Args) bindStored(st storage, which Operand, n int, store func()) error 
 	if err := checkOperand(which); err != nil {
 		return err
 	}
+	kv := which == OperandK || which == OperandV || which == OperandNewK || which == OperandNewV
 	switch {
-	case st == storeI8 && which != OperandK && which != OperandV:
-		return argError(StatusInvalidArgument, "%s cannot be bound with SetI8 (int8 storage is for K and V)", which)
-	case which >= numStored:
-		return argError(StatusInvalidArgument, "%s cannot be bound with %s (16-bit storage is for Q, K and V)",
+	case st == storeI8 && !kv:
+		return argError(StatusInvalidArgument,
+			"%s cannot be bound with SetI8 (int8 storage is for K, V, NewK and NewV)", which)
+	case !kv && which != OperandQ && which != OperandDOut:
+		return argError(StatusInvalidArgument,
+			"%s cannot be bound with %s (16-bit storage is for Q, K, V, DOut, NewK and NewV)",
 			which, storageSetters[st])
 	}
 	return a.store(which, n, store)
@@ -261,8 +271,63 @@ func (a *Args) SetF32(which Operand, data []float32) error {
 // a gradient of OpBackward: OperandDQ, OperandDK, OperandDV, OperandDBias, OperandDSinks (the
 // forward's out and lse, which OpBackward reads, stay bound with SetOutF32 too). nil unbinds it.
 // Outputs must not overlap any other operand of the call.
+//
+// SetOutF32 also binds a float32 K / V cache, or the OperandKScale / OperandVScale of an int8
+// one, writable for KVAppendArgs (Run reads it as an input).
 func (a *Args) SetOutF32(which Operand, data []float32) error {
+	if which == OperandK || which == OperandV || which == OperandKScale || which == OperandVScale {
+		if a == nil {
+			return ErrArgsClosed
+		}
+		return a.store(which, sliceLen(len(data), data == nil), func() {
+			a.f32[which], a.out[which] = data, data != nil
+		})
+	}
 	return a.bind("SetOutF32", kindF32Out, which, sliceLen(len(data), data == nil), func() { a.f32[which] = data })
+}
+
+// bindCache is the check of SetOutF16, SetOutBF16 and SetOutI8: OperandK or OperandV only.
+func (a *Args) bindCache(setter string, which Operand, n int, store func()) error {
+	if a == nil {
+		return ErrArgsClosed
+	}
+	if err := checkOperand(which); err != nil {
+		return err
+	}
+	if which != OperandK && which != OperandV {
+		return argError(StatusInvalidArgument,
+			"%s cannot be bound with %s (it binds a writable K or V cache)", which, setter)
+	}
+	return a.store(which, n, store)
+}
+
+// SetOutF16 binds OperandK or OperandV as a cache stored as IEEE binary16 bit patterns that
+// KVAppendArgs writes (attn_args_set_out_f16); Run reads it as SetF16's. nil unbinds it.
+func (a *Args) SetOutF16(which Operand, data []uint16) error {
+	return a.bindCache("SetOutF16", which, sliceLen(len(data), data == nil), func() {
+		if data != nil {
+			a.u16[which], a.bf16[which], a.out[which] = data, false, true
+		}
+	})
+}
+
+// SetOutBF16 is SetOutF16 for a bfloat16 cache (attn_args_set_out_bf16).
+func (a *Args) SetOutBF16(which Operand, data []uint16) error {
+	return a.bindCache("SetOutBF16", which, sliceLen(len(data), data == nil), func() {
+		if data != nil {
+			a.u16[which], a.bf16[which], a.out[which] = data, true, true
+		}
+	})
+}
+
+// SetOutI8 is SetOutF16 for a symmetric int8 cache (attn_args_set_out_i8); bind its scales,
+// which KVAppendArgs writes too, with SetOutF32(OperandKScale / OperandVScale, ...).
+func (a *Args) SetOutI8(which Operand, data []int8) error {
+	return a.bindCache("SetOutI8", which, sliceLen(len(data), data == nil), func() {
+		if data != nil {
+			a.i8[which], a.out[which] = data, true
+		}
+	})
 }
 
 // SetBool binds a mask: OperandKeyValid, OperandAllowed or OperandQueryValid (true = real key /
@@ -291,11 +356,11 @@ func (a *Args) SetI32(which Operand, data []int32) error {
 	return a.bind("SetI32", kindI32, which, sliceLen(len(data), data == nil), func() { a.i32[which] = data })
 }
 
-// SetF16 binds OperandQ, OperandK or OperandV stored as IEEE binary16 bit patterns
-// (attn_args_set_f16), RequiredLen elements in the operand's strides, like SetF32: the slice
-// reaches C without a copy and each value is widened to float32 on load (ConvertF32ToF16 fills
-// such a buffer). nil unbinds the operand. Any other operand is a StatusInvalidArgument error
-// naming it. OpBackward needs float32 Q, K and V (StatusUnsupported otherwise).
+// SetF16 binds OperandQ, OperandK, OperandV or OperandDOut (or OperandNewK / OperandNewV for
+// KVAppendArgs) stored as IEEE binary16 bit patterns (attn_args_set_f16), RequiredLen elements
+// in the operand's strides, like SetF32: the slice reaches C without a copy and each value is
+// widened to float32 on load (ConvertF32ToF16 fills such a buffer). nil unbinds the operand.
+// Any other operand is a StatusInvalidArgument error naming it.
 func (a *Args) SetF16(which Operand, data []uint16) error {
 	return a.bindStored(storeF16, which, sliceLen(len(data), data == nil), func() {
 		if data != nil {
@@ -439,7 +504,8 @@ func goRun(h capi.Struct_SS_attn_desc, op Op, ah capi.Struct_SS_attn_args, f *[n
 			pf(f[OperandDBias]), int64(len(f[OperandDBias])),
 			pf(f[OperandDSinks]), int64(len(f[OperandDSinks])),
 			pf(f[OperandKScale]), int64(len(f[OperandKScale])),
-			pf(f[OperandVScale]), int64(len(f[OperandVScale])))
+			pf(f[OperandVScale]), int64(len(f[OperandVScale])),
+			pu16(u16[OperandDOut]), int64(len(u16[OperandDOut])))
 	})
 }
 
@@ -471,8 +537,9 @@ func (a *Args) Run(op Op) error {
 // (SetF32(OperandDOut, ...)), it writes the gradients bound with SetOutF32: OperandDQ,
 // OperandDK, OperandDV (GQA: summed over a KV head's query heads), OperandDBias (with a bias;
 // broadcast dimensions summed) and OperandDSinks (with sinks); any of them, at least one. Every
-// mask and variant of the forward applies, varlen packs too (not a paged cache); Q, K and V must
-// be float32 (StatusUnsupported otherwise). Hidden and padded keys get dK = dV = 0, padded
+// mask and variant of the forward applies, varlen packs too (not a paged cache); Q, K, V and
+// DOut may be float32 or 16-bit (SetF16 / SetBF16: widened exactly, the gradients are the
+// float32 gradients of the widened values), not int8 (StatusUnsupported). Hidden and padded keys get dK = dV = 0, padded
 // queries and rows with no visible key dQ = 0. FlashAttention-2's algorithm: no seq_q x seq_k
 // buffer. Zero copy, no allocation, like Run. Missing operands are the library's errors, naming
 // them ("attn_run: dout is NULL").
@@ -527,6 +594,63 @@ func (a *Args) KVAppend(kCache, vCache []float32) error {
 			pi(i[OperandCuSeqlensK]), int64(len(i[OperandCuSeqlensK])),
 			pi(i[OperandBlockTable]), int64(len(i[OperandBlockTable])),
 			pk, int64(len(kCache)), pv, int64(len(vCache)))
+	})
+}
+
+// KVAppendArgs writes the bound OperandNewK / OperandNewV rows into caches of any storage type
+// (attn_kv_append_args): the caches are OperandK and OperandV of the Args, bound writable with
+// SetOutF32 (float32), SetOutF16 / SetOutBF16 (16-bit bit patterns) or SetOutI8 (int8, its
+// scales OperandKScale / OperandVScale bound with SetOutF32). The new rows are float32 (SetF32),
+// converted to the cache's type with round to nearest even or quantized as QuantizeI8 does
+// (the int8 row and its scale), or of the cache's own type (SetF16 / SetBF16 / SetI8; int8 rows
+// with OperandNewKScale / OperandNewVScale). Positions, lengths and every check are
+// KVAppend's; the same Args then serve Run(OpForward) over the cache. A non-finite float32 row
+// bound for an int8 cache is the library's StatusInvalidArgument naming the row ("new_k row 3
+// (token 1, KV head 1) holds a non-finite value"), and nothing is written. Zero copy, no
+// allocation, like Run.
+func (a *Args) KVAppendArgs() error {
+	if a == nil {
+		return ErrArgsClosed
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.h == nil {
+		return ErrArgsClosed
+	}
+	d := a.d
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.h == nil {
+		return ErrClosed
+	}
+	bf16, out := 0, 0
+	for o := range a.bf16 {
+		if a.bf16[o] {
+			bf16 |= 1 << o
+		}
+	}
+	for o := range a.out {
+		if a.out[o] {
+			out |= 1 << o
+		}
+	}
+	h, ah, f, i, u, b := d.h, a.h, &a.f32, &a.i32, &a.u16, &a.i8
+	return check(func() capi.Enum_SS_attn_status {
+		return capi.Attn_go_kv_append_args(h, ah, bf16, out,
+			pf(f[OperandK]), int64(len(f[OperandK])), pu16(u[OperandK]), int64(len(u[OperandK])),
+			pi8(b[OperandK]), int64(len(b[OperandK])), pf(f[OperandKScale]), int64(len(f[OperandKScale])),
+			pf(f[OperandV]), int64(len(f[OperandV])), pu16(u[OperandV]), int64(len(u[OperandV])),
+			pi8(b[OperandV]), int64(len(b[OperandV])), pf(f[OperandVScale]), int64(len(f[OperandVScale])),
+			pf(f[OperandNewK]), int64(len(f[OperandNewK])), pu16(u[OperandNewK]), int64(len(u[OperandNewK])),
+			pi8(b[OperandNewK]), int64(len(b[OperandNewK])),
+			pf(f[OperandNewKScale]), int64(len(f[OperandNewKScale])),
+			pf(f[OperandNewV]), int64(len(f[OperandNewV])), pu16(u[OperandNewV]), int64(len(u[OperandNewV])),
+			pi8(b[OperandNewV]), int64(len(b[OperandNewV])),
+			pf(f[OperandNewVScale]), int64(len(f[OperandNewVScale])),
+			pi(i[OperandSeqLensK]), int64(len(i[OperandSeqLensK])),
+			pi(i[OperandCuSeqlensQ]), int64(len(i[OperandCuSeqlensQ])),
+			pi(i[OperandCuSeqlensK]), int64(len(i[OperandCuSeqlensK])),
+			pi(i[OperandBlockTable]), int64(len(i[OperandBlockTable])))
 	})
 }
 

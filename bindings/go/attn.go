@@ -152,17 +152,21 @@ const (
 	// since 0.2, the scales of int8 K / V (Args.SetI8; see docs/storage.md)
 	OperandKScale Operand = 25 // f32 [batch][heads_kv][seq_k] scale of each int8 K row, strided, input
 	OperandVScale Operand = 26 // f32 [batch][heads_kv][seq_k] scale of each int8 V row, strided, input
+
+	// since 0.2, the scales of int8 new rows (Args.KVAppendArgs into an int8 cache)
+	OperandNewKScale Operand = 27 // f32 [tokens][heads_kv] scale of each int8 OperandNewK row, input
+	OperandNewVScale Operand = 28 // f32 [tokens][heads_kv] scale of each int8 OperandNewV row, input
 )
 
-const numOperands = 27
+const numOperands = 29
 
 var operandNames = [numOperands]string{"q", "k", "v", "out", "lse", "weights", "key_valid",
 	"allowed", "bias", "alibi_slopes", "sinks", "query_valid", "seq_lens_k", "key_mass",
 	"cu_seqlens_q", "cu_seqlens_k", "block_table", "new_k", "new_v",
-	"dout", "dq", "dk", "dv", "dbias", "dsinks", "k_scale", "v_scale"}
+	"dout", "dq", "dk", "dv", "dbias", "dsinks", "k_scale", "v_scale", "new_k_scale", "new_v_scale"}
 
 // String returns the C name of the operand ("q", "k", ..., "key_mass", "cu_seqlens_q", ...,
-// "new_v", "dout", "dq", ..., "dsinks", "k_scale", "v_scale").
+// "new_v", "dout", "dq", ..., "dsinks", "k_scale", "v_scale", "new_k_scale", "new_v_scale").
 func (o Operand) String() string {
 	if o.valid() {
 		return operandNames[o]
@@ -474,7 +478,8 @@ func NewDesc(batch, headsQ, headsKV, seqQ, seqK, headDim int, opts ...Option) (*
 	for op := range d.least {
 		d.least[op] = d.need[op]
 		switch Operand(op) {
-		case OperandQ, OperandOut, OperandLSE, OperandNewK, OperandNewV, OperandDOut, OperandDQ:
+		case OperandQ, OperandOut, OperandLSE, OperandNewK, OperandNewV, OperandDOut, OperandDQ,
+			OperandNewKScale, OperandNewVScale:
 			if varlen != 0 {
 				d.least[op] = 0 // the pack's length comes from cu_seqlens_q: the library checks it
 			}

@@ -148,9 +148,9 @@ func TestConstantsMatchC(t *testing.T) {
 		CausalNone.String() != "none" || Causal(9).String() != "Causal(9)" {
 		t.Errorf("Causal.String() wrong: %v %v %v %v", CausalNone, CausalTopLeft, CausalBottomRight, Causal(9))
 	}
-	if OperandKeyValid.String() != "key_valid" || OperandOut.String() != "out" || Operand(27).String() != "Operand(27)" ||
+	if OperandKeyValid.String() != "key_valid" || OperandOut.String() != "out" || Operand(29).String() != "Operand(29)" ||
 		OperandSeqLensK.String() != "seq_lens_k" || OperandKeyMass.String() != "key_mass" || OperandBias.String() != "bias" {
-		t.Errorf("Operand.String() wrong: %v %v %v %v", OperandKeyValid, OperandOut, Operand(27), OperandSeqLensK)
+		t.Errorf("Operand.String() wrong: %v %v %v %v", OperandKeyValid, OperandOut, Operand(29), OperandSeqLensK)
 	}
 	if ParamWindowLeft.String() != "window_left" || ParamBiasFirst.String() != "bias_first" || Param(15).String() != "Param(15)" ||
 		OpWeights.String() != "weights" || Op(3).String() != "Op(3)" || AlibiStandard.String() != "standard" ||
@@ -642,7 +642,7 @@ func TestErrorsDesc(t *testing.T) {
 		desc.RequiredLen(OperandKeyValid) != 2*4 || desc.RequiredLen(OperandAllowed) != 3*4 {
 		t.Fatalf("RequiredLen wrong: q %d k %d v %d", nq, nk, nv)
 	}
-	if desc.RequiredLen(Operand(27)) != 0 || desc.RequiredLen(Operand(-1)) != 0 || desc.RequiredLen(Operand(1<<32)) != 0 {
+	if desc.RequiredLen(Operand(29)) != 0 || desc.RequiredLen(Operand(-1)) != 0 || desc.RequiredLen(Operand(1<<32)) != 0 {
 		t.Errorf("RequiredLen of an unknown operand is not 0")
 	}
 	q, k, v := pattern(nq, 1), pattern(nk, 2), pattern(nv, 3)

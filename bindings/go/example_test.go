@@ -224,7 +224,7 @@ func ExampleArgs_SetI8() {
 	}
 	fmt.Println("out", out)
 
-	// int8 storage is for K and V; an int8 K needs its scales.
+	// int8 storage is for K and V (and new rows for them); an int8 K needs its scales.
 	fmt.Println(args.SetI8(attn.OperandQ, []int8{0, 0}))
 	args.SetKScale(nil)
 	fmt.Println(args.Run(attn.OpForward))
@@ -233,7 +233,7 @@ func ExampleArgs_SetI8() {
 	// k_scale [0.01575 0.03150 0.04724]
 	// v16 [0x4900 0x4d00]
 	// out [30 40.166668]
-	// attn: invalid argument: q cannot be bound with SetI8 (int8 storage is for K and V)
+	// attn: invalid argument: q cannot be bound with SetI8 (int8 storage is for K, V, NewK and NewV)
 	// attn: null pointer: attn_run: k_scale is NULL but k is int8
 }
 

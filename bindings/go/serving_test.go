@@ -952,7 +952,7 @@ func TestServingErrors(t *testing.T) {
 		{s.a.SetF32(OperandBlockTable, s.kPool), "block_table is bound with SetI32, not SetF32"},
 		{s.a.SetI32(OperandNewK, table), "new_k is bound with SetF32, not SetI32"},
 		{s.a.SetOutF32(OperandNewV, s.out), "new_v is bound with SetF32, not SetOutF32"},
-		{s.a.SetI32(Operand(27), table), "which (27) is not an attn_operand"},
+		{s.a.SetI32(Operand(29), table), "which (29) is not an attn_operand"},
 		{s.a.KVAppend(s.kPool[:10], s.vPool), fmt.Sprintf("k_cache has 10 elements, needs at least %d", 3*servHKV*servD)},
 		{s.a.KVAppend(s.kPool, []float32{}), fmt.Sprintf("v_cache has 0 elements, needs at least %d", 3*servHKV*servD)},
 	} {

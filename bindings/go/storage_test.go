@@ -49,21 +49,22 @@ func TestStorageSetterErrors(t *testing.T) {
 			d.RequiredLen(OperandVScale), b*hkv*sk)
 	}
 
-	// Operands: 16 bits for Q, K, V; int8 for K, V; the message names the operand.
+	// Operands: 16 bits for Q, K, V, DOut, NewK, NewV; int8 for K, V, NewK, NewV; the message
+	// names the operand.
 	wantError(t, a.SetI8(OperandQ, make([]int8, nq)), StatusInvalidArgument,
-		"q cannot be bound with SetI8 (int8 storage is for K and V)")
+		"q cannot be bound with SetI8 (int8 storage is for K, V, NewK and NewV)")
 	wantError(t, a.SetF16(OperandBias, make([]uint16, 1000)), StatusInvalidArgument,
-		"bias cannot be bound with SetF16 (16-bit storage is for Q, K and V)")
+		"bias cannot be bound with SetF16 (16-bit storage is for Q, K, V, DOut, NewK and NewV)")
 	wantError(t, a.SetBF16(OperandOut, make([]uint16, 1000)), StatusInvalidArgument, "out cannot be bound with SetBF16")
 	wantError(t, a.SetI8(OperandKScale, make([]int8, 1000)), StatusInvalidArgument, "k_scale cannot be bound with SetI8")
-	for _, o := range []Operand{-1, 27, 1 << 32} {
+	for _, o := range []Operand{-1, 29, 1 << 32} {
 		wantError(t, a.SetF16(o, []uint16{1}), StatusInvalidArgument, "is not an attn_operand")
 		wantError(t, a.SetI8(o, []int8{1}), StatusInvalidArgument, "is not an attn_operand")
 	}
 	// The gradients and scales have their kinds.
 	wantError(t, a.SetF32(OperandDQ, make([]float32, nq)), StatusInvalidArgument, "dq is bound with SetOutF32, not SetF32")
 	wantError(t, a.SetOutF32(OperandDOut, make([]float32, nq)), StatusInvalidArgument, "dout is bound with SetF32, not SetOutF32")
-	wantError(t, a.SetOutF32(OperandKScale, make([]float32, 20)), StatusInvalidArgument, "k_scale is bound with SetF32")
+	wantError(t, a.SetOutF32(OperandSinks, make([]float32, 20)), StatusInvalidArgument, "sinks is bound with SetF32")
 
 	// Strides: the scales take them, the gradients take their counterparts'.
 	if ds, err := NewDesc(b, hq, hkv, sq, sk, dd, WithStrides(OperandKScale, 2*sk*hkv, 1, hkv),
@@ -133,11 +134,13 @@ func TestBackwardErrors(t *testing.T) {
 	must(t, a.SetOutF32(OperandDQ, q))
 	wantError(t, a.Backward(), StatusInvalidArgument, "dq overlaps")
 	must(t, a.SetOutF32(OperandDQ, dq))
-	// Storage types: the backward needs float32 Q, K and V.
+	// Storage types: the backward takes 16-bit Q, K, V and DOut, not int8 K / V.
 	q16 := make([]uint16, nq)
-	must(t, ConvertF32ToF16(q16, q), a.SetF16(OperandQ, q16))
-	wantError(t, a.Backward(), StatusUnsupported, "ATTN_OP_BACKWARD needs fp32 q (it is f16)")
-	must(t, a.SetF32(OperandQ, q), a.Backward())
+	must(t, ConvertF32ToF16(q16, q), a.SetF16(OperandQ, q16), a.Backward())
+	k8, ks := make([]int8, nk), make([]float32, nk/dd)
+	must(t, QuantizeI8(k8, ks, k, nk/dd, dd), a.SetI8(OperandK, k8), a.SetF32(OperandKScale, ks))
+	wantError(t, a.Backward(), StatusUnsupported, "ATTN_OP_BACKWARD needs fp32, f16 or bf16 k (it is int8)")
+	must(t, a.SetF32(OperandKScale, nil), a.SetF32(OperandK, k), a.SetF32(OperandQ, q), a.Backward())
 
 	// Desc.Backward: the same checks in Go, before any pointer reaches C, naming the slice.
 	dk := make([]float32, d.RequiredLen(OperandDK))

@@ -54,6 +54,8 @@
  *       attn_jni_run_typed is attn_jni_run with the storage types of Q, K and V (0.2): f16 /
  *       bf16 as short[] or a direct ShortBuffer (attn_args_set_f16 / _bf16), int8 K / V as byte[]
  *       or a direct ByteBuffer (attn_args_set_i8), pinned and bound the same way (zero copy).
+ *       attn_jni_kv_append_args: attn_kv_append_args with the caches K and V (any storage type,
+ *       their int8 scales) bound writable and pinned with copy-back, the new rows typed.
  *       attn_jni_convert / attn_jni_quantize_i8: attn_convert_* and attn_quantize_i8 with Java
  *       objects (arrays pinned, direct buffers by address) and element offsets, lengths checked
  *       here (the C functions take none).
@@ -429,6 +431,8 @@ ATTN_JAVA_BUFFER_PAIR(const int32_t *, attn_jni_int_buffer, "IntBuffer")
 %rename("%s") ::ATTN_DSINKS;
 %rename("%s") ::ATTN_K_SCALE;
 %rename("%s") ::ATTN_V_SCALE;
+%rename("%s") ::ATTN_NEW_K_SCALE;
+%rename("%s") ::ATTN_NEW_V_SCALE;
 
 %include "../attn.i"
 
@@ -442,13 +446,19 @@ ATTN_JAVA_BUFFER_PAIR(const int32_t *, attn_jni_int_buffer, "IntBuffer")
 enum attn_jni_elem { ATTN_JNI_F32_IN, ATTN_JNI_F32_OUT, ATTN_JNI_U8, ATTN_JNI_I32, ATTN_JNI_U16,
                      ATTN_JNI_I8 };
 
-/* Storage codes of attn_jni_run_typed's `stores`: 2 bits per operand, Q in bits 0-1, K in 2-3,
- * V in 4-5 (the Java face's StorageType ordinals). */
+/* Storage codes of attn_jni_run_typed's `stores`: 2 bits per storable operand, Q in bits 0-1,
+ * K in 2-3, V in 4-5, DOUT in 6-7, NEW_K in 8-9, NEW_V in 10-11 (the Java face's StorageType
+ * ordinals). */
 enum attn_jni_store { ATTN_JNI_STORE_F32 = 0, ATTN_JNI_STORE_F16 = 1, ATTN_JNI_STORE_BF16 = 2,
                       ATTN_JNI_STORE_I8 = 3 };
 
 static int attn_jni_store_of(int which, int stores) {
-    return which <= ATTN_V ? (stores >> (2 * which)) & 3 : ATTN_JNI_STORE_F32;
+    const int slot = which <= ATTN_V ? which
+                     : which == ATTN_DOUT ? 3
+                     : which == ATTN_NEW_K ? 4
+                     : which == ATTN_NEW_V ? 5
+                                           : -1;
+    return slot >= 0 ? (stores >> (2 * slot)) & 3 : ATTN_JNI_STORE_F32;
 }
 
 static attn_jni_elem attn_jni_elem_of(int which, int stores = 0) {
@@ -469,12 +479,12 @@ static attn_jni_elem attn_jni_elem_of(int which, int stores = 0) {
     }
 }
 
-static const int attn_jni_operands = 27; /* ATTN_Q .. ATTN_V_SCALE */
+static const int attn_jni_operands = 29; /* ATTN_Q .. ATTN_NEW_V_SCALE */
 static const char *const attn_jni_operand_names[attn_jni_operands] = {
     "q",    "k",            "v",     "out",         "lse",        "weights",  "key_valid",
     "allowed", "bias", "alibi_slopes", "sinks", "query_valid", "seq_lens_k", "key_mass",
     "cu_seqlens_q", "cu_seqlens_k", "block_table", "new_k", "new_v", "dout", "dq", "dk", "dv",
-    "dbias", "dsinks", "k_scale", "v_scale"};
+    "dbias", "dsinks", "k_scale", "v_scale", "new_k_scale", "new_v_scale"};
 
 /* The most objects one call classifies: two operand sets (attn_jni_merge) and two caches
  * (attn_jni_kv_append; the conversions take three). Each element read from an Object[] is a local reference, held until
@@ -688,6 +698,7 @@ static attn_status attn_jni_bind_all(attn_args *a, const attn_jni_pins &pins, co
 %rename("%s") attn_jni_convert;
 %rename("%s") attn_jni_quantize_i8;
 %rename("%s") attn_jni_kv_append;
+%rename("%s") attn_jni_kv_append_args;
 %rename("%s") attn_jni_merge;
 %rename("%s") attn_jni_simple;
 %inline %{
@@ -709,9 +720,10 @@ static attn_status attn_jni_run_typed(JNIEnv *jenv, const attn_desc *desc, attn_
                                 "op: without an attn_args only FORWARD and WEIGHTS run");
         return ATTN_ERR_INVALID_ARGUMENT;
     }
-    if (stores < 0 || stores >= 64) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "stores (%d) is not 2 bits for each of q, k and v", stores);
+    if (stores < 0 || stores >= 4096) {
+        char msg[112];
+        snprintf(msg, sizeof msg,
+                 "stores (%d) is not 2 bits for each of q, k, v, dout, new_k and new_v", stores);
         SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException, msg);
         return ATTN_ERR_INVALID_ARGUMENT;
     }
@@ -786,6 +798,48 @@ static attn_status attn_jni_kv_append(JNIEnv *jenv, const attn_desc *desc, attn_
     if (st == ATTN_OK)
         st = attn_kv_append(desc, args, (float *)pins.ptr(kc), pins.len(kc), (float *)pins.ptr(vc),
                             pins.len(vc));
+    if (args) attn_args_clear(args);
+    pins.release();
+    return st;
+}
+
+/* attn_kv_append_args with Java objects: operands (as attn_jni_run_typed's, with `stores`) are
+ * bound into args for this call only, the caches K and V (and the int8 scales K_SCALE /
+ * V_SCALE) writable with attn_args_set_out_*: their pins are released with copy-back. */
+static attn_status attn_jni_kv_append_args(JNIEnv *jenv, const attn_desc *desc, attn_args *args,
+                                           jobjectArray operands, int stores) {
+    if (stores < 0 || stores >= 4096) {
+        SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException,
+                                "stores: not 2 bits for each of q, k, v, dout, new_k and new_v");
+        return ATTN_ERR_INVALID_ARGUMENT;
+    }
+    if (!attn_jni_reserve(jenv)) return ATTN_ERR_OUT_OF_MEMORY;
+    attn_jni_pins pins(jenv);
+    int index[attn_jni_operands];
+    if (!pins.collect(operands, index, "", stores)) return ATTN_ERR_INVALID_ARGUMENT;
+    const int caches[4] = {ATTN_K, ATTN_V, ATTN_K_SCALE, ATTN_V_SCALE};
+    for (int c = 0; c < 4; ++c)
+        if (index[caches[c]] >= 0) pins.pin[pins.pin[index[caches[c]]].root].output = true;
+    if (!pins.pin_all()) return ATTN_ERR_OUT_OF_MEMORY;
+    attn_status st = args ? attn_args_clear(args) : ATTN_OK;
+    for (int w = 0; args && w < attn_jni_operands && st == ATTN_OK; ++w) {
+        if (index[w] < 0) continue;
+        const attn_jni_pins::Pin &x = pins.pin[index[w]];
+        const attn_operand o = (attn_operand)w;
+        if (w == ATTN_K || w == ATTN_V) {
+            switch (attn_jni_store_of(w, stores)) {
+            case ATTN_JNI_STORE_F16: st = attn_args_set_out_f16(args, o, (uint16_t *)x.ptr, x.len); break;
+            case ATTN_JNI_STORE_BF16: st = attn_args_set_out_bf16(args, o, (uint16_t *)x.ptr, x.len); break;
+            case ATTN_JNI_STORE_I8: st = attn_args_set_out_i8(args, o, (int8_t *)x.ptr, x.len); break;
+            default: st = attn_args_set_out_f32(args, o, (float *)x.ptr, x.len); break;
+            }
+        } else if (w == ATTN_K_SCALE || w == ATTN_V_SCALE) {
+            st = attn_args_set_out_f32(args, o, (float *)x.ptr, x.len);
+        } else {
+            st = attn_jni_bind(args, w, x, stores);
+        }
+    }
+    if (st == ATTN_OK) st = attn_kv_append_args(desc, args);
     if (args) attn_args_clear(args);
     pins.release();
     return st;

@@ -66,7 +66,9 @@ int main(void) {
     CHECK(attn_desc_required_len(desc, (attn_operand)24) == 3);              /* DSINKS */
     CHECK(attn_desc_required_len(desc, (attn_operand)25) == 2 * 1 * 7);      /* K_SCALE */
     CHECK(attn_desc_required_len(desc, (attn_operand)26) == 2 * 1 * 7);      /* V_SCALE */
-    CHECK(attn_desc_required_len(desc, (attn_operand)27) == 0);
+    CHECK(attn_desc_required_len(desc, (attn_operand)27) == 2 * 5 * 1);      /* NEW_K_SCALE */
+    CHECK(attn_desc_required_len(desc, (attn_operand)28) == 2 * 5 * 1);      /* NEW_V_SCALE */
+    CHECK(attn_desc_required_len(desc, (attn_operand)29) == 0);
     {
         int64_t iv = -5;
         double fv = 0;

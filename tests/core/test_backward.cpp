@@ -177,7 +177,14 @@ struct Grads {
     std::vector<float> dq, dk, dv, dbias, dsinks;
 };
 
-Grads run_backward(const Case &c) {
+// Q, K, V and DOUT stored in 16 bits: type[x] 0 = fp32 (c's values), 1 = f16, 2 = bf16 bits in
+// bits[x] (x: 0 Q, 1 K, 2 V, 3 DOUT).
+struct Storage16 {
+    int type[4] = {0, 0, 0, 0};
+    std::vector<uint16_t> bits[4];
+};
+
+Grads run_backward(const Case &c, const Storage16 *st = nullptr) {
     attn_desc *d = make_desc(c);
     attn_args *a = nullptr;
     REQUIRE(attn_args_create(&a) == ATTN_OK);
@@ -190,6 +197,8 @@ Grads run_backward(const Case &c) {
     f32(ATTN_Q, c.q);
     f32(ATTN_K, c.k);
     f32(ATTN_V, c.v);
+    // the forward runs on the fp32 values (c's are the widened 16-bit ones); the backward binds
+    // the 16-bit operands below
     f32(ATTN_BIAS, c.bias);
     f32(ATTN_ALIBI_SLOPES, c.slopes);
     f32(ATTN_SINKS, c.sinks);
@@ -219,6 +228,12 @@ Grads run_backward(const Case &c) {
         gr.dsinks.assign(c.p.heads_q, kNaN);
         REQUIRE(attn_args_set_out_f32(a, ATTN_DSINKS, gr.dsinks.data(), gr.dsinks.size()) ==
                 ATTN_OK);
+    }
+    const attn_operand ops[4] = {ATTN_Q, ATTN_K, ATTN_V, ATTN_DOUT};
+    for (int x = 0; st && x < 4; ++x) {
+        const std::vector<uint16_t> &h = st->bits[x];
+        if (st->type[x] == 1) REQUIRE(attn_args_set_f16(a, ops[x], h.data(), h.size()) == ATTN_OK);
+        if (st->type[x] == 2) REQUIRE(attn_args_set_bf16(a, ops[x], h.data(), h.size()) == ATTN_OK);
     }
     REQUIRE_MESSAGE(attn_run(d, ATTN_OP_BACKWARD, a) == ATTN_OK, std::string(attn_last_error()));
     attn_args_destroy(a);
@@ -484,4 +499,71 @@ TEST_CASE("backward refuses missing and overlapping operands, naming them") {
     CHECK(attn_run(d, ATTN_OP_BACKWARD, a) == ATTN_OK); // dk of a broadcast q is fine
     attn_args_destroy(a);
     attn_desc_destroy(d);
+}
+
+TEST_CASE("backward with f16 / bf16 Q, K, V and DOUT matches float64 over the widened values, "
+          "gradients in fp32") {
+    std::mt19937 g(16);
+    const std::vector<std::string> names = isas();
+    double worst = 0;
+    size_t runs = 0, typed[3] = {0, 0, 0};
+    const int kCases = 160;
+    for (int n = 0; n < kCases; ++n) {
+        Case c = random_case(g);
+        Storage16 st;
+        std::vector<float> *vals[4] = {&c.q, &c.k, &c.v, &c.dout};
+        for (int x = 0; x < 4; ++x) {
+            // every operand 16-bit in most cases, one type for all in some
+            st.type[x] = n % 3 == 0 ? 1 + n % 2 : static_cast<int>(pick(g, 0, 2));
+            ++typed[st.type[x]];
+            if (st.type[x] == 0) continue;
+            std::vector<float> &v = *vals[x];
+            st.bits[x].resize(v.size());
+            if (st.type[x] == 1) {
+                REQUIRE(attn_convert_f32_to_f16(v.data(), st.bits[x].data(), v.size()) == ATTN_OK);
+                REQUIRE(attn_convert_f16_to_f32(st.bits[x].data(), v.data(), v.size()) == ATTN_OK);
+            } else {
+                // bf16 by truncation to the upper half (exactly representable; NaN kept)
+                for (size_t e = 0; e < v.size(); ++e) {
+                    uint32_t w;
+                    std::memcpy(&w, &v[e], 4);
+                    st.bits[x][e] = static_cast<uint16_t>(w >> 16);
+                    w &= 0xffff0000u;
+                    std::memcpy(&v[e], &w, 4);
+                }
+            }
+        }
+        // the reference runs on the widened values (c now holds them)
+        const ref::VGrads e = ref::backward_v(c.p, c.inputs(), c.dout.data(), c.bias.size());
+        for (const std::string &isa : names) {
+            REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
+            const Grads gr = run_backward(c, &st);
+            const Grads g32 = run_backward(c); // the same widened values bound as fp32
+            const double errs[3] = {normwise(gr.dq, e.dq), normwise(gr.dk, e.dk),
+                                    normwise(gr.dv, e.dv)};
+            for (int x = 0; x < 3; ++x) {
+                worst = std::max(worst, errs[x]);
+                if (!(errs[x] <= 1e-4))
+                    FAIL_CHECK("case " << n << " on " << isa << ": gradient " << x << " error "
+                                       << errs[x] << " (types q " << st.type[0] << " k "
+                                       << st.type[1] << " v " << st.type[2] << " dout "
+                                       << st.type[3] << ")");
+            }
+            // widening is exact: bit-identical to fp32 operands holding the widened values
+            auto same = [](const std::vector<float> &x, const std::vector<float> &y) {
+                return x.size() == y.size() &&
+                       (x.empty() || std::memcmp(x.data(), y.data(), x.size() * 4) == 0);
+            };
+            CHECK(same(gr.dq, g32.dq));
+            CHECK(same(gr.dk, g32.dk));
+            CHECK(same(gr.dv, g32.dv));
+            CHECK(same(gr.dbias, g32.dbias));
+            CHECK(same(gr.dsinks, g32.dsinks));
+            ++runs;
+        }
+    }
+    attn_set_isa(nullptr);
+    MESSAGE(kCases << " cases x " << names.size() << " ISAs = " << runs << " runs (operands fp32 "
+                   << typed[0] << ", f16 " << typed[1] << ", bf16 " << typed[2]
+                   << "); max normwise error " << worst);
 }

@@ -396,9 +396,9 @@ TEST_CASE("storage types: bad bindings and calls are refused with the argument n
     std::vector<uint16_t> k16(32, 0x3c00), q16(48, 0x3c00);
     std::vector<int8_t> k8(32, 3);
     CHECK(fails(attn_args_set_i8(a, ATTN_Q, k8.data(), k8.size()), ATTN_ERR_INVALID_ARGUMENT,
-                "int8 storage is for K and V"));
+                "int8 storage is for K, V, NEW_K and NEW_V"));
     CHECK(fails(attn_args_set_f16(a, ATTN_BIAS, k16.data(), k16.size()), ATTN_ERR_INVALID_ARGUMENT,
-                "16-bit storage is for Q, K and V"));
+                "16-bit storage is for Q, K, V, DOUT, NEW_K and NEW_V"));
     CHECK(fails(attn_args_set_bf16(a, ATTN_OUT, k16.data(), k16.size()), ATTN_ERR_INVALID_ARGUMENT,
                 "out"));
     CHECK(fails(attn_args_set_f16(a, (attn_operand)99, k16.data(), 1), ATTN_ERR_INVALID_ARGUMENT,
@@ -428,8 +428,13 @@ TEST_CASE("storage types: bad bindings and calls are refused with the argument n
     std::vector<float> dout(48, 1.0f), dq(48);
     REQUIRE(attn_args_set_f32(a, ATTN_DOUT, dout.data(), dout.size()) == ATTN_OK);
     REQUIRE(attn_args_set_out_f32(a, ATTN_DQ, dq.data(), dq.size()) == ATTN_OK);
+    CHECK(attn_run(d, ATTN_OP_BACKWARD, a) == ATTN_OK); // f16 k is widened
+    REQUIRE(attn_args_set_i8(a, ATTN_K, k8.data(), k8.size()) == ATTN_OK);
+    REQUIRE(attn_args_set_f32(a, ATTN_K_SCALE, ks.data(), ks.size()) == ATTN_OK);
     CHECK(fails(attn_run(d, ATTN_OP_BACKWARD, a), ATTN_ERR_UNSUPPORTED,
-                "ATTN_OP_BACKWARD needs fp32 k (it is f16)"));
+                "ATTN_OP_BACKWARD needs fp32, f16 or bf16 k (it is int8)"));
+    REQUIRE(attn_args_set_f16(a, ATTN_K, k16.data(), k16.size()) == ATTN_OK);
+    REQUIRE(attn_args_set_f32(a, ATTN_K_SCALE, nullptr, 0) == ATTN_OK);
     // an f16 q overlapping the output is caught with its 2-byte length
     REQUIRE(attn_args_set_f16(a, ATTN_Q, reinterpret_cast<const uint16_t *>(out.data()), 48) ==
             ATTN_OK);

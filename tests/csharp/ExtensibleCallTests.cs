@@ -135,7 +135,8 @@ namespace LibAttn.Tests
                               Operand.SeqLensK, Operand.KeyMass, Operand.CuSeqlensQ,
                               Operand.CuSeqlensK, Operand.BlockTable, Operand.NewK, Operand.NewV,
                               Operand.DOut, Operand.DQ, Operand.DK, Operand.DV, Operand.DBias,
-                              Operand.DSinks, Operand.KScale, Operand.VScale };
+                              Operand.DSinks, Operand.KScale, Operand.VScale, Operand.NewKScale,
+                              Operand.NewVScale };
             for (int i = 0; i < ops.Length; i++) Assert.AreEqual(i, (int)ops[i]);
             Assert.AreEqual(ops.Length, Enum.GetValues(typeof(Operand)).Length);
             Assert.AreEqual(9, (int)Param.BiasFirst);
@@ -437,8 +438,8 @@ namespace LibAttn.Tests
                     "param (255) is not a Param value"),
                 Tuple.Create<TestDelegate, string, string>(() => Small().Set((Param)(-7), 1.0), "param",
                     "param (-7) is not a Param value"),
-                Tuple.Create<TestDelegate, string, string>(() => Small().Strides((Operand)27, 1, 1, 1),
-                    "which", "which (27) is not an Operand value (0 Q .. 26 VScale)"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().Strides((Operand)29, 1, 1, 1),
+                    "which", "which (29) is not an Operand value (0 Q .. 28 NewVScale)"),
             };
             foreach (var c in cases)
             {
@@ -1034,8 +1035,8 @@ namespace LibAttn.Tests
                     StringAssert.Contains("op (3) is not an Op value", re.Message);
                     re = Assert.Throws<ArgumentOutOfRangeException>(() => desc.Run((Op)(-1), args));
                     StringAssert.Contains("op (-1)", re.Message);
-                    re = Assert.Throws<ArgumentOutOfRangeException>(() => args.Bind((Operand)27, q));
-                    StringAssert.Contains("which (27) is not an Operand value", re.Message);
+                    re = Assert.Throws<ArgumentOutOfRangeException>(() => args.Bind((Operand)29, q));
+                    StringAssert.Contains("which (29) is not an Operand value", re.Message);
                     re = Assert.Throws<ArgumentOutOfRangeException>(() => args.Unbind((Operand)(-1)));
                     Assert.AreEqual("which", re.ParamName);
                     // Backward with a forward's operands only: the library asks for dout.

@@ -907,8 +907,8 @@ class ServingTest {
             AttnNative.attn_args_create(ah);
             try {
                 IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-                        () -> AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, ah[0], new Object[28]));
-                assertMentions(e.getMessage(), "operands", "28", "27");
+                        () -> AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, ah[0], new Object[30]));
+                assertMentions(e.getMessage(), "operands", "30", "29");
                 e = assertThrows(IllegalArgumentException.class,
                         () -> AttnNative.attn_jni_kv_append(h, ah[0], new Object[] {null, null, null, null, null,
                             null, null, null, null, null, null, null, null, null, new float[3]}, null, null));
@@ -921,7 +921,7 @@ class ServingTest {
                                 ah[0], null));
                 assertMentions(e.getMessage(), "acc's", "out", "float");
                 // Every operand at once (25 local references held while pinned: all but the int8
-                // scales, which the library refuses with fp32 K/V), and twice in one merge (50:
+                // scales of K, V and the new rows, which the library refuses with fp32 ones), and twice in one merge (50:
                 // more than the 32 a native frame has by default; the helpers
                 // reserve room, so -Xcheck:jni, under which ctest java_tests runs, has nothing
                 // to report). The library then refuses the serving operands of a dense
@@ -935,7 +935,7 @@ class ServingTest {
                             new boolean[2], new int[] {2}, new float[2], new int[] {0, 2}, new int[] {0, 2},
                             new int[1], new float[4], new float[4],
                             new float[4], new float[4], new float[4], new float[4], new float[4], new float[1],
-                            null, null};
+                            null, null, null, null};
                         assertEquals(Operand.values().length, all.length);
                         Refusal ae = Refusal.of(() -> AttnNative.attn_jni_run(dh, attn_op.ATTN_OP_FORWARD, ah[0], all));
                         assertEquals(Status.INVALID_ARGUMENT, ae.status());

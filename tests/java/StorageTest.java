@@ -325,8 +325,8 @@ class StorageTest {
                         () -> AttnNative.attn_jni_run_typed(h, attn_op.ATTN_OP_FORWARD, ah[0], ops, 1 << 2));
                 assertMentions(e.getMessage(), "k", "short[]", "ShortBuffer");
                 e = assertThrows(IllegalArgumentException.class,
-                        () -> AttnNative.attn_jni_run_typed(h, attn_op.ATTN_OP_FORWARD, ah[0], ops, 64));
-                assertMentions(e.getMessage(), "stores", "64");
+                        () -> AttnNative.attn_jni_run_typed(h, attn_op.ATTN_OP_FORWARD, ah[0], ops, 4096));
+                assertMentions(e.getMessage(), "stores", "4096");
                 e = assertThrows(IllegalArgumentException.class,
                         () -> AttnNative.attn_jni_run_typed(h, attn_op.ATTN_OP_FORWARD, 0, ops, 1));
                 assertMentions(e.getMessage(), "stores", "fp32");
@@ -503,7 +503,8 @@ class StorageTest {
             e = assertThrows(IllegalArgumentException.class, () -> a.set(Operand.DK, directFloats(80).asReadOnlyBuffer()));
             assertMentions(e.getMessage(), "dk", "read-only");
             a.set(Operand.DV, new float[80]).backward();
-            // The library's rules: dbias needs bias, dsinks needs sinks, fp32 q/k/v only.
+            // The library's rules: dbias needs bias, dsinks needs sinks, no int8 k / v (16-bit q
+            // is widened).
             a.set(Operand.DBIAS, new float[120]);
             Refusal ae = Refusal.of(() -> a.backward());
             assertEquals(Status.INVALID_ARGUMENT, ae.status());
@@ -512,9 +513,7 @@ class StorageTest {
             ae = Refusal.of(() -> a.backward());
             assertMentions(ae.libraryMessage(), "dsinks", "sinks");
             a.unset(Operand.DSINKS).setF16(Operand.Q, new short[96]);
-            ae = Refusal.of(() -> a.backward());
-            assertEquals(Status.UNSUPPORTED, ae.status());
-            assertMentions(ae.libraryMessage(), "ATTN_OP_BACKWARD", "fp32", "q");
+            a.backward();
             a.set(Operand.Q, new float[96]).setI8(Operand.K, new byte[80]).set(Operand.K_SCALE, new float[20]);
             ae = Refusal.of(() -> a.backward());
             assertEquals(Status.UNSUPPORTED, ae.status());
@@ -533,6 +532,233 @@ class StorageTest {
             float[] q = new float[96];
             a.set(Operand.Q, q).set(Operand.K, new float[80]).set(Operand.V, new float[80])
                     .set(Operand.OUT, new float[96]).set(Operand.DQ, q).run(Op.FORWARD);
+        }
+    }
+
+    // ------------------------------------------------- kvAppendArgs and 16-bit backward
+
+    /** float64 softmax(scale q.k) v over the keys given. */
+    static double[] attend64(double[] q, double[][] k, double[][] v, double scale) {
+        double[] s = new double[k.length];
+        double m = Double.NEGATIVE_INFINITY;
+        for (int j = 0; j < k.length; j++) {
+            for (int e = 0; e < q.length; e++) {
+                s[j] += q[e] * k[j][e];
+            }
+            s[j] *= scale;
+            m = Math.max(m, s[j]);
+        }
+        double den = 0;
+        for (int j = 0; j < s.length; j++) {
+            s[j] = Math.exp(s[j] - m);
+            den += s[j];
+        }
+        double[] out = new double[v[0].length];
+        for (int j = 0; j < v.length; j++) {
+            for (int e = 0; e < out.length; e++) {
+                out[e] += s[j] / den * v[j][e];
+            }
+        }
+        return out;
+    }
+
+    /**
+     * A paged int8 cache (token-major pages, reversed block table) filled by kvAppendArgs from
+     * float rows, then decoded: the new rows hold exactly quantizeI8's row and scale, nothing
+     * else changes, and attention over the cache matches float64 over its dequantized values.
+     */
+    @Test
+    void pagedInt8CacheFilledByKvAppendArgsThenDecoded() {
+        final int b = 2, hq = 4, hkv = 2, d = 16, page = 4, maxPages = 3, numPages = 6;
+        int[] lens = {6, 9};
+        int[] table = {4, 3, -1, 2, 1, 0};
+        java.util.function.IntBinaryOperator slot = (bb, j) -> table[bb * maxPages + j / page] * page
+                + j % page;
+        java.util.Random g = new java.util.Random(29);
+        int rows = numPages * page * hkv;
+        byte[] k8 = new byte[rows * d], v8 = new byte[rows * d];
+        float[] ks = new float[rows], vs = new float[rows];
+        java.util.Arrays.fill(ks, 7f);
+        java.util.Arrays.fill(vs, 7f);
+        for (int bb = 0; bb < b; bb++) {
+            for (int j = 0; j < lens[bb] - 1; j++) {
+                for (int h = 0; h < hkv; h++) {
+                    int r = slot.applyAsInt(bb, j) * hkv + h;
+                    for (int c = 0; c < 2; c++) {
+                        float[] x = new float[d];
+                        for (int e = 0; e < d; e++) {
+                            x[e] = 4 * g.nextFloat() - 2;
+                        }
+                        Convert.Int8 q8 = Convert.quantizeI8(x, 1, d);
+                        System.arraycopy(q8.values, 0, c == 0 ? k8 : v8, r * d, d);
+                        (c == 0 ? ks : vs)[r] = q8.scales[0];
+                    }
+                }
+            }
+        }
+        float[] newK = new float[b * hkv * d], newV = new float[b * hkv * d], q = new float[b * hq * d];
+        for (int e = 0; e < newK.length; e++) {
+            newK[e] = 4 * g.nextFloat() - 2;
+            newV[e] = 4 * g.nextFloat() - 2;
+        }
+        for (int e = 0; e < q.length; e++) {
+            q[e] = 2 * g.nextFloat() - 1;
+        }
+        byte[] before = k8.clone();
+        float[] out = new float[b * hq * d];
+        try (AttentionDesc desc = AttentionDesc.builder().batch(b).heads(hq, hkv).seqLen(1, maxPages * page)
+                .headDim(d).pageSize(page).causal(Causal.BOTTOM_RIGHT).build();
+                AttentionArgs a = desc.args()) {
+            a.setI8(Operand.K, k8).setI8(Operand.V, v8).set(Operand.K_SCALE, ks).set(Operand.V_SCALE, vs)
+                    .set(Operand.NEW_K, newK).set(Operand.NEW_V, newV).seqLensK(lens).blockTable(table);
+            a.kvAppendArgs();
+            for (int bb = 0; bb < b; bb++) {
+                for (int h = 0; h < hkv; h++) {
+                    int r = slot.applyAsInt(bb, lens[bb] - 1) * hkv + h;
+                    float[] src = java.util.Arrays.copyOfRange(newK, (bb * hkv + h) * d, (bb * hkv + h + 1) * d);
+                    Convert.Int8 want = Convert.quantizeI8(src, 1, d);
+                    assertArrayEquals(want.values, java.util.Arrays.copyOfRange(k8, r * d, r * d + d));
+                    assertEquals(want.scales[0], ks[r]);
+                    for (int e = 0; e < d; e++) {
+                        before[r * d + e] = k8[r * d + e];
+                    }
+                }
+            }
+            assertArrayEquals(before, k8, "only the destination rows are written");
+            a.set(Operand.Q, q).set(Operand.OUT, out).run(Op.FORWARD);
+        }
+        for (int bb = 0; bb < b; bb++) {
+            for (int h = 0; h < hq; h++) {
+                int kvh = h / (hq / hkv);
+                double[][] kk = new double[lens[bb]][d], vv = new double[lens[bb]][d];
+                for (int j = 0; j < lens[bb]; j++) {
+                    int r = slot.applyAsInt(bb, j) * hkv + kvh;
+                    for (int e = 0; e < d; e++) {
+                        kk[j][e] = (float) k8[r * d + e] * ks[r];
+                        vv[j][e] = (float) v8[r * d + e] * vs[r];
+                    }
+                }
+                double[] qr = new double[d];
+                for (int e = 0; e < d; e++) {
+                    qr[e] = q[(bb * hq + h) * d + e];
+                }
+                double[] want = attend64(qr, kk, vv, 1 / Math.sqrt(d));
+                for (int e = 0; e < d; e++) {
+                    assertEquals(want[e], out[(bb * hq + h) * d + e], 1e-5, "out[" + bb + "][" + h + "][" + e + "]");
+                }
+            }
+        }
+    }
+
+    @Test
+    void kvAppendArgsErrorsNameTheOperand() {
+        try (AttentionDesc desc = AttentionDesc.builder().batch(1).heads(1, 1).seqLen(1, 4).headDim(4)
+                .build(); AttentionArgs a = desc.args()) {
+            short[] k = new short[16], v = new short[16];
+            a.setF16(Operand.K, k).setF16(Operand.V, v).set(Operand.NEW_K, new float[4])
+                    .seqLensK(new int[] {2});
+            AttentionException ae = assertThrows(AttentionException.class, a::kvAppendArgs);
+            assertEquals(Status.NULL_POINTER, ae.status());
+            assertMentions(ae.getMessage(), "new_v is NULL");
+            a.setBf16(Operand.NEW_V, new short[4]);
+            ae = assertThrows(AttentionException.class, a::kvAppendArgs);
+            assertMentions(ae.getMessage(), "new_v is bf16 but v is f16");
+            a.setF16(Operand.NEW_V, new short[] {0x3C00, 0x3C00, 0x3C00, 0x3C00});
+            a.kvAppendArgs();
+            assertEquals(0x3C00, v[4]);
+            assertEquals(0, v[0]);
+            IllegalArgumentException iae = assertThrows(IllegalArgumentException.class,
+                    () -> a.setI8(Operand.Q, new byte[4]));
+            assertMentions(iae.getMessage(), "int8 storage is for k, v, new_k and new_v");
+        }
+    }
+
+    /** float64 gradients of out = softmax(scale q k^T) v, one head, every key visible. */
+    static double[][][] backward64(double[][] q, double[][] k, double[][] v, double[][] dout, double scale) {
+        int n = q.length, m = k.length, d = q[0].length;
+        double[][] dq = new double[n][d], dk = new double[m][d], dv = new double[m][d];
+        for (int i = 0; i < n; i++) {
+            double[] p = new double[m];
+            double mx = Double.NEGATIVE_INFINITY, den = 0, dsum = 0;
+            for (int j = 0; j < m; j++) {
+                for (int e = 0; e < d; e++) {
+                    p[j] += q[i][e] * k[j][e];
+                }
+                p[j] *= scale;
+                mx = Math.max(mx, p[j]);
+            }
+            for (int j = 0; j < m; j++) {
+                p[j] = Math.exp(p[j] - mx);
+                den += p[j];
+            }
+            double[] dp = new double[m];
+            for (int j = 0; j < m; j++) {
+                p[j] /= den;
+                for (int e = 0; e < d; e++) {
+                    dp[j] += dout[i][e] * v[j][e];
+                    dv[j][e] += p[j] * dout[i][e];
+                }
+                dsum += p[j] * dp[j];
+            }
+            for (int j = 0; j < m; j++) {
+                double ds = p[j] * (dp[j] - dsum) * scale;
+                for (int e = 0; e < d; e++) {
+                    dq[i][e] += ds * k[j][e];
+                    dk[j][e] += ds * q[i][e];
+                }
+            }
+        }
+        return new double[][][] {dq, dk, dv};
+    }
+
+    @Test
+    void backwardWithBf16InputsMatchesFloat64OverTheWidenedValues() {
+        final int b = 2, h = 3, sq = 5, sk = 7, d = 8;
+        java.util.Random g = new java.util.Random(16);
+        float[][] raw = {new float[b * h * sq * d], new float[b * h * sk * d], new float[b * h * sk * d],
+            new float[b * h * sq * d]};
+        short[][] bits = new short[4][];
+        float[][] wide = new float[4][];
+        for (int x = 0; x < 4; x++) {
+            for (int e = 0; e < raw[x].length; e++) {
+                raw[x][e] = 3 * g.nextFloat() - 1.5f;
+            }
+            bits[x] = Convert.toBf16(raw[x]);
+            wide[x] = Convert.fromBf16(bits[x]);
+        }
+        float[] out = new float[b * h * sq * d], lse = new float[b * h * sq];
+        float[] dq = new float[b * h * sq * d], dk = new float[b * h * sk * d], dv = new float[b * h * sk * d];
+        try (AttentionDesc desc = AttentionDesc.builder().batch(b).heads(h, h).seqLen(sq, sk).headDim(d).build();
+                AttentionArgs a = desc.args()) {
+            a.setBf16(Operand.Q, bits[0]).setBf16(Operand.K, bits[1]).setBf16(Operand.V, bits[2])
+                    .set(Operand.OUT, out).set(Operand.LSE, lse).run(Op.FORWARD);
+            a.setBf16(Operand.DOUT, bits[3]).set(Operand.DQ, dq).set(Operand.DK, dk).set(Operand.DV, dv)
+                    .backward();
+        }
+        for (int bb = 0; bb < b; bb++) {
+            for (int hh = 0; hh < h; hh++) {
+                double[][][] in = new double[4][][];
+                int[] n = {sq, sk, sk, sq};
+                for (int x = 0; x < 4; x++) {
+                    in[x] = new double[n[x]][d];
+                    for (int i = 0; i < n[x]; i++) {
+                        for (int e = 0; e < d; e++) {
+                            in[x][i][e] = wide[x][((bb * h + hh) * n[x] + i) * d + e];
+                        }
+                    }
+                }
+                double[][][] want = backward64(in[0], in[1], in[2], in[3], 1 / Math.sqrt(d));
+                float[][] got = {dq, dk, dv};
+                int[] rowsOf = {sq, sk, sk};
+                for (int x = 0; x < 3; x++) {
+                    for (int i = 0; i < rowsOf[x]; i++) {
+                        for (int e = 0; e < d; e++) {
+                            assertEquals(want[x][i][e], got[x][((bb * h + hh) * rowsOf[x] + i) * d + e], 1e-5,
+                                    "gradient " + x + " [" + bb + "][" + hh + "][" + i + "][" + e + "]");
+                        }
+                    }
+                }
+            }
         }
     }
 }

@@ -402,15 +402,19 @@ def test_backward_nothing_requested_and_unpaired_gradients(fwd):
         d.backward(q, k, v, out, lse, dout, dk=ro)
 
 
-def test_backward_needs_float32_storage(fwd):
+def test_backward_takes_16bit_storage_but_not_int8(fwd):
     d, q, k, v, out, lse, dout = fwd
-    with pytest.raises(attn.AttentionError, match="ATTN_OP_BACKWARD needs fp32 q") as e:
-        d.backward(attn.f32_to_f16(q), k, v, out, lse, dout)
-    assert e.value.status is attn.Status.UNSUPPORTED
+    # f16 q and dout: the gradients of the widened values, bit-identical to fp32 operands
+    # holding them
+    q16, d16 = attn.f32_to_f16(q), attn.f32_to_f16(dout)
+    g = d.backward(q16, k, v, out, lse, d16)
+    g32 = d.backward(attn.f16_to_f32(q16), k, v, out, lse, attn.f16_to_f32(d16))
+    assert g.dq.dtype == np.float32 and g.dq.tobytes() == g32.dq.tobytes()
+    assert g.dk.tobytes() == g32.dk.tobytes() and g.dv.tobytes() == g32.dv.tobytes()
     ki, ks = attn.quantize_i8(k)
     with pytest.raises(attn.NullPointerError, match="k_scale is NULL but k is int8"):
         d.backward(q, ki, v, out, lse, dout)
-    with pytest.raises(attn.AttentionError, match="needs fp32 k") as e:
+    with pytest.raises(attn.AttentionError, match="needs fp32, f16 or bf16 k") as e:
         d.backward(q, ki, v, out, lse, dout, k_scale=ks)
     assert e.value.status is attn.Status.UNSUPPORTED
 

@@ -547,3 +547,178 @@ def test_the_readme_example_runs():
     np.testing.assert_allclose(ns["out"], want, rtol=1e-6, atol=1e-6)
     assert ns["out_bf"].shape == want.shape and np.isfinite(ns["out_bf"]).all()
     ns["desc"].close()
+
+
+# ------------------------------------------------------------------------------------------
+# Desc.run_kv_append_args: caches of every storage type, then attention over them; the
+# backward with 16-bit inputs
+# ------------------------------------------------------------------------------------------
+
+def _f16_bits_reference(x):
+    """Round to nearest even by hand: the nearer of the two neighbouring binary16 values, chosen
+    in float64 (ties to the even bit pattern); |x| < 65504, finite."""
+    mags = np.arange(0x7C00, dtype=np.uint16)
+    vals = mags.view(np.float16).astype(np.float64)  # exact, increasing
+    out = []
+    for v in x.astype(np.float64).ravel().tolist():
+        a = abs(v)
+        lo = int(np.searchsorted(vals, a, side="right")) - 1
+        hi = lo + 1
+        dl, dh = a - vals[lo], vals[hi] - a
+        m = lo if dl < dh else hi if dh < dl else (hi if lo & 1 else lo)
+        out.append(m | (0x8000 if v < 0 else 0))
+    return np.array(out, np.uint16).reshape(x.shape)
+
+
+def _attention64(q, k, v, scale):
+    """float64 softmax(scale q k^T) v over all keys (q [n][d], k [m][d], v [m][dv])."""
+    s = scale * (q.astype(np.float64) @ k.astype(np.float64).T)
+    w = np.exp(s - s.max(axis=1, keepdims=True))
+    w /= w.sum(axis=1, keepdims=True)
+    return w @ v.astype(np.float64)
+
+
+@pytest.mark.parametrize("store", ["f16", "int8"])
+def test_paged_cache_filled_by_append_then_decoded(store):
+    """Pages token-major (num_pages, page_size, heads_kv, d), reversed block table; the append
+    writes float32 rows (converted, or quantized with their scale) into the typed pool; decode
+    over the pool matches float64 over the pool's decoded values, and the new rows hold exactly
+    the rule's encoding."""
+    B, HQ, HKV, D, P = 2, 4, 2, 16, 4
+    lens = np.array([6, 9], np.int32)   # keys after the append; the last one of each is new
+    rng = np.random.default_rng(29)
+    max_pages = 3
+    table = np.array([[4, 3, -1], [2, 1, 0]], np.int32)
+    num_pages = 6                       # page 5 is never used
+    if store == "f16":
+        kc = np.full((num_pages, P, HKV, D), 7.0, np.float16)
+        vc = np.full((num_pages, P, HKV, D), 7.0, np.float16)
+        ks = vs = None
+    else:
+        kc = np.full((num_pages, P, HKV, D), 7, np.int8)
+        vc = np.full((num_pages, P, HKV, D), 7, np.int8)
+        ks = np.full((num_pages, P, HKV), 7.0, np.float32)
+        vs = np.full((num_pages, P, HKV), 7.0, np.float32)
+
+    def slot(b, j):
+        return table[b, j // P], j % P
+
+    # the keys already cached, encoded by the test
+    for b in range(B):
+        for j in range(lens[b] - 1):
+            pg, t = slot(b, j)
+            for cache, scales in ((kc, ks), (vc, vs)):
+                x = rand(rng, (HKV, D))
+                if store == "f16":
+                    cache[pg, t] = _f16_bits_reference(x).view(np.float16)
+                else:
+                    q8, sc = attn.quantize_i8(x)
+                    cache[pg, t], scales[pg, t] = q8, sc
+    new_k, new_v = rand(rng, (B, HKV, D)), rand(rng, (B, HKV, D))
+    q = rand(rng, (B, HQ, 1, D))
+    with attn.Desc(B, HQ, HKV, 1, max_pages * P, D, page_size=P,
+                   causal=attn.Causal.BOTTOM_RIGHT) as desc, attn.Args() as args:
+        if store == "f16":
+            args.set_out_f16(attn.Operand.K, kc)
+            args.set_out_f16(attn.Operand.V, vc)
+        else:
+            args.set_out_i8(attn.Operand.K, kc)
+            args.set_out_i8(attn.Operand.V, vc)
+            args.set_out_f32(attn.Operand.K_SCALE, ks)
+            args.set_out_f32(attn.Operand.V_SCALE, vs)
+        args.set_f32(attn.Operand.NEW_K, new_k)
+        args.set_f32(attn.Operand.NEW_V, new_v)
+        args.set_seq_lens_k(lens)
+        args.set_block_table(table)
+        before_k = kc.copy()
+        desc.run_kv_append_args(args)
+        # the new rows: exactly the rule's encoding; nothing else written
+        written = np.zeros((num_pages, P), bool)
+        for b in range(B):
+            pg, t = slot(b, lens[b] - 1)
+            written[pg, t] = True
+            if store == "f16":
+                assert kc[pg, t].view(np.uint16).tolist() == _f16_bits_reference(new_k[b]).tolist()
+                assert vc[pg, t].view(np.uint16).tolist() == _f16_bits_reference(new_v[b]).tolist()
+            else:
+                q8, sc = attn.quantize_i8(new_k[b])
+                assert kc[pg, t].tolist() == q8.tolist() and ks[pg, t].tolist() == sc.tolist()
+                # within half a quantization step of the value
+                assert np.all(np.abs(kc[pg, t] * ks[pg, t][:, None] - new_k[b])
+                              <= 0.5 * ks[pg, t][:, None] * (1 + 1e-6))
+        assert kc[~written].tobytes() == before_k[~written].tobytes()
+        # decode over the cache, the same args
+        out = np.full((B, HQ, 1, D), np.nan, np.float32)
+        args.set_f32(attn.Operand.Q, q)
+        args.set_out_f32(attn.Operand.OUT, out)
+        desc.run(attn.Op.FORWARD, args)
+    for b in range(B):
+        keys = [slot(b, j) for j in range(lens[b])]
+        if store == "f16":
+            kb = np.array([kc[pg, t] for pg, t in keys], np.float64)
+            vb = np.array([vc[pg, t] for pg, t in keys], np.float64)
+        else:
+            kb = np.array([kc[pg, t] * ks[pg, t][:, None].astype(np.float32) for pg, t in keys],
+                          np.float64)
+            vb = np.array([vc[pg, t] * vs[pg, t][:, None].astype(np.float32) for pg, t in keys],
+                          np.float64)
+        for h in range(HQ):
+            kvh = h // (HQ // HKV)
+            want = _attention64(q[b, h], kb[:, kvh], vb[:, kvh], 1 / np.sqrt(D))
+            assert np.max(np.abs(out[b, h] - want)) <= 1e-5, (b, h)
+
+
+def test_append_args_errors_name_the_operand():
+    with attn.Desc(1, 1, 1, 1, 4, 4) as desc, attn.Args() as args:
+        k = np.zeros((1, 1, 4, 4), np.float16)
+        v = np.zeros((1, 1, 4, 4), np.float16)
+        args.set(attn.Operand.K, k)                     # read-only binding
+        args.set_out_f16(attn.Operand.V, v)
+        args.set_f32(attn.Operand.NEW_K, np.ones((1, 1, 4), np.float32))
+        args.set_f32(attn.Operand.NEW_V, np.ones((1, 1, 4), np.float32))
+        args.set_seq_lens_k(np.array([2], np.int32))
+        with pytest.raises(attn.InvalidArgumentError, match="k is bound read-only"):
+            desc.run_kv_append_args(args)
+        args.set_out_f16(attn.Operand.K, k)
+        args.set_bf16(attn.Operand.NEW_K, attn.BF16(np.zeros((1, 1, 4), np.uint16)))
+        with pytest.raises(attn.InvalidArgumentError, match="new_k is bf16 but k is f16"):
+            desc.run_kv_append_args(args)
+        args.set(attn.Operand.NEW_K, np.ones((1, 1, 4), np.float16))   # same-typed rows
+        desc.run_kv_append_args(args)
+        assert k[0, 0, 1].tolist() == [1.0] * 4 and k[0, 0, 0].tolist() == [0.0] * 4
+
+
+def _backward64(q, k, v, dout, scale):
+    """float64 gradients of out = softmax(scale q k^T) v (one head, all keys visible)."""
+    q, k, v, dout = (x.astype(np.float64) for x in (q, k, v, dout))
+    s = scale * q @ k.T
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    dv = p.T @ dout
+    dp = dout @ v.T
+    ds = p * (dp - (dp * p).sum(axis=1, keepdims=True))
+    return scale * ds @ k, scale * ds.T @ q, dv
+
+
+def test_backward_with_bf16_inputs_matches_float64_over_the_widened_values():
+    B, H, SQ, SK, D = 2, 3, 5, 7, 8
+    rng = np.random.default_rng(16)
+    q, k, v, dout = (attn.BF16.from_float32(rand(rng, s)) for s in
+                     ((B, H, SQ, D), (B, H, SK, D), (B, H, SK, D), (B, H, SQ, D)))
+    qw, kw, vw, dw = (x.to_float32() for x in (q, k, v, dout))
+
+    def body(isa):
+        with attn.Desc(B, H, H, SQ, SK, D) as desc:
+            out, lse = desc.forward(qw, kw, vw, lse=True)
+            g = desc.backward(q, k, v, out, lse, dout)  # 16-bit bound as they are
+            g32 = desc.backward(qw, kw, vw, out, lse, dw)
+        assert g.dq.dtype == np.float32 and g.dk.dtype == np.float32
+        for b in range(B):
+            for h in range(H):
+                want = _backward64(qw[b, h], kw[b, h], vw[b, h], dw[b, h], 1 / np.sqrt(D))
+                for got, w in zip((g.dq, g.dk, g.dv), want):
+                    assert np.max(np.abs(got[b, h] - w)) <= 1e-5 * max(1.0, np.abs(w).max())
+        # widening is exact: the same bits as fp32 operands holding the widened values
+        for a, b_ in zip((g.dq, g.dk, g.dv), (g32.dq, g32.dk, g32.dv)):
+            assert a.tobytes() == b_.tobytes()
+    assert on_every_isa(body)

@@ -87,6 +87,8 @@ class Operand(enum.IntEnum):
     DSINKS = 24
     K_SCALE = 25        # since 0.2, int8 K / V (docs/storage.md): float32 scale per
     V_SCALE = 26        # (batch, heads_kv, seq_k) row, strided like K with head_dim 1
+    NEW_K_SCALE = 27    # since 0.2, int8 new rows of Desc.run_kv_append_args: float32 scale per
+    NEW_V_SCALE = 28    # (token, heads_kv) row of NEW_K / NEW_V
 
 
 class Param(enum.IntEnum):

@@ -69,7 +69,7 @@ if TYPE_CHECKING:
 # Operand ids as plain ints (enum attribute access costs ~0.4 us: too much for the hot path).
 (_Q, _K, _V, _OUT, _LSE, _WEIGHTS, _KEY_VALID, _ALLOWED, _BIAS, _ALIBI_SLOPES, _SINKS,
  _QUERY_VALID, _SEQ_LENS_K, _KEY_MASS, _CU_Q, _CU_K, _BLOCK_TABLE, _NEW_K, _NEW_V,
- _DOUT, _DQ, _DK, _DV, _DBIAS, _DSINKS, _K_SCALE, _V_SCALE) = range(27)
+ _DOUT, _DQ, _DK, _DV, _DBIAS, _DSINKS, _K_SCALE, _V_SCALE, _NEW_K_SCALE, _NEW_V_SCALE) = range(29)
 _STRIDED = (_Q, _K, _V, _OUT, _BIAS, _K_SCALE, _V_SCALE)
 _SLOT = {_Q: 0, _K: 1, _V: 2, _OUT: 3, _BIAS: 4, _K_SCALE: 5, _V_SCALE: 6}  # in a stride key
 _SCALES = (_K_SCALE, _V_SCALE)  # K's layout with head_dim 1: no contiguous last dimension
@@ -84,14 +84,15 @@ _OUT_FLAGS = _IN_FLAGS | _WRITEABLE
 _NAMES = ("q", "k", "v", "out", "lse", "weights", "key_valid", "allowed", "bias", "alibi_slopes",
           "sinks", "query_valid", "seq_lens_k", "key_mass", "cu_seqlens_q", "cu_seqlens_k",
           "block_table", "new_k", "new_v", "dout", "dq", "dk", "dv", "dbias", "dsinks", "k_scale",
-          "v_scale")
+          "v_scale", "new_k_scale", "new_v_scale")
 
 # Element kind of each operand: its attn_args setter and accepted dtypes (filled lazily: numpy is
 # optional for the list API).
 _F32_IN, _F32_OUT, _U8, _I32 = range(4)
 _KIND = (_F32_IN, _F32_IN, _F32_IN, _F32_OUT, _F32_OUT, _F32_OUT, _U8, _U8, _F32_IN, _F32_IN,
          _F32_IN, _U8, _I32, _F32_OUT, _I32, _I32, _I32, _F32_IN, _F32_IN,
-         _F32_IN, _F32_OUT, _F32_OUT, _F32_OUT, _F32_OUT, _F32_OUT, _F32_IN, _F32_IN)  # by operand
+         _F32_IN, _F32_OUT, _F32_OUT, _F32_OUT, _F32_OUT, _F32_OUT, _F32_IN, _F32_IN, _F32_IN,
+         _F32_IN)  # by operand
 _SETTER_OF_KIND = {_F32_IN: _lib.attn_args_set_f32, _F32_OUT: _lib.attn_args_set_out_f32,
                    _U8: _lib.attn_args_set_u8, _I32: _lib.attn_args_set_i32}
 _SETTER = tuple(_SETTER_OF_KIND[k] for k in _KIND)  # the attn_args setter of each operand
@@ -1498,12 +1499,13 @@ class Desc:
         """The gradients of the attention (ATTN_OP_BACKWARD, FlashAttention-2's algorithm: the
         probabilities are recomputed from q, k and lse, no seq_q x seq_k buffer).
 
-        q, k, v:     the forward's inputs, shapes and strides as forward; libattn 0.2's
-                     backward needs float32 storage (Status.UNSUPPORTED for float16, BF16,
-                     int8; they are passed on as forward passes them, k_scale / v_scale too)
+        q, k, v:     the forward's inputs, shapes and strides as forward: float32, float16 or
+                     attn.BF16 (passed without a copy; the library widens 16-bit values exactly
+                     to fp32 and the gradients are the fp32 gradients of the widened values,
+                     written as float32); int8 k / v: Status.UNSUPPORTED
         out, lse:    the forward's outputs (forward(..., lse=True)); only read
-        dout:        float32 gradient of the loss with respect to out, in out's layout (the same
-                     strides as out: one C descriptor reads both)
+        dout:        gradient of the loss with respect to out, in out's layout (the same
+                     strides as out: one C descriptor reads both): float32, float16 or attn.BF16
         key_valid, allowed, bias, alibi_slopes, sinks, query_valid, seq_lens_k, cu_seqlens_q,
         cu_seqlens_k: the forward's other inputs, as forward (varlen packs too; not with a
                      page_size: Status.UNSUPPORTED)
@@ -1537,7 +1539,8 @@ class Desc:
         kp, sk, kn = self._kv_operand("k", _K, k, tk, False, kt)
         vp, sv, vn = self._kv_operand("v", _V, v, tk, False, vt)
         op_, so, on = self._rows_or_dense("out", _OUT, out, tq, False)
-        dp, sd, dn = self._rows_or_dense("dout", _OUT, dout, tq, False)
+        dout, dt = self._storage("dout", _DOUT, dout, typed)
+        dp, sd, dn = self._rows_or_dense("dout", _OUT, dout, tq, False, dt)
         if sd != so:
             raise InvalidArgumentError(
                 "dout has element strides %s, out %s (batch, head, row): the library reads dout "
@@ -1781,6 +1784,27 @@ class Desc:
         finally:
             self._leave()
 
+    def run_kv_append_args(self, args: Args) -> None:
+        """attn_kv_append_args(desc, args), the raw face: the caches are k and v of `args`,
+        bound writable (set_out_f32 / set_out_f16 / set_out_bf16 / set_out_i8, an int8 cache's
+        k_scale / v_scale with set_out_f32), in any storage type; new_k / new_v float32 or the
+        cache's type (int8 rows with new_k_scale / new_v_scale), seq_lens_k and the layout's
+        operands as run_kv_append. Float32 rows are converted (round to nearest even) or
+        quantized (the int8 row and its scale, as attn.quantize_i8) into the cache; the same
+        args then serve Desc.run."""
+        append = library_function("attn_kv_append_args")
+        self._check_args("args", args)
+        self._enter_call()
+        try:
+            with args._lock:
+                if args._handle is None:
+                    raise ValueError("Args is closed")
+                status = append(self._handle, args._handle)
+                if status:
+                    raise library_error(status)
+        finally:
+            self._leave()
+
     def run_merge(self, acc: Args, part: Args) -> None:
         """attn_merge(desc, acc, part), the raw face: out and lse bound (set_out_f32) in both,
         cu_seqlens_q in acc with varlen; acc's buffers are updated in place."""
@@ -1864,7 +1888,7 @@ class Args:
         float16 -> set_f16, attn.BF16 -> set_bf16, int8 -> set_i8); None unbinds. Returns
         self."""
         which = enum_arg("operand", operand, Operand, "attn_operand")
-        if which in (_Q, _K, _V) and array is not None:
+        if which in (_Q, _K, _V, _NEW_K, _NEW_V, _DOUT) and array is not None:
             if isinstance(array, BF16):
                 return self.set_bf16(which, array)
             a = as_ndarray(_NAMES[which], array, "float32, float16, int8 or attn.BF16")
@@ -1885,19 +1909,44 @@ class Args:
 
     def set_out_f32(self, operand: Union[Operand, int, str], array: Optional[ArrayLike]) -> Args:
         """attn_args_set_out_f32: a float32 output (out, lse, weights, key_mass, and dq, dk,
-        dv, dbias, dsinks of Op.BACKWARD; out and lse are read there)."""
+        dv, dbias, dsinks of Op.BACKWARD; out and lse are read there), or a float32 k / v cache
+        or the k_scale / v_scale of an int8 one that Desc.run_kv_append_args writes."""
         return self._bind(_lib.attn_args_set_out_f32, (_common.F32,), True, operand, array)
 
+    def set_out_f16(self, operand: Union[Operand, int, str], array: Optional[ArrayLike]) -> Args:
+        """attn_args_set_out_f16: a k or v cache stored as IEEE binary16 that
+        Desc.run_kv_append_args writes (a writable float16 array, or uint16 binary16 bits),
+        passed without a copy; Desc.run reads it as set_f16's."""
+        return self._bind(library_function("attn_args_set_out_f16"), (_common.F16, _common.U16),
+                          True, operand, array)
+
+    def set_out_bf16(self, operand: Union[Operand, int, str], array: Union[ArrayLike, BF16, None]
+                     ) -> Args:
+        """attn_args_set_out_bf16: a k or v cache stored as bfloat16 (a writable attn.BF16 or
+        uint16 array of bit patterns) that Desc.run_kv_append_args writes."""
+        if isinstance(array, BF16):
+            array = array.bits
+        return self._bind(library_function("attn_args_set_out_bf16"), (_common.U16,), True,
+                          operand, array)
+
+    def set_out_i8(self, operand: Union[Operand, int, str], array: Optional[ArrayLike]) -> Args:
+        """attn_args_set_out_i8: a k or v cache stored as symmetric int8 (a writable int8 array)
+        that Desc.run_kv_append_args writes; bind its scales (k_scale / v_scale) with
+        set_out_f32."""
+        return self._bind(library_function("attn_args_set_out_i8"), (_common.I8,), True, operand,
+                          array)
+
     def set_f16(self, operand: Union[Operand, int, str], array: Optional[ArrayLike]) -> Args:
-        """attn_args_set_f16: q, k or v stored as IEEE binary16, a float16 array (or uint16
-        holding binary16 bits), passed without a copy."""
+        """attn_args_set_f16: q, k, v or dout (new_k / new_v for run_kv_append_args) stored as
+        IEEE binary16, a float16 array (or uint16 holding binary16 bits), passed without a
+        copy."""
         return self._bind(library_function("attn_args_set_f16"), (_common.F16, _common.U16),
                           False, operand, array)
 
     def set_bf16(self, operand: Union[Operand, int, str], array: Union[ArrayLike, BF16, None]
                  ) -> Args:
-        """attn_args_set_bf16: q, k or v stored as bfloat16, an attn.BF16 or a uint16 array
-        of bit patterns, passed without a copy."""
+        """attn_args_set_bf16: q, k, v or dout (new_k / new_v for run_kv_append_args) stored as
+        bfloat16, an attn.BF16 or a uint16 array of bit patterns, passed without a copy."""
         if isinstance(array, BF16):
             array = array.bits
         return self._bind(library_function("attn_args_set_bf16"), (_common.U16,), False,

@@ -154,6 +154,14 @@ attn_args_set_bf16 = _optional_proto("attn_args_set_bf16", _status, _void_p, cty
                                      _void_p, _size)
 attn_args_set_i8 = _optional_proto("attn_args_set_i8", _status, _void_p, ctypes.c_int, _void_p,
                                    _size)
+# since 0.2, appends into caches of every storage type: the caches bound writable in the args.
+attn_args_set_out_f16 = _optional_proto("attn_args_set_out_f16", _status, _void_p, ctypes.c_int,
+                                        _void_p, _size)
+attn_args_set_out_bf16 = _optional_proto("attn_args_set_out_bf16", _status, _void_p, ctypes.c_int,
+                                         _void_p, _size)
+attn_args_set_out_i8 = _optional_proto("attn_args_set_out_i8", _status, _void_p, ctypes.c_int,
+                                       _void_p, _size)
+attn_kv_append_args = _optional_proto("attn_kv_append_args", _status, _void_p, _void_p)
 attn_convert_f32_to_f16 = _optional_proto("attn_convert_f32_to_f16", _status, _void_p, _void_p,
                                           _size)
 attn_convert_f32_to_bf16 = _optional_proto("attn_convert_f32_to_bf16", _status, _void_p,

@@ -10,7 +10,7 @@
  * or `ninja -C <build> go_generate`; the ctest go_generated_current fails while they are stale.
  * The package is internal: users see only the idiomatic face in package attn. Go-specific
  * typemaps come first, then the language-neutral allow-list interface, then the Go-only C helpers
- * (attn_go_run, attn_go_kv_append, attn_go_merge). attn_kv_append, attn_merge and the typed setters
+ * (attn_go_run, attn_go_kv_append, attn_go_kv_append_args, attn_go_merge). attn_kv_append, attn_merge and the typed setters
  * are called from those helpers only, so they need no entry in ../../../attn.i's allow-list.
  *
  * Typemap catalogue (Go). Every typemap binds by parameter name, as attn.h spells it.
@@ -32,12 +32,15 @@
  *   int *is_float                            -> *int32             (attn_param_bounds): SWIG's
  *       default maps int * to Go's 64-bit *int, a size mismatch with C's 4-byte int.
  *   double *value, double *min, double *max  -> *float64           SWIG 4.1 default.
- *   const uint16_t *src / *q_u16 / *k_u16 / *v_u16, uint16_t *dst   -> *uint16   (storage types:
+ *   const uint16_t *src / *q_u16 / *k_u16 / *v_u16 / *dout_u16 / *new_k_u16 / *new_v_u16,
+ *   uint16_t *dst                            -> *uint16   (storage types:
  *       f16 / bf16 bit patterns; attn_convert_* and the helper attn_go_run)
- *   const int8_t *k_i8 / *v_i8, int8_t *dst  -> *int8              (int8 K/V; attn_quantize_i8)
+ *   const int8_t *k_i8 / *v_i8 / *new_k_i8 / *new_v_i8, int8_t *dst  -> *int8   (int8 K/V, int8
+ *       new rows; attn_quantize_i8)
  *       real pointers, like float *. const float *src, float *dst, float *scales and the
  *       helper's float pointers (dout, dq ... dsinks, k_scale, v_scale): SWIG 4.1's default.
- *   int bf16_mask                            -> Go int, truncated to C's int (a bit set < 8)
+ *   int bf16_mask, int out_mask              -> Go int, truncated to C's int (bits < 29: one per
+ *       attn_operand)
  *   enums (attn_causal, attn_operand, attn_param, attn_op)        -> Go int, truncated to C's
  *       32-bit int by the wrapper: the face range-checks every enum value before the call.
  *
@@ -102,13 +105,17 @@
 %}
 
 %typemap(gotype) const uint16_t *src, const uint16_t *q_u16, const uint16_t *k_u16,
-                 const uint16_t *v_u16, uint16_t *dst "*uint16"
+                 const uint16_t *v_u16, uint16_t *dst, const uint16_t *dout_u16,
+                 const uint16_t *new_k_u16, const uint16_t *new_v_u16 "*uint16"
 %typemap(in) const uint16_t *src, const uint16_t *q_u16, const uint16_t *k_u16,
-             const uint16_t *v_u16, uint16_t *dst %{
+             const uint16_t *v_u16, uint16_t *dst, const uint16_t *dout_u16,
+             const uint16_t *new_k_u16, const uint16_t *new_v_u16 %{
   $1 = ($1_ltype)$input;
 %}
-%typemap(gotype) const int8_t *k_i8, const int8_t *v_i8, int8_t *dst "*int8"
-%typemap(in) const int8_t *k_i8, const int8_t *v_i8, int8_t *dst %{
+%typemap(gotype) const int8_t *k_i8, const int8_t *v_i8, int8_t *dst, const int8_t *new_k_i8,
+                 const int8_t *new_v_i8 "*int8"
+%typemap(in) const int8_t *k_i8, const int8_t *v_i8, int8_t *dst, const int8_t *new_k_i8,
+             const int8_t *new_v_i8 %{
   $1 = ($1_ltype)$input;
 %}
 
@@ -129,7 +136,7 @@
  * 0). Every pointer is a real pointer, so cgo pins it for the call and cgocheck verifies it.
  * Q, K and V come in one of their storage types (the face passes at most one non-NULL pointer
  * per operand): fp32, 16 bits (*_u16: f16, or bf16 where bit ATTN_Q / ATTN_K / ATTN_V of
- * bf16_mask is set) or int8 (K and V). args NULL: a temporary attn_args for this call only
+ * bf16_mask is set) or int8 (K and V); DOUT fp32 or 16 bits. args NULL: a temporary attn_args for this call only
  * (Desc.Backward, which has no Args). Operands are bound in attn_operand order. */
 %rename("%s") attn_go_run;
 %inline %{
@@ -156,7 +163,8 @@ attn_status attn_go_run(const attn_desc *desc, attn_op op, attn_args *args, int 
                         float *dk, size_t dk_len, float *dv, size_t dv_len,
                         float *dbias, size_t dbias_len, float *dsinks, size_t dsinks_len,
                         const float *k_scale, size_t k_scale_len,
-                        const float *v_scale, size_t v_scale_len) {
+                        const float *v_scale, size_t v_scale_len,
+                        const uint16_t *dout_u16, size_t dout_u16_len) {
     attn_args *own = NULL;
     attn_status st;
     if (!args) {
@@ -195,6 +203,7 @@ attn_status attn_go_run(const attn_desc *desc, attn_op op, attn_args *args, int 
     ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_K, cu_seqlens_k, cu_seqlens_k_len);
     ATTN_GO_BIND(attn_args_set_i32, ATTN_BLOCK_TABLE, block_table, block_table_len);
     ATTN_GO_BIND(attn_args_set_f32, ATTN_DOUT, dout, dout_len);
+    ATTN_GO_BIND16(ATTN_DOUT, dout_u16, dout_u16_len);
     ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DQ, dq, dq_len);
     ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DK, dk, dk_len);
     ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DV, dv, dv_len);
@@ -236,6 +245,83 @@ attn_status attn_go_kv_append(const attn_desc *desc, attn_args *args,
     ATTN_GO_BIND(attn_args_set_i32, ATTN_BLOCK_TABLE, block_table, block_table_len);
 #undef ATTN_GO_BIND
     if (st == ATTN_OK) st = attn_kv_append(desc, args, k_cache, k_len, v_cache, v_len);
+    if (args) attn_args_clear(args);
+    return st;
+}
+%}
+
+/* attn_go_kv_append_args: the same pattern for attn_kv_append_args (Args.KVAppendArgs). The
+ * caches K and V come in one storage type each (fp32, 16 bits: f16, or bf16 where bit ATTN_K /
+ * ATTN_V of bf16_mask is set, or int8 with their scales) and are bound writable where bit ATTN_K /
+ * ATTN_V / ATTN_K_SCALE / ATTN_V_SCALE of out_mask is set (else read-only, which the library
+ * refuses, naming the operand); the new rows are fp32, 16-bit (bf16_mask bits ATTN_NEW_K /
+ * ATTN_NEW_V) or int8 with their scales. Everything is bound for the call only. */
+%rename("%s") attn_go_kv_append_args;
+%inline %{
+attn_status attn_go_kv_append_args(const attn_desc *desc, attn_args *args, int bf16_mask,
+                                   int out_mask,
+                                   const float *k, size_t k_len, const uint16_t *k_u16,
+                                   size_t k_u16_len, const int8_t *k_i8, size_t k_i8_len,
+                                   const float *k_scale, size_t k_scale_len,
+                                   const float *v, size_t v_len, const uint16_t *v_u16,
+                                   size_t v_u16_len, const int8_t *v_i8, size_t v_i8_len,
+                                   const float *v_scale, size_t v_scale_len,
+                                   const float *new_k, size_t new_k_len,
+                                   const uint16_t *new_k_u16, size_t new_k_u16_len,
+                                   const int8_t *new_k_i8, size_t new_k_i8_len,
+                                   const float *new_k_scale, size_t new_k_scale_len,
+                                   const float *new_v, size_t new_v_len,
+                                   const uint16_t *new_v_u16, size_t new_v_u16_len,
+                                   const int8_t *new_v_i8, size_t new_v_i8_len,
+                                   const float *new_v_scale, size_t new_v_scale_len,
+                                   const int32_t *seq_lens_k, size_t seq_lens_k_len,
+                                   const int32_t *cu_seqlens_q, size_t cu_seqlens_q_len,
+                                   const int32_t *cu_seqlens_k, size_t cu_seqlens_k_len,
+                                   const int32_t *block_table, size_t block_table_len) {
+    attn_status st = attn_args_clear(args);
+#define ATTN_GO_OUT(which) (out_mask & (1 << (which)))
+#define ATTN_GO_BF16(which) (bf16_mask & (1 << (which)))
+#define ATTN_GO_BIND(setter, which, ptr, len)                                                  \
+    if (st == ATTN_OK && (ptr)) st = setter(args, which, ptr, len)
+#define ATTN_GO_BIND_CACHE(which, f, u16, i8, scale_which, scale)                              \
+    if (st == ATTN_OK && (f))                                                                  \
+        st = ATTN_GO_OUT(which) ? attn_args_set_out_f32(args, which, (float *)(f), f##_len)    \
+                                : attn_args_set_f32(args, which, f, f##_len);                  \
+    if (st == ATTN_OK && (u16))                                                                \
+        st = ATTN_GO_OUT(which)                                                                \
+                 ? (ATTN_GO_BF16(which)                                                        \
+                        ? attn_args_set_out_bf16(args, which, (uint16_t *)(u16), u16##_len)    \
+                        : attn_args_set_out_f16(args, which, (uint16_t *)(u16), u16##_len))    \
+                 : (ATTN_GO_BF16(which) ? attn_args_set_bf16(args, which, u16, u16##_len)      \
+                                        : attn_args_set_f16(args, which, u16, u16##_len));     \
+    if (st == ATTN_OK && (i8))                                                                 \
+        st = ATTN_GO_OUT(which) ? attn_args_set_out_i8(args, which, (int8_t *)(i8), i8##_len)  \
+                                : attn_args_set_i8(args, which, i8, i8##_len);                 \
+    if (st == ATTN_OK && (scale))                                                              \
+        st = ATTN_GO_OUT(scale_which)                                                          \
+                 ? attn_args_set_out_f32(args, scale_which, (float *)(scale), scale##_len)     \
+                 : attn_args_set_f32(args, scale_which, scale, scale##_len)
+#define ATTN_GO_BIND_NEW(which, f, u16, i8, scale_which, scale)                                \
+    ATTN_GO_BIND(attn_args_set_f32, which, f, f##_len);                                        \
+    if (st == ATTN_OK && (u16))                                                                \
+        st = ATTN_GO_BF16(which) ? attn_args_set_bf16(args, which, u16, u16##_len)             \
+                                 : attn_args_set_f16(args, which, u16, u16##_len);             \
+    ATTN_GO_BIND(attn_args_set_i8, which, i8, i8##_len);                                       \
+    ATTN_GO_BIND(attn_args_set_f32, scale_which, scale, scale##_len)
+    ATTN_GO_BIND_CACHE(ATTN_K, k, k_u16, k_i8, ATTN_K_SCALE, k_scale);
+    ATTN_GO_BIND_CACHE(ATTN_V, v, v_u16, v_i8, ATTN_V_SCALE, v_scale);
+    ATTN_GO_BIND_NEW(ATTN_NEW_K, new_k, new_k_u16, new_k_i8, ATTN_NEW_K_SCALE, new_k_scale);
+    ATTN_GO_BIND_NEW(ATTN_NEW_V, new_v, new_v_u16, new_v_i8, ATTN_NEW_V_SCALE, new_v_scale);
+    ATTN_GO_BIND(attn_args_set_i32, ATTN_SEQ_LENS_K, seq_lens_k, seq_lens_k_len);
+    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_Q, cu_seqlens_q, cu_seqlens_q_len);
+    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_K, cu_seqlens_k, cu_seqlens_k_len);
+    ATTN_GO_BIND(attn_args_set_i32, ATTN_BLOCK_TABLE, block_table, block_table_len);
+#undef ATTN_GO_BIND_NEW
+#undef ATTN_GO_BIND_CACHE
+#undef ATTN_GO_BIND
+#undef ATTN_GO_BF16
+#undef ATTN_GO_OUT
+    if (st == ATTN_OK) st = attn_kv_append_args(desc, args);
     if (args) attn_args_clear(args);
     return st;
 }

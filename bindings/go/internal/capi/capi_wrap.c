@@ -215,7 +215,8 @@ attn_status attn_go_run(const attn_desc *desc, attn_op op, attn_args *args, int 
                         float *dk, size_t dk_len, float *dv, size_t dv_len,
                         float *dbias, size_t dbias_len, float *dsinks, size_t dsinks_len,
                         const float *k_scale, size_t k_scale_len,
-                        const float *v_scale, size_t v_scale_len) {
+                        const float *v_scale, size_t v_scale_len,
+                        const uint16_t *dout_u16, size_t dout_u16_len) {
     attn_args *own = NULL;
     attn_status st;
     if (!args) {
@@ -254,6 +255,7 @@ attn_status attn_go_run(const attn_desc *desc, attn_op op, attn_args *args, int 
     ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_K, cu_seqlens_k, cu_seqlens_k_len);
     ATTN_GO_BIND(attn_args_set_i32, ATTN_BLOCK_TABLE, block_table, block_table_len);
     ATTN_GO_BIND(attn_args_set_f32, ATTN_DOUT, dout, dout_len);
+    ATTN_GO_BIND16(ATTN_DOUT, dout_u16, dout_u16_len);
     ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DQ, dq, dq_len);
     ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DK, dk, dk_len);
     ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DV, dv, dv_len);
@@ -295,6 +297,75 @@ attn_status attn_go_kv_append(const attn_desc *desc, attn_args *args,
 }
 
 
+attn_status attn_go_kv_append_args(const attn_desc *desc, attn_args *args, int bf16_mask,
+                                   int out_mask,
+                                   const float *k, size_t k_len, const uint16_t *k_u16,
+                                   size_t k_u16_len, const int8_t *k_i8, size_t k_i8_len,
+                                   const float *k_scale, size_t k_scale_len,
+                                   const float *v, size_t v_len, const uint16_t *v_u16,
+                                   size_t v_u16_len, const int8_t *v_i8, size_t v_i8_len,
+                                   const float *v_scale, size_t v_scale_len,
+                                   const float *new_k, size_t new_k_len,
+                                   const uint16_t *new_k_u16, size_t new_k_u16_len,
+                                   const int8_t *new_k_i8, size_t new_k_i8_len,
+                                   const float *new_k_scale, size_t new_k_scale_len,
+                                   const float *new_v, size_t new_v_len,
+                                   const uint16_t *new_v_u16, size_t new_v_u16_len,
+                                   const int8_t *new_v_i8, size_t new_v_i8_len,
+                                   const float *new_v_scale, size_t new_v_scale_len,
+                                   const int32_t *seq_lens_k, size_t seq_lens_k_len,
+                                   const int32_t *cu_seqlens_q, size_t cu_seqlens_q_len,
+                                   const int32_t *cu_seqlens_k, size_t cu_seqlens_k_len,
+                                   const int32_t *block_table, size_t block_table_len) {
+    attn_status st = attn_args_clear(args);
+#define ATTN_GO_OUT(which) (out_mask & (1 << (which)))
+#define ATTN_GO_BF16(which) (bf16_mask & (1 << (which)))
+#define ATTN_GO_BIND(setter, which, ptr, len)                                                  \
+    if (st == ATTN_OK && (ptr)) st = setter(args, which, ptr, len)
+#define ATTN_GO_BIND_CACHE(which, f, u16, i8, scale_which, scale)                              \
+    if (st == ATTN_OK && (f))                                                                  \
+        st = ATTN_GO_OUT(which) ? attn_args_set_out_f32(args, which, (float *)(f), f##_len)    \
+                                : attn_args_set_f32(args, which, f, f##_len);                  \
+    if (st == ATTN_OK && (u16))                                                                \
+        st = ATTN_GO_OUT(which)                                                                \
+                 ? (ATTN_GO_BF16(which)                                                        \
+                        ? attn_args_set_out_bf16(args, which, (uint16_t *)(u16), u16##_len)    \
+                        : attn_args_set_out_f16(args, which, (uint16_t *)(u16), u16##_len))    \
+                 : (ATTN_GO_BF16(which) ? attn_args_set_bf16(args, which, u16, u16##_len)      \
+                                        : attn_args_set_f16(args, which, u16, u16##_len));     \
+    if (st == ATTN_OK && (i8))                                                                 \
+        st = ATTN_GO_OUT(which) ? attn_args_set_out_i8(args, which, (int8_t *)(i8), i8##_len)  \
+                                : attn_args_set_i8(args, which, i8, i8##_len);                 \
+    if (st == ATTN_OK && (scale))                                                              \
+        st = ATTN_GO_OUT(scale_which)                                                          \
+                 ? attn_args_set_out_f32(args, scale_which, (float *)(scale), scale##_len)     \
+                 : attn_args_set_f32(args, scale_which, scale, scale##_len)
+#define ATTN_GO_BIND_NEW(which, f, u16, i8, scale_which, scale)                                \
+    ATTN_GO_BIND(attn_args_set_f32, which, f, f##_len);                                        \
+    if (st == ATTN_OK && (u16))                                                                \
+        st = ATTN_GO_BF16(which) ? attn_args_set_bf16(args, which, u16, u16##_len)             \
+                                 : attn_args_set_f16(args, which, u16, u16##_len);             \
+    ATTN_GO_BIND(attn_args_set_i8, which, i8, i8##_len);                                       \
+    ATTN_GO_BIND(attn_args_set_f32, scale_which, scale, scale##_len)
+    ATTN_GO_BIND_CACHE(ATTN_K, k, k_u16, k_i8, ATTN_K_SCALE, k_scale);
+    ATTN_GO_BIND_CACHE(ATTN_V, v, v_u16, v_i8, ATTN_V_SCALE, v_scale);
+    ATTN_GO_BIND_NEW(ATTN_NEW_K, new_k, new_k_u16, new_k_i8, ATTN_NEW_K_SCALE, new_k_scale);
+    ATTN_GO_BIND_NEW(ATTN_NEW_V, new_v, new_v_u16, new_v_i8, ATTN_NEW_V_SCALE, new_v_scale);
+    ATTN_GO_BIND(attn_args_set_i32, ATTN_SEQ_LENS_K, seq_lens_k, seq_lens_k_len);
+    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_Q, cu_seqlens_q, cu_seqlens_q_len);
+    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_K, cu_seqlens_k, cu_seqlens_k_len);
+    ATTN_GO_BIND(attn_args_set_i32, ATTN_BLOCK_TABLE, block_table, block_table_len);
+#undef ATTN_GO_BIND_NEW
+#undef ATTN_GO_BIND_CACHE
+#undef ATTN_GO_BIND
+#undef ATTN_GO_BF16
+#undef ATTN_GO_OUT
+    if (st == ATTN_OK) st = attn_kv_append_args(desc, args);
+    if (args) attn_args_clear(args);
+    return st;
+}
+
+
 attn_status attn_go_merge(const attn_desc *desc, attn_args *acc, attn_args *part,
                           float *acc_out, size_t acc_out_len, float *acc_lse, size_t acc_lse_len,
                           const int32_t *cu_seqlens_q, size_t cu_seqlens_q_len,
@@ -321,7 +392,7 @@ attn_status attn_go_merge(const attn_desc *desc, attn_args *acc, attn_args *part
 extern "C" {
 #endif
 
-void _wrap_Swig_free_capi_c450b50fde671bd8(void *_swig_go_0) {
+void _wrap_Swig_free_capi_2f5b2fc25dd034ab(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -331,7 +402,7 @@ void _wrap_Swig_free_capi_c450b50fde671bd8(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_capi_c450b50fde671bd8(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_capi_2f5b2fc25dd034ab(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -344,7 +415,7 @@ void *_wrap_Swig_malloc_capi_c450b50fde671bd8(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_attn_version_string_capi_c450b50fde671bd8() {
+_gostring_ _wrap_attn_version_string_capi_2f5b2fc25dd034ab() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -355,7 +426,7 @@ _gostring_ _wrap_attn_version_string_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_attn_version_number_capi_c450b50fde671bd8() {
+intgo _wrap_attn_version_number_capi_2f5b2fc25dd034ab() {
   unsigned int result;
   intgo _swig_go_result;
   
@@ -366,7 +437,7 @@ intgo _wrap_attn_version_number_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_OK_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_OK_capi_2f5b2fc25dd034ab() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -378,7 +449,7 @@ intgo _wrap_ATTN_OK_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_ERR_NULL_POINTER_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_ERR_NULL_POINTER_capi_2f5b2fc25dd034ab() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -390,7 +461,7 @@ intgo _wrap_ATTN_ERR_NULL_POINTER_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_2f5b2fc25dd034ab() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -402,7 +473,7 @@ intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_2f5b2fc25dd034ab() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -414,7 +485,7 @@ intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_2f5b2fc25dd034ab() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -426,7 +497,7 @@ intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_ERR_INTERNAL_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_ERR_INTERNAL_capi_2f5b2fc25dd034ab() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -438,7 +509,7 @@ intgo _wrap_ATTN_ERR_INTERNAL_capi_c450b50fde671bd8() {
 }
 
 
-_gostring_ _wrap_attn_status_string_capi_c450b50fde671bd8(intgo _swig_go_0) {
+_gostring_ _wrap_attn_status_string_capi_2f5b2fc25dd034ab(intgo _swig_go_0) {
   attn_status arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -451,7 +522,7 @@ _gostring_ _wrap_attn_status_string_capi_c450b50fde671bd8(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_attn_last_error_capi_c450b50fde671bd8() {
+_gostring_ _wrap_attn_last_error_capi_2f5b2fc25dd034ab() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -462,7 +533,7 @@ _gostring_ _wrap_attn_last_error_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_attn_simple_capi_c450b50fde671bd8(float *_swig_go_0, float *_swig_go_1, float *_swig_go_2, long long _swig_go_3, long long _swig_go_4, bool _swig_go_5, bool *_swig_go_6, float *_swig_go_7) {
+intgo _wrap_attn_simple_capi_2f5b2fc25dd034ab(float *_swig_go_0, float *_swig_go_1, float *_swig_go_2, long long _swig_go_3, long long _swig_go_4, bool _swig_go_5, bool *_swig_go_6, float *_swig_go_7) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -489,7 +560,7 @@ intgo _wrap_attn_simple_capi_c450b50fde671bd8(float *_swig_go_0, float *_swig_go
 }
 
 
-intgo _wrap_ATTN_CAUSAL_NONE_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_CAUSAL_NONE_capi_2f5b2fc25dd034ab() {
   enum attn_causal result;
   intgo _swig_go_result;
   
@@ -501,7 +572,7 @@ intgo _wrap_ATTN_CAUSAL_NONE_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_2f5b2fc25dd034ab() {
   enum attn_causal result;
   intgo _swig_go_result;
   
@@ -513,7 +584,7 @@ intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_2f5b2fc25dd034ab() {
   enum attn_causal result;
   intgo _swig_go_result;
   
@@ -525,7 +596,7 @@ intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_Q_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_Q_capi_2f5b2fc25dd034ab() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -537,7 +608,7 @@ intgo _wrap_ATTN_Q_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_K_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_K_capi_2f5b2fc25dd034ab() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -549,7 +620,7 @@ intgo _wrap_ATTN_K_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_V_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_V_capi_2f5b2fc25dd034ab() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -561,7 +632,7 @@ intgo _wrap_ATTN_V_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_OUT_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_OUT_capi_2f5b2fc25dd034ab() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -573,7 +644,7 @@ intgo _wrap_ATTN_OUT_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_LSE_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_LSE_capi_2f5b2fc25dd034ab() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -585,7 +656,7 @@ intgo _wrap_ATTN_LSE_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_WEIGHTS_capi_2f5b2fc25dd034ab() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -597,7 +668,7 @@ intgo _wrap_ATTN_WEIGHTS_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_KEY_VALID_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_KEY_VALID_capi_2f5b2fc25dd034ab() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -609,7 +680,7 @@ intgo _wrap_ATTN_KEY_VALID_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_ALLOWED_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_ALLOWED_capi_2f5b2fc25dd034ab() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -621,7 +692,7 @@ intgo _wrap_ATTN_ALLOWED_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_BIAS_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_BIAS_capi_2f5b2fc25dd034ab() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -633,7 +704,7 @@ intgo _wrap_ATTN_BIAS_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_SLOPES_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_ALIBI_SLOPES_capi_2f5b2fc25dd034ab() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -645,7 +716,7 @@ intgo _wrap_ATTN_ALIBI_SLOPES_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_SINKS_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_SINKS_capi_2f5b2fc25dd034ab() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -657,7 +728,7 @@ intgo _wrap_ATTN_SINKS_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_QUERY_VALID_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_QUERY_VALID_capi_2f5b2fc25dd034ab() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -669,7 +740,7 @@ intgo _wrap_ATTN_QUERY_VALID_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_SEQ_LENS_K_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_SEQ_LENS_K_capi_2f5b2fc25dd034ab() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -681,7 +752,7 @@ intgo _wrap_ATTN_SEQ_LENS_K_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_KEY_MASS_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_KEY_MASS_capi_2f5b2fc25dd034ab() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -693,7 +764,7 @@ intgo _wrap_ATTN_KEY_MASS_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_attn_desc_create_capi_c450b50fde671bd8(attn_desc **_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, long long _swig_go_6) {
+intgo _wrap_attn_desc_create_capi_2f5b2fc25dd034ab(attn_desc **_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, long long _swig_go_6) {
   attn_desc **arg1 = (attn_desc **) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -720,7 +791,7 @@ intgo _wrap_attn_desc_create_capi_c450b50fde671bd8(attn_desc **_swig_go_0, long 
 }
 
 
-void _wrap_attn_desc_destroy_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0) {
+void _wrap_attn_desc_destroy_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   
   arg1 = *(attn_desc **)&_swig_go_0; 
@@ -730,7 +801,7 @@ void _wrap_attn_desc_destroy_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0)
 }
 
 
-intgo _wrap_attn_desc_set_causal_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_attn_desc_set_causal_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_causal arg2 ;
   attn_status result;
@@ -745,7 +816,7 @@ intgo _wrap_attn_desc_set_causal_capi_c450b50fde671bd8(struct attn_desc *_swig_g
 }
 
 
-intgo _wrap_attn_desc_set_scale_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, float _swig_go_1) {
+intgo _wrap_attn_desc_set_scale_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, float _swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   float arg2 ;
   attn_status result;
@@ -760,7 +831,7 @@ intgo _wrap_attn_desc_set_scale_capi_c450b50fde671bd8(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_desc_set_strides_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4) {
+intgo _wrap_attn_desc_set_strides_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_operand arg2 ;
   size_t arg3 ;
@@ -781,7 +852,7 @@ intgo _wrap_attn_desc_set_strides_capi_c450b50fde671bd8(struct attn_desc *_swig_
 }
 
 
-long long _wrap_attn_desc_required_len_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
+long long _wrap_attn_desc_required_len_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_operand arg2 ;
   size_t result;
@@ -796,7 +867,7 @@ long long _wrap_attn_desc_required_len_capi_c450b50fde671bd8(struct attn_desc *_
 }
 
 
-intgo _wrap_attn_forward_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, float *_swig_go_3, bool *_swig_go_4, bool *_swig_go_5, float *_swig_go_6, float *_swig_go_7) {
+intgo _wrap_attn_forward_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, float *_swig_go_3, bool *_swig_go_4, bool *_swig_go_5, float *_swig_go_6, float *_swig_go_7) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -823,7 +894,7 @@ intgo _wrap_attn_forward_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, flo
 }
 
 
-intgo _wrap_attn_weights_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, bool *_swig_go_3, bool *_swig_go_4, float *_swig_go_5) {
+intgo _wrap_attn_weights_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, bool *_swig_go_3, bool *_swig_go_4, float *_swig_go_5) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -846,7 +917,7 @@ intgo _wrap_attn_weights_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, flo
 }
 
 
-intgo _wrap_ATTN_PARAM_CAUSAL_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_PARAM_CAUSAL_capi_2f5b2fc25dd034ab() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -858,7 +929,7 @@ intgo _wrap_ATTN_PARAM_CAUSAL_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_PARAM_SCALE_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_PARAM_SCALE_capi_2f5b2fc25dd034ab() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -870,7 +941,7 @@ intgo _wrap_ATTN_PARAM_SCALE_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_2f5b2fc25dd034ab() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -882,7 +953,7 @@ intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_2f5b2fc25dd034ab() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -894,7 +965,7 @@ intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_PARAM_SOFTCAP_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_PARAM_SOFTCAP_capi_2f5b2fc25dd034ab() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -906,7 +977,7 @@ intgo _wrap_ATTN_PARAM_SOFTCAP_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_PARAM_ALIBI_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_PARAM_ALIBI_capi_2f5b2fc25dd034ab() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -918,7 +989,7 @@ intgo _wrap_ATTN_PARAM_ALIBI_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_2f5b2fc25dd034ab() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -930,7 +1001,7 @@ intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_2f5b2fc25dd034ab() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -942,7 +1013,7 @@ intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_2f5b2fc25dd034ab() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -954,7 +1025,7 @@ intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_2f5b2fc25dd034ab() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -966,7 +1037,7 @@ intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_COMPUTE_EXACT_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_COMPUTE_EXACT_capi_2f5b2fc25dd034ab() {
   enum attn_compute result;
   intgo _swig_go_result;
   
@@ -978,7 +1049,7 @@ intgo _wrap_ATTN_COMPUTE_EXACT_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_COMPUTE_FP16_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_COMPUTE_FP16_capi_2f5b2fc25dd034ab() {
   enum attn_compute result;
   intgo _swig_go_result;
   
@@ -990,7 +1061,7 @@ intgo _wrap_ATTN_COMPUTE_FP16_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_NONE_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_ALIBI_NONE_capi_2f5b2fc25dd034ab() {
   enum attn_alibi result;
   intgo _swig_go_result;
   
@@ -1002,7 +1073,7 @@ intgo _wrap_ATTN_ALIBI_NONE_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_OPERAND_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_ALIBI_OPERAND_capi_2f5b2fc25dd034ab() {
   enum attn_alibi result;
   intgo _swig_go_result;
   
@@ -1014,7 +1085,7 @@ intgo _wrap_ATTN_ALIBI_OPERAND_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_STANDARD_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_ALIBI_STANDARD_capi_2f5b2fc25dd034ab() {
   enum attn_alibi result;
   intgo _swig_go_result;
   
@@ -1026,7 +1097,7 @@ intgo _wrap_ATTN_ALIBI_STANDARD_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_2f5b2fc25dd034ab() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1038,7 +1109,7 @@ intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_SCORES_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_WEIGHTS_SCORES_capi_2f5b2fc25dd034ab() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1050,7 +1121,7 @@ intgo _wrap_ATTN_WEIGHTS_SCORES_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_MASKED_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_WEIGHTS_MASKED_capi_2f5b2fc25dd034ab() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1062,7 +1133,7 @@ intgo _wrap_ATTN_WEIGHTS_MASKED_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_2f5b2fc25dd034ab() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1074,7 +1145,7 @@ intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_2f5b2fc25dd034ab() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1086,7 +1157,7 @@ intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_attn_desc_set_int_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_desc_set_int_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   int64_t arg3 ;
@@ -1105,7 +1176,7 @@ intgo _wrap_attn_desc_set_int_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0
 }
 
 
-intgo _wrap_attn_desc_set_float_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, intgo _swig_go_1, double _swig_go_2) {
+intgo _wrap_attn_desc_set_float_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, intgo _swig_go_1, double _swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   double arg3 ;
@@ -1122,7 +1193,7 @@ intgo _wrap_attn_desc_set_float_capi_c450b50fde671bd8(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_desc_get_int_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long *_swig_go_2) {
+intgo _wrap_attn_desc_get_int_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -1141,7 +1212,7 @@ intgo _wrap_attn_desc_get_int_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0
 }
 
 
-intgo _wrap_attn_desc_get_float_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, intgo _swig_go_1, double *_swig_go_2) {
+intgo _wrap_attn_desc_get_float_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, intgo _swig_go_1, double *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   double *arg3 = (double *) 0 ;
@@ -1158,7 +1229,7 @@ intgo _wrap_attn_desc_get_float_capi_c450b50fde671bd8(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_param_bounds_capi_c450b50fde671bd8(intgo _swig_go_0, int *_swig_go_1, double *_swig_go_2, double *_swig_go_3) {
+intgo _wrap_attn_param_bounds_capi_2f5b2fc25dd034ab(intgo _swig_go_0, int *_swig_go_1, double *_swig_go_2, double *_swig_go_3) {
   attn_param arg1 ;
   int *arg2 = (int *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -1179,7 +1250,7 @@ intgo _wrap_attn_param_bounds_capi_c450b50fde671bd8(intgo _swig_go_0, int *_swig
 }
 
 
-intgo _wrap_ATTN_OP_FORWARD_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_OP_FORWARD_capi_2f5b2fc25dd034ab() {
   enum attn_op result;
   intgo _swig_go_result;
   
@@ -1191,7 +1262,7 @@ intgo _wrap_ATTN_OP_FORWARD_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_OP_WEIGHTS_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_OP_WEIGHTS_capi_2f5b2fc25dd034ab() {
   enum attn_op result;
   intgo _swig_go_result;
   
@@ -1203,7 +1274,7 @@ intgo _wrap_ATTN_OP_WEIGHTS_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_ATTN_OP_BACKWARD_capi_c450b50fde671bd8() {
+intgo _wrap_ATTN_OP_BACKWARD_capi_2f5b2fc25dd034ab() {
   enum attn_op result;
   intgo _swig_go_result;
   
@@ -1215,7 +1286,7 @@ intgo _wrap_ATTN_OP_BACKWARD_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_attn_args_create_capi_c450b50fde671bd8(attn_args **_swig_go_0) {
+intgo _wrap_attn_args_create_capi_2f5b2fc25dd034ab(attn_args **_swig_go_0) {
   attn_args **arg1 = (attn_args **) 0 ;
   attn_status result;
   intgo _swig_go_result;
@@ -1230,7 +1301,7 @@ intgo _wrap_attn_args_create_capi_c450b50fde671bd8(attn_args **_swig_go_0) {
 }
 
 
-void _wrap_attn_args_destroy_capi_c450b50fde671bd8(struct attn_args *_swig_go_0) {
+void _wrap_attn_args_destroy_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0) {
   attn_args *arg1 = (attn_args *) 0 ;
   
   arg1 = *(attn_args **)&_swig_go_0; 
@@ -1240,7 +1311,7 @@ void _wrap_attn_args_destroy_capi_c450b50fde671bd8(struct attn_args *_swig_go_0)
 }
 
 
-intgo _wrap_attn_args_clear_capi_c450b50fde671bd8(struct attn_args *_swig_go_0) {
+intgo _wrap_attn_args_clear_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_status result;
   intgo _swig_go_result;
@@ -1253,7 +1324,7 @@ intgo _wrap_attn_args_clear_capi_c450b50fde671bd8(struct attn_args *_swig_go_0) 
 }
 
 
-intgo _wrap_attn_args_set_f32_capi_c450b50fde671bd8(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_f32_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   float *arg3 = (float *) 0 ;
@@ -1272,7 +1343,7 @@ intgo _wrap_attn_args_set_f32_capi_c450b50fde671bd8(struct attn_args *_swig_go_0
 }
 
 
-intgo _wrap_attn_args_set_out_f32_capi_c450b50fde671bd8(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_out_f32_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   float *arg3 = (float *) 0 ;
@@ -1291,7 +1362,7 @@ intgo _wrap_attn_args_set_out_f32_capi_c450b50fde671bd8(struct attn_args *_swig_
 }
 
 
-intgo _wrap_attn_args_set_u8_capi_c450b50fde671bd8(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_u8_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -1312,7 +1383,7 @@ intgo _wrap_attn_args_set_u8_capi_c450b50fde671bd8(struct attn_args *_swig_go_0,
 }
 
 
-intgo _wrap_attn_args_set_i32_capi_c450b50fde671bd8(struct attn_args *_swig_go_0, intgo _swig_go_1, int *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_i32_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0, intgo _swig_go_1, int *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -1333,7 +1404,7 @@ intgo _wrap_attn_args_set_i32_capi_c450b50fde671bd8(struct attn_args *_swig_go_0
 }
 
 
-intgo _wrap_attn_convert_f32_to_f16_capi_c450b50fde671bd8(float *_swig_go_0, short *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_convert_f32_to_f16_capi_2f5b2fc25dd034ab(float *_swig_go_0, short *_swig_go_1, long long _swig_go_2) {
   float *arg1 = (float *) 0 ;
   uint16_t *arg2 = (uint16_t *) 0 ;
   size_t arg3 ;
@@ -1352,7 +1423,7 @@ intgo _wrap_attn_convert_f32_to_f16_capi_c450b50fde671bd8(float *_swig_go_0, sho
 }
 
 
-intgo _wrap_attn_convert_f32_to_bf16_capi_c450b50fde671bd8(float *_swig_go_0, short *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_convert_f32_to_bf16_capi_2f5b2fc25dd034ab(float *_swig_go_0, short *_swig_go_1, long long _swig_go_2) {
   float *arg1 = (float *) 0 ;
   uint16_t *arg2 = (uint16_t *) 0 ;
   size_t arg3 ;
@@ -1371,7 +1442,7 @@ intgo _wrap_attn_convert_f32_to_bf16_capi_c450b50fde671bd8(float *_swig_go_0, sh
 }
 
 
-intgo _wrap_attn_convert_f16_to_f32_capi_c450b50fde671bd8(short *_swig_go_0, float *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_convert_f16_to_f32_capi_2f5b2fc25dd034ab(short *_swig_go_0, float *_swig_go_1, long long _swig_go_2) {
   uint16_t *arg1 = (uint16_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -1390,7 +1461,7 @@ intgo _wrap_attn_convert_f16_to_f32_capi_c450b50fde671bd8(short *_swig_go_0, flo
 }
 
 
-intgo _wrap_attn_convert_bf16_to_f32_capi_c450b50fde671bd8(short *_swig_go_0, float *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_convert_bf16_to_f32_capi_2f5b2fc25dd034ab(short *_swig_go_0, float *_swig_go_1, long long _swig_go_2) {
   uint16_t *arg1 = (uint16_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -1409,7 +1480,7 @@ intgo _wrap_attn_convert_bf16_to_f32_capi_c450b50fde671bd8(short *_swig_go_0, fl
 }
 
 
-intgo _wrap_attn_quantize_i8_capi_c450b50fde671bd8(float *_swig_go_0, long long _swig_go_1, long long _swig_go_2, char *_swig_go_3, float *_swig_go_4) {
+intgo _wrap_attn_quantize_i8_capi_2f5b2fc25dd034ab(float *_swig_go_0, long long _swig_go_1, long long _swig_go_2, char *_swig_go_3, float *_swig_go_4) {
   float *arg1 = (float *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -1432,7 +1503,7 @@ intgo _wrap_attn_quantize_i8_capi_c450b50fde671bd8(float *_swig_go_0, long long 
 }
 
 
-intgo _wrap_attn_run_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, intgo _swig_go_1, struct attn_args *_swig_go_2) {
+intgo _wrap_attn_run_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, intgo _swig_go_1, struct attn_args *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_op arg2 ;
   attn_args *arg3 = (attn_args *) 0 ;
@@ -1449,7 +1520,7 @@ intgo _wrap_attn_run_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, intgo _
 }
 
 
-intgo _wrap_attn_set_num_threads_capi_c450b50fde671bd8(long long _swig_go_0) {
+intgo _wrap_attn_set_num_threads_capi_2f5b2fc25dd034ab(long long _swig_go_0) {
   size_t arg1 ;
   attn_status result;
   intgo _swig_go_result;
@@ -1462,7 +1533,7 @@ intgo _wrap_attn_set_num_threads_capi_c450b50fde671bd8(long long _swig_go_0) {
 }
 
 
-long long _wrap_attn_get_num_threads_capi_c450b50fde671bd8() {
+long long _wrap_attn_get_num_threads_capi_2f5b2fc25dd034ab() {
   size_t result;
   long long _swig_go_result;
   
@@ -1473,7 +1544,7 @@ long long _wrap_attn_get_num_threads_capi_c450b50fde671bd8() {
 }
 
 
-_gostring_ _wrap_attn_isa_capi_c450b50fde671bd8() {
+_gostring_ _wrap_attn_isa_capi_2f5b2fc25dd034ab() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -1484,7 +1555,7 @@ _gostring_ _wrap_attn_isa_capi_c450b50fde671bd8() {
 }
 
 
-intgo _wrap_attn_set_isa_capi_c450b50fde671bd8(_gostring_ _swig_go_0) {
+intgo _wrap_attn_set_isa_capi_2f5b2fc25dd034ab(_gostring_ _swig_go_0) {
   char *arg1 = (char *) 0 ;
   attn_status result;
   intgo _swig_go_result;
@@ -1502,7 +1573,7 @@ intgo _wrap_attn_set_isa_capi_c450b50fde671bd8(_gostring_ _swig_go_0) {
 }
 
 
-intgo _wrap_attn_go_run_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, intgo _swig_go_1, struct attn_args *_swig_go_2, intgo _swig_go_3, float *_swig_go_4, long long _swig_go_5, short *_swig_go_6, long long _swig_go_7, float *_swig_go_8, long long _swig_go_9, short *_swig_go_10, long long _swig_go_11, char *_swig_go_12, long long _swig_go_13, float *_swig_go_14, long long _swig_go_15, short *_swig_go_16, long long _swig_go_17, char *_swig_go_18, long long _swig_go_19, float *_swig_go_20, long long _swig_go_21, float *_swig_go_22, long long _swig_go_23, float *_swig_go_24, long long _swig_go_25, char *_swig_go_26, long long _swig_go_27, char *_swig_go_28, long long _swig_go_29, float *_swig_go_30, long long _swig_go_31, float *_swig_go_32, long long _swig_go_33, float *_swig_go_34, long long _swig_go_35, char *_swig_go_36, long long _swig_go_37, int *_swig_go_38, long long _swig_go_39, float *_swig_go_40, long long _swig_go_41, int *_swig_go_42, long long _swig_go_43, int *_swig_go_44, long long _swig_go_45, int *_swig_go_46, long long _swig_go_47, float *_swig_go_48, long long _swig_go_49, float *_swig_go_50, long long _swig_go_51, float *_swig_go_52, long long _swig_go_53, float *_swig_go_54, long long _swig_go_55, float *_swig_go_56, long long _swig_go_57, float *_swig_go_58, long long _swig_go_59, float *_swig_go_60, long long _swig_go_61, float *_swig_go_62, long long _swig_go_63) {
+intgo _wrap_attn_go_run_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, intgo _swig_go_1, struct attn_args *_swig_go_2, intgo _swig_go_3, float *_swig_go_4, long long _swig_go_5, short *_swig_go_6, long long _swig_go_7, float *_swig_go_8, long long _swig_go_9, short *_swig_go_10, long long _swig_go_11, char *_swig_go_12, long long _swig_go_13, float *_swig_go_14, long long _swig_go_15, short *_swig_go_16, long long _swig_go_17, char *_swig_go_18, long long _swig_go_19, float *_swig_go_20, long long _swig_go_21, float *_swig_go_22, long long _swig_go_23, float *_swig_go_24, long long _swig_go_25, char *_swig_go_26, long long _swig_go_27, char *_swig_go_28, long long _swig_go_29, float *_swig_go_30, long long _swig_go_31, float *_swig_go_32, long long _swig_go_33, float *_swig_go_34, long long _swig_go_35, char *_swig_go_36, long long _swig_go_37, int *_swig_go_38, long long _swig_go_39, float *_swig_go_40, long long _swig_go_41, int *_swig_go_42, long long _swig_go_43, int *_swig_go_44, long long _swig_go_45, int *_swig_go_46, long long _swig_go_47, float *_swig_go_48, long long _swig_go_49, float *_swig_go_50, long long _swig_go_51, float *_swig_go_52, long long _swig_go_53, float *_swig_go_54, long long _swig_go_55, float *_swig_go_56, long long _swig_go_57, float *_swig_go_58, long long _swig_go_59, float *_swig_go_60, long long _swig_go_61, float *_swig_go_62, long long _swig_go_63, short *_swig_go_64, long long _swig_go_65) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_op arg2 ;
   attn_args *arg3 = (attn_args *) 0 ;
@@ -1567,6 +1638,8 @@ intgo _wrap_attn_go_run_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, intg
   size_t arg62 ;
   float *arg63 = (float *) 0 ;
   size_t arg64 ;
+  uint16_t *arg65 = (uint16_t *) 0 ;
+  size_t arg66 ;
   attn_status result;
   intgo _swig_go_result;
   
@@ -1659,13 +1732,17 @@ intgo _wrap_attn_go_run_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, intg
   arg63 = *(float **)&_swig_go_62; 
   arg64 = (size_t)_swig_go_63; 
   
-  result = (attn_status)attn_go_run((struct attn_desc const *)arg1,arg2,arg3,arg4,(float const *)arg5,arg6,(uint16_t const *)arg7,arg8,(float const *)arg9,arg10,(uint16_t const *)arg11,arg12,(int8_t const *)arg13,arg14,(float const *)arg15,arg16,(uint16_t const *)arg17,arg18,(int8_t const *)arg19,arg20,arg21,arg22,arg23,arg24,arg25,arg26,(uint8_t const *)arg27,arg28,(uint8_t const *)arg29,arg30,(float const *)arg31,arg32,(float const *)arg33,arg34,(float const *)arg35,arg36,(uint8_t const *)arg37,arg38,(int32_t const *)arg39,arg40,arg41,arg42,(int32_t const *)arg43,arg44,(int32_t const *)arg45,arg46,(int32_t const *)arg47,arg48,(float const *)arg49,arg50,arg51,arg52,arg53,arg54,arg55,arg56,arg57,arg58,arg59,arg60,(float const *)arg61,arg62,(float const *)arg63,arg64);
+  arg65 = (uint16_t *)_swig_go_64;
+  
+  arg66 = (size_t)_swig_go_65; 
+  
+  result = (attn_status)attn_go_run((struct attn_desc const *)arg1,arg2,arg3,arg4,(float const *)arg5,arg6,(uint16_t const *)arg7,arg8,(float const *)arg9,arg10,(uint16_t const *)arg11,arg12,(int8_t const *)arg13,arg14,(float const *)arg15,arg16,(uint16_t const *)arg17,arg18,(int8_t const *)arg19,arg20,arg21,arg22,arg23,arg24,arg25,arg26,(uint8_t const *)arg27,arg28,(uint8_t const *)arg29,arg30,(float const *)arg31,arg32,(float const *)arg33,arg34,(float const *)arg35,arg36,(uint8_t const *)arg37,arg38,(int32_t const *)arg39,arg40,arg41,arg42,(int32_t const *)arg43,arg44,(int32_t const *)arg45,arg46,(int32_t const *)arg47,arg48,(float const *)arg49,arg50,arg51,arg52,arg53,arg54,arg55,arg56,arg57,arg58,arg59,arg60,(float const *)arg61,arg62,(float const *)arg63,arg64,(uint16_t const *)arg65,arg66);
   _swig_go_result = (intgo)result; 
   return _swig_go_result;
 }
 
 
-intgo _wrap_attn_go_kv_append_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, float *_swig_go_2, long long _swig_go_3, float *_swig_go_4, long long _swig_go_5, int *_swig_go_6, long long _swig_go_7, int *_swig_go_8, long long _swig_go_9, int *_swig_go_10, long long _swig_go_11, int *_swig_go_12, long long _swig_go_13, float *_swig_go_14, long long _swig_go_15, float *_swig_go_16, long long _swig_go_17) {
+intgo _wrap_attn_go_kv_append_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, float *_swig_go_2, long long _swig_go_3, float *_swig_go_4, long long _swig_go_5, int *_swig_go_6, long long _swig_go_7, int *_swig_go_8, long long _swig_go_9, int *_swig_go_10, long long _swig_go_11, int *_swig_go_12, long long _swig_go_13, float *_swig_go_14, long long _swig_go_15, float *_swig_go_16, long long _swig_go_17) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_args *arg2 = (attn_args *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -1720,7 +1797,130 @@ intgo _wrap_attn_go_kv_append_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0
 }
 
 
-intgo _wrap_attn_go_merge_capi_c450b50fde671bd8(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, struct attn_args *_swig_go_2, float *_swig_go_3, long long _swig_go_4, float *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long _swig_go_8, float *_swig_go_9, long long _swig_go_10, float *_swig_go_11, long long _swig_go_12) {
+intgo _wrap_attn_go_kv_append_args_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3, float *_swig_go_4, long long _swig_go_5, short *_swig_go_6, long long _swig_go_7, char *_swig_go_8, long long _swig_go_9, float *_swig_go_10, long long _swig_go_11, float *_swig_go_12, long long _swig_go_13, short *_swig_go_14, long long _swig_go_15, char *_swig_go_16, long long _swig_go_17, float *_swig_go_18, long long _swig_go_19, float *_swig_go_20, long long _swig_go_21, short *_swig_go_22, long long _swig_go_23, char *_swig_go_24, long long _swig_go_25, float *_swig_go_26, long long _swig_go_27, float *_swig_go_28, long long _swig_go_29, short *_swig_go_30, long long _swig_go_31, char *_swig_go_32, long long _swig_go_33, float *_swig_go_34, long long _swig_go_35, int *_swig_go_36, long long _swig_go_37, int *_swig_go_38, long long _swig_go_39, int *_swig_go_40, long long _swig_go_41, int *_swig_go_42, long long _swig_go_43) {
+  attn_desc *arg1 = (attn_desc *) 0 ;
+  attn_args *arg2 = (attn_args *) 0 ;
+  int arg3 ;
+  int arg4 ;
+  float *arg5 = (float *) 0 ;
+  size_t arg6 ;
+  uint16_t *arg7 = (uint16_t *) 0 ;
+  size_t arg8 ;
+  int8_t *arg9 = (int8_t *) 0 ;
+  size_t arg10 ;
+  float *arg11 = (float *) 0 ;
+  size_t arg12 ;
+  float *arg13 = (float *) 0 ;
+  size_t arg14 ;
+  uint16_t *arg15 = (uint16_t *) 0 ;
+  size_t arg16 ;
+  int8_t *arg17 = (int8_t *) 0 ;
+  size_t arg18 ;
+  float *arg19 = (float *) 0 ;
+  size_t arg20 ;
+  float *arg21 = (float *) 0 ;
+  size_t arg22 ;
+  uint16_t *arg23 = (uint16_t *) 0 ;
+  size_t arg24 ;
+  int8_t *arg25 = (int8_t *) 0 ;
+  size_t arg26 ;
+  float *arg27 = (float *) 0 ;
+  size_t arg28 ;
+  float *arg29 = (float *) 0 ;
+  size_t arg30 ;
+  uint16_t *arg31 = (uint16_t *) 0 ;
+  size_t arg32 ;
+  int8_t *arg33 = (int8_t *) 0 ;
+  size_t arg34 ;
+  float *arg35 = (float *) 0 ;
+  size_t arg36 ;
+  int32_t *arg37 = (int32_t *) 0 ;
+  size_t arg38 ;
+  int32_t *arg39 = (int32_t *) 0 ;
+  size_t arg40 ;
+  int32_t *arg41 = (int32_t *) 0 ;
+  size_t arg42 ;
+  int32_t *arg43 = (int32_t *) 0 ;
+  size_t arg44 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(attn_desc **)&_swig_go_0; 
+  arg2 = *(attn_args **)&_swig_go_1; 
+  arg3 = (int)_swig_go_2; 
+  arg4 = (int)_swig_go_3; 
+  arg5 = *(float **)&_swig_go_4; 
+  arg6 = (size_t)_swig_go_5; 
+  
+  arg7 = (uint16_t *)_swig_go_6;
+  
+  arg8 = (size_t)_swig_go_7; 
+  
+  arg9 = (int8_t *)_swig_go_8;
+  
+  arg10 = (size_t)_swig_go_9; 
+  arg11 = *(float **)&_swig_go_10; 
+  arg12 = (size_t)_swig_go_11; 
+  arg13 = *(float **)&_swig_go_12; 
+  arg14 = (size_t)_swig_go_13; 
+  
+  arg15 = (uint16_t *)_swig_go_14;
+  
+  arg16 = (size_t)_swig_go_15; 
+  
+  arg17 = (int8_t *)_swig_go_16;
+  
+  arg18 = (size_t)_swig_go_17; 
+  arg19 = *(float **)&_swig_go_18; 
+  arg20 = (size_t)_swig_go_19; 
+  arg21 = *(float **)&_swig_go_20; 
+  arg22 = (size_t)_swig_go_21; 
+  
+  arg23 = (uint16_t *)_swig_go_22;
+  
+  arg24 = (size_t)_swig_go_23; 
+  
+  arg25 = (int8_t *)_swig_go_24;
+  
+  arg26 = (size_t)_swig_go_25; 
+  arg27 = *(float **)&_swig_go_26; 
+  arg28 = (size_t)_swig_go_27; 
+  arg29 = *(float **)&_swig_go_28; 
+  arg30 = (size_t)_swig_go_29; 
+  
+  arg31 = (uint16_t *)_swig_go_30;
+  
+  arg32 = (size_t)_swig_go_31; 
+  
+  arg33 = (int8_t *)_swig_go_32;
+  
+  arg34 = (size_t)_swig_go_33; 
+  arg35 = *(float **)&_swig_go_34; 
+  arg36 = (size_t)_swig_go_35; 
+  
+  arg37 = (int32_t *)_swig_go_36;
+  
+  arg38 = (size_t)_swig_go_37; 
+  
+  arg39 = (int32_t *)_swig_go_38;
+  
+  arg40 = (size_t)_swig_go_39; 
+  
+  arg41 = (int32_t *)_swig_go_40;
+  
+  arg42 = (size_t)_swig_go_41; 
+  
+  arg43 = (int32_t *)_swig_go_42;
+  
+  arg44 = (size_t)_swig_go_43; 
+  
+  result = (attn_status)attn_go_kv_append_args((struct attn_desc const *)arg1,arg2,arg3,arg4,(float const *)arg5,arg6,(uint16_t const *)arg7,arg8,(int8_t const *)arg9,arg10,(float const *)arg11,arg12,(float const *)arg13,arg14,(uint16_t const *)arg15,arg16,(int8_t const *)arg17,arg18,(float const *)arg19,arg20,(float const *)arg21,arg22,(uint16_t const *)arg23,arg24,(int8_t const *)arg25,arg26,(float const *)arg27,arg28,(float const *)arg29,arg30,(uint16_t const *)arg31,arg32,(int8_t const *)arg33,arg34,(float const *)arg35,arg36,(int32_t const *)arg37,arg38,(int32_t const *)arg39,arg40,(int32_t const *)arg41,arg42,(int32_t const *)arg43,arg44);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_go_merge_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, struct attn_args *_swig_go_2, float *_swig_go_3, long long _swig_go_4, float *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long _swig_go_8, float *_swig_go_9, long long _swig_go_10, float *_swig_go_11, long long _swig_go_12) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_args *arg2 = (attn_args *) 0 ;
   attn_args *arg3 = (attn_args *) 0 ;

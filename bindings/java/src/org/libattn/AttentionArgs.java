@@ -119,12 +119,18 @@ public final class AttentionArgs implements AutoCloseable {
         Operand.DSINKS};
     /** The operands each call reads or writes (by ordinal); the others are not passed. */
     private static final boolean[] FORWARD_USES = uses(Operand.WEIGHTS, Operand.NEW_K, Operand.NEW_V,
-            Operand.DOUT, Operand.DQ, Operand.DK, Operand.DV, Operand.DBIAS, Operand.DSINKS);
+            Operand.DOUT, Operand.DQ, Operand.DK, Operand.DV, Operand.DBIAS, Operand.DSINKS,
+            Operand.NEW_K_SCALE, Operand.NEW_V_SCALE);
     private static final boolean[] WEIGHTS_USES = uses(Operand.V, Operand.OUT, Operand.LSE,
             Operand.KEY_MASS, Operand.NEW_K, Operand.NEW_V, Operand.V_SCALE, Operand.DOUT,
-            Operand.DQ, Operand.DK, Operand.DV, Operand.DBIAS, Operand.DSINKS);
+            Operand.DQ, Operand.DK, Operand.DV, Operand.DBIAS, Operand.DSINKS,
+            Operand.NEW_K_SCALE, Operand.NEW_V_SCALE);
     private static final boolean[] BACKWARD_USES = uses(Operand.WEIGHTS, Operand.KEY_MASS,
-            Operand.NEW_K, Operand.NEW_V);
+            Operand.NEW_K, Operand.NEW_V, Operand.NEW_K_SCALE, Operand.NEW_V_SCALE);
+    /** The operands kvAppendArgs reads or writes: the caches are K and V (and their scales). */
+    private static final Operand[] APPEND_ARGS_USES = {Operand.K, Operand.V, Operand.K_SCALE,
+        Operand.V_SCALE, Operand.NEW_K, Operand.NEW_V, Operand.NEW_K_SCALE, Operand.NEW_V_SCALE,
+        Operand.SEQ_LENS_K, Operand.CU_SEQLENS_Q, Operand.CU_SEQLENS_K, Operand.BLOCK_TABLE};
     private static final Operand[] APPEND_USES = {Operand.NEW_K, Operand.NEW_V, Operand.SEQ_LENS_K,
         Operand.CU_SEQLENS_Q, Operand.CU_SEQLENS_K, Operand.BLOCK_TABLE};
     /** Gives every object a rank, so that merge locks two of them in one global order. */
@@ -301,13 +307,12 @@ public final class AttentionArgs implements AutoCloseable {
         if (which == null) {
             throw new NullPointerException("which must not be null");
         }
-        boolean ok = type == StorageType.I8 ? which == Operand.K || which == Operand.V
-                : which.storable();
+        boolean ok = type == StorageType.I8 ? which.storableI8() : which.storable();
         if (!ok) {
             throw new IllegalArgumentException(which.cname + " cannot be stored as " + type.cname
-                    + " (" + (type == StorageType.I8 ? "int8 storage is for k and v"
-                            : "16-bit storage is for q, k and v") + "; " + which.cname + " holds "
-                    + which.element.what + ")");
+                    + " (" + (type == StorageType.I8 ? "int8 storage is for k, v, new_k and new_v"
+                            : "16-bit storage is for q, k, v, dout, new_k and new_v") + "; "
+                    + which.cname + " holds " + which.element.what + ")");
         }
     }
 
@@ -461,10 +466,15 @@ public final class AttentionArgs implements AutoCloseable {
         return this;
     }
 
-    /** The storage codes of Q, K and V for attn_jni_run_typed (2 bits each). */
+    /** The storage codes for attn_jni_run_typed (2 bits per {@link Operand#storeSlot}). */
     private int stores() {
-        return store[Operand.Q.ordinal()].code() | store[Operand.K.ordinal()].code() << 2
-                | store[Operand.V.ordinal()].code() << 4;
+        int s = 0;
+        for (Operand o : Operand.values()) {
+            if (o.storeSlot() >= 0) {
+                s |= store[o.ordinal()].code() << 2 * o.storeSlot();
+            }
+        }
+        return s;
     }
 
     // ------------------------------------------------------------------------------ running
@@ -528,8 +538,10 @@ public final class AttentionArgs implements AutoCloseable {
      *
      * @throws NullPointerException  q, k, v, out, lse or dout is not bound, or no gradient is
      * @throws IllegalArgumentException the library refused an operand (e.g. dbias without bias)
-     * @throws AttentionException    the library refused the call otherwise (e.g. 16-bit or int8
-     *                               q, k or v: {@link Status#UNSUPPORTED})
+     * @throws AttentionException    the library refused the call otherwise (e.g. int8 k or v:
+     *                               {@link Status#UNSUPPORTED}). Q, K, V and DOUT may be
+     *                               16-bit (setF16 / setBf16): widened exactly, the gradients
+     *                               are the float gradients of the widened values
      * @throws IllegalStateException this object or its descriptor is closed
      */
     public void backward() {
@@ -652,6 +664,55 @@ public final class AttentionArgs implements AutoCloseable {
                     ops[o.ordinal()] = bound[o.ordinal()];
                 }
                 AttnNative.attn_jni_kv_append(d, handle, ops, kCache, vCache);
+            } finally {
+                desc.leave();
+                Reference.reachabilityFence(this);
+            }
+        }
+    }
+
+    /**
+     * Writes the bound {@link Operand#NEW_K} / {@link Operand#NEW_V} rows into caches of any
+     * storage type (attn_kv_append_args): the caches are the bound {@link Operand#K} and
+     * {@link Operand#V} (float[] / FloatBuffer, or set with {@link #setF16}, {@link #setBf16},
+     * {@link #setI8}; an int8 cache's per-row scales {@link Operand#K_SCALE} /
+     * {@link Operand#V_SCALE} are written too), written in place at the destination rows only.
+     * The new rows are floats, converted to the cache's type with round to nearest even or
+     * quantized as {@link Convert#quantizeI8} does (the int8 row and its scale), or of the
+     * cache's own type (setF16 / setBf16 / setI8; int8 rows with {@link Operand#NEW_K_SCALE} /
+     * {@link Operand#NEW_V_SCALE}). Positions and every check are {@link #kvAppend}'s; the same
+     * object then serves {@link #run(Op)} over the cache. Zero copy: arrays are pinned for the
+     * call, direct buffers (native byte order) are written where they are.
+     *
+     * @throws NullPointerException     k, v or seq_lens_k, or what the layout needs, is not bound
+     * @throws IllegalArgumentException a cache bound as a read-only buffer
+     * @throws AttentionException       the library refused the call, e.g. "new_k is bf16 but k is
+     *                                  f16", "k_scale is NULL but k is int8", a non-finite float
+     *                                  row bound for an int8 cache ("new_k row 3 (token 1, KV
+     *                                  head 1) holds a non-finite value"; nothing is written)
+     * @throws IllegalStateException    this object or its descriptor is closed
+     */
+    public void kvAppendArgs() {
+        synchronized (this) {
+            ensureOpen();
+            long d = desc.enter();
+            try {
+                require("kvAppendArgs writes into the caches k and v", Operand.K, Operand.V);
+                require("kvAppendArgs needs seq_lens_k, the keys in each cache after the append",
+                        Operand.SEQ_LENS_K);
+                requireServing();
+                Object[] ops = new Object[OPERANDS];
+                for (Operand o : APPEND_ARGS_USES) {
+                    Object x = bound[o.ordinal()];
+                    if (x instanceof java.nio.Buffer && ((java.nio.Buffer) x).isReadOnly()
+                            && (o == Operand.K || o == Operand.V || o == Operand.K_SCALE
+                                    || o == Operand.V_SCALE)) {
+                        throw new IllegalArgumentException(o.cname + " is a read-only buffer: "
+                                + "kvAppendArgs writes into it");
+                    }
+                    ops[o.ordinal()] = x;
+                }
+                AttnNative.attn_jni_kv_append_args(d, handle, ops, stores());
             } finally {
                 desc.leave();
                 Reference.reachabilityFence(this);

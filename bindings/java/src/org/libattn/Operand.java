@@ -109,7 +109,14 @@ public enum Operand {
      */
     K_SCALE(attn_operand.ATTN_K_SCALE, Element.FLOAT, false),
     /** Scale of each int8 V row, as {@link #K_SCALE} for V; input. Since 0.2. */
-    V_SCALE(attn_operand.ATTN_V_SCALE, Element.FLOAT, false);
+    V_SCALE(attn_operand.ATTN_V_SCALE, Element.FLOAT, false),
+    /**
+     * Scale of each int8 {@link #NEW_K} row, floats [tokens][headsKv]: new rows stored as int8
+     * for an int8 K cache ({@link AttentionArgs#kvAppendArgs}); input. Since 0.2.
+     */
+    NEW_K_SCALE(attn_operand.ATTN_NEW_K_SCALE, Element.FLOAT, false),
+    /** Scale of each int8 {@link #NEW_V} row, as {@link #NEW_K_SCALE}; input. Since 0.2. */
+    NEW_V_SCALE(attn_operand.ATTN_NEW_V_SCALE, Element.FLOAT, false);
 
     /** Element types of operands. */
     enum Element {
@@ -137,9 +144,34 @@ public enum Operand {
         this.cname = name().toLowerCase(java.util.Locale.ROOT);
     }
 
-    /** True for Q, K and V: the operands that may be stored in 16 bits (K and V also as int8). */
+    /**
+     * True for Q, K, V, DOUT, NEW_K and NEW_V: the operands that may be stored in 16 bits (K, V,
+     * NEW_K and NEW_V also as int8).
+     */
     boolean storable() {
-        return this == Q || this == K || this == V;
+        return this == Q || this == K || this == V || this == DOUT || this == NEW_K
+                || this == NEW_V;
+    }
+
+    /** True for K, V, NEW_K and NEW_V: the operands that may be stored as int8. */
+    boolean storableI8() {
+        return this == K || this == V || this == NEW_K || this == NEW_V;
+    }
+
+    /**
+     * The storage slot of a storable operand in the JNI layer's storage codes (2 bits each:
+     * Q 0, K 1, V 2, DOUT 3, NEW_K 4, NEW_V 5), -1 for the others.
+     */
+    int storeSlot() {
+        switch (this) {
+        case Q: return 0;
+        case K: return 1;
+        case V: return 2;
+        case DOUT: return 3;
+        case NEW_K: return 4;
+        case NEW_V: return 5;
+        default: return -1;
+        }
     }
 
     /** The numeric value of the C enum. */
