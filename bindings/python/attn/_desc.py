@@ -772,6 +772,10 @@ class Desc:
             extra.append("softcap=%r" % self.softcap)
         if self.alibi:
             extra.append("alibi=%r" % self.alibi.name.lower())
+        if self.alibi_form:
+            extra.append("alibi_form=%r" % self.alibi_form.name.lower())
+        if self.diagonal:
+            extra.append("diagonal=%r" % self.diagonal.name.lower())
         if self.softmax_plus_one:
             extra.append("softmax_plus_one=True")
         if self.head_dim_v != self.head_dim:
