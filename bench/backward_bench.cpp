@@ -1,4 +1,4 @@
-// Backward against forward, as ratios in one run (issue 11, acceptance 4): B = 1, H = 8,
+// Backward against forward, ratios in one run (target: <= 2.5x the forward's time): B = 1, H = 8,
 // n = 2048, head_dim 128 and 64, causal and not (--hq / --hkv: other head counts, e.g. batch-1
 // MQA, whose keys the backward splits into chunks to use every thread). Rounds interleave the
 // forward and the backward of each shape; each figure is the median over rounds of the fastest of R

@@ -1,4 +1,4 @@
-// The two compute modes against each other, in one run (issue 10, acceptance 4): prefill
+// The two compute modes against each other, in one run: prefill
 // n = 2048, H = 8, head_dim 128 and 64, causal and not, fp32 Q/K/V, 1 thread, ATTN_COMPUTE_EXACT
 // against ATTN_COMPUTE_FP16, next to the register-only multiply-add peaks of the same run (fp32
 // vfmadd*ps and fp16 vfmadd*ph zmm, 16 chains: bench/peak_avx512*.cpp), and the max error of

@@ -108,7 +108,7 @@ def print_markdown(data):
             f'{fmt(mem[0]["seq_x_seq_buffer_mib"], 0)} MiB).\n')
     tg = data.get("targets", [])
     if tg:
-        print("Targets of issue 4:\n")
+        print("Targets:\n")
         print("| target | ISA | measured | goal | |")
         print("|---|---|---|---|---|")
         for t in tg:

@@ -1,5 +1,5 @@
-// Serving layouts against their dense equivalents, as ratios in one run (issue 9, acceptance 3,
-// and the cost of batch invariance). Every case and its reference run in interleaved rounds; in
+// Serving layouts against their dense equivalents, as ratios in one run (and
+// the cost of batch invariance). Every case and its reference run in interleaved rounds; in
 // a round each runs R times back to back and keeps its fastest; each figure is the median over
 // rounds of the per-round ratio.
 //

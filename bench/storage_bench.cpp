@@ -1,4 +1,4 @@
-// Storage types against fp32, ratios in one run (issue 10, acceptance 2 and 3):
+// Storage types against fp32, ratios in one run:
 //   decode  seq_q 1, 32k keys, GQA 32/8, head_dim 128: K/V in f32, f16, bf16 and int8, each call
 //           after a 1 GiB eviction read (bench/evict.hpp), against the fastest streaming read
 //           loop of the same run (bench/stream.hpp) on the same thread count

@@ -1,4 +1,4 @@
-// Cost of each 0.2 variant (issue 8, acceptance 3), as ratios in one run: B = 1, H = 8,
+// Cost of each 0.2 variant as ratios in one run: B = 1, H = 8,
 // head_dim 128, n = 2048, 1 thread unless --threads. Every variant and the plain call run in
 // interleaved rounds (variant order rotates each round); in a round each variant runs R times
 // back to back and keeps its fastest; each figure is the median over rounds of those minima.
@@ -8,7 +8,7 @@
 // --baseline-lib loads another libattn (e.g. a build of 0.1) with dlopen and times its plain
 // attn_forward in the same rounds: "the plain path does not get slower" as a ratio.
 //
-// Ratios printed (lower is better; the issue's bound in brackets):
+// Ratios printed (lower is better; the target in brackets):
 //   window   seq 4096, causal, window_left 511 (512 keys per query): time / (plain time *
 //            visible FLOPs of the window / visible FLOPs of plain n = 2048)     [<= 1.15]
 //   softcap  c = 30                                                              [<= 1.25]

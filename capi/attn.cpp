@@ -1620,10 +1620,8 @@ attn_status attn_set_isa(const char *name) {
         }
         core::Isa isa;
         if (!core::isa_from_name(name, &isa))
-            return fail(ATTN_ERR_INVALID_ARGUMENT,
-                        "%s: name \"%.64s\" is not one of scalar, sse2, avx2, avx512, "
-                        "avx512fp16",
-                        fn, name);
+            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: name \"%.64s\" is not one of %s", fn, name,
+                        core::isa_names());
         if (!core::isa_supported(isa))
             return fail(ATTN_ERR_UNSUPPORTED, "%s: this CPU or build does not support %s", fn,
                         name);

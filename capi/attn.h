@@ -35,6 +35,10 @@
  * Threads: all functions may be called from any number of threads at once. An attn_desc may be
  * shared by many threads for attn_forward / attn_weights / attn_desc_required_len once it is
  * configured; configuration (attn_desc_set_*) is refused once the descriptor has been used.
+ * Destroying an object (attn_desc_destroy, attn_args_destroy) while a call that was given it is
+ * still running on another thread is undefined behaviour, as is binding or unbinding operands
+ * of an attn_args that another thread's call is using: the library takes no lock to detect it.
+ * Wait for every call that uses an object to return before destroying or changing it.
  */
 #ifndef ATTN_H
 #define ATTN_H

@@ -157,7 +157,7 @@ function(attn_csharp_setup)
     COMMENT "mcs LibAttn.Tests.dll"
     VERBATIM)
 
-  # The thread-start failure child (issue 14): its own process, since it lowers RLIMIT_AS.
+  # The thread-start failure child: its own process, since it lowers RLIMIT_AS.
   set(_tf_child ${PROJECT_SOURCE_DIR}/tests/csharp/ThreadFailureChild.cs)
   add_custom_command(
     OUTPUT ${_out}/ThreadFailureChild.exe
@@ -280,7 +280,7 @@ function(attn_csharp_setup)
     # Fail, never pass silently, if NUnit ran nothing or ignored, skipped or rejected a test.
     FAIL_REGULAR_EXPRESSION "Tests run: 0,|Not run: [1-9]|Invalid: [1-9]|Ignored: [1-9]|Skipped: [1-9]"
     TIMEOUT 600)
-  # Issue 14, item 1: worker threads that cannot start under a lowered soft RLIMIT_AS. The child
+  # Worker threads that cannot start under a lowered soft RLIMIT_AS. The child
   # mono process lowers its own limit; exit 0 only if every call succeeded with the 1-thread
   # result, no worker was alive under the limit, and the workers came back once it was raised.
   add_test(NAME csharp_thread_failure

@@ -10,7 +10,7 @@
 #                   weights, and that the colours follow the weights. Writes nothing into the
 #                   source or build tree.
 #
-# Regenerate docs/images/heatmap_causal_pad_window.png (the README picture) with
+# Regenerate docs/images/heatmap_causal_pad_window.png (the picture in docs/api.md) with
 # `ninja -C <build> attn_heatmap_image`.
 
 if(NOT Python3_EXECUTABLE)

@@ -229,7 +229,7 @@ if(ATTN_BUILD_TESTS)
     FAIL_REGULAR_EXPRESSION "WARNING in native method|Warning: Calling other JNI|FATAL ERROR in native method|JNI local refs"
     TIMEOUT 600)
 
-  # Issue 14, item 1: worker threads that cannot start under a lowered soft RLIMIT_AS. The child JVM
+  # Worker threads that cannot start under a lowered soft RLIMIT_AS. The child JVM
   # (tests/java/ThreadFailureChild.java) lowers its own limit with prlimit; a small fixed heap,
   # serial GC (no GC threads started on demand) and the interpreter only (no JIT arenas or code
   # cache growth, whose allocation failures would abort the JVM) keep the JVM's own needs before

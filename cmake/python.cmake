@@ -5,7 +5,7 @@
 # Tests:
 #   python_tests  pytest -q tests/python: the 0.1 shared vectors ($ATTN_XLANG_DIR/python.bin) and
 #                 the 0.2 ones (variants.txt -> python.variants.bin, errors.txt), every attn_param
-#                 and operand vs the float64 reference, shape/stride checks, README's "One rule"
+#                 and operand vs the float64 reference, shape/stride checks, docs/errors.md's "One rule"
 #                 table, scaled_dot_product_attention vs numpy float64, concurrency, DLPack /
 #                 array-interface objects and PyTorch's mask shapes vs the float64 reference,
 #                 the typing (py.typed, annotations), where the library is loaded from

@@ -20,6 +20,9 @@ enum class Isa : int { Scalar = 0, Sse2 = 1, Avx2 = 2, Avx512 = 3, Avx512Fp16 = 
 constexpr int kIsaCount = 5;
 const char *isa_name(Isa isa);
 bool isa_from_name(const char *name, Isa *out);
+// Every name isa_from_name takes, weakest first, comma-separated ("scalar, sse2, ..."): the one
+// list messages quote, built from the same table as isa_name.
+const char *isa_names();
 
 // Storage type of Q, K or V. 16-bit values are widened to fp32 on load; int8 values are
 // symmetric with one fp32 scale per (token, KV head): the value is float(q) * scale, rounded to

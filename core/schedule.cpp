@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <string>
 #include <new>
 #include <vector>
 
@@ -56,10 +57,8 @@ int env_cap() {
         const char *env = std::getenv("ATTN_ISA");
         if (!env || !*env) return kIsaCount - 1;
         if (isa_from_name(env, &isa)) return static_cast<int>(isa);
-        std::fprintf(stderr,
-                     "libattn: ignoring ATTN_ISA=\"%.64s\": not one of scalar, sse2, avx2, "
-                     "avx512\n",
-                     env);
+        std::fprintf(stderr, "libattn: ignoring ATTN_ISA=\"%.64s\": not one of %s\n", env,
+                     isa_names());
         return kIsaCount - 1;
     }();
     return cap;
@@ -321,6 +320,15 @@ void key_mass(const Params &p, const Tensors &t, const Plan &pl) {
 const char *isa_name(Isa isa) {
     const int x = static_cast<int>(isa);
     return x >= 0 && x < kIsaCount ? kIsaNames[x] : "unknown";
+}
+
+const char *isa_names() {
+    static const std::string list = [] {
+        std::string s;
+        for (int x = 0; x < kIsaCount; ++x) (s += x ? ", " : "") += kIsaNames[x];
+        return s;
+    }();
+    return list.c_str();
 }
 
 bool isa_from_name(const char *name, Isa *out) {

@@ -1,4 +1,4 @@
-// libFuzzer target over the libattn C API (issue 5).
+// libFuzzer target over the libattn C API.
 //
 // Each input is decoded front to back (see decode(); fuzz/make_corpus.py writes seeds in the same
 // layout) into: an API entry point, a kernel (ISA) and thread count, dimensions (sometimes

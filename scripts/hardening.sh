@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hardening suites of issue 5, each from its CMake preset (CMakePresets.json):
+# Hardening suites, each from its CMake preset (CMakePresets.json):
 #   asan   AddressSanitizer + UBSan + LeakSanitizer (gcc): build and run every C/C++ ctest
 #   tsan   ThreadSanitizer (gcc): the threaded tests (hardening_load, _memory, _numerics, _threads, ...)
 #   fuzz   libFuzzer + ASan + UBSan (clang): fuzz/fuzz_attn and fuzz/fuzz_run, each for

@@ -1,5 +1,5 @@
-// Ad-hoc driver of the public C API, quoted in bench/README.md (runs of 2026-12-02); not a
-// benchmark with targets, a tool for A/B measurements.
+// Ad-hoc driver of the public C API for A/B measurements (bench/README.md, "Ad-hoc tools"); not a
+// benchmark with targets.
 // decode_ab <libA.so> <libB.so> <libB> <type> <sk> <threads> <reps> [hq hkv]: alternates calls of
 // two libattn copies in one process. DECODE_AB_PAGED=tm|hm: K/V in a pool of 16-token pages with
 // shuffled ids (DECODE_AB_PAGE=n: pages of n tokens), token-major or head-major (int8: one scale

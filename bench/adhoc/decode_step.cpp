@@ -1,5 +1,5 @@
-// Ad-hoc driver of the public C API, quoted in bench/README.md (runs of 2026-12-02); not a
-// benchmark with targets, a tool for A/B measurements.
+// Ad-hoc driver of the public C API for A/B measurements (bench/README.md, "Ad-hoc tools"); not a
+// benchmark with targets.
 // decode_step <f32|f16|bf16|i8> <seq_k> <threads> <reps>: one decode step (GQA 32/8, d 128), hot,
 // repeated; median, min and ns per (key, KV head).
 #include <attn.h>

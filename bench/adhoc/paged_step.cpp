@@ -1,5 +1,5 @@
-// Ad-hoc driver of the public C API, quoted in bench/README.md (runs of 2026-12-02); not a
-// benchmark with targets, a tool for A/B measurements.
+// Ad-hoc driver of the public C API for A/B measurements (bench/README.md, "Ad-hoc tools"); not a
+// benchmark with targets.
 // paged_step <seq_k> <threads> <reps>: hot decode dense vs paged token-major vs head-major (page
 // 16, shuffled), GQA 32/8 d128, and dense-bshd: the token-major pool read as one dense BSHD
 // tensor (the same bytes in address order; its output differs when the pages are shuffled).

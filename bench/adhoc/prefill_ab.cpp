@@ -1,5 +1,5 @@
-// Ad-hoc driver of the public C API, quoted in bench/README.md (runs of 2026-12-02); not a
-// benchmark with targets, a tool for A/B measurements.
+// Ad-hoc driver of the public C API for A/B measurements (bench/README.md, "Ad-hoc tools"); not a
+// benchmark with targets.
 // prefill_ab <libA.so> <libB.so> <n> <d> <causal 0/1> <reps> [bshd|layouts]: prefill, H 8, 1
 // thread, the two libraries' calls alternating in one process; "bshd": both with BSHD strides;
 // "layouts": A with BHSD and B with BSHD strides over the same buffers (one library may be named

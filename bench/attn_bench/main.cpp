@@ -1,5 +1,5 @@
 // attn_bench: libattn's speed against this machine's limits and against two baselines, measured
-// in one run (issue 4). See bench/README.md for what each figure means.
+// in one run. See bench/README.md for what each figure means.
 //
 //   attn_bench [--quick] [--sweep-only] [--no-sweep] [--peak-only] [--only LIST] [--json PATH]
 //              [--n N] [--scalar-max-n N] [--openblas-coretype NAME|auto|none] [--patience S]

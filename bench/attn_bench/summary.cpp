@@ -22,7 +22,7 @@ std::string fmt3(double x) {
 
 void summarize(Results &res, const Peaks &pk, const Stream &st, const std::string &default_isa,
                const Options &o) {
-    std::printf("\n== Targets of issue 4 (ratios measured in this run; n=%zu) ==\n", o.n);
+    std::printf("\n== Targets (ratios measured in this run; n=%zu) ==\n", o.n);
     auto prefill = [&](const std::string &isa, size_t d, bool causal, const std::string &layout,
                        const std::string &mask, size_t threads) -> const Record * {
         return res.find("prefill", [&](const Record &r) {

@@ -1,4 +1,4 @@
-// The summary of a run: the targets of issue 4, each a ratio of two figures of the same run,
+// The summary of a run: the performance targets, each a ratio of two figures of the same run,
 // printed with PASS / MISS (section "targets"), and the headline against OpenBLAS.
 #pragma once
 

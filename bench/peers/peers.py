@@ -620,7 +620,7 @@ def main():
         times, errs = run_interleaved(cases, configs, rounds, reps, None, 0.002, log)
         td = torch_peer.default_threads if torch_peer else 0
         print("\nPer-call time (µs) of small calls: libattn on 1 thread and on its default (%d), "
-              "PyTorch on 1 and on its default (%d). Issue 13 item 4: default <= 1 thread, and "
+              "PyTorch on 1 and on its default (%d). Target: default <= 1 thread, and "
               "<= PyTorch.\n" % (d, td))
         print("| call | libattn 1t | libattn default | default / 1t | torch 1t | torch default "
               "| libattn default / torch default | max diff |")

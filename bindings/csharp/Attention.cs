@@ -102,13 +102,16 @@ namespace LibAttn
         /// (Unsupported).</exception>
         public static void SetIsa(string name)
         {
+            // A name C would misread ("avx2\0junk" as "avx2") reaches it in a printable, ASCII
+            // form, which is no name either: the refusal and its list of names are the
+            // library's own.
             if (name != null)
                 foreach (char c in name)
                     if (c == '\0' || c > 127)
-                        throw new ArgumentException(
-                            "attn_set_isa: name \"" + Printable(name)
-                                + "\" is not one of scalar, sse2, avx2, avx512, avx512fp16",
-                            "name");
+                    {
+                        name = Printable(name);
+                        break;
+                    }
             Errors.Check(AttnNative.attn_set_isa(name));
         }
 
@@ -359,6 +362,8 @@ namespace LibAttn
                     sb.Append("\\0");
                 else if (c < 32)
                     sb.Append("\\x").Append(((int)c).ToString("x2", CultureInfo.InvariantCulture));
+                else if (c > 127)
+                    sb.Append("\\u").Append(((int)c).ToString("x4", CultureInfo.InvariantCulture));
                 else
                     sb.Append(c);
             }

@@ -528,9 +528,8 @@ namespace LibAttn
 
         // Checks every bound operand the call reads against need[] (the int operands first:
         // their values size the others) and lists them in runOrder. Before any pointer reaches
-        // C; also what keeps `fixed` on an empty array (a NULL pointer, i.e. "unbound") from
-        // reaching C for an operand that needs a buffer: an empty array is refused even where
-        // a varlen pack needs 0 elements. Only NewK / NewV may be NULL (nothing to append).
+        // C. An empty array is refused where need is above 0 and bound as empty (not NULL, see
+        // BindAndGo) where it is 0: a varlen pack of 0 tokens is valid.
         void Plan(bool[] used, ulong[] needs, string prefix, string argName)
         {
             int n = 0;
@@ -540,10 +539,7 @@ namespace LibAttn
                     if (!used[w] || slots[w].pin == Pin.None
                         || (Kinds[w] == Elem.I32) != (pass == 0))
                         continue;
-                    ulong min = needs[w];
-                    if (min == 0 && w != NewK && w != NewV)
-                        min = 1;
-                    AttentionDesc.CheckLength(slots[w].count, prefix + Names[w], min,
+                    AttentionDesc.CheckLength(slots[w].count, prefix + Names[w], needs[w],
                                               argName ?? Names[w]);
                     runOrder[n++] = w;
                 }
@@ -597,8 +593,14 @@ namespace LibAttn
             }
         }
 
+        // The address bound for an empty array or memory: `fixed` gives NULL for one, which the
+        // library reads as "not bound". Never read (its length is 0), never freed.
+        static readonly IntPtr EmptyAnchor = Marshal.AllocHGlobal(8);
+
         static void BindAndGo(ref Call c, int i, int w, IntPtr data, int count)
         {
+            if (count == 0)
+                data = EmptyAnchor;
             AttentionArgs o = i < c.a.runCount ? c.a : c.b;
             IntPtr args = i < c.a.runCount ? c.ha : c.hb;
             ulong len = (ulong)count;

@@ -593,7 +593,7 @@ namespace LibAttn
                 CheckLength(array.LongLength, name, requiredLen[(int)which]);
         }
 
-        // The wording every language uses (README.md, "One rule in every language").
+        // The wording every language uses (docs/errors.md, "One rule in every language").
         internal static void CheckLength(long length, string name, ulong required)
         {
             CheckLength(length, name, required, name);

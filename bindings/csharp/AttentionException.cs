@@ -14,7 +14,7 @@ namespace LibAttn
     /// before calling into C (null or short arrays, negative sizes, enum values out of range) or
     /// the library reports them: <see cref="LibAttn.Status.InvalidArgument"/> becomes an
     /// <see cref="ArgumentException"/> and <see cref="LibAttn.Status.NullPointer"/> an
-    /// <see cref="ArgumentNullException"/>, each carrying the library's message (README.md, "One
+    /// <see cref="ArgumentNullException"/>, each carrying the library's message (docs/errors.md, "One
     /// rule in every language"). Use after Dispose is an
     /// <see cref="ObjectDisposedException"/>.</para>
     /// </summary>

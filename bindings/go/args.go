@@ -228,10 +228,10 @@ func (a *Args) store(which Operand, n int, store func()) error {
 		return ErrArgsClosed
 	}
 	need := a.d.leastLen(which)
-	if need == 0 {
+	if need < 0 {
 		return ErrClosed
 	}
-	if n >= 0 && n < need { // need >= 1: an empty non-nil slice is a length error
+	if n >= 0 && n < need { // an empty non-nil slice is a length error unless need is 0
 		return argError(StatusInvalidArgument, "%s has %d elements, needs at least %d", which, n, need)
 	}
 	a.unbindAll(which)
@@ -239,12 +239,12 @@ func (a *Args) store(which Operand, n int, store func()) error {
 	return nil
 }
 
-// leastLen is the length the setters demand for which (Desc.least), 0 once d is closed.
+// leastLen is the length the setters demand for which (Desc.least), -1 once d is closed.
 func (d *Desc) leastLen(which Operand) int {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if d.h == nil {
-		return 0
+		return -1
 	}
 	return d.least[which]
 }
@@ -378,40 +378,26 @@ func (a *Args) Clear() error {
 	return nil
 }
 
-func pf(s []float32) *float32 {
-	if len(s) == 0 {
+// emptyAnchor is the address passed for a non-nil slice of length 0: C tells "bound, empty"
+// (a varlen pack of 0 tokens) from "not bound" (NULL) and never reads it.
+var emptyAnchor uint64
+
+// ptrOf is the address of s's first element; nil only for a nil slice.
+func ptrOf[T any](s []T) *T {
+	if s == nil {
 		return nil
 	}
-	return &s[0]
+	if cap(s) == 0 {
+		return (*T)(unsafe.Pointer(&emptyAnchor))
+	}
+	return &s[:1][0]
 }
 
-func pb(s []byte) *uint8 {
-	if len(s) == 0 {
-		return nil
-	}
-	return &s[0]
-}
-
-func pi(s []int32) *int32 {
-	if len(s) == 0 {
-		return nil
-	}
-	return &s[0]
-}
-
-func pu16(s []uint16) *uint16 {
-	if len(s) == 0 {
-		return nil
-	}
-	return &s[0]
-}
-
-func pi8(s []int8) *int8 {
-	if len(s) == 0 {
-		return nil
-	}
-	return &s[0]
-}
+func pf(s []float32) *float32 { return ptrOf(s) }
+func pb(s []byte) *uint8      { return ptrOf(s) }
+func pi(s []int32) *int32     { return ptrOf(s) }
+func pu16(s []uint16) *uint16 { return ptrOf(s) }
+func pi8(s []int8) *int8      { return ptrOf(s) }
 
 // goRun is the one cgo call of Run, Backward and Desc.Backward: every operand of f, m, i, u16 /
 // bf16 and i8 is bound into ah (nil: a temporary attn_args of the C helper), op runs, and the
@@ -557,10 +543,14 @@ func (a *Args) KVAppend(kCache, vCache []float32) error {
 // run to run. acc and part may belong to other descriptors than d (a part over a key range is
 // computed with a Desc of that range's seq_k); d gives the layout and the library checks every
 // length against it ("part's lse has 3 elements, needs at least 56"). Only those operands are
-// read; a Merge allocates nothing.
+// read; a Merge allocates nothing. A nil acc or part is StatusNullPointer, as NULL is in C.
 func (d *Desc) Merge(acc, part *Args) error {
-	if acc == nil || part == nil {
-		return ErrArgsClosed
+	// nil is "not given", as NULL is in C (a closed Args is ErrArgsClosed below)
+	if acc == nil {
+		return argError(StatusNullPointer, "acc is nil")
+	}
+	if part == nil {
+		return argError(StatusNullPointer, "part is nil")
 	}
 	if acc == part {
 		return argError(StatusInvalidArgument, "acc and part are the same Args (acc is updated in place "+

@@ -51,6 +51,7 @@ package attn
 import (
 	"fmt"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -132,7 +133,7 @@ const (
 	OperandSeqLensK    Operand = 12 // int32 [batch] in [0, seq_k]: keys j >= len are padding
 	OperandKeyMass     Operand = 13 // f32 [batch][heads_q][seq_k] attention each key received, output
 
-	// since 0.2, the serving layouts (see "Serving layouts" in the README and in attn.h)
+	// since 0.2, the serving layouts (see docs/serving.md and attn.h)
 	OperandCuSeqlensQ Operand = 14 // int32 [batch+1] prefix sums of the query lengths (WithVarlen)
 	OperandCuSeqlensK Operand = 15 // int32 [batch+1] prefix sums of the key lengths (WithVarlen, unpaged K/V)
 	OperandBlockTable Operand = 16 // int32 [batch][max_pages] page ids of each sequence, -1 = unused (WithPageSize)
@@ -148,7 +149,7 @@ const (
 	OperandDBias  Operand = 23 // f32 gradient of BIAS, in BIAS's layout (broadcast dims summed), output
 	OperandDSinks Operand = 24 // f32 [heads_q] gradient of SINKS, output
 
-	// since 0.2, the scales of int8 K / V (Args.SetI8; see "Storage types" in the README)
+	// since 0.2, the scales of int8 K / V (Args.SetI8; see docs/storage.md)
 	OperandKScale Operand = 25 // f32 [batch][heads_kv][seq_k] scale of each int8 K row, strided, input
 	OperandVScale Operand = 26 // f32 [batch][heads_kv][seq_k] scale of each int8 V row, strided, input
 )
@@ -245,10 +246,10 @@ func checkF32(name string, s []float32, need int, required bool) (*float32, erro
 		}
 		return nil, nil
 	}
-	if len(s) < need || len(s) == 0 {
+	if len(s) < need {
 		return nil, argError(StatusInvalidArgument, "%s has %d elements, needs at least %d", name, len(s), need)
 	}
-	return &s[0], nil
+	return pf(s), nil
 }
 
 func checkBool(name string, s []bool, need int) (*bool, error) {
@@ -343,8 +344,8 @@ type Desc struct {
 	need [numOperands]int         // attn_desc_required_len per Operand, read once at creation
 	// least is what the Args setters demand of a slice for each Operand: need, except for the
 	// operands whose length in a varlen call follows from cu_seqlens (need is then the upper
-	// bound of a full pack and the library checks the call's own length); at least 1 for every
-	// operand (an empty non-nil slice is a length error).
+	// bound of a full pack and the library checks the call's own length: 0, since a pack of 0
+	// tokens is valid). An empty non-nil slice is passed as bound and empty, never as nil.
 	least [numOperands]int
 }
 
@@ -479,15 +480,12 @@ func NewDesc(batch, headsQ, headsKV, seqQ, seqK, headDim int, opts ...Option) (*
 		switch Operand(op) {
 		case OperandQ, OperandOut, OperandLSE, OperandNewK, OperandNewV, OperandDOut, OperandDQ:
 			if varlen != 0 {
-				d.least[op] = 1 // the pack's length comes from cu_seqlens_q: the library checks it
+				d.least[op] = 0 // the pack's length comes from cu_seqlens_q: the library checks it
 			}
 		case OperandK, OperandV, OperandDK, OperandDV, OperandKScale, OperandVScale:
 			if varlen != 0 && pageSize == 0 {
-				d.least[op] = 1 // from cu_seqlens_k (with pages, need is one page: a true minimum)
+				d.least[op] = 0 // from cu_seqlens_k (with pages, need is one page: a true minimum)
 			}
-		}
-		if d.least[op] < 1 {
-			d.least[op] = 1
 		}
 	}
 	runtime.SetFinalizer(d, (*Desc).finalize)
@@ -702,12 +700,15 @@ func VersionNumber() int { return int(capi.Attn_version_number()) }
 func ISA() string { return capi.Attn_isa() }
 
 // SetISA caps the kernel at name ("scalar", "sse2", "avx2", "avx512", "avx512fp16"), or restores the default
-// with "" (attn_set_isa). A name with an embedded NUL or a non-ASCII byte is refused before the
-// C call (C would read "avx2\x00junk" as "avx2"), in the library's wording.
+// with "" (attn_set_isa). A name with an embedded NUL or a non-ASCII byte, which C would misread
+// ("avx2\x00junk" as "avx2"), reaches C in its %q form without the quotes (no name either), so
+// the refusal and its list of names are the library's own.
 func SetISA(name string) error {
 	for i := 0; i < len(name); i++ {
 		if name[i] == 0 || name[i] >= 0x80 {
-			return argError(StatusInvalidArgument, "name %q is not one of scalar, sse2, avx2, avx512, avx512fp16", name)
+			q := strconv.Quote(name)
+			name = q[1 : len(q)-1]
+			break
 		}
 	}
 	return check(func() capi.Enum_SS_attn_status { return capi.Attn_set_isa(name) })

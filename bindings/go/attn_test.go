@@ -611,7 +611,7 @@ func TestErrorsDesc(t *testing.T) {
 	// Bad causal mode, scale and strides.
 	_, err = NewDesc(1, 1, 1, 3, 3, 8, WithCausal(Causal(7)))
 	wantError(t, err, StatusInvalidArgument, "causal (7) is not an attn_causal value")
-	// Issue 14: 64-bit values are range-checked, never truncated to the C enum's 32 bits.
+	// 64-bit values are range-checked, never truncated to the C enum's 32 bits.
 	_, err = NewDesc(1, 1, 1, 3, 3, 8, WithCausal(Causal(1<<40)))
 	wantError(t, err, StatusInvalidArgument, "causal (1099511627776) is not an attn_causal value")
 	_, err = NewDesc(1, 1, 1, 3, 3, 8, WithCausal(Causal(1<<32+1)))
@@ -697,8 +697,24 @@ func TestErrorsDesc(t *testing.T) {
 	// C would read "avx2\x00junk" as "avx2": an embedded NUL or a non-ASCII byte is refused
 	// first, in the library's wording, and the ISA is unchanged.
 	before := ISA()
+	// The list of names is the library's own (one table in C), for every refusal.
+	list := func(err error) string {
+		var e *Error
+		if !errors.As(err, &e) || !strings.Contains(e.Message, "is not one of ") {
+			t.Fatalf("SetISA: %v", err)
+		}
+		return e.Message[strings.Index(e.Message, "is not one of "):]
+	}
+	libList := list(SetISA("no-such-isa"))
+	if !strings.HasSuffix(libList, ", avx512fp16") {
+		t.Errorf("the library's list of ISA names: %q", libList)
+	}
 	for _, name := range []string{"avx2\x00junk", "scalar\x00", "\x00", "avx\u00b2", "sse2\xff", "\u0073calar\u00a0"} {
-		wantError(t, SetISA(name), StatusInvalidArgument, fmt.Sprintf("name %q is not one of scalar, sse2, avx2, avx512", name))
+		err := SetISA(name)
+		wantError(t, err, StatusInvalidArgument, fmt.Sprintf("attn_set_isa: name %q is not one of scalar, sse2, avx2, avx512", name))
+		if got := list(err); got != libList {
+			t.Errorf("SetISA(%q): %q, the library's list is %q", name, got, libList)
+		}
 	}
 	if ISA() != before {
 		t.Errorf("a refused SetISA changed the ISA from %q to %q", before, ISA())

@@ -104,7 +104,7 @@ func QuantizeI8(dst []int8, scales []float32, src []float32, rows, dim int) erro
 			return argError(StatusInvalidArgument, "%s has %d elements, needs at least %d", x.name, x.l, x.need)
 		}
 	}
-	ps, pd := pf(src), pi8(dst) // nil when dim is 0 (no value to read or write)
+	ps, pd := pf(src), pi8(dst) // dim 0: nothing is read or written through them
 	return check(func() capi.Enum_SS_attn_status {
 		return capi.Attn_quantize_i8(ps, int64(rows), int64(dim), pd, &scales[0])
 	})

@@ -364,6 +364,12 @@ func TestQuantizeI8(t *testing.T) {
 	wantError(t, QuantizeI8(dst, scales, src, rows, -5), StatusInvalidArgument, "dim (-5) is negative")
 	wantError(t, QuantizeI8(dst, scales, src, maxInt/2, 3), StatusInvalidArgument, "overflows")
 	must(t, QuantizeI8(nil, nil, nil, 0, dim))
+	// rows of dim 0 have max |x| = 0: scale 0 each, as in C and every face
+	s3 := []float32{7, 7, 7}
+	must(t, QuantizeI8([]int8{}, s3, []float32{}, 3, 0))
+	if s3[0] != 0 || s3[1] != 0 || s3[2] != 0 {
+		t.Errorf("rows of dim 0: scales %v, want [0 0 0]", s3)
+	}
 	// Overlap of scales and src (through unsafe): the library refuses it.
 	wantError(t, QuantizeI8(dst, src[4:8], src, rows, dim), StatusInvalidArgument, "scales overlaps src or dst")
 }

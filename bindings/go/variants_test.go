@@ -30,6 +30,7 @@ var variantParams = []struct {
 	{"alibi", ParamAlibi, false}, {"softmax_plus_one", ParamSoftmaxPlusOne, false},
 	{"head_dim_v", ParamHeadDimV, false}, {"bias_first", ParamBiasFirst, false},
 	{"weights_mode", ParamWeightsMode, false}, {"scale", ParamScale, true},
+	{"varlen", ParamVarlen, false},
 	{"diagonal", ParamDiagonal, false}, {"alibi_form", ParamAlibiForm, false},
 }
 
@@ -56,6 +57,7 @@ type variantCase struct {
 	grads   []Operand           // backward.txt: the gradients bound as outputs of OpBackward
 	// errors.txt only
 	op     Op
+	serve  string // "kv_append" (Args.KVAppend) or "merge" (Desc.Merge) instead of Run(op)
 	brk    string
 	status int
 	names  string
@@ -181,6 +183,8 @@ func readVariantFile(t *testing.T, path string) []variantCase {
 					c.op = OpForward
 				case "weights":
 					c.op = OpWeights
+				case "kv_append", "merge":
+					c.serve = val
 				default:
 					t.Fatalf("%s: op %q in %q", path, val, line)
 				}
@@ -269,6 +273,10 @@ func paramOption(t *testing.T, c variantCase, key, val string, generic bool) Opt
 	case ParamBiasFirst:
 		if n == 1 {
 			return WithBiasFirst()
+		}
+	case ParamVarlen:
+		if n == 1 {
+			return WithVarlen()
 		}
 	}
 	return WithParamInt(vp.p, n) // window_left / window_right alone, or a value with no option
@@ -741,9 +749,15 @@ func errorRun(t *testing.T, c variantCase, generic bool) error {
 	for o := range c.in {
 		bound[o] = true
 	}
-	if c.op == OpForward {
+	switch {
+	case c.serve == "kv_append": // k and v are the caches
+		bound[OperandQ] = false
+	case c.serve == "merge": // acc: out and lse (and cu_seqlens_q)
+		bound[OperandQ], bound[OperandK], bound[OperandV] = false, false, false
+		bound[OperandOut], bound[OperandLSE] = true, true
+	case c.op == OpForward:
 		bound[OperandOut], bound[OperandLSE], bound[OperandKeyMass] = true, true, c.mass
-	} else {
+	default:
 		bound[OperandWeights] = true
 	}
 	target := func(prefix string) (Operand, string, bool) {
@@ -762,7 +776,22 @@ func errorRun(t *testing.T, c variantCase, generic bool) error {
 		return o, rest[len(name):], true
 	}
 	shortOp, _, isShort := target("short")
-	nullOp, _, isNull := target("null")
+	nullPart := c.brk == "null:part"
+	var nullOp Operand
+	isNull := false
+	if !nullPart {
+		nullOp, _, isNull = target("null")
+	}
+	empty := map[Operand]bool{} // empty:<a>,<b>: bound with 0 elements (not nil)
+	if strings.HasPrefix(c.brk, "empty:") {
+		for _, n := range strings.Split(c.brk[len("empty:"):], ",") {
+			o, ok := operandByName(n)
+			if !ok {
+				t.Fatalf("%s: bad break %q", c.name, c.brk)
+			}
+			empty[o] = true
+		}
+	}
 	aliasA, aliasRest, isAlias := target("alias")
 	setOp, setRest, isSet := target("set")
 	op := c.op
@@ -772,7 +801,7 @@ func errorRun(t *testing.T, c variantCase, generic bool) error {
 	// Zero-filled buffers of the required length; an alias shares its target's buffer.
 	f32 := map[Operand][]float32{}
 	masks := map[Operand][]byte{}
-	var lens []int32
+	i32 := map[Operand][]int32{}
 	for o := Operand(0); o < numOperands; o++ {
 		if !bound[o] {
 			continue
@@ -783,7 +812,7 @@ func errorRun(t *testing.T, c variantCase, generic bool) error {
 		case kindMask:
 			masks[o] = make([]byte, d.RequiredLen(o))
 		case kindI32:
-			lens = make([]int32, d.RequiredLen(o))
+			i32[o] = make([]int32, d.RequiredLen(o))
 		}
 	}
 	if isAlias {
@@ -800,16 +829,19 @@ func errorRun(t *testing.T, c variantCase, generic bool) error {
 	if isSet {
 		var idx int
 		var val int32
-		if _, err := fmt.Sscanf(setRest, "[%d]=%d", &idx, &val); err != nil || setOp != OperandSeqLensK || idx >= len(lens) {
+		if _, err := fmt.Sscanf(setRest, "[%d]=%d", &idx, &val); err != nil || idx >= len(i32[setOp]) {
 			t.Fatalf("%s: bad break %q", c.name, c.brk)
 		}
-		lens[idx] = val
+		i32[setOp][idx] = val
 	}
 	for o := Operand(0); o < numOperands; o++ {
-		if !bound[o] || (isNull && o == nullOp) {
+		if !bound[o] || (isNull && o == nullOp) || (c.serve == "kv_append" && (o == OperandK || o == OperandV)) {
 			continue
 		}
 		shorten := isShort && o == shortOp
+		if empty[o] {
+			f32[o], masks[o], i32[o] = f32[o][:0], masks[o][:0], i32[o][:0]
+		}
 		switch operandKinds[o] {
 		case kindF32In, kindF32Out:
 			s := f32[o]
@@ -828,7 +860,7 @@ func errorRun(t *testing.T, c variantCase, generic bool) error {
 			}
 			err = a.SetU8(o, s)
 		case kindI32:
-			s := lens
+			s := i32[o]
 			if shorten {
 				s = s[:len(s)-1]
 			}
@@ -837,6 +869,25 @@ func errorRun(t *testing.T, c variantCase, generic bool) error {
 		if err != nil {
 			return err
 		}
+	}
+	switch c.serve {
+	case "kv_append":
+		return a.KVAppend(f32[OperandK], f32[OperandV])
+	case "merge":
+		if nullPart {
+			return d.Merge(a, nil)
+		}
+		part, err := d.NewArgs()
+		if err != nil {
+			return err
+		}
+		defer part.Close()
+		for _, o := range []Operand{OperandOut, OperandLSE} {
+			if err := part.SetOutF32(o, make([]float32, d.RequiredLen(o))); err != nil {
+				return err
+			}
+		}
+		return d.Merge(a, part)
 	}
 	return a.Run(op)
 }

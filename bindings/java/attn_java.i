@@ -27,8 +27,9 @@
  *   [D] size_t                                              ->  long (negative: exception)
  *       int64_t                                             ->  long
  *   [E] attn_status as a return value                       ->  void; a status other than
- *       ATTN_OK throws org.libattn.AttentionException(status, attn_last_error()) from the same
- *       native call ("ret" typemap, after the arrays are released), so the message is always
+ *       ATTN_OK throws from the same native call, with attn_last_error() as the message:
+ *       NULL_POINTER a NullPointerException, INVALID_ARGUMENT an IllegalArgumentException, any
+ *       other status an org.libattn.AttentionException carrying it ("ret" typemap, after the arrays are released), so the message is always
  *       the failing call's own, read on its own thread.
  *   [F] enums                                               ->  package-private Java enums with
  *       the values of attn.h (%javaconst(1): no JNI getter per constant).
@@ -133,7 +134,7 @@ static jclass attn_jni_byte_buffer;   /* java.nio.ByteBuffer            */
 static jclass attn_jni_int_buffer;    /* java.nio.IntBuffer             */
 static jclass attn_jni_short_buffer;  /* java.nio.ShortBuffer           */
 static jclass attn_jni_exception;     /* org.libattn.AttentionException */
-static jmethodID attn_jni_exception_ctor; /* AttentionException(int, byte[]) */
+static jmethodID attn_jni_exception_of; /* AttentionException.forStatus(int, byte[]) */
 
 /* Set when pinning a critical array failed in this thread's current call (almost impossible:
  * HotSpot only copies under -Xcheck:jni); the action is then skipped and this message thrown. */
@@ -165,13 +166,16 @@ extern "C" JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *) {
         !attn_jni_int_buffer || !attn_jni_short_array || !attn_jni_short_buffer ||
         !attn_jni_exception)
         return JNI_ERR;
-    attn_jni_exception_ctor = env->GetMethodID(attn_jni_exception, "<init>", "(I[B)V");
-    if (!attn_jni_exception_ctor) return JNI_ERR;
+    attn_jni_exception_of = env->GetStaticMethodID(attn_jni_exception, "forStatus",
+                                                   "(I[B)Ljava/lang/RuntimeException;");
+    if (!attn_jni_exception_of) return JNI_ERR;
     return JNI_VERSION_1_8;
 }
 
-/* Throw AttentionException(status, message of this thread's failing call). The message goes
- * over as UTF-8 bytes (decoded in Java): NewStringUTF would need modified UTF-8. */
+/* Throw the exception of status with the message of this thread's failing call
+ * (AttentionException.forStatus: NullPointerException, IllegalArgumentException or
+ * AttentionException). The message goes over as UTF-8 bytes (decoded in Java): NewStringUTF
+ * would need modified UTF-8. */
 static void attn_jni_throw(JNIEnv *jenv, attn_status status) {
     const char *msg = attn_jni_pin_failed ? attn_jni_pin_failed : attn_last_error();
     attn_jni_pin_failed = nullptr;
@@ -181,7 +185,9 @@ static void attn_jni_throw(JNIEnv *jenv, attn_status status) {
     jbyteArray bytes = jenv->NewByteArray(len);
     if (!bytes) return;
     jenv->SetByteArrayRegion(bytes, 0, len, (const jbyte *)msg);
-    jobject ex = jenv->NewObject(attn_jni_exception, attn_jni_exception_ctor, (jint)status, bytes);
+    jobject ex =
+        jenv->CallStaticObjectMethod(attn_jni_exception, attn_jni_exception_of, (jint)status, bytes);
+    if (jenv->ExceptionCheck()) ex = nullptr; /* e.g. OutOfMemoryError: keep it */
     if (ex) jenv->Throw((jthrowable)ex);
     jenv->DeleteLocalRef(bytes);
     if (ex) jenv->DeleteLocalRef(ex);

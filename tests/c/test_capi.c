@@ -255,7 +255,7 @@ static void test_thread_local_errors(void) {
     attn_desc_destroy(d);
 }
 
-/* Issue 14, item 6: scale * (q . k) = 1e20 is finite, so is the answer, on every ISA: scale 1e30,
+/* scale * (q . k) = 1e20 is finite, so is the answer, on every ISA: scale 1e30,
  * q = [1e10], k = [1e-20, 0], v = [1, 2] gives out 1, weights [1, 0], lse 1e20 (folding the scale
  * into q would overflow to inf and give NaN). */
 static void test_large_scale(void) {

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #define N_OPERANDS 27
-#define N_PARAMS 12
+#define N_PARAMS 13
 
 /* Operand names as the files spell them, indexed by attn_operand. */
 static const char *const k_operand[N_OPERANDS] = {"q",
@@ -82,6 +82,7 @@ static const struct {
     {"bias_first", ATTN_PARAM_BIAS_FIRST, 0},
     {"weights_mode", ATTN_PARAM_WEIGHTS_MODE, 0},
     {"scale", ATTN_PARAM_SCALE, 1},
+    {"varlen", ATTN_PARAM_VARLEN, 0},
     {"diagonal", ATTN_PARAM_DIAGONAL, 0},
     {"alibi_form", ATTN_PARAM_ALIBI_FORM, 0},
 };
@@ -104,6 +105,7 @@ typedef struct {
     int has_grads;
     /* errors.txt only */
     attn_op op;
+    int serving_op; /* 0: attn_run(op); 1: attn_kv_append; 2: attn_merge */
     char brk[128];
     int status;
     char names[64];
@@ -197,6 +199,10 @@ static int parse_line(char *line, vcase *c) {
                 c->op = ATTN_OP_FORWARD;
             else if (!strcmp(val, "weights"))
                 c->op = ATTN_OP_WEIGHTS;
+            else if (!strcmp(val, "kv_append"))
+                c->serving_op = 1;
+            else if (!strcmp(val, "merge"))
+                c->serving_op = 2;
             else
                 return 0;
             known = 1;
@@ -530,7 +536,8 @@ static int break_operand(const char *brk, const char *what) {
 /* Configures, binds and runs an error case; returns the status of the first failing call. */
 static attn_status error_run(const vcase *c) {
     attn_desc *d = NULL;
-    attn_args *a = NULL;
+    attn_args *a = NULL, *part = NULL;
+    float *part_out = NULL, *part_lse = NULL;
     void *buf[N_OPERANDS] = {0};
     int alias_a = -1; /* bound to alias_b's buffer (not freed separately) */
     attn_status st = make_desc(c, &d);
@@ -539,7 +546,12 @@ static attn_status error_run(const vcase *c) {
 
     int bound[N_OPERANDS];
     memcpy(bound, c->in, sizeof bound);
-    if (c->op == ATTN_OP_FORWARD) {
+    if (c->serving_op == 1) { /* k and v are the caches */
+        bound[ATTN_Q] = 0;
+    } else if (c->serving_op == 2) { /* acc: out and lse (+ cu_seqlens_q) */
+        bound[ATTN_Q] = bound[ATTN_K] = bound[ATTN_V] = 0;
+        bound[ATTN_OUT] = bound[ATTN_LSE] = 1;
+    } else if (c->op == ATTN_OP_FORWARD) {
         bound[ATTN_OUT] = bound[ATTN_LSE] = 1;
         bound[ATTN_KEY_MASS] = c->mass;
     } else {
@@ -553,6 +565,19 @@ static attn_status error_run(const vcase *c) {
     const int alias_b =
         alias_a >= 0 ? operand_id(strchr(c->brk, '=') + 1, strlen(strchr(c->brk, '=') + 1)) : -1;
     const int setw = break_operand(c->brk, "set");
+    int empty[N_OPERANDS] = {0}; /* empty:<a>,<b>,...: bound with 0 elements (not NULL) */
+    if (!strncmp(c->brk, "empty:", 6))
+        for (const char *p = c->brk + 6; *p;) {
+            const size_t n = strcspn(p, ",");
+            const int w = operand_id(p, n);
+            if (w < 0) {
+                fprintf(stderr, "%s: bad break %s\n", c->name, c->brk);
+                exit(2);
+            }
+            empty[w] = 1;
+            p += n + (p[n] == ',');
+        }
+    const int null_part = !strcmp(c->brk, "null:part");
     const attn_op op = !strcmp(c->brk, "op:backward") ? ATTN_OP_BACKWARD : c->op;
     if (alias_a >= 0 && (alias_b < 0 || elem_size(alias_a) != 4 || elem_size(alias_b) != 4 ||
                          !bound[alias_a] || !bound[alias_b])) {
@@ -563,7 +588,7 @@ static attn_status error_run(const vcase *c) {
         if (!bound[w] || w == alias_a) continue;
         size_t n = len[w];
         if (w == alias_b && len[alias_a] > n) n = len[alias_a];
-        buf[w] = calloc(n, elem_size(w));
+        buf[w] = calloc(n ? n : 1, elem_size(w));
     }
     if (alias_a >= 0) buf[alias_a] = buf[alias_b];
     if (setw >= 0) {
@@ -576,13 +601,34 @@ static attn_status error_run(const vcase *c) {
         ((int32_t *)buf[setw])[idx] = (int32_t)strtol(eq + 1, NULL, 10);
     }
     for (int w = 0; w < N_OPERANDS; ++w) {
-        if (!bound[w] || w == nullw) continue;
-        if ((st = bind(a, w, buf[w], w == shortw ? len[w] - 1 : len[w])) != ATTN_OK) goto done;
+        if (!bound[w] || w == nullw || (c->serving_op == 1 && (w == ATTN_K || w == ATTN_V)))
+            continue;
+        const size_t n = empty[w] ? 0 : w == shortw ? len[w] - 1 : len[w];
+        if ((st = bind(a, w, buf[w], n)) != ATTN_OK) goto done;
     }
-    st = attn_run(d, op, a);
+    if (c->serving_op == 1) {
+        st = attn_kv_append(d, a, (float *)buf[ATTN_K], len[ATTN_K], (float *)buf[ATTN_V],
+                            len[ATTN_V]);
+    } else if (c->serving_op == 2) {
+        /* the part: its own zero-filled out and lse */
+        if (!null_part) {
+            if ((st = attn_args_create(&part)) != ATTN_OK) goto done;
+            part_out = (float *)calloc(len[ATTN_OUT], sizeof(float));
+            part_lse = (float *)calloc(len[ATTN_LSE], sizeof(float));
+            if ((st = attn_args_set_out_f32(part, ATTN_OUT, part_out, len[ATTN_OUT])) != ATTN_OK ||
+                (st = attn_args_set_out_f32(part, ATTN_LSE, part_lse, len[ATTN_LSE])) != ATTN_OK)
+                goto done;
+        }
+        st = attn_merge(d, a, part);
+    } else {
+        st = attn_run(d, op, a);
+    }
 done:
     for (int w = 0; w < N_OPERANDS; ++w)
         if (w != alias_a) free(buf[w]);
+    free(part_out);
+    free(part_lse);
+    attn_args_destroy(part);
     attn_args_destroy(a);
     attn_desc_destroy(d);
     return st;

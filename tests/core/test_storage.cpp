@@ -446,6 +446,10 @@ TEST_CASE("storage types: bad bindings and calls are refused with the argument n
                 "scales"));
     CHECK(fails(attn_quantize_i8(x.data(), SIZE_MAX, 2, qx.data(), sx.data()),
                 ATTN_ERR_INVALID_ARGUMENT, "overflows"));
+    // rows of dim 0 have max |x| = 0: scale 0 each (every face gives the same)
+    std::vector<float> s3 = {7.0f, 7.0f, 7.0f};
+    CHECK(attn_quantize_i8(nullptr, 3, 0, nullptr, s3.data()) == ATTN_OK);
+    CHECK(s3 == std::vector<float>(3, 0.0f));
     std::vector<uint16_t> h(4);
     CHECK(fails(attn_convert_f32_to_f16(nullptr, h.data(), 4), ATTN_ERR_NULL_POINTER, "src"));
     CHECK(fails(attn_convert_f16_to_f32(h.data(), nullptr, 4), ATTN_ERR_NULL_POINTER, "dst"));

@@ -610,7 +610,7 @@ namespace LibAttn.Tests
             Assert.Throws<ArgumentOutOfRangeException>(() => Attention.NumThreads = -1);
         }
 
-        // Issue 14: impossible sizes are argument errors found before anything is allocated.
+        // Impossible sizes are argument errors found before anything is allocated.
         static void AssertNoBigAllocation(TestDelegate call, string paramName, string message)
         {
             long before = GC.GetTotalMemory(true);
@@ -724,6 +724,11 @@ namespace LibAttn.Tests
             }
             var nul = Assert.Throws<ArgumentException>(() => Attention.SetIsa("avx2\0junk"));
             StringAssert.Contains("name \"avx2\\0junk\"", nul.Message); // the NUL is shown
+            // The list of names is the library's own (one table in C), whatever the name.
+            var unknown = Assert.Throws<ArgumentException>(() => Attention.SetIsa("no-such-isa"));
+            Func<string, string> list = m => m.Substring(m.IndexOf("is not one of ", StringComparison.Ordinal));
+            Assert.AreEqual(list(unknown.Message), list(nul.Message));
+            StringAssert.Contains("is not one of scalar, sse2, avx2, avx512, avx512fp16", unknown.Message);
             // The same wording as the library's own refusal of an unknown name.
             var lib = Assert.Throws<ArgumentException>(() => Attention.SetIsa("avx3"));
             StringAssert.Contains("attn_set_isa: name \"avx3\" is not one of scalar, sse2, avx2, "

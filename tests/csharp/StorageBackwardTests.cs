@@ -93,6 +93,10 @@ namespace LibAttn.Tests
             sbyte[] q = Attention.QuantizeI8(src, 4, out scales);
             CollectionAssert.AreEqual(new float[] { 1f, 0f, 2f }, scales);
             CollectionAssert.AreEqual(new sbyte[] { 127, -3, 0, 2, 0, 0, 0, 0, -127, 2, -2, 0 }, q);
+            // rows of dim 0 have max |x| = 0: scale 0 each, as in C and every face
+            var s3 = new[] { 7f, 7f, 7f };
+            Attention.QuantizeI8(ReadOnlySpan<float>.Empty, 3, 0, Span<sbyte>.Empty, s3);
+            CollectionAssert.AreEqual(new float[3], s3);
 
             // A NaN in row 1 of 3: the library names the row; row 0 is written.
             var bad = new[] { 1f, 2f, 3f, float.NaN, 5f, 6f };

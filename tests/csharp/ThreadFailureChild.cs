@@ -1,4 +1,4 @@
-// Issue 14, item 1 from C#: worker threads that cannot start (address space exhausted under a
+// From C#: worker threads that cannot start (address space exhausted under a
 // lowered RLIMIT_AS) must not fail a call or abort the process: the call runs on the caller's
 // thread with the 1-thread result, bit for bit, and no worker is kept.
 //

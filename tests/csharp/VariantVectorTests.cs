@@ -24,7 +24,9 @@ namespace LibAttn.Tests
         static readonly CultureInfo Inv = CultureInfo.InvariantCulture;
         public static readonly string[] InputNames = { "q", "k", "v", "key_valid", "allowed",
                                                        "bias", "alibi_slopes", "sinks",
-                                                       "query_valid", "seq_lens_k" };
+                                                       "query_valid", "seq_lens_k",
+                                                       "cu_seqlens_q", "cu_seqlens_k", "new_k",
+                                                       "new_v" };
 
         public static string Dir()
         {
@@ -36,9 +38,9 @@ namespace LibAttn.Tests
         static readonly string[] LineKeys = {
             "name", "batch", "heads_q", "heads_kv", "seq_q", "seq_k", "head_dim", "causal",
             "window_left", "window_right", "softcap", "alibi", "softmax_plus_one", "head_dim_v",
-            "bias_first", "weights_mode", "scale", "diagonal", "alibi_form", "strides.q",
-            "strides.k", "strides.v", "strides.out", "strides.bias", "strides.alibi_slopes", "in",
-            "mass" };
+            "bias_first", "weights_mode", "scale", "varlen", "diagonal", "alibi_form",
+            "strides.q", "strides.k", "strides.v", "strides.out", "strides.bias",
+            "strides.alibi_slopes", "in", "mass" };
         static readonly string[] ErrorKeys = { "op", "break", "status", "names" };
         static readonly string[] StorageKeys = { "store.q", "store.k", "store.v",
                                                  "strides.k_scale", "strides.v_scale" };
@@ -145,6 +147,12 @@ namespace LibAttn.Tests
                 double x = double.Parse(v, NumberStyles.Float, Inv);
                 if ((double)(float)x == x) b.Scale((float)x);
                 else b.Set(Param.Scale, x); // not a float (1e39): the library's bounds decide
+            }
+            if (c.TryGetValue("varlen", out v))
+            {
+                long x = long.Parse(v, Inv);
+                if (x == 0 || x == 1) b.Varlen(x == 1);
+                else b.Set(Param.Varlen, x);
             }
             if (c.TryGetValue("diagonal", out v)) b.Diagonal((Diagonal)int.Parse(v, Inv));
             if (c.TryGetValue("alibi_form", out v)) b.AlibiForm((AlibiForm)int.Parse(v, Inv));
@@ -514,26 +522,33 @@ namespace LibAttn.Tests
                     what.Substring(eq + 1);
             }
             else
-                Assert.Contains(kind, new[] { "short", "null", "set", "alias", "op", "" },
+                Assert.Contains(kind, new[] { "short", "null", "set", "alias", "op", "empty", "" },
                                 c["name"] + ": unknown break " + brk);
             try
             {
                 using (AttentionDesc desc = Vectors.Builder(line).Build())
                 using (var args = new AttentionArgs())
                 {
+                    // kv_append: Desc.KvAppend with k and v as the caches; merge: Desc.Merge
+                    bool append = c["op"] == "kv_append", merge = c["op"] == "merge";
                     bool fwd = c["op"] == "forward";
-                    Assert.IsTrue(fwd || c["op"] == "weights", c["name"] + ": op=" + c["op"]);
+                    Assert.IsTrue(fwd || append || merge || c["op"] == "weights",
+                                  c["name"] + ": op=" + c["op"]);
                     var bound = new List<string>(Vectors.Inputs(c));
-                    if (fwd) bound.AddRange(new[] { "out", "lse" });
-                    else bound.Add("weights");
+                    if (append) bound.Remove("q");
+                    if (merge) bound.RemoveAll(n => n == "q" || n == "k" || n == "v");
+                    if (fwd || merge) bound.AddRange(new[] { "out", "lse" });
+                    else if (!append) bound.Add("weights");
                     if (fwd && c["mass"] == "1") bound.Add("key_mass");
+                    string[] empty = kind == "empty" ? what.Split(',') : new string[0];
                     var arrays = new Dictionary<string, Array>();
                     foreach (string n in bound)
                     {
                         Operand op = Vectors.OperandOf(n);
                         long len = (long)desc.RequiredLen(op);
                         if (kind == "short" && what == n) len--;
-                        arrays[n] = n == "seq_lens_k" ? new int[len]
+                        if (empty.Contains(n)) len = 0;
+                        arrays[n] = n == "seq_lens_k" || n.StartsWith("cu_seqlens") ? new int[len]
                                     : n == "key_valid" || n == "allowed" || n == "query_valid"
                                         ? (Array)new byte[len] : new float[len];
                     }
@@ -547,8 +562,16 @@ namespace LibAttn.Tests
                                                               arrays[n].GetType().GetElementType(), Inv),
                                            at);
                     }
-                    if (kind == "null")
+                    if (kind == "null" && what != "part")
                         arrays.Remove(what);
+                    float[] kCache = null, vCache = null;
+                    if (append)
+                    {
+                        kCache = (float[])arrays["k"];
+                        vCache = (float[])arrays["v"];
+                        arrays.Remove("k");
+                        arrays.Remove("v");
+                    }
                     // alias:a=b: one buffer of max(required_len(a), required_len(b)) floats, each
                     // bound with its own required length (Memory windows of the same array).
                     string[] alias = kind == "alias" ? what.Split('=') : new string[0];
@@ -564,9 +587,29 @@ namespace LibAttn.Tests
                         else if (kv.Value is byte[]) args.Bind(op, (byte[])kv.Value);
                         else args.Bind(op, (int[])kv.Value);
                     }
-                    Op run = kind == "op" ? (Op)Enum.Parse(typeof(Op), what, true)
-                             : fwd ? Op.Forward : Op.Weights;
-                    desc.Run(run, args);
+                    if (append)
+                    {
+                        desc.KvAppend(args, kCache, vCache);
+                    }
+                    else if (merge && brk == "null:part")
+                    {
+                        desc.Merge(args, null);
+                    }
+                    else if (merge)
+                    {
+                        using (var part = new AttentionArgs())
+                        {
+                            part.Bind(Operand.Out, new float[desc.RequiredLen(Operand.Out)]);
+                            part.Bind(Operand.Lse, new float[desc.RequiredLen(Operand.Lse)]);
+                            desc.Merge(args, part);
+                        }
+                    }
+                    else
+                    {
+                        Op run = kind == "op" ? (Op)Enum.Parse(typeof(Op), what, true)
+                                 : fwd ? Op.Forward : Op.Weights;
+                        desc.Run(run, args);
+                    }
                 }
                 return Status.Ok;
             }
@@ -582,7 +625,14 @@ namespace LibAttn.Tests
             }
             catch (AttentionException e)
             {
+                // the rule: NullPointer and InvalidArgument are ArgumentNullException /
+                // ArgumentException, never an AttentionException (reported as a wrong status)
                 message = e.Message;
+                if (e.Status == Status.NullPointer || e.Status == Status.InvalidArgument)
+                {
+                    message += " [an AttentionException, where the rule is an Argument(Null)Exception]";
+                    return (Status)(-1);
+                }
                 return e.Status;
             }
         }

@@ -1,4 +1,4 @@
-// Shared pieces of the hardening tests (issue 5) and the fuzzer: a deterministic RNG, a problem
+// Shared pieces of the hardening tests and the fuzzer: a deterministic RNG, a problem
 // description mirroring attn_desc, comparisons with the float64 reference of tests/reference,
 // guard-page buffers and the ISA loop. Header-only; C++17; talks to libattn only through attn.h.
 #pragma once

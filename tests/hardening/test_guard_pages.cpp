@@ -1,4 +1,4 @@
-// Guard-page test (issue 5): every buffer of attn_forward / attn_weights (q, k, v, key_valid,
+// Guard-page test: every buffer of attn_forward / attn_weights (q, k, v, key_valid,
 // allowed, out, lse, weights) is placed so that it ENDS exactly at a PROT_NONE page, and in a
 // second call so that it STARTS right after one. A read or write one element past (or before)
 // attn_desc_required_len faults; the SIGSEGV handler names the buffer and the case. Inputs are

@@ -1,4 +1,4 @@
-// Load test (issue 5): 8 threads x 1000 random calls on SHARED descriptors. Every result is
+// Load test: 8 threads x 1000 random calls on SHARED descriptors. Every result is
 // checked against the float64 reference AND bit-for-bit against the single-threaded result
 // computed before the threads started (results must not depend on the thread count, which a
 // ninth thread keeps changing with attn_set_num_threads). Between calls each thread provokes

@@ -1,4 +1,4 @@
-// Resource limits (issue 5): repeated create / configure / forward / weights / simple / destroy,
+// Resource limits: repeated create / configure / forward / weights / simple / destroy,
 // error paths included, must not grow memory.
 //   phase 1 (1 thread, deterministic): bytes in use by malloc (mallinfo2, all arenas) after a
 //     second run of the same sequence equal those after the first (the per-thread scratch is warm):

@@ -1,4 +1,4 @@
-// Numerics under hostile values (issue 5), each with its expected result, on every ISA this CPU
+// Numerics under hostile values, each with its expected result, on every ISA this CPU
 // supports and with 1 and 2 threads:
 //   large logits (scores up to +-1e4, all-negative rows), all-equal scores, seq_k = 1,
 //   seq_k = 100000 with one visible key, NaN/Inf in a visible key (propagates) versus in a padded

@@ -1,4 +1,4 @@
-// Resource limits (issue 5): a request too large for the memory the process may use returns
+// Resource limits: a request too large for the memory the process may use returns
 // ATTN_ERR_OUT_OF_MEMORY with a message, never aborts, and leaves the library usable. Runs in a
 // forked child with a lowered RLIMIT_AS so the limit cannot hit anything else.
 //

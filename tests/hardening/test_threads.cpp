@@ -1,4 +1,4 @@
-// Thread-start failure (issue 14, item 1): when the pool cannot start its workers (threads or
+// Thread-start failure: when the pool cannot start its workers (threads or
 // address space exhausted), a call still succeeds on the caller's thread with the same result,
 // no partial worker is kept (their stacks would hold address space the process lacks; glibc keeps
 // joined stacks in its cache for the next thread), and

@@ -112,9 +112,8 @@ class ConcurrencyTest {
                     try {
                         AttentionDesc.builder().heads(hq, 2).seqLen(3).headDim(4).build().close();
                         fail("heads " + hq + "/2 was accepted");
-                    } catch (AttentionException e) {
-                        assertEquals(Status.INVALID_ARGUMENT, e.status());
-                        AttentionTest.assertMentions(e.libraryMessage(), "heads_q", String.valueOf(hq));
+                    } catch (IllegalArgumentException e) {
+                        AttentionTest.assertMentions(e.getMessage(), "heads_q", String.valueOf(hq));
                     }
                     // ... and its own Java-side error.
                     float[] shortQ = new float[q.length - 1 - t];
@@ -174,8 +173,8 @@ class ConcurrencyTest {
                         try {
                             args.run(Op.FORWARD);
                             fail("seq_lens_k " + (14 + t) + " was accepted");
-                        } catch (AttentionException e) {
-                            AttentionTest.assertMentions(e.libraryMessage(), "seq_lens_k",
+                        } catch (IllegalArgumentException e) {
+                            AttentionTest.assertMentions(e.getMessage(), "seq_lens_k",
                                     String.valueOf(14 + t));
                         }
                         args.set(Operand.SEQ_LENS_K, in.seqLensK);

@@ -28,7 +28,7 @@ import org.junit.jupiter.api.Test;
 /**
  * The extensible call (0.2) through the Java face: every parameter and operand on the shared
  * vectors (tests/vectors/variants.txt, from the project's float64 reference), the binding rules
- * of README's "One rule in every language", the
+ * of docs/errors.md's "One rule in every language", the
  * Cleaner safety net and the raw layer's new typemaps.
  */
 class ExtensibleCallTest {
@@ -325,8 +325,7 @@ class ExtensibleCallTest {
         long[] dh = new long[1];
         AttnNative.attn_desc_create(dh, 1, 1, 1, 4, 4, 8);
         try {
-            AttentionException ae = assertThrows(AttentionException.class,
-                    () -> AttnNative.attn_desc_set_int(dh[0], attn_param.ATTN_PARAM_COMPUTE, 2));
+            Refusal ae = Refusal.of(() -> AttnNative.attn_desc_set_int(dh[0], attn_param.ATTN_PARAM_COMPUTE, 2));
             assertEquals(Status.INVALID_ARGUMENT, ae.status());
             assertMentions(ae.libraryMessage(), "ATTN_PARAM_COMPUTE", "2");
         } finally {
@@ -565,7 +564,7 @@ class ExtensibleCallTest {
             a.set(Operand.Q, p.in.q).set(Operand.K, p.in.k).set(Operand.V, p.in.v)
                     .set(Operand.OUT, new float[(int) d.requiredLen(Operand.OUT)])
                     .set(Operand.SINKS, new float[p.i("heads_q")]);
-            AttentionException e = assertThrows(AttentionException.class, () -> a.run(Op.FORWARD));
+            Refusal e = Refusal.of(() -> a.run(Op.FORWARD));
             assertEquals(Status.INVALID_ARGUMENT, e.status());
             assertMentions(e.libraryMessage(), "sinks");
         }
@@ -932,18 +931,18 @@ class ExtensibleCallTest {
             assertMentions(npe.getMessage(), "out");
             a.set(Operand.OUT, out).set(Operand.WEIGHTS, w);
             // The library's checks: ALiBi slopes missing, seq_lens_k out of range, BACKWARD.
-            AttentionException e = assertThrows(AttentionException.class, () -> a.run(Op.FORWARD));
+            Refusal e = Refusal.of(() -> a.run(Op.FORWARD));
             assertEquals(Status.NULL_POINTER, e.status());
             assertMentions(e.libraryMessage(), "alibi_slopes");
             a.set(Operand.ALIBI_SLOPES, new float[4]);
             a.run(Op.FORWARD);
             a.run(Op.WEIGHTS);
             a.set(Operand.SEQ_LENS_K, new int[] {5, 6});
-            e = assertThrows(AttentionException.class, () -> a.run(Op.FORWARD));
+            e = Refusal.of(() -> a.run(Op.FORWARD));
             assertEquals(Status.INVALID_ARGUMENT, e.status());
             assertMentions(e.libraryMessage(), "seq_lens_k", "6");
             a.set(Operand.SEQ_LENS_K, new int[] {-1, 0});
-            e = assertThrows(AttentionException.class, () -> a.run(Op.WEIGHTS));
+            e = Refusal.of(() -> a.run(Op.WEIGHTS));
             assertMentions(e.libraryMessage(), "seq_lens_k", "-1");
             a.unset(Operand.SEQ_LENS_K);
             // BACKWARD with a forward's operands only: the face asks for lse, then the gradient of
@@ -958,7 +957,7 @@ class ExtensibleCallTest {
             float[] x = new float[4];
             a.set(Operand.Q, x).set(Operand.K, x).set(Operand.V, x).set(Operand.OUT, new float[4])
                     .set(Operand.ALIBI_SLOPES, new float[1]);
-            AttentionException e = assertThrows(AttentionException.class, () -> a.run(Op.FORWARD));
+            Refusal e = Refusal.of(() -> a.run(Op.FORWARD));
             assertEquals(Status.INVALID_ARGUMENT, e.status());
             assertMentions(e.libraryMessage(), "alibi_slopes");
         }
@@ -971,27 +970,27 @@ class ExtensibleCallTest {
             float[] q = TestData.random(1, 96), k = TestData.random(2, 80), v = TestData.random(3, 80);
             float[] big = new float[120];
             a.set(Operand.Q, q).set(Operand.K, k).set(Operand.V, v).set(Operand.OUT, q);
-            AttentionException e = assertThrows(AttentionException.class, () -> a.run(Op.FORWARD));
+            Refusal e = Refusal.of(() -> a.run(Op.FORWARD));
             assertEquals(Status.INVALID_ARGUMENT, e.status());
             assertMentions(e.libraryMessage(), "out", "overlaps", "q");
             a.set(Operand.OUT, new float[96]).set(Operand.LSE, k);
-            e = assertThrows(AttentionException.class, () -> a.run(Op.FORWARD));
+            e = Refusal.of(() -> a.run(Op.FORWARD));
             assertMentions(e.libraryMessage(), "lse", "overlaps", "k");
             a.set(Operand.LSE, big).set(Operand.OUT, big);
-            e = assertThrows(AttentionException.class, () -> a.run(Op.FORWARD));
+            e = Refusal.of(() -> a.run(Op.FORWARD));
             assertMentions(e.libraryMessage(), "overlaps", "out");
             a.unset(Operand.LSE).set(Operand.OUT, new float[96]).set(Operand.KEY_MASS, v);
-            e = assertThrows(AttentionException.class, () -> a.run(Op.FORWARD));
+            e = Refusal.of(() -> a.run(Op.FORWARD));
             assertMentions(e.libraryMessage(), "key_mass", "overlaps", "v");
             a.set(Operand.KEY_MASS, (float[]) null).set(Operand.BIAS, big).set(Operand.WEIGHTS, big);
-            e = assertThrows(AttentionException.class, () -> a.run(Op.WEIGHTS));
+            e = Refusal.of(() -> a.run(Op.WEIGHTS));
             assertMentions(e.libraryMessage(), "weights", "overlaps", "bias");
             // Overlapping direct buffers (two views of one memory block).
             ByteBuffer block = ByteBuffer.allocateDirect(4 * 200).order(ByteOrder.nativeOrder());
             FloatBuffer all = block.asFloatBuffer();
             a.set(Operand.BIAS, (float[]) null).set(Operand.Q, all.duplicate().position(0).limit(96))
                     .set(Operand.OUT, all.duplicate().position(95));
-            e = assertThrows(AttentionException.class, () -> a.run(Op.FORWARD));
+            e = Refusal.of(() -> a.run(Op.FORWARD));
             assertMentions(e.libraryMessage(), "out", "overlaps", "q");
         }
         // Inputs may share memory: k and v as one array give the bits of k and a copy of it as v
@@ -1062,11 +1061,10 @@ class ExtensibleCallTest {
         }
         // What only the library can judge: strides of an operand without strides, OUT strides
         // that do not nest rows of head_dim_v.
-        AttentionException e = assertThrows(AttentionException.class,
-                () -> AttentionDesc.builder().seqLen(2).headDim(2).strides(Operand.SINKS, 1, 1, 1).build());
+        Refusal e = Refusal.of(() -> AttentionDesc.builder().seqLen(2).headDim(2).strides(Operand.SINKS, 1, 1, 1).build());
         assertEquals(Status.INVALID_ARGUMENT, e.status());
         assertMentions(e.libraryMessage(), "which");
-        e = assertThrows(AttentionException.class, () -> AttentionDesc.builder().seqLen(3).headDim(4)
+        e = Refusal.of(() -> AttentionDesc.builder().seqLen(3).headDim(4)
                 .headDimV(8).strides(Operand.OUT, 24, 24, 4).build());
         assertMentions(e.libraryMessage(), "out");
         try (AttentionDesc d = AttentionDesc.builder().batch(2).seqLen(3, 4).headDim(4)
@@ -1147,7 +1145,7 @@ class ExtensibleCallTest {
     @Test
     void isaNamesWithNulOrNonAsciiGetTheLibrarysWording() {
         for (String name : new String[] {"avx2\0", "scalar\0avx512", "\0", "sse2\u00e9", "avx\u20ac512"}) {
-            AttentionException e = assertThrows(AttentionException.class, () -> Attention.setIsa(name),
+            Refusal e = Refusal.of(() -> Attention.setIsa(name),
                     name);
             assertEquals(Status.INVALID_ARGUMENT, e.status());
             assertTrue(e.libraryMessage().contains("is not one of scalar, sse2, avx2, avx512"),
@@ -1186,13 +1184,11 @@ class ExtensibleCallTest {
             e = assertThrows(IllegalArgumentException.class,
                     () -> AttnNative.attn_args_set_f32(ah[0], attn_operand.ATTN_Q, FloatBuffer.allocate(4)));
             assertMentions(e.getMessage(), "data", "direct");
-            AttentionException ae = assertThrows(AttentionException.class,
-                    () -> AttnNative.attn_args_set_f32(ah[0], attn_operand.ATTN_OUT, out));
+            Refusal ae = Refusal.of(() -> AttnNative.attn_args_set_f32(ah[0], attn_operand.ATTN_OUT, out));
             assertEquals(Status.INVALID_ARGUMENT, ae.status());
             assertMentions(ae.libraryMessage(), "out", "attn_args_set_out_f32");
             AttnNative.attn_args_set_f32(ah[0], attn_operand.ATTN_Q, null); // unbinds
-            ae = assertThrows(AttentionException.class,
-                    () -> AttnNative.attn_run(dh[0], attn_op.ATTN_OP_FORWARD, ah[0]));
+            ae = Refusal.of(() -> AttnNative.attn_run(dh[0], attn_op.ATTN_OP_FORWARD, ah[0]));
             assertEquals(Status.NULL_POINTER, ae.status());
             assertMentions(ae.libraryMessage(), "q");
             AttnNative.attn_args_clear(ah[0]);
@@ -1201,8 +1197,7 @@ class ExtensibleCallTest {
             AttnNative.attn_desc_get_int(dh[0], attn_param.ATTN_PARAM_HEAD_DIM_V, iv);
             assertEquals(2, iv[0]);
             // A descriptor that ran is immutable.
-            ae = assertThrows(AttentionException.class,
-                    () -> AttnNative.attn_desc_set_int(dh[0], attn_param.ATTN_PARAM_WINDOW_LEFT, 1));
+            ae = Refusal.of(() -> AttnNative.attn_desc_set_int(dh[0], attn_param.ATTN_PARAM_WINDOW_LEFT, 1));
             assertEquals(Status.INVALID_ARGUMENT, ae.status());
             assertMentions(ae.libraryMessage(), "desc", "used");
         } finally {
@@ -1212,8 +1207,7 @@ class ExtensibleCallTest {
         long[] dh2 = new long[1];
         AttnNative.attn_desc_create(dh2, 1, 1, 1, 2, 3, 2);
         try {
-            AttentionException ae = assertThrows(AttentionException.class,
-                    () -> AttnNative.attn_desc_set_int(dh2[0], attn_param.ATTN_PARAM_WINDOW_LEFT, 1L << 40));
+            Refusal ae = Refusal.of(() -> AttnNative.attn_desc_set_int(dh2[0], attn_param.ATTN_PARAM_WINDOW_LEFT, 1L << 40));
             assertMentions(ae.libraryMessage(), "ATTN_PARAM_WINDOW_LEFT");
             AttnNative.attn_desc_set_float(dh2[0], attn_param.ATTN_PARAM_SOFTCAP, 0.5);
             double[] dv = new double[1];
@@ -1275,8 +1269,7 @@ class ExtensibleCallTest {
                 long[] ah = new long[1];
                 AttnNative.attn_args_create(ah);
                 try {
-                    AttentionException ae = assertThrows(AttentionException.class,
-                            () -> AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, ah[0],
+                    Refusal ae = Refusal.of(() -> AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, ah[0],
                                     new Object[] {x, new float[0], x, x}));
                     assertEquals(Status.INVALID_ARGUMENT, ae.status());
                     assertMentions(ae.libraryMessage(), "attn_run", "k", "0", "needs", "4");
@@ -1288,8 +1281,7 @@ class ExtensibleCallTest {
                             () -> AttnNative.attn_jni_simple(x, x, x, 2, 2, false, new boolean[1], new float[4]));
                     assertMentions(e.getMessage(), "pad_mask", "1", "2");
                     // An empty array is "given" (not NULL): n = 0 is the library's own refusal.
-                    ae = assertThrows(AttentionException.class,
-                            () -> AttnNative.attn_jni_simple(new float[0], new float[0], new float[0], 0, 2,
+                    ae = Refusal.of(() -> AttnNative.attn_jni_simple(new float[0], new float[0], new float[0], 0, 2,
                                     false, null, new float[0]));
                     assertMentions(ae.libraryMessage(), "n");
                 } finally {

@@ -587,14 +587,14 @@ class ServingTest {
             NullPointerException npe = assertThrows(NullPointerException.class, () -> md.merge(acc, pt));
             assertMentions(npe.getMessage(), "part's", "lse", "bound");
             pt.set(Operand.LSE, zl);
-            AttentionException e = assertThrows(AttentionException.class, () -> md.merge(acc, pt));
+            Refusal e = Refusal.of(() -> md.merge(acc, pt));
             assertEquals(Status.INVALID_ARGUMENT, e.status());
             assertMentions(e.libraryMessage(), "attn_merge", "overlaps");
             try (AttentionDesc small = AttentionDesc.builder().batch(1).heads(HQ, HKV).seqLen(MQ, 5).headDim(MD)
                     .build(); AttentionArgs sp = small.args()) {
                 sp.set(Operand.OUT, new float[(int) small.requiredLen(Operand.OUT)])
                         .set(Operand.LSE, new float[HQ * MQ]);
-                e = assertThrows(AttentionException.class, () -> md.merge(acc, sp));
+                e = Refusal.of(() -> md.merge(acc, sp));
                 assertContains(e.libraryMessage(), "part's out has " + (HQ * MQ * MD) + " elements, needs at least "
                         + (MB * HQ * MQ * MD));
             }
@@ -708,15 +708,15 @@ class ServingTest {
         }
     }
 
-    /** The AttentionException of a FORWARD over Small after bend changed its operands. */
-    static AttentionException refused(java.util.function.Consumer<Small> bend) {
+    /** The refusal of a FORWARD over Small after bend changed its operands. */
+    static Refusal refused(java.util.function.Consumer<Small> bend) {
         Small s = new Small();
         try (AttentionDesc d = Small.desc(); AttentionArgs a = d.args()) {
             s.bind(a);
             a.run(Op.FORWARD); // the unbent pack runs
             bend.accept(s);
             s.bind(a);
-            return assertThrows(AttentionException.class, () -> a.run(Op.FORWARD));
+            return Refusal.of(() -> a.run(Op.FORWARD));
         }
     }
 
@@ -745,13 +745,14 @@ class ServingTest {
         for (Object[] c : cases) {
             @SuppressWarnings("unchecked")
             java.util.function.Consumer<Small> bend = (java.util.function.Consumer<Small>) c[0];
-            AttentionException e = refused(bend);
+            Refusal e = refused(bend);
             assertEquals(Status.INVALID_ARGUMENT, e.status(), e.getMessage());
             assertContains(e.libraryMessage(), (String) c[1]);
             assertContains(e.getMessage(), (String) c[1]);
         }
         // Fixed-length operands shorter than required: refused in Java, before the call, and
-        // left unbound. (The varlen token operands need only be non-empty.)
+        // left unbound. (The varlen token operands may even be empty: a pack of 0 tokens is
+        // valid, the library checks each call's pack against its cu_seqlens.)
         try (AttentionDesc d = Small.desc(); AttentionArgs a = d.args()) {
             Object[][] shortOnes = {
                 {Operand.BLOCK_TABLE, new int[5], "block_table", "5", "6"},
@@ -759,8 +760,6 @@ class ServingTest {
                 {Operand.CU_SEQLENS_Q, new int[2], "cu_seqlens_q", "2", "3"},
                 {Operand.CU_SEQLENS_K, new int[0], "cu_seqlens_k", "0", "3"},
                 {Operand.SEQ_LENS_K, new int[1], "seq_lens_k", "1", "2"},
-                {Operand.Q, new float[0], "q", "0", "1"},
-                {Operand.NEW_K, new float[0], "new_k", "0", "1"},
                 {Operand.K, new float[Small.PAGE * Small.SD - 1], "k", "15", "16"},
             };
             for (Object[] c : shortOnes) {
@@ -770,6 +769,11 @@ class ServingTest {
                 assertMentions(e.getMessage(), (String) c[2], "has", (String) c[3], "needs", (String) c[4]);
                 assertFalse(a.isSet(op), op + " stays unbound");
             }
+            a.set(Operand.Q, new float[0]);
+            a.set(Operand.NEW_K, new float[0]);
+            assertTrue(a.isSet(Operand.Q) && a.isSet(Operand.NEW_K), "empty q / new_k are bound");
+            a.unset(Operand.Q);
+            a.unset(Operand.NEW_K);
             // Kinds, heap and wrongly ordered buffers for the new operands.
             IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
                     () -> a.set(Operand.CU_SEQLENS_Q, new float[3]));
@@ -801,14 +805,14 @@ class ServingTest {
             a.run(Op.FORWARD);
             // The library's checks of the layout's operands.
             a.cuSeqlensK(new int[] {0, 3, 12});
-            AttentionException ae = assertThrows(AttentionException.class, () -> a.run(Op.FORWARD));
+            Refusal ae = Refusal.of(() -> a.run(Op.FORWARD));
             assertContains(ae.libraryMessage(), "cu_seqlens_k is bound but a paged cache takes its key lengths from seq_lens_k");
             a.unset(Operand.CU_SEQLENS_K).set(Operand.KEY_MASS, new float[Small.SB * Small.SHQ * Small.SK]);
-            ae = assertThrows(AttentionException.class, () -> a.run(Op.FORWARD));
+            ae = Refusal.of(() -> a.run(Op.FORWARD));
             assertEquals(Status.UNSUPPORTED, ae.status());
             assertMentions(ae.libraryMessage(), "key_mass", "ATTN_PARAM_VARLEN");
             a.unset(Operand.KEY_MASS).set(Operand.WEIGHTS, new float[Small.SB * Small.SHQ * Small.SQ * Small.SK]);
-            ae = assertThrows(AttentionException.class, () -> a.run(Op.WEIGHTS));
+            ae = Refusal.of(() -> a.run(Op.WEIGHTS));
             assertEquals(Status.UNSUPPORTED, ae.status());
             assertMentions(ae.libraryMessage(), "ATTN_OP_WEIGHTS", "ATTN_PARAM_VARLEN");
         }
@@ -817,7 +821,7 @@ class ServingTest {
             float[] x = new float[4];
             a.set(Operand.Q, x).set(Operand.K, x).set(Operand.V, x).set(Operand.OUT, new float[4])
                     .cuSeqlensQ(new int[] {0, 2});
-            AttentionException e = assertThrows(AttentionException.class, () -> a.run(Op.FORWARD));
+            Refusal e = Refusal.of(() -> a.run(Op.FORWARD));
             assertEquals(Status.INVALID_ARGUMENT, e.status());
             assertContains(e.libraryMessage(), "cu_seqlens_q is bound but ATTN_PARAM_VARLEN is 0");
         }
@@ -853,18 +857,18 @@ class ServingTest {
             a.blockTable(s.table);
             // The library's: sequence 0 adds 2 tokens but would hold 1 key; one array for both
             // caches; a page id outside the pool.
-            AttentionException ae = assertThrows(AttentionException.class, () -> a.kvAppend(kPool, vPool));
+            Refusal ae = Refusal.of(() -> a.kvAppend(kPool, vPool));
             assertEquals(Status.INVALID_ARGUMENT, ae.status());
             assertContains(ae.libraryMessage(), "attn_kv_append: seq_lens_k[0] (1) is less than the 2 new tokens of sequence 0");
             a.seqLensK(s.lens);
-            ae = assertThrows(AttentionException.class, () -> a.kvAppend(kPool, kPool));
+            ae = Refusal.of(() -> a.kvAppend(kPool, kPool));
             assertMentions(ae.libraryMessage(), "k_cache", "overlaps", "v_cache");
-            ae = assertThrows(AttentionException.class, () -> a.kvAppend(kPool, nk)); // nk is also new_k
+            ae = Refusal.of(() -> a.kvAppend(kPool, nk)); // nk is also new_k
             assertMentions(ae.libraryMessage(), "overlaps", "new_k");
             int[] bad = s.table.clone();
             bad[Small.SLOTS] = 1000;
             a.blockTable(bad);
-            ae = assertThrows(AttentionException.class, () -> a.kvAppend(kPool, vPool));
+            ae = Refusal.of(() -> a.kvAppend(kPool, vPool));
             assertContains(ae.libraryMessage(), "block_table[1][0] (1000) is not a page of the K/V buffers, which hold 4 pages");
             assertTrue(VectorsTest.sameBits(new float[kPool.length], kPool), "nothing written by a refused append");
             a.blockTable(s.table);
@@ -931,7 +935,7 @@ class ServingTest {
             }
         }
         // What only the library judges: head-major strides that do not fit the page.
-        AttentionException e = assertThrows(AttentionException.class, () -> AttentionDesc.builder().seqLen(2).headDim(4)
+        Refusal e = Refusal.of(() -> AttentionDesc.builder().seqLen(2).headDim(4)
                 .varlen().strides(Operand.OUT, 0, 4, 2).build());
         assertMentions(e.libraryMessage(), "out");
         // The new enumerators are the C values.
@@ -987,15 +991,13 @@ class ServingTest {
                             new float[4], new float[4], new float[4], new float[4], new float[4], new float[1],
                             null, null};
                         assertEquals(Operand.values().length, all.length);
-                        AttentionException ae = assertThrows(AttentionException.class,
-                                () -> AttnNative.attn_jni_run(dh, attn_op.ATTN_OP_FORWARD, ah[0], all));
+                        Refusal ae = Refusal.of(() -> AttnNative.attn_jni_run(dh, attn_op.ATTN_OP_FORWARD, ah[0], all));
                         assertEquals(Status.INVALID_ARGUMENT, ae.status());
                         assertMentions(ae.libraryMessage(), "attn_run", "cu_seqlens_q", "bound");
                         long[] ph = new long[1];
                         AttnNative.attn_args_create(ph);
                         try {
-                            ae = assertThrows(AttentionException.class,
-                                    () -> AttnNative.attn_jni_merge(dh, ah[0], all, ph[0], all));
+                            ae = Refusal.of(() -> AttnNative.attn_jni_merge(dh, ah[0], all, ph[0], all));
                             assertEquals(Status.INVALID_ARGUMENT, ae.status());
                             assertMentions(ae.libraryMessage(), "attn_merge", "overlaps");
                         } finally {
@@ -1006,18 +1008,15 @@ class ServingTest {
                     }
                 }
                 // Without the face's checks the library still answers, naming what is missing.
-                AttentionException ae = assertThrows(AttentionException.class,
-                        () -> AttnNative.attn_jni_kv_append(h, ah[0], null, new float[64], new float[64]));
+                Refusal ae = Refusal.of(() -> AttnNative.attn_jni_kv_append(h, ah[0], null, new float[64], new float[64]));
                 assertEquals(Status.NULL_POINTER, ae.status());
                 assertMentions(ae.libraryMessage(), "attn_kv_append", "seq_lens_k");
-                ae = assertThrows(AttentionException.class,
-                        () -> AttnNative.attn_jni_kv_append(h, ah[0], null, new float[64], null));
+                ae = Refusal.of(() -> AttnNative.attn_jni_kv_append(h, ah[0], null, new float[64], null));
                 assertMentions(ae.libraryMessage(), "v_cache");
                 long[] ph = new long[1];
                 AttnNative.attn_args_create(ph);
                 try {
-                    ae = assertThrows(AttentionException.class,
-                            () -> AttnNative.attn_jni_merge(h, ah[0], new Object[] {null, null, null, new float[40],
+                    ae = Refusal.of(() -> AttnNative.attn_jni_merge(h, ah[0], new Object[] {null, null, null, new float[40],
                                 new float[20]}, ph[0], new Object[] {null, null, null, new float[40]}));
                     assertEquals(Status.NULL_POINTER, ae.status());
                     assertMentions(ae.libraryMessage(), "attn_merge", "part's", "lse");

@@ -8,7 +8,7 @@ import java.nio.file.Paths;
 import java.util.Random;
 
 /**
- * Issue 14, item 1 from Java: worker threads that cannot start (address space exhausted under a
+ * From Java: worker threads that cannot start (address space exhausted under a
  * lowered RLIMIT_AS) must not fail a call: it runs on the caller's thread with the 1-thread
  * result, bit for bit, and no worker is kept.
  *

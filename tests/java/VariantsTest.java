@@ -44,6 +44,8 @@ class VariantsTest {
     static final String[] GRADS = {"dq", "dk", "dv", "dbias", "dsinks"};
     static final String[] INPUTS = {"q", "k", "v", "key_valid", "allowed", "bias", "alibi_slopes",
         "sinks", "query_valid", "seq_lens_k"};
+    /** The inputs only errors.txt binds (varlen packs, attn_kv_append). */
+    static final String[] ERROR_INPUTS = {"cu_seqlens_q", "cu_seqlens_k", "new_k", "new_v"};
 
     /** One line: its tokens in file order. */
     static final class Line {
@@ -92,7 +94,7 @@ class VariantsTest {
     static final java.util.Set<String> KEYS = new java.util.HashSet<>(Arrays.asList("name", "batch",
             "heads_q", "heads_kv", "seq_q", "seq_k", "head_dim", "causal", "window_left",
             "window_right", "softcap", "alibi", "softmax_plus_one", "head_dim_v", "bias_first",
-            "weights_mode", "scale", "diagonal", "alibi_form", "strides.q", "strides.k",
+            "weights_mode", "scale", "varlen", "diagonal", "alibi_form", "strides.q", "strides.k",
             "strides.v", "strides.out", "strides.bias", "strides.alibi_slopes", "in", "mass"));
     static final java.util.Set<String> ERROR_KEYS = new java.util.HashSet<>(Arrays.asList("op",
             "break", "status", "names"));
@@ -136,7 +138,8 @@ class VariantsTest {
                 l.kv.put(key, tok.substring(eq + 1));
             }
             for (String name : l.inputs()) {
-                if (!Arrays.asList(INPUTS).contains(name)) {
+                if (!Arrays.asList(INPUTS).contains(name) && !(extraKeys(file) == ERROR_KEYS
+                        && Arrays.asList(ERROR_INPUTS).contains(name))) {
                     throw new IllegalStateException(file + ": unknown input '" + name + "' in: " + t);
                 }
             }
@@ -200,6 +203,9 @@ class VariantsTest {
         }
         if (c.opt("scale") != null) {
             bl.scale(Float.parseFloat(c.get("scale")));
+        }
+        if (c.opt("varlen") != null) {
+            bl.varlen(flag(c, "varlen"));
         }
         if (c.opt("diagonal") != null) {
             bl.diagonal(Diagonal.fromCode(Long.parseLong(c.get("diagonal"))));
@@ -654,7 +660,12 @@ class VariantsTest {
 
     // ------------------------------------------------------------------ errors
 
-    /** Runs one errors.txt line; returns the status the Java face reported (0 = none). */
+    /**
+     * Runs one errors.txt line; returns the status the Java face reported (0 = none) by the kind
+     * of its exception: IllegalArgumentException = INVALID_ARGUMENT, NullPointerException =
+     * NULL_POINTER, AttentionException = its own status, which is then never one of those two
+     * (an AttentionException carrying them is reported as -1: the wrong kind).
+     */
     static int runError(Line c, StringBuilder message) {
         try {
             runBrokenCase(c);
@@ -667,6 +678,12 @@ class VariantsTest {
             return Status.NULL_POINTER.code();
         } catch (AttentionException e) {
             message.append(e.getMessage());
+            if (e.status() == Status.INVALID_ARGUMENT || e.status() == Status.NULL_POINTER) {
+                message.append(" [an AttentionException, where the rule is "
+                        + (e.status() == Status.NULL_POINTER ? "NullPointerException"
+                                : "IllegalArgumentException") + "]");
+                return -1;
+            }
             return e.code();
         }
     }
@@ -691,7 +708,10 @@ class VariantsTest {
             String[] s = p[1].split(",");
             bl.strides(operand(p[0]), Long.parseLong(s[0]), Long.parseLong(s[1]), Long.parseLong(s[2]));
         }
-        Op op = Op.valueOf(c.get("op").toUpperCase(Locale.ROOT));
+        // kv_append: Args.kvAppend with k and v as the caches; merge: Desc.merge(acc, part)
+        String serve = c.get("op").equals("kv_append") || c.get("op").equals("merge") ? c.get("op")
+                : null;
+        Op op = serve != null ? Op.FORWARD : Op.valueOf(c.get("op").toUpperCase(Locale.ROOT));
         if (kind.equals("op")) {
             op = Op.valueOf(what.toUpperCase(Locale.ROOT));
         }
@@ -702,7 +722,13 @@ class VariantsTest {
             for (String name : c.inputs()) {
                 bound.add(operand(name));
             }
-            if (op == Op.WEIGHTS) {
+            if ("kv_append".equals(serve)) {
+                bound.remove(Operand.Q);
+            } else if ("merge".equals(serve)) {
+                bound.removeAll(Arrays.asList(Operand.Q, Operand.K, Operand.V));
+                bound.add(Operand.OUT);
+                bound.add(Operand.LSE);
+            } else if (op == Op.WEIGHTS) {
                 bound.add(Operand.WEIGHTS);
             } else {
                 bound.add(Operand.OUT);
@@ -713,11 +739,17 @@ class VariantsTest {
             }
             String shortOf = kind.equals("short") ? what : null;
             String nullOf = kind.equals("null") ? what : null;
+            // empty:<a>,<b>: bound with 0 elements (not null)
+            List<String> empty = kind.equals("empty") ? Arrays.asList(what.split(","))
+                    : java.util.Collections.emptyList();
             String[] alias = kind.equals("alias") ? what.split("=") : null;
             for (Operand o : bound) {
                 int len = (int) desc.requiredLen(o);
                 if (o.cname.equals(shortOf)) {
                     len -= 1;
+                }
+                if (empty.contains(o.cname)) {
+                    len = 0;
                 }
                 if (alias != null && (o.cname.equals(alias[0]) || o.cname.equals(alias[1]))) {
                     // Both operands share one buffer, long enough for either.
@@ -737,11 +769,26 @@ class VariantsTest {
                 ((int[]) data.get(operand(name)))[at] = value;
             }
             for (Operand o : bound) {
-                if (!o.cname.equals(nullOf)) {
+                if (!o.cname.equals(nullOf)
+                        && !("kv_append".equals(serve) && (o == Operand.K || o == Operand.V))) {
                     bind(args, o, data.get(o));
                 }
             }
-            args.run(op);
+            if ("kv_append".equals(serve)) {
+                args.kvAppend((float[]) data.get(Operand.K), (float[]) data.get(Operand.V));
+            } else if ("merge".equals(serve)) {
+                if (brk.equals("null:part")) {
+                    desc.merge(args, null);
+                } else {
+                    try (AttentionArgs part = desc.args()) {
+                        part.set(Operand.OUT, new float[(int) desc.requiredLen(Operand.OUT)]);
+                        part.set(Operand.LSE, new float[(int) desc.requiredLen(Operand.LSE)]);
+                        desc.merge(args, part);
+                    }
+                }
+            } else {
+                args.run(op);
+            }
         }
     }
 

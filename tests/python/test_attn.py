@@ -301,7 +301,7 @@ def test_desc_zero_copy_in_place():
         np.testing.assert_allclose(uniform, np.broadcast_to(v.mean(axis=2, keepdims=True),
                                                             v.shape), rtol=1e-5, atol=1e-6)
         # numpy arrays must have exactly the descriptor's shape, or be flat buffers of exactly
-        # required_len elements: a longer flat buffer is refused (README "One rule")
+        # required_len elements: a longer flat buffer is refused (docs/errors.md, "One rule")
         longer = np.zeros(out.size + 5, np.float32)
         with pytest.raises(ValueError, match="out has %d elements, needs exactly %d"
                            % (out.size + 5, out.size)):

@@ -1,6 +1,6 @@
 """Desc in 0.2: every attn_param as a keyword (validated with attn_param_bounds, read back from
 the library), every operand of attn_run, the shape checks and the stride mapping of numpy arrays
-(issue 12), and the raw Args / Desc.run face. Values are checked against the float64 reference
+and the raw Args / Desc.run face. Values are checked against the float64 reference
 tests/reference/attn_ref.py (attn_ref.run) or plain numpy float64."""
 
 import gc
@@ -382,7 +382,7 @@ def test_weights_modes_against_numpy():
 
 
 # ------------------------------------------------------------------------------------------
-# Shapes and strides of numpy arrays (issue 12)
+# Shapes and strides of numpy arrays
 # ------------------------------------------------------------------------------------------
 
 def test_strided_views_are_read_where_they_are():
@@ -617,8 +617,10 @@ def test_args_run_matches_forward():
             # the backward of a forward's operands: the library asks for the gradient of out
             with pytest.raises(attn.NullPointerError, match="dout is NULL"):
                 d.run(attn.Op.BACKWARD, args)
-            with pytest.raises(ValueError, match="0 elements"):
-                args.set(attn.Operand.KEY_VALID, np.zeros(0, np.bool_))
+            args.set(attn.Operand.KEY_VALID, np.zeros(0, np.bool_))  # empty, not None
+            with pytest.raises(attn.InvalidArgumentError, match="key_valid has 0 elements"):
+                d.run(attn.Op.FORWARD, args)
+            args.set(attn.Operand.KEY_VALID, None)
             with pytest.raises(TypeError, match="int32"):
                 args.set(attn.Operand.SEQ_LENS_K, np.zeros(B, np.int64))
             with pytest.raises(ValueError, match="C-contiguous"):

@@ -1,4 +1,4 @@
-"""README "One rule in every language": every row of the table, asserted for the Python face.
+"""docs/errors.md, "One rule in every language": every row of the table, asserted for the Python face.
 
 Python's reading of the rows: the shaped face (Desc.forward / weights, scaled_dot_product_attention)
 requires numpy arrays of exactly the descriptor's shape (or flat buffers of exactly
@@ -102,8 +102,10 @@ def test_empty_required_array_is_a_length_error(desc):
         desc.forward(q, k, v, out=zeros(0))
     with raises(ValueError, INVALID, "query"):
         attn.scaled_dot_product_attention(zeros(1, 2, 0, D), zeros(1, 2, 3, D), zeros(1, 2, 3, D))
-    with attn.Args() as a, raises(ValueError, INVALID, "q has 0 elements"):
-        a.set(attn.Operand.Q, zeros(0))
+    with attn.Args() as a, raises(ValueError, INVALID, "q has 0 elements, needs at least 8"):
+        a.set(attn.Operand.Q, zeros(0))  # bound as empty (not None): the library refuses it
+        a.set(attn.Operand.K, k).set(attn.Operand.V, v).set(attn.Operand.OUT, zeros(8))
+        desc.run(attn.Op.FORWARD, a)
 
 
 @pytest.mark.parametrize("name,array", [
@@ -117,7 +119,10 @@ def test_empty_optional_array_is_a_length_error(desc, name, array):
     with raises(ValueError, INVALID, "%s has 0 elements" % name):
         desc.forward(q, k, v, **{name: array})
     with attn.Args() as a, raises(ValueError, INVALID, "%s has 0 elements" % name):
-        a.set(attn.Operand[name.upper()], array)
+        a.set(attn.Operand.Q, q).set(attn.Operand.K, k).set(attn.Operand.V, v)
+        a.set(attn.Operand.OUT, zeros(q.size))
+        a.set(attn.Operand[name.upper()], array)  # bound as empty: the library refuses it
+        desc.run(attn.Op.FORWARD, a)
 
 
 def test_none_required_array(desc):
@@ -191,8 +196,14 @@ def test_impossible_sizes_refused_before_allocation():
 def test_isa_name_refused_with_the_library_wording(name, shown):
     before = attn.isa()
     with raises(ValueError, INVALID, 'name "%s" is not one of scalar, sse2, avx2, avx512'
-                % shown):
+                % shown) as e:
         attn.set_isa(name)
+    # the list of names is the library's own (one table in C), whatever the name
+    with pytest.raises(attn.InvalidArgumentError) as lib:
+        attn.set_isa("no-such-isa")
+    tail = lambda m: m[m.index("is not one of "):]
+    assert tail(str(e.value)) == tail(str(lib.value)), (str(e.value), str(lib.value))
+    assert str(lib.value).endswith(", avx512fp16")
     assert attn.isa() == before  # nothing changed ("avx2\0junk" did not select avx2)
     with raises(TypeError, INVALID, "name must be a str"):
         attn.set_isa(b"avx2")

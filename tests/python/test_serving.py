@@ -861,15 +861,15 @@ def test_raw_args_face_matches_the_shaped_calls(setup):
 
 
 def test_the_readme_example_runs_and_prints_what_it_says(capsys):
-    """bindings/python/README.md "Serving layouts": the example runs as written, and the error
+    """docs/serving.md "Python": the example runs as written, and the error
     it prints is the comment under it."""
-    with open(os.path.join(ROOT, "bindings", "python", "README.md"), encoding="utf-8") as f:
+    with open(os.path.join(ROOT, "docs", "serving.md"), encoding="utf-8") as f:
         text = f.read()
-    section = text[text.index("## Serving layouts"):]
+    section = text[text.index("## Python"):]
     code = section[section.index("```python\n") + 10:]
     code = code[:code.index("```")]
     namespace = {}
-    exec(compile(code, "README.md (Serving layouts)", "exec"), namespace)
+    exec(compile(code, "docs/serving.md (Python)", "exec"), namespace)
     printed = capsys.readouterr().out.strip()
     assert printed == code.rstrip().splitlines()[-1].lstrip("# "), printed
     out, lse = namespace["out"], namespace["lse"]

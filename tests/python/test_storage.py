@@ -1,4 +1,4 @@
-"""Storage types (capi/attn.h "Storage types", README "Storage types") through the Python face:
+"""Storage types (capi/attn.h "Storage types", docs/storage.md) through the Python face:
 float16, bfloat16 (attn.BF16) and int8 (+ k_scale / v_scale) q / k / v, zero-copy, and the
 conversion helpers.
 
@@ -473,17 +473,69 @@ def test_quantize_i8_nan_row_is_named():
         attn.quantize_i8(np.float32(1.0))
 
 
+def test_quantize_i8_rows_of_dim_0_get_scale_0():
+    """Rows with no elements have max|x| = 0: scale 0, as attn_quantize_i8 writes in C (a given
+    scales array is overwritten, a new one is zeros, never uninitialised memory)."""
+    q, s = attn.quantize_i8(np.zeros((3, 0), np.float32), scales=np.full(3, 7.0, np.float32))
+    assert q.shape == (3, 0) and s.tolist() == [0.0, 0.0, 0.0]
+    q, s = attn.quantize_i8(np.zeros((4, 5, 0), np.float32))
+    assert q.shape == (4, 5, 0) and s.shape == (4, 5) and s.tobytes() == bytes(80)
+    q, s = attn.quantize_i8(np.zeros((0, 4), np.float32))
+    assert q.shape == (0, 4) and s.shape == (0,)
+
+
+def test_converters_refuse_any_overlap_of_out_and_x():
+    """An out sharing memory with x is refused with the library's message whatever the strides
+    (C sees only contiguous buffers: a strided out goes through a temporary, so the face checks
+    the arrays as given); x is left untouched."""
+    base = np.arange(16, dtype=np.float32).reshape(4, 4)
+    keep = base.copy()
+    # float32 -> 16-bit into the same bytes, out strided over x
+    as16 = base.view(np.uint16)                                   # (4, 8)
+    for fn in (attn.f32_to_f16, attn.f32_to_bf16):
+        with pytest.raises(attn.InvalidArgumentError, match="src and dst overlap"):
+            fn(base[:, :2], out=as16[:, ::4] if fn is attn.f32_to_bf16
+               else as16.view(np.float16)[:, ::4])
+        assert base.tobytes() == keep.tobytes()
+    # x strided (read through a copy in the face), out contiguous over it
+    with pytest.raises(attn.InvalidArgumentError, match="src and dst overlap"):
+        attn.f32_to_f16(base[:, ::2], out=base.view(np.float16)[0, :8].reshape(4, 2))
+    assert base.tobytes() == keep.tobytes()
+    # 16-bit -> float32, x strided, then out strided
+    h = np.zeros((4, 8), np.float16)
+    with pytest.raises(attn.InvalidArgumentError, match="src and dst overlap"):
+        attn.f16_to_f32(h[:, ::2], out=h.view(np.float32))
+    with pytest.raises(attn.InvalidArgumentError, match="src and dst overlap"):
+        attn.bf16_to_f32(h.view(np.uint16)[:, :4], out=h.view(np.float32)[::-1])
+    # quantize: out or scales over x
+    x = np.ones((4, 8), np.float32)
+    xb = x.view(np.int8)                                          # (4, 32)
+    with pytest.raises(attn.InvalidArgumentError, match="src and dst overlap"):
+        attn.quantize_i8(x, out=xb[:, ::4])
+    with pytest.raises(attn.InvalidArgumentError, match="scales overlaps src or dst"):
+        attn.quantize_i8(x, scales=x[:, 1])
+    qo = np.zeros((4, 8), np.int8)
+    with pytest.raises(attn.InvalidArgumentError, match="scales overlaps src or dst"):
+        attn.quantize_i8(x, out=qo, scales=qo.view(np.float32)[:, 1])
+    assert (x == 1).all()
+    # interleaved views of one buffer that share no byte stay fine
+    buf = np.zeros((4, 16), np.float32)
+    buf[:, ::2] = np.arange(32, dtype=np.float32).reshape(4, 8)
+    attn.f32_to_f16(buf[:, ::2], out=buf.view(np.float16)[:, 2::4])
+    assert (buf.view(np.float16)[:, 2::4] == np.arange(32).reshape(4, 8)).all()
+
+
 def test_the_readme_example_runs():
-    """bindings/python/README.md "Storage types": the example runs as written; the caches hold
+    """docs/storage.md "Python": the example runs as written; the caches hold
     what the converters wrote and the result is attention over the widened values."""
     root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-    with open(os.path.join(root, "bindings", "python", "README.md"), encoding="utf-8") as f:
+    with open(os.path.join(root, "docs", "storage.md"), encoding="utf-8") as f:
         text = f.read()
-    section = text[text.index("## Storage types"):]
+    section = text[text.index("## Python"):]
     code = section[section.index("```python\n") + 10:]
     code = code[:code.index("```")]
     ns = {}
-    exec(compile(code, "README.md (Storage types)", "exec"), ns)
+    exec(compile(code, "docs/storage.md (Python)", "exec"), ns)
     n, k_cache, v_cache, v_scale = ns["n"], ns["k_cache"], ns["v_cache"], ns["v_scale"]
     assert k_cache[:, :, :n].tobytes() == ns["new_k"].astype(np.float16).tobytes()
     assert not k_cache[:, :, n:].any() and not v_cache[:, :, n:].any()

@@ -97,8 +97,14 @@ def error_buffers(c, d):
     op), with the break applied (short:, null:, set:, alias:). None = not bound."""
     kind, what = break_of(c)
     names = list(c["in"])
-    names += ["weights"] if c["op"] == "weights" else ["out", "lse"] + (
-        ["key_mass"] if c["mass"] else [])
+    if c["op"] == "kv_append":    # k and v are the caches
+        names.remove("q")
+    elif c["op"] == "merge":      # the accumulator (the part: part_out, part_lse)
+        names = [x for x in names if x not in ("q", "k", "v")] + ["out", "lse"]
+    elif c["op"] == "weights":
+        names += ["weights"]
+    else:
+        names += ["out", "lse"] + (["key_mass"] if c["mass"] else [])
     lens = {x: d.required_len(OPERAND[x]) for x in names}
     dtype = lambda x: TYPES.get(x, np.float32)
     if kind == "alias":
@@ -107,8 +113,11 @@ def error_buffers(c, d):
     bufs = {x: np.zeros(lens[x], dtype(x)) for x in names}
     if kind == "short":
         bufs[what] = np.zeros(lens[what] - 1, dtype(what))
-    elif kind == "null":
+    elif kind == "null" and what != "part":
         bufs[what] = None
+    elif kind == "empty":         # bound with 0 elements (not None)
+        for x in what.split(","):
+            bufs[x] = np.zeros(0, dtype(x))
     elif kind == "set":
         target, value = what.split("=")
         x, index = target.rstrip("]").split("[")
@@ -121,17 +130,41 @@ def error_buffers(c, d):
 
 
 def status_of(call):
+    """(status, message) of call, the status read from the kind of the exception: NULL_POINTER
+    is an attn.NullPointerError, INVALID_ARGUMENT an attn.InvalidArgumentError that is not one
+    (both ValueErrors), any other status a plain attn.AttentionError."""
     try:
         call()
     except attn.AttentionError as e:
-        if e.status in (attn.Status.INVALID_ARGUMENT, attn.Status.NULL_POINTER):
-            assert isinstance(e, ValueError), "README: %s is a ValueError" % e.status.name
+        kind = {attn.Status.NULL_POINTER: attn.NullPointerError,
+                attn.Status.INVALID_ARGUMENT: attn.InvalidArgumentError}.get(e.status)
+        if kind is not None:
+            assert isinstance(e, kind) and isinstance(e, ValueError), (e.status, type(e))
+        if e.status == attn.Status.INVALID_ARGUMENT:
+            assert not isinstance(e, attn.NullPointerError), type(e)
+        if kind is None:
+            assert not isinstance(e, attn.InvalidArgumentError), (e.status, type(e))
         return int(e.status), e.message
     return 0, ""
 
 
+def serving_call(c, d, bufs):
+    """op=kv_append / op=merge through the face's own calls (Desc.kv_append, Desc.merge)."""
+    if c["op"] == "kv_append":
+        k, v = bufs.pop("k"), bufs.pop("v")
+        d.kv_append(k, v, bufs.pop("new_k", None), bufs.pop("new_v", None), **bufs)
+    else:
+        part = (None, None) if c["break"] == "null:part" else (
+            np.zeros_like(bufs["out"]), np.zeros_like(bufs["lse"]))
+        d.merge(bufs.pop("out"), bufs.pop("lse"), *part, **bufs)
+
+
 def raw_call(c):
     """Args + Desc.run: the raw face, buffers as C sees them."""
+    if c["op"] in ("kv_append", "merge"):
+        with error_desc(c) as d:
+            serving_call(c, d, error_buffers(c, d))
+        return
     with error_desc(c) as d, attn.Args() as args:
         bufs = error_buffers(c, d)
         for x, a in bufs.items():
@@ -146,6 +179,8 @@ def shaped_call(c):
     """Desc.forward / Desc.weights with the same (flat) buffers."""
     with error_desc(c) as d:
         bufs = error_buffers(c, d)
+        if c["op"] in ("kv_append", "merge"):
+            return serving_call(c, d, bufs)
         q, k = bufs.pop("q"), bufs.pop("k")
         if c["op"] == "weights":
             bufs.pop("v", None)

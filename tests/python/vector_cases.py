@@ -23,7 +23,7 @@ VECTORS = os.path.join(ROOT, "tests", "vectors")
 TOL = 1e-5
 
 INT_PARAMS = ("causal", "window_left", "window_right", "alibi", "softmax_plus_one",
-              "head_dim_v", "weights_mode", "bias_first", "diagonal", "alibi_form")
+              "head_dim_v", "weights_mode", "bias_first", "varlen", "diagonal", "alibi_form")
 FLOAT_PARAMS = ("softcap", "scale")
 STRIDED = ("q", "k", "v", "out", "bias", "k_scale", "v_scale")
 #: strides.<x> keys that are not N-D strided views (the slopes: [batch][heads_q] or flat)
@@ -32,7 +32,9 @@ OPERAND = {op.name.lower(): op for op in attn.Operand}
 TYPES = {"q": np.float32, "k": np.float32, "v": np.float32, "bias": np.float32,
          "alibi_slopes": np.float32, "sinks": np.float32, "key_valid": np.uint8,
          "allowed": np.uint8, "query_valid": np.uint8, "seq_lens_k": np.int32,
-         "k_scale": np.float32, "v_scale": np.float32, "dout": np.float32}
+         "k_scale": np.float32, "v_scale": np.float32, "dout": np.float32,
+         "cu_seqlens_q": np.int32, "cu_seqlens_k": np.int32, "new_k": np.float32,
+         "new_v": np.float32}
 SUFFIX = {np.float32: "f32", np.uint8: "u8", np.int32: "i32"}
 #: store.<x> values: the file suffix -> numpy dtype of the file's elements
 STORE = {"f16": np.float16, "bf16": np.uint16, "i8": np.int8}

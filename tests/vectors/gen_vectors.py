@@ -256,15 +256,16 @@ INDEX_HEADER = """\
 # ---------------------------------------------------------------------------------------------
 
 VARIANT_PARAMS = ["causal", "window_left", "window_right", "softcap", "alibi",
-                  "softmax_plus_one", "head_dim_v", "bias_first", "scale", "diagonal",
+                  "softmax_plus_one", "head_dim_v", "bias_first", "scale", "varlen", "diagonal",
                   "alibi_form"]
 FLOAT_PARAMS = ("softcap", "scale")
 VARIANT_STRIDES = ["q", "k", "v", "out", "bias", "alibi_slopes"]
 VARIANT_INPUTS = ["q", "k", "v", "key_valid", "allowed", "bias", "alibi_slopes", "sinks",
-                  "query_valid", "seq_lens_k"]
+                  "query_valid", "seq_lens_k", "cu_seqlens_q", "cu_seqlens_k", "new_k", "new_v"]
 INPUT_TYPE = {"q": "f32", "k": "f32", "v": "f32", "bias": "f32", "alibi_slopes": "f32",
               "sinks": "f32", "key_valid": "u8", "allowed": "u8", "query_valid": "u8",
-              "seq_lens_k": "i32"}
+              "seq_lens_k": "i32", "cu_seqlens_q": "i32", "cu_seqlens_k": "i32",
+              "new_k": "f32", "new_v": "f32"}
 NEG_INF = -math.inf
 
 
@@ -702,6 +703,17 @@ ERRORS = [
     err("alias_weights_bias", "alias:weights=bias", ST_INVALID, "weights", op="weights",
         inputs=ALL_IN[:3] + ["bias"]),
     err("alias_inputs_ok", "alias:k=q", ST_OK, None),
+    # Packed variable-length batches: the library checks the prefix sums (cu_seqlens_q
+    # zero-filled, then [0, 2, 0]: decreasing); a pack of 0 tokens is valid and produces
+    # nothing, with empty (not null) buffers.
+    err("varlen_cu_seqlens_q_decreasing", "set:cu_seqlens_q[1]=2", ST_INVALID, "cu_seqlens_q",
+        inputs=ALL_IN[:3] + ["cu_seqlens_q", "cu_seqlens_k"], varlen=1),
+    err("varlen_empty_pack", "empty:q,k,v,out,lse", ST_OK, None,
+        inputs=ALL_IN[:3] + ["cu_seqlens_q", "cu_seqlens_k"], varlen=1),
+    # attn_kv_append without the new key rows; attn_merge without a part.
+    err("kv_append_new_k_missing", "null:new_k", ST_NULL, "new_k", op="kv_append",
+        inputs=ALL_IN[:3] + ["seq_lens_k", "new_k", "new_v"]),
+    err("merge_part_missing", "null:part", ST_NULL, "part", op="merge"),
 ]
 
 

@@ -23,13 +23,13 @@ Four faces:
 
 * ``Args`` + ``Desc.run``: the raw attn_args / attn_run pair.
 
-Storage types (README "Storage types"): q, k and v may be numpy float16 arrays, bfloat16 bit
+Storage types (docs/storage.md): q, k and v may be numpy float16 arrays, bfloat16 bit
 patterns wrapped as ``BF16(uint16_array)``, and k and v int8 arrays with their float32 scales
 (``k_scale=`` / ``v_scale=``); all are passed to the library without copies and widened to
 float32 on load. ``f32_to_f16``, ``f32_to_bf16``, ``f16_to_f32``, ``bf16_to_f32`` and
 ``quantize_i8`` are the library's conversions (new arrays, or ``out=``).
 
-Gradients (README "Gradients"): ``Desc.backward(q, k, v, out, lse, dout)`` returns
+Gradients (docs/api.md, "Backward"): ``Desc.backward(q, k, v, out, lse, dout)`` returns
 ``Gradients(dq, dk, dv, dbias, dsinks)`` (ATTN_OP_BACKWARD); raw: ``Operand.DOUT``, ``DQ``,
 ``DK``, ``DV``, ``DBIAS``, ``DSINKS`` with ``Op.BACKWARD``.
 
@@ -40,7 +40,7 @@ variable-length batches (``cu_seqlens_q`` / ``cu_seqlens_k``), paged K/V caches 
 depend only on its own sequence). The raw face: ``Args.set_cu_seqlens_q`` ... ``set_new_v``,
 ``Desc.run_kv_append``, ``Desc.run_merge``.
 
-Compute mode (README "Compute mode"): ``Desc(..., compute="fp16")`` (``Compute.FP16``,
+Compute mode (docs/storage.md): ``Desc(..., compute="fp16")`` (``Compute.FP16``,
 ATTN_PARAM_COMPUTE) runs prefill-like forward calls on the AVX512-FP16 fast path, outputs within
 about 1e-2 max|v| of ``Compute.EXACT`` (the default); other calls and CPUs run exactly as EXACT.
 
@@ -102,15 +102,15 @@ def isa() -> str:
 
 def set_isa(name: Optional[str]) -> None:
     """Cap the kernel at `name` ("scalar", "sse2", "avx2", "avx512", "avx512fp16"), or restore the default
-    with None or "". A name with an embedded NUL or non-ASCII characters is refused with the
-    library's wording (it could never name a kernel; C would see a different string)."""
+    with None or "". A name with an embedded NUL (C would read "avx2\\x00junk" as "avx2") reaches
+    C with its control characters shown as \\xNN, which names no kernel either: the refusal and
+    its list of names are the library's own."""
     if name is not None and not isinstance(name, str):
         raise ArgumentTypeError("name must be a str or None, got %s" % type(name).__name__)
-    if name is not None and (not name.isascii() or "\0" in name):
-        shown = "".join("\\x%02x" % ord(c) if ord(c) < 32 else c for c in name[:64])
-        raise InvalidArgumentError('attn_set_isa: name "%s" is not one of scalar, sse2, avx2, '
-                                   'avx512, avx512fp16' % shown)
-    check_status(_lib.attn_set_isa(None if name is None else name.encode("ascii")))
+    if name is not None and "\0" in name:
+        name = "".join("\\x%02x" % ord(c) if ord(c) < 32 else c for c in name)
+    check_status(_lib.attn_set_isa(
+        None if name is None else name.encode("utf-8", "backslashreplace")))
 
 
 def num_threads() -> int:

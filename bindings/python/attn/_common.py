@@ -1,6 +1,6 @@
 """Enums, errors and argument checks shared by the faces of the package (internal).
 
-Error classes and the statuses they carry (README "One rule in every language"):
+Error classes and the statuses they carry (docs/errors.md, "One rule in every language"):
 
     AttentionError                 every failure the library reports, and every argument the
                                    binding refuses; .status is a Status, .message the text
@@ -74,18 +74,18 @@ class Operand(enum.IntEnum):
     QUERY_VALID = 11
     SEQ_LENS_K = 12
     KEY_MASS = 13
-    CU_SEQLENS_Q = 14   # since 0.2, the serving layouts (README "Serving layouts")
+    CU_SEQLENS_Q = 14   # since 0.2, the serving layouts (docs/serving.md)
     CU_SEQLENS_K = 15
     BLOCK_TABLE = 16
     NEW_K = 17
     NEW_V = 18
-    DOUT = 19           # since 0.2, Op.BACKWARD (README "Gradients"): the gradient of OUT, input
+    DOUT = 19           # since 0.2, Op.BACKWARD (docs/api.md, "Backward"): the gradient of OUT, input
     DQ = 20             # the gradients written by Op.BACKWARD, each in its forward operand's
     DK = 21             # layout (dbias: broadcast dims summed)
     DV = 22
     DBIAS = 23
     DSINKS = 24
-    K_SCALE = 25        # since 0.2, int8 K / V (README "Storage types"): float32 scale per
+    K_SCALE = 25        # since 0.2, int8 K / V (docs/storage.md): float32 scale per
     V_SCALE = 26        # (batch, heads_kv, seq_k) row, strided like K with head_dim 1
 
 
@@ -101,7 +101,7 @@ class Param(enum.IntEnum):
     HEAD_DIM_V = 7
     WEIGHTS_MODE = 8
     BIAS_FIRST = 9
-    VARLEN = 10           # the serving layouts (README "Serving layouts")
+    VARLEN = 10           # the serving layouts (docs/serving.md)
     PAGE_SIZE = 11
     MAX_PAGES = 12
     BATCH_INVARIANT = 13

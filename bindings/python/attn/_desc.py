@@ -398,8 +398,8 @@ class Desc:
     Shapes (numpy order, outermost first): q (batch, heads_q, seq_q, head_dim), k (batch,
     heads_kv, seq_k, head_dim), v (batch, heads_kv, seq_k, head_dim_v), out (batch, heads_q,
     seq_q, head_dim_v); float32, or q, k, v stored as float16, attn.BF16 or (k, v) int8 with
-    k_scale / v_scale (batch, heads_kv, seq_k) (README "Storage types"). Masks are bool_ (or
-    uint8) arrays, True = visible / real. backward() gives the gradients (README "Gradients").
+    k_scale / v_scale (batch, heads_kv, seq_k) (docs/storage.md). Masks are bool_ (or
+    uint8) arrays, True = visible / real. backward() gives the gradients (docs/api.md, "Backward").
     Strided operands (q, k, v, out, bias) may be any strided view of exactly their shape (see the
     module doc) or flat buffers laid out with the strides given here.
 
@@ -420,7 +420,7 @@ class Desc:
     v_strides, out_strides, bias_strides, k_scale_strides, v_scale_strides: (batch_stride,
     head_stride, row_stride) in elements (the scales: of their (batch, heads_kv, seq_k) rows).
 
-    Serving layouts (README "Serving layouts"): varlen (bool: a packed variable-length batch,
+    Serving layouts (docs/serving.md): varlen (bool: a packed variable-length batch,
     FlashAttention's varlen; seq_q / seq_k are then the maximum lengths and q, out are
     (total_q, heads_q, head_dim[_v]) token rows, k, v (total_k, heads_kv, head_dim[_v]), lse
     (heads_q, total_q), the totals read from cu_seqlens_q / cu_seqlens_k of each call);
@@ -1316,7 +1316,7 @@ class Desc:
         q, k, v:     (batch, heads_q, seq_q, head_dim), (batch, heads_kv, seq_k, head_dim),
                      (batch, heads_kv, seq_k, head_dim_v); any strides with the last dimension
                      contiguous, or flat buffers (see the class doc); read in place. float32,
-                     or a storage type (README "Storage types"): float16, attn.BF16 (bfloat16
+                     or a storage type (docs/storage.md): float16, attn.BF16 (bfloat16
                      bits), int8 for k and v (with k_scale / v_scale); widened to float32 on
                      load
         key_valid:   None or bool_/uint8 (batch, seq_k), True = real key
@@ -1849,6 +1849,10 @@ class Desc:
 # Args: the raw binding object
 # ------------------------------------------------------------------------------------------
 
+#: the address bound for an empty array whose data pointer is NULL: never read (length 0)
+_EMPTY_ANCHOR = ctypes.c_uint64()
+
+
 class Args:
     """attn_args: operand -> (buffer, element count), for Desc.run. The raw face of the C call:
     buffers are C-contiguous numpy arrays (any shape) read with the descriptor's configured
@@ -1876,11 +1880,11 @@ class Args:
         if array is not None:
             a = as_ndarray(name, array, _common.dtype_name(dtypes), writable)
             check_dtype(name, a, dtypes)
-            if a.size == 0:
-                raise InvalidArgumentError("%s has 0 elements (an empty array is not \"not "
-                                           "given\": pass None to unbind)" % name)
             Desc._flags(name, a, writable)
-            ptr, n = _common.data_ptr(a), a.size
+            # An empty array is bound as empty, never as NULL ("not given"): the library
+            # decides (a length error where the call needs elements; a varlen pack of 0 tokens
+            # needs none).
+            ptr, n = _common.data_ptr(a) or ctypes.addressof(_EMPTY_ANCHOR), a.size
         else:
             a, ptr, n = None, None, 0
         with self._lock:

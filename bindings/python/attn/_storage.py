@@ -17,6 +17,7 @@ new arrays, or fill the ``out=`` arrays given.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Optional, Tuple, Union
 
 from . import _common, _lib
@@ -105,12 +106,14 @@ class BF16:
 
 
 def _source(name, x, dtypes, what):
-    """A C-contiguous array of one of `dtypes` with x's values (x itself when it already is)."""
-    a = as_ndarray(name, x, what)
-    check_dtype(name, a, dtypes)
+    """(x viewed as an ndarray, a C-contiguous array of one of `dtypes` with x's values: the
+    view itself when it already is one)."""
+    given = as_ndarray(name, x, what)
+    check_dtype(name, given, dtypes)
+    a = given
     if not (a.flags.c_contiguous and a.flags.aligned):
         a = _np.ascontiguousarray(a)  # a conversion reads values: a copy changes nothing
-    return a
+    return given, a
 
 
 def _destination(name, out, shape, dtypes, default):
@@ -132,6 +135,14 @@ def _destination(name, out, shape, dtypes, default):
     return a, _np.empty(shape, a.dtype)
 
 
+def _refuse_overlap(fn_name, message, a, b):
+    """C refuses an output overlapping an input, but sees only the contiguous buffers the face
+    passes (a strided array goes through a copy): so any shared byte of the arrays as given is
+    refused here, with C's message."""
+    if a is not None and b is not None and _np.shares_memory(a, b):
+        raise InvalidArgumentError("%s: %s" % (fn_name, message))
+
+
 def _finish(result, target):
     if target is not result:
         result[...] = target
@@ -141,8 +152,9 @@ def _finish(result, target):
 def _convert(fn_name, x, src_dtypes, what, out, dst_dtypes, default):
     need_numpy()
     fn = library_function(fn_name)
-    src = _source("x", x, src_dtypes, what)
+    given, src = _source("x", x, src_dtypes, what)
     result, dst = _destination("out", out, src.shape, dst_dtypes, default)
+    _refuse_overlap(fn_name, "src and dst overlap", given, result)
     if src.size:
         status = fn(_common.data_ptr(src), _common.data_ptr(dst), src.size)
         if status:
@@ -203,14 +215,18 @@ def quantize_i8(x: ArrayLike, out: Optional[ArrayLike] = None,
     InvalidArgumentError naming the row (the library's row number and x's index of it)."""
     need_numpy()
     fn = library_function("attn_quantize_i8")
-    src = _source("x", x, (_common.F32,), "float32")
+    given, src = _source("x", x, (_common.F32,), "float32")
     if src.ndim == 0:
         raise InvalidArgumentError("x is a scalar: quantize_i8 needs rows (..., dim)")
     dim = src.shape[-1]
-    rows = src.size // dim if dim else 0
+    rows = math.prod(src.shape[:-1])  # rows of dim 0 too: each gets scale 0
     q_res, q_dst = _destination("out", out, src.shape, (_common.I8,), _common.I8)
     s_res, s_dst = _destination("scales", scales, src.shape[:-1], (_common.F32,), _common.F32)
-    if src.size:
+    fn_name = "attn_quantize_i8"
+    _refuse_overlap(fn_name, "src and dst overlap", given, q_res)
+    _refuse_overlap(fn_name, "scales overlaps src or dst", given, s_res)
+    _refuse_overlap(fn_name, "scales overlaps src or dst", q_res, s_res)
+    if rows:
         status = fn(_common.data_ptr(src), rows, dim, _common.data_ptr(q_dst),
                     _common.data_ptr(s_dst))
         if status:

@@ -4,10 +4,12 @@ package org.libattn;
  * Entry points of libattn that need no descriptor: the simple one-sequence attention, version,
  * thread count and kernel (ISA) selection.
  *
- * <p>Errors: a {@code null} required array throws {@link NullPointerException}, a negative size
- * or an array shorter than required throws {@link IllegalArgumentException} (checked
- * before anything reaches native code), and a failure reported by the library throws
- * {@link AttentionException} with its status and message. All methods are thread-safe.
+ * <p>Errors (one rule, whether this class or the library finds the problem): a {@code null}
+ * required array and the library's NULL_POINTER throw {@link NullPointerException}; a negative
+ * size, an array shorter than required and the library's INVALID_ARGUMENT throw
+ * {@link IllegalArgumentException}; any other failure the library reports throws
+ * {@link AttentionException} with its status. The message names the argument (the library's
+ * own message for what it refused). All methods are thread-safe.
  */
 public final class Attention {
     private Attention() {}
@@ -28,7 +30,7 @@ public final class Attention {
      * @throws NullPointerException     q, k or v is null
      * @throws IllegalArgumentException n or d is negative, an array is shorter than n*d (padMask
      *                                  than n), or n*d exceeds the largest Java array
-     * @throws AttentionException       the library refused the call (e.g. n or d is 0)
+     * @throws IllegalArgumentException the library refused the call (e.g. n or d is 0)
      */
     public static float[] simple(float[] q, float[] k, float[] v, int n, int d, boolean causal,
             boolean[] padMask) {
@@ -45,7 +47,7 @@ public final class Attention {
     /**
      * As {@link #simple(float[], float[], float[], int, int, boolean, boolean[])}, writing into
      * {@code out} (at least n*d elements). An out that overlaps q, k or v (the same array) is
-     * refused by the library: {@link AttentionException} "out overlaps q".
+     * refused by the library: {@link IllegalArgumentException} "out overlaps q".
      */
     public static void simple(float[] q, float[] k, float[] v, int n, int d, boolean causal,
             boolean[] padMask, float[] out) {
@@ -99,10 +101,10 @@ public final class Attention {
     /**
      * Caps the kernel (process-wide) at {@code name}; null or "" restores the default.
      *
-     * @throws AttentionException INVALID_ARGUMENT for an unknown name (embedded NULs and
-     *                            non-ASCII characters included: the library's "name ... is not
-     *                            one of scalar, sse2, avx2, avx512"), UNSUPPORTED if this CPU
-     *                            or build lacks it
+     * @throws IllegalArgumentException an unknown name (embedded NULs and non-ASCII characters
+     *                                  included: the library's "name ... is not one of scalar,
+     *                                  sse2, ...")
+     * @throws AttentionException       {@link Status#UNSUPPORTED}: this CPU or build lacks it
      */
     public static void setIsa(String name) {
         AttnNative.attn_set_isa(name);
@@ -117,8 +119,7 @@ public final class Attention {
      * Sets the number of threads attention calls use (the caller counts as one); 0 restores the
      * default (ATTN_NUM_THREADS, else the hardware thread count).
      *
-     * @throws IllegalArgumentException n is negative
-     * @throws AttentionException       the library refused n (above 256)
+     * @throws IllegalArgumentException n is negative, or the library refused it (above 256)
      */
     public static void setNumThreads(int n) {
         if (n < 0) {

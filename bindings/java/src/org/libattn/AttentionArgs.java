@@ -86,8 +86,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * <ul>
  * <li>{@code set}: {@link IllegalArgumentException} for the wrong element type, an array or
  * buffer shorter than {@code desc.requiredLen(which)} (empty included: "key_valid has 0
- * elements, needs at least 14"; for the operands of a varlen pack, whose requiredLen is an upper
- * bound, only empty ones), a heap or wrongly ordered buffer, a read-only output buffer;
+ * elements, needs at least 14"; not for the operands of a varlen pack, whose requiredLen is an
+ * upper bound: the library checks each call's pack, which may be empty), a heap or wrongly
+ * ordered buffer, a read-only output buffer;
  * <li>{@code setF16}, {@code setBf16}, {@code setI8}: {@link IllegalArgumentException} for an
  * operand that cannot be stored so (only q, k and v in 16 bits, only k and v as int8), and the
  * length and buffer rules of {@code set};
@@ -95,8 +96,10 @@ import java.util.concurrent.atomic.AtomicLong;
  * operand is not bound (q, k and v and out for FORWARD; q, k and weights for WEIGHTS; q, k, v,
  * out, lse, dout and at least one gradient for BACKWARD; k_scale / v_scale with an int8 k / v;
  * cu_seqlens_q (and cu_seqlens_k without pages) with varlen; block_table and seq_lens_k with
- * pages); {@link AttentionException} for what the library refuses, with its status and message
- * (an output overlapping another operand, a seq_lens_k value out of range, bad prefix sums or
+ * pages); what the library refuses with the kind of its status and the library's message
+ * (INVALID_ARGUMENT an {@link IllegalArgumentException}, NULL_POINTER a
+ * {@link NullPointerException}, any other status an {@link AttentionException}): an
+ * {@link IllegalArgumentException} for an output overlapping another operand, a seq_lens_k value out of range, bad prefix sums or
  * block-table entries, naming the sequence and the slot: "block_table[1][2] (99) is not a page
  * of the K/V buffers, which hold 4 pages", ALiBi slopes missing or bound without
  * {@link Alibi#OPERAND}, sinks with softmaxPlusOne, a scale bound for an fp32 or 16-bit k / v,
@@ -474,7 +477,8 @@ public final class AttentionArgs implements AutoCloseable {
      * operands an operation does not read are ignored.
      *
      * @throws NullPointerException  op is null, or a required operand is not bound
-     * @throws AttentionException    the library refused the call
+     * @throws IllegalArgumentException the library refused an operand, a value or a combination
+     * @throws AttentionException    the library refused the call otherwise (e.g. UNSUPPORTED)
      * @throws IllegalStateException this object or its descriptor is closed
      */
     public void run(Op op) {
@@ -523,8 +527,9 @@ public final class AttentionArgs implements AutoCloseable {
      * bound DQ, DK, DV, DBIAS and DSINKS.
      *
      * @throws NullPointerException  q, k, v, out, lse or dout is not bound, or no gradient is
-     * @throws AttentionException    the library refused the call (e.g. 16-bit or int8 q, k or v:
-     *                               {@link Status#UNSUPPORTED}; dbias without bias)
+     * @throws IllegalArgumentException the library refused an operand (e.g. dbias without bias)
+     * @throws AttentionException    the library refused the call otherwise (e.g. 16-bit or int8
+     *                               q, k or v: {@link Status#UNSUPPORTED})
      * @throws IllegalStateException this object or its descriptor is closed
      */
     public void backward() {
@@ -602,9 +607,10 @@ public final class AttentionArgs implements AutoCloseable {
      *                                  (cu_seqlens_q with varlen, block_table with pages,
      *                                  cu_seqlens_k with varlen and no pages), is not bound
      * @throws IllegalArgumentException a cache shorter than requiredLen(K) / requiredLen(V)
-     *                                  (one page with pages; with varlen and no pages only an
-     *                                  empty one), a heap, wrongly ordered or read-only buffer
-     * @throws AttentionException       the library refused the call, e.g. "seq_lens_k[0] (1) is
+     *                                  (one page with pages; with varlen and no pages the
+     *                                  library checks the pack), a heap, wrongly ordered or
+     *                                  read-only buffer; or the library refused the call, e.g.
+     *                                  "seq_lens_k[0] (1) is
      *                                  less than the 2 new tokens of sequence 0",
      *                                  "block_table[2][0] (1000) is not a page of the K/V
      *                                  buffers, which hold 9 pages", caches that overlap each

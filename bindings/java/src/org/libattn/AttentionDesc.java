@@ -45,9 +45,11 @@ import java.util.concurrent.locks.LockSupport;
  * negative size or stride, or a parameter outside its range (attn_param_bounds) given to the
  * builder;
  * <li>{@link IllegalStateException}: the descriptor is closed;
- * <li>{@link AttentionException}: the library refused the call (status + the library's message),
- * e.g. a dimension of 0, heads_q not a multiple of heads_kv, an output overlapping another
- * argument ("out overlaps q", also when it is the same array).
+ * <li>what the library refuses has the kind of its status, with the library's message:
+ * INVALID_ARGUMENT an {@link IllegalArgumentException} (a dimension of 0, heads_q not a
+ * multiple of heads_kv, an output overlapping another argument: "out overlaps q", also when it
+ * is the same array), NULL_POINTER a {@link NullPointerException}, any other status an
+ * {@link AttentionException} carrying it (e.g. UNSUPPORTED).
  * </ul>
  *
  * <h2>Threads</h2>
@@ -136,7 +138,7 @@ public final class AttentionDesc implements AutoCloseable {
         for (Operand op : Operand.values()) {
             long n = AttnNative.attn_desc_required_len(handle, op.raw);
             required[op.ordinal()] = n;
-            least[op.ordinal()] = bounded(op) ? Math.min(n, 1) : n;
+            least[op.ordinal()] = bounded(op) ? 0 : n;
         }
         // Last: from here on the Cleaner owns the handle (the builder frees it on a failure above).
         this.owner = new Natives.Handle(handle, false);
@@ -184,7 +186,7 @@ public final class AttentionDesc implements AutoCloseable {
      * @throws NullPointerException     acc or part is null, or an operand merge needs is not
      *                                  bound
      * @throws IllegalArgumentException acc and part are the same object
-     * @throws AttentionException       the library refused the call (a buffer too short, acc's
+     * @throws IllegalArgumentException the library refused the call (a buffer too short, acc's
      *                                  and part's buffers overlapping, bad cu_seqlens_q)
      * @throws IllegalStateException    this descriptor, acc or part is closed
      */
@@ -630,7 +632,8 @@ public final class AttentionDesc implements AutoCloseable {
      * and parameters outside their range (attn_param_bounds) are refused at once with
      * {@link IllegalArgumentException}; sizes the library refuses (0, headsQ not a multiple of
      * headsKv) and strides that do not fit make {@link #build()} throw
-     * {@link AttentionException}. A builder may build several descriptors.
+     * {@link IllegalArgumentException} with the library's message. A builder may build several
+     * descriptors.
      */
     public static final class Builder {
         private int batch = 1;
@@ -941,8 +944,8 @@ public final class AttentionDesc implements AutoCloseable {
         /**
          * Creates the descriptor.
          *
-         * @throws AttentionException the library refused a size, a parameter or a stride; the
-         *                            message names it
+         * @throws IllegalArgumentException the library refused a size, a parameter or a
+         *                                  stride; the message names it
          */
         public AttentionDesc build() {
             long[] out = new long[1];

@@ -3,8 +3,15 @@ package org.libattn;
 import java.nio.charset.StandardCharsets;
 
 /**
- * A libattn call failed: carries the {@link Status} and the library's own message for that call
- * (attn_last_error, read in the same native call, on the same thread).
+ * A libattn call failed for a reason other than its arguments: carries the {@link Status}
+ * ({@link Status#UNSUPPORTED}, {@link Status#OUT_OF_MEMORY}, {@link Status#INTERNAL}) and the
+ * library's own message for that call (attn_last_error, read in the same native call, on the
+ * same thread).
+ *
+ * <p>Argument errors have the language's own kinds, whether the binding sees them before calling
+ * into C or the library reports them (README "One rule in every language"):
+ * {@link Status#INVALID_ARGUMENT} is an {@link IllegalArgumentException} and
+ * {@link Status#NULL_POINTER} a {@link NullPointerException}, each with the library's message.
  *
  * <p>{@link #getMessage()} is {@code "<status description>: <library message>"}, for example
  * {@code "invalid argument: heads_q (6) is not a multiple of heads_kv (4)"}.
@@ -21,9 +28,21 @@ public class AttentionException extends RuntimeException {
         this(status.code(), status, libraryMessage);
     }
 
-    /** Thrown from the JNI layer: the message arrives as the C string's UTF-8 bytes. */
-    AttentionException(int code, byte[] utf8Message) {
-        this(code, known(code), new String(utf8Message, StandardCharsets.UTF_8));
+    /**
+     * The exception of a failed native call, thrown by the JNI layer: NULL_POINTER is a
+     * {@link NullPointerException}, INVALID_ARGUMENT an {@link IllegalArgumentException}, each
+     * with the library's message; any other status an AttentionException. The message arrives
+     * as the C string's UTF-8 bytes.
+     */
+    static RuntimeException forStatus(int code, byte[] utf8Message) {
+        String message = new String(utf8Message, StandardCharsets.UTF_8);
+        if (code == Status.NULL_POINTER.code()) {
+            return new NullPointerException(message);
+        }
+        if (code == Status.INVALID_ARGUMENT.code()) {
+            return new IllegalArgumentException(message);
+        }
+        return new AttentionException(code, known(code), message);
     }
 
     private AttentionException(int code, Status status, String libraryMessage) {

@@ -9,7 +9,7 @@ import java.nio.ShortBuffer;
 
 /**
  * Argument checks shared by the face classes; every message names the argument. The rules are
- * README's "One rule in every language": null means "not given" (an error for a required
+ * docs/errors.md, "One rule in every language": null means "not given" (an error for a required
  * argument: {@link NullPointerException}); an array or buffer shorter than required, empty ones
  * included, is an {@link IllegalArgumentException} ("q has 10 elements, needs at least 12");
  * longer ones are fine (only the prefix is used).

@@ -25,9 +25,9 @@ import java.nio.ShortBuffer;
  *
  * <p>Errors: a null array or buffer is a {@link NullPointerException}; a negative position or
  * count, a range past the end of an array or buffer, a heap or wrongly ordered buffer, a
- * read-only destination an {@link IllegalArgumentException} naming it; what the library refuses
- * (buffers that overlap, a row to quantize holding NaN or infinity, naming the row) an
- * {@link AttentionException}.
+ * read-only destination an {@link IllegalArgumentException} naming it; so is what the library
+ * refuses (buffers that overlap, a row to quantize holding NaN or infinity, naming the row),
+ * with the library's message.
  */
 public final class Convert {
     private Convert() {}
@@ -124,7 +124,7 @@ public final class Convert {
      * headDim): per row scale = max|x| / 127 and value = x / scale rounded to nearest even
      * (|value| &lt;= 127); an all-zero row gets scale 0 and values 0.
      *
-     * @throws AttentionException a row holds NaN or infinity (the message names the row)
+     * @throws IllegalArgumentException a row holds NaN or infinity (the message names the row)
      */
     public static Int8 quantizeI8(float[] src, int rows, int dim) {
         long n = quantizeShape(src, rows, dim);
