@@ -65,6 +65,13 @@
 %rename("%s") attn_compute;
 %rename("%s") ATTN_COMPUTE_EXACT;
 %rename("%s") ATTN_COMPUTE_FP16;
+%rename("%s") attn_diagonal;
+%rename("%s") ATTN_DIAGONAL_CAUSAL;
+%rename("%s") ATTN_DIAGONAL_TOP_LEFT;
+%rename("%s") ATTN_DIAGONAL_BOTTOM_RIGHT;
+%rename("%s") attn_alibi_form;
+%rename("%s") ATTN_ALIBI_LINEAR;
+%rename("%s") ATTN_ALIBI_SYMMETRIC;
 %rename("%s") attn_op;
 %rename("%s") ATTN_OP_FORWARD;
 %rename("%s") ATTN_OP_WEIGHTS;

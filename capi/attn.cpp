@@ -322,7 +322,8 @@ void compute_lens(attn_desc *d) {
     d->len[ATTN_WEIGHTS] = s.batch * s.heads_q * s.seq_q * s.seq_k;
     d->len[ATTN_KEY_VALID] = s.batch * s.seq_k;
     d->len[ATTN_ALLOWED] = s.seq_q * s.seq_k;
-    d->len[ATTN_ALIBI_SLOPES] = s.heads_q;
+    span_of(s.batch, d->p.alibi_batch, s.heads_q, d->p.alibi_head, 1, 0, 1,
+            &d->len[ATTN_ALIBI_SLOPES]);
     d->len[ATTN_SINKS] = s.heads_q;
     d->len[ATTN_QUERY_VALID] = s.batch * s.seq_q;
     d->len[ATTN_SEQ_LENS_K] = s.batch;
@@ -742,7 +743,11 @@ attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *s
     if (desc->alibi != ATTN_ALIBI_OPERAND && alibi)
         return fail(ATTN_ERR_INVALID_ARGUMENT,
                     "%s: alibi_slopes is bound but ATTN_PARAM_ALIBI is not ATTN_ALIBI_OPERAND", fn);
-    if (desc->alibi == ATTN_ALIBI_STANDARD) alibi = desc->alibi_standard.data();
+    if (desc->alibi == ATTN_ALIBI_STANDARD) { // the library's [heads_q] slopes
+        alibi = desc->alibi_standard.data();
+        p.alibi_batch = 0;
+        p.alibi_head = 1;
+    }
     if (slot[ATTN_SINKS].ptr && p.plus_one)
         return fail(ATTN_ERR_INVALID_ARGUMENT,
                     "%s: sinks cannot be combined with ATTN_PARAM_SOFTMAX_PLUS_ONE", fn);
@@ -828,7 +833,7 @@ struct ParamInfo {
     bool is_float;
     double min, max;
 };
-constexpr int kParams = 15;
+constexpr int kParams = 17;
 const ParamInfo kParamInfo[kParams] = {
     {"ATTN_PARAM_CAUSAL", false, 0, 2},
     {"ATTN_PARAM_SCALE", true, -3.4028234663852886e38, 3.4028234663852886e38},
@@ -845,6 +850,8 @@ const ParamInfo kParamInfo[kParams] = {
     {"ATTN_PARAM_MAX_PAGES", false, 0, 2147483647.0},
     {"ATTN_PARAM_BATCH_INVARIANT", false, 0, 1},
     {"ATTN_PARAM_COMPUTE", false, 0, 1},
+    {"ATTN_PARAM_DIAGONAL", false, 0, 2},
+    {"ATTN_PARAM_ALIBI_FORM", false, 0, 1},
 };
 
 // Switches the layout mode (varlen, page size, max pages) to `trial`: default strides follow
@@ -983,6 +990,12 @@ attn_status apply_param(const char *fn, attn_desc *d, int id, double v) {
     case ATTN_PARAM_COMPUTE:
         p.fp16 = iv == ATTN_COMPUTE_FP16;
         break;
+    case ATTN_PARAM_DIAGONAL:
+        p.diagonal = static_cast<core::Diagonal>(iv);
+        break;
+    case ATTN_PARAM_ALIBI_FORM:
+        p.alibi_symmetric = iv == ATTN_ALIBI_SYMMETRIC;
+        break;
     }
     return ATTN_OK;
 }
@@ -1020,6 +1033,10 @@ double read_param(const attn_desc *d, int id) {
         return p.invariant ? 1 : 0;
     case ATTN_PARAM_COMPUTE:
         return p.fp16 ? ATTN_COMPUTE_FP16 : ATTN_COMPUTE_EXACT;
+    case ATTN_PARAM_DIAGONAL:
+        return static_cast<double>(static_cast<int>(p.diagonal));
+    case ATTN_PARAM_ALIBI_FORM:
+        return p.alibi_symmetric ? ATTN_ALIBI_SYMMETRIC : ATTN_ALIBI_LINEAR;
     }
     return 0;
 }
@@ -1361,16 +1378,40 @@ attn_status attn_desc_set_scale(attn_desc *desc, float scale) {
     });
 }
 
+namespace {
+// ALiBi slopes [batch][heads_q]: slope (b, h) at b * batch_stride + h * head_stride; there is no
+// row dimension.
+attn_status set_slope_strides(const char *fn, attn_desc *desc, size_t batch_stride,
+                              size_t head_stride, size_t row_stride) {
+    if (row_stride != 0)
+        return fail(ATTN_ERR_INVALID_ARGUMENT,
+                    "%s: alibi_slopes row_stride (%zu) must be 0 (the slopes are [batch][heads_q])",
+                    fn, row_stride);
+    const core::Shape &s = desc->p.shape;
+    size_t span;
+    if (!span_of(s.batch, batch_stride, s.heads_q, head_stride, 1, 0, 1, &span))
+        return fail(ATTN_ERR_INVALID_ARGUMENT,
+                    "%s: alibi_slopes strides (%zu, %zu, 0) make the buffer size overflow", fn,
+                    batch_stride, head_stride);
+    desc->p.alibi_batch = batch_stride;
+    desc->p.alibi_head = head_stride;
+    desc->len[ATTN_ALIBI_SLOPES] = span;
+    return ATTN_OK;
+}
+} // namespace
+
 attn_status attn_desc_set_strides(attn_desc *desc, attn_operand which, size_t batch_stride,
                                   size_t head_stride, size_t row_stride) {
     static const char fn[] = "attn_desc_set_strides";
     return guarded(fn, [&]() -> attn_status {
         if (attn_status st = check_mutable(fn, desc)) return st;
         const int w = raw_enum(which);
+        if (w == ATTN_ALIBI_SLOPES)
+            return set_slope_strides(fn, desc, batch_stride, head_stride, row_stride);
         if (!is_strided(w))
             return fail(ATTN_ERR_INVALID_ARGUMENT,
                         "%s: which (%d) must be ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT or ATTN_BIAS (or "
-                        "the int8 scales ATTN_K_SCALE, ATTN_V_SCALE)",
+                        "the int8 scales ATTN_K_SCALE, ATTN_V_SCALE, or ATTN_ALIBI_SLOPES)",
                         fn, w);
         const core::Shape &s = desc->p.shape;
         const core::Layout lay{batch_stride, head_stride, row_stride};

@@ -138,7 +138,7 @@ typedef enum attn_operand {
     ATTN_ALLOWED = 7,   /* [seq_q][seq_k]                     contiguous bytes */
     /* since 0.2, through attn_args / attn_run (see "Extensible call" below) */
     ATTN_BIAS = 8,         /* f32 [batch][heads_q][seq_q][seq_k] strided (0 broadcasts), input */
-    ATTN_ALIBI_SLOPES = 9, /* f32 [heads_q]                      contiguous, input */
+    ATTN_ALIBI_SLOPES = 9, /* f32 [heads_q] or [batch][heads_q]  strided (0 broadcasts), input */
     ATTN_SINKS = 10,       /* f32 [heads_q]                      contiguous, input */
     ATTN_QUERY_VALID = 11, /* u8  [batch][seq_q]                 contiguous bytes, input */
     ATTN_SEQ_LENS_K = 12,  /* i32 [batch]                        contiguous, input */
@@ -206,8 +206,13 @@ ATTN_API attn_status attn_desc_set_scale(attn_desc *desc, float scale);
  *  row_stride = H*D. In varlen mode (ATTN_PARAM_VARLEN) batch_stride of Q and OUT (and of K and
  *  V without paging) is not used; with a paged cache (ATTN_PARAM_PAGE_SIZE) batch_stride of K
  *  and V is the page stride and row_stride the token stride inside a page.
- *  ATTN_OK; ATTN_ERR_NULL_POINTER; ATTN_ERR_INVALID_ARGUMENT (which is not Q/K/V/OUT/BIAS, the
- *  buffer size overflows, OUT strides do not nest, or the descriptor was already used).
+ *  ATTN_ALIBI_SLOPES (since 0.2) is [batch][heads_q] with no row dimension: slope (b, h) at
+ *  b*batch_stride + h*head_stride, row_stride must be 0. Default (0, 1, 0): one [heads_q] row for
+ *  every batch entry; (heads_q, 1, 0): per-batch slopes [batch][heads_q]; b is the sequence in
+ *  varlen and paged calls. attn_desc_required_len(ATTN_ALIBI_SLOPES) follows the strides.
+ *  ATTN_OK; ATTN_ERR_NULL_POINTER; ATTN_ERR_INVALID_ARGUMENT (which is not
+ *  Q/K/V/OUT/BIAS/K_SCALE/V_SCALE/ALIBI_SLOPES, the buffer size overflows, OUT strides do not
+ *  nest, a nonzero row_stride for ALIBI_SLOPES, or the descriptor was already used).
  *  since 0.1 */
 ATTN_API attn_status attn_desc_set_strides(attn_desc *desc, attn_operand which, size_t batch_stride,
                                            size_t head_stride, size_t row_stride);
@@ -261,16 +266,29 @@ ATTN_API attn_status attn_weights(const attn_desc *desc, const float *q, const f
  *   s  = softcap * tanh(s / softcap)                     ATTN_PARAM_SOFTCAP > 0
  *   s += bias[b][h][i][j]                                ATTN_BIAS (-INFINITY hides the key,
  *                                                        whatever s is: +INFINITY and NaN too)
- *   s += -slope_h * (diag(i) - j)                        ALiBi (ATTN_ALIBI_SLOPES or the
- *                                                        standard slopes, ATTN_PARAM_ALIBI)
+ *   s += -slope(b, h) * (diag(i) - j)                    ALiBi (ATTN_ALIBI_SLOPES or the
+ *                                                        standard slopes, ATTN_PARAM_ALIBI),
+ *                                                        ATTN_PARAM_ALIBI_FORM = LINEAR
+ *   s += -slope(b, h) * |diag(i) - j|                    ATTN_PARAM_ALIBI_FORM = SYMMETRIC
  *   key j hidden when it fails the causal rule, the sliding window, is padding (key_valid,
  *   seq_lens_k) or is not allowed; a padded query row (query_valid) is hidden entirely.
  *   w_ij = exp(s_ij - M) / (exp(sink_h - M) + sum_j' exp(s_ij' - M))   (sink term only with
  *                                                        ATTN_SINKS or ATTN_PARAM_SOFTMAX_PLUS_ONE)
- * where diag(i) is the causal diagonal: i for ATTN_CAUSAL_NONE and ATTN_CAUSAL_TOP_LEFT,
- * i + len_k(b) - seq_q for ATTN_CAUSAL_BOTTOM_RIGHT, with len_k(b) = seq_lens_k[b] when that
- * operand is given, else seq_k. This order (softcap, then bias) is Gemma 2's, FlashAttention's
- * and the one ONNX's reference implementation and conformance data use. With
+ * where diag(i) is the diagonal the window and ALiBi measure from (ATTN_PARAM_DIAGONAL):
+ *   ATTN_DIAGONAL_CAUSAL (default): the causal rule's, i for ATTN_CAUSAL_NONE and
+ *     ATTN_CAUSAL_TOP_LEFT, i + len_k(b) - len_q(b) for ATTN_CAUSAL_BOTTOM_RIGHT;
+ *   ATTN_DIAGONAL_TOP_LEFT: i, whatever the causal rule;
+ *   ATTN_DIAGONAL_BOTTOM_RIGHT: i + len_k(b) - len_q(b), whatever the causal rule
+ *     (FlashAttention's alignment of window_size and alibi_slopes, causal or not);
+ * with len_k(b) = seq_lens_k[b] when that operand is given (varlen: the sequence's key length),
+ * else seq_k, and len_q(b) = seq_q (varlen: the sequence's query length). The causal rule keeps
+ * its own diagonal whatever ATTN_PARAM_DIAGONAL says: key j fails it iff j > i under TOP_LEFT,
+ * j > i + len_k(b) - len_q(b) under BOTTOM_RIGHT; a key is visible only when it passes both the
+ * causal rule and the window. slope(b, h) is ATTN_ALIBI_SLOPES[b * batch_stride + h *
+ * head_stride] (strides (0, 1): the same [heads_q] slopes for every batch entry; (heads_q, 1):
+ * [batch][heads_q], FlashAttention's per-batch alibi_slopes; b is the sequence in varlen and
+ * paged calls) or the standard slope of head h. This order (softcap, then bias) is Gemma 2's,
+ * FlashAttention's and the one ONNX's reference implementation and conformance data use. With
  * ATTN_PARAM_BIAS_FIRST = 1 the bias is added before the softcap instead, softcap(s + bias), the
  * order ONNX's operator text describes; a -INFINITY bias still hides its key in both orders.
  * Hidden keys get weight exactly 0 and padded keys (key_valid false, j >= seq_lens_k[b]) are
@@ -287,8 +305,11 @@ typedef enum attn_param {
      * returns exactly the float the kernels use). */
     ATTN_PARAM_SCALE = 1,
     /* int, >= -1: sliding window, key j visible to query i only if
-     * diag(i) - window_left <= j <= diag(i) + window_right; -1 = unbounded (default). Same
-     * semantics as FlashAttention's window_size and ONNX's left/right_window_size. */
+     * diag(i) - window_left <= j <= diag(i) + window_right; -1 = unbounded (default). diag(i)
+     * as "The score pipeline" defines it (ATTN_PARAM_DIAGONAL). With the default diagonal the
+     * semantics of ONNX's left/right_window_size, and of FlashAttention's window_size when
+     * causal is BOTTOM_RIGHT or seq_q = seq_k; FlashAttention's window_size in every case is
+     * ATTN_PARAM_DIAGONAL = ATTN_DIAGONAL_BOTTOM_RIGHT. */
     ATTN_PARAM_WINDOW_LEFT = 2,
     ATTN_PARAM_WINDOW_RIGHT = 3,
     /* float, >= 0: logit softcap c, s = c * tanh(s / c) (Gemma 2); 0 = off (default). s / c is
@@ -326,8 +347,32 @@ typedef enum attn_param {
     ATTN_PARAM_BATCH_INVARIANT = 13,
     /* int, an attn_compute: the arithmetic of ATTN_OP_FORWARD. Default ATTN_COMPUTE_EXACT.
      * since 0.2 */
-    ATTN_PARAM_COMPUTE = 14
+    ATTN_PARAM_COMPUTE = 14,
+    /* int, an attn_diagonal: the diagonal diag(i) the sliding window and ALiBi measure from
+     * (see "The score pipeline"); the causal rule is not changed by it. Default
+     * ATTN_DIAGONAL_CAUSAL. since 0.2 */
+    ATTN_PARAM_DIAGONAL = 15,
+    /* int, an attn_alibi_form: LINEAR s += -slope (diag(i) - j) (default; keys after the
+     * diagonal get a positive bias), or SYMMETRIC s += -slope |diag(i) - j| (FlashAttention's
+     * non-causal ALiBi). The two agree on every key a causal rule on the same diagonal
+     * leaves. since 0.2 */
+    ATTN_PARAM_ALIBI_FORM = 16
 } attn_param;
+
+/** ATTN_PARAM_DIAGONAL values: diag(i) for batch entry b, query i (see "The score pipeline").
+ *  since 0.2 */
+typedef enum attn_diagonal {
+    ATTN_DIAGONAL_CAUSAL = 0,      /* the causal rule's: i + len_k(b) - len_q(b) under
+                                      BOTTOM_RIGHT, else i (default) */
+    ATTN_DIAGONAL_TOP_LEFT = 1,    /* i */
+    ATTN_DIAGONAL_BOTTOM_RIGHT = 2 /* i + len_k(b) - len_q(b) */
+} attn_diagonal;
+
+/** ATTN_PARAM_ALIBI_FORM values. since 0.2 */
+typedef enum attn_alibi_form {
+    ATTN_ALIBI_LINEAR = 0,   /* s += -slope(b, h) * (diag(i) - j) (default) */
+    ATTN_ALIBI_SYMMETRIC = 1 /* s += -slope(b, h) * |diag(i) - j| */
+} attn_alibi_form;
 
 /** ATTN_PARAM_COMPUTE values.
  *
@@ -531,7 +576,8 @@ ATTN_API attn_status attn_quantize_i8(const float *src, size_t rows, size_t dim,
  *    ATTN_BIAS                      optional additive bias after scale and softcap; strides
  *                                   with attn_desc_set_strides(desc, ATTN_BIAS, b, h, row)
  *                                   (row = along seq_q, keys contiguous; 0 broadcasts)
- *    ATTN_ALIBI_SLOPES              [heads_q], required iff ATTN_PARAM_ALIBI = OPERAND
+ *    ATTN_ALIBI_SLOPES              [heads_q] (or [batch][heads_q] with its strides),
+ *                                   required iff ATTN_PARAM_ALIBI = OPERAND
  *    ATTN_SINKS                     [heads_q] sink logits joining every row's denominator
  *    ATTN_QUERY_VALID               [batch][seq_q]: false = padded query; its OUT row is 0,
  *                                   its LSE -INFINITY, its weights 0 (-INFINITY in the score

@@ -140,6 +140,8 @@ set(_attn_java_enums
   "${_attn_java_gen}/attn_alibi.java"
   "${_attn_java_gen}/attn_weights_mode.java"
   "${_attn_java_gen}/attn_compute.java"
+  "${_attn_java_gen}/attn_diagonal.java"
+  "${_attn_java_gen}/attn_alibi_form.java"
   "${_attn_java_gen}/attn_op.java")
 add_custom_command(
   OUTPUT ${_attn_java_enums}

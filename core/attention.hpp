@@ -10,6 +10,10 @@ namespace core {
 
 enum class Causal : int { None = 0, TopLeft = 1, BottomRight = 2 };
 
+// The diagonal the sliding window and ALiBi measure from (ATTN_PARAM_DIAGONAL): the causal
+// rule's, or top-left / bottom-right whatever the causal rule.
+enum class Diagonal : int { Causal = 0, TopLeft = 1, BottomRight = 2 };
+
 // Kernel families, ordered from weakest to strongest. Avx512Fp16 runs the avx512 kernels and
 // adds the fp16 fast path (ATTN_PARAM_COMPUTE = FP16, core/kernel_fp16.cpp).
 enum class Isa : int { Scalar = 0, Sse2 = 1, Avx2 = 2, Avx512 = 3, Avx512Fp16 = 4 };
@@ -53,9 +57,12 @@ struct Params {
     float scale = 1.0f;
     Causal causal = Causal::None;
     long long window_left = -1, window_right = -1; // -1 = unbounded
-    float softcap = 0.0f;                          // 0 = off
-    bool bias_first = false;                       // bias before softcap (ONNX order)
-    bool plus_one = false;                         // sink logit 0 for every head
+    Diagonal diagonal = Diagonal::Causal;          // of the window and ALiBi
+    bool alibi_symmetric = false;           // -slope |diag(i) - j| instead of -slope (diag(i) - j)
+    size_t alibi_batch = 0, alibi_head = 1; // slope of (b, h) at alibi[b * batch + h * head]
+    float softcap = 0.0f;                   // 0 = off
+    bool bias_first = false;                // bias before softcap (ONNX order)
+    bool plus_one = false;                  // sink logit 0 for every head
     WeightsMode weights_mode = WeightsMode::Softmax;
     // Serving layouts (attn_param VARLEN, PAGE_SIZE, MAX_PAGES, BATCH_INVARIANT).
     bool varlen = false;    // Q/OUT (and K/V unless paged) packed by cu_seqlens
@@ -74,7 +81,7 @@ struct Params {
 // Raw operands of one call. key_valid: [batch][seq_k], allowed: [seq_q][seq_k]; bytes, nonzero =
 // true; either may be null (= all true). lse and weights may be null when not wanted.
 //   bias:        [batch][heads_q][seq_q][seq_k] (Params::bias strides), null = none
-//   alibi:       [heads_q] slopes, null = none
+//   alibi:       [batch][heads_q] slopes (Params::alibi_batch / alibi_head strides), null = none
 //   sinks:       [heads_q] sink logits, null = none (Params::plus_one supplies zeros)
 //   query_valid: [batch][seq_q] bytes, null = all real
 //   seq_lens_k:  [batch] keys of each batch entry (each <= seq_k), null = seq_k
@@ -218,21 +225,38 @@ inline KvRows kv_rows(const Params &p, const Tensors &t, bool value, size_t b, s
     return r;
 }
 
-// diag(i) = i + diag_offset: the causal diagonal of batch entry b ("key j visible to query i iff
-// j <= diag(i)" under a causal rule; the sliding window is centred on it too).
-inline long long diag_offset(const Params &p, const Tensors &t, size_t b) {
-    return p.causal == Causal::BottomRight ? static_cast<long long>(key_len(p, t, b)) -
-                                                 static_cast<long long>(query_len(p, t, b))
-                                           : 0;
+// The diagonals of batch entry b as offsets from the query index: the causal rule's ("key j
+// visible to query i iff j <= i + causal" under a causal rule) and diag(i) = i + window, the one
+// the sliding window and ALiBi measure from (the causal rule's unless ATTN_PARAM_DIAGONAL says
+// otherwise).
+struct Diags {
+    long long causal = 0, window = 0;
+};
+inline Diags diag_offsets(const Params &p, const Tensors &t, size_t b) {
+    const long long br =
+        static_cast<long long>(key_len(p, t, b)) - static_cast<long long>(query_len(p, t, b));
+    Diags d;
+    d.causal = p.causal == Causal::BottomRight ? br : 0;
+    d.window = p.diagonal == Diagonal::Causal        ? d.causal
+               : p.diagonal == Diagonal::BottomRight ? br
+                                                     : 0;
+    return d;
 }
 
 // Clips the key range [*lo, *hi) to the keys the causal rule and the sliding window leave to
-// the query on diagonal `diag` (= i + diag_offset): j <= diag when causal, and
-// diag - window_left <= j <= diag + window_right. May leave *lo >= *hi (nothing visible).
-inline void clip_to_visible(const Params &p, long long diag, long long *lo, long long *hi) {
-    if (p.causal != Causal::None && diag + 1 < *hi) *hi = diag + 1;
+// query i: j <= i + d.causal when causal, and diag - window_left <= j <= diag + window_right
+// with diag = i + d.window. May leave *lo >= *hi (nothing visible).
+inline void clip_to_visible(const Params &p, long long i, const Diags &d, long long *lo,
+                            long long *hi) {
+    const long long diag = i + d.window;
+    if (p.causal != Causal::None && i + d.causal + 1 < *hi) *hi = i + d.causal + 1;
     if (p.window_right >= 0 && diag + p.window_right + 1 < *hi) *hi = diag + p.window_right + 1;
     if (p.window_left >= 0 && diag - p.window_left > *lo) *lo = diag - p.window_left;
+}
+
+// The ALiBi slope of query head h of batch entry (varlen / paged: sequence) b.
+inline float alibi_slope(const Params &p, const Tensors &t, size_t b, size_t h) {
+    return t.alibi[b * p.alibi_batch + h * p.alibi_head];
 }
 
 // The sink logit of query head h, or false when there is none.

@@ -143,7 +143,8 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
     size_t lq, lv, lk;
     bwd_lds(p, &lq, &lv, &lk);
     const size_t nq = query_len(p, t, b), klen = key_len(p, t, b);
-    const long long off = diag_offset(p, t, b);
+    const Diags dg = diag_offsets(p, t, b);
+    const long long off = dg.window; // diag(i) = i + off, the diagonal of the window and ALiBi
     // dQ row of query i of the group's head g: in t.dq, or in the caller's partial buffer
     auto dq_row = [&](size_t g, size_t i) {
         return dq_part ? dq_part + (g * s.seq_q + i) * d
@@ -232,7 +233,7 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
         zero_floats(dvb, kBc * lv);
         for (size_t g = 0; g < group && nread; ++g) {
             const size_t h = kvh * group + g;
-            const vf slope = vbcast(t.alibi ? t.alibi[h] : 0.0f);
+            const vf slope = vbcast(t.alibi ? alibi_slope(p, t, b, h) : 0.0f);
             for (size_t i0 = 0; i0 < nq; i0 += kBr) {
                 const size_t nr = kmin(kBr, nq - i0);
                 long long lo[kBr], hi[kBr];
@@ -242,9 +243,8 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                     const size_t i = i0 + r;
                     lo[r] = hi[r] = 0;
                     if (!live[g * nq + i]) continue;
-                    const long long diag = static_cast<long long>(i) + off;
                     long long l = static_cast<long long>(j0), u = static_cast<long long>(j0 + nk);
-                    clip_to_visible(p, diag, &l, &u);
+                    clip_to_visible(p, static_cast<long long>(i), dg, &l, &u);
                     if (l >= u) continue;
                     lo[r] = l;
                     hi[r] = u;
@@ -354,11 +354,14 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                             th = vtanh(cap_of(logit));
                             logit = vbcast(cap) * th;
                         }
-                        if (t.alibi)
-                            logit = vfma(
-                                slope,
-                                pos + vbcast(static_cast<float>(static_cast<long long>(j0) - diag)),
-                                logit);
+                        if (t.alibi) {
+                            // s += -slope (diag - j), or -slope |diag - j| (symmetric)
+                            const vf rel =
+                                pos + vbcast(static_cast<float>(static_cast<long long>(j0) - diag));
+                            logit =
+                                vfma(slope, p.alibi_symmetric ? zero - vmax(rel, zero - rel) : rel,
+                                     logit);
+                        }
                         // a hidden key's P is -0 (the exact dV of a row whose dO is not finite
                         // tells it from a visible key's P that underflowed to +0; in the
                         // products it is 0); its dS is 0 even when its score was +-inf or NaN

@@ -382,9 +382,13 @@ static inline bool decode_scores(const Params &p, const Tensors &t, const Rows &
     }
     if (capped && p.bias_first) softcap_rows(srow, nkv, p.softcap, t.bias != nullptr);
     if (t.alibi) {
-        const float slope = t.alibi[h];
+        const float slope = alibi_slope(p, t, w.b, h);
         const float drel = static_cast<float>(i + r.off - static_cast<long long>(jbase));
-        for (size_t x = 0; x < nk; ++x) srow[x] += slope * (static_cast<float>(kidx[x]) - drel);
+        if (p.alibi_symmetric)
+            for (size_t x = 0; x < nk; ++x)
+                srow[x] += slope * -std::fabs(static_cast<float>(kidx[x]) - drel);
+        else
+            for (size_t x = 0; x < nk; ++x) srow[x] += slope * (static_cast<float>(kidx[x]) - drel);
     }
     const uint8_t *al = t.allowed ? t.allowed + static_cast<size_t>(i) * p.shape.seq_k : nullptr;
     // The usual decode tile: every key inside the row's causal / window range and no mask or

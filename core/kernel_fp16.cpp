@@ -359,14 +359,14 @@ void fp16_item(const Params &p, const Tensors &t, size_t b, size_t h, size_t q0,
     const size_t d = sh.head_dim, dv = sh.head_dim_v, group = sh.heads_q / sh.heads_kv;
     const size_t kvh = h / group, klen = key_len(p, t, b);
     const size_t rows = sh.seq_q - q0 < kQ ? sh.seq_q - q0 : kQ;
-    const long long off = diag_offset(p, t, b);
+    const Diags dg = diag_offsets(p, t, b);
     // per lane: visible keys [lo, hi)
     int32_t lo[kQ], hi[kQ];
     long long kb = kFar, ke = -kFar;
     for (size_t l = 0; l < kQ; ++l) {
-        const long long diag = static_cast<long long>(q0 + (l < rows ? l : rows - 1)) + off;
+        const long long i = static_cast<long long>(q0 + (l < rows ? l : rows - 1));
         long long h1 = static_cast<long long>(klen), l1 = 0;
-        clip_to_visible(p, diag, &l1, &h1);
+        clip_to_visible(p, i, dg, &l1, &h1);
         if (l1 > static_cast<long long>(klen)) l1 = static_cast<long long>(klen);
         if (h1 < l1) h1 = l1; // [lo, hi) within [0, klen): padding keys are never read
         lo[l] = static_cast<int32_t>(l1);

@@ -92,7 +92,7 @@ struct Rows {
     size_t h[kR];
     long long lo[kR], hi[kR];
     long long imin, imax;
-    long long off; // diag(i) = i + off
+    long long off; // diag(i) = i + off, the diagonal of the window and ALiBi
 };
 
 // Rows [r0, r0 + rows) (rows <= kR) of the item's KV head.
@@ -101,15 +101,15 @@ static inline void block_rows(const Params &p, const Tensors &t, const WorkItem 
     const size_t group = p.shape.heads_q / p.shape.heads_kv;
     const uint32_t *qmap = t.qmap ? t.qmap + w.b * p.shape.seq_q : nullptr;
     r->n = rows;
-    r->off = diag_offset(p, t, w.b);
+    const Diags dg = diag_offsets(p, t, w.b);
+    r->off = dg.window;
     for (size_t l = 0; l < kR; ++l) {
         const size_t row = r0 + (l < rows ? l : rows - 1);
         const size_t qi = row / group;
         r->i[l] = static_cast<long long>(qmap ? qmap[qi] : qi);
         r->h[l] = w.kvh * group + row % group;
-        const long long diag = r->i[l] + r->off;
         long long hi = kFar, lo = -kFar;
-        clip_to_visible(p, diag, &lo, &hi);
+        clip_to_visible(p, r->i[l], dg, &lo, &hi);
         r->lo[l] = lo;
         r->hi[l] = hi;
     }
@@ -139,7 +139,7 @@ static inline void block_operands(const Params &p, const Tensors &t, const WorkI
         b.brow[l] = t.bias ? t.bias + w.b * p.bias.batch + b.r.h[l] * p.bias.head +
                                  static_cast<size_t>(b.r.i[l]) * p.bias.row
                            : nullptr;
-        b.slope[l] = t.alibi ? t.alibi[b.r.h[l]] : 0.0f;
+        b.slope[l] = t.alibi ? alibi_slope(p, t, w.b, b.r.h[l]) : 0.0f;
     }
 }
 
@@ -484,11 +484,23 @@ static inline bool score_tile(const Params &p, const Tensors &t, const Block &bl
             sl[n] = vload(blk.slope + n * kL);
             dr[n] = vload(s.aux + n * kL);
         }
-        for (size_t x = 0; x < nk; ++x) {
-            const vf o = vbcast(static_cast<float>(s.kidx[x]));
-            for (size_t n = 0; n < kNV; ++n) {
-                float *sp = s.st + x * kR + n * kL;
-                vstore(sp, vfma(sl[n], o - dr[n], vload(sp)));
+        if (p.alibi_symmetric) { // s += -slope * |diag(i) - j|
+            const vf zero = vzero();
+            for (size_t x = 0; x < nk; ++x) {
+                const vf o = vbcast(static_cast<float>(s.kidx[x]));
+                for (size_t n = 0; n < kNV; ++n) {
+                    float *sp = s.st + x * kR + n * kL;
+                    const vf rel = o - dr[n];
+                    vstore(sp, vfma(sl[n], zero - vmax(rel, zero - rel), vload(sp)));
+                }
+            }
+        } else {
+            for (size_t x = 0; x < nk; ++x) {
+                const vf o = vbcast(static_cast<float>(s.kidx[x]));
+                for (size_t n = 0; n < kNV; ++n) {
+                    float *sp = s.st + x * kR + n * kL;
+                    vstore(sp, vfma(sl[n], o - dr[n], vload(sp)));
+                }
             }
         }
     }

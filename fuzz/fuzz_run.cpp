@@ -3,11 +3,11 @@
 // Each input decodes into: ISA, thread count, a fault mode (none, worker threads that cannot
 // start, scratch allocations that fail: the library is built with ATTN_FAULT_INJECTION in the
 // fuzz preset), dimensions, every attn_param (sometimes out of range), every optional operand
-// (bias with broadcast strides and -inf entries, ALiBi slopes, sinks, query_valid, seq_lens_k,
-// key_valid, allowed, key_mass) and a possible contract breach (a short buffer, a missing
-// required operand, seq_lens_k out of range, slopes without ATTN_ALIBI_OPERAND, sinks with "+1",
-// an output aliasing an input). The input stream continues as a splitmix sequence when it runs
-// out, so short seeds drive whole cases.
+// (bias with broadcast strides and -inf entries, ALiBi slopes per head or per batch entry and
+// head, sinks, query_valid, seq_lens_k, key_valid, allowed, key_mass) and a possible contract
+// breach (a short buffer, a missing required operand, seq_lens_k out of range, slopes without
+// ATTN_ALIBI_OPERAND, sinks with "+1", an output aliasing an input). The input stream continues
+// as a splitmix sequence when it runs out, so short seeds drive whole cases.
 //
 // It abort()s when the contract breaks:
 //   - a refused call must return the predicted status with a message; a valid one ATTN_OK, or
@@ -229,6 +229,9 @@ void one_input(const uint8_t *data, size_t size) {
     p.softcap = in.u8() % 4 ? 0.0f : in.value(0.2f, 6.0f);
     p.bias_first = in.u8() % 2;
     p.alibi = in.u8() % 4 ? 0 : static_cast<int>(in.pick(1, 2));
+    p.diagonal = in.u8() % 2 ? 0 : static_cast<int>(in.pick(1, 2));
+    p.alibi_form = in.u8() % 2;
+    if (p.alibi == 1 && in.u8() % 2) p.slopes_batch = p.heads_q + in.pick(0, 2);
     p.plus_one = in.u8() % 5 == 0;
     if (in.u8() % 4 == 0) {
         p.has_scale = true;
@@ -247,8 +250,10 @@ void one_input(const uint8_t *data, size_t size) {
              std::to_string(p.seq_k) + " d " + std::to_string(p.head_dim) + "/" +
              std::to_string(p.head_dim_v) + " causal " + std::to_string(p.causal) + " window " +
              std::to_string(wl) + "," + std::to_string(wr) + " softcap " +
-             std::to_string(p.softcap) + " alibi " + std::to_string(p.alibi) + " fault " +
-             std::to_string(fault) + " bad " + std::to_string(bad);
+             std::to_string(p.softcap) + " alibi " + std::to_string(p.alibi) + " diagonal " +
+             std::to_string(p.diagonal) + " form " + std::to_string(p.alibi_form) +
+             " slopes_batch " + std::to_string(p.slopes_batch) + " fault " + std::to_string(fault) +
+             " bad " + std::to_string(bad);
 
     attn_desc *d = nullptr;
     fuzz::expect_status(
@@ -277,7 +282,17 @@ void one_input(const uint8_t *data, size_t size) {
     seti(ATTN_PARAM_SOFTMAX_PLUS_ONE, p.plus_one, true);
     seti(ATTN_PARAM_HEAD_DIM_V, static_cast<int64_t>(p.head_dim_v), true);
     if (bad == 6) seti(ATTN_PARAM_HEAD_DIM_V, 0, false);
-    if (bad == 7) seti(static_cast<attn_param>(15), 0, false); // in the enum's value range, no id
+    if (bad == 7) seti(static_cast<attn_param>(17), 0, false); // in the enum's value range, no id
+    seti(ATTN_PARAM_DIAGONAL, p.diagonal, true);
+    if (bad == 9) seti(ATTN_PARAM_DIAGONAL, 3, false);
+    seti(ATTN_PARAM_ALIBI_FORM, p.alibi_form, true);
+    if (bad == 10) seti(ATTN_PARAM_ALIBI_FORM, 2, false);
+    if (p.slopes_batch)
+        fuzz::expect_status(attn_desc_set_strides(d, ATTN_ALIBI_SLOPES, p.slopes_batch, 1, 0),
+                            ATTN_OK, "alibi_slopes strides");
+    if (bad == 11)
+        fuzz::expect_status(attn_desc_set_strides(d, ATTN_ALIBI_SLOPES, p.slopes_batch, 1, 1),
+                            ATTN_ERR_INVALID_ARGUMENT, "alibi_slopes row_stride 1");
     if (bad == 8)
         fuzz::expect_status(attn_desc_set_float(d, ATTN_PARAM_HEAD_DIM_V, 2.5),
                             ATTN_ERR_INVALID_ARGUMENT, "head_dim_v 2.5");
@@ -333,8 +348,8 @@ void one_input(const uint8_t *data, size_t size) {
         c.bias.assign(p.len(4), 0.0f);
         for (auto &x : c.bias) x = in.u8() % 10 == 0 ? -kInf : in.value(-2, 2);
     }
-    if (p.alibi == 1) {
-        c.slopes.resize(p.heads_q);
+    if (p.alibi == 1) { // [heads_q], or [batch][heads_q] with the batch stride slopes_batch
+        c.slopes.resize((p.batch - 1) * p.slopes_batch + p.heads_q);
         for (auto &x : c.slopes) x = in.value(0, 0.5f);
     }
     if (!p.plus_one && in.u8() % 3 == 0) {

@@ -118,6 +118,11 @@ namespace LibAttn
         /// <summary>The arithmetic of <see cref="Op.Forward"/>
         /// (<see cref="Param.Compute"/>).</summary>
         public Compute Compute { get; }
+        /// <summary>The diagonal the sliding window and ALiBi measure from
+        /// (<see cref="Param.Diagonal"/>).</summary>
+        public Diagonal Diagonal { get; }
+        /// <summary>The ALiBi term's form (<see cref="Param.AlibiForm"/>).</summary>
+        public AlibiForm AlibiForm { get; }
 
         AttentionDesc(AttnDescHandle handle, Builder b)
         {
@@ -152,6 +157,8 @@ namespace LibAttn
             MaxPages = ReadInt(desc, Param.MaxPages);
             BatchInvariant = ReadInt(desc, Param.BatchInvariant) != 0;
             Compute = (Compute)ReadInt(desc, Param.Compute);
+            Diagonal = (Diagonal)ReadInt(desc, Param.Diagonal);
+            AlibiForm = (AlibiForm)ReadInt(desc, Param.AlibiForm);
             foreach (int w in PackOperands)
             {
                 bool isQ = w == (int)Operand.Q || w == (int)Operand.Out;
@@ -863,6 +870,25 @@ namespace LibAttn
                 return SetEnum(LibAttn.Param.Compute, (int)mode, "mode", typeof(Compute));
             }
 
+            /// <summary>The diagonal diag(i) the sliding window and ALiBi measure from (default
+            /// <see cref="LibAttn.Diagonal.Causal"/>, the causal rule's);
+            /// <see cref="LibAttn.Diagonal.BottomRight"/> is FlashAttention's window_size /
+            /// alibi_slopes alignment, causal or not. The causal rule keeps its own.</summary>
+            /// <exception cref="ArgumentOutOfRangeException">not a Diagonal value.</exception>
+            public Builder Diagonal(Diagonal d)
+            {
+                return SetEnum(LibAttn.Param.Diagonal, (int)d, "d", typeof(Diagonal));
+            }
+
+            /// <summary>The ALiBi term: <see cref="LibAttn.AlibiForm.Linear"/>
+            /// -slope (diag(i) - j) (default) or <see cref="LibAttn.AlibiForm.Symmetric"/>
+            /// -slope |diag(i) - j| (FlashAttention's non-causal ALiBi).</summary>
+            /// <exception cref="ArgumentOutOfRangeException">not an AlibiForm value.</exception>
+            public Builder AlibiForm(AlibiForm form)
+            {
+                return SetEnum(LibAttn.Param.AlibiForm, (int)form, "form", typeof(AlibiForm));
+            }
+
             /// <summary>Any parameter from an integer (attn_desc_set_int; a float parameter takes
             /// the integer's value).</summary>
             /// <exception cref="ArgumentOutOfRangeException">param is not a Param value, or value
@@ -891,7 +917,11 @@ namespace LibAttn
             /// The int8 scales <see cref="Operand.KScale"/> / <see cref="Operand.VScale"/>
             /// ([batch][heads_kv][seq_k], K's shape with head_dim 1) take strides too (default:
             /// K's default layout with head_dim 1). The gradients DQ, DK, DV, DOut and DBias
-            /// follow the strides of Q, K, V, Out and Bias.
+            /// follow the strides of Q, K, V, Out and Bias. <see cref="Operand.AlibiSlopes"/> is
+            /// [batch][heads_q] with no row dimension: the slope of (b, h) at
+            /// b*batchStride + h*headStride, rowStride 0; default (0, 1, 0), one [heads_q] row for
+            /// every batch entry; (heads_q, 1, 0) = per-batch slopes (b is the sequence of a
+            /// varlen or paged call).
             /// Another operand is refused by the library in <see cref="Build"/>.</summary>
             /// <exception cref="ArgumentOutOfRangeException">a negative stride, or which is not
             /// an Operand value.</exception>
@@ -995,7 +1025,7 @@ namespace LibAttn
             static readonly string[] ParamNames = {
                 "causal", "scale", "window_left", "window_right", "softcap", "alibi",
                 "softmax_plus_one", "head_dim_v", "weights_mode", "bias_first", "varlen",
-                "page_size", "max_pages", "batch_invariant", "compute" };
+                "page_size", "max_pages", "batch_invariant", "compute", "diagonal", "alibi_form" };
 
             internal static string ParamName(Param param)
             {

@@ -56,7 +56,38 @@ namespace LibAttn
         BatchInvariant = 13,
         /// <summary>int, a <see cref="LibAttn.Compute"/> value: the arithmetic of
         /// <see cref="Op.Forward"/> (default Exact).</summary>
-        Compute = 14
+        Compute = 14,
+        /// <summary>int, a <see cref="LibAttn.Diagonal"/> value: the diagonal diag(i) the
+        /// sliding window and ALiBi measure from (default Causal; the causal rule keeps its
+        /// own).</summary>
+        Diagonal = 15,
+        /// <summary>int, an <see cref="LibAttn.AlibiForm"/> value: the ALiBi term (default
+        /// Linear).</summary>
+        AlibiForm = 16
+    }
+
+    /// <summary>The diagonal diag(i) the sliding window and ALiBi measure from (attn_diagonal,
+    /// <see cref="Param.Diagonal"/>), for query i of batch entry (varlen / paged: sequence) b.
+    /// The causal rule keeps its own diagonal. capi/attn.h, "The score pipeline".</summary>
+    public enum Diagonal
+    {
+        /// <summary>The causal rule's (default): i + len_k(b) - len_q(b) under BottomRight,
+        /// else i.</summary>
+        Causal = 0,
+        /// <summary>i.</summary>
+        TopLeft = 1,
+        /// <summary>i + len_k(b) - len_q(b): FlashAttention's alignment, causal or not.</summary>
+        BottomRight = 2
+    }
+
+    /// <summary>The ALiBi term of key j for query i (attn_alibi_form,
+    /// <see cref="Param.AlibiForm"/>).</summary>
+    public enum AlibiForm
+    {
+        /// <summary>-slope(b, h) * (diag(i) - j) (default).</summary>
+        Linear = 0,
+        /// <summary>-slope(b, h) * |diag(i) - j|: FlashAttention's non-causal ALiBi.</summary>
+        Symmetric = 1
     }
 
     /// <summary>ALiBi slopes (attn_alibi, <see cref="Param.Alibi"/>).</summary>
@@ -65,7 +96,7 @@ namespace LibAttn
         /// <summary>No ALiBi (default).</summary>
         None = 0,
         /// <summary>Slopes from the <see cref="LibAttn.Operand.AlibiSlopes"/> operand
-        /// ([heads_q] floats, then required).</summary>
+        /// ([heads_q] floats, or [batch][heads_q] with its strides; then required).</summary>
         Operand = 1,
         /// <summary>The geometric slopes of Press et al. 2022 for heads_q heads, as BLOOM
         /// computes them.</summary>

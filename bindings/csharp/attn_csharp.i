@@ -228,6 +228,8 @@
 %rename("%s") ::ATTN_PARAM_MAX_PAGES;
 %rename("%s") ::ATTN_PARAM_BATCH_INVARIANT;
 %rename("%s") ::ATTN_PARAM_COMPUTE;
+%rename("%s") ::ATTN_PARAM_DIAGONAL;
+%rename("%s") ::ATTN_PARAM_ALIBI_FORM;
 %rename("%s") ::attn_kv_append;
 %rename("%s") ::attn_merge;
 
@@ -254,7 +256,8 @@
  * name and value for value against these generated ones, so a value added to attn.h cannot be
  * missed. ---- */
 %typemap(csclassmodifiers) enum attn_param, enum attn_alibi, enum attn_weights_mode,
-                           enum attn_compute, enum attn_op "internal enum"
+                           enum attn_compute, enum attn_diagonal, enum attn_alibi_form,
+                           enum attn_op "internal enum"
 
 /* ---- [T11] load the natives before any P/Invoke (NativeLoader.cs). One csout per return type
  * the raw layer has (and the other primitives, for functions added later); the bodies are

@@ -259,7 +259,7 @@ func TestParamBounds(t *testing.T) {
 	if r, _ := ParamBounds(ParamWindowLeft); r.Min != -1 || r.Max != maxDim {
 		t.Errorf("window_left range %+v", r)
 	}
-	for _, p := range []Param{-1, 15, 1 << 32, 1<<32 + 1} {
+	for _, p := range []Param{-1, 17, 1 << 32, 1<<32 + 1} {
 		_, err := ParamBounds(p)
 		wantError(t, err, StatusInvalidArgument, fmt.Sprintf("param (%d) is not an attn_param", int(p)))
 	}
@@ -394,7 +394,7 @@ func TestEnumsRangeChecked(t *testing.T) {
 		_, err := NewDesc(1, 1, 1, 3, 3, 8, WithStrides(o, 24, 24, 8))
 		wantError(t, err, StatusInvalidArgument, fmt.Sprintf("which (%d) must be ATTN_Q", int(o)))
 	}
-	for _, p := range []Param{-1, 15, 1 << 32, 1<<32 + 1} {
+	for _, p := range []Param{-1, 17, 1 << 32, 1<<32 + 1} {
 		_, err := NewDesc(1, 1, 1, 3, 3, 8, WithParamInt(p, 0))
 		wantError(t, err, StatusInvalidArgument, fmt.Sprintf("param (%d) is not an attn_param", int(p)))
 		_, err = NewDesc(1, 1, 1, 3, 3, 8, WithParamFloat(p, 0))

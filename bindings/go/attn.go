@@ -127,7 +127,7 @@ const (
 
 	// since 0.2, through Args
 	OperandBias        Operand = 8  // f32 [batch][heads_q][seq_q][seq_k] strided (0 broadcasts), input
-	OperandAlibiSlopes Operand = 9  // f32 [heads_q], input (with WithAlibi(AlibiOperand))
+	OperandAlibiSlopes Operand = 9  // f32 [heads_q] or [batch][heads_q] (WithStrides), input (with WithAlibi(AlibiOperand))
 	OperandSinks       Operand = 10 // f32 [heads_q] sink logits, input
 	OperandQueryValid  Operand = 11 // bool/byte [batch][seq_q], false = padded query
 	OperandSeqLensK    Operand = 12 // int32 [batch] in [0, seq_k]: keys j >= len are padding
@@ -388,7 +388,10 @@ func WithScale(scale float32) Option {
 // keys; 0 broadcasts; a scale has no d: one float per row). Default: contiguous BHSD (for the
 // scales K's default layout with head_dim 1). The strides count elements whatever the storage
 // type (f16, bf16, int8 or float32). The gradients take the strides of their forward
-// counterparts (OperandDQ those of Q, ...).
+// counterparts (OperandDQ those of Q, ...). OperandAlibiSlopes is [batch][heads_q] with no row
+// dimension: the slope of (b, h) at b*batchStride + h*headStride, rowStride 0; default (0, 1,
+// 0), one [heads_q] row for every batch entry; (heads_q, 1, 0) = per-batch slopes (b is the
+// sequence of a varlen or paged call).
 // With WithVarlen the batch stride of Q and OUT (and of K and V without pages) is not used:
 // rows are tokens of the pack. With WithPageSize the batch stride of K and V is the page
 // stride and the row stride the token stride inside a page: head-major pages
@@ -397,11 +400,12 @@ func WithScale(scale float32) Option {
 func WithStrides(which Operand, batchStride, headStride, rowStride int) Option {
 	return Option{func(h capi.Struct_SS_attn_desc) error {
 		switch which {
-		case OperandQ, OperandK, OperandV, OperandOut, OperandBias, OperandKScale, OperandVScale:
+		case OperandQ, OperandK, OperandV, OperandOut, OperandBias, OperandKScale, OperandVScale,
+			OperandAlibiSlopes:
 		default:
 			return argError(StatusInvalidArgument,
 				"which (%d) must be ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT or ATTN_BIAS (or the int8 scales "+
-					"ATTN_K_SCALE, ATTN_V_SCALE)", int(which))
+					"ATTN_K_SCALE, ATTN_V_SCALE, or ATTN_ALIBI_SLOPES)", int(which))
 		}
 		if err := nonNegative("batch_stride", batchStride); err != nil {
 			return err

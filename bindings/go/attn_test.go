@@ -152,11 +152,11 @@ func TestConstantsMatchC(t *testing.T) {
 		OperandSeqLensK.String() != "seq_lens_k" || OperandKeyMass.String() != "key_mass" || OperandBias.String() != "bias" {
 		t.Errorf("Operand.String() wrong: %v %v %v %v", OperandKeyValid, OperandOut, Operand(29), OperandSeqLensK)
 	}
-	if ParamWindowLeft.String() != "window_left" || ParamBiasFirst.String() != "bias_first" || Param(15).String() != "Param(15)" ||
+	if ParamWindowLeft.String() != "window_left" || ParamBiasFirst.String() != "bias_first" || Param(17).String() != "Param(17)" ||
 		OpWeights.String() != "weights" || Op(3).String() != "Op(3)" || AlibiStandard.String() != "standard" ||
 		WeightsCapped.String() != "capped" || Alibi(3).String() != "Alibi(3)" || WeightsMode(5).String() != "WeightsMode(5)" || WeightsSoftcapped.String() != "softcapped" {
 		t.Errorf("Param/Op/Alibi/WeightsMode.String() wrong: %v %v %v %v %v %v", ParamWindowLeft, ParamBiasFirst,
-			Param(15), OpWeights, AlibiStandard, WeightsCapped)
+			Param(17), OpWeights, AlibiStandard, WeightsCapped)
 	}
 	if VersionNumber() < 200 {
 		t.Errorf("VersionNumber() = %d: the 0.2 call needs libattn >= 0.2", VersionNumber())

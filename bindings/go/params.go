@@ -38,13 +38,17 @@ const (
 
 	// since 0.2, the forward's arithmetic
 	ParamCompute Param = 14 // int, Compute: the arithmetic of OpForward (default ComputeExact)
+
+	// since 0.2, the diagonal of the window and ALiBi, and the ALiBi form
+	ParamDiagonal  Param = 15 // int, Diagonal: diag(i) of the window and ALiBi (default DiagonalCausal)
+	ParamAlibiForm Param = 16 // int, AlibiForm: the ALiBi term (default AlibiLinear)
 )
 
-const numParams = 15
+const numParams = 17
 
 var paramNames = [numParams]string{"causal", "scale", "window_left", "window_right", "softcap",
 	"alibi", "softmax_plus_one", "head_dim_v", "weights_mode", "bias_first", "varlen", "page_size",
-	"max_pages", "batch_invariant", "compute"}
+	"max_pages", "batch_invariant", "compute", "diagonal", "alibi_form"}
 
 // String returns the parameter's short name ("causal", "scale", "window_left", ...).
 func (p Param) String() string {
@@ -87,6 +91,52 @@ func (a Alibi) String() string {
 		return "standard"
 	}
 	return fmt.Sprintf("Alibi(%d)", int(a))
+}
+
+// Diagonal is diag(i), the diagonal the sliding window and ALiBi measure from (attn_diagonal),
+// the value of ParamDiagonal, for query i of batch entry (varlen / paged: sequence) b. The
+// causal rule keeps its own diagonal whatever this says (capi/attn.h, "The score pipeline").
+type Diagonal int
+
+// Diagonals, with the values of attn_diagonal.
+const (
+	DiagonalCausal      Diagonal = 0 // the causal rule's: i + len_k(b) - len_q(b) under CausalBottomRight, else i (default)
+	DiagonalTopLeft     Diagonal = 1 // i
+	DiagonalBottomRight Diagonal = 2 // i + len_k(b) - len_q(b): FlashAttention's, causal or not
+)
+
+// String returns "causal", "top_left" or "bottom_right" ("Diagonal(n)" for other values).
+func (d Diagonal) String() string {
+	switch d {
+	case DiagonalCausal:
+		return "causal"
+	case DiagonalTopLeft:
+		return "top_left"
+	case DiagonalBottomRight:
+		return "bottom_right"
+	}
+	return fmt.Sprintf("Diagonal(%d)", int(d))
+}
+
+// AlibiForm is the ALiBi term of key j for query i (attn_alibi_form), the value of
+// ParamAlibiForm.
+type AlibiForm int
+
+// ALiBi forms, with the values of attn_alibi_form.
+const (
+	AlibiLinear    AlibiForm = 0 // -slope(b, h) * (diag(i) - j) (default)
+	AlibiSymmetric AlibiForm = 1 // -slope(b, h) * |diag(i) - j|: FlashAttention's non-causal ALiBi
+)
+
+// String returns "linear" or "symmetric" ("AlibiForm(n)" for other values).
+func (f AlibiForm) String() string {
+	switch f {
+	case AlibiLinear:
+		return "linear"
+	case AlibiSymmetric:
+		return "symmetric"
+	}
+	return fmt.Sprintf("AlibiForm(%d)", int(f))
 }
 
 // WeightsMode is what OpWeights writes into OperandWeights (attn_weights_mode), the value of
@@ -369,6 +419,20 @@ func WithCompute(c Compute) Option {
 	return WithParamInt(ParamCompute, int64(c))
 }
 
+// WithDiagonal sets the diagonal diag(i) the sliding window and ALiBi measure from
+// (ParamDiagonal; default DiagonalCausal, the causal rule's). DiagonalBottomRight is
+// FlashAttention's window_size / alibi_slopes alignment, causal or not. The causal rule keeps
+// its own diagonal.
+func WithDiagonal(d Diagonal) Option {
+	return WithParamInt(ParamDiagonal, int64(d))
+}
+
+// WithAlibiForm sets the ALiBi term (ParamAlibiForm): AlibiLinear -slope (diag(i) - j) (the
+// default) or AlibiSymmetric -slope |diag(i) - j| (FlashAttention's non-causal ALiBi).
+func WithAlibiForm(f AlibiForm) Option {
+	return WithParamInt(ParamAlibiForm, int64(f))
+}
+
 // Param reads a parameter's current value from the library (attn_desc_get_float: exact for
 // every parameter; ParamScale is the float the kernels multiply by).
 func (d *Desc) Param(p Param) (float64, error) {
@@ -463,3 +527,9 @@ func (d *Desc) BatchInvariant() bool { v, _ := d.ParamInt(ParamBatchInvariant); 
 
 // Compute is the arithmetic of OpForward.
 func (d *Desc) Compute() Compute { v, _ := d.ParamInt(ParamCompute); return Compute(v) }
+
+// Diagonal is the diagonal the sliding window and ALiBi measure from.
+func (d *Desc) Diagonal() Diagonal { v, _ := d.ParamInt(ParamDiagonal); return Diagonal(v) }
+
+// AlibiForm is the ALiBi term's form.
+func (d *Desc) AlibiForm() AlibiForm { v, _ := d.ParamInt(ParamAlibiForm); return AlibiForm(v) }

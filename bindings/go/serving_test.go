@@ -1046,3 +1046,67 @@ func TestServingErrors(t *testing.T) {
 		}
 	}
 }
+
+// A varlen pack with a window and ALiBi on each diagonal, both ALiBi forms, every causal rule and
+// one slope row per sequence ([batch][heads_q] slopes) equals each sequence computed alone by a
+// dense call with that sequence's [heads_q] slopes, bit for bit under batch invariance (the
+// dense calls match float64 in the shared vectors).
+func TestVarlenDiagonalAlibiFormPerSequenceSlopes(t *testing.T) {
+	seqs := servSequences(31)
+	p := newPack(seqs, servHKV*servD)
+	g := rand.New(rand.NewSource(32))
+	slopes := make([]float32, len(seqs)*servHQ)
+	for i := range slopes {
+		slopes[i] = 0.05 + 0.5*g.Float32()
+	}
+	for _, causal := range []Causal{CausalNone, CausalTopLeft, CausalBottomRight} {
+		for _, diag := range []Diagonal{DiagonalCausal, DiagonalTopLeft, DiagonalBottomRight} {
+			for _, form := range []AlibiForm{AlibiLinear, AlibiSymmetric} {
+				opts := []Option{WithCausal(causal), WithWindow(6, 3), WithAlibi(AlibiOperand),
+					WithDiagonal(diag), WithAlibiForm(form), WithBatchInvariant()}
+				label := fmt.Sprintf("causal %v, diagonal %v, form %v", causal, diag, form)
+				forISAs(t, func(isa string) {
+					alone := make([][2][]float32, len(seqs))
+					for b, s := range seqs {
+						if s.lq == 0 {
+							continue
+						}
+						d := mustDesc(t, 1, servHQ, servHKV, s.lq, s.lk, servD, opts...)
+						a, err := d.NewArgs()
+						must(t, err)
+						out, lse := filled(d.RequiredLen(OperandOut), 0), filled(d.RequiredLen(OperandLSE), 0)
+						must(t, a.SetF32(OperandQ, s.q), a.SetF32(OperandK, s.k), a.SetF32(OperandV, s.v),
+							a.SetF32(OperandAlibiSlopes, slopes[b*servHQ:(b+1)*servHQ]),
+							a.SetOutF32(OperandOut, out), a.SetOutF32(OperandLSE, lse), a.Run(OpForward))
+						alone[b] = [2][]float32{out, lse}
+						a.Close()
+						d.Close()
+					}
+					d := mustDesc(t, len(seqs), servHQ, servHKV, p.maxQ, p.maxK, servD,
+						append(opts, WithVarlen(), WithStrides(OperandAlibiSlopes, servHQ, 1, 0))...)
+					defer d.Close()
+					if n := d.RequiredLen(OperandAlibiSlopes); n != len(slopes) {
+						t.Fatalf("RequiredLen(OperandAlibiSlopes) = %d, want %d", n, len(slopes))
+					}
+					if d.Diagonal() != diag || d.AlibiForm() != form {
+						t.Fatalf("read back diagonal %v form %v, set %v %v", d.Diagonal(), d.AlibiForm(), diag, form)
+					}
+					a, err := d.NewArgs()
+					must(t, err)
+					defer a.Close()
+					out, lse := filled(p.totalQ*servHQ*servD, servSentinel), filled(p.totalQ*servHQ, servSentinel)
+					must(t, a.SetF32(OperandQ, p.q), a.SetF32(OperandK, p.k), a.SetF32(OperandV, p.v),
+						a.SetF32(OperandAlibiSlopes, slopes), a.SetCuSeqlensQ(p.cuQ), a.SetCuSeqlensK(p.cuK),
+						a.SetOutF32(OperandOut, out), a.SetOutF32(OperandLSE, lse), a.Run(OpForward))
+					sameBits(t, isa+", "+label, p, out, lse, alone)
+					// [heads_q] slopes are too short for [batch][heads_q]: the library says so
+					err = a.SetF32(OperandAlibiSlopes, slopes[:servHQ])
+					if err == nil {
+						err = a.Run(OpForward)
+					}
+					wantError(t, err, StatusInvalidArgument, "alibi_slopes")
+				})
+			}
+		}
+	}
+}

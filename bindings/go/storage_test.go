@@ -74,7 +74,7 @@ func TestStorageSetterErrors(t *testing.T) {
 		must(t, ds.Close())
 	}
 	_, err := NewDesc(b, hq, hkv, sq, sk, dd, WithStrides(OperandDQ, 96, 24, 8))
-	wantError(t, err, StatusInvalidArgument, "which (20) must be ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT or ATTN_BIAS (or the int8 scales ATTN_K_SCALE, ATTN_V_SCALE)")
+	wantError(t, err, StatusInvalidArgument, "which (20) must be ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT or ATTN_BIAS (or the int8 scales ATTN_K_SCALE, ATTN_V_SCALE, or ATTN_ALIBI_SLOPES)")
 	ds := mustDesc(t, b, hq, hkv, sq, sk, dd, WithStrides(OperandKScale, 40, 1, 4))
 	if n := ds.RequiredLen(OperandKScale); n != (b-1)*40+(hkv-1)*1+(sk-1)*4+1 {
 		t.Errorf("RequiredLen(k_scale) with strides (40, 1, 4) = %d, want 58", n)

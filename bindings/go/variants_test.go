@@ -31,10 +31,12 @@ var variantParams = []struct {
 	{"head_dim_v", ParamHeadDimV, false}, {"bias_first", ParamBiasFirst, false},
 	{"weights_mode", ParamWeightsMode, false}, {"scale", ParamScale, true},
 	{"varlen", ParamVarlen, false},
+	{"diagonal", ParamDiagonal, false}, {"alibi_form", ParamAlibiForm, false},
 }
 
 // Operands that take strides, in the order they are set (the int8 scales after the others).
-var variantStrided = []Operand{OperandQ, OperandK, OperandV, OperandOut, OperandBias, OperandKScale, OperandVScale}
+var variantStrided = []Operand{OperandQ, OperandK, OperandV, OperandOut, OperandBias, OperandKScale, OperandVScale,
+	OperandAlibiSlopes}
 
 // The storage keys of storage.txt (store.q, store.k, store.v) and their file suffixes.
 var storageByName = map[string]storage{"f16": storeF16, "bf16": storeBF16, "i8": storeI8}
@@ -256,6 +258,10 @@ func paramOption(t *testing.T, c variantCase, key, val string, generic bool) Opt
 		return WithCausal(Causal(n))
 	case ParamAlibi:
 		return WithAlibi(Alibi(n))
+	case ParamDiagonal:
+		return WithDiagonal(Diagonal(n))
+	case ParamAlibiForm:
+		return WithAlibiForm(AlibiForm(n))
 	case ParamHeadDimV:
 		return WithHeadDimV(int(n))
 	case ParamWeightsMode:

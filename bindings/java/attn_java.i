@@ -3,9 +3,10 @@
  * Generated at build time by cmake/java.cmake (UseSWIG, C++ wrapper, package org.libattn):
  *   AttnNative.java, AttnNativeJNI.java   raw wrappers, package-private (final class)
  *   attn_status.java, attn_causal.java,   raw enums, package-private; the public enums Status,
- *   attn_operand.java, attn_param.java,   Causal, Operand, Alibi, WeightsMode, Compute and Op
- *   attn_alibi.java, attn_weights_mode.java, attn_compute.java, attn_op.java
- *                                         (bindings/java/src) map onto them
+ *   attn_operand.java, attn_param.java,   Causal, Operand, Alibi, WeightsMode, Compute,
+ *   attn_alibi.java, attn_weights_mode.java, attn_compute.java, attn_diagonal.java,
+ *   attn_alibi_form.java, attn_op.java     Diagonal, AlibiForm and Op (bindings/java/src)
+ *                                         map onto them
  * Nothing else may be generated: an unmapped pointer type would add a SWIGTYPE_p_* class, which
  * java.cmake does not compile, so the build fails loudly instead of exposing it.
  *
@@ -422,6 +423,8 @@ ATTN_JAVA_BUFFER_PAIR(const int32_t *, attn_jni_int_buffer, "IntBuffer")
 %rename("%s") ::ATTN_PARAM_MAX_PAGES;
 %rename("%s") ::ATTN_PARAM_BATCH_INVARIANT;
 %rename("%s") ::ATTN_PARAM_COMPUTE;
+%rename("%s") ::ATTN_PARAM_DIAGONAL;
+%rename("%s") ::ATTN_PARAM_ALIBI_FORM;
 /* [K] the backward's operands and the int8 scales (0.2), enabled for Java the same way. */
 %rename("%s") ::ATTN_DOUT;
 %rename("%s") ::ATTN_DQ;

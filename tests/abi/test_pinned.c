@@ -83,7 +83,15 @@ int main(void) {
         CHECK(attn_desc_get_int(desc, (attn_param)14, &iv) == ATTN_OK && iv == 1);
         CHECK(attn_desc_set_int(desc, (attn_param)14, 2) == ATTN_ERR_INVALID_ARGUMENT);
         CHECK(attn_desc_set_int(desc, (attn_param)14, 0) == ATTN_OK);
-        CHECK(attn_desc_set_int(desc, (attn_param)15, 0) == ATTN_ERR_INVALID_ARGUMENT);
+        CHECK(attn_desc_set_int(desc, (attn_param)15, 2) == ATTN_OK); /* DIAGONAL = BOTTOM_RIGHT */
+        CHECK(attn_desc_get_int(desc, (attn_param)15, &iv) == ATTN_OK && iv == 2);
+        CHECK(attn_desc_set_int(desc, (attn_param)15, 3) == ATTN_ERR_INVALID_ARGUMENT);
+        CHECK(attn_desc_set_int(desc, (attn_param)15, 0) == ATTN_OK);
+        CHECK(attn_desc_set_int(desc, (attn_param)16, 1) == ATTN_OK); /* ALIBI_FORM = SYMMETRIC */
+        CHECK(attn_desc_get_int(desc, (attn_param)16, &iv) == ATTN_OK && iv == 1);
+        CHECK(attn_desc_set_int(desc, (attn_param)16, 2) == ATTN_ERR_INVALID_ARGUMENT);
+        CHECK(attn_desc_set_int(desc, (attn_param)16, 0) == ATTN_OK);
+        CHECK(attn_desc_set_int(desc, (attn_param)17, 0) == ATTN_ERR_INVALID_ARGUMENT);
         CHECK(attn_desc_set_int(desc, (attn_param)2, 0) == ATTN_OK);
         CHECK(attn_desc_set_int(desc, (attn_param)2, -1) == ATTN_OK);
         CHECK(attn_desc_set_float(desc, (attn_param)4, 0.0) == ATTN_OK);

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #define N_OPERANDS 27
-#define N_PARAMS 11
+#define N_PARAMS 13
 
 /* Operand names as the files spell them, indexed by attn_operand. */
 static const char *const k_operand[N_OPERANDS] = {"q",
@@ -83,11 +83,13 @@ static const struct {
     {"weights_mode", ATTN_PARAM_WEIGHTS_MODE, 0},
     {"scale", ATTN_PARAM_SCALE, 1},
     {"varlen", ATTN_PARAM_VARLEN, 0},
+    {"diagonal", ATTN_PARAM_DIAGONAL, 0},
+    {"alibi_form", ATTN_PARAM_ALIBI_FORM, 0},
 };
 
 /* Operands that take strides, in the order they are set. */
-static const attn_operand k_strided[7] = {ATTN_Q,    ATTN_K,       ATTN_V,      ATTN_OUT,
-                                          ATTN_BIAS, ATTN_K_SCALE, ATTN_V_SCALE};
+static const attn_operand k_strided[8] = {ATTN_Q,    ATTN_K,       ATTN_V,       ATTN_OUT,
+                                          ATTN_BIAS, ATTN_K_SCALE, ATTN_V_SCALE, ATTN_ALIBI_SLOPES};
 
 typedef struct {
     char name[128];
@@ -240,7 +242,7 @@ static attn_status make_desc(const vcase *c, attn_desc **d) {
         }
         if ((st = set_param(*d, x, eq + 1)) != ATTN_OK) return st;
     }
-    for (int x = 0; x < 7; ++x) {
+    for (int x = 0; x < 8; ++x) {
         const int w = k_strided[x];
         if (c->has_strides[w] &&
             (st = attn_desc_set_strides(*d, (attn_operand)w, c->strides[w][0], c->strides[w][1],

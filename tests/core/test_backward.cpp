@@ -162,6 +162,10 @@ attn_desc *make_desc(const Case &c) {
     attn_desc_set_float(d, ATTN_PARAM_SOFTCAP, static_cast<double>(p.softcap));
     attn_desc_set_int(d, ATTN_PARAM_BIAS_FIRST, p.bias_first);
     attn_desc_set_int(d, ATTN_PARAM_ALIBI, p.alibi);
+    REQUIRE(attn_desc_set_int(d, ATTN_PARAM_DIAGONAL, p.diagonal) == ATTN_OK);
+    REQUIRE(attn_desc_set_int(d, ATTN_PARAM_ALIBI_FORM, p.alibi_form) == ATTN_OK);
+    if (p.slopes_batch)
+        REQUIRE(attn_desc_set_strides(d, ATTN_ALIBI_SLOPES, p.slopes_batch, 1, 0) == ATTN_OK);
     attn_desc_set_int(d, ATTN_PARAM_SOFTMAX_PLUS_ONE, p.plus_one);
     if (p.has_scale)
         REQUIRE(attn_desc_set_float(d, ATTN_PARAM_SCALE, static_cast<double>(p.scale)) == ATTN_OK);
@@ -566,4 +570,175 @@ TEST_CASE("backward with f16 / bf16 Q, K, V and DOUT matches float64 over the wi
     MESSAGE(kCases << " cases x " << names.size() << " ISAs = " << runs << " runs (operands fp32 "
                    << typed[0] << ", f16 " << typed[1] << ", bf16 " << typed[2]
                    << "); max normwise error " << worst);
+}
+
+TEST_CASE("backward with the window / ALiBi diagonal, the ALiBi form and per-batch slopes matches "
+          "the float64 reference on every ISA") {
+    std::mt19937 g(20261206);
+    const std::vector<std::string> names = isas();
+    double worst = 0.0;
+    size_t asym = 0;
+    const int kCases = 200;
+    for (int n = 0; n < kCases; ++n) {
+        Case c = random_case(g);
+        ref::VProblem &p = c.p;
+        p.diagonal = static_cast<int>(pick(g, 0, 2));
+        p.alibi_form = static_cast<int>(pick(g, 0, 1));
+        if (pick(g, 0, 1)) p.window_left = static_cast<long long>(pick(g, 0, 15));
+        if (pick(g, 0, 1)) p.window_right = static_cast<long long>(pick(g, 0, 10));
+        p.alibi = pick(g, 0, 3) == 0 ? ATTN_ALIBI_STANDARD : ATTN_ALIBI_OPERAND;
+        p.slopes_batch = 0;
+        c.slopes.clear();
+        if (p.alibi == ATTN_ALIBI_OPERAND) {
+            if (pick(g, 0, 1)) p.slopes_batch = p.heads_q + pick(g, 0, 2);
+            c.slopes.resize((p.batch - 1) * p.slopes_batch + p.heads_q);
+            for (float &x : c.slopes) x = uni(g, 0.01f, 0.5f);
+        }
+        asym += p.seq_q != p.seq_k;
+        const ref::VGrads e = ref::backward_v(p, c.inputs(), c.dout.data(), c.bias.size());
+        for (const std::string &isa : names) {
+            REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
+            const Grads gr = run_backward(c);
+            const double errs[4] = {normwise(gr.dq, e.dq), normwise(gr.dk, e.dk),
+                                    normwise(gr.dv, e.dv),
+                                    c.bias.empty() ? 0.0 : normwise(gr.dbias, e.dbias)};
+            for (int x = 0; x < 4; ++x) {
+                worst = std::max(worst, errs[x]);
+                if (!(errs[x] <= 1e-4))
+                    FAIL_CHECK("case " << n << " on " << isa << ": gradient " << x << " error "
+                                       << errs[x] << " (sq " << p.seq_q << " sk " << p.seq_k
+                                       << " causal " << p.causal << " diagonal " << p.diagonal
+                                       << " window " << p.window_left << "," << p.window_right
+                                       << " alibi " << p.alibi << " form " << p.alibi_form
+                                       << " slopes_batch " << p.slopes_batch << ")");
+            }
+        }
+    }
+    attn_set_isa(nullptr);
+    MESSAGE(kCases << " cases (" << asym << " with seq_q != seq_k) x " << names.size()
+                   << " ISAs; max normwise error " << worst);
+    CHECK(asym > kCases / 2);
+}
+
+TEST_CASE("varlen backward with the window / ALiBi diagonal, the ALiBi form and per-sequence "
+          "slopes matches the float64 reference of each sequence on every ISA") {
+    std::mt19937 g(20261207);
+    const std::vector<std::string> names = isas();
+    double worst = 0.0;
+    size_t seqs = 0, asym = 0;
+    for (int n = 0; n < 60; ++n) {
+        const size_t B = pick(g, 1, 4), HKV = pick(g, 1, 2), HQ = HKV * pick(g, 1, 2);
+        const size_t D = pick(g, 0, 2) == 0 ? pick(g, 1, 7) : pick(g, 8, 40);
+        const int causal = static_cast<int>(pick(g, 0, 2)),
+                  diagonal = static_cast<int>(pick(g, 0, 2));
+        const int form = static_cast<int>(pick(g, 0, 1));
+        const long long wl = pick(g, 0, 1) ? static_cast<long long>(pick(g, 0, 12)) : -1;
+        const long long wr = pick(g, 0, 1) ? static_cast<long long>(pick(g, 0, 8)) : -1;
+        const size_t sb = pick(g, 0, 1) ? HQ + pick(g, 0, 2) : 0; // slopes' batch stride
+        std::vector<size_t> lq(B), lk(B);
+        for (size_t b = 0; b < B; ++b) {
+            lq[b] = pick(g, 1, 20);
+            lk[b] = pick(g, 0, 1) ? lq[b] + pick(g, 0, 25) : pick(g, 1, 30);
+        }
+        const size_t maxq = *std::max_element(lq.begin(), lq.end());
+        const size_t maxk = *std::max_element(lk.begin(), lk.end());
+        std::vector<int32_t> cu_q(B + 1, 0), cu_k(B + 1, 0);
+        for (size_t b = 0; b < B; ++b) {
+            cu_q[b + 1] = cu_q[b] + static_cast<int32_t>(lq[b]);
+            cu_k[b + 1] = cu_k[b] + static_cast<int32_t>(lk[b]);
+        }
+        const size_t TQ = static_cast<size_t>(cu_q[B]), TK = static_cast<size_t>(cu_k[B]);
+        // token-major packs: q, out, dout [TQ][HQ][D], k, v [TK][HKV][D]
+        std::vector<float> q(TQ * HQ * D), k(TK * HKV * D), v(TK * HKV * D), dout(TQ * HQ * D);
+        for (float &x : q) x = uni(g, -1, 1);
+        for (float &x : k) x = uni(g, -1, 1);
+        for (float &x : v) x = uni(g, -2, 2);
+        for (float &x : dout) x = uni(g, -1, 1);
+        std::vector<float> slopes((B - 1) * sb + HQ, kNaN);
+        for (size_t b = 0; b < (sb ? B : 1); ++b)
+            for (size_t h = 0; h < HQ; ++h) slopes[b * sb + h] = uni(g, 0.01f, 0.5f);
+
+        attn_desc *d = nullptr;
+        REQUIRE(attn_desc_create(&d, B, HQ, HKV, maxq, maxk, D) == ATTN_OK);
+        REQUIRE(attn_desc_set_int(d, ATTN_PARAM_VARLEN, 1) == ATTN_OK);
+        REQUIRE(attn_desc_set_int(d, ATTN_PARAM_CAUSAL, causal) == ATTN_OK);
+        REQUIRE(attn_desc_set_int(d, ATTN_PARAM_WINDOW_LEFT, wl) == ATTN_OK);
+        REQUIRE(attn_desc_set_int(d, ATTN_PARAM_WINDOW_RIGHT, wr) == ATTN_OK);
+        REQUIRE(attn_desc_set_int(d, ATTN_PARAM_ALIBI, ATTN_ALIBI_OPERAND) == ATTN_OK);
+        REQUIRE(attn_desc_set_int(d, ATTN_PARAM_DIAGONAL, diagonal) == ATTN_OK);
+        REQUIRE(attn_desc_set_int(d, ATTN_PARAM_ALIBI_FORM, form) == ATTN_OK);
+        if (sb) REQUIRE(attn_desc_set_strides(d, ATTN_ALIBI_SLOPES, sb, 1, 0) == ATTN_OK);
+        for (const std::string &isa : names) {
+            REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
+            std::vector<float> out(q.size()), lse(HQ * TQ), dq(q.size(), kNaN), dk(k.size(), kNaN),
+                dv(v.size(), kNaN);
+            attn_args *a = nullptr;
+            REQUIRE(attn_args_create(&a) == ATTN_OK);
+            REQUIRE(attn_args_set_f32(a, ATTN_Q, q.data(), q.size()) == ATTN_OK);
+            REQUIRE(attn_args_set_f32(a, ATTN_K, k.data(), k.size()) == ATTN_OK);
+            REQUIRE(attn_args_set_f32(a, ATTN_V, v.data(), v.size()) == ATTN_OK);
+            REQUIRE(attn_args_set_f32(a, ATTN_ALIBI_SLOPES, slopes.data(), slopes.size()) ==
+                    ATTN_OK);
+            REQUIRE(attn_args_set_i32(a, ATTN_CU_SEQLENS_Q, cu_q.data(), cu_q.size()) == ATTN_OK);
+            REQUIRE(attn_args_set_i32(a, ATTN_CU_SEQLENS_K, cu_k.data(), cu_k.size()) == ATTN_OK);
+            REQUIRE(attn_args_set_out_f32(a, ATTN_OUT, out.data(), out.size()) == ATTN_OK);
+            REQUIRE(attn_args_set_out_f32(a, ATTN_LSE, lse.data(), lse.size()) == ATTN_OK);
+            REQUIRE_MESSAGE(attn_run(d, ATTN_OP_FORWARD, a) == ATTN_OK, attn_last_error());
+            REQUIRE(attn_args_set_f32(a, ATTN_DOUT, dout.data(), dout.size()) == ATTN_OK);
+            REQUIRE(attn_args_set_out_f32(a, ATTN_DQ, dq.data(), dq.size()) == ATTN_OK);
+            REQUIRE(attn_args_set_out_f32(a, ATTN_DK, dk.data(), dk.size()) == ATTN_OK);
+            REQUIRE(attn_args_set_out_f32(a, ATTN_DV, dv.data(), dv.size()) == ATTN_OK);
+            REQUIRE_MESSAGE(attn_run(d, ATTN_OP_BACKWARD, a) == ATTN_OK, attn_last_error());
+            attn_args_destroy(a);
+            // each sequence alone: a dense [1][H][len][D] problem for the reference
+            for (size_t b = 0; b < B; ++b) {
+                ref::VProblem p;
+                p.heads_q = HQ, p.heads_kv = HKV, p.seq_q = lq[b], p.seq_k = lk[b];
+                p.head_dim = p.head_dim_v = D, p.causal = causal;
+                p.window_left = wl, p.window_right = wr, p.alibi = ATTN_ALIBI_OPERAND;
+                p.diagonal = diagonal, p.alibi_form = form;
+                p.set_default_strides();
+                auto gather = [&](const std::vector<float> &pack, size_t heads, size_t len,
+                                  int32_t start) {
+                    std::vector<float> dense(heads * len * D);
+                    for (size_t h = 0; h < heads; ++h)
+                        for (size_t t = 0; t < len; ++t)
+                            std::memcpy(&dense[(h * len + t) * D],
+                                        &pack[((start + t) * heads + h) * D], D * sizeof(float));
+                    return dense;
+                };
+                const std::vector<float> qb = gather(q, HQ, lq[b], cu_q[b]),
+                                         kb = gather(k, HKV, lk[b], cu_k[b]),
+                                         vb = gather(v, HKV, lk[b], cu_k[b]),
+                                         dob = gather(dout, HQ, lq[b], cu_q[b]);
+                ref::VInputs in;
+                in.q = qb.data(), in.k = kb.data(), in.v = vb.data();
+                in.slopes = slopes.data() + b * sb;
+                const ref::VGrads e = ref::backward_v(p, in, dob.data(), 0);
+                const double errs[3] = {normwise(gather(dq, HQ, lq[b], cu_q[b]), e.dq),
+                                        normwise(gather(dk, HKV, lk[b], cu_k[b]), e.dk),
+                                        normwise(gather(dv, HKV, lk[b], cu_k[b]), e.dv)};
+                for (int x = 0; x < 3; ++x) {
+                    worst = std::max(worst, errs[x]);
+                    if (!(errs[x] <= 1e-4))
+                        FAIL_CHECK("case " << n << " seq " << b << " on " << isa << ": gradient "
+                                           << x << " error " << errs[x] << " (lq " << lq[b]
+                                           << " lk " << lk[b] << " causal " << causal
+                                           << " diagonal " << diagonal << " window " << wl << ","
+                                           << wr << " form " << form << " slopes_batch " << sb
+                                           << ")");
+                }
+                if (isa == names[0]) {
+                    ++seqs;
+                    asym += lq[b] != lk[b];
+                }
+            }
+        }
+        attn_desc_destroy(d);
+    }
+    attn_set_isa(nullptr);
+    MESSAGE(seqs << " sequences (" << asym << " with len_q != len_k) x " << names.size()
+                 << " ISAs; max normwise error " << worst);
+    CHECK(asym * 2 > seqs);
+    CHECK(worst <= 1e-4);
 }

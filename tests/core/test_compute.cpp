@@ -80,6 +80,7 @@ Out run(const Case &c, int compute, size_t threads = 0) {
     REQUIRE(attn_desc_set_int(d, ATTN_PARAM_CAUSAL, p.causal) == ATTN_OK);
     REQUIRE(attn_desc_set_int(d, ATTN_PARAM_WINDOW_LEFT, p.window_left) == ATTN_OK);
     REQUIRE(attn_desc_set_int(d, ATTN_PARAM_WINDOW_RIGHT, p.window_right) == ATTN_OK);
+    REQUIRE(attn_desc_set_int(d, ATTN_PARAM_DIAGONAL, p.diagonal) == ATTN_OK);
     REQUIRE(attn_desc_set_int(d, ATTN_PARAM_HEAD_DIM_V, static_cast<int64_t>(p.head_dim_v)) ==
             ATTN_OK);
     REQUIRE(attn_desc_set_float(d, ATTN_PARAM_SOFTCAP, c.softcap) == ATTN_OK);
@@ -229,6 +230,35 @@ TEST_CASE("FP16 compute: random shapes within the stated bound of float64, masks
                              << worst_ratio << " of the stated bound; " << differs
                              << " differ from EXACT (fast path taken)");
     if (fast) CHECK(differs > n / 2); // most cases have >= 16 rows per KV head
+}
+
+TEST_CASE("FP16 compute: windows on every ATTN_PARAM_DIAGONAL within the stated bound of float64") {
+    std::mt19937 g(2027);
+    const bool fast = cpu_has_fp16();
+    int differs = 0, n = 0;
+    for (int it = 0; it < 90; ++it) {
+        Case c = random_case(g);
+        c.p.diagonal = it % 3;
+        c.p.window_left = static_cast<long long>(pick(g, 0, 40));
+        if (pick(g, 0, 1)) c.p.window_right = static_cast<long long>(pick(g, 0, 40));
+        fill(c, g, 1.0f, 2.0f);
+        const ref::VResult e = reference(c);
+        const Out fp = run(c, ATTN_COMPUTE_FP16), ex = run(c, ATTN_COMPUTE_EXACT);
+        const double err = max_abs_err(c, fp, e), bound = out_bound(c);
+        CHECK_MESSAGE(err <= bound, "case " << it << ": err " << err << " > bound " << bound
+                                            << " (sq " << c.p.seq_q << " sk " << c.p.seq_k
+                                            << " causal " << c.p.causal << " diagonal "
+                                            << c.p.diagonal << " window " << c.p.window_left << ","
+                                            << c.p.window_right << ")");
+        CHECK(max_abs_err(c, ex, e) <= 1e-5 * 2.0);
+        const bool same = fp.out == ex.out && fp.lse == ex.lse;
+        differs += !same;
+        if (!fast)
+            CHECK_MESSAGE(same, "no AVX512-FP16: FP16 must run as EXACT (case " << it << ")");
+        ++n;
+    }
+    MESSAGE("fp16 compute with diagonals: " << n << " cases, " << differs
+                                            << " differ from EXACT (fast path taken)");
 }
 
 TEST_CASE("FP16 compute: adversarial inputs (head_dim 256, large logits, 4096 keys)") {

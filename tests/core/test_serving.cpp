@@ -46,6 +46,8 @@ struct Pack {
     long long wl = -1, wr = -1;
     float softcap = 0.0f;
     int alibi = 0;
+    int diagonal = 0, alibi_form = 0; // attn_diagonal, attn_alibi_form
+    size_t slopes_batch = 0;          // slopes [batch][hq] with this batch stride (0: [hq])
     bool plus_one = false, invariant = false;
     size_t page = 0, max_pages_param = 0, max_pages = 0, num_pages = 0;
     bool head_major = false;
@@ -212,6 +214,10 @@ attn_desc *make_desc(const Pack &c) {
     seti(ATTN_PARAM_WINDOW_RIGHT, c.wr);
     REQUIRE(attn_desc_set_float(d, ATTN_PARAM_SOFTCAP, static_cast<double>(c.softcap)) == ATTN_OK);
     seti(ATTN_PARAM_ALIBI, c.alibi);
+    seti(ATTN_PARAM_DIAGONAL, c.diagonal);
+    seti(ATTN_PARAM_ALIBI_FORM, c.alibi_form);
+    if (c.slopes_batch)
+        REQUIRE(attn_desc_set_strides(d, ATTN_ALIBI_SLOPES, c.slopes_batch, 1, 0) == ATTN_OK);
     seti(ATTN_PARAM_SOFTMAX_PLUS_ONE, c.plus_one);
     seti(ATTN_PARAM_HEAD_DIM_V, static_cast<int64_t>(c.dv));
     seti(ATTN_PARAM_VARLEN, c.varlen());
@@ -334,6 +340,8 @@ double check(const Pack &c, const Run &r, const std::string &what) {
         p.window_right = c.wr;
         p.softcap = c.softcap;
         p.alibi = c.alibi;
+        p.diagonal = c.diagonal;
+        p.alibi_form = c.alibi_form;
         p.plus_one = c.plus_one;
         p.set_default_strides();
         std::vector<float> kz(c.ks[b]), vz(c.vs[b]);
@@ -345,7 +353,7 @@ double check(const Pack &c, const Run &r, const std::string &what) {
         in.k = kz.data();
         in.v = vz.data();
         in.sinks = c.sinks.empty() ? nullptr : c.sinks.data();
-        in.slopes = c.slopes.empty() ? nullptr : c.slopes.data();
+        in.slopes = c.slopes.empty() ? nullptr : c.slopes.data() + b * c.slopes_batch;
         in.seq_lens_k = &len;
         const ref::VResult e = ref::compute_v(p, in);
         for (size_t h = 0; h < c.hq; ++h)
@@ -402,6 +410,56 @@ TEST_CASE("varlen and paged packs match the float64 reference on every ISA") {
     attn_set_isa(nullptr);
     MESSAGE(kPacks << " packs x " << names.size() << " ISAs = " << runs
                    << " runs, max relative error " << worst);
+    CHECK(worst <= 1e-5);
+}
+
+TEST_CASE(
+    "varlen and paged packs with the window / ALiBi diagonal, the ALiBi form and per-sequence "
+    "slopes match the float64 reference on every ISA") {
+    std::mt19937 g(20261206);
+    const std::vector<std::string> names = isas();
+    double worst = 0.0;
+    size_t runs = 0, asym = 0, seqs = 0;
+    const int kPacks = 240;
+    for (int n = 0; n < kPacks; ++n) {
+        const Mode mode = static_cast<Mode>(n % 3);
+        Pack c = random_pack(g, mode);
+        c.diagonal = static_cast<int>(pick(g, 0, 2));
+        c.alibi_form = static_cast<int>(pick(g, 0, 1));
+        if (pick(g, 0, 2) == 0) c.wl = static_cast<long long>(pick(g, 0, 20));
+        if (pick(g, 0, 2) == 0) c.wr = static_cast<long long>(pick(g, 0, 20));
+        c.alibi = pick(g, 0, 3) == 0 ? ATTN_ALIBI_STANDARD : ATTN_ALIBI_OPERAND;
+        c.slopes.clear();
+        c.slopes_batch = 0;
+        if (c.alibi == ATTN_ALIBI_OPERAND) {
+            if (pick(g, 0, 2) != 0) c.slopes_batch = c.hq + pick(g, 0, 2);
+            c.slopes.resize((c.batch - 1) * c.slopes_batch + c.hq);
+            for (float &x : c.slopes) x = uni(g, 0.01f, 0.5f);
+        }
+        c.invariant = n % 5 == 4;
+        for (size_t b = 0; b < c.batch; ++b) {
+            seqs += c.lq[b] > 0;
+            asym += c.lq[b] > 0 && c.lq[b] != c.lk[b];
+        }
+        for (const std::string &isa : names) {
+            REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
+            const Run r = run(c, mode == kDensePaged);
+            const double e = check(c, r, "pack " + std::to_string(n) + " on " + isa);
+            if (e > 1e-5)
+                FAIL_CHECK("pack " << n << " mode " << mode << " on " << isa << ": rel err " << e
+                                   << " (causal " << c.causal << ", diagonal " << c.diagonal
+                                   << ", window " << c.wl << "," << c.wr << ", alibi " << c.alibi
+                                   << ", form " << c.alibi_form << ", slopes_batch "
+                                   << c.slopes_batch << ")");
+            worst = std::max(worst, e);
+            ++runs;
+        }
+    }
+    attn_set_isa(nullptr);
+    MESSAGE(kPacks << " packs x " << names.size() << " ISAs = " << runs << " runs (" << asym
+                   << " of " << seqs << " sequences with len_q != len_k), max relative error "
+                   << worst);
+    CHECK(asym * 2 > seqs);
     CHECK(worst <= 1e-5);
 }
 

@@ -214,3 +214,160 @@ TEST_CASE("large scale: scale * q.k is finite, so is the answer (no overflow of 
     }
     attn_set_isa(nullptr);
 }
+
+// Visible keys of each query of a one-head problem, from the weights (hidden keys weigh 0).
+static std::vector<std::vector<size_t>> visible_keys(const VCase &c, const VRun &r) {
+    std::vector<std::vector<size_t>> keys(c.p.seq_q);
+    for (size_t i = 0; i < c.p.seq_q; ++i)
+        for (size_t j = 0; j < c.p.seq_k; ++j)
+            if (r.w[i * c.p.seq_k + j] != 0.0f) keys[i].push_back(j);
+    return keys;
+}
+
+TEST_CASE("ATTN_PARAM_DIAGONAL: the window of seq_q 3, seq_k 7, (1, 1) without a causal rule") {
+    // FlashAttention's rule (bottom-right): i + sk - sq - 1 <= j <= i + sk - sq + 1.
+    VCase c;
+    ref::VProblem &p = c.p;
+    p.seq_q = 3, p.seq_k = 7, p.head_dim = 4, p.head_dim_v = 4;
+    p.window_left = p.window_right = 1;
+    p.set_default_strides();
+    std::mt19937 g(12);
+    fill(c, g);
+    const std::vector<std::vector<size_t>> top_left = {{0, 1}, {0, 1, 2}, {1, 2, 3}};
+    const std::vector<std::vector<size_t>> bottom_right = {{3, 4, 5}, {4, 5, 6}, {5, 6}};
+    for (const std::string &isa : isas()) {
+        REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
+        for (int diagonal :
+             {ATTN_DIAGONAL_CAUSAL, ATTN_DIAGONAL_TOP_LEFT, ATTN_DIAGONAL_BOTTOM_RIGHT}) {
+            p.diagonal = diagonal;
+            const VRun r = run(c);
+            CHECK_MESSAGE(visible_keys(c, r) ==
+                              (diagonal == ATTN_DIAGONAL_BOTTOM_RIGHT ? bottom_right : top_left),
+                          isa << " diagonal " << diagonal);
+            CHECK_MESSAGE(check(c, r, isa) <= 1e-5, isa << " diagonal " << diagonal);
+        }
+    }
+    attn_set_isa(nullptr);
+}
+
+TEST_CASE("ATTN_PARAM_DIAGONAL keeps the causal rule's own diagonal") {
+    // causal TOP_LEFT (j <= i) with a bottom-right window (1, 0) around i + 4: query i sees
+    // j <= i and i + 3 <= j, so nothing; with window (5, 0): i + 4 - 5 <= j <= i.
+    VCase c;
+    ref::VProblem &p = c.p;
+    p.seq_q = 3, p.seq_k = 7, p.head_dim = 4, p.head_dim_v = 4, p.causal = ATTN_CAUSAL_TOP_LEFT;
+    p.diagonal = ATTN_DIAGONAL_BOTTOM_RIGHT, p.window_left = 5, p.window_right = 0;
+    p.set_default_strides();
+    std::mt19937 g(13);
+    fill(c, g);
+    const std::vector<std::vector<size_t>> want = {{0}, {0, 1}, {1, 2}};
+    for (const std::string &isa : isas()) {
+        REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
+        const VRun r = run(c);
+        CHECK_MESSAGE(visible_keys(c, r) == want, isa);
+        CHECK(check(c, r, isa) <= 1e-5);
+    }
+    attn_set_isa(nullptr);
+}
+
+TEST_CASE("ATTN_PARAM_ALIBI_FORM: linear -slope (diag - j), symmetric -slope |diag - j|") {
+    // One query, seq_k 5, q = 0 (every q.k is 0): the scores are the ALiBi terms alone; the
+    // top-left diagonal puts diag(0) at key 0.
+    VCase c;
+    ref::VProblem &p = c.p;
+    p.seq_q = 1, p.seq_k = 5, p.head_dim = 4, p.head_dim_v = 4, p.alibi = ATTN_ALIBI_OPERAND;
+    p.diagonal = ATTN_DIAGONAL_TOP_LEFT;
+    p.set_default_strides();
+    std::mt19937 g(14);
+    fill(c, g);
+    std::fill(c.q.begin(), c.q.end(), 0.0f);
+    c.slopes = {0.5f};
+    for (const std::string &isa : isas()) {
+        REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
+        for (int form : {ATTN_ALIBI_LINEAR, ATTN_ALIBI_SYMMETRIC}) {
+            p.alibi_form = form;
+            const VRun r = run(c);
+            // diag(0) = 0: linear scores 0.5 j grow to the right; symmetric -0.5 j fall.
+            for (size_t j = 0; j + 1 < 5; ++j) {
+                const double ratio = static_cast<double>(r.w[j + 1]) / r.w[j];
+                CHECK_MESSAGE(ratio == doctest::Approx(std::exp(form ? -0.5 : 0.5)).epsilon(1e-5),
+                              isa << " form " << form << " j " << j);
+            }
+            CHECK(check(c, r, isa) <= 1e-5);
+        }
+    }
+    attn_set_isa(nullptr);
+}
+
+TEST_CASE("diagonal, ALiBi form and per-batch slopes: random combinations match float64 on "
+          "every ISA") {
+    std::mt19937 g(20261206);
+    const auto list = isas();
+    double worst = 0.0;
+    size_t runs = 0, asym = 0;
+    for (int n = 0; n < 400; ++n) {
+        VCase c = random_vcase(g, n % 8 == 0 ? 150 : 40, n % 3 == 0);
+        ref::VProblem &p = c.p;
+        p.diagonal = static_cast<int>(pick(g, 0, 2));
+        p.alibi_form = static_cast<int>(pick(g, 0, 1));
+        if (pick(g, 0, 1)) p.alibi = static_cast<int>(pick(g, 1, 2));
+        if (p.alibi == ATTN_ALIBI_OPERAND) {
+            p.slopes_batch = pick(g, 0, 1) ? p.heads_q + pick(g, 0, 2) : 0;
+            c.slopes.resize((p.batch - 1) * p.slopes_batch + p.heads_q);
+            for (auto &x : c.slopes) x = uni(g, 0.0f, 0.5f);
+        } else {
+            c.slopes.clear();
+        }
+        asym += p.seq_q != p.seq_k;
+        for (const std::string &isa : list) {
+            REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
+            const VRun r = run(c);
+            const double err = check(c, r, "case " + std::to_string(n) + " on " + isa);
+            worst = std::max(worst, err);
+            ++runs;
+            if (err > 1e-5) {
+                FAIL_CHECK("case " << n << " on " << isa << ": max rel error " << err << " (b "
+                                   << p.batch << " hq " << p.heads_q << " sq " << p.seq_q << " sk "
+                                   << p.seq_k << " causal " << p.causal << " diagonal "
+                                   << p.diagonal << " window " << p.window_left << ","
+                                   << p.window_right << " alibi " << p.alibi << " form "
+                                   << p.alibi_form << " slopes_batch " << p.slopes_batch << ")");
+                break;
+            }
+        }
+    }
+    attn_set_isa(nullptr);
+    MESSAGE(runs << " runs (" << asym << " cases with seq_q != seq_k), max rel error " << worst);
+    CHECK(asym > 300);
+    CHECK(worst <= 1e-5);
+}
+
+TEST_CASE("ATTN_PARAM_DIAGONAL / ALIBI_FORM bounds and the slopes' strides") {
+    int is_float = -1;
+    double lo = -1, hi = -1;
+    REQUIRE(attn_param_bounds(ATTN_PARAM_DIAGONAL, &is_float, &lo, &hi) == ATTN_OK);
+    CHECK((is_float == 0 && lo == 0 && hi == 2));
+    REQUIRE(attn_param_bounds(ATTN_PARAM_ALIBI_FORM, &is_float, &lo, &hi) == ATTN_OK);
+    CHECK((is_float == 0 && lo == 0 && hi == 1));
+    attn_desc *d = nullptr;
+    REQUIRE(attn_desc_create(&d, 3, 4, 2, 5, 6, 8) == ATTN_OK);
+    int64_t v = -1;
+    REQUIRE(attn_desc_get_int(d, ATTN_PARAM_DIAGONAL, &v) == ATTN_OK);
+    CHECK(v == ATTN_DIAGONAL_CAUSAL);
+    REQUIRE(attn_desc_get_int(d, ATTN_PARAM_ALIBI_FORM, &v) == ATTN_OK);
+    CHECK(v == ATTN_ALIBI_LINEAR);
+    CHECK(attn_desc_set_int(d, ATTN_PARAM_DIAGONAL, 3) == ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(attn_desc_set_int(d, ATTN_PARAM_ALIBI_FORM, 2) == ATTN_ERR_INVALID_ARGUMENT);
+    REQUIRE(attn_desc_set_int(d, ATTN_PARAM_DIAGONAL, ATTN_DIAGONAL_BOTTOM_RIGHT) == ATTN_OK);
+    REQUIRE(attn_desc_get_int(d, ATTN_PARAM_DIAGONAL, &v) == ATTN_OK);
+    CHECK(v == ATTN_DIAGONAL_BOTTOM_RIGHT);
+    CHECK(attn_desc_required_len(d, ATTN_ALIBI_SLOPES) == 4);
+    CHECK(attn_desc_set_strides(d, ATTN_ALIBI_SLOPES, 4, 1, 1) == ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(std::string(attn_last_error()).find("alibi_slopes row_stride") != std::string::npos);
+    CHECK(attn_desc_required_len(d, ATTN_ALIBI_SLOPES) == 4); // unchanged by the failure
+    REQUIRE(attn_desc_set_strides(d, ATTN_ALIBI_SLOPES, 4, 1, 0) == ATTN_OK);
+    CHECK(attn_desc_required_len(d, ATTN_ALIBI_SLOPES) == 12);
+    REQUIRE(attn_desc_set_int(d, ATTN_PARAM_VARLEN, 1) == ATTN_OK); // relayout keeps it
+    CHECK(attn_desc_required_len(d, ATTN_ALIBI_SLOPES) == 12);
+    attn_desc_destroy(d);
+}

@@ -81,6 +81,15 @@ inline attn_desc *make_desc(const VCase &c) {
     REQUIRE(attn_desc_set_float(d, ATTN_PARAM_SOFTCAP, static_cast<double>(p.softcap)) == ATTN_OK);
     seti(ATTN_PARAM_BIAS_FIRST, p.bias_first);
     seti(ATTN_PARAM_ALIBI, p.alibi);
+    seti(ATTN_PARAM_DIAGONAL, p.diagonal);
+    seti(ATTN_PARAM_ALIBI_FORM, p.alibi_form);
+    if (p.slopes_batch) {
+        REQUIRE_MESSAGE(attn_desc_set_strides(d, ATTN_ALIBI_SLOPES, p.slopes_batch, 1, 0) ==
+                            ATTN_OK,
+                        attn_last_error());
+        REQUIRE(attn_desc_required_len(d, ATTN_ALIBI_SLOPES) ==
+                (p.batch - 1) * p.slopes_batch + p.heads_q);
+    }
     seti(ATTN_PARAM_SOFTMAX_PLUS_ONE, p.plus_one);
     seti(ATTN_PARAM_HEAD_DIM_V, static_cast<int64_t>(p.head_dim_v));
     seti(ATTN_PARAM_WEIGHTS_MODE, c.weights_mode);

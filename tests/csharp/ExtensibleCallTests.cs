@@ -116,6 +116,8 @@ namespace LibAttn.Tests
                 Tuple.Create(typeof(attn_alibi), typeof(Alibi), "ATTN_ALIBI_"),
                 Tuple.Create(typeof(attn_weights_mode), typeof(WeightsMode), "ATTN_WEIGHTS_"),
                 Tuple.Create(typeof(attn_compute), typeof(Compute), "ATTN_COMPUTE_"),
+                Tuple.Create(typeof(attn_diagonal), typeof(Diagonal), "ATTN_DIAGONAL_"),
+                Tuple.Create(typeof(attn_alibi_form), typeof(AlibiForm), "ATTN_ALIBI_"),
                 Tuple.Create(typeof(attn_op), typeof(Op), "ATTN_OP_") };
             foreach (var t in pairs)
             {
@@ -154,10 +156,10 @@ namespace LibAttn.Tests
             string[] exported = typeof(Attention).Assembly.GetExportedTypes()
                                     .Select(x => x.FullName).OrderBy(x => x).ToArray();
             CollectionAssert.AreEqual(
-                new[] { "LibAttn.Alibi", "LibAttn.Attention", "LibAttn.AttentionArgs",
-                        "LibAttn.AttentionDesc", "LibAttn.AttentionDesc+Builder",
-                        "LibAttn.AttentionException", "LibAttn.Causal", "LibAttn.Compute",
-                        "LibAttn.Op",
+                new[] { "LibAttn.Alibi", "LibAttn.AlibiForm", "LibAttn.Attention",
+                        "LibAttn.AttentionArgs", "LibAttn.AttentionDesc",
+                        "LibAttn.AttentionDesc+Builder", "LibAttn.AttentionException",
+                        "LibAttn.Causal", "LibAttn.Compute", "LibAttn.Diagonal", "LibAttn.Op",
                         "LibAttn.Operand", "LibAttn.Param", "LibAttn.ParamBounds",
                         "LibAttn.Status", "LibAttn.WeightsMode" },
                 exported, "no SWIGTYPE_p_* or raw class leaks: " + string.Join(", ", exported));
@@ -181,7 +183,9 @@ namespace LibAttn.Tests
                 { Param.PageSize, Tuple.Create(false, 0.0, 2147483647.0) },
                 { Param.MaxPages, Tuple.Create(false, 0.0, 2147483647.0) },
                 { Param.BatchInvariant, Tuple.Create(false, 0.0, 1.0) },
-                { Param.Compute, Tuple.Create(false, 0.0, 1.0) } };
+                { Param.Compute, Tuple.Create(false, 0.0, 1.0) },
+                { Param.Diagonal, Tuple.Create(false, 0.0, 2.0) },
+                { Param.AlibiForm, Tuple.Create(false, 0.0, 1.0) } };
             foreach (Param p in Enum.GetValues(typeof(Param)))
             {
                 ParamBounds b = Attention.Bounds(p);

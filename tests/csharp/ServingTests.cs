@@ -289,6 +289,77 @@ namespace LibAttn.Tests
             }
         }
 
+        // A varlen pack with a window and ALiBi on each diagonal, both ALiBi forms, every causal
+        // rule and one slope row per sequence ([batch][heads_q] slopes, strides (HQ, 1, 0))
+        // equals each sequence computed alone by a dense call with its [heads_q] slopes, bit for
+        // bit under batch invariance (the dense calls match float64 in the shared vectors).
+        [Test]
+        public void DiagonalAlibiFormAndPerSequenceSlopesMatchEachSequenceAlone()
+        {
+            var s = new Seqs(131);
+            float[] q = s.PackQ(), k = s.PackK(), v = s.PackV();
+            float[] slopes = Seqs.Uniform(new Random(132), Seqs.B * Seqs.HQ, 0.5)
+                                 .Select(x => Math.Abs(x) + 0.05f).ToArray();
+            int outLen = s.TotalQ * Seqs.HQ * Seqs.D, lseLen = Seqs.HQ * s.TotalQ;
+            foreach (Causal causal in Enum.GetValues(typeof(Causal)))
+                foreach (Diagonal diag in Enum.GetValues(typeof(Diagonal)))
+                    foreach (AlibiForm form in Enum.GetValues(typeof(AlibiForm)))
+                    {
+                        string what = causal + ", " + diag + ", " + form;
+                        var alone = new float[Seqs.B][][];
+                        for (int b = 0; b < Seqs.B; b++)
+                        {
+                            if (Seqs.LQ[b] == 0) continue;
+                            using (AttentionDesc one = new AttentionDesc.Builder()
+                                       .Dims(1, Seqs.HQ, Seqs.HKV, Seqs.LQ[b], Seqs.LK[b], Seqs.D)
+                                       .Causal(causal).Window(6, 3).Alibi(Alibi.Operand)
+                                       .Diagonal(diag).AlibiForm(form).BatchInvariant().Build())
+                            using (var args = new AttentionArgs())
+                            {
+                                var o = new float[one.RequiredLen(Operand.Out)];
+                                var l = new float[one.RequiredLen(Operand.Lse)];
+                                args.Bind(Operand.Q, s.Q[b]).Bind(Operand.K, s.K[b]).Bind(Operand.V, s.V[b])
+                                    .Bind(Operand.AlibiSlopes,
+                                          slopes.Skip(b * Seqs.HQ).Take(Seqs.HQ).ToArray())
+                                    .Bind(Operand.Out, o).Bind(Operand.Lse, l);
+                                one.Run(Op.Forward, args);
+                                alone[b] = new[] { o, l };
+                            }
+                        }
+                        using (AttentionDesc desc = PackBuilder().Causal(causal).Window(6, 3)
+                                   .Alibi(Alibi.Operand).Diagonal(diag).AlibiForm(form)
+                                   .Strides(Operand.AlibiSlopes, Seqs.HQ, 1, 0).Build())
+                        using (var args = new AttentionArgs())
+                        {
+                            Assert.AreEqual(diag, desc.Diagonal, what);
+                            Assert.AreEqual(form, desc.AlibiForm, what);
+                            Assert.AreEqual((ulong)slopes.Length, desc.RequiredLen(Operand.AlibiSlopes));
+                            float[] output = Seqs.Filled(outLen, Sentinel), lse = Seqs.Filled(lseLen, Sentinel);
+                            args.Bind(Operand.Q, q).Bind(Operand.K, k).Bind(Operand.V, v)
+                                .Bind(Operand.CuSeqlensQ, s.CuQ).Bind(Operand.CuSeqlensK, s.CuK)
+                                .Bind(Operand.AlibiSlopes, slopes).Bind(Operand.Out, output)
+                                .Bind(Operand.Lse, lse);
+                            desc.Run(Op.Forward, args);
+                            for (int b = 0; b < Seqs.B; b++)
+                                for (int h = 0; h < Seqs.HQ; h++)
+                                    for (int i = 0; i < Seqs.LQ[b]; i++)
+                                    {
+                                        for (int x = 0; x < Seqs.D; x++)
+                                            Bits.AssertSame(alone[b][0][(h * Seqs.LQ[b] + i) * Seqs.D + x],
+                                                            output[((s.CuQ[b] + i) * Seqs.HQ + h) * Seqs.D + x],
+                                                            what + ": out of sequence " + b);
+                                        Bits.AssertSame(alone[b][1][h * Seqs.LQ[b] + i],
+                                                        lse[h * s.TotalQ + s.CuQ[b] + i],
+                                                        what + ": lse of sequence " + b);
+                                    }
+                            // [heads_q] slopes are too short for [batch][heads_q]
+                            args.Bind(Operand.AlibiSlopes, slopes.Take(Seqs.HQ).ToArray());
+                            var e = Assert.Catch<Exception>(() => desc.Run(Op.Forward, args), what);
+                            StringAssert.Contains("alibi_slopes", e.Message, what);
+                        }
+                    }
+        }
+
         [Test]
         public void VarlenPackIsBitIdenticalToEachSequenceAlone()
         {

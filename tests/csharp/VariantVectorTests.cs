@@ -38,8 +38,9 @@ namespace LibAttn.Tests
         static readonly string[] LineKeys = {
             "name", "batch", "heads_q", "heads_kv", "seq_q", "seq_k", "head_dim", "causal",
             "window_left", "window_right", "softcap", "alibi", "softmax_plus_one", "head_dim_v",
-            "bias_first", "weights_mode", "scale", "varlen", "strides.q", "strides.k", "strides.v",
-            "strides.out", "strides.bias", "in", "mass" };
+            "bias_first", "weights_mode", "scale", "varlen", "diagonal", "alibi_form",
+            "strides.q", "strides.k", "strides.v", "strides.out", "strides.bias",
+            "strides.alibi_slopes", "in", "mass" };
         static readonly string[] ErrorKeys = { "op", "break", "status", "names" };
         static readonly string[] StorageKeys = { "store.q", "store.k", "store.v",
                                                  "strides.k_scale", "strides.v_scale" };
@@ -153,8 +154,11 @@ namespace LibAttn.Tests
                 if (x == 0 || x == 1) b.Varlen(x == 1);
                 else b.Set(Param.Varlen, x);
             }
+            if (c.TryGetValue("diagonal", out v)) b.Diagonal((Diagonal)int.Parse(v, Inv));
+            if (c.TryGetValue("alibi_form", out v)) b.AlibiForm((AlibiForm)int.Parse(v, Inv));
             // storage.txt: the int8 scales' strides after the others
-            foreach (string op in new[] { "q", "k", "v", "out", "bias", "k_scale", "v_scale" })
+            foreach (string op in new[] { "q", "k", "v", "out", "bias", "k_scale", "v_scale",
+                                          "alibi_slopes" })
                 if (c.TryGetValue("strides." + op, out v))
                     Strides(b, OperandOf(op), v, c["name"] + ": strides." + op);
             return b;

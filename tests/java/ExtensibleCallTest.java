@@ -1038,7 +1038,7 @@ class ExtensibleCallTest {
             {(Runnable) () -> Operand.fromCode(29), "operand", "29"},
             {(Runnable) () -> Operand.fromCode((1L << 32) + 1), "operand", "4294967297"},
             {(Runnable) () -> Compute.fromCode(2), "compute", "2"},
-            {(Runnable) () -> Param.fromCode(15), "param", "15"},
+            {(Runnable) () -> Param.fromCode(17), "param", "17"},
         };
         for (Object[] c : cases) {
             IllegalArgumentException e = assertThrows(IllegalArgumentException.class, ((Runnable) c[0])::run,

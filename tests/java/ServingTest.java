@@ -274,6 +274,60 @@ class ServingTest {
     }
 
     /**
+     * A varlen pack with a window and ALiBi on each diagonal, both ALiBi forms, every causal rule
+     * and one slope row per sequence ([batch][headsQ] slopes, strides (HQ, 1, 0)) equals each
+     * sequence computed alone by a dense call with its [headsQ] slopes, bit for bit under batch
+     * invariance (the dense calls match float64 in the shared vectors).
+     */
+    @Test
+    void diagonalAlibiFormAndPerSequenceSlopesMatchEachSequenceAlone() {
+        Seq[] seqs = sequences(31);
+        Pack p = new Pack(seqs);
+        float[] slopes = uniform(new SplittableRandom(32), B * HQ, 0.05, 0.55);
+        for (Causal causal : Causal.values()) {
+            for (Diagonal diag : Diagonal.values()) {
+                for (AlibiForm form : AlibiForm.values()) {
+                    String label = causal + ", " + diag + ", " + form;
+                    float[][][] alone = new float[B][][];
+                    for (int b = 0; b < B; b++) {
+                        Seq s = seqs[b];
+                        if (s.lq == 0) {
+                            continue;
+                        }
+                        try (AttentionDesc d = AttentionDesc.builder().heads(HQ, HKV).seqLen(s.lq, s.lk)
+                                .headDim(D).causal(causal).window(6, 3).alibi(Alibi.OPERAND).diagonal(diag)
+                                .alibiForm(form).batchInvariant().build(); AttentionArgs a = d.args()) {
+                            float[] out = filled((int) d.requiredLen(Operand.OUT), SENTINEL);
+                            float[] lse = filled((int) d.requiredLen(Operand.LSE), SENTINEL);
+                            a.set(Operand.Q, s.q).set(Operand.K, s.k).set(Operand.V, s.v)
+                                    .set(Operand.ALIBI_SLOPES, Arrays.copyOfRange(slopes, b * HQ, (b + 1) * HQ))
+                                    .set(Operand.OUT, out).set(Operand.LSE, lse).run(Op.FORWARD);
+                            alone[b] = new float[][] {out, lse};
+                        }
+                    }
+                    try (AttentionDesc d = packBuilder().causal(causal).window(6, 3).alibi(Alibi.OPERAND)
+                            .diagonal(diag).alibiForm(form).strides(Operand.ALIBI_SLOPES, HQ, 1, 0).build();
+                            AttentionArgs a = d.args()) {
+                        assertEquals(diag, d.diagonal());
+                        assertEquals(form, d.alibiForm());
+                        assertEquals(B * HQ, d.requiredLen(Operand.ALIBI_SLOPES));
+                        float[] out = filled(p.totalQ * HQ * D, SENTINEL);
+                        float[] lse = filled(p.totalQ * HQ, SENTINEL);
+                        a.set(Operand.Q, p.q).set(Operand.K, p.k).set(Operand.V, p.v).cuSeqlensQ(p.cuQ)
+                                .cuSeqlensK(p.cuK).set(Operand.ALIBI_SLOPES, slopes).set(Operand.OUT, out)
+                                .set(Operand.LSE, lse).run(Op.FORWARD);
+                        assertSameBits(label, p, out, lse, alone);
+                        // [headsQ] slopes are too short for [batch][headsQ]
+                        RuntimeException e = assertThrows(RuntimeException.class,
+                                () -> a.set(Operand.ALIBI_SLOPES, Arrays.copyOf(slopes, HQ)).run(Op.FORWARD));
+                        assertMentions(e.getMessage(), "alibi_slopes");
+                    }
+                }
+            }
+        }
+    }
+
+    /**
      * The dense call the serving layouts are compared with (batch invariant, through
      * AttentionArgs) gives the shared vectors' values: every bottom-right index.txt case (GQA,
      * decode, seq_q above and below seq_k, strides, masks) on a batch-invariant descriptor.

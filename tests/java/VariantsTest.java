@@ -94,8 +94,8 @@ class VariantsTest {
     static final java.util.Set<String> KEYS = new java.util.HashSet<>(Arrays.asList("name", "batch",
             "heads_q", "heads_kv", "seq_q", "seq_k", "head_dim", "causal", "window_left",
             "window_right", "softcap", "alibi", "softmax_plus_one", "head_dim_v", "bias_first",
-            "weights_mode", "scale", "varlen", "strides.q", "strides.k", "strides.v", "strides.out",
-            "strides.bias", "in", "mass"));
+            "weights_mode", "scale", "varlen", "diagonal", "alibi_form", "strides.q", "strides.k",
+            "strides.v", "strides.out", "strides.bias", "strides.alibi_slopes", "in", "mass"));
     static final java.util.Set<String> ERROR_KEYS = new java.util.HashSet<>(Arrays.asList("op",
             "break", "status", "names"));
     /** storage.txt's extra keys (VARIANTS.md "Storage types"). */
@@ -207,6 +207,12 @@ class VariantsTest {
         if (c.opt("varlen") != null) {
             bl.varlen(flag(c, "varlen"));
         }
+        if (c.opt("diagonal") != null) {
+            bl.diagonal(Diagonal.fromCode(Long.parseLong(c.get("diagonal"))));
+        }
+        if (c.opt("alibi_form") != null) {
+            bl.alibiForm(AlibiForm.fromCode(Long.parseLong(c.get("alibi_form"))));
+        }
         strides(c, bl);
         return bl;
     }
@@ -222,9 +228,9 @@ class VariantsTest {
     static void strides(Line c, AttentionDesc.Builder bl) {
         // storage.txt's scale strides come after the others (VARIANTS.md)
         String[] keys = {"strides.q", "strides.k", "strides.v", "strides.out", "strides.bias",
-            "strides.k_scale", "strides.v_scale"};
+            "strides.k_scale", "strides.v_scale", "strides.alibi_slopes"};
         Operand[] ops = {Operand.Q, Operand.K, Operand.V, Operand.OUT, Operand.BIAS,
-            Operand.K_SCALE, Operand.V_SCALE};
+            Operand.K_SCALE, Operand.V_SCALE, Operand.ALIBI_SLOPES};
         for (int o = 0; o < keys.length; o++) {
             String s = c.opt(keys[o]);
             if (s != null) {

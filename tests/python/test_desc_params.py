@@ -133,8 +133,10 @@ def test_param_bounds_from_the_library():
                                                    3.4028234663852886e38)
     assert attn.param_bounds(attn.Param.WINDOW_LEFT) == (False, -1.0, 2147483647.0)
     assert attn.param_bounds("softcap")[0] is True
-    with pytest.raises(ValueError, match=r"param \(15\)"):
-        attn.param_bounds(15)  # 10..13 are the serving parameters, 14 the forward's arithmetic
+    assert attn.param_bounds(attn.Param.DIAGONAL) == (False, 0.0, 2.0)
+    assert attn.param_bounds("alibi_form") == (False, 0.0, 1.0)
+    with pytest.raises(ValueError, match=r"param \(17\)"):
+        attn.param_bounds(17)  # 10..13 serving, 14 the forward's arithmetic, 15..16 diagonal, form
 
 
 # ------------------------------------------------------------------------------------------
@@ -692,3 +694,31 @@ def test_threads_share_a_desc_with_views():
     d.close()
     assert not failures
     assert d._handle is None and d._variants == {}
+
+
+@pytest.mark.parametrize("diagonal", ["causal", "top_left", "bottom_right"])
+@pytest.mark.parametrize("form", ["linear", "symmetric"])
+@pytest.mark.parametrize("causal", [0, 1, 2])
+def test_diagonal_alibi_form_and_per_batch_slopes(diagonal, form, causal):
+    # seq_q != seq_k, a window on the chosen diagonal, ALiBi slopes per batch entry
+    B, HQ, HKV, SQ, SK, D = 3, 4, 2, 5, 9, 8
+    rng = np.random.default_rng(29)
+    q, k, v = rand(rng, (B, HQ, SQ, D)), rand(rng, (B, HKV, SK, D)), rand(rng, (B, HKV, SK, D))
+    slopes = rand(rng, (B, HQ), 0.05, 0.8)
+    with attn.Desc(B, HQ, HKV, SQ, SK, D, causal=causal, window=(3, 2), alibi="operand",
+                   diagonal=diagonal, alibi_form=form, alibi_slopes_strides=(HQ, 1, 0)) as d:
+        assert d.diagonal == attn.Diagonal[diagonal.upper()]
+        assert d.alibi_form == attn.AlibiForm[form.upper()]
+        assert d.shape(attn.Operand.ALIBI_SLOPES) == (B, HQ)
+        out, lse = d.forward(q, k, v, alibi_slopes=slopes, lse=True)
+        with pytest.raises(ValueError, match="alibi_slopes"):
+            d.forward(q, k, v, alibi_slopes=slopes[0])  # (heads_q,) is not (batch, heads_q)
+    p = attn_ref.Problem(B, HQ, HKV, SQ, SK, D, causal=causal, window_left=3, window_right=2,
+                         alibi=attn_ref.ALIBI_OPERAND,
+                         diagonal=int(attn.Diagonal[diagonal.upper()]),
+                         alibi_form=int(attn.AlibiForm[form.upper()]),
+                         alibi_slopes_strides=(HQ, 1))
+    w_out, w_lse, _, _ = attn_ref.run(p, flat(q), flat(k), flat(v),
+                                      alibi_slopes=[float(x) for x in slopes.ravel()])
+    assert_close("out", out, w_out)
+    assert_close("lse", lse, w_lse)

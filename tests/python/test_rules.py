@@ -160,7 +160,7 @@ def test_output_overlapping_an_input(desc):
     (lambda d: d.required_len(2 ** 32 + 6), ["operand (4294967302)"]),
     (lambda d: d.required_len(-1), ["operand (-1)"]),
     (lambda d: d.param(2 ** 32 + 1), ["param (4294967297)"]),
-    (lambda d: attn.param_bounds(15), ["param (15)"]),
+    (lambda d: attn.param_bounds(17), ["param (17)"]),
     (lambda d: d.run(2 ** 32, attn.Args()), ["op (4294967296)"]),
     (lambda d: attn.Args().set(2 ** 32 + 3, zeros(8)), ["operand (4294967299)"]),
     (lambda d: attn.Desc(1, 1, 1, 1, 1, 1, weights_mode=2 ** 33), ["weights_mode (8589934592)"]),

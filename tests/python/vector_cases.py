@@ -23,9 +23,11 @@ VECTORS = os.path.join(ROOT, "tests", "vectors")
 TOL = 1e-5
 
 INT_PARAMS = ("causal", "window_left", "window_right", "alibi", "softmax_plus_one",
-              "head_dim_v", "weights_mode", "bias_first", "varlen")
+              "head_dim_v", "weights_mode", "bias_first", "varlen", "diagonal", "alibi_form")
 FLOAT_PARAMS = ("softcap", "scale")
 STRIDED = ("q", "k", "v", "out", "bias", "k_scale", "v_scale")
+#: strides.<x> keys that are not N-D strided views (the slopes: [batch][heads_q] or flat)
+OTHER_STRIDES = ("alibi_slopes",)
 OPERAND = {op.name.lower(): op for op in attn.Operand}
 TYPES = {"q": np.float32, "k": np.float32, "v": np.float32, "bias": np.float32,
          "alibi_slopes": np.float32, "sinks": np.float32, "key_valid": np.uint8,
@@ -41,7 +43,8 @@ GRADS = ("dq", "dk", "dv", "dbias", "dsinks")
 # Every key a line may have (VARIANTS.md: a reader must reject a key it does not know).
 KNOWN = ({"name", "batch", "heads_q", "heads_kv", "seq_q", "seq_k", "head_dim", "in", "mass",
           "op", "break", "status", "names", "grads", "store.q", "store.k", "store.v"}
-         | set(INT_PARAMS) | set(FLOAT_PARAMS) | {"strides." + x for x in STRIDED})
+         | set(INT_PARAMS) | set(FLOAT_PARAMS)
+         | {"strides." + x for x in STRIDED + OTHER_STRIDES})
 
 
 def parse(path):
@@ -85,14 +88,14 @@ def params_of(c):
 
 def strides_of(c):
     return {op: tuple(int(x) for x in c["strides." + op].split(","))
-            for op in STRIDED if "strides." + op in c}
+            for op in STRIDED + OTHER_STRIDES if "strides." + op in c}
 
 
 def make_desc(c, with_strides=True, **override):
     kw = params_of(c)
     kw.update(override)
-    if with_strides:
-        kw.update({op + "_strides": s for op, s in strides_of(c).items()})
+    kw.update({op + "_strides": s for op, s in strides_of(c).items()
+               if with_strides or op in OTHER_STRIDES})
     return attn.Desc(c["batch"], c["heads_q"], c["heads_kv"], c["seq_q"], c["seq_k"],
                      c["head_dim"], **kw)
 
@@ -178,7 +181,8 @@ def run(c, nd):
             w = desc.weights(q, k, **arrays)
             if nd:
                 # every differently strided operand made the Desc configure a matching one
-                assert len(desc._variants) == (1 if strides_of(c) else 0)
+                assert len(desc._variants) == (
+                    1 if any(op in STRIDED for op in strides_of(c)) else 0)
     return out, lse, w.reshape(-1), mass
 
 

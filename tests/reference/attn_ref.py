@@ -5,8 +5,10 @@ query head h, query i (one row at a time):
 
     if query i is padding (query_valid[b][i] false): out 0, lse -inf, weights 0; next row
     len_k(b)   = seq_lens_k[b] if given, else seq_k     keys j >= len_k(b) are padding
-    diag(i)    = i for CAUSAL_NONE / CAUSAL_TOP_LEFT, i + len_k(b) - seq_q for CAUSAL_BOTTOM_RIGHT
-    key j is hidden when: j >= len_k(b); key_valid[b][j] false; the causal rule j <= diag(i)
+    cdiag(i)   = i for CAUSAL_NONE / CAUSAL_TOP_LEFT, i + len_k(b) - seq_q for CAUSAL_BOTTOM_RIGHT
+    diag(i)    = cdiag(i) (DIAGONAL_CAUSAL), i (DIAGONAL_TOP_LEFT) or i + len_k(b) - seq_q
+                 (DIAGONAL_BOTTOM_RIGHT): the diagonal of the window and ALiBi
+    key j is hidden when: j >= len_k(b); key_valid[b][j] false; the causal rule j <= cdiag(i)
         fails (when causal); the window diag(i) - window_left <= j <= diag(i) + window_right
         fails (a bound of -1 is unbounded); allowed[i][j] false
     kv head    = h // (heads_q // heads_kv)                            (MHA, GQA, MQA)
@@ -17,7 +19,10 @@ query head h, query i (one row at a time):
                                                        bias[b][h][i][j] = -inf the key is hidden
                                                        whatever s_j is (even when the fp32 score
                                                        would overflow to +inf or be NaN)
-    s_j       += -slope_h * (diag(i) - j)              ALiBi (operand slopes or standard slopes)
+    s_j       += -slope(b, h) * (diag(i) - j)          ALiBi (operand slopes or standard slopes),
+                                                       ALIBI_LINEAR
+    s_j       += -slope(b, h) * |diag(i) - j|          ALIBI_SYMMETRIC
+    slope(b, h) = alibi_slopes[b * batch_stride + h * head_stride] (strides default (0, 1))
     a key whose score is -inf is hidden too (a -inf bias hides a key like a mask)
     no visible key: out 0, lse -inf, weights 0 (with or without a sink)
     sink       = sinks[h], or 0 with softmax_plus_one, or none
@@ -45,6 +50,13 @@ CAUSAL_BOTTOM_RIGHT = 2
 ALIBI_NONE = 0
 ALIBI_OPERAND = 1
 ALIBI_STANDARD = 2
+
+DIAGONAL_CAUSAL = 0
+DIAGONAL_TOP_LEFT = 1
+DIAGONAL_BOTTOM_RIGHT = 2
+
+ALIBI_LINEAR = 0
+ALIBI_SYMMETRIC = 1
 
 
 def bhsd_strides(heads, seq, head_dim):
@@ -86,13 +98,15 @@ class Problem:
     (None = contiguous BHSD), plus the 0.2 parameters (keyword arguments, defaults as attn.h):
     window_left / window_right (-1 unbounded), softcap (0 off), alibi (ALIBI_*),
     softmax_plus_one, head_dim_v (None = head_dim), bias_first, bias_strides (None =
-    contiguous [batch][heads_q][seq_q][seq_k])."""
+    contiguous [batch][heads_q][seq_q][seq_k]), diagonal (DIAGONAL_*), alibi_form (ALIBI_LINEAR /
+    ALIBI_SYMMETRIC), alibi_slopes_strides ((batch_stride, head_stride); None = (0, 1))."""
 
     def __init__(self, batch, heads_q, heads_kv, seq_q, seq_k, head_dim,
                  causal=CAUSAL_NONE, scale=None,
                  q_strides=None, k_strides=None, v_strides=None, out_strides=None,
                  window_left=-1, window_right=-1, softcap=0.0, alibi=ALIBI_NONE,
-                 softmax_plus_one=False, head_dim_v=None, bias_first=False, bias_strides=None):
+                 softmax_plus_one=False, head_dim_v=None, bias_first=False, bias_strides=None,
+                 diagonal=DIAGONAL_CAUSAL, alibi_form=ALIBI_LINEAR, alibi_slopes_strides=None):
         if min(batch, heads_q, heads_kv, seq_q, seq_k, head_dim) <= 0:
             raise ValueError("all sizes must be > 0")
         if heads_q % heads_kv != 0:
@@ -105,6 +119,10 @@ class Problem:
             raise ValueError("softcap must be >= 0")
         if alibi not in (ALIBI_NONE, ALIBI_OPERAND, ALIBI_STANDARD):
             raise ValueError("bad alibi mode")
+        if diagonal not in (DIAGONAL_CAUSAL, DIAGONAL_TOP_LEFT, DIAGONAL_BOTTOM_RIGHT):
+            raise ValueError("bad diagonal")
+        if alibi_form not in (ALIBI_LINEAR, ALIBI_SYMMETRIC):
+            raise ValueError("bad alibi form")
         if head_dim_v is not None and head_dim_v <= 0:
             raise ValueError("head_dim_v must be > 0")
         self.batch = batch
@@ -122,6 +140,9 @@ class Problem:
         self.alibi = alibi
         self.softmax_plus_one = bool(softmax_plus_one)
         self.bias_first = bool(bias_first)
+        self.diagonal = diagonal
+        self.alibi_form = alibi_form
+        self.alibi_slopes_strides = tuple(alibi_slopes_strides or (0, 1))
         DV = self.head_dim_v
         self.q_strides = tuple(q_strides or bhsd_strides(heads_q, seq_q, head_dim))
         self.k_strides = tuple(k_strides or bhsd_strides(heads_kv, seq_k, head_dim))
@@ -167,6 +188,16 @@ class Problem:
         """alibi_slopes and sinks: [heads_q]."""
         return self.heads_q
 
+    def alibi_slopes_len(self):
+        """alibi_slopes: [batch][heads_q] with alibi_slopes_strides."""
+        bs, hs = self.alibi_slopes_strides
+        return (self.batch - 1) * bs + (self.heads_q - 1) * hs + 1
+
+    def slope(self, slopes, b, h):
+        """slope(b, h) of operand slopes."""
+        bs, hs = self.alibi_slopes_strides
+        return float(slopes[b * bs + h * hs])
+
     def query_valid_len(self):
         return self.batch * self.seq_q
 
@@ -202,16 +233,30 @@ class Problem:
         """len_k(b): keys of batch entry b (keys at or past it are padding)."""
         return self.seq_k if seq_lens_k is None else int(seq_lens_k[b])
 
-    def diag(self, b, i, seq_lens_k=None):
-        """The causal diagonal of query i in batch entry b."""
+    def causal_diag(self, b, i, seq_lens_k=None):
+        """The causal rule's diagonal of query i in batch entry b."""
         if self.causal == CAUSAL_BOTTOM_RIGHT:
             return i + self.key_len(b, seq_lens_k) - self.seq_q
         return i
 
+    def diag(self, b, i, seq_lens_k=None):
+        """diag(i), the diagonal the window and ALiBi measure from."""
+        if self.diagonal == DIAGONAL_TOP_LEFT:
+            return i
+        if self.diagonal == DIAGONAL_BOTTOM_RIGHT:
+            return i + self.key_len(b, seq_lens_k) - self.seq_q
+        return self.causal_diag(b, i, seq_lens_k)
+
+    def alibi_term(self, slope, dg, j):
+        """The ALiBi addend of key j on diagonal dg."""
+        if self.alibi_form == ALIBI_SYMMETRIC:
+            return -slope * abs(dg - j)
+        return -slope * (dg - j)
+
     def in_range(self, b, i, j, seq_lens_k=None):
         """The causal rule and the sliding window: may query i see key j (masks aside)?"""
         dg = self.diag(b, i, seq_lens_k)
-        if self.causal != CAUSAL_NONE and j > dg:
+        if self.causal != CAUSAL_NONE and j > self.causal_diag(b, i, seq_lens_k):
             return False
         if self.window_left >= 0 and j < dg - self.window_left:
             return False
@@ -230,7 +275,7 @@ def run(p, q, k, v=None, key_valid=None, allowed=None, bias=None, alibi_slopes=N
 
     q, k, v, bias: flat sequences addressed with p's strides; key_valid [batch][seq_k],
     allowed [seq_q][seq_k], query_valid [batch][seq_q]: flat, any truthy value is true;
-    alibi_slopes, sinks: [heads_q]; seq_lens_k: [batch] integers in [0, seq_k].
+    alibi_slopes: [batch][heads_q] by p.alibi_slopes_strides; sinks: [heads_q]; seq_lens_k: [batch] integers in [0, seq_k].
     Returns (out, lse, weights, key_mass) as float64 lists: out has p.out_len() elements
     (elements the OUT strides do not address stay 0.0; None when v is None), lse
     batch*heads_q*seq_q, weights batch*heads_q*seq_q*seq_k and key_mass batch*heads_q*seq_k
@@ -248,9 +293,10 @@ def run(p, q, k, v=None, key_valid=None, allowed=None, bias=None, alibi_slopes=N
 
     slopes = None
     if p.alibi == ALIBI_OPERAND:
-        slopes = [float(x) for x in alibi_slopes]
+        slopes = [[p.slope(alibi_slopes, b, h) for h in range(p.heads_q)]
+                  for b in range(p.batch)]
     elif p.alibi == ALIBI_STANDARD:
-        slopes = alibi_standard_slopes(p.heads_q)
+        slopes = [alibi_standard_slopes(p.heads_q)] * p.batch
 
     scale = p.effective_scale()
     group = p.heads_q // p.heads_kv
@@ -301,7 +347,7 @@ def run(p, q, k, v=None, key_valid=None, allowed=None, bias=None, alibi_slopes=N
                     if p.softcap > 0.0 and p.bias_first and s != -math.inf:
                         s = _cap(p, s)  # a -inf bias still hides the key
                     if slopes is not None:
-                        s += -slopes[h] * (dg - j)
+                        s += p.alibi_term(slopes[b][h], dg, j)
                     if s == -math.inf:
                         continue  # a -inf score hides the key like a mask
                     scores[j] = s
@@ -361,9 +407,10 @@ def backward(p, q, k, v, dout, key_valid=None, allowed=None, bias=None, alibi_sl
                          query_valid, seq_lens_k)
     slopes = None
     if p.alibi == ALIBI_OPERAND:
-        slopes = [float(x) for x in alibi_slopes]
+        slopes = [[p.slope(alibi_slopes, b, h) for h in range(p.heads_q)]
+                  for b in range(p.batch)]
     elif p.alibi == ALIBI_STANDARD:
-        slopes = alibi_standard_slopes(p.heads_q)
+        slopes = [alibi_standard_slopes(p.heads_q)] * p.batch
     scale = p.effective_scale()
     group = p.heads_q // p.heads_kv
     D, DV, SQ, SK = p.head_dim, p.head_dim_v, p.seq_q, p.seq_k
@@ -413,7 +460,7 @@ def backward(p, q, k, v, dout, key_valid=None, allowed=None, bias=None, alibi_sl
                     else:
                         s, ds_dt, ds_db = t + bj, 1.0, 1.0
                     if slopes is not None:
-                        s += -slopes[h] * (dg - j)
+                        s += p.alibi_term(slopes[b][h], dg, j)
                     w = math.exp(s - lse[row])
                     dp = math.fsum(do[d] * float(v[vo + d]) for d in range(DV))
                     ds = w * (dp - Drow)

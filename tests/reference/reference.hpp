@@ -40,7 +40,10 @@ struct VProblem {
     long long window_left = -1, window_right = -1;
     float softcap = 0.0f;
     bool bias_first = false;
-    int alibi = 0; // attn_alibi
+    int alibi = 0;           // attn_alibi
+    int diagonal = 0;        // attn_diagonal: of the window and ALiBi
+    int alibi_form = 0;      // attn_alibi_form
+    size_t slopes_batch = 0; // slope of (b, h) at slopes[b * slopes_batch + h]
     bool plus_one = false;
     // Q, K, V, OUT, BIAS: batch, head, row element strides
     size_t strides[5][3] = {};
@@ -112,11 +115,20 @@ inline long long len_k(const VProblem &p, const VInputs &in, size_t b) {
     return in.seq_lens_k ? in.seq_lens_k[b] : static_cast<long long>(p.seq_k);
 }
 
-// The causal diagonal of query i: i, or i + len_k(b) - seq_q for ATTN_CAUSAL_BOTTOM_RIGHT.
-inline long long diag_of(const VProblem &p, const VInputs &in, size_t b, size_t i) {
+// The causal rule's diagonal of query i: i, or i + len_k(b) - seq_q for ATTN_CAUSAL_BOTTOM_RIGHT.
+inline long long causal_diag_of(const VProblem &p, const VInputs &in, size_t b, size_t i) {
     const long long sq = static_cast<long long>(p.seq_q);
     return static_cast<long long>(i) +
            (p.causal == ATTN_CAUSAL_BOTTOM_RIGHT ? len_k(p, in, b) - sq : 0);
+}
+
+// diag(i), the diagonal of the window and ALiBi (ATTN_PARAM_DIAGONAL): the causal rule's, i
+// (top-left) or i + len_k(b) - seq_q (bottom-right).
+inline long long diag_of(const VProblem &p, const VInputs &in, size_t b, size_t i) {
+    const long long ii = static_cast<long long>(i), sq = static_cast<long long>(p.seq_q);
+    if (p.diagonal == ATTN_DIAGONAL_TOP_LEFT) return ii;
+    if (p.diagonal == ATTN_DIAGONAL_BOTTOM_RIGHT) return ii + len_k(p, in, b) - sq;
+    return causal_diag_of(p, in, b, i);
 }
 
 // Whether the masks let query i of batch b see key j: not padding (seq_lens_k, key_valid), the
@@ -125,7 +137,7 @@ inline bool key_visible(const VProblem &p, const VInputs &in, size_t b, size_t i
     const long long jj = static_cast<long long>(j), diag = diag_of(p, in, b, i);
     return jj < len_k(p, in, b) && (!in.key_valid || in.key_valid[b * p.seq_k + j]) &&
            (!in.allowed || in.allowed[i * p.seq_k + j]) &&
-           (p.causal == ATTN_CAUSAL_NONE || jj <= diag) &&
+           (p.causal == ATTN_CAUSAL_NONE || jj <= causal_diag_of(p, in, b, i)) &&
            (p.window_left < 0 || jj >= diag - p.window_left) &&
            (p.window_right < 0 || jj <= diag + p.window_right);
 }
@@ -150,7 +162,7 @@ inline bool row_scores(const VProblem &p, const VInputs &in, size_t b, size_t h,
     const double ninf = -std::numeric_limits<double>::infinity();
     const long long diag = diag_of(p, in, b, i);
     const double slope = p.alibi == 0   ? 0.0
-                         : p.alibi == 1 ? static_cast<double>(in.slopes[h])
+                         : p.alibi == 1 ? static_cast<double>(in.slopes[b * p.slopes_batch + h])
                                         : standard_slopes(p.heads_q)[h];
     bool any = false;
     for (size_t j = 0; j < p.seq_k; ++j) {
@@ -167,7 +179,10 @@ inline bool row_scores(const VProblem &p, const VInputs &in, size_t b, size_t h,
             pre = x;
             x = softcap_of(x, p.softcap);
         }
-        if (p.alibi) x += -slope * static_cast<double>(diag - static_cast<long long>(j));
+        if (p.alibi) {
+            const double rel = static_cast<double>(diag - static_cast<long long>(j));
+            x += -slope * (p.alibi_form == ATTN_ALIBI_SYMMETRIC ? std::fabs(rel) : rel);
+        }
         if (x == ninf) continue; // a -inf bias (or score) hides the key
         s[j] = x;
         vis[j] = 1;

@@ -247,17 +247,19 @@ INDEX_HEADER = """\
 # The 0.2 variants (variants.txt, format in VARIANTS.md): attn_args / attn_run with every
 # parameter and operand. Each case: name, seed, sizes, and optionally
 #   params:  causal window_left window_right softcap alibi softmax_plus_one head_dim_v
-#            bias_first scale (written to the line exactly when given, even at the default)
-#   strides: q k v out bias (None/absent = default)
+#            bias_first scale diagonal alibi_form (written to the line exactly when given, even
+#            at the default)
+#   strides: q k v out bias alibi_slopes (None/absent = default)
 #   operand makers, each a function (rng, p) -> flat list, drawn in the order of VARIANT_INPUTS:
 #            key_valid allowed bias alibi_slopes sinks query_valid seq_lens_k
 #   mass:    1 = key_mass is bound as a forward output
 # ---------------------------------------------------------------------------------------------
 
 VARIANT_PARAMS = ["causal", "window_left", "window_right", "softcap", "alibi",
-                  "softmax_plus_one", "head_dim_v", "bias_first", "scale", "varlen"]
+                  "softmax_plus_one", "head_dim_v", "bias_first", "scale", "varlen", "diagonal",
+                  "alibi_form"]
 FLOAT_PARAMS = ("softcap", "scale")
-VARIANT_STRIDES = ["q", "k", "v", "out", "bias"]
+VARIANT_STRIDES = ["q", "k", "v", "out", "bias", "alibi_slopes"]
 VARIANT_INPUTS = ["q", "k", "v", "key_valid", "allowed", "bias", "alibi_slopes", "sinks",
                   "query_valid", "seq_lens_k", "cu_seqlens_q", "cu_seqlens_k", "new_k", "new_v"]
 INPUT_TYPE = {"q": "f32", "k": "f32", "v": "f32", "bias": "f32", "alibi_slopes": "f32",
@@ -360,6 +362,19 @@ def overflow_under_ninf_bias(rng, p, ops):
 def per_head(lo, hi):
     """[heads_q] float32 values uniform(lo, hi) (ALiBi slopes, sink logits)."""
     return lambda rng, p: [f32(rng.uniform(lo, hi)) for _ in range(p.heads_q)]
+
+
+def slopes_per_batch(lo, hi):
+    """ALiBi slopes [batch][heads_q] by the problem's slope strides, uniform(lo, hi) (NaN in
+    the gaps between batch rows: never read)."""
+    def make(rng, p):
+        out = [NAN] * p.alibi_slopes_len()
+        for b in range(p.batch):
+            for h in range(p.heads_q):
+                bs, hs = p.alibi_slopes_strides
+                out[b * bs + h * hs] = f32(rng.uniform(lo, hi))
+        return out
+    return make
 
 
 def fixed(values):
@@ -478,12 +493,42 @@ VARIANTS = [
          alibi=2, softmax_plus_one=1, bias=bias_random(-1.0, 1.0),
          query_valid=qv_random(0.75), seq_lens_k=fixed([10, 6]), key_valid=kv_random(0.85),
          allowed=al_random(0.9), mass=1),
+    # --- the diagonal of the window and ALiBi, the ALiBi form, per-batch slopes --------------
+    # FlashAttention's window without a causal rule: i + sk - sq - 1 <= j <= i + sk - sq + 1
+    dict(name="diag_br_window_none", seed=191, B=2, HQ=2, HKV=1, SQ=3, SK=7, D=8,
+         window_left=1, window_right=1, diagonal=2),
+    dict(name="diag_tl_window_none", seed=192, B=2, HQ=2, HKV=1, SQ=3, SK=7, D=8,
+         window_left=1, window_right=1, diagonal=1),
+    # the causal rule keeps its own diagonal: causal bottom-right, window top-left
+    dict(name="diag_tl_causal_br", seed=193, B=1, HQ=2, HKV=2, SQ=5, SK=9, D=8,
+         causal=CAUSAL_BOTTOM_RIGHT, window_left=2, window_right=3, diagonal=1),
+    # and causal top-left with a bottom-right window, len_k(b) per batch entry
+    dict(name="diag_br_causal_tl_lens", seed=194, B=3, HQ=2, HKV=1, SQ=4, SK=10, D=8,
+         causal=CAUSAL_TOP_LEFT, window_left=6, diagonal=2, seq_lens_k=fixed([10, 7, 4])),
+    dict(name="diag_br_lens_sq_gt_sk", seed=195, B=2, HQ=2, HKV=2, SQ=9, SK=6, D=8,
+         window_left=2, window_right=1, diagonal=2, seq_lens_k=fixed([6, 3])),
+    # FlashAttention's non-causal ALiBi: -slope |i + sk - sq - j|
+    dict(name="alibi_sym_br_none", seed=196, B=2, HQ=3, HKV=1, SQ=5, SK=9, D=8, alibi=1,
+         alibi_form=1, diagonal=2, alibi_slopes=per_head(0.05, 0.8)),
+    dict(name="alibi_sym_standard_tl", seed=197, B=1, HQ=4, HKV=2, SQ=7, SK=5, D=8, alibi=2,
+         alibi_form=1),
+    dict(name="alibi_sym_causal_br_window", seed=198, B=2, HQ=2, HKV=1, SQ=4, SK=11, D=8,
+         causal=CAUSAL_BOTTOM_RIGHT, window_left=5, alibi=2, alibi_form=1),
+    # per-batch slopes [batch][heads_q] (FlashAttention's alibi_slopes of shape (batch, heads))
+    dict(name="alibi_per_batch_sym_none", seed=199, B=3, HQ=2, HKV=2, SQ=6, SK=4, D=8, alibi=1,
+         alibi_form=1, diagonal=2, alibi_slopes_s=(2, 1, 0),
+         alibi_slopes=slopes_per_batch(0.05, 1.0)),
+    dict(name="alibi_per_batch_linear_br_lens", seed=200, B=3, HQ=4, HKV=2, SQ=3, SK=12, D=8,
+         causal=CAUSAL_BOTTOM_RIGHT, window_left=7, alibi=1, alibi_slopes_s=(6, 1, 0),
+         alibi_slopes=slopes_per_batch(0.05, 0.6), seq_lens_k=fixed([12, 5, 9])),
 ]
 
 
 def variant_problem(c):
-    kw = {x: c[x] for x in ("window_left", "window_right", "softcap", "alibi", "head_dim_v")
-          if x in c}
+    kw = {x: c[x] for x in ("window_left", "window_right", "softcap", "alibi", "head_dim_v",
+                            "diagonal", "alibi_form") if x in c}
+    if c.get("alibi_slopes_s") is not None:
+        kw["alibi_slopes_strides"] = tuple(c["alibi_slopes_s"][:2])
     kw["softmax_plus_one"] = bool(c.get("softmax_plus_one", 0))
     kw["bias_first"] = bool(c.get("bias_first", 0))
     return Problem(c["B"], c["HQ"], c["HKV"], c["SQ"], c["SK"], c["D"],
@@ -497,7 +542,8 @@ def default_strides(p, which):
             "k": bhsd_strides(p.heads_kv, p.seq_k, p.head_dim),
             "v": bhsd_strides(p.heads_kv, p.seq_k, p.head_dim_v),
             "out": bhsd_strides(p.heads_q, p.seq_q, p.head_dim_v),
-            "bias": bhsd_strides(p.heads_q, p.seq_q, p.seq_k)}[which]
+            "bias": bhsd_strides(p.heads_q, p.seq_q, p.seq_k),
+            "alibi_slopes": (0, 1, 0)}[which]
 
 
 def variant_line(c, p, inputs, extra=()):
@@ -663,6 +709,11 @@ ERRORS = [
     err("param_softcap", "param:softcap=-1", ST_INVALID, "softcap"),
     err("param_scale", "param:scale=1e39", ST_INVALID, "scale"),
     err("param_alibi", "param:alibi=3", ST_INVALID, "alibi"),
+    err("param_diagonal", "param:diagonal=3", ST_INVALID, "diagonal"),
+    err("param_alibi_form", "param:alibi_form=2", ST_INVALID, "alibi_form"),
+    err("strides_alibi_slopes_row", "strides:alibi_slopes=4,1,1", ST_INVALID, "alibi_slopes"),
+    err("short_alibi_slopes_per_batch", "short:alibi_slopes", ST_INVALID, "alibi_slopes",
+        inputs=ALL_IN[:3] + ["alibi_slopes"], alibi=1, alibi_slopes_s=(4, 1, 0)),
     err("param_plus_one", "param:softmax_plus_one=2", ST_INVALID, "softmax_plus_one"),
     err("param_head_dim_v", "param:head_dim_v=0", ST_INVALID, "head_dim_v"),
     err("param_weights_mode", "param:weights_mode=5", ST_INVALID, "weights_mode"),
@@ -841,6 +892,13 @@ BACKWARD = [
     dict(name="bw_qpad_lens_allowed", seed=305, B=3, HQ=2, HKV=1, SQ=4, SK=8, D=8,
          causal=CAUSAL_BOTTOM_RIGHT, query_valid=qv_random(0.75), seq_lens_k=fixed([8, 5, 0]),
          allowed=al_random(0.8), grads=("dq", "dk", "dv")),
+    dict(name="bw_alibi_sym_per_batch_diag_br", seed=307, B=2, HQ=2, HKV=1, SQ=4, SK=9, D=8,
+         window_left=3, window_right=2, diagonal=2, alibi=1, alibi_form=1,
+         alibi_slopes_s=(2, 1, 0), alibi_slopes=slopes_per_batch(0.05, 0.8),
+         grads=("dq", "dk", "dv")),
+    dict(name="bw_alibi_linear_diag_tl_causal_br", seed=308, B=1, HQ=3, HKV=3, SQ=6, SK=8, D=8,
+         causal=CAUSAL_BOTTOM_RIGHT, window_left=4, window_right=4, diagonal=1, alibi=2,
+         grads=("dq", "dk", "dv")),
     # only some gradients wanted
     dict(name="bw_dv_only_decode", seed=306, B=2, HQ=8, HKV=2, SQ=1, SK=40, D=32,
          causal=CAUSAL_BOTTOM_RIGHT, grads=("dv",)),

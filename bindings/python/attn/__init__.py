@@ -13,7 +13,7 @@ Four faces:
 
 * ``Desc``: the descriptor API of capi/attn.h on numpy arrays, zero copies: every attn_param
   (causal, scale, window, softcap, alibi, softmax_plus_one, head_dim_v, weights_mode,
-  bias_first) as a keyword, every operand of attn_run (masks, bias, ALiBi slopes, sinks, query
+  bias_first, diagonal, alibi_form, ...) as a keyword, every operand of attn_run (masks, bias, ALiBi slopes, sinks, query
   padding, per-batch key lengths, log-sum-exp, key mass) as an argument of ``forward`` /
   ``weights``. Arrays must have exactly the operand's shape (any strides for q, k, v, out and
   bias, head_dim contiguous) or be flat buffers of exactly ``required_len`` elements.
@@ -56,8 +56,8 @@ import ctypes
 from typing import Iterable, List, Optional, Sequence, SupportsFloat, Tuple, Union
 
 from . import _lib
-from ._common import (Alibi, ArgumentTypeError, AttentionError, Causal, Compute,
-                      InvalidArgumentError, NullPointerError, Op, Operand, Param, Status,
+from ._common import (Alibi, AlibiForm, ArgumentTypeError, AttentionError, Causal, Compute,
+                      Diagonal, InvalidArgumentError, NullPointerError, Op, Operand, Param, Status,
                       WeightsMode, check_status, size_arg, status_string, _np)
 from ._desc import Args, Desc, Gradients
 from ._storage import BF16, bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, quantize_i8
@@ -65,6 +65,7 @@ from ._sdpa import scaled_dot_product_attention
 
 __all__ = [
     "Status", "Causal", "Operand", "Param", "Alibi", "WeightsMode", "Compute", "Op",
+    "Diagonal", "AlibiForm",
     "AttentionError", "InvalidArgumentError", "ArgumentTypeError", "NullPointerError",
     "attention", "Desc", "Args", "scaled_dot_product_attention", "param_bounds",
     "version", "version_number", "isa", "set_isa", "num_threads", "set_num_threads",

@@ -108,6 +108,8 @@ class Param(enum.IntEnum):
     MAX_PAGES = 12
     BATCH_INVARIANT = 13
     COMPUTE = 14          # the forward's arithmetic (Compute)
+    DIAGONAL = 15         # the diagonal of the window and ALiBi (Diagonal)
+    ALIBI_FORM = 16       # linear or symmetric ALiBi (AlibiForm)
 
 
 class Alibi(enum.IntEnum):
@@ -115,6 +117,20 @@ class Alibi(enum.IntEnum):
     NONE = 0
     OPERAND = 1   # the alibi_slopes array of each call
     STANDARD = 2  # the geometric slopes of Press et al. 2022 (BLOOM's rule for any head count)
+
+
+class Diagonal(enum.IntEnum):
+    """attn_diagonal: diag(i), the diagonal the sliding window and ALiBi measure from (the
+    causal rule keeps its own)."""
+    CAUSAL = 0        # the causal rule's: i + len_k(b) - len_q(b) under BOTTOM_RIGHT, else i
+    TOP_LEFT = 1      # i
+    BOTTOM_RIGHT = 2  # i + len_k(b) - len_q(b): FlashAttention's, causal or not
+
+
+class AlibiForm(enum.IntEnum):
+    """attn_alibi_form: the ALiBi term of key j for query i."""
+    LINEAR = 0     # -slope * (diag(i) - j) (default)
+    SYMMETRIC = 1  # -slope * |diag(i) - j| (FlashAttention's non-causal ALiBi)
 
 
 class WeightsMode(enum.IntEnum):

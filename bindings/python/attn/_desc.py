@@ -48,7 +48,8 @@ from typing import (TYPE_CHECKING, Any, Dict, NamedTuple, Optional, Sequence, Tu
                     overload)
 
 from . import _lib
-from ._common import (Alibi, ArgumentTypeError, Causal, Compute, InvalidArgumentError,
+from ._common import (Alibi, AlibiForm, ArgumentTypeError, Causal, Compute, Diagonal,
+                      InvalidArgumentError,
                       NullPointerError, Op, Operand, Param, WeightsMode, as_ndarray, check_dtype,
                       check_status, element_strides, enum_arg, library_error, need_numpy,
                       param_value, size_arg, _np)
@@ -311,7 +312,8 @@ def _flag_arg(name, param, value):
 
 def build_params(causal, scale, window, window_left, window_right, softcap, alibi,
                  softmax_plus_one, head_dim_v, weights_mode, bias_first, varlen=None,
-                 page_size=None, max_pages=None, batch_invariant=None, compute=None):
+                 page_size=None, max_pages=None, batch_invariant=None, compute=None,
+                 diagonal=None, alibi_form=None):
     """The (Param, value) list for the non-default parameters, every value checked against
     attn_param_bounds before any C call (the message shows the value as given)."""
     params = []
@@ -349,6 +351,14 @@ def build_params(causal, scale, window, window_left, window_right, softcap, alib
         a = enum_arg("alibi", alibi, Alibi, "attn_alibi value")
         if a != Alibi.NONE:
             params.append((Param.ALIBI, int(a)))
+    if diagonal is not None:
+        dg = enum_arg("diagonal", diagonal, Diagonal, "attn_diagonal value")
+        if dg != Diagonal.CAUSAL:
+            params.append((Param.DIAGONAL, int(dg)))
+    if alibi_form is not None:
+        af = enum_arg("alibi_form", alibi_form, AlibiForm, "attn_alibi_form value")
+        if af != AlibiForm.LINEAR:
+            params.append((Param.ALIBI_FORM, int(af)))
     if _flag_arg("softmax_plus_one", Param.SOFTMAX_PLUS_ONE, softmax_plus_one):
         params.append((Param.SOFTMAX_PLUS_ONE, 1))
     if head_dim_v is not None:
@@ -399,6 +409,13 @@ class Desc:
     "none"); scale (real; default 1/sqrt(head_dim) as the library computes it); window=(left,
     right) or window_left= / window_right= (-1 or None = unbounded); softcap (0 = off); alibi
     (None, "standard" = the standard slopes, "operand" = the alibi_slopes array of each call);
+    alibi_form (AlibiForm or its name: "linear" -slope (diag(i) - j), the default, or
+    "symmetric" -slope |diag(i) - j|); diagonal (Diagonal or its name: the diagonal diag(i) the
+    window and ALiBi measure from: "causal" = the causal rule's (default), "top_left" = i,
+    "bottom_right" = i + len_k(b) - len_q(b), FlashAttention's; the causal rule keeps its own);
+    alibi_slopes_strides ((batch_stride, head_stride, 0): alibi_slopes of shape (batch,
+    heads_q), FlashAttention's per-batch slopes, with (heads_q, 1, 0); default (0, 1, 0), one
+    (heads_q,) row for every batch entry; b is the sequence of a varlen or paged call);
     softmax_plus_one (bool); head_dim_v (default head_dim); weights_mode (WeightsMode or its
     name); bias_first (bool: bias before the softcap, ONNX's order). q_strides, k_strides,
     v_strides, out_strides, bias_strides, k_scale_strides, v_scale_strides: (batch_stride,
@@ -444,6 +461,8 @@ class Desc:
     head_dim_v: int
     weights_mode: WeightsMode
     bias_first: bool
+    diagonal: Diagonal
+    alibi_form: AlibiForm
     #: the serving layouts (ATTN_PARAM_VARLEN, _PAGE_SIZE, _MAX_PAGES, _BATCH_INVARIANT)
     varlen: bool
     page_size: int
@@ -466,11 +485,14 @@ class Desc:
                  varlen: bool = False, page_size: Optional[int] = None,
                  max_pages: Optional[int] = None, batch_invariant: bool = False,
                  compute: Union[Compute, int, str, None] = None,
+                 diagonal: Union[Diagonal, int, str, None] = None,
+                 alibi_form: Union[AlibiForm, int, str, None] = None,
                  page_layout: Optional[str] = None,
                  q_strides: _Strides = None, k_strides: _Strides = None,
                  v_strides: _Strides = None, out_strides: _Strides = None,
                  bias_strides: _Strides = None, k_scale_strides: _Strides = None,
-                 v_scale_strides: _Strides = None) -> None:
+                 v_scale_strides: _Strides = None,
+                 alibi_slopes_strides: _Strides = None) -> None:
         self._lock = threading.Lock()
         self._active = 0
         self._closed = True
@@ -482,7 +504,8 @@ class Desc:
                                                  ("seq_k", seq_k), ("head_dim", head_dim)))
         params = build_params(causal, scale, window, window_left, window_right, softcap, alibi,
                               softmax_plus_one, head_dim_v, weights_mode, bias_first, varlen,
-                              page_size, max_pages, batch_invariant, compute)
+                              page_size, max_pages, batch_invariant, compute, diagonal,
+                              alibi_form)
         pages = dict(params).get(Param.PAGE_SIZE, 0)
         head_major = _page_layout_arg(page_layout, pages)
         given = {}
@@ -492,7 +515,8 @@ class Desc:
                             (_OUT, "out_strides", out_strides),
                             (_BIAS, "bias_strides", bias_strides),
                             (_K_SCALE, "k_scale_strides", k_scale_strides),
-                            (_V_SCALE, "v_scale_strides", v_scale_strides)):
+                            (_V_SCALE, "v_scale_strides", v_scale_strides),
+                            (_ALIBI_SLOPES, "alibi_slopes_strides", alibi_slopes_strides)):
             s = _strides_arg(name, s)
             if s is not None:
                 given[op] = s
@@ -517,6 +541,16 @@ class Desc:
 
         B, HQ, HKV, SQ, SK, D = dims
         DV = self.head_dim_v
+        # alibi_slopes: (heads_q,) broadcast over the batch (strides (0, 1, 0), the default),
+        # (batch, heads_q) with strides (heads_q, 1, 0), else a flat buffer of required_len
+        slope_s = given.get(_ALIBI_SLOPES, (0, 1, 0))
+        if slope_s[0] == 0 and slope_s[1] == 1:
+            slopes_shape, slopes_names = (HQ,), ("heads_q",)
+        elif slope_s[:2] == (HQ, 1):
+            slopes_shape, slopes_names = (B, HQ), ("batch", "heads_q")
+        else:
+            slopes_shape = (self._len[_ALIBI_SLOPES],)
+            slopes_names = ("attn_desc_required_len(ALIBI_SLOPES)",)
         P, VL = self.page_size, self.varlen
         self._serving = bool(P or VL)
         self._shape = {
@@ -524,7 +558,8 @@ class Desc:
             _OUT: (B, HQ, SQ, DV), _LSE: (B, HQ, SQ),
             _WEIGHTS: (B, HQ, SQ, SK), _KEY_VALID: (B, SK),
             _ALLOWED: (SQ, SK), _BIAS: (B, HQ, SQ, SK),
-            _ALIBI_SLOPES: (HQ,), _SINKS: (HQ,), _QUERY_VALID: (B, SQ),
+            _ALIBI_SLOPES: slopes_shape,
+            _SINKS: (HQ,), _QUERY_VALID: (B, SQ),
             _SEQ_LENS_K: (B,), _KEY_MASS: (B, HQ, SK),
             _CU_Q: (B + 1,), _CU_K: (B + 1,),
             _BLOCK_TABLE: (B, self._len[_BLOCK_TABLE] // B),
@@ -539,7 +574,8 @@ class Desc:
             _WEIGHTS: ("batch", "heads_q", "seq_q", "seq_k"),
             _KEY_VALID: ("batch", "seq_k"), _ALLOWED: ("seq_q", "seq_k"),
             _BIAS: ("batch or 1", "heads_q or 1", "seq_q or 1", "seq_k"),
-            _ALIBI_SLOPES: ("heads_q",), _SINKS: ("heads_q",),
+            _ALIBI_SLOPES: slopes_names,
+            _SINKS: ("heads_q",),
             _QUERY_VALID: ("batch", "seq_q"), _SEQ_LENS_K: ("batch",),
             _KEY_MASS: ("batch", "heads_q", "seq_k"),
             _CU_Q: ("batch + 1",), _CU_K: ("batch + 1",),
@@ -673,6 +709,8 @@ class Desc:
         self.max_pages = _read_int(h, Param.MAX_PAGES)
         self.batch_invariant = bool(_read_int(h, Param.BATCH_INVARIANT))
         self.compute = Compute(_read_int(h, Param.COMPUTE))
+        self.diagonal = Diagonal(_read_int(h, Param.DIAGONAL))
+        self.alibi_form = AlibiForm(_read_int(h, Param.ALIBI_FORM))
 
     # --- lifetime ---------------------------------------------------------------------------
 
@@ -735,6 +773,10 @@ class Desc:
             extra.append("softcap=%r" % self.softcap)
         if self.alibi:
             extra.append("alibi=%r" % self.alibi.name.lower())
+        if self.alibi_form:
+            extra.append("alibi_form=%r" % self.alibi_form.name.lower())
+        if self.diagonal:
+            extra.append("diagonal=%r" % self.diagonal.name.lower())
         if self.softmax_plus_one:
             extra.append("softmax_plus_one=True")
         if self.head_dim_v != self.head_dim:

@@ -172,6 +172,11 @@ extern swig_intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_2f5b2fc25dd034ab(void);
 extern swig_intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_2f5b2fc25dd034ab(void);
 extern swig_intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_2f5b2fc25dd034ab(void);
 extern swig_intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_DIAGONAL_CAUSAL_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_DIAGONAL_TOP_LEFT_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_DIAGONAL_BOTTOM_RIGHT_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_ALIBI_LINEAR_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_ALIBI_SYMMETRIC_capi_2f5b2fc25dd034ab(void);
 extern swig_intgo _wrap_ATTN_COMPUTE_EXACT_capi_2f5b2fc25dd034ab(void);
 extern swig_intgo _wrap_ATTN_COMPUTE_FP16_capi_2f5b2fc25dd034ab(void);
 extern swig_intgo _wrap_ATTN_ALIBI_NONE_capi_2f5b2fc25dd034ab(void);
@@ -625,6 +630,43 @@ func _swig_getATTN_PARAM_BIAS_FIRST() (_swig_ret Enum_SS_attn_param) {
 }
 
 var ATTN_PARAM_BIAS_FIRST Enum_SS_attn_param = _swig_getATTN_PARAM_BIAS_FIRST()
+type Enum_SS_attn_diagonal int
+func _swig_getATTN_DIAGONAL_CAUSAL() (_swig_ret Enum_SS_attn_diagonal) {
+	var swig_r Enum_SS_attn_diagonal
+	swig_r = (Enum_SS_attn_diagonal)(C._wrap_ATTN_DIAGONAL_CAUSAL_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_DIAGONAL_CAUSAL Enum_SS_attn_diagonal = _swig_getATTN_DIAGONAL_CAUSAL()
+func _swig_getATTN_DIAGONAL_TOP_LEFT() (_swig_ret Enum_SS_attn_diagonal) {
+	var swig_r Enum_SS_attn_diagonal
+	swig_r = (Enum_SS_attn_diagonal)(C._wrap_ATTN_DIAGONAL_TOP_LEFT_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_DIAGONAL_TOP_LEFT Enum_SS_attn_diagonal = _swig_getATTN_DIAGONAL_TOP_LEFT()
+func _swig_getATTN_DIAGONAL_BOTTOM_RIGHT() (_swig_ret Enum_SS_attn_diagonal) {
+	var swig_r Enum_SS_attn_diagonal
+	swig_r = (Enum_SS_attn_diagonal)(C._wrap_ATTN_DIAGONAL_BOTTOM_RIGHT_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_DIAGONAL_BOTTOM_RIGHT Enum_SS_attn_diagonal = _swig_getATTN_DIAGONAL_BOTTOM_RIGHT()
+type Enum_SS_attn_alibi_form int
+func _swig_getATTN_ALIBI_LINEAR() (_swig_ret Enum_SS_attn_alibi_form) {
+	var swig_r Enum_SS_attn_alibi_form
+	swig_r = (Enum_SS_attn_alibi_form)(C._wrap_ATTN_ALIBI_LINEAR_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_ALIBI_LINEAR Enum_SS_attn_alibi_form = _swig_getATTN_ALIBI_LINEAR()
+func _swig_getATTN_ALIBI_SYMMETRIC() (_swig_ret Enum_SS_attn_alibi_form) {
+	var swig_r Enum_SS_attn_alibi_form
+	swig_r = (Enum_SS_attn_alibi_form)(C._wrap_ATTN_ALIBI_SYMMETRIC_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_ALIBI_SYMMETRIC Enum_SS_attn_alibi_form = _swig_getATTN_ALIBI_SYMMETRIC()
 type Enum_SS_attn_compute int
 func _swig_getATTN_COMPUTE_EXACT() (_swig_ret Enum_SS_attn_compute) {
 	var swig_r Enum_SS_attn_compute

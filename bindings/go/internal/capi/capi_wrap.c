@@ -1037,6 +1037,66 @@ intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_2f5b2fc25dd034ab() {
 }
 
 
+intgo _wrap_ATTN_DIAGONAL_CAUSAL_capi_2f5b2fc25dd034ab() {
+  enum attn_diagonal result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_DIAGONAL_CAUSAL;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_DIAGONAL_TOP_LEFT_capi_2f5b2fc25dd034ab() {
+  enum attn_diagonal result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_DIAGONAL_TOP_LEFT;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_DIAGONAL_BOTTOM_RIGHT_capi_2f5b2fc25dd034ab() {
+  enum attn_diagonal result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_DIAGONAL_BOTTOM_RIGHT;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_ALIBI_LINEAR_capi_2f5b2fc25dd034ab() {
+  enum attn_alibi_form result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_ALIBI_LINEAR;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_ALIBI_SYMMETRIC_capi_2f5b2fc25dd034ab() {
+  enum attn_alibi_form result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_ALIBI_SYMMETRIC;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_ATTN_COMPUTE_EXACT_capi_2f5b2fc25dd034ab() {
   enum attn_compute result;
   intgo _swig_go_result;

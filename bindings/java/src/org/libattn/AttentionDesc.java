@@ -96,6 +96,8 @@ public final class AttentionDesc implements AutoCloseable {
     private final int maxPages;
     private final boolean batchInvariant;
     private final Compute compute;
+    private final Diagonal diagonal;
+    private final AlibiForm alibiForm;
     /** attn_desc_required_len per Operand (ordinal), read once: the descriptor is immutable. */
     private final long[] required = new long[Operand.values().length];
     /**
@@ -130,6 +132,9 @@ public final class AttentionDesc implements AutoCloseable {
         this.maxPages = (int) Params.getInt(handle, attn_param.ATTN_PARAM_MAX_PAGES);
         this.batchInvariant = Params.getInt(handle, attn_param.ATTN_PARAM_BATCH_INVARIANT) != 0;
         this.compute = Compute.fromCode(Params.getInt(handle, attn_param.ATTN_PARAM_COMPUTE));
+        this.diagonal = Diagonal.fromCode(Params.getInt(handle, attn_param.ATTN_PARAM_DIAGONAL));
+        this.alibiForm =
+                AlibiForm.fromCode(Params.getInt(handle, attn_param.ATTN_PARAM_ALIBI_FORM));
         for (Operand op : Operand.values()) {
             long n = AttnNative.attn_desc_required_len(handle, op.raw);
             required[op.ordinal()] = n;
@@ -482,6 +487,16 @@ public final class AttentionDesc implements AutoCloseable {
         return compute;
     }
 
+    /** The diagonal the sliding window and ALiBi measure from (ATTN_PARAM_DIAGONAL). */
+    public Diagonal diagonal() {
+        return diagonal;
+    }
+
+    /** The ALiBi term's form (ATTN_PARAM_ALIBI_FORM). */
+    public AlibiForm alibiForm() {
+        return alibiForm;
+    }
+
     /**
      * Any parameter's value, read from the library (attn_desc_get_float: exact for every
      * parameter; the typed getters above return the same values).
@@ -729,6 +744,30 @@ public final class AttentionDesc implements AutoCloseable {
             return param(attn_param.ATTN_PARAM_ALIBI, mode.code());
         }
 
+        /**
+         * The diagonal diag(i) the sliding window and ALiBi measure from (default
+         * {@link Diagonal#CAUSAL}, the causal rule's); {@link Diagonal#BOTTOM_RIGHT} is
+         * FlashAttention's window_size / alibi_slopes alignment, causal or not. The causal rule
+         * keeps its own diagonal.
+         */
+        public Builder diagonal(Diagonal d) {
+            if (d == null) {
+                throw new NullPointerException("diagonal must not be null (use Diagonal.CAUSAL)");
+            }
+            return param(attn_param.ATTN_PARAM_DIAGONAL, d.code());
+        }
+
+        /**
+         * The ALiBi term: {@link AlibiForm#LINEAR} -slope (diag(i) - j) (default) or
+         * {@link AlibiForm#SYMMETRIC} -slope |diag(i) - j| (FlashAttention's non-causal ALiBi).
+         */
+        public Builder alibiForm(AlibiForm f) {
+            if (f == null) {
+                throw new NullPointerException("alibiForm must not be null (use AlibiForm.LINEAR)");
+            }
+            return param(attn_param.ATTN_PARAM_ALIBI_FORM, f.code());
+        }
+
         /** The "+1" quiet softmax: a sink logit of 0 for every head (not with Operand.SINKS). */
         public Builder softmaxPlusOne() {
             return softmaxPlusOne(true);
@@ -886,7 +925,10 @@ public final class AttentionDesc implements AutoCloseable {
          * of Q, K, V, OUT and BIAS. For example, with H heads, S rows and
          * D = headDim: BHSD (default) = (H*S*D, S*D, D); BSHD = (S*H*D, D, H*D). Inputs may use
          * 0 to broadcast; OUT rows must not overlap. Applied after every parameter (so V and OUT
-         * strides are checked against headDimV).
+         * strides are checked against headDimV). ALIBI_SLOPES is [batch][headsQ] with no row
+         * dimension: the slope of (b, h) at b*batchStride + h*headStride, rowStride 0; default
+         * (0, 1, 0), one [headsQ] row for every batch entry; (headsQ, 1, 0) = per-batch slopes
+         * [batch][headsQ] (b is the sequence of a varlen or paged call).
          */
         public Builder strides(Operand which, long batchStride, long headStride, long rowStride) {
             if (which == null) {

@@ -31,7 +31,10 @@ public enum Operand {
      * 0 broadcasts); -infinity hides a key; input. Since 0.2.
      */
     BIAS(attn_operand.ATTN_BIAS, Element.FLOAT, false),
-    /** ALiBi slopes, floats [headsQ]; input, required iff {@link Alibi#OPERAND}. Since 0.2. */
+    /**
+     * ALiBi slopes, floats [headsQ], or [batch][headsQ] with the strides of
+     * {@link AttentionDesc.Builder#strides}; input, required iff {@link Alibi#OPERAND}. Since 0.2.
+     */
     ALIBI_SLOPES(attn_operand.ATTN_ALIBI_SLOPES, Element.FLOAT, false),
     /** Sink logits joining every row's softmax denominator, floats [headsQ]; input. Since 0.2. */
     SINKS(attn_operand.ATTN_SINKS, Element.FLOAT, false),

@@ -46,7 +46,17 @@ public enum Param {
      * int, a {@link Compute} code: the arithmetic of {@link Op#FORWARD} (default EXACT; FP16 =
      * the AVX512-FP16 fast path where it applies). Since 0.2.
      */
-    COMPUTE(attn_param.ATTN_PARAM_COMPUTE);
+    COMPUTE(attn_param.ATTN_PARAM_COMPUTE),
+    /**
+     * int, a {@link Diagonal} code: the diagonal diag(i) the sliding window and ALiBi measure
+     * from (default CAUSAL: the causal rule's; the causal rule keeps its own). Since 0.2.
+     */
+    DIAGONAL(attn_param.ATTN_PARAM_DIAGONAL),
+    /**
+     * int, an {@link AlibiForm} code: -slope (diag(i) - j) (LINEAR, default) or -slope
+     * |diag(i) - j| (SYMMETRIC). Since 0.2.
+     */
+    ALIBI_FORM(attn_param.ATTN_PARAM_ALIBI_FORM);
 
     final attn_param raw;
     /** The library's spelling in messages, e.g. "window_left". */
