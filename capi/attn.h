@@ -343,7 +343,7 @@ typedef enum attn_param {
      * sequence, never on its batch-mates, the batch size, the layout (padded, varlen, paged),
      * the prefill chunk it is in or the thread count: key tiles start at fixed key positions,
      * keys are never split across threads and decode rows take the same kernel as prefill
-     * rows. Costs speed on decode-like calls (see README). Default 0. */
+     * rows. Costs speed on decode-like calls (docs/serving.md). Default 0. */
     ATTN_PARAM_BATCH_INVARIANT = 13,
     /* int, an attn_compute: the arithmetic of ATTN_OP_FORWARD. Default ATTN_COMPUTE_EXACT.
      * since 0.2 */
