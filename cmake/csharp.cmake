@@ -24,36 +24,8 @@ if(ATTN_WITH_CSHARP AND NOT CMAKE_C_COMPILER_LOADED)
 endif()
 
 function(attn_csharp_setup)
-  find_package(SWIG 4.0 COMPONENTS csharp)
-  find_program(ATTN_MCS_EXECUTABLE mcs)
-  find_program(ATTN_MONO_EXECUTABLE mono)
-  find_program(ATTN_NUNIT_CONSOLE nunit-console)
-  file(GLOB _nunit_hints LIST_DIRECTORIES true /usr/lib/cli/nunit.framework-2.6*
-       /usr/lib/mono/nunit /usr/lib/nunit)
-  find_file(ATTN_NUNIT_FRAMEWORK_DLL nunit.framework.dll HINTS ${_nunit_hints})
-
-  set(_missing "")
-  if(NOT SWIG_FOUND OR NOT SWIG_csharp_FOUND)
-    list(APPEND _missing "swig (>= 4.0 with C# support; Debian package swig)")
-  endif()
-  if(NOT ATTN_MCS_EXECUTABLE)
-    list(APPEND _missing "mcs (Debian package mono-mcs)")
-  endif()
-  if(NOT ATTN_MONO_EXECUTABLE)
-    list(APPEND _missing "mono (Debian package mono-runtime)")
-  endif()
-  if(ATTN_BUILD_TESTS AND NOT ATTN_NUNIT_CONSOLE) # NUnit: for the tests only
-    list(APPEND _missing "nunit-console (Debian package nunit-console)")
-  endif()
-  if(ATTN_BUILD_TESTS AND NOT ATTN_NUNIT_FRAMEWORK_DLL)
-    list(APPEND _missing "nunit.framework.dll (Debian package libnunit-cil-dev)")
-  endif()
-  if(_missing)
-    list(JOIN _missing "\n  " _missing)
-    message(FATAL_ERROR "ATTN_WITH_CSHARP is ON but these are missing:\n  ${_missing}\n"
-                        "Install them or configure with -DATTN_WITH_CSHARP=OFF.")
-  endif()
-
+  # cmake/features.cmake found the toolchain (SWIG, ATTN_MCS_EXECUTABLE, ATTN_MONO_EXECUTABLE;
+  # for the tests ATTN_NUNIT_CONSOLE, ATTN_NUNIT_FRAMEWORK_DLL, ATTN_NUGET_EXECUTABLE).
   include(UseSWIG)
   # Version 2: obsolete generated .cs files are removed before each SWIG run; SWIG's own
   # dependency output makes edits to attn.i / attn.h regenerate.

@@ -1,6 +1,6 @@
 # Reference documentation (included from the top-level CMakeLists.txt): Doxygen turns the doc
 # blocks of capi/attn.h into HTML and into the man page attn(3).
-#   option ATTN_BUILD_DOCS   default ON when doxygen is found; ON without doxygen is an error
+#   switch ATTN_BUILD_DOCS   AUTO (on when doxygen is found), ON, OFF: cmake/features.cmake
 #   target attn_docs         part of ALL (doxygen takes well under a second on one header)
 #   installed (component dev) ${CMAKE_INSTALL_DOCDIR}/html/index.html ...
 #                             ${CMAKE_INSTALL_MANDIR}/man3/attn.3
@@ -59,20 +59,9 @@ endif()
 
 # -----------------------------------------------------------------------------------------------
 # Configure mode.
-find_package(Doxygen QUIET)
-if(DOXYGEN_FOUND)
-  set(_attn_docs_default ON)
-else()
-  set(_attn_docs_default OFF)
-endif()
-option(ATTN_BUILD_DOCS "Build and install the Doxygen HTML reference and the attn(3) man page"
-       ${_attn_docs_default})
+# ATTN_BUILD_DOCS and doxygen (DOXYGEN_EXECUTABLE): cmake/features.cmake.
 if(NOT ATTN_BUILD_DOCS)
   return()
-endif()
-if(NOT DOXYGEN_FOUND)
-  message(FATAL_ERROR "ATTN_BUILD_DOCS is ON but doxygen was not found (Debian: apt-get install "
-                      "doxygen, or scripts/setup-deps.sh), or configure with -DATTN_BUILD_DOCS=OFF.")
 endif()
 
 set(ATTN_DOCS_OUTPUT_DIR "${CMAKE_BINARY_DIR}/docs")

@@ -36,30 +36,11 @@ if(DEFINED ATTN_WITH_GO AND NOT ATTN_WITH_GO)
   return()
 endif()
 
-find_program(ATTN_GO_EXECUTABLE NAMES go PATHS /usr/local/go/bin /usr/lib/go/bin)
-if(NOT ATTN_GO_EXECUTABLE)
-  message(FATAL_ERROR "ATTN_WITH_GO is ON but no `go` toolchain was found (apt-get install golang-go, "
-                      "Go >= 1.19; or configure with -DATTN_WITH_GO=OFF)")
-endif()
-execute_process(COMMAND ${ATTN_GO_EXECUTABLE} env GOVERSION
-                OUTPUT_VARIABLE _attn_go_version OUTPUT_STRIP_TRAILING_WHITESPACE
-                RESULT_VARIABLE _attn_go_rc ERROR_QUIET)
-if(NOT _attn_go_rc EQUAL 0 OR NOT _attn_go_version MATCHES "^go([0-9]+)\\.([0-9]+)")
-  message(FATAL_ERROR "ATTN_WITH_GO is ON but `${ATTN_GO_EXECUTABLE} env GOVERSION` failed "
-                      "(got '${_attn_go_version}'); Go >= 1.19 is needed")
-endif()
-set(_attn_go_major ${CMAKE_MATCH_1})
-set(_attn_go_minor ${CMAKE_MATCH_2})
-if(_attn_go_major LESS 1 OR (_attn_go_major EQUAL 1 AND _attn_go_minor LESS 19))
-  message(FATAL_ERROR "ATTN_WITH_GO is ON but ${ATTN_GO_EXECUTABLE} is ${_attn_go_version}; "
-                      "Go >= 1.19 is needed")
-endif()
-# cgo runs pkg-config for `#cgo pkg-config: attn`.
-find_program(ATTN_GO_PKG_CONFIG NAMES pkg-config pkgconf)
-if(NOT ATTN_GO_PKG_CONFIG)
-  message(FATAL_ERROR "ATTN_WITH_GO is ON but pkg-config is not on PATH (apt-get install pkg-config; "
-                      "the Go binding finds libattn with `#cgo pkg-config: attn`)")
-endif()
+# cmake/features.cmake found the toolchain: ATTN_GO_EXECUTABLE (Go >= 1.19; ATTN_GO_VERSION,
+# ATTN_GO_VERSION_MAJOR/MINOR) and ATTN_GO_PKG_CONFIG (cgo runs pkg-config for
+# `#cgo pkg-config: attn`).
+set(_attn_go_version ${ATTN_GO_VERSION})
+set(_attn_go_minor ${ATTN_GO_VERSION_MINOR})
 # swig is needed only to regenerate the committed wrappers (go_generate, go_generated_current).
 find_program(ATTN_GO_SWIG NAMES swig swig4.0)
 if(ATTN_GO_SWIG)

@@ -23,48 +23,9 @@
 # Install (COMPONENT java): attn.jar into <datadir>/java, libattn_java.so into <libdir> beside
 # libattn.so.0 (found through $ORIGIN).
 
-# --- toolchain --------------------------------------------------------------------------------
-# CMake 3.25's FindJNI does not search java-17 on Debian unless JAVA_HOME is set: derive it from
-# the real path of javac (/usr/lib/jvm/<jdk>/bin/javac -> /usr/lib/jvm/<jdk>).
-if(NOT DEFINED ENV{JAVA_HOME} OR "$ENV{JAVA_HOME}" STREQUAL "")
-  find_program(ATTN_JAVAC_PROGRAM javac)
-  if(ATTN_JAVAC_PROGRAM)
-    file(REAL_PATH "${ATTN_JAVAC_PROGRAM}" _attn_javac_real)
-    cmake_path(GET _attn_javac_real PARENT_PATH _attn_java_bin)
-    cmake_path(GET _attn_java_bin PARENT_PATH _attn_java_home)
-    set(ENV{JAVA_HOME} "${_attn_java_home}")
-  endif()
-endif()
-
-find_package(Java 11 COMPONENTS Development Runtime)
-find_package(JNI)
-find_package(SWIG 4.0 COMPONENTS java)
-if(NOT Java_FOUND OR NOT JNI_FOUND)
-  message(FATAL_ERROR "ATTN_WITH_JAVA is ON but no JDK with JNI headers was found "
-    "(JAVA_HOME='$ENV{JAVA_HOME}'). Install openjdk-17-jdk-headless, set JAVA_HOME, or configure "
-    "with -DATTN_WITH_JAVA=OFF.")
-endif()
-if(NOT SWIG_FOUND OR NOT SWIG_java_FOUND)
-  message(FATAL_ERROR "ATTN_WITH_JAVA is ON but SWIG >= 4.0 with Java support was not found. "
-    "Install swig, or configure with -DATTN_WITH_JAVA=OFF.")
-endif()
-
-# JUnit is needed for the tests only: -DATTN_BUILD_TESTS=OFF builds the binding (and the Maven
-# artifact) without it.
-set(ATTN_JUNIT_CONSOLE_JAR "/usr/share/java/junit-platform-console-standalone.jar"
-  CACHE FILEPATH "JUnit 5 console launcher (Debian package junit5)")
-set(ATTN_JUNIT_API_JAR "/usr/share/java/junit-jupiter-api.jar"
-  CACHE FILEPATH "JUnit 5 Jupiter API jar (Debian package junit5)")
-set(ATTN_OPENTEST4J_JAR "/usr/share/java/opentest4j.jar"
-  CACHE FILEPATH "opentest4j jar (dependency of JUnit 5)")
-set(ATTN_APIGUARDIAN_JAR "/usr/share/java/apiguardian-api.jar"
-  CACHE FILEPATH "apiguardian jar (dependency of JUnit 5)")
-foreach(_attn_jar IN ITEMS ATTN_JUNIT_CONSOLE_JAR ATTN_JUNIT_API_JAR ATTN_OPENTEST4J_JAR)
-  if(ATTN_BUILD_TESTS AND NOT EXISTS "${${_attn_jar}}")
-    message(FATAL_ERROR "ATTN_WITH_JAVA is ON but ${_attn_jar} (${${_attn_jar}}) does not exist: "
-      "install Debian's junit5 package, or configure with -DATTN_BUILD_TESTS=OFF or -DATTN_WITH_JAVA=OFF.")
-  endif()
-endforeach()
+# --- toolchain ---------------------------------------------------------------------------------
+# cmake/features.cmake found it (JAVA_HOME, Java, JNI headers without AWT, SWIG, and for the tests
+# the JUnit 5 jars ATTN_JUNIT_*_JAR and prlimit): this file runs only when all of it is there.
 
 include(UseJava)
 include(UseSWIG)
@@ -235,11 +196,6 @@ if(ATTN_BUILD_TESTS)
   # cache growth, whose allocation failures would abort the JVM) keep the JVM's own needs before
   # the limit. Exit 0 only if every call succeeded
   # with the 1-thread result, no worker was alive under the limit, and the workers came back after.
-  find_program(ATTN_PRLIMIT_PROGRAM prlimit)
-  if(NOT ATTN_PRLIMIT_PROGRAM)
-    message(FATAL_ERROR "ATTN_WITH_JAVA is ON but prlimit (util-linux) was not found: the test "
-      "java_thread_failure needs it.")
-  endif()
   add_test(NAME java_thread_failure
     COMMAND ${_attn_java_run} -Xms64m -Xmx64m -XX:+UseSerialGC -Xss1m -Xint
       -XX:ReservedCodeCacheSize=32m

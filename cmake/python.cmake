@@ -11,25 +11,12 @@
 #                 the typing (py.typed, annotations), where the library is loaded from
 #   python_demo   examples/python/demo.py against the built library (one command)
 
-find_package(Python3 COMPONENTS Interpreter)
-if(NOT Python3_Interpreter_FOUND)
-  message(FATAL_ERROR "ATTN_WITH_PYTHON is ON but no python3 interpreter was found "
-                      "(install python3, or configure with -DATTN_WITH_PYTHON=OFF)")
-endif()
-# The binding itself builds nothing: with -DATTN_BUILD_TESTS=OFF there is nothing more to do
-# (and pytest is not needed).
+# cmake/features.cmake found python3 (Python3_EXECUTABLE) and, for the tests, that it imports
+# numpy, pytest, venv and ensurepip. The binding itself builds nothing: with
+# -DATTN_BUILD_TESTS=OFF there is nothing more to do.
 if(NOT ATTN_BUILD_TESTS)
   return()
 endif()
-foreach(_attn_pymod IN ITEMS pytest numpy)
-  execute_process(COMMAND ${Python3_EXECUTABLE} -c "import ${_attn_pymod}"
-                  RESULT_VARIABLE _attn_pymod_rc OUTPUT_QUIET ERROR_QUIET)
-  if(NOT _attn_pymod_rc EQUAL 0)
-    message(FATAL_ERROR "ATTN_WITH_PYTHON is ON but ${Python3_EXECUTABLE} cannot import "
-                        "${_attn_pymod} (apt-get install python3-${_attn_pymod} or "
-                        "pip install ${_attn_pymod}; or configure with -DATTN_WITH_PYTHON=OFF)")
-  endif()
-endforeach()
 
 set(_attn_py_env
   "ATTN_LIBRARY=$<TARGET_FILE:attn>"

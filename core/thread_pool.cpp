@@ -145,9 +145,6 @@ struct Pool {
     static void *trampoline(void *arg) {
         const Start st = *static_cast<Start *>(arg);
         delete static_cast<Start *>(arg);
-#if defined(__linux__)
-        pthread_setname_np(pthread_self(), "attn-worker"); // seen in top, gdb, /proc/*/task
-#endif
         st.pool->worker_main(st.index, st.generation);
         return nullptr;
     }
@@ -167,6 +164,12 @@ struct Pool {
             throw std::system_error(rc, std::generic_category(), "pthread_create");
         }
         workers.push_back(t);
+#if defined(__linux__)
+        // Named here by the creator, not by the worker when it first runs: once resize() returns,
+        // every worker of the pool carries its name (seen in top, gdb, /proc/*/task), also the
+        // ones the scheduler has not run yet.
+        pthread_setname_np(t, "attn-worker");
+#endif
     }
 
     // Makes the pool hold n_workers workers (called with run_mutex held, no job running).

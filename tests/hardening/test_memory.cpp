@@ -104,14 +104,17 @@ void pooled_call() {
     attn_desc_destroy(d);
 }
 
-// The OS thread count once it equals `want` (-1: once it stops changing), or after 200 ms: a
-// joined thread can stay visible in /proc for a moment after pthread_join returns.
+// The OS thread count once it equals `want`, or after 10 s (-1: once it has not changed for 5 ms,
+// 10 s at most): a joined thread can stay visible in /proc for a moment after pthread_join
+// returns. The bound only ends the wait for a count that is wrong.
 int settled_threads(int want) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     int seen = os_threads();
-    for (int x = 0; x < 200 && (want >= 0 ? seen != want : x < 5); ++x) {
+    for (int same = 0;
+         (want >= 0 ? seen != want : same < 5) && std::chrono::steady_clock::now() < until;) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
         const int now = os_threads();
-        if (want < 0 && now != seen) x = 0;
+        same = now == seen ? same + 1 : 0;
         seen = now;
     }
     return seen;

@@ -47,11 +47,14 @@ size_t task_count() {
     return n;
 }
 
-// task_count() once it equals `want`, or after 0.5 s: a thread pthread_join has returned for can
-// still be listed for a moment (the kernel clears its tid before it leaves the thread group).
+// task_count() once it equals `want`, or after 10 s: a thread pthread_join has returned for can
+// still be listed for a moment (the kernel clears its tid before it leaves the thread group). The
+// pool names its workers before the call that starts them returns, so a new worker is counted at
+// once; the bound only ends the wait for a count that is wrong.
 size_t settled_count(size_t want) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     size_t n = task_count();
-    for (int x = 0; x < 50 && n != want; ++x) {
+    while (n != want && std::chrono::steady_clock::now() < until) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
         n = task_count();
     }
