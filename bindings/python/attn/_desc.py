@@ -259,6 +259,14 @@ def _strides_arg(name, strides):
     return tuple(size_arg("%s[%d]" % (name, i), s) for i, s in enumerate(values))
 
 
+def _enum_param(params, param, name, value, enum, default, what):
+    """Appends (param, value) to params when value is given and is not the default."""
+    if value is not None:
+        v = enum_arg(name, value, enum, what)
+        if v != default:
+            params.append((param, int(v)))
+
+
 def _window_arg(window, window_left, window_right):
     """(left, right) from window=(left, right) or window_left= / window_right=; None = -1."""
     if window is not None:
@@ -330,14 +338,10 @@ def build_params(causal, scale, window, window_left, window_right, softcap, alib
             params.append((Param.MAX_PAGES, n))
     if _flag_arg("batch_invariant", Param.BATCH_INVARIANT, batch_invariant):
         params.append((Param.BATCH_INVARIANT, 1))
-    if compute is not None:
-        c = enum_arg("compute", compute, Compute, "attn_compute value")
-        if c != Compute.EXACT:
-            params.append((Param.COMPUTE, int(c)))
-    if causal is not None:
-        c = enum_arg("causal", causal, Causal, "attn_causal value")
-        if c != Causal.NONE:
-            params.append((Param.CAUSAL, int(c)))
+    _enum_param(
+        params, Param.COMPUTE, "compute", compute,
+        Compute, Compute.EXACT, "attn_compute value")
+    _enum_param(params, Param.CAUSAL, "causal", causal, Causal, Causal.NONE, "attn_causal value")
     left, right = _window_arg(window, window_left, window_right)
     if left != -1:
         params.append((Param.WINDOW_LEFT, left))
@@ -347,18 +351,13 @@ def build_params(causal, scale, window, window_left, window_right, softcap, alib
         cap = param_value("softcap", Param.SOFTCAP, softcap)
         if cap != 0.0:
             params.append((Param.SOFTCAP, cap))
-    if alibi is not None:
-        a = enum_arg("alibi", alibi, Alibi, "attn_alibi value")
-        if a != Alibi.NONE:
-            params.append((Param.ALIBI, int(a)))
-    if diagonal is not None:
-        dg = enum_arg("diagonal", diagonal, Diagonal, "attn_diagonal value")
-        if dg != Diagonal.CAUSAL:
-            params.append((Param.DIAGONAL, int(dg)))
-    if alibi_form is not None:
-        af = enum_arg("alibi_form", alibi_form, AlibiForm, "attn_alibi_form value")
-        if af != AlibiForm.LINEAR:
-            params.append((Param.ALIBI_FORM, int(af)))
+    _enum_param(params, Param.ALIBI, "alibi", alibi, Alibi, Alibi.NONE, "attn_alibi value")
+    _enum_param(
+        params, Param.DIAGONAL, "diagonal", diagonal,
+        Diagonal, Diagonal.CAUSAL, "attn_diagonal value")
+    _enum_param(
+        params, Param.ALIBI_FORM, "alibi_form", alibi_form,
+        AlibiForm, AlibiForm.LINEAR, "attn_alibi_form value")
     if _flag_arg("softmax_plus_one", Param.SOFTMAX_PLUS_ONE, softmax_plus_one):
         params.append((Param.SOFTMAX_PLUS_ONE, 1))
     if head_dim_v is not None:
