@@ -55,7 +55,7 @@ if [ ${#files[@]} -eq 0 ]; then
     mapfile -t all < <(git ls-files -- '*.c' '*.h' '*.cc' '*.cpp' '*.cxx' '*.hpp' '*.hh' \
                                        '*.hxx' '*.inc')
   else
-    mapfile -t all < <(find . \( -name 'build*' -o -name '.*' \) -prune -o -type f \
+    mapfile -t all < <(find . -mindepth 1 \( -name 'build*' -o -name '.*' \) -prune -o -type f \
       \( -name '*.c' -o -name '*.h' -o -name '*.cc' -o -name '*.cpp' -o -name '*.cxx' \
          -o -name '*.hpp' -o -name '*.hh' -o -name '*.hxx' -o -name '*.inc' \) -print \
       | sed 's#^\./##' | LC_ALL=C sort)
@@ -66,6 +66,10 @@ if [ ${#files[@]} -eq 0 ]; then
   done
 fi
 
+if [ ${#files[@]} -eq 0 ]; then
+  echo "format-check.sh: no C/C++ file found under $root" >&2
+  exit 2
+fi
 for f in "${files[@]}"; do
   [ -f "$f" ] || { echo "format-check.sh: no such file: $f" >&2; exit 2; }
 done
