@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
-"""Plot libattn's GFLOP/s against sequence length, next to the baselines.
+"""Plot libattn's GFLOP/s against sequence length, next to the baselines and the peers.
 
 Reads the JSON that attn_bench writes (section "sweep": B=1, H=8, head_dim 128, non-causal,
 one thread) and draws one curve per implementation, with the FMA peaks measured in the same run
-as horizontal lines.
+as horizontal lines. With --peers, also the curves of PyTorch, ONNX Runtime and OpenVINO from
+`bench/peers/peers.py --sweep --json F` (the same shapes, 1 thread, the same arrays for every
+library), and libattn's own curve of that run (through the Python binding): compare a peer with
+that one, measured in the same rounds, rather than across runs.
 
   python3 bench/plot.py --json bench_results.json            # plot an existing run
   python3 bench/plot.py --run build/bench/attn_bench          # run the sweep, then plot
   python3 bench/plot.py --run build/bench/attn_bench --quick  # shorter sweep (n <= 1024)
+  python3 bench/plot.py --json bench_results.json --peers peers_sweep.json   # with the peers
   python3 bench/plot.py --json bench_results.json --markdown  # also print the README tables
 
 Writes bench/attn_gflops.png unless --out says otherwise. Needs matplotlib.
@@ -117,12 +121,61 @@ def print_markdown(data):
         print()
 
 
+# peers.py's names of the libraries, as the plot's legend writes them, and what each one calls.
+PEER_NAMES = {
+    "torch": ("PyTorch", "SDPA"),
+    "onnxruntime": ("ONNX Runtime", "opset-23 Attention"),
+    "openvino": ("OpenVINO", "opset13 SDPA"),
+}
+SWEEP_SHAPE = {"batch": 1, "heads": 8, "head_dim": 128, "causal": False, "threads": 1}
+
+
+def load_peers(path):
+    """The sweep of `peers.py --sweep --json path`; exits if it is not attn_bench's shape family."""
+    with open(path) as f:
+        peers = json.load(f)
+    if not peers.get("sweep"):
+        sys.exit(f"{path} has no 'sweep' section: write it with bench/peers/peers.py --sweep --json {path}")
+    shape = peers.get("sweep_shape", {})
+    wrong = {k: shape.get(k) for k, v in SWEEP_SHAPE.items() if shape.get(k) != v}
+    if wrong:
+        sys.exit(f"{path}: the sweep is not attn_bench's shapes {SWEEP_SHAPE}: {wrong}")
+    return peers
+
+
+def peer_label(impl, version, peers):
+    if impl == "libattn":
+        return f'libattn {peers.get("isa", "")}, peers.py run (Python)'.replace("  ", " ")
+    name, call = PEER_NAMES.get(impl, (impl, ""))
+    short = version.split("-")[0].split("+")[0]  # 2.15.0+cu132 -> 2.15.0
+    return f"{name} {short} ({call})" if call else f"{name} {short}"
+
+
+def print_peers_markdown(peers):
+    """The peers' sweep as a Markdown table: libattn's GFLOP/s and peer time / libattn time."""
+    recs = peers["sweep"]
+    impls = [i for i in ("torch", "onnxruntime", "openvino") if any(r["impl"] == i for r in recs)]
+    print(f'Sweep against the peers (peers.py --sweep, {peers.get("date")}, {peers.get("cpu")}, '
+          f'libattn {peers.get("libattn")} ISA {peers.get("isa")}; B 1, H 8, head_dim 128, '
+          'non-causal, 1 thread; peer time / libattn time, > 1: libattn is faster):\n')
+    print("| n | libattn GFLOP/s |" + "".join(f" {PEER_NAMES[i][0]} |" for i in impls))
+    print("|---|---|" + "---|" * len(impls))
+    for n in sorted({r["n"] for r in recs}):
+        at = {r["impl"]: r for r in recs if r["n"] == n}
+        lib = at.get("libattn", {}).get("gflops")
+        print(f"| {n} | {fmt(lib, 1)} |" + "".join(
+            f' {fmt(at[i].get("ratio_to_libattn")) if i in at else "–"} |' for i in impls))
+    print()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", default="bench_results.json", help="attn_bench output (read, or written by --run)")
     ap.add_argument("--run", metavar="ATTN_BENCH", help="run this attn_bench in --sweep-only mode first")
     ap.add_argument("--quick", action="store_true", help="with --run: a short sweep")
     ap.add_argument("--out", default=os.path.join(HERE, "attn_gflops.png"), help="PNG to write")
+    ap.add_argument("--peers", metavar="PEERS_JSON",
+                    help="also draw the peers: the JSON of bench/peers/peers.py --sweep --json")
     ap.add_argument("--markdown", action="store_true",
                     help="print the figures of a full run as Markdown tables (for bench/README.md)")
     args = ap.parse_args()
@@ -134,8 +187,11 @@ def main():
 
     with open(args.json) as f:
         data = json.load(f)
+    peers = load_peers(args.peers) if args.peers else None
     if args.markdown:
         print_markdown(data)
+        if peers:
+            print_peers_markdown(peers)
     sweep = data.get("sweep", [])
     if not sweep:
         sys.exit(f"{args.json} has no 'sweep' section: run attn_bench without --no-sweep")
@@ -148,8 +204,23 @@ def main():
     curves = {}
     for r in sweep:
         curves.setdefault(r["label"], []).append((r["n"], r["gflops"]))
+    peer_style = {}
+    if peers:
+        marks = {"torch": ("D", "tab:red"), "onnxruntime": ("v", "tab:purple"),
+                 "openvino": ("P", "tab:orange"), "libattn": ("o", "tab:blue")}
+        for r in peers["sweep"]:
+            label = peer_label(r["impl"], r.get("version", ""), peers)
+            curves.setdefault(label, []).append((r["n"], r["gflops"]))
+            marker, color = marks.get(r["impl"], ("x", "tab:gray"))
+            if r["impl"] == "libattn":  # the reference of the peers' ratios: thin, same colour
+                peer_style[label] = dict(marker=marker, markersize=4, linewidth=1.2,
+                                         linestyle=(0, (1, 1)), color=color, alpha=0.8)
+            else:
+                peer_style[label] = dict(marker=marker, linewidth=1.8, color=color)
 
     def style(label):
+        if label in peer_style:
+            return peer_style[label]
         if label.startswith("libattn"):
             color = "tab:blue" if "avx512" in label else "tab:cyan"
             return dict(marker="o", linewidth=2.4, color=color)
@@ -160,13 +231,14 @@ def main():
         return dict(marker="^", linewidth=1.6, linestyle=":", color="tab:brown")
 
     fig, ax = plt.subplots(figsize=(9, 6.2), dpi=120)
-    order = sorted(curves, key=lambda l: (not l.startswith("libattn"), not l.startswith("OpenBLAS"),
+    order = sorted(curves, key=lambda l: (l in peer_style and "peers.py" not in l,
+                                          not l.startswith("libattn"), not l.startswith("OpenBLAS"),
                                           "avx2" in l or "default pick" in l, l))
     for label in order:
         pts = sorted(curves[label])
         ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label, **style(label))
 
-    ns = sorted({r["n"] for r in sweep})
+    ns = sorted({r["n"] for r in sweep} | ({r["n"] for r in peers["sweep"]} if peers else set()))
     ax.set_xscale("log", base=2)
     ax.set_xticks(ns)
     ax.set_xticklabels([str(n) for n in ns])
@@ -183,17 +255,26 @@ def main():
     ax.set_xlabel("sequence length n (seq_q = seq_k)")
     ax.set_ylabel("GFLOP/s  (4·H·n²·d / time)")
     m = data.get("machine", {})
-    ax.set_title("Attention forward, fp32, B=1, H=8, head_dim 128, non-causal, 1 thread\n"
-                 f'{m.get("cpu", "?")}, {m.get("hardware_threads", "?")} threads, '
-                 f'libattn {m.get("libattn_version", "?")}, {m.get("date_utc", "")[:10]}', fontsize=10)
+    title = ("Attention forward, fp32, B=1, H=8, head_dim 128, non-causal, 1 thread\n"
+             f'{m.get("cpu", "?")}, {m.get("hardware_threads", "?")} threads, '
+             f'libattn {m.get("libattn_version", "?")}, {m.get("date_utc", "")[:10]}')
+    if peers:
+        title += f'; peers: peers.py run of {peers.get("date", "?")[:10]}'
+    ax.set_title(title, fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     load = m.get("load_average_start", "")
+    notes = []
     if load and float(load.split()[0]) > 1.0:
-        fig.text(0.01, 0.99, f"note: the machine was busy during this run (load average {load}); "
-                 "figures are low and noisy", fontsize=8, color="tab:red", va="top")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=3, fontsize=9, frameon=False)
+        notes.append(f"the machine was busy during the attn_bench run (load average {load})")
+    if peers and (peers.get("cpu_pressure") or 0) > 0.05:
+        notes.append(f'the peers run waited for a CPU {100 * peers["cpu_pressure"]:.0f} % of its time')
+    if notes:
+        ax.text(0.99, 0.02, "note: " + ";\n".join(notes) + ":\nfigures are low and noisy",
+                transform=ax.transAxes, ha="right", va="bottom", fontsize=8, color="tab:red")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2 if peers else 3, fontsize=9,
+              frameon=False)
     fig.tight_layout()
-    fig.savefig(args.out)
+    fig.savefig(args.out, bbox_inches="tight")
     print("wrote", args.out)
 
 

@@ -10,16 +10,19 @@
 #   mpi      ATTN_WITH_MPI      openmpi-bin libopenmpi-dev
 #   docs     ATTN_BUILD_DOCS    doxygen
 #   bench    ATTN_BUILD_BENCH   libopenblas-dev pkg-config
+#   lab      ATTN_BUILD_LAB     the bench part (bench/lab/ is built inside bench/)
 #
 # Each switch is AUTO (the default: on if everything it needs is found, else off), ON (required:
-# configure stops with the missing packages if anything is missing) or OFF. A part is looked for
+# configure stops with the missing packages if anything is missing) or OFF. The exception is
+# ATTN_BUILD_LAB, OFF by default: the lab tools (bench/lab/: A/B drivers and probes of one-off
+# experiments) are not part of the product and build only when asked for. A part is looked for
 # only when its switch is not OFF. Configure prints one line of what is on and off, and why:
 #   -- libattn: on: c demo tests go python docs; off: java (no javac), csharp (no mcs), ...
 # After the check every switch is a plain ON/OFF variable, so the rest of the build reads
 # if(ATTN_WITH_JAVA) as before; AUTO is re-evaluated at each configure (install a toolchain,
 # re-run cmake, and its part turns on).
 
-set(_attn_parts tests java csharp go python mpi docs bench)
+set(_attn_parts tests java csharp go python mpi docs bench lab)
 set(_attn_switch_tests ATTN_BUILD_TESTS)
 set(_attn_switch_java ATTN_WITH_JAVA)
 set(_attn_switch_csharp ATTN_WITH_CSHARP)
@@ -28,6 +31,7 @@ set(_attn_switch_python ATTN_WITH_PYTHON)
 set(_attn_switch_mpi ATTN_WITH_MPI)
 set(_attn_switch_docs ATTN_BUILD_DOCS)
 set(_attn_switch_bench ATTN_BUILD_BENCH)
+set(_attn_switch_lab ATTN_BUILD_LAB)
 set(_attn_doc_tests "C/C++ tests, and each binding's tests")
 set(_attn_doc_java "Java binding (SWIG + JNI) and its tests")
 set(_attn_doc_csharp "C# binding (SWIG + Mono) and its tests")
@@ -36,6 +40,8 @@ set(_attn_doc_python "Python ctypes binding tests")
 set(_attn_doc_mpi "Ring attention / split-KV decode over MPI (examples/mpi) and its test")
 set(_attn_doc_docs "Doxygen HTML reference and the attn(3) man page")
 set(_attn_doc_bench "The benchmarks (bench/)")
+set(_attn_doc_lab "The lab tools (bench/lab/: A/B drivers and probes, not product benches)")
+set(_attn_default_lab OFF)
 
 # attn_need(<part> <variable> <short reason> <Debian packages...>): if <variable> is false
 # (FALSE, empty, <name>-NOTFOUND), records the reason and the packages that provide it.
@@ -187,6 +193,11 @@ macro(attn_check_docs)
   attn_need(docs DOXYGEN_FOUND "no doxygen" doxygen)
 endmacro()
 
+macro(attn_check_lab)
+  # bench/lab/ is a subdirectory of bench/ (its tools share bench/'s read loops and helpers).
+  attn_need(lab ATTN_BUILD_BENCH "needs the bench part, which is off" libopenblas-dev pkg-config)
+endmacro()
+
 macro(attn_check_bench)
   # attn_bench compares against OpenBLAS; the other benches need only the compiler.
   find_package(PkgConfig QUIET)
@@ -205,7 +216,11 @@ endif()
 set(_attn_off "")
 foreach(_attn_part IN LISTS _attn_parts)
   set(_attn_switch ${_attn_switch_${_attn_part}})
-  set(${_attn_switch} AUTO CACHE STRING
+  set(_attn_default AUTO)
+  if(DEFINED _attn_default_${_attn_part})
+    set(_attn_default ${_attn_default_${_attn_part}})
+  endif()
+  set(${_attn_switch} ${_attn_default} CACHE STRING
       "${_attn_doc_${_attn_part}}: AUTO (on if its toolchain is found), ON (required) or OFF")
   set_property(CACHE ${_attn_switch} PROPERTY STRINGS AUTO ON OFF)
   string(TOUPPER "${${_attn_switch}}" _attn_request)

@@ -7,7 +7,7 @@ Install the peers into a venv (torch from PyPI is the CUDA build and pulls ~3 GB
 wheels; that takes a few minutes and is fine, the CPU kernels are what runs):
 
     python3 -m venv /tmp/peers-venv
-    /tmp/peers-venv/bin/pip install torch==2.15.0 onnxruntime onnx openvino numpy
+    /tmp/peers-venv/bin/pip install torch==2.15.0 onnxruntime onnx openvino numpy matplotlib
 
 Build libattn and attn_bench (attn_bench --peak-only gives the FMA peak and read bandwidth):
 
@@ -17,6 +17,8 @@ Run (from anywhere; the attn package is taken from bindings/python of this check
 
     /tmp/peers-venv/bin/python bench/peers/peers.py --lib build/libattn.so
     /tmp/peers-venv/bin/python bench/peers/peers.py --lib build/libattn.so --quick   # ~1-2 min smoke run
+    /tmp/peers-venv/bin/python bench/peers/peers.py --lib build/libattn.so --sweep \
+        --json peers_results_sweep.json    # GFLOP/s against n, for bench/plot.py --peers
 
 Every library is timed on the same arrays, 1 thread each (the thread line also at the default
 count). A run is R interleaved rounds; in a round every library runs each shape `reps` times back
@@ -133,6 +135,30 @@ def table_cases(args):
         want = [s.strip() for s in args.shapes.split(",")]
         cases = [c for c in cases if any(w in c.name for w in want)]
     return cases
+
+
+# attn_bench's sweep (bench/attn_bench/options.cpp, sweep_sizes): n = 128 ... 4096, and with
+# --quick n <= 1024. The shape family is its too: B 1, H 8, head_dim 128, non-causal, BHSD.
+SWEEP_N = (128, 256, 512, 1024, 2048, 4096)
+SWEEP_N_QUICK = (128, 256, 512, 1024)
+
+
+def sweep_cases(ns):
+    return [Case("sweep n=%d" % n, 1, 8, 8, n, n, 128, "none", seed=300 + i)
+            for i, n in enumerate(ns)]
+
+
+def parse_sweep(text, quick):
+    """--sweep's value: '' (attn_bench's n list) or comma-separated lengths."""
+    if not text:
+        return SWEEP_N_QUICK if quick else SWEEP_N
+    try:
+        ns = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise SystemExit("--sweep: expected comma-separated sequence lengths, got %r" % text)
+    if not ns or min(ns) < 1:
+        raise SystemExit("--sweep: expected positive sequence lengths, got %r" % text)
+    return ns
 
 
 def thread_cases():
@@ -442,6 +468,59 @@ def median_ratio(times, a, b):
 # Context: date, commit, machine limits
 # ------------------------------------------------------------------------------------------
 
+def run_sweep(ns, lib, peers, rounds, reps, peak1, record, log):
+    """GFLOP/s of every library at each n of attn_bench's sweep shapes, interleaved as the table
+    is; record["sweep"] gets one entry per (n, library), the shape in record["sweep_shape"]."""
+    cases = sweep_cases(ns)
+    configs = [("libattn", lib, 1)] + [(p.name, p, 1) for p in peers]
+    log("peers.py: sweep, n = %s x %d libraries, 1 thread each ..."
+        % (",".join(str(n) for n in ns), len(configs)))
+    times, errs = run_interleaved(cases, configs, rounds, reps, None, 0.005, log)
+    record["sweep_shape"] = {"batch": 1, "heads": 8, "head_dim": 128, "causal": False,
+                             "layout": "bhsd", "threads": 1}
+    # time_s: the median over rounds of each round's fastest call; gflops from it
+    record["sweep"] = []
+    del record["table"], record["threads"]
+    print("\nSweep: GFLOP/s against n, B 1, H 8, head_dim 128, non-causal, 1 thread everywhere "
+          "(the shapes of attn_bench's sweep). peer / libattn = peer time / libattn time "
+          "(> 1: libattn is faster); max diff: max |peer output - libattn output|.\n")
+    head = "| n | libattn GFLOP/s | of peak |"
+    head += "".join(" %s GFLOP/s | %s / libattn | max diff |" % (p.name, p.name) for p in peers)
+    print(head)
+    print("|---" * (3 + 3 * len(peers)) + "|")
+    for ci, c in enumerate(cases):
+        row = "| %d |" % c.Sq
+        for key, who, _ in configs:
+            t = times.get((ci, key))
+            if not t:  # this library could not run the call (said above)
+                row += " – | – |" if key == "libattn" else " – | – | – |"
+                continue
+            tm = statistics.median(t)
+            g = c.gflop() / tm
+            rec = {"n": c.Sq, "impl": key, "version": who.version, "time_s": tm, "gflops": g}
+            if key == "libattn":
+                rec["isa"] = who.isa
+                row += " %s | %s |" % (fmt(g, 1), fmt(g / peak1) if peak1 else "–")
+            else:
+                ratio = median_ratio(times, (ci, key), (ci, "libattn"))
+                rec["ratio_to_libattn"] = ratio
+                rec["max_abs_diff"] = errs.get((ci, key))
+                row += " %s | %s | %s |" % (fmt(g, 1), fmt(ratio), "%.1e" % errs[(ci, key)])
+            record["sweep"].append(rec)
+        print(row)
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def commit_of(repo):
     try:
         return subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"],
@@ -501,9 +580,15 @@ def main():
                          "repeated per query head before the timed calls")
     ap.add_argument("--no-table", action="store_true", help="only the thread lines")
     ap.add_argument("--no-threads", action="store_true", help="skip the thread lines")
+    ap.add_argument("--sweep", nargs="?", const="", default=None, metavar="N,N,...",
+                    help="instead of the table and the thread lines: GFLOP/s against sequence "
+                         "length on attn_bench's sweep shapes (B 1, H 8, head_dim 128, "
+                         "non-causal, 1 thread) for every library, for bench/plot.py --peers; "
+                         "without a list, attn_bench's n = 128 ... 4096 (--quick: ... 1024)")
     ap.add_argument("--quick", action="store_true", help="2 rounds x 2 reps (a smoke run)")
     ap.add_argument("--json", default=None, help="also write the figures to this file")
     args = ap.parse_args()
+    sweep_ns = parse_sweep(args.sweep, args.quick) if args.sweep is not None else None
     rounds = args.rounds or (2 if args.quick else 5)
     reps = args.reps or (2 if args.quick else 3)
     attn_bench = args.attn_bench or os.path.join(os.path.dirname(os.path.abspath(args.lib)),
@@ -530,14 +615,14 @@ def main():
     log("peers.py: measuring the machine's limits (attn_bench --peak-only) ...")
     limits = None if args.no_limits else machine_limits(attn_bench, args.quick, log)
     record = {"date": date, "commit": commit, "libattn": lib.version, "isa": lib.isa,
-              "openvino_gqa": args.openvino_gqa,
+              "cpu": cpu_model(), "cpus": os.cpu_count(), "openvino_gqa": args.openvino_gqa,
               "rounds": rounds, "reps": reps, "cleared_env": _CLEARED_ENV,
               "peers": {p.name: p.version for p in peers}, "table": [], "threads": []}
 
     print("peers.py  %s  libattn %s at commit %s (%s, isa %s, default threads %d)"
           % (date, lib.version, commit, lib.path, lib.isa, lib.default_threads))
-    print("machine: %s, %d CPUs, Python %s" % (platform.processor() or platform.machine(),
-                                               os.cpu_count(), platform.python_version()))
+    print("machine: %s, %d CPUs, Python %s" % (record["cpu"], os.cpu_count(),
+                                               platform.python_version()))
     peak1 = stream1 = None
     if limits:
         pk = limits["peak"]
@@ -564,7 +649,10 @@ def main():
           "keeps its fastest call; figures are medians over rounds" % (rounds, reps))
     evict = Evictor()
 
-    if not args.no_table:
+    if sweep_ns:
+        run_sweep(sweep_ns, lib, peers, rounds, reps, peak1, record, log)
+
+    if not args.no_table and not sweep_ns:
         cases = table_cases(args)
         configs = [("libattn", lib, 1)] + [(p.name, p, 1) for p in peers]
         log("peers.py: table, %d shapes x %d libraries, 1 thread each ..." % (len(cases),
@@ -610,7 +698,7 @@ def main():
                 for p in peers))
 
     torch_peer = next((p for p in peers if p.name == "torch"), None)
-    if not args.no_threads:
+    if not args.no_threads and not sweep_ns:
         cases = thread_cases()
         d = lib.default_threads
         configs = [("libattn 1t", lib, 1), ("libattn default", lib, 0)]

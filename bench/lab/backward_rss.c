@@ -1,7 +1,7 @@
-/* Peak memory of the backward: n = 16384, H = 8, d = 64, causal. The
- * operands are allocated and touched first; the growth of the peak RSS (VmHWM) over the forward
- * and then the backward is the memory libattn itself takes (scratch, pool), against the 1 GiB an
- * n x n fp32 matrix per head would take.
+/* Lab measurement (bench/README.md, "Lab tools"). Peak memory of the backward: n = 16384,
+ * H = 8, d = 64, causal. The operands are allocated and touched first; the growth of the peak RSS
+ * (VmHWM) over the forward and then the backward is the memory libattn itself takes (scratch,
+ * pool), against the 1 GiB an n x n fp32 matrix per head would take.
  *   attn_backward_rss [threads]   (default 2) */
 #include <attn.h>
 

@@ -1,4 +1,4 @@
-// Ad-hoc driver of the public C API for A/B measurements (bench/README.md, "Ad-hoc tools"); not a
+// Ad-hoc driver of the public C API for A/B measurements (bench/README.md, "Lab tools"); not a
 // benchmark with targets.
 // decode_ab <libA.so> <libB.so> <libB> <type> <sk> <threads> <reps> [hq hkv]: alternates calls of
 // two libattn copies in one process. DECODE_AB_PAGED=tm|hm: K/V in a pool of 16-token pages with

@@ -1,4 +1,4 @@
-// Shared by the A/B drivers of bench/adhoc: nl (1 or 2) forward calls alternating reps times,
+// Shared by the A/B drivers of bench/lab: nl (1 or 2) forward calls alternating reps times,
 // each call's seconds appended to t[l]; false when a call fails.
 #pragma once
 #include <attn.h>

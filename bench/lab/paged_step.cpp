@@ -1,4 +1,4 @@
-// Ad-hoc driver of the public C API for A/B measurements (bench/README.md, "Ad-hoc tools"); not a
+// Ad-hoc driver of the public C API for A/B measurements (bench/README.md, "Lab tools"); not a
 // benchmark with targets.
 // paged_step <seq_k> <threads> <reps>: hot decode dense vs paged token-major vs head-major (page
 // 16, shuffled), GQA 32/8 d128, and dense-bshd: the token-major pool read as one dense BSHD

@@ -1,4 +1,4 @@
-// Ad-hoc measurement (bench/README.md); not a benchmark with targets. What a paged KV
+// Lab measurement (bench/README.md, "Lab tools"); not a benchmark with targets. What a paged KV
 // cache costs the memory system by itself, without libattn: the widest streaming read loop of
 // bench/stream.hpp over 256 MiB per thread, once in address order and once in chunks of
 // <chunk_bytes> visited in a shuffled order (a head-major page of 16 tokens x 128 fp32 values is

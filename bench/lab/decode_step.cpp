@@ -1,4 +1,4 @@
-// Ad-hoc driver of the public C API for A/B measurements (bench/README.md, "Ad-hoc tools"); not a
+// Ad-hoc driver of the public C API for A/B measurements (bench/README.md, "Lab tools"); not a
 // benchmark with targets.
 // decode_step <f32|f16|bf16|i8> <seq_k> <threads> <reps>: one decode step (GQA 32/8, d 128), hot,
 // repeated; median, min and ns per (key, KV head).

@@ -1,4 +1,4 @@
-// Ad-hoc driver of the public C API for A/B measurements (bench/README.md, "Ad-hoc tools"); not a
+// Ad-hoc driver of the public C API for A/B measurements (bench/README.md, "Lab tools"); not a
 // benchmark with targets.
 // prefill_ab <libA.so> <libB.so> <n> <d> <causal 0/1> <reps> [bshd|layouts]: prefill, H 8, 1
 // thread, the two libraries' calls alternating in one process; "bshd": both with BSHD strides;

@@ -3,7 +3,7 @@
 # heads 8, head_dim 64) split over 1, 2, 3 and 4 ranks, one libattn thread per rank. Prints each
 # rank count's slowest-rank ring time (best of --reps), the speedup over 1 rank and the bytes
 # each rank sends per step. On a 2-core machine ranks 3 and 4 are oversubscribed.
-#   bench/mpi_scaling.sh [build-dir] [tokens] [reps]
+#   bench/lab/mpi_scaling.sh [build-dir] [tokens] [reps]
 set -euo pipefail
 build=${1:-build}
 tokens=${2:-4096}
