@@ -37,6 +37,38 @@ static const struct {
     {"attn_args_set_out_bf16", ATTN_DTYPE_BF16, 1}, {"attn_args_set_out_i8", ATTN_DTYPE_I8, 1},
 };
 
+/* What attn.h says each setter binds, written out plainly: the independent reference the table
+ * (and the setters, which follow the table) is checked against. -1 ends a list. */
+static const int k_header_accepts[N_SETTERS][14] = {
+    {ATTN_Q, ATTN_K, ATTN_V, ATTN_BIAS, ATTN_ALIBI_SLOPES, ATTN_SINKS, ATTN_NEW_K, ATTN_NEW_V,
+     ATTN_DOUT, ATTN_K_SCALE, ATTN_V_SCALE, ATTN_NEW_K_SCALE, ATTN_NEW_V_SCALE, -1},
+    {ATTN_Q, ATTN_K, ATTN_V, ATTN_DOUT, ATTN_NEW_K, ATTN_NEW_V, -1},
+    {ATTN_Q, ATTN_K, ATTN_V, ATTN_DOUT, ATTN_NEW_K, ATTN_NEW_V, -1},
+    {ATTN_K, ATTN_V, ATTN_NEW_K, ATTN_NEW_V, -1},
+    {ATTN_KEY_VALID, ATTN_ALLOWED, ATTN_QUERY_VALID, -1},
+    {ATTN_SEQ_LENS_K, ATTN_CU_SEQLENS_Q, ATTN_CU_SEQLENS_K, ATTN_BLOCK_TABLE, -1},
+    {ATTN_OUT, ATTN_LSE, ATTN_WEIGHTS, ATTN_KEY_MASS, ATTN_DQ, ATTN_DK, ATTN_DV, ATTN_DBIAS,
+     ATTN_DSINKS, ATTN_K, ATTN_V, ATTN_K_SCALE, ATTN_V_SCALE, -1},
+    {ATTN_K, ATTN_V, -1},
+    {ATTN_K, ATTN_V, -1},
+    {ATTN_K, ATTN_V, -1},
+};
+/* attn_desc_set_strides' list in attn.h */
+static const int k_header_strided[] = {ATTN_Q,    ATTN_K,       ATTN_V,       ATTN_OUT,
+                                       ATTN_BIAS, ATTN_K_SCALE, ATTN_V_SCALE, ATTN_ALIBI_SLOPES};
+
+static int header_accepts(int s, int w) {
+    for (int x = 0; k_header_accepts[s][x] >= 0; ++x)
+        if (k_header_accepts[s][x] == w) return 1;
+    return 0;
+}
+
+static int header_strided(int w) {
+    for (size_t x = 0; x < sizeof k_header_strided / sizeof k_header_strided[0]; ++x)
+        if (k_header_strided[x] == w) return 1;
+    return 0;
+}
+
 static attn_status call_setter(int s, attn_args *a, attn_operand w, void *buf) {
     switch (s) {
     case 0:
@@ -85,6 +117,7 @@ static void test_operands(void) {
         EXPECT(rank >= 1 && rank <= 4);
         /* strided: attn_desc_set_strides accepts it (zero strides are valid for every operand
          * that takes strides, except OUT, whose rows must not overlap: its default strides) */
+        EXPECT(strided == header_strided(w));
         attn_desc *d = NULL;
         EXPECT(attn_desc_create(&d, 1, 1, 1, 1, 1, 1) == ATTN_OK);
         const attn_status ss =
@@ -98,6 +131,10 @@ static void test_operands(void) {
         for (int s = 0; s < N_SETTERS; ++s) {
             const unsigned set = k_setters[s].output ? out : in;
             const int want_ok = (set >> k_setters[s].type) & 1u;
+            if (want_ok != header_accepts(s, w))
+                printf("  operand %s with %s: the type set says %d, attn.h says %d\n", name,
+                       k_setters[s].name, want_ok, header_accepts(s, w));
+            EXPECT(want_ok == header_accepts(s, w));
             const attn_status got = call_setter(s, a, (attn_operand)w, buf);
             if ((got == ATTN_OK) != want_ok || (!want_ok && got != ATTN_ERR_INVALID_ARGUMENT))
                 printf("  operand %s with %s: status %d, the type set says %s\n", name,
