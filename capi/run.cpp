@@ -8,46 +8,41 @@
 namespace attn {
 namespace capi {
 
-// Checks the operands of one operation and runs it. slot[w] holds operand w (null = unbound).
-attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *slot) {
-    if (attn_status st = check_desc(fn, desc)) return st;
-    if (op != ATTN_OP_FORWARD && op != ATTN_OP_WEIGHTS && op != ATTN_OP_BACKWARD)
-        return fail(ATTN_ERR_INVALID_ARGUMENT,
-                    "%s: op (%d) is not an attn_op (0 forward, 1 weights, 2 backward)", fn, op);
-    const bool fwd = op == ATTN_OP_FORWARD, bwd = op == ATTN_OP_BACKWARD;
-    // Operands this operation reads or writes; the others are ignored.
-    bool used[kOperands] = {};
-    const int common[] = {ATTN_Q,
-                          ATTN_K,
-                          ATTN_KEY_VALID,
-                          ATTN_ALLOWED,
-                          ATTN_BIAS,
-                          ATTN_ALIBI_SLOPES,
-                          ATTN_SINKS,
-                          ATTN_QUERY_VALID,
-                          ATTN_SEQ_LENS_K,
-                          ATTN_CU_SEQLENS_Q,
-                          ATTN_CU_SEQLENS_K,
-                          ATTN_BLOCK_TABLE,
-                          ATTN_K_SCALE};
-    for (int w : common) used[w] = true;
-    const int grads[] = {ATTN_DQ, ATTN_DK, ATTN_DV, ATTN_DBIAS, ATTN_DSINKS};
-    if (fwd) {
-        used[ATTN_V] = used[ATTN_OUT] = used[ATTN_LSE] = used[ATTN_KEY_MASS] = true;
-        used[ATTN_V_SCALE] = true;
-    } else if (bwd) {
-        used[ATTN_V] = used[ATTN_OUT] = used[ATTN_LSE] = used[ATTN_DOUT] = true;
-        used[ATTN_V_SCALE] = true;
-        for (int w : grads) used[w] = true;
-    } else {
+namespace {
+
+// Operands `op` reads or writes; the others are ignored.
+void mark_used(int op, bool *used) {
+    for (int w : {ATTN_Q, ATTN_K, ATTN_KEY_VALID, ATTN_ALLOWED, ATTN_BIAS, ATTN_ALIBI_SLOPES,
+                  ATTN_SINKS, ATTN_QUERY_VALID, ATTN_SEQ_LENS_K, ATTN_CU_SEQLENS_Q,
+                  ATTN_CU_SEQLENS_K, ATTN_BLOCK_TABLE, ATTN_K_SCALE})
+        used[w] = true;
+    if (op == ATTN_OP_WEIGHTS) {
         used[ATTN_WEIGHTS] = true;
+        return;
     }
+    for (int w : {ATTN_V, ATTN_V_SCALE, ATTN_OUT, ATTN_LSE}) used[w] = true;
+    if (op == ATTN_OP_FORWARD) {
+        used[ATTN_KEY_MASS] = true;
+        return;
+    }
+    used[ATTN_DOUT] = true;
+    for (const OperandInfo &o : kOperandInfo) // the gradients it writes
+        if (o.grad_of >= 0 && o.out_types) used[o.id] = true;
+}
+
+// The operands `op` cannot run without.
+attn_status check_required(const char *fn, int op, const Slot *slot) {
+    const bool fwd = op == ATTN_OP_FORWARD, bwd = op == ATTN_OP_BACKWARD;
     const int required[] = {ATTN_Q, ATTN_K, fwd || bwd ? ATTN_V : ATTN_WEIGHTS,
                             fwd || bwd ? ATTN_OUT : -1, bwd ? ATTN_DOUT : -1};
     for (int w : required)
         if (w >= 0 && !slot[w].ptr)
             return fail(ATTN_ERR_NULL_POINTER, "%s: %s is NULL", fn, operand_name(w));
-    // int8 K / V come with their scales, and only they do
+    return ATTN_OK;
+}
+
+// int8 K / V come with their scales, and only they do.
+attn_status check_scales(const char *fn, const Slot *slot, const bool *used) {
     for (int w : {ATTN_K, ATTN_V}) {
         const int sw = w == ATTN_K ? ATTN_K_SCALE : ATTN_V_SCALE;
         if (!used[w]) continue;
@@ -60,66 +55,67 @@ attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *s
                         "%s: %s is bound but %s is not int8 (bound with attn_args_set_i8)", fn,
                         operand_name(sw), operand_name(w));
     }
-    if (bwd) {
-        for (int w : {ATTN_K, ATTN_V})
-            if (slot[w].type == core::DType::I8)
-                return fail(ATTN_ERR_UNSUPPORTED,
-                            "%s: ATTN_OP_BACKWARD needs fp32, f16 or bf16 %s (it is int8) in "
-                            "libattn %s",
-                            fn, operand_name(w), ATTN_VERSION_STRING);
-        if (!slot[ATTN_LSE].ptr)
-            return fail(ATTN_ERR_NULL_POINTER,
-                        "%s: lse is NULL: ATTN_OP_BACKWARD needs the lse (and out) of the forward",
-                        fn);
-        bool any = false;
-        for (int w : grads) any |= slot[w].ptr != nullptr;
-        if (!any)
-            return fail(ATTN_ERR_NULL_POINTER,
-                        "%s: ATTN_OP_BACKWARD has nothing to compute: bind dq, dk, dv, dbias or "
-                        "dsinks",
-                        fn);
-        if (slot[ATTN_DBIAS].ptr && !slot[ATTN_BIAS].ptr)
-            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: dbias is bound but bias is not", fn);
-        if (slot[ATTN_DSINKS].ptr && !slot[ATTN_SINKS].ptr)
+    return ATTN_OK;
+}
+
+// What ATTN_OP_BACKWARD needs beyond the forward's operands: fp32 / 16-bit K and V, the
+// forward's LSE, at least one gradient, each gradient's operand, non-broadcast layouts for dQ,
+// dK and dV, no paged cache.
+attn_status check_backward(const char *fn, const attn_desc *desc, const Slot *slot) {
+    for (int w : {ATTN_K, ATTN_V})
+        if (slot[w].type == core::DType::I8)
+            return fail(ATTN_ERR_UNSUPPORTED,
+                        "%s: ATTN_OP_BACKWARD needs fp32, f16 or bf16 %s (it is int8) in "
+                        "libattn %s",
+                        fn, operand_name(w), ATTN_VERSION_STRING);
+    if (!slot[ATTN_LSE].ptr)
+        return fail(ATTN_ERR_NULL_POINTER,
+                    "%s: lse is NULL: ATTN_OP_BACKWARD needs the lse (and out) of the forward", fn);
+    bool any = false;
+    for (const OperandInfo &o : kOperandInfo)
+        if (o.grad_of >= 0 && o.out_types) any |= slot[o.id].ptr != nullptr;
+    if (!any)
+        return fail(ATTN_ERR_NULL_POINTER,
+                    "%s: ATTN_OP_BACKWARD has nothing to compute: bind dq, dk, dv, dbias or "
+                    "dsinks",
+                    fn);
+    if (slot[ATTN_DBIAS].ptr && !slot[ATTN_BIAS].ptr)
+        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: dbias is bound but bias is not", fn);
+    if (slot[ATTN_DSINKS].ptr && !slot[ATTN_SINKS].ptr)
+        return fail(ATTN_ERR_INVALID_ARGUMENT,
+                    "%s: dsinks is bound but sinks is not (ATTN_PARAM_SOFTMAX_PLUS_ONE has a "
+                    "constant sink: no gradient)",
+                    fn);
+    // A gradient is written in its operand's layout: a layout whose rows overlap (a stride of 0
+    // broadcasting Q, K or V) would need the gradient summed over the copies.
+    for (int g : {ATTN_DQ, ATTN_DK, ATTN_DV}) {
+        const int w = kOperandInfo[g].grad_of;
+        const core::Layout &lay = layout_in(desc->p, w);
+        if (slot[g].ptr && !core::rows_disjoint(view_of(desc->p.shape, desc->p, w, lay)))
             return fail(ATTN_ERR_INVALID_ARGUMENT,
-                        "%s: dsinks is bound but sinks is not (ATTN_PARAM_SOFTMAX_PLUS_ONE has a "
-                        "constant sink: no gradient)",
-                        fn);
-        // A gradient is written in its operand's layout: a layout whose rows overlap (a stride
-        // of 0 broadcasting Q, K or V) would need the gradient summed over the copies.
-        for (int g : {ATTN_DQ, ATTN_DK, ATTN_DV}) {
-            const int w = g == ATTN_DQ ? ATTN_Q : g == ATTN_DK ? ATTN_K : ATTN_V;
-            const core::Layout &lay = layout_in(desc->p, w);
-            const core::View v = view_of(desc->p.shape, desc->p, w, lay);
-            if (slot[g].ptr && !core::rows_disjoint(v.c0, v.s0, v.c1, v.s1, v.c2, v.s2, v.dim))
-                return fail(ATTN_ERR_INVALID_ARGUMENT,
-                            "%s: %s is bound but the %s strides (%zu, %zu, %zu) overlap rows (a "
-                            "broadcast): its gradient would be a sum over them, which libattn %s "
-                            "does not compute",
-                            fn, operand_name(g), operand_name(w), lay.batch, lay.head, lay.row,
-                            ATTN_VERSION_STRING);
-        }
-        if (desc->p.page_size)
-            return fail(
-                ATTN_ERR_UNSUPPORTED,
-                "%s: ATTN_OP_BACKWARD with a paged K/V cache is not supported in libattn %s", fn,
-                ATTN_VERSION_STRING);
+                        "%s: %s is bound but the %s strides (%zu, %zu, %zu) overlap rows (a "
+                        "broadcast): its gradient would be a sum over them, which libattn %s "
+                        "does not compute",
+                        fn, operand_name(g), operand_name(w), lay.batch, lay.head, lay.row,
+                        ATTN_VERSION_STRING);
     }
-    size_t need[kOperands];
-    CallShape cs;
-    if (attn_status st = check_serving(fn, desc, slot, used, op == ATTN_OP_WEIGHTS, need, &cs))
-        return st;
-    for (const OperandInfo &o : kOperandInfo) // varlen: the per-call totals
-        if (o.grad_of >= 0) need[o.id] = need[o.grad_of];
-    const core::Params &dp = desc->p;
-    const bool paged = dp.page_size != 0;
+    if (desc->p.page_size)
+        return fail(ATTN_ERR_UNSUPPORTED,
+                    "%s: ATTN_OP_BACKWARD with a paged K/V cache is not supported in libattn %s",
+                    fn, ATTN_VERSION_STRING);
+    return ATTN_OK;
+}
+
+// Every used operand's length against need[] and no output overlapping another buffer; then,
+// with a paged cache, the block table against the pages the buffers hold.
+attn_status check_buffers(const char *fn, const attn_desc *desc, const Slot *slot, const bool *used,
+                          bool with_v, const size_t *need, CallShape *cs) {
+    const bool paged = desc->p.page_size != 0;
     Buffer bufs[kOperands];
     int nb = 0;
     for (int w = 0; w < kOperands; ++w) {
         if (!used[w] || !slot[w].ptr) continue;
-        if (slot[w].len < need[w])
-            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s has %zu elements, needs at least %zu",
-                        fn, operand_name(w), slot[w].len, need[w]);
+        if (attn_status st = check_len(fn, operand_name(w), slot[w].len, need[w])) return st;
         const Kind k = operand_kind(w);
         // a paged pool may be read anywhere: all of it counts for aliasing
         const bool pool = paged && (w == ATTN_K || w == ATTN_V || is_scale(w));
@@ -130,88 +126,144 @@ attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *s
     }
     if (attn_status st = check_aliasing(fn, bufs, nb)) return st;
     if (paged)
-        if (attn_status st = check_pages(fn, dp, slot, fwd, need, &cs)) return st;
-    core::Params p = dp;
-    p.total_q = cs.total_q;
-    p.q_type = slot[ATTN_Q].type;
-    p.k_type = slot[ATTN_K].type;
-    p.v_type = fwd || bwd ? slot[ATTN_V].type : core::DType::F32;
-    const float *alibi = static_cast<const float *>(slot[ATTN_ALIBI_SLOPES].ptr);
-    if (desc->alibi == ATTN_ALIBI_OPERAND && !alibi)
+        if (attn_status st = check_pages(fn, desc->p, slot, with_v, need, cs)) return st;
+    return ATTN_OK;
+}
+
+// ALiBi slopes bound exactly when ATTN_PARAM_ALIBI says OPERAND; sinks not with the "+1"
+// softmax.
+attn_status check_alibi_sinks(const char *fn, const attn_desc *desc, const Slot *slot) {
+    const bool slopes = slot[ATTN_ALIBI_SLOPES].ptr != nullptr;
+    if (desc->alibi == ATTN_ALIBI_OPERAND && !slopes)
         return fail(ATTN_ERR_NULL_POINTER,
                     "%s: alibi_slopes is NULL but ATTN_PARAM_ALIBI is ATTN_ALIBI_OPERAND", fn);
-    if (desc->alibi != ATTN_ALIBI_OPERAND && alibi)
+    if (desc->alibi != ATTN_ALIBI_OPERAND && slopes)
         return fail(ATTN_ERR_INVALID_ARGUMENT,
                     "%s: alibi_slopes is bound but ATTN_PARAM_ALIBI is not ATTN_ALIBI_OPERAND", fn);
-    if (desc->alibi == ATTN_ALIBI_STANDARD) { // the library's [heads_q] slopes
-        alibi = desc->alibi_standard.data();
-        p.alibi_batch = 0;
-        p.alibi_head = 1;
-    }
-    if (slot[ATTN_SINKS].ptr && p.plus_one)
+    if (slot[ATTN_SINKS].ptr && desc->p.plus_one)
         return fail(ATTN_ERR_INVALID_ARGUMENT,
                     "%s: sinks cannot be combined with ATTN_PARAM_SOFTMAX_PLUS_ONE", fn);
-    desc->used.store(true);
-    core::Tensors t;
-    if (p.q_type == core::DType::F32)
-        t.q = static_cast<const float *>(slot[ATTN_Q].ptr);
-    else
-        t.q16 = static_cast<const uint16_t *>(slot[ATTN_Q].ptr);
-    t.k = slot[ATTN_K].ptr;
-    t.k_scale = static_cast<const float *>(slot[ATTN_K_SCALE].ptr);
-    t.key_valid = static_cast<const uint8_t *>(slot[ATTN_KEY_VALID].ptr);
-    t.allowed = static_cast<const uint8_t *>(slot[ATTN_ALLOWED].ptr);
-    t.bias = static_cast<const float *>(slot[ATTN_BIAS].ptr);
-    t.alibi = alibi;
-    t.sinks = static_cast<const float *>(slot[ATTN_SINKS].ptr);
-    t.query_valid = static_cast<const uint8_t *>(slot[ATTN_QUERY_VALID].ptr);
-    t.seq_lens_k = static_cast<const int32_t *>(slot[ATTN_SEQ_LENS_K].ptr);
-    t.cu_q = static_cast<const int32_t *>(slot[ATTN_CU_SEQLENS_Q].ptr);
-    t.cu_k = paged ? nullptr : static_cast<const int32_t *>(slot[ATTN_CU_SEQLENS_K].ptr);
-    t.block_table = paged ? static_cast<const int32_t *>(slot[ATTN_BLOCK_TABLE].ptr) : nullptr;
-    if (fwd) {
-        t.v = slot[ATTN_V].ptr;
-        t.v_scale = static_cast<const float *>(slot[ATTN_V_SCALE].ptr);
-        t.out = static_cast<float *>(const_cast<void *>(slot[ATTN_OUT].ptr));
-        t.lse = static_cast<float *>(const_cast<void *>(slot[ATTN_LSE].ptr));
-        t.key_mass = static_cast<float *>(const_cast<void *>(slot[ATTN_KEY_MASS].ptr));
-        core::forward(p, t);
-    } else if (bwd) {
-        // 16-bit Q, K, V and DOUT are widened exactly to fp32 copies in their own layouts (the
-        // spans attn_run checked); the kernel then runs on fp32 throughout.
-        std::vector<float> wide[4];
-        const int ws[4] = {ATTN_Q, ATTN_K, ATTN_V, ATTN_DOUT};
-        const void *ptrs[4] = {slot[ATTN_Q].ptr, slot[ATTN_K].ptr, slot[ATTN_V].ptr,
-                               slot[ATTN_DOUT].ptr};
-        for (int x = 0; x < 4; ++x) {
-            const Slot &sl = slot[ws[x]];
-            if (sl.type == core::DType::F32) continue;
-            wide[x].resize(need[ws[x]]);
-            const uint16_t *src = static_cast<const uint16_t *>(sl.ptr);
-            if (sl.type == core::DType::F16)
-                core::f16_to_f32(src, wide[x].data(), wide[x].size());
-            else
-                core::bf16_to_f32(src, wide[x].data(), wide[x].size());
-            ptrs[x] = wide[x].data();
-        }
-        p.q_type = p.k_type = p.v_type = core::DType::F32;
-        t.q = static_cast<const float *>(ptrs[0]);
-        t.q16 = nullptr;
-        t.k = ptrs[1];
-        t.v = ptrs[2];
-        t.out = static_cast<float *>(const_cast<void *>(slot[ATTN_OUT].ptr));
-        t.lse = static_cast<float *>(const_cast<void *>(slot[ATTN_LSE].ptr));
-        t.dout = static_cast<const float *>(ptrs[3]);
-        t.dq = static_cast<float *>(const_cast<void *>(slot[ATTN_DQ].ptr));
-        t.dk = static_cast<float *>(const_cast<void *>(slot[ATTN_DK].ptr));
-        t.dv = static_cast<float *>(const_cast<void *>(slot[ATTN_DV].ptr));
-        t.dbias = static_cast<float *>(const_cast<void *>(slot[ATTN_DBIAS].ptr));
-        t.dsinks = static_cast<float *>(const_cast<void *>(slot[ATTN_DSINKS].ptr));
-        core::backward(p, t);
-    } else {
-        t.weights = static_cast<float *>(const_cast<void *>(slot[ATTN_WEIGHTS].ptr));
-        core::weights(p, t);
+    return ATTN_OK;
+}
+
+// An output buffer of the call (bound through a setter that took it writable).
+float *written(const Slot &s) {
+    return static_cast<float *>(const_cast<void *>(s.ptr));
+}
+
+// The call's parameters and the operands every operation reads (Q, K and the masks and
+// variants); the caller adds what its operation reads and writes.
+void prepare(const attn_desc *desc, int op, const Slot *slot, const CallShape &cs, core::Params *p,
+             core::Tensors *t) {
+    const bool paged = desc->p.page_size != 0;
+    *p = desc->p;
+    p->total_q = cs.total_q;
+    p->q_type = slot[ATTN_Q].type;
+    p->k_type = slot[ATTN_K].type;
+    p->v_type = op != ATTN_OP_WEIGHTS ? slot[ATTN_V].type : core::DType::F32;
+    t->alibi = static_cast<const float *>(slot[ATTN_ALIBI_SLOPES].ptr);
+    if (desc->alibi == ATTN_ALIBI_STANDARD) { // the library's [heads_q] slopes
+        t->alibi = desc->alibi_standard.data();
+        p->alibi_batch = 0;
+        p->alibi_head = 1;
     }
+    if (p->q_type == core::DType::F32)
+        t->q = static_cast<const float *>(slot[ATTN_Q].ptr);
+    else
+        t->q16 = static_cast<const uint16_t *>(slot[ATTN_Q].ptr);
+    t->k = slot[ATTN_K].ptr;
+    t->k_scale = static_cast<const float *>(slot[ATTN_K_SCALE].ptr);
+    t->key_valid = static_cast<const uint8_t *>(slot[ATTN_KEY_VALID].ptr);
+    t->allowed = static_cast<const uint8_t *>(slot[ATTN_ALLOWED].ptr);
+    t->bias = static_cast<const float *>(slot[ATTN_BIAS].ptr);
+    t->sinks = static_cast<const float *>(slot[ATTN_SINKS].ptr);
+    t->query_valid = static_cast<const uint8_t *>(slot[ATTN_QUERY_VALID].ptr);
+    t->seq_lens_k = static_cast<const int32_t *>(slot[ATTN_SEQ_LENS_K].ptr);
+    t->cu_q = static_cast<const int32_t *>(slot[ATTN_CU_SEQLENS_Q].ptr);
+    t->cu_k = paged ? nullptr : static_cast<const int32_t *>(slot[ATTN_CU_SEQLENS_K].ptr);
+    t->block_table = paged ? static_cast<const int32_t *>(slot[ATTN_BLOCK_TABLE].ptr) : nullptr;
+}
+
+void run_forward_op(core::Params &p, core::Tensors &t, const Slot *slot) {
+    t.v = slot[ATTN_V].ptr;
+    t.v_scale = static_cast<const float *>(slot[ATTN_V_SCALE].ptr);
+    t.out = written(slot[ATTN_OUT]);
+    t.lse = written(slot[ATTN_LSE]);
+    t.key_mass = written(slot[ATTN_KEY_MASS]);
+    core::forward(p, t);
+}
+
+// 16-bit Q, K, V and DOUT are widened exactly to fp32 copies in their own layouts (the spans
+// need[] gives, checked); the kernel then runs on fp32 throughout.
+void run_backward_op(core::Params &p, core::Tensors &t, const Slot *slot, const size_t *need) {
+    std::vector<float> wide[4];
+    const int ws[4] = {ATTN_Q, ATTN_K, ATTN_V, ATTN_DOUT};
+    const void *ptrs[4] = {slot[ATTN_Q].ptr, slot[ATTN_K].ptr, slot[ATTN_V].ptr,
+                           slot[ATTN_DOUT].ptr};
+    for (int x = 0; x < 4; ++x) {
+        const Slot &sl = slot[ws[x]];
+        if (sl.type == core::DType::F32) continue;
+        wide[x].resize(need[ws[x]]);
+        const uint16_t *src = static_cast<const uint16_t *>(sl.ptr);
+        if (sl.type == core::DType::F16)
+            core::f16_to_f32(src, wide[x].data(), wide[x].size());
+        else
+            core::bf16_to_f32(src, wide[x].data(), wide[x].size());
+        ptrs[x] = wide[x].data();
+    }
+    p.q_type = p.k_type = p.v_type = core::DType::F32;
+    t.q = static_cast<const float *>(ptrs[0]);
+    t.q16 = nullptr;
+    t.k = ptrs[1];
+    t.v = ptrs[2];
+    t.out = written(slot[ATTN_OUT]);
+    t.lse = written(slot[ATTN_LSE]);
+    t.dout = static_cast<const float *>(ptrs[3]);
+    t.dq = written(slot[ATTN_DQ]);
+    t.dk = written(slot[ATTN_DK]);
+    t.dv = written(slot[ATTN_DV]);
+    t.dbias = written(slot[ATTN_DBIAS]);
+    t.dsinks = written(slot[ATTN_DSINKS]);
+    core::backward(p, t);
+}
+
+void run_weights_op(core::Params &p, core::Tensors &t, const Slot *slot) {
+    t.weights = written(slot[ATTN_WEIGHTS]);
+    core::weights(p, t);
+}
+
+} // namespace
+
+attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *slot) {
+    if (attn_status st = check_desc(fn, desc)) return st;
+    if (op != ATTN_OP_FORWARD && op != ATTN_OP_WEIGHTS && op != ATTN_OP_BACKWARD)
+        return fail(ATTN_ERR_INVALID_ARGUMENT,
+                    "%s: op (%d) is not an attn_op (0 forward, 1 weights, 2 backward)", fn, op);
+    bool used[kOperands] = {};
+    mark_used(op, used);
+    if (attn_status st = check_required(fn, op, slot)) return st;
+    if (attn_status st = check_scales(fn, slot, used)) return st;
+    if (op == ATTN_OP_BACKWARD)
+        if (attn_status st = check_backward(fn, desc, slot)) return st;
+    size_t need[kOperands];
+    CallShape cs;
+    if (attn_status st = check_serving(fn, desc, slot, used, op == ATTN_OP_WEIGHTS, need, &cs))
+        return st;
+    for (const OperandInfo &o : kOperandInfo) // varlen: the per-call totals
+        if (o.grad_of >= 0) need[o.id] = need[o.grad_of];
+    if (attn_status st = check_buffers(fn, desc, slot, used, op == ATTN_OP_FORWARD, need, &cs))
+        return st;
+    if (attn_status st = check_alibi_sinks(fn, desc, slot)) return st;
+    desc->used.store(true);
+    core::Params p;
+    core::Tensors t;
+    prepare(desc, op, slot, cs, &p, &t);
+    if (op == ATTN_OP_FORWARD)
+        run_forward_op(p, t, slot);
+    else if (op == ATTN_OP_BACKWARD)
+        run_backward_op(p, t, slot, need);
+    else
+        run_weights_op(p, t, slot);
     return ATTN_OK;
 }
 

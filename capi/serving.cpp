@@ -3,6 +3,7 @@
 // block table.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <initializer_list>
 
 #include "checked.hpp"
@@ -34,6 +35,18 @@ attn_status check_len(const char *fn, const char *name, size_t have, size_t need
 }
 
 namespace {
+
+// seq_lens_k: its length, then every value in [0, seq_k].
+attn_status check_seq_lens_k(const char *fn, const core::Shape &s, const Slot &slot) {
+    if (attn_status st = check_len(fn, operand_name(ATTN_SEQ_LENS_K), slot.len, s.batch)) return st;
+    const int32_t *lens = static_cast<const int32_t *>(slot.ptr);
+    for (size_t b = 0; b < s.batch; ++b)
+        if (lens[b] < 0 || static_cast<size_t>(lens[b]) > s.seq_k)
+            return fail(ATTN_ERR_INVALID_ARGUMENT,
+                        "%s: seq_lens_k[%zu] (%d) is outside [0, seq_k = %zu]", fn, b,
+                        static_cast<int>(lens[b]), s.seq_k);
+    return ATTN_OK;
+}
 
 // A cu_seqlens operand: cu[0] = 0, non-decreasing, every length <= max_len. *total = cu[batch].
 attn_status check_cu(const char *fn, int which, const int32_t *cu, size_t batch, size_t max_len,
@@ -150,18 +163,11 @@ attn_status check_serving(const char *fn, const attn_desc *desc, const Slot *slo
             if (attn_status st = refuse(ATTN_CU_SEQLENS_K, "ATTN_PARAM_VARLEN is 0")) return st;
     }
     // The integer operands first: their values size the others.
-    for (int w : {ATTN_CU_SEQLENS_Q, ATTN_CU_SEQLENS_K, ATTN_BLOCK_TABLE, ATTN_SEQ_LENS_K})
-        if (bound(w) && slot[w].len < need[w])
-            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s has %zu elements, needs at least %zu",
-                        fn, operand_name(w), slot[w].len, need[w]);
-    if (bound(ATTN_SEQ_LENS_K)) {
-        const int32_t *lens = static_cast<const int32_t *>(slot[ATTN_SEQ_LENS_K].ptr);
-        for (size_t b = 0; b < s.batch; ++b)
-            if (lens[b] < 0 || static_cast<size_t>(lens[b]) > s.seq_k)
-                return fail(ATTN_ERR_INVALID_ARGUMENT,
-                            "%s: seq_lens_k[%zu] (%d) is outside [0, seq_k = %zu]", fn, b,
-                            static_cast<int>(lens[b]), s.seq_k);
-    }
+    for (int w : {ATTN_CU_SEQLENS_Q, ATTN_CU_SEQLENS_K, ATTN_BLOCK_TABLE})
+        if (bound(w))
+            if (attn_status st = check_len(fn, operand_name(w), slot[w].len, need[w])) return st;
+    if (bound(ATTN_SEQ_LENS_K))
+        if (attn_status st = check_seq_lens_k(fn, s, slot[ATTN_SEQ_LENS_K])) return st;
     if (p.varlen) {
         const int32_t *cu = static_cast<const int32_t *>(slot[ATTN_CU_SEQLENS_Q].ptr);
         if (attn_status st =
@@ -276,19 +282,13 @@ attn_status append(const char *fn, const attn_desc *desc, const Slot *slot, cons
     for (int w : {ATTN_NEW_K, ATTN_NEW_V}) // NULL only when there is nothing to append
         if (!slot[w].ptr && need[w] > 0)
             return fail(ATTN_ERR_NULL_POINTER, "%s: %s is NULL", fn, operand_name(w));
-    // seq_lens_k (the lengths after the append) checked like check_serving does in a run
-    if (slot[ATTN_SEQ_LENS_K].len < sh.batch)
-        return fail(ATTN_ERR_INVALID_ARGUMENT,
-                    "%s: seq_lens_k has %zu elements, needs at least %zu", fn,
-                    slot[ATTN_SEQ_LENS_K].len, sh.batch);
+    // seq_lens_k, the lengths after the append (check_serving checked it with a paged cache)
+    if (!paged)
+        if (attn_status st = check_seq_lens_k(fn, sh, slot[ATTN_SEQ_LENS_K])) return st;
     const int32_t *lens = static_cast<const int32_t *>(slot[ATTN_SEQ_LENS_K].ptr);
     const int32_t *cu = static_cast<const int32_t *>(slot[ATTN_CU_SEQLENS_Q].ptr);
     for (size_t b = 0; b < sh.batch; ++b) {
         const size_t n = dp.varlen ? static_cast<size_t>(cu[b + 1] - cu[b]) : sh.seq_q;
-        if (lens[b] < 0 || static_cast<size_t>(lens[b]) > sh.seq_k)
-            return fail(ATTN_ERR_INVALID_ARGUMENT,
-                        "%s: seq_lens_k[%zu] (%d) is outside [0, seq_k = %zu]", fn, b,
-                        static_cast<int>(lens[b]), sh.seq_k);
         if (static_cast<size_t>(lens[b]) < n)
             return fail(ATTN_ERR_INVALID_ARGUMENT,
                         "%s: seq_lens_k[%zu] (%d) is less than the %zu new tokens of sequence "
@@ -309,9 +309,7 @@ attn_status append(const char *fn, const attn_desc *desc, const Slot *slot, cons
     for (int w : {ATTN_K, ATTN_V, ATTN_K_SCALE, ATTN_V_SCALE, ATTN_NEW_K, ATTN_NEW_V,
                   ATTN_NEW_K_SCALE, ATTN_NEW_V_SCALE}) {
         if (!slot[w].ptr) continue;
-        if (slot[w].len < need[w])
-            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s has %zu elements, needs at least %zu",
-                        fn, name(w), slot[w].len, need[w]);
+        if (attn_status st = check_len(fn, name(w), slot[w].len, need[w])) return st;
         const bool cache = is_cache(w);
         // a paged pool may be written anywhere: all of it counts for aliasing
         const size_t n = paged && cache ? slot[w].len : need[w];
@@ -422,10 +420,9 @@ attn_status attn_merge(const attn_desc *desc, const attn_args *acc, const attn_a
             if (!cu)
                 return fail(ATTN_ERR_NULL_POINTER,
                             "%s: acc's cu_seqlens_q is NULL but ATTN_PARAM_VARLEN is 1", fn);
-            if (a[ATTN_CU_SEQLENS_Q].len < dp.shape.batch + 1)
-                return fail(ATTN_ERR_INVALID_ARGUMENT,
-                            "%s: cu_seqlens_q has %zu elements, needs at least %zu", fn,
-                            a[ATTN_CU_SEQLENS_Q].len, dp.shape.batch + 1);
+            if (attn_status st = check_len(fn, operand_name(ATTN_CU_SEQLENS_Q),
+                                           a[ATTN_CU_SEQLENS_Q].len, desc->len[ATTN_CU_SEQLENS_Q]))
+                return st;
             if (attn_status st = check_cu(fn, ATTN_CU_SEQLENS_Q, cu, dp.shape.batch, dp.shape.seq_q,
                                           "seq_q", &total_q))
                 return st;
@@ -437,11 +434,10 @@ attn_status attn_merge(const attn_desc *desc, const attn_args *acc, const attn_a
         int n = 0;
         for (const Slot *sl : {a, b})
             for (int w : {ATTN_OUT, ATTN_LSE}) {
-                const char *who = sl == a ? "acc" : "part";
-                if (sl[w].len < need[w])
-                    return fail(ATTN_ERR_INVALID_ARGUMENT,
-                                "%s: %s's %s has %zu elements, needs at least %zu", fn, who,
-                                operand_name(w), sl[w].len, need[w]);
+                char who[32]; // "acc's out"
+                std::snprintf(who, sizeof who, "%s's %s", sl == a ? "acc" : "part",
+                              operand_name(w));
+                if (attn_status st = check_len(fn, who, sl[w].len, need[w])) return st;
                 bufs[n++] = Buffer{sl[w].ptr, need[w] * sizeof(float),
                                    sl == a ? (w == ATTN_OUT ? "acc out" : "acc lse")
                                            : (w == ATTN_OUT ? "part out" : "part lse"),
