@@ -18,9 +18,8 @@
 #include <new>
 #include <vector>
 
-#include "attention.hpp"
+#include "attention.hpp" // with layout.hpp
 #include "attn.h"
-#include "layout.hpp"
 
 namespace attn {
 namespace capi {

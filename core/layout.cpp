@@ -1,5 +1,5 @@
 // Geometry of the strided operands: see layout.hpp.
-#include "layout.hpp"
+#include "attention.hpp"
 
 namespace attn {
 namespace core {
