@@ -370,7 +370,8 @@ static int run_variant(const vcase *c, const attn_desc *d, vbufs *b, const char 
     attn_args_destroy(a);
     for (int x = 0; x < 4 && ok; ++x) {
         const int w = k_outputs[x];
-        if (b->got[w]) ok = compare(c->name, cfg, k_operands[w].name, b->got[w], b->want[w], b->len[w]);
+        if (b->got[w])
+            ok = compare(c->name, cfg, k_operands[w].name, b->got[w], b->want[w], b->len[w]);
     }
     return ok;
 }
