@@ -1,4 +1,4 @@
-// Interface between the scheduler (baseline code) and the per-ISA kernels (core/kernel_*.cpp).
+// Interface between the scheduler (baseline code) and the per-ISA kernels (core/kernels/*.cpp).
 // Only plain structs and function pointers cross it: no xsimd type, no inline std:: template, so
 // a wide ISA's code can never be picked by the linker for a baseline call (ODR safety).
 #pragma once
@@ -79,7 +79,7 @@ struct KernelInfo {
     size_t (*quantize_i8)(const float *src, size_t rows, size_t dim, int8_t *dst, float *scales);
 };
 
-// The fp16 fast path (core/kernel_fp16.cpp, AVX512-FP16): one item = query head h of batch
+// The fp16 fast path (core/kernels/avx512fp16.cpp, AVX512-FP16): one item = query head h of batch
 // entry b, queries [q0, q0 + fp16_block_rows()). fp16_cpu(): this CPU and build have it;
 // fp16_in_range(): no fp16 value or partial sum of the call can overflow.
 bool fp16_cpu();
