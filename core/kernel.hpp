@@ -80,9 +80,10 @@ struct KernelInfo {
 };
 
 // The fp16 fast path (core/kernels/avx512fp16.cpp, AVX512-FP16): one item = query head h of batch
-// entry b, queries [q0, q0 + fp16_block_rows()). fp16_cpu(): this CPU and build have it;
-// fp16_in_range(): no fp16 value or partial sum of the call can overflow.
-bool fp16_cpu();
+// entry b, queries [q0, q0 + fp16_block_rows()). fp16_built(): this build has it (whether the
+// CPU has it is cpu.hpp's); fp16_in_range(): no fp16 value or partial sum of the call can
+// overflow.
+bool fp16_built();
 bool fp16_in_range(const Params &p, const Tensors &t);
 size_t fp16_scratch_bytes(const Params &p);
 size_t fp16_block_rows();

@@ -1,20 +1,12 @@
-// Kernel selection and scheduling: splits a call into work items, runs them on the pool with
-// per-thread scratch, and merges key-split partial results (decode) in a fixed order.
-#include <atomic>
+// Scheduling: splits a call into work items, runs them on the pool with per-thread scratch, and
+// merges key-split partial results (decode) in a fixed order. The kernel comes from dispatch.cpp.
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <algorithm>
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <string>
 #include <new>
 #include <vector>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
 
 #include "attention.hpp"
 #include "kernel.hpp"
@@ -25,60 +17,6 @@
 namespace attn {
 namespace core {
 namespace {
-
-const char *const kIsaNames[kIsaCount] = {"scalar", "sse2", "avx2", "avx512", "avx512fp16"};
-
-Isa detect_best() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd"))
-        return fp16_cpu() ? Isa::Avx512Fp16 : Isa::Avx512;
-    // the avx2 kernels also widen fp16 with F16C (every AVX2 CPU has it; clang 14's
-    // __builtin_cpu_supports does not know the name, so cpuid leaf 1, ecx bit 29)
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c) return Isa::Avx2;
-    if (__builtin_cpu_supports("sse2")) return Isa::Sse2;
-#endif
-    return Isa::Scalar;
-}
-
-Isa best_isa() {
-    static const Isa best = detect_best();
-    return best;
-}
-
-// ATTN_ISA caps the kernel like attn_set_isa. A value that is not an ISA name (the names are
-// exact, lower case, as attn_set_isa takes them) is ignored with a one-time warning on stderr.
-int env_cap() {
-    static const int cap = [] {
-        Isa isa;
-        const char *env = std::getenv("ATTN_ISA");
-        if (!env || !*env) return kIsaCount - 1;
-        if (isa_from_name(env, &isa)) return static_cast<int>(isa);
-        std::fprintf(stderr, "libattn: ignoring ATTN_ISA=\"%.64s\": not one of %s\n", env,
-                     isa_names());
-        return kIsaCount - 1;
-    }();
-    return cap;
-}
-
-std::atomic<int> g_cap{-1}; // -1: use ATTN_ISA / best
-
-const KernelInfo &kernel_for(Isa isa) {
-    switch (isa) {
-    case Isa::Avx512Fp16: // the same kernels; the fp16 path is chosen per call (fp16_takes)
-    case Isa::Avx512:
-        return kernel_avx512();
-    case Isa::Avx2:
-        return kernel_avx2();
-    case Isa::Sse2:
-        return kernel_sse2();
-    default:
-        return kernel_scalar();
-    }
-}
 
 thread_local ScratchBuf t_scratch;
 thread_local std::vector<float> t_partials;
@@ -316,51 +254,6 @@ void key_mass(const Params &p, const Tensors &t, const Plan &pl) {
 }
 
 } // namespace
-
-const char *isa_name(Isa isa) {
-    const int x = static_cast<int>(isa);
-    return x >= 0 && x < kIsaCount ? kIsaNames[x] : "unknown";
-}
-
-const char *isa_names() {
-    static const std::string list = [] {
-        std::string s;
-        for (int x = 0; x < kIsaCount; ++x) (s += x ? ", " : "") += kIsaNames[x];
-        return s;
-    }();
-    return list.c_str();
-}
-
-bool isa_from_name(const char *name, Isa *out) {
-    for (int x = 0; x < kIsaCount; ++x)
-        if (name && std::strcmp(name, kIsaNames[x]) == 0) {
-            *out = static_cast<Isa>(x);
-            return true;
-        }
-    return false;
-}
-
-bool isa_supported(Isa isa) {
-    return static_cast<int>(isa) <= static_cast<int>(best_isa());
-}
-
-Isa active_isa() {
-    const int cap = g_cap.load();
-    const int c = cap >= 0 ? cap : env_cap();
-    const int best = static_cast<int>(best_isa());
-    return static_cast<Isa>(c < best ? c : best);
-}
-
-void set_isa_cap(Isa cap) {
-    g_cap.store(static_cast<int>(cap));
-}
-void reset_isa_cap() {
-    g_cap.store(-1);
-}
-
-const KernelInfo &current_kernel() {
-    return kernel_for(active_isa());
-}
 
 // Whether the fp16 fast path takes this forward call (see ATTN_PARAM_COMPUTE): prefill-like,
 // fp32/fp16 operands, dense or strided, no variant beyond causal rules, windows and key

@@ -22,9 +22,6 @@
 
 #if defined(__AVX512FP16__)
 #include <immintrin.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
 #endif
 
 namespace attn {
@@ -259,18 +256,8 @@ inline void pv_block(const Scratch &s, size_t nk, size_t c0, size_t v, const __m
 
 } // namespace
 
-bool fp16_cpu() {
-#if defined(__x86_64__) || defined(__i386__)
-    static const bool ok = [] {
-        unsigned a = 0, b = 0, c = 0, d = 0;
-        if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-        return ((d >> 23) & 1u) != 0 && __builtin_cpu_supports("avx512f") &&
-               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-    }();
-    return ok;
-#else
-    return false;
-#endif
+bool fp16_built() {
+    return true;
 }
 
 size_t fp16_scratch_bytes(const Params &p) {
@@ -518,7 +505,7 @@ size_t fp16_block_rows() {
 
 #else // no AVX512-FP16 in this compiler: FP16 requests run in exact mode
 
-bool fp16_cpu() {
+bool fp16_built() {
     return false;
 }
 bool fp16_in_range(const Params &, const Tensors &) {
