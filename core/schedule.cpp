@@ -18,24 +18,39 @@ namespace attn {
 namespace core {
 namespace {
 
-thread_local ScratchBuf t_scratch;
-thread_local std::vector<float> t_partials;
-
-size_t ceil_div(size_t a, size_t b) {
-    return (a + b - 1) / b;
-}
-
-thread_local std::vector<uint32_t> t_qmap;
-thread_local std::vector<uint32_t> t_qlens;
-thread_local std::vector<size_t> t_first_item;
-thread_local std::vector<float> t_lse;
 // KV heads of a batch entry whose decode items walk the key tiles together: items first,
 // first + stride, ... (n of them).
 struct HeadGroup {
     size_t first, n, stride;
 };
-thread_local std::vector<HeadGroup> t_groups;
-thread_local std::vector<uint16_t> t_k16, t_v16; // the fp16 path's K and V rows
+
+// Memory a thread keeps from call to call, so that a warm call allocates nothing. One per thread
+// (thread_local, thread_scratch()), freed when the thread exits. Grown as needed, never shrunk.
+struct ThreadScratch {
+    // Used by whichever thread runs a work item (the caller or a pool worker), for that item
+    // only: the kernel's scratch block (KernelInfo::scratch_bytes / backward_scratch, the fp16
+    // path's fp16_scratch_bytes).
+    ScratchBuf item;
+    // Used by the calling thread for one forward, weights or backward call, from its start to its
+    // end (the contents mean nothing between calls); the workers of that call read them through
+    // pointers the caller hands out and never resize them.
+    std::vector<uint32_t> qmap;     // real queries of each batch entry (build_qmap)
+    std::vector<uint32_t> qlens;    // varlen: the query tokens of each sequence (Plan::nreal)
+    std::vector<size_t> first_item; // Plan::first
+    std::vector<float> lse;         // forward with KEY_MASS but no LSE bound: every row's lse
+    std::vector<HeadGroup> groups;  // the decode items that walk the key tiles together
+    std::vector<float> partials;    // key-split partials (forward), dSinks partials (backward)
+    std::vector<uint16_t> k16, v16; // the fp16 path: K and V rounded to fp16 once per call
+    ScratchBuf kv_copies{true};     // packed prefill: the K/V copies (kv_pack.hpp)
+};
+ThreadScratch &thread_scratch() {
+    thread_local ThreadScratch scratch;
+    return scratch;
+}
+
+size_t ceil_div(size_t a, size_t b) {
+    return (a + b - 1) / b;
+}
 
 // The split of a call into items depends on the shape, the kernel and the query mask only,
 // never on the thread count, so results are bit-identical for any number of threads.
@@ -81,7 +96,7 @@ Plan make_plan(const Params &p, const Tensors &t, bool allow_split) {
     const size_t B = p.shape.batch;
     pl.nreal = t.qmap ? t.qmap + B * p.shape.seq_q : nullptr;
     if (t.cu_q) { // varlen: the real queries of each sequence are its tokens
-        std::vector<uint32_t> &lens = t_qlens;
+        std::vector<uint32_t> &lens = thread_scratch().qlens;
         lens.resize(B);
         for (size_t b = 0; b < B; ++b) lens[b] = static_cast<uint32_t>(t.cu_q[b + 1] - t.cu_q[b]);
         pl.nreal = lens.data();
@@ -93,7 +108,7 @@ Plan make_plan(const Params &p, const Tensors &t, bool allow_split) {
     }
     // the narrowest kernel whose items hold the rows of a KV head (a shape rule only)
     while (pl.k->narrow && pl.group * maxq <= pl.k->narrow->lanes) pl.k = pl.k->narrow;
-    std::vector<size_t> &first = t_first_item;
+    std::vector<size_t> &first = thread_scratch().first_item;
     first.resize(B + 1);
     first[0] = 0;
     for (size_t b = 0; b < B; ++b) {
@@ -249,7 +264,7 @@ void key_mass(const Params &p, const Tensors &t, const Plan &pl) {
         w.rows = pl.group * nq;
         w.k_begin = 0;
         w.k_end = key_len(p, t, w.b);
-        if (w.rows) pl.k->mass(p, t, w, t_scratch.get(scratch_bytes));
+        if (w.rows) pl.k->mass(p, t, w, thread_scratch().item.get(scratch_bytes));
     });
 }
 
@@ -280,11 +295,11 @@ void fp16_forward(const Params &p, const Tensors &t0) {
     const size_t kvs = p.shape.batch * p.shape.heads_kv;
     // K (transposed into key tiles) and fp32 V are rounded to fp16 once per call: each row
     // serves every query head of its group and every query block; fp16 V is read in place
-    t_k16.resize(kvs * fp16_k_elems(p));
-    uint16_t *k16 = t_k16.data(), *v16 = nullptr;
+    thread_scratch().k16.resize(kvs * fp16_k_elems(p));
+    uint16_t *k16 = thread_scratch().k16.data(), *v16 = nullptr;
     if (p.v_type == DType::F32) {
-        t_v16.resize(kvs * p.shape.seq_k * p.shape.head_dim_v);
-        v16 = t_v16.data();
+        thread_scratch().v16.resize(kvs * p.shape.seq_k * p.shape.head_dim_v);
+        v16 = thread_scratch().v16.data();
     }
     run_items(pl, kvs, [&](size_t it) {
         const size_t b = it / p.shape.heads_kv, kvh = it % p.shape.heads_kv;
@@ -294,7 +309,7 @@ void fp16_forward(const Params &p, const Tensors &t0) {
     });
     run_items(pl, p.shape.batch * heads * blocks, [&](size_t it) {
         const size_t blk = it % blocks, h = it / blocks % heads, b = it / blocks / heads;
-        fp16_item(p, t0, b, h, blk * rb, k16, v16, t_scratch.get(bytes));
+        fp16_item(p, t0, b, h, blk * rb, k16, v16, thread_scratch().item.get(bytes));
     });
 }
 
@@ -313,7 +328,7 @@ bool heads_together_decode(const Params &p, const Plan &pl) {
 
 // The items of each (batch entry, row block) in groups of at most `per` KV heads.
 const std::vector<HeadGroup> &head_groups(const Params &p, const Plan &pl, size_t per) {
-    std::vector<HeadGroup> &groups = t_groups;
+    std::vector<HeadGroup> &groups = thread_scratch().groups;
     groups.clear();
     const size_t heads = p.shape.heads_kv;
     for (size_t b = 0; b < p.shape.batch; ++b) {
@@ -331,10 +346,10 @@ void forward(const Params &p, const Tensors &t0) {
         return;
     }
     Tensors t = t0;
-    if (build_qmap(p, t, t_qmap)) t.qmap = t_qmap.data();
+    if (build_qmap(p, t, thread_scratch().qmap)) t.qmap = thread_scratch().qmap.data();
     if (t.key_mass && !t.lse) { // the mass pass needs every row's lse
-        t_lse.resize(p.shape.batch * p.shape.heads_q * p.shape.seq_q);
-        t.lse = t_lse.data();
+        thread_scratch().lse.resize(p.shape.batch * p.shape.heads_q * p.shape.seq_q);
+        t.lse = thread_scratch().lse.data();
     }
     clear_padded_queries(p, t);
     const Plan pl = make_plan(p, t, true);
@@ -350,7 +365,7 @@ void forward(const Params &p, const Tensors &t0) {
             const HeadGroup &g = groups[task];
             WorkItem ws[kDecodeHeads];
             for (size_t x = 0; x < g.n; ++x) ws[x] = item_of(p, t, pl, g.first + x * g.stride);
-            pl.k->forward_heads(p, t, ws, g.n, t_scratch.get(scratch_bytes), nullptr);
+            pl.k->forward_heads(p, t, ws, g.n, thread_scratch().item.get(scratch_bytes), nullptr);
         });
     } else if (pl.splits == 1) {
         // Prefill over scattered K/V rows (BSHD, varlen packs, token-major pages): each KV head's
@@ -358,7 +373,8 @@ void forward(const Params &p, const Tensors &t0) {
         // arithmetic, the same bits as without the copy.
         KvPack pack;
         const size_t kv_heads = p.shape.batch * p.shape.heads_kv;
-        if (kv_heads > 0 && pack.init(p, t, pl.items * pl.k->lanes / kv_heads)) {
+        if (kv_heads > 0 &&
+            pack.init(p, t, pl.items * pl.k->lanes / kv_heads, thread_scratch().kv_copies)) {
             const Params &pp = pack.params();
             const Tensors &tp = pack.tensors();
             const size_t heads = p.shape.heads_kv;
@@ -374,18 +390,18 @@ void forward(const Params &p, const Tensors &t0) {
                 const size_t i0 = first_item(p0), i1 = first_item(p1);
                 run_items(pl, i1 - i0, [&](size_t x) {
                     const WorkItem w = item_of(pp, tp, pl, i0 + x);
-                    pl.k->forward(pp, tp, w, t_scratch.get(scratch_bytes), nullptr);
+                    pl.k->forward(pp, tp, w, thread_scratch().item.get(scratch_bytes), nullptr);
                 });
             }
         } else {
             run_items(pl, pl.items, [&](size_t it) {
                 const WorkItem w = item_of(p, t, pl, it);
-                pl.k->forward(p, t, w, t_scratch.get(scratch_bytes), nullptr);
+                pl.k->forward(p, t, w, thread_scratch().item.get(scratch_bytes), nullptr);
             });
         }
     } else {
         const size_t part_floats = (3 + dim_padded(p, pl)) * pl.k->lanes;
-        std::vector<float> &parts = t_partials; // caller-owned, reused across calls
+        std::vector<float> &parts = thread_scratch().partials; // caller-owned, reused across calls
         parts.resize(pl.items * pl.splits * part_floats);
         float *parts_data = parts.data();
         auto split_item = [&](size_t it, size_t s) {
@@ -407,13 +423,13 @@ void forward(const Params &p, const Tensors &t0) {
                     ws[x] = split_item(it, s);
                     parts[x].data = parts_data + (it * pl.splits + s) * part_floats;
                 }
-                pl.k->forward_heads(p, t, ws, g.n, t_scratch.get(scratch_bytes), parts);
+                pl.k->forward_heads(p, t, ws, g.n, thread_scratch().item.get(scratch_bytes), parts);
             });
         } else {
             run_items(pl, pl.items * pl.splits, [&](size_t it) {
                 const WorkItem w = split_item(it / pl.splits, it % pl.splits);
                 Partial part{parts_data + it * part_floats};
-                pl.k->forward(p, t, w, t_scratch.get(scratch_bytes), &part);
+                pl.k->forward(p, t, w, thread_scratch().item.get(scratch_bytes), &part);
             });
         }
         run_items(pl, pl.items, [&](size_t it) {
@@ -426,13 +442,13 @@ void forward(const Params &p, const Tensors &t0) {
 
 void weights(const Params &p, const Tensors &t0) {
     Tensors t = t0;
-    if (build_qmap(p, t, t_qmap)) t.qmap = t_qmap.data();
+    if (build_qmap(p, t, thread_scratch().qmap)) t.qmap = thread_scratch().qmap.data();
     clear_padded_queries(p, t);
     const Plan pl = make_plan(p, t, false);
     const size_t scratch_bytes = pl.k->scratch_bytes(p);
     run_items(pl, pl.items, [&](size_t it) {
         const WorkItem w = item_of(p, t, pl, it);
-        pl.k->weights(p, t, w, t_scratch.get(scratch_bytes));
+        pl.k->weights(p, t, w, thread_scratch().item.get(scratch_bytes));
     });
 }
 
@@ -500,7 +516,7 @@ void backward(const Params &p, const Tensors &t) {
                 for (size_t i = 0; i < s.seq_q; ++i)
                     std::fill_n(t.dbias + b * p.bias.batch + h * p.bias.head + i * p.bias.row,
                                 s.seq_k, 0.0f);
-    std::vector<float> &parts = t_partials;
+    std::vector<float> &parts = thread_scratch().partials;
     if (t.dsinks) parts.assign(heads * group, 0.0f);
     float *parts_data = parts.data();
     // dQ partials: [task][group][seq_q][head_dim], left uninitialised (each task zeroes its own)
@@ -513,8 +529,8 @@ void backward(const Params &p, const Tensors &t) {
         const size_t k0 = c * chunk_keys, k1 = std::min(s.seq_k, k0 + chunk_keys);
         float *dsink = t.dsinks && c == 0 ? parts_data + bh * group : nullptr;
         float *dqp = dq_parts ? dq_parts.get() + task * part_floats : nullptr;
-        k.backward(p, t, bh / s.heads_kv, bh % s.heads_kv, k0, k1, dqp, t_scratch.get(bytes),
-                   dsink);
+        k.backward(p, t, bh / s.heads_kv, bh % s.heads_kv, k0, k1, dqp,
+                   thread_scratch().item.get(bytes), dsink);
     };
     const bool shared_dbias = t.dbias && dbias_shared(p);
     const double macs = static_cast<double>(s.batch) * s.heads_q * s.seq_q * s.seq_k *
