@@ -34,6 +34,13 @@ size_t round64(size_t bytes) {
 
 } // namespace
 
+bool KvPack::gains(const Params &p, const Tensors &t, size_t rows_per_kv_head) {
+    const Shape &s = p.shape;
+    const bool k = scattered(p.k, p.k_type, s.head_dim);
+    const bool v = t.v && scattered(p.v, p.v_type, s.head_dim_v);
+    return (k || v) && rows_per_kv_head >= kPackRowsMin;
+}
+
 KvPack::Block KvPack::block(bool value, size_t keys) const {
     if (!(value ? v_ : k_)) return {0, 0};
     const Shape &s = src_p_.shape;

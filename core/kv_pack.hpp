@@ -20,6 +20,10 @@ namespace core {
 
 class KvPack {
   public:
+    // Whether the call gains from the copy: K or V rows of any type >= 1 KiB apart (dense,
+    // varlen or paged) and at least 1024 query rows per KV head on average (rows_per_kv_head).
+    // A rule of the shape and layouts only; init() may still decline (see there).
+    static bool gains(const Params &p, const Tensors &t, size_t rows_per_kv_head);
     // Whether the call gains from the copy (K or V rows of any type >= 1 KiB apart,
     // dense, varlen or paged, at least `rows_per_kv_head` query rows per KV head on average) and
     // its buffer is there: `copies` (the calling thread's, grown to at most 32 MiB and kept for its
