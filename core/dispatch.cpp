@@ -20,7 +20,7 @@ const char *const kIsaNames[kIsaCount] = {"scalar", "sse2", "avx2", "avx512", "a
 Isa detect_best() {
     const CpuFeatures &f = cpu_features();
     if (f.avx512f && f.avx512bw && f.avx512dq && f.avx512cd)
-        return f.avx512fp16 && f.avx512vl && fp16_built() ? Isa::Avx512Fp16 : Isa::Avx512;
+        return f.avx512fp16 && f.avx512vl && fp16_kernel() ? Isa::Avx512Fp16 : Isa::Avx512;
     // the avx2 kernels also widen fp16 with F16C (every AVX2 CPU has it)
     if (f.avx2 && f.fma && f.f16c) return Isa::Avx2;
     if (f.sse2) return Isa::Sse2;
@@ -51,7 +51,8 @@ std::atomic<int> g_cap{-1}; // -1: use ATTN_ISA / best
 
 const KernelInfo &kernel_for(Isa isa) {
     switch (isa) {
-    case Isa::Avx512Fp16: // the same kernels; the fp16 path is chosen per call (fp16_takes)
+    case Isa::Avx512Fp16: // the avx512 kernels; the fp16 path is chosen per call (forward.cpp)
+        return kernel_avx512fp16();
     case Isa::Avx512:
         return kernel_avx512();
     case Isa::Avx2:
@@ -64,6 +65,15 @@ const KernelInfo &kernel_for(Isa isa) {
 }
 
 } // namespace
+
+const KernelInfo &kernel_avx512fp16() {
+    static const KernelInfo info = [] {
+        KernelInfo k = kernel_avx512();
+        k.fp16 = fp16_kernel();
+        return k;
+    }();
+    return info;
+}
 
 const char *isa_name(Isa isa) {
     const int x = static_cast<int>(isa);

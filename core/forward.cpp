@@ -237,7 +237,7 @@ void key_mass(const Params &p, const Tensors &t, const Plan &pl) {
 // Whether the fp16 fast path takes this forward call (see ATTN_PARAM_COMPUTE): prefill-like,
 // fp32/fp16 operands, dense or strided, no variant beyond causal rules, windows and key
 // lengths, and values whose fp16 products cannot overflow.
-bool fp16_takes(const Params &p, const Tensors &t) {
+bool fp16_takes(const Params &p, const Tensors &t, const KernelInfo &k) {
     const Shape &s = p.shape;
     auto f32_or_f16 = [](DType d) { return d == DType::F32 || d == DType::F16; };
     const bool plain_types = f32_or_f16(p.q_type) && f32_or_f16(p.k_type) && f32_or_f16(p.v_type);
@@ -245,22 +245,23 @@ bool fp16_takes(const Params &p, const Tensors &t) {
         p.plus_one || t.bias || t.alibi || t.sinks || t.key_valid || t.allowed || t.query_valid ||
         t.key_mass || t.cu_q || t.cu_k || t.block_table)
         return false;
-    if (active_isa() != Isa::Avx512Fp16) return false; // the CPU's level, not capped below it
+    if (!k.fp16) return false; // the avx512fp16 kernel: the CPU's level, not capped below it
     if (s.seq_q * (s.heads_q / s.heads_kv) < 16 || s.head_dim > 1024 || s.head_dim_v > 1024)
         return false;
-    return fp16_in_range(p, t);
+    return k.fp16->in_range(p, t);
 }
 
 // The forward call on the fp16 fast path (fp16_takes): K and V rounded to fp16 once, then one
-// item per (batch entry, query head, block of fp16_block_rows() queries).
+// item per (batch entry, query head, block of Fp16Kernel::block_rows queries).
 void fp16_path(const Params &p, const Tensors &t0, const KernelInfo &k, ThreadScratch &cs) {
+    const Fp16Kernel &f = *k.fp16;
     const Plan pl = make_plan(p, t0, k, false, cs); // its serial decision (work, not threads)
-    const size_t rb = fp16_block_rows(), blocks = ceil_div(p.shape.seq_q, rb);
-    const size_t bytes = fp16_scratch_bytes(p), heads = p.shape.heads_q;
+    const size_t rb = f.block_rows, blocks = ceil_div(p.shape.seq_q, rb);
+    const size_t bytes = f.scratch_bytes(p), heads = p.shape.heads_q;
     const size_t kvs = p.shape.batch * p.shape.heads_kv;
     // K (transposed into key tiles) and fp32 V are rounded to fp16 once per call: each row
     // serves every query head of its group and every query block; fp16 V is read in place
-    cs.k16.resize(kvs * fp16_k_elems(p));
+    cs.k16.resize(kvs * f.k_elems(p));
     uint16_t *k16 = cs.k16.data(), *v16 = nullptr;
     if (p.v_type == DType::F32) {
         cs.v16.resize(kvs * p.shape.seq_k * p.shape.head_dim_v);
@@ -268,13 +269,12 @@ void fp16_path(const Params &p, const Tensors &t0, const KernelInfo &k, ThreadSc
     }
     run_items(pl, kvs, [&](size_t it) {
         const size_t b = it / p.shape.heads_kv, kvh = it % p.shape.heads_kv;
-        fp16_convert_rows(p, t0, false, b, kvh, k16 + it * fp16_k_elems(p));
-        if (v16)
-            fp16_convert_rows(p, t0, true, b, kvh, v16 + it * p.shape.seq_k * p.shape.head_dim_v);
+        f.convert_rows(p, t0, false, b, kvh, k16 + it * f.k_elems(p));
+        if (v16) f.convert_rows(p, t0, true, b, kvh, v16 + it * p.shape.seq_k * p.shape.head_dim_v);
     });
     run_items(pl, p.shape.batch * heads * blocks, [&](size_t it) {
         const size_t blk = it % blocks, h = it / blocks % heads, b = it / blocks / heads;
-        fp16_item(p, t0, b, h, blk * rb, k16, v16, thread_scratch().item.get(bytes));
+        f.item(p, t0, b, h, blk * rb, k16, v16, thread_scratch().item.get(bytes));
     });
 }
 
@@ -283,7 +283,7 @@ void fp16_path(const Params &p, const Tensors &t0, const KernelInfo &k, ThreadSc
 void forward(const Params &p, const Tensors &t0) {
     const KernelInfo &k = current_kernel();
     ThreadScratch &cs = thread_scratch();
-    if (fp16_takes(p, t0)) {
+    if (fp16_takes(p, t0, k)) {
         fp16_path(p, t0, k, cs);
         return;
     }

@@ -26,7 +26,7 @@ struct HeadGroup {
 struct ThreadScratch {
     // Used by whichever thread runs a work item (the caller or a pool worker), for that item
     // only: the kernel's scratch block (KernelInfo::scratch_bytes / backward_scratch, the fp16
-    // path's fp16_scratch_bytes).
+    // path's Fp16Kernel::scratch_bytes).
     ScratchBuf item;
     // Used by the calling thread for one forward, weights or backward call, from its start to its
     // end (the contents mean nothing between calls); the workers of that call read them through
