@@ -1,4 +1,5 @@
-// Interface between the scheduler (baseline code) and the per-ISA kernels (core/kernels/*.cpp).
+// The kernel table: the interface between the strategies (forward.cpp, weights.cpp, backward.cpp,
+// baseline code) and the per-ISA kernels (core/kernels/*.cpp), one KernelInfo per ISA.
 // Only plain structs and function pointers cross it: no xsimd type, no inline std:: template, so
 // a wide ISA's code can never be picked by the linker for a baseline call (ODR safety).
 #pragma once

@@ -1,4 +1,5 @@
-// See kv_pack.hpp.
+// The packed prefill's copies (see kv_pack.hpp): whether a call gains from them, how many
+// (batch entry, KV head) pairs fit the calling thread's buffer at once, and the copy of a pair.
 #include "kv_pack.hpp"
 
 #include <algorithm>
