@@ -48,8 +48,9 @@ inline size_t ceil_div(size_t a, size_t b) {
 
 // The split of a call into items depends on the shape, the kernel and the query mask only,
 // never on the thread count, so results are bit-identical for any number of threads.
-// Items of batch entry b are [first[b], first[b + 1]); each KV head of b has `blocks[b]` row
-// blocks of the real queries of b (all of them without query padding).
+// Items of batch entry b are [first[b], first[b + 1]); each KV head of b has
+// (first[b + 1] - first[b]) / heads_kv of them, row blocks of the real queries of b (all of them
+// without query padding), consecutive per KV head.
 struct Plan {
     const KernelInfo *k;
     size_t group, items, splits, chunk;
