@@ -15,7 +15,7 @@ enum class Causal : int { None = 0, TopLeft = 1, BottomRight = 2 };
 enum class Diagonal : int { Causal = 0, TopLeft = 1, BottomRight = 2 };
 
 // Kernel families, ordered from weakest to strongest. Avx512Fp16 runs the avx512 kernels and
-// adds the fp16 fast path (ATTN_PARAM_COMPUTE = FP16, core/kernel_fp16.cpp).
+// adds the fp16 fast path (ATTN_PARAM_COMPUTE = FP16, core/kernels/avx512fp16.cpp).
 enum class Isa : int { Scalar = 0, Sse2 = 1, Avx2 = 2, Avx512 = 3, Avx512Fp16 = 4 };
 constexpr int kIsaCount = 5;
 const char *isa_name(Isa isa);

@@ -1,4 +1,5 @@
-// Interface between the scheduler (baseline code) and the per-ISA kernels (core/kernel_*.cpp).
+// The kernel table: the interface between the strategies (forward.cpp, weights.cpp, backward.cpp,
+// baseline code) and the per-ISA kernels (core/kernels/*.cpp), one KernelInfo per ISA.
 // Only plain structs and function pointers cross it: no xsimd type, no inline std:: template, so
 // a wide ISA's code can never be picked by the linker for a baseline call (ODR safety).
 #pragma once
@@ -41,6 +42,26 @@ inline bool page_major_pages(const Params &p) {
            p.page_size * (kb > vb ? kb : vb) <= kPageMajorBytes;
 }
 
+// The fp16 fast path (core/kernels/avx512fp16.cpp, AVX512-FP16; ATTN_PARAM_COMPUTE = FP16): one
+// item = query head h of batch entry b, queries [q0, q0 + block_rows).
+struct Fp16Kernel {
+    size_t block_rows;
+    // No fp16 value or partial sum of the call can overflow.
+    bool (*in_range)(const Params &p, const Tensors &t);
+    size_t (*scratch_bytes)(const Params &p);
+    // Values of one (b, kvh)'s K in fp16 (tiles of keys, transposed).
+    size_t (*k_elems)(const Params &p);
+    // The rows of (b, kvh) in fp16 into dst: V (value true) as [key_len][head_dim_v], K as
+    // k_elems(p) values.
+    void (*convert_rows)(const Params &p, const Tensors &t, bool value, size_t b, size_t kvh,
+                         uint16_t *dst);
+    // k16: the converted K of every (b, kvh) at (b * heads_kv + kvh) * k_elems(p); v16 the
+    // converted V at (b * heads_kv + kvh) * seq_k * head_dim_v, or null when V is stored in fp16
+    // (read in place).
+    void (*item)(const Params &p, const Tensors &t, size_t b, size_t h, size_t q0,
+                 const uint16_t *k16, const uint16_t *v16, void *scratch);
+};
+
 struct KernelInfo {
     size_t lanes;     // rows per work item
     size_t dim_block; // head_dim_v rounding of the output accumulator
@@ -77,30 +98,20 @@ struct KernelInfo {
     void (*f32_to_bf16)(const float *src, uint16_t *dst, size_t n);
     // Returns the first row with a non-finite value (nothing written from it on), or rows.
     size_t (*quantize_i8)(const float *src, size_t rows, size_t dim, int8_t *dst, float *scales);
+    // The fp16 fast path, or null: set in the avx512fp16 table only (and there null when the
+    // compiler could not build it).
+    const Fp16Kernel *fp16;
 };
-
-// The fp16 fast path (core/kernel_fp16.cpp, AVX512-FP16): one item = query head h of batch
-// entry b, queries [q0, q0 + fp16_block_rows()). fp16_cpu(): this CPU and build have it;
-// fp16_in_range(): no fp16 value or partial sum of the call can overflow.
-bool fp16_cpu();
-bool fp16_in_range(const Params &p, const Tensors &t);
-size_t fp16_scratch_bytes(const Params &p);
-size_t fp16_block_rows();
-// The rows of (b, kvh) in fp16 into dst: V (value true) as [key_len][head_dim_v], K as
-// fp16_k_elems(p) values (tiles of keys, transposed).
-void fp16_convert_rows(const Params &p, const Tensors &t, bool value, size_t b, size_t kvh,
-                       uint16_t *dst);
-size_t fp16_k_elems(const Params &p);
-// k16: the converted K of every (b, kvh) at (b * heads_kv + kvh) * fp16_k_elems(p); v16 the
-// converted V at (b * heads_kv + kvh) * seq_k * head_dim_v, or null when V is stored in fp16
-// (read in place).
-void fp16_item(const Params &p, const Tensors &t, size_t b, size_t h, size_t q0,
-               const uint16_t *k16, const uint16_t *v16, void *scratch);
 
 const KernelInfo &kernel_scalar();
 const KernelInfo &kernel_sse2();
 const KernelInfo &kernel_avx2();
 const KernelInfo &kernel_avx512();
+// The avx512 kernels plus the fp16 fast path (dispatch.cpp). Call it only on a CPU with
+// AVX512-FP16.
+const KernelInfo &kernel_avx512fp16();
+// The fp16 path's table (core/kernels/avx512fp16.cpp), or null when this build lacks it.
+const Fp16Kernel *fp16_kernel();
 
 // The kernel calls use now: the best the CPU supports, capped by ATTN_ISA or attn_set_isa.
 const KernelInfo &current_kernel();

@@ -1,7 +1,6 @@
-// See kv_pack.hpp.
+// The packed prefill's copies (see kv_pack.hpp): whether a call gains from them, how many
+// (batch entry, KV head) pairs fit the calling thread's buffer at once, and the copy of a pair.
 #include "kv_pack.hpp"
-
-#include "scratch_buf.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -19,12 +18,11 @@ constexpr size_t kPackRowsMin = 1024;
 // The buffer: at most this size, kept by the calling thread from call to call. A fresh block
 // would cost a page fault and the kernel's zeroing per 4 KiB page each call, 2-16 % of a prefill
 // (n = 2048, H 8, d 128: 16 MiB of copies). A pair larger than this (more than 32k keys at
-// d 128) runs on its rows in place. The buffer sits on transparent huge pages where the system
-// grants them (2 MiB-aligned and advised, ScratchBuf(true)): every item reads each KV head's
-// copy again, and with 4 KiB pages a pair's 2-16 MiB outgrow the TLB. n = 2048, H 8, 1 thread,
-// BSHD time with / without: d128 0.94-0.99, causal 0.98-1.00, d64 0.94-1.01.
+// d 128) runs on its rows in place. The buffer (ThreadScratch::kv_copies, a ScratchBuf(true))
+// sits on transparent huge pages where the system grants them (2 MiB-aligned and advised): every
+// item reads each KV head's copy again, and with 4 KiB pages a pair's 2-16 MiB outgrow the TLB. n =
+// 2048, H 8, 1 thread, BSHD time with / without: d128 0.94-0.99, causal 0.98-1.00, d64 0.94-1.01.
 constexpr size_t kKeepBytes = size_t(32) << 20;
-thread_local ScratchBuf t_copies(true);
 
 // Rows a KiB or more apart.
 bool scattered(const Layout &l, DType type, size_t dim) {
@@ -36,6 +34,13 @@ size_t round64(size_t bytes) {
 }
 
 } // namespace
+
+bool KvPack::gains(const Params &p, const Tensors &t, size_t rows_per_kv_head) {
+    const Shape &s = p.shape;
+    const bool k = scattered(p.k, p.k_type, s.head_dim);
+    const bool v = t.v && scattered(p.v, p.v_type, s.head_dim_v);
+    return (k || v) && rows_per_kv_head >= kPackRowsMin;
+}
 
 KvPack::Block KvPack::block(bool value, size_t keys) const {
     if (!(value ? v_ : k_)) return {0, 0};
@@ -49,7 +54,7 @@ size_t KvPack::pair_bytes(size_t keys) const {
     return block(false, keys).bytes + block(true, keys).bytes;
 }
 
-bool KvPack::init(const Params &p, const Tensors &t, size_t rows_per_kv_head) {
+bool KvPack::init(const Params &p, const Tensors &t, size_t rows_per_kv_head, ScratchBuf &copies) {
     const Shape &s = p.shape;
     k_ = scattered(p.k, p.k_type, s.head_dim);
     v_ = t.v && scattered(p.v, p.v_type, s.head_dim_v);
@@ -66,7 +71,7 @@ bool KvPack::init(const Params &p, const Tensors &t, size_t rows_per_kv_head) {
     if (total == 0 || largest > kKeepBytes) return false;
     cap_ = std::min(total, kKeepBytes);
     try {
-        buf_ = static_cast<unsigned char *>(t_copies.get(cap_));
+        buf_ = static_cast<unsigned char *>(copies.get(cap_));
     } catch (const std::bad_alloc &) {
         return false; // then on the rows in place
     }

@@ -13,17 +13,23 @@
 #include <vector>
 
 #include "attention.hpp"
+#include "scratch_buf.hpp"
 
 namespace attn {
 namespace core {
 
 class KvPack {
   public:
+    // Whether the call gains from the copy: K or V rows of any type >= 1 KiB apart (dense,
+    // varlen or paged) and at least 1024 query rows per KV head on average (rows_per_kv_head).
+    // A rule of the shape and layouts only; init() may still decline (see there).
+    static bool gains(const Params &p, const Tensors &t, size_t rows_per_kv_head);
     // Whether the call gains from the copy (K or V rows of any type >= 1 KiB apart,
     // dense, varlen or paged, at least `rows_per_kv_head` query rows per KV head on average) and
-    // its buffer is there. On true, params() / tensors() describe the call over the copies; a
+    // its buffer is there: `copies` (the calling thread's, grown to at most 32 MiB and kept for its
+    // next call). On true, params() / tensors() describe the call over the copies; a
     // pair's items may run once wave() has placed it and pack(pair) has run.
-    bool init(const Params &p, const Tensors &t, size_t rows_per_kv_head);
+    bool init(const Params &p, const Tensors &t, size_t rows_per_kv_head, ScratchBuf &copies);
     // Places the pairs [first, end) that fit in the buffer together; returns end (> first).
     size_t wave(size_t first);
     // Copies the rows of one pair (batch entry * heads_kv + KV head) placed by the last wave.

@@ -1,3 +1,5 @@
+// The thread pool (see thread_pool.hpp): sleeping workers, the caller taking items as they come,
+// fork() handling, and threads that cannot start never failing a call.
 #include "thread_pool.hpp"
 
 #include <pthread.h>

@@ -2,7 +2,10 @@
 //   ATTN_ISA_NS (namespace), ATTN_XSIMD_ARCH (xsimd arch), ATTN_KERNEL_FN (accessor name) and
 //   the blocking ATTN_NV, ATTN_KT, ATTN_DT, ATTN_BK (optionally ATTN_NARROW_KT / _DT for the
 //   one-vector kernel and ATTN_MID_NV / _KT / _DT for a middle kernel),
-// then includes this file. Everything lands in attn::core::ATTN_ISA_NS.
+// then includes this file. Everything lands in attn::core::ATTN_ISA_NS. Kernel fragment, not a
+// header: included once per xsimd ISA translation unit (sse2.cpp, avx2.cpp, avx512.cpp), each
+// compiled with its own flags; no include guard, since no TU includes it twice and nothing else
+// may include it.
 #include <xsimd/xsimd.hpp>
 #include <immintrin.h>
 
@@ -256,7 +259,7 @@ static inline void vtranspose_unpack(const float *src, size_t ld, float *const *
 // The main kernel: ATTN_NV query vectors per item.
 namespace wide {
 constexpr size_t kNV = ATTN_NV, kKT = ATTN_KT, kDT = ATTN_DT, kBK = ATTN_BK;
-#include "kernel_body.hpp"
+#include "body-inl.h"
 } // namespace wide
 
 // One query vector per item, for calls with few query rows per KV head (decode). Its own key and
@@ -268,7 +271,7 @@ constexpr size_t kNV = ATTN_NV, kKT = ATTN_KT, kDT = ATTN_DT, kBK = ATTN_BK;
 #endif
 namespace narrow {
 constexpr size_t kNV = 1, kKT = ATTN_NARROW_KT, kDT = ATTN_NARROW_DT, kBK = ATTN_BK;
-#include "kernel_body.hpp"
+#include "body-inl.h"
 } // namespace narrow
 
 // A middle kernel, where the ISA's main blocking is wide (ATTN_MID_NV, _KT, _DT): it takes the
@@ -277,7 +280,7 @@ constexpr size_t kNV = 1, kKT = ATTN_NARROW_KT, kDT = ATTN_NARROW_DT, kBK = ATTN
 #ifdef ATTN_MID_NV
 namespace mid {
 constexpr size_t kNV = ATTN_MID_NV, kKT = ATTN_MID_KT, kDT = ATTN_MID_DT, kBK = ATTN_BK;
-#include "kernel_body.hpp"
+#include "body-inl.h"
 } // namespace mid
 #endif
 

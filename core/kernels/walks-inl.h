@@ -1,6 +1,12 @@
+// Kernel fragment, not a header: body-inl.h includes it inside the namespace of one ISA (and of
+// one register blocking, attn::core::<isa>::{wide,mid,narrow}, for the xsimd ISAs), once per
+// blocking, so each ISA's translation unit (core/kernels/<isa>.cpp) compiles its own copies with
+// its own flags. No include guard on purpose: a guard would keep the second blocking from
+// getting its copy.
+//
 // The walks of several KV heads through one decode tile (KernelInfo::forward_heads): key-major
 // over token-major K/V, page-major over small head-major pages, so that memory streams in
-// address order. Included by kernel_body.hpp inside the ISA namespace, after kernel_decode.hpp.
+// address order. Included by body-inl.h inside the ISA namespace, after decode-inl.h.
 
 // The key-major walk of forward_heads. With token-major K/V (pages of FlashAttention's k_cache,
 // BSHD) a token's KV heads are neighbours: 8 heads x 128 fp32 fill one 4 KiB page. One head

@@ -8,4 +8,4 @@
 #define ATTN_KT 4
 #define ATTN_DT 4
 #define ATTN_BK 64
-#include "kernel_xsimd.inc"
+#include "xsimd-inl.h"

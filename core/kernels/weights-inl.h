@@ -1,5 +1,11 @@
+// Kernel fragment, not a header: body-inl.h includes it inside the namespace of one ISA (and of
+// one register blocking, attn::core::<isa>::{wide,mid,narrow}, for the xsimd ISAs), once per
+// blocking, so each ISA's translation unit (core/kernels/<isa>.cpp) compiles its own copies with
+// its own flags. No include guard on purpose: a guard would keep the second blocking from
+// getting its copy.
+//
 // Weights side of the kernel body: the weight matrix (or a stage of the scores) and the per-key
-// attention mass. Included by kernel_body.hpp inside the ISA namespace, after kernel_walks.hpp.
+// attention mass. Included by body-inl.h inside the ISA namespace, after walks-inl.h.
 
 // Per lane: msafe = the max the probabilities are taken against, inv = 1 / their denominator
 // (sink included), 0 for rows with no visible key.

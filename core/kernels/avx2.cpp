@@ -22,4 +22,4 @@
 #define ATTN_MID_DT 6
 #define ATTN_BK 96
 #define ATTN_TRANSPOSE_AVX2
-#include "kernel_xsimd.inc"
+#include "xsimd-inl.h"

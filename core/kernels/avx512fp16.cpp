@@ -22,9 +22,6 @@
 
 #if defined(__AVX512FP16__)
 #include <immintrin.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
 #endif
 
 namespace attn {
@@ -257,27 +254,9 @@ inline void pv_block(const Scratch &s, size_t nk, size_t c0, size_t v, const __m
     }
 }
 
-} // namespace
-
-bool fp16_cpu() {
-#if defined(__x86_64__) || defined(__i386__)
-    static const bool ok = [] {
-        unsigned a = 0, b = 0, c = 0, d = 0;
-        if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-        return ((d >> 23) & 1u) != 0 && __builtin_cpu_supports("avx512f") &&
-               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-    }();
-    return ok;
-#else
-    return false;
-#endif
-}
-
 size_t fp16_scratch_bytes(const Params &p) {
     return layout(p, nullptr, nullptr);
 }
-
-namespace {
 // max |x| over n values of a row (NaN or Inf: +inf)
 float row_absmax(const void *base, DType type, size_t idx, size_t n, float acc) {
     __m512 mx = _mm512_set1_ps(acc);
@@ -295,7 +274,6 @@ float row_absmax(const void *base, DType type, size_t idx, size_t n, float acc) 
     }
     return m;
 }
-} // namespace
 
 // Whether no fp16 value or partial sum of this call can overflow: |scale q|, |k|, |v| and the
 // partial sums (kDChunk products of scale q and k; kBK probabilities times v) stay below 2^15.
@@ -512,29 +490,20 @@ void fp16_item(const Params &p, const Tensors &t, size_t b, size_t h, size_t q0,
     }
 }
 
-size_t fp16_block_rows() {
-    return kQ;
+} // namespace
+
+const Fp16Kernel *fp16_kernel() {
+    // block_rows, in_range, scratch_bytes, k_elems, convert_rows, item
+    static const Fp16Kernel table = {
+        kQ, &fp16_in_range, &fp16_scratch_bytes, &fp16_k_elems, &fp16_convert_rows, &fp16_item,
+    };
+    return &table;
 }
 
 #else // no AVX512-FP16 in this compiler: FP16 requests run in exact mode
 
-bool fp16_cpu() {
-    return false;
-}
-bool fp16_in_range(const Params &, const Tensors &) {
-    return false;
-}
-size_t fp16_scratch_bytes(const Params &) {
-    return 0;
-}
-void fp16_convert_rows(const Params &, const Tensors &, bool, size_t, size_t, uint16_t *) {}
-size_t fp16_k_elems(const Params &) {
-    return 0;
-}
-void fp16_item(const Params &, const Tensors &, size_t, size_t, size_t, const uint16_t *,
-               const uint16_t *, void *) {}
-size_t fp16_block_rows() {
-    return 64;
+const Fp16Kernel *fp16_kernel() {
+    return nullptr;
 }
 
 #endif

@@ -1,5 +1,11 @@
+// Kernel fragment, not a header: body-inl.h includes it inside the namespace of one ISA (and of
+// one register blocking, attn::core::<isa>::{wide,mid,narrow}, for the xsimd ISAs), once per
+// blocking, so each ISA's translation unit (core/kernels/<isa>.cpp) compiles its own copies with
+// its own flags. No include guard on purpose: a guard would keep the second blocking from
+// getting its copy.
+//
 // Widening loads of the kernel body: K/V (and Q) rows of any storage type into fp32. Included by
-// kernel_body.hpp inside the ISA namespace. The vector forms use the ISA's conversion
+// body-inl.h inside the ISA namespace. The vector forms use the ISA's conversion
 // instructions (AVX-512F vcvtph2ps zmm, F16C on AVX2, integer shifts for bfloat16, sign
 // extension for int8); every form gives exactly the scalar conversion of core/convert.hpp.
 

@@ -101,7 +101,7 @@ static inline void vtranspose_unpack(const float *src, size_t, float *const *row
     rows[0][c0] = src[0];
 }
 
-#include "kernel_body.hpp"
+#include "body-inl.h"
 
 } // namespace scalar
 

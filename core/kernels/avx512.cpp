@@ -13,4 +13,4 @@
 #define ATTN_DT 8
 #define ATTN_BK 64
 #define ATTN_TRANSPOSE_AVX512
-#include "kernel_xsimd.inc"
+#include "xsimd-inl.h"

@@ -1,7 +1,9 @@
 // Flash-style attention kernel body, written once for every ISA.
 //
-// Included by core/kernel_<isa>.cpp INSIDE namespace attn::core::<isa> (so every ISA's copy has
-// its own symbols; highway's HWY_NAMESPACE idea). Before including, the TU defines:
+// Kernel fragment, not a header (highway's -inl.h convention): included by core/kernels/<isa>.cpp
+// INSIDE namespace attn::core::<isa> (so every ISA's copy has its own symbols; highway's
+// HWY_NAMESPACE idea), by xsimd-inl.h once per register blocking (wide, mid, narrow). No include
+// guard on purpose: each inclusion must compile a fresh copy. Before including, the TU defines:
 //   vf, vm                      vector of floats, and its lane mask
 //   kL                          lanes of vf
 //   kNV, kKT, kDT, kBK          register blocking: query vectors per item, key rows per Q.K^T
@@ -15,16 +17,16 @@
 // and includes nothing else after it. No std:: function is called here (see kernel.hpp).
 //
 // The body is these files, each with one job:
-//   kernel_convert.hpp  widening loads of 16-bit and int8 rows into fp32
-//   kernel_score.hpp    scratch, the rows of an item, key gathering, masks, the score pipeline of
-//                       a tile (scale, softcap, bias, ALiBi, causal / window / allowed), softmax
-//   kernel_forward.hpp  row blocks: P.V of a tile, the tile loop of an item's blocks, a row's scale
-//   kernel_decode.hpp   the decode path of one item (<= kDecodeRows rows per KV head), and
-//                       forward_item, which sends an item there or to the row blocks
-//   kernel_walks.hpp    several KV heads through one decode tile: key-major over token-major
-//                       K/V, page-major over small head-major pages
-//   kernel_backward.hpp dQ, dK, dV (dBias, dSinks) of one (batch entry, KV head)
-//   kernel_weights.hpp  the weight matrix (and score stages) and the per-key attention mass
+//   convert-inl.h  widening loads of 16-bit and int8 rows into fp32
+//   score-inl.h    scratch, the rows of an item, key gathering, masks, the score pipeline of
+//                  a tile (scale, softcap, bias, ALiBi, causal / window / allowed), softmax
+//   forward-inl.h  row blocks: P.V of a tile, the tile loop of an item's blocks, a row's scale
+//   decode-inl.h   the decode path of one item (<= kDecodeRows rows per KV head), and
+//                  forward_item, which sends an item there or to the row blocks
+//   walks-inl.h    several KV heads through one decode tile: key-major over token-major
+//                  K/V, page-major over small head-major pages
+//   backward-inl.h dQ, dK, dV (dBias, dSinks) of one (batch entry, KV head)
+//   weights-inl.h  the weight matrix (and score stages) and the per-key attention mass
 //
 // Layout inside one work item (R = kL * kNV lanes = rows of the item; "T" marks a transposed,
 // lane-minor layout so that every vector op runs across queries):
@@ -36,13 +38,13 @@
 // Keys are read only through kidx[] (the tile's visible-candidate key indices): padding keys are
 // compacted away before the tile is formed, so a padded K or V row is never read.
 
-#include "kernel_convert.hpp"
-#include "kernel_score.hpp"
-#include "kernel_forward.hpp"
-#include "kernel_decode.hpp"
-#include "kernel_walks.hpp"
-#include "kernel_backward.hpp"
-#include "kernel_weights.hpp"
+#include "convert-inl.h"
+#include "score-inl.h"
+#include "forward-inl.h"
+#include "decode-inl.h"
+#include "walks-inl.h"
+#include "backward-inl.h"
+#include "weights-inl.h"
 
 __attribute__((unused)) static KernelInfo make_info(const KernelInfo *narrow) {
     KernelInfo k{};

@@ -1,7 +1,13 @@
+// Kernel fragment, not a header: body-inl.h includes it inside the namespace of one ISA (and of
+// one register blocking, attn::core::<isa>::{wide,mid,narrow}, for the xsimd ISAs), once per
+// blocking, so each ISA's translation unit (core/kernels/<isa>.cpp) compiles its own copies with
+// its own flags. No include guard on purpose: a guard would keep the second blocking from
+// getting its copy.
+//
 // Forward side of the kernel body, row blocks: P.V of a tile, the tile loop of an item's blocks
 // and a row's final scale. The item's entry (forward_item: the decode path or the row blocks)
-// ends kernel_decode.hpp. Included by kernel_body.hpp inside the ISA namespace, after
-// kernel_score.hpp.
+// ends decode-inl.h. Included by body-inl.h inside the ISA namespace, after
+// score-inl.h.
 
 // ot += P.V for the tile (s.vrow rows hold head_dim_v floats; ot has dp = head_dim_v rounded up
 // to kDT rows, the ones past head_dim_v unused).

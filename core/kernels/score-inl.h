@@ -1,6 +1,12 @@
+// Kernel fragment, not a header: body-inl.h includes it inside the namespace of one ISA (and of
+// one register blocking, attn::core::<isa>::{wide,mid,narrow}, for the xsimd ISAs), once per
+// blocking, so each ISA's translation unit (core/kernels/<isa>.cpp) compiles its own copies with
+// its own flags. No include guard on purpose: a guard would keep the second blocking from
+// getting its copy.
+//
 // Score side of the kernel body: scratch, the rows of an item, key gathering, the masks and the
 // score pipeline of one tile (Q.K^T, scale, softcap, bias, ALiBi, causal / window / allowed),
-// and the online-softmax update. Included by kernel_body.hpp inside the ISA namespace.
+// and the online-softmax update. Included by body-inl.h inside the ISA namespace.
 
 constexpr size_t kR = kL * kNV;
 constexpr float kNegInf = -__builtin_inff();

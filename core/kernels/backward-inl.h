@@ -1,7 +1,13 @@
+// Kernel fragment, not a header: body-inl.h includes it inside the namespace of one ISA (and of
+// one register blocking, attn::core::<isa>::{wide,mid,narrow}, for the xsimd ISAs), once per
+// blocking, so each ISA's translation unit (core/kernels/<isa>.cpp) compiles its own copies with
+// its own flags. No include guard on purpose: a guard would keep the second blocking from
+// getting its copy.
+//
 // Backward side of the kernel body: dQ, dK, dV (and dBias, the per-head sink terms) of one
 // (batch entry, KV head), FlashAttention-2's algorithm without the n x n matrix: the
 // probabilities are recomputed key block by key block from Q, K and the forward's LSE, and
-// D_i = dO_i . O_i. Included by kernel_body.hpp inside the ISA namespace, after kernel_walks.hpp.
+// D_i = dO_i . O_i. Included by body-inl.h inside the ISA namespace, after walks-inl.h.
 //
 // For query i and visible key j, with s the final logit and P_ij = exp(s_ij - lse_i):
 //   dV_j += P_ij dO_i,  dS_ij = P_ij (dO_i . V_j - D_i)

@@ -1,8 +1,14 @@
+// Kernel fragment, not a header: body-inl.h includes it inside the namespace of one ISA (and of
+// one register blocking, attn::core::<isa>::{wide,mid,narrow}, for the xsimd ISAs), once per
+// blocking, so each ISA's translation unit (core/kernels/<isa>.cpp) compiles its own copies with
+// its own flags. No include guard on purpose: a guard would keep the second blocking from
+// getting its copy.
+//
 // Decode side of the kernel body: the decode path of one item (at most kDecodeRows query rows
 // per KV head: Q.K^T in runs of rows with the rows ahead requested, the softmax and P.V of a
 // tile, int8 / 16-bit rows widened in the registers) and forward_item, which sends an item to
-// the decode path or to the row blocks of kernel_forward.hpp. Included by kernel_body.hpp inside
-// the ISA namespace, after kernel_forward.hpp.
+// the decode path or to the row blocks of forward-inl.h. Included by body-inl.h inside
+// the ISA namespace, after forward-inl.h.
 
 // ---- Decode: at most kDecodeRows query rows per KV head (GQA decode: the group, seq_q = 1) ----
 // The row-lane layout would leave most lanes idle and issue head_dim broadcast-FMAs per key; here
