@@ -331,21 +331,16 @@ public final class AttentionDesc implements AutoCloseable {
 
     @Override
     public String toString() {
-        StringBuilder s = new StringBuilder("AttentionDesc[batch=" + batch + ", headsQ=" + headsQ
-                + ", headsKv=" + headsKv + ", seqQ=" + seqQ + ", seqK=" + seqK + ", headDim="
-                + headDim);
-        if (!closed) {
-            s.append(", headDimV=").append(headDimV()).append(", causal=").append(causal())
-                    .append(", scale=").append(scale()).append(", window=(").append(windowLeft())
-                    .append(", ").append(windowRight()).append("), softcap=").append(softcap())
-                    .append(", alibi=").append(alibi()).append(", softmaxPlusOne=")
-                    .append(softmaxPlusOne()).append(", weightsMode=").append(weightsMode())
-                    .append(", biasFirst=").append(biasFirst()).append(varlen() ? ", varlen" : "")
-                    .append(pageSize() != 0 ? ", pageSize=" + pageSize() + ", maxPages=" + maxPages() : "")
-                    .append(batchInvariant() ? ", batchInvariant" : "")
-                    .append(compute() != Compute.EXACT ? ", compute=" + compute() : "");
-        }
-        return s.append(closed ? ", closed]" : "]").toString();
+        return "AttentionDesc[batch=" + batch + ", headsQ=" + headsQ + ", headsKv=" + headsKv
+                + ", seqQ=" + seqQ + ", seqK=" + seqK + ", headDim=" + headDim + ", headDimV="
+                + headDimV() + ", causal=" + causal() + ", scale=" + scale() + ", window=("
+                + windowLeft() + ", " + windowRight() + "), softcap=" + softcap() + ", alibi="
+                + alibi() + ", softmaxPlusOne=" + softmaxPlusOne() + ", weightsMode="
+                + weightsMode() + ", biasFirst=" + biasFirst() + (varlen() ? ", varlen" : "")
+                + (pageSize() != 0 ? ", pageSize=" + pageSize() + ", maxPages=" + maxPages() : "")
+                + (batchInvariant() ? ", batchInvariant" : "")
+                + (compute() != Compute.EXACT ? ", compute=" + compute() : "")
+                + (closed ? ", closed]" : "]");
     }
 
     /** Registers a call in flight and returns the handle; the caller calls {@link #leave()}. */
