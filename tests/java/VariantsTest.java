@@ -605,7 +605,7 @@ class VariantsTest {
             // Every kernel, 1 and 2 threads: within tolerance, bit-identical across threads.
             List<String> isas = new ArrayList<>();
             try {
-                for (String isa : new String[] {"scalar", "sse2", "avx2", "avx512", "avx512fp16"}) {
+                for (String isa : Attention.isas()) {
                     try {
                         Attention.setIsa(isa);
                     } catch (AttentionException e) {

@@ -59,7 +59,21 @@ public final class Attention {
         return (int) AttnNative.attn_version_number();
     }
 
-    /** Name of the kernel in use (one of attn_isa_info's names). */
+    /** The kernel (ISA) names this build knows, weakest first (attn_isa_info). */
+    public static java.util.List<String> isas() {
+        java.util.List<String> names = new java.util.ArrayList<>();
+        String[] name = new String[1];
+        for (int i = 0;; i++) {
+            try {
+                AttnNative.attn_isa_info(i, name, null);
+            } catch (IllegalArgumentException past) { // the library's end of the list
+                return java.util.Collections.unmodifiableList(names);
+            }
+            names.add(name[0]);
+        }
+    }
+
+    /** Name of the kernel in use (one of {@link #isas()}). */
     public static String isa() {
         return AttnNative.attn_isa();
     }
