@@ -8,7 +8,8 @@
  * compile, so the build fails loudly instead of exposing it.
  *
  * Typemap catalogue:
- *   [A] data pointers (const float *q, uint16_t *dst, ...)    -> a direct java.nio.Buffer or null
+ *   [A] data pointers (const float *q, uint16_t *dst, ...) -> a direct java.nio.Buffer or null
+ *       (its address; a heap buffer has none and passes NULL)
  *   [B] attn_desc *, attn_args * -> long handle; attn_desc **, attn_args ** -> long[1] out
  *   [C] size_t -> long (negative: IllegalArgumentException naming it); int64_t -> long
  *   [D] int *, unsigned *, double *, int64_t * outputs -> int[1] / long[1] / double[1], null =

@@ -5,8 +5,9 @@
  * once with GetPrimitiveArrayCritical, then plain C calls only (bind, run), then release every
  * pin. An array passed twice is pinned once, so the library sees one address and reports "out
  * overlaps q" even under -Xcheck:jni (which pins copies). Empty arrays point at a static dummy:
- * "given, 0 elements", so the library names them as too short. Lengths, types and directions
- * are checked by the library; this file knows no operand. */
+ * "given, 0 elements", so the library names them as too short. This file knows no operand: each
+ * object comes with its attn_dtype and direction, and it checks only what C cannot see (that
+ * the Java object holds that element type; lengths for the calls that take none). */
 #include "attn_jni.h"
 
 #include <stdint.h>
