@@ -40,15 +40,16 @@ set_property(SOURCE "${_attn_java_i}" PROPERTY SWIG_MODULE_NAME AttnNative)
 set_property(SOURCE "${_attn_java_i}" PROPERTY USE_SWIG_DEPENDENCIES TRUE)
 set_property(SOURCE "${_attn_java_i}" PROPERTY COMPILE_OPTIONS -package org.libattn)
 set_property(SOURCE "${_attn_java_i}" PROPERTY INCLUDE_DIRECTORIES
-  "${PROJECT_SOURCE_DIR}/capi" "${PROJECT_SOURCE_DIR}/bindings")
+  "${PROJECT_SOURCE_DIR}/capi" "${PROJECT_SOURCE_DIR}/bindings" "${PROJECT_SOURCE_DIR}/bindings/java")
 
 swig_add_library(attn_java
   TYPE MODULE
   LANGUAGE java
   OUTPUT_DIR "${_attn_java_gen}"
   OUTFILE_DIR "${_attn_java_dir}/wrap"
-  SOURCES "${_attn_java_i}")
-target_include_directories(attn_java PRIVATE ${JNI_INCLUDE_DIRS} "${PROJECT_SOURCE_DIR}/capi")
+  SOURCES "${_attn_java_i}" "${PROJECT_SOURCE_DIR}/bindings/java/attn_jni.c")
+target_include_directories(attn_java PRIVATE ${JNI_INCLUDE_DIRS} "${PROJECT_SOURCE_DIR}/capi"
+  "${PROJECT_SOURCE_DIR}/bindings/java")
 target_link_libraries(attn_java PRIVATE attn) # libjvm is not linked: the JVM provides it
 # <os>-<arch> as org.libattn.NativeLoader.platform() names it (the jar's META-INF/native/<dir>).
 string(TOLOWER "${CMAKE_SYSTEM_NAME}" _attn_java_os)
@@ -87,28 +88,46 @@ add_custom_command(
 add_custom_target(attn_java_natives ALL DEPENDS "${ATTN_JAVA_NATIVE_DIR}/libattn.so.0")
 add_dependencies(attn_java_natives attn_java)
 
-# The Java files SWIG writes. AttnNative{,JNI}.java are declared by UseSWIG; the enum files are
-# not, so a no-op rule after SWIG declares them. Only these are compiled: if the interface ever
-# leaks an unmapped pointer type, the SWIGTYPE_p_* class it needs is missing and javac fails.
-set(_attn_java_generated
-  "${_attn_java_gen}/AttnNative.java"
-  "${_attn_java_gen}/AttnNativeJNI.java")
-set(_attn_java_enums
-  "${_attn_java_gen}/attn_status.java"
-  "${_attn_java_gen}/attn_causal.java"
-  "${_attn_java_gen}/attn_operand.java"
-  "${_attn_java_gen}/attn_param.java"
-  "${_attn_java_gen}/attn_alibi.java"
-  "${_attn_java_gen}/attn_weights_mode.java"
-  "${_attn_java_gen}/attn_compute.java"
-  "${_attn_java_gen}/attn_diagonal.java"
-  "${_attn_java_gen}/attn_alibi_form.java"
-  "${_attn_java_gen}/attn_op.java")
+# The Java files SWIG writes. AttnNative{,JNI}.java are declared by UseSWIG; the raw enums
+# attn_*.java are not, so a no-op rule after SWIG declares them. The public enums come from one
+# SWIG run per enum over bindings/java/attn_java_enum.swg (C enum | Java enum | constant prefix,
+# a regex). Only these are compiled: an unmapped pointer type's SWIGTYPE_p_* class is missing
+# and javac fails.
+set(_attn_java_enum_list
+  "attn_status|Status|ATTN_(?:ERR_)?" "attn_causal|Causal|ATTN_CAUSAL_" "attn_operand|Operand|ATTN_"
+  "attn_param|Param|ATTN_PARAM_" "attn_alibi|Alibi|ATTN_ALIBI_"
+  "attn_weights_mode|WeightsMode|ATTN_WEIGHTS_" "attn_compute|Compute|ATTN_COMPUTE_"
+  "attn_diagonal|Diagonal|ATTN_DIAGONAL_" "attn_alibi_form|AlibiForm|ATTN_ALIBI_"
+  "attn_op|Op|ATTN_OP_")
+set(_attn_java_generated "${_attn_java_gen}/AttnNative.java" "${_attn_java_gen}/AttnNativeJNI.java")
+set(_attn_java_enums)
+set(_attn_java_public_enums)
+foreach(_e IN LISTS _attn_java_enum_list)
+  string(REPLACE "|" ";" _e "${_e}")
+  list(GET _e 0 _c)
+  list(GET _e 1 _j)
+  list(GET _e 2 _p)
+  list(APPEND _attn_java_enums "${_attn_java_gen}/${_c}.java")
+  set(_dir "${_attn_java_dir}/enums/${_j}")
+  file(WRITE "${_dir}/enum.i.in" "%module AttnEnum${_j}\n%include \"attn_java_enum.swg\"\n"
+    "ATTN_JAVA_ENUM(${_c}, ${_j}, ${_p})\n%include \"attn.h\"\n")
+  configure_file("${_dir}/enum.i.in" "${_dir}/enum.i" COPYONLY)
+  add_custom_command(
+    OUTPUT "${_attn_java_gen}/${_j}.java"
+    COMMAND "${SWIG_EXECUTABLE}" -java -package org.libattn -I${PROJECT_SOURCE_DIR}/capi
+      -I${PROJECT_SOURCE_DIR}/bindings/java -outdir "${_dir}" -o "${_dir}/wrap.c" "${_dir}/enum.i"
+    COMMAND "${CMAKE_COMMAND}" -E copy "${_dir}/${_j}.java" "${_attn_java_gen}/${_j}.java"
+    DEPENDS "${_dir}/enum.i" "${PROJECT_SOURCE_DIR}/bindings/java/attn_java_enum.swg"
+      "${PROJECT_SOURCE_DIR}/capi/attn.h"
+    COMMENT "SWIG Java enum ${_j}")
+  list(APPEND _attn_java_public_enums "${_attn_java_gen}/${_j}.java")
+endforeach()
 add_custom_command(
   OUTPUT ${_attn_java_enums}
   COMMAND "${CMAKE_COMMAND}" -E touch_nocreate ${_attn_java_enums}
   DEPENDS "${_attn_java_gen}/AttnNative.java"
   COMMENT "SWIG Java enums")
+list(APPEND _attn_java_enums ${_attn_java_public_enums})
 set_source_files_properties(${_attn_java_generated} ${_attn_java_enums} PROPERTIES GENERATED TRUE)
 
 # --- jars -------------------------------------------------------------------------------------

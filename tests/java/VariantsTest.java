@@ -276,7 +276,7 @@ class VariantsTest {
         for (String name : names) {
             Operand op = operand(name);
             long need = desc.requiredLen(op);
-            StorageType st = op.storable() ? c.store(name) : StorageType.F32;
+            StorageType st = ((op.info()[0] | op.info()[1]) & 2) != 0 ? c.store(name) : StorageType.F32;
             String file = c.get("name") + "." + name + "."
                     + (st == StorageType.F32 ? ext(op) : st == StorageType.I8 ? "i8" : st.name().toLowerCase(Locale.ROOT));
             byte[] raw = Files.readAllBytes(dir.resolve(file));
@@ -293,15 +293,15 @@ class VariantsTest {
                 in.put(op, new Stored(st, a));
                 continue;
             }
-            switch (op.element) {
-            case FLOAT: {
+            switch (ext(op)) {
+            case "f32": {
                 float[] a = new float[raw.length / 4];
                 le.asFloatBuffer().get(a);
                 assertEquals(need, a.length, file + ": elements");
                 in.put(op, a);
                 break;
             }
-            case INT: {
+            case "i32": {
                 int[] a = new int[raw.length / 4];
                 le.asIntBuffer().get(a);
                 assertEquals(need, a.length, file + ": elements");
@@ -316,8 +316,10 @@ class VariantsTest {
         return in;
     }
 
+    /** The operand's element type (attn_operand_info): f32, i32 or u8. */
     static String ext(Operand op) {
-        return op.element == Operand.Element.FLOAT ? "f32" : op.element == Operand.Element.INT ? "i32" : "u8";
+        int types = op.info()[0] | op.info()[1];
+        return (types & 1) != 0 ? "f32" : (types & (1 << 5)) != 0 ? "i32" : "u8";
     }
 
     static void bind(AttentionArgs args, Operand op, Object data) {
@@ -603,7 +605,7 @@ class VariantsTest {
             // Every kernel, 1 and 2 threads: within tolerance, bit-identical across threads.
             List<String> isas = new ArrayList<>();
             try {
-                for (String isa : new String[] {"scalar", "sse2", "avx2", "avx512", "avx512fp16"}) {
+                for (String isa : Attention.isas()) {
                     try {
                         Attention.setIsa(isa);
                     } catch (AttentionException e) {
@@ -745,19 +747,19 @@ class VariantsTest {
             String[] alias = kind.equals("alias") ? what.split("=") : null;
             for (Operand o : bound) {
                 int len = (int) desc.requiredLen(o);
-                if (o.cname.equals(shortOf)) {
+                if (o.cname().equals(shortOf)) {
                     len -= 1;
                 }
-                if (empty.contains(o.cname)) {
+                if (empty.contains(o.cname())) {
                     len = 0;
                 }
-                if (alias != null && (o.cname.equals(alias[0]) || o.cname.equals(alias[1]))) {
+                if (alias != null && (o.cname().equals(alias[0]) || o.cname().equals(alias[1]))) {
                     // Both operands share one buffer, long enough for either.
                     len = (int) Math.max(desc.requiredLen(operand(alias[0])),
                             desc.requiredLen(operand(alias[1])));
                 }
-                data.put(o, o.element == Operand.Element.FLOAT ? new float[len]
-                        : o.element == Operand.Element.INT ? new int[len] : new byte[len]);
+                data.put(o, ext(o).equals("f32") ? new float[len]
+                        : ext(o).equals("i32") ? new int[len] : new byte[len]);
             }
             if (alias != null) {
                 data.put(operand(alias[0]), data.get(operand(alias[1])));
@@ -769,7 +771,7 @@ class VariantsTest {
                 ((int[]) data.get(operand(name)))[at] = value;
             }
             for (Operand o : bound) {
-                if (!o.cname.equals(nullOf)
+                if (!o.cname().equals(nullOf)
                         && !("kv_append".equals(serve) && (o == Operand.K || o == Operand.V))) {
                     bind(args, o, data.get(o));
                 }

@@ -171,7 +171,7 @@ class VectorsTest {
         int defaultThreads = Attention.numThreads();
         List<String> isas = new ArrayList<>();
         try {
-            for (String isa : new String[] {"scalar", "sse2", "avx2", "avx512", "avx512fp16"}) {
+            for (String isa : Attention.isas()) {
                 try {
                     Attention.setIsa(isa);
                 } catch (AttentionException e) {

@@ -2,18 +2,16 @@ package org.libattn;
 
 import java.lang.ref.Cleaner;
 import java.lang.ref.Reference;
+import java.nio.Buffer;
 import java.nio.ByteBuffer;
 import java.nio.FloatBuffer;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
 
 /**
- * An attention problem: sizes, causal rule, scale, strides and the 0.2 parameters (sliding
- * window, softcap, ALiBi, "+1" softmax, headDimV, weights mode, bias order; the serving
- * layouts: varlen packs, paged K/V caches, batch invariance; the forward's arithmetic,
- * {@link Compute}), fixed when {@link Builder#build()} returns. Use it in try-with-resources;
- * {@link #close()} frees the native descriptor. A descriptor that is never closed is freed by a
- * {@link Cleaner} once it is unreachable (a safety net, not a substitute for closing).
+ * An attention problem (attn_desc: sizes, parameters and strides; semantics in attn.h), fixed
+ * when {@link Builder#build()} returns. Use it in try-with-resources; {@link #close()} frees the
+ * native descriptor, and a {@link Cleaner} frees one never closed once it is unreachable.
  *
  * <pre>{@code
  * try (AttentionDesc desc = AttentionDesc.builder()
@@ -22,43 +20,29 @@ import java.util.concurrent.locks.LockSupport;
  *         .build();
  *      AttentionArgs args = desc.args()) {
  *     float[] out = new float[(int) desc.requiredLen(Operand.OUT)];
- *     args.set(Operand.Q, q).set(Operand.K, k).set(Operand.V, v).set(Operand.OUT, out)
- *         .set(Operand.SEQ_LENS_K, new int[] {128, 97});
+ *     args.set(Operand.Q, q).set(Operand.K, k).set(Operand.V, v).set(Operand.OUT, out);
  *     args.run(Op.FORWARD);
  *     desc.forward(q, k, v, null, null, out, null); // the 0.1 call, the same kernels
  * }
  * }</pre>
  *
- * <h2>Arrays and buffers</h2>
- * Every float[] / boolean[] is passed to native code without a copy (JNI critical array access);
- * the buffer overloads take direct buffers, also without a copy: {@link FloatBuffer}s must be
- * direct and in native byte order, mask {@link ByteBuffer}s direct (one byte per element, nonzero
- * = true). A buffer is used from its position on. Each array or buffer must hold at least
- * {@link #requiredLen(Operand)} elements (longer is fine: the extra elements are neither read
- * nor written); the lengths are checked before anything reaches native code.
+ * Arrays are passed without a copy (pinned for the call); buffers must be direct, in native
+ * byte order, and are used from their position to their limit. Errors are the library's status
+ * and message ({@link NullPointerException} for NULL_POINTER, {@link IllegalArgumentException}
+ * for INVALID_ARGUMENT, {@link AttentionException} otherwise); a heap, wrongly ordered or
+ * read-only output buffer is an {@link IllegalArgumentException}; a closed descriptor an
+ * {@link IllegalStateException}.
  *
- * <h2>Errors</h2>
- * <ul>
- * <li>{@link NullPointerException}: a required array/buffer is null (q, k, v, out, weights);
- * <li>{@link IllegalArgumentException}: too short (empty included; only null means "not
- * given"); a heap buffer, a buffer in the wrong byte order or a read-only output buffer; a
- * negative size or stride, or a parameter outside its range (attn_param_bounds) given to the
- * builder;
- * <li>{@link IllegalStateException}: the descriptor is closed;
- * <li>what the library refuses has the kind of its status, with the library's message:
- * INVALID_ARGUMENT an {@link IllegalArgumentException} (a dimension of 0, heads_q not a
- * multiple of heads_kv, an output overlapping another argument: "out overlaps q", also when it
- * is the same array), NULL_POINTER a {@link NullPointerException}, any other status an
- * {@link AttentionException} carrying it (e.g. UNSUPPORTED).
- * </ul>
- *
- * <h2>Threads</h2>
- * Any number of threads may call {@code forward}, {@code weights}, {@code requiredLen} and the
- * getters on one descriptor at once, and run their own {@link AttentionArgs} on it.
- * {@link #close()} waits for calls in flight and makes later calls throw
- * {@link IllegalStateException}; it never frees the native descriptor under a running call.
+ * <p>Threads: any number of threads may call forward, weights, requiredLen and the getters on
+ * one descriptor at once, and run their own {@link AttentionArgs} on it. {@link #close()} waits
+ * for calls in flight and makes later calls throw {@link IllegalStateException}.
  */
 public final class AttentionDesc implements AutoCloseable {
+    private static final int F32 = AttentionArgs.F32, OUT = AttentionArgs.OUT, U8 = AttentionArgs.U8;
+    /** The operands of the 0.1 calls, by attn_operand value (Q .. ALLOWED). */
+    private static final int[] FORWARD = {F32, F32, F32, F32 | OUT, F32 | OUT, 0, U8, U8};
+    private static final int[] WEIGHTS = {F32, F32, 0, 0, 0, F32 | OUT, U8, U8};
+
     /** The native attn_desc*; freed once no call is in flight (close) or by the Cleaner. */
     private final long handle;
     private final Natives.Handle owner;
@@ -66,47 +50,15 @@ public final class AttentionDesc implements AutoCloseable {
     /**
      * Calls in flight, and whether close() has started. A call increments inFlight and then
      * reads closed; close() sets closed and then waits for inFlight to reach 0: with both
-     * volatile (sequentially consistent), either the call sees closed and backs out, or close()
-     * sees the call and waits for it. New calls cannot starve close(): they see closed.
+     * volatile, either the call sees closed and backs out, or close() sees the call and waits.
      */
     private final AtomicInteger inFlight = new AtomicInteger();
     private volatile boolean closed;
     private final Object closeLock = new Object();
     private boolean destroyed; // guarded by closeLock
-
-    private final int batch;
-    private final int headsQ;
-    private final int headsKv;
-    private final int seqQ;
-    private final int seqK;
-    private final int headDim;
-    // The parameters, read back from the library once configured (the descriptor is immutable).
-    private final Causal causal;
-    private final float scale;
-    private final int windowLeft;
-    private final int windowRight;
-    private final float softcap;
-    private final Alibi alibi;
-    private final boolean softmaxPlusOne;
-    private final int headDimV;
-    private final WeightsMode weightsMode;
-    private final boolean biasFirst;
-    private final boolean varlen;
-    private final int pageSize;
-    private final int maxPages;
-    private final boolean batchInvariant;
-    private final Compute compute;
-    private final Diagonal diagonal;
-    private final AlibiForm alibiForm;
-    /** attn_desc_required_len per Operand (ordinal), read once: the descriptor is immutable. */
-    private final long[] required = new long[Operand.values().length];
-    /**
-     * What {@link AttentionArgs#set} demands per Operand (ordinal): {@code required}, except for
-     * the operands whose length in a varlen call follows from cu_seqlens ({@link #bounded}):
-     * required is then the upper bound of a full pack, the library checks the call's own
-     * length, and an array or buffer need only be non-empty.
-     */
-    private final long[] least = new long[Operand.values().length];
+    private final int batch, headsQ, headsKv, seqQ, seqK, headDim;
+    /** Every parameter's value by attn_param value, read once (the descriptor is immutable). */
+    private final double[] params = new double[Param.values().length];
 
     private AttentionDesc(long handle, Builder b) {
         this.handle = handle;
@@ -116,46 +68,21 @@ public final class AttentionDesc implements AutoCloseable {
         this.seqQ = b.seqQ;
         this.seqK = b.seqK;
         this.headDim = b.headDim;
-        this.causal = Causal.fromCode(Params.getInt(handle, attn_param.ATTN_PARAM_CAUSAL));
-        this.scale = (float) Params.getFloat(handle, attn_param.ATTN_PARAM_SCALE);
-        this.windowLeft = (int) Params.getInt(handle, attn_param.ATTN_PARAM_WINDOW_LEFT);
-        this.windowRight = (int) Params.getInt(handle, attn_param.ATTN_PARAM_WINDOW_RIGHT);
-        this.softcap = (float) Params.getFloat(handle, attn_param.ATTN_PARAM_SOFTCAP);
-        this.alibi = Alibi.fromCode(Params.getInt(handle, attn_param.ATTN_PARAM_ALIBI));
-        this.softmaxPlusOne = Params.getInt(handle, attn_param.ATTN_PARAM_SOFTMAX_PLUS_ONE) != 0;
-        this.headDimV = (int) Params.getInt(handle, attn_param.ATTN_PARAM_HEAD_DIM_V);
-        this.weightsMode = WeightsMode.fromCode(
-                Params.getInt(handle, attn_param.ATTN_PARAM_WEIGHTS_MODE));
-        this.biasFirst = Params.getInt(handle, attn_param.ATTN_PARAM_BIAS_FIRST) != 0;
-        this.varlen = Params.getInt(handle, attn_param.ATTN_PARAM_VARLEN) != 0;
-        this.pageSize = (int) Params.getInt(handle, attn_param.ATTN_PARAM_PAGE_SIZE);
-        this.maxPages = (int) Params.getInt(handle, attn_param.ATTN_PARAM_MAX_PAGES);
-        this.batchInvariant = Params.getInt(handle, attn_param.ATTN_PARAM_BATCH_INVARIANT) != 0;
-        this.compute = Compute.fromCode(Params.getInt(handle, attn_param.ATTN_PARAM_COMPUTE));
-        this.diagonal = Diagonal.fromCode(Params.getInt(handle, attn_param.ATTN_PARAM_DIAGONAL));
-        this.alibiForm =
-                AlibiForm.fromCode(Params.getInt(handle, attn_param.ATTN_PARAM_ALIBI_FORM));
-        for (Operand op : Operand.values()) {
-            long n = AttnNative.attn_desc_required_len(handle, op.raw);
-            required[op.ordinal()] = n;
-            least[op.ordinal()] = bounded(op) ? 0 : n;
+        for (Param p : Param.values()) {
+            double[] v = new double[1];
+            AttnNative.attn_desc_get_float(handle, p, v);
+            params[p.code()] = v[0];
         }
-        // Last: from here on the Cleaner owns the handle (the builder frees it on a failure above).
         this.owner = new Natives.Handle(handle, false);
         this.cleanable = Natives.CLEANER.register(this, owner);
     }
 
-    /** A builder with batch 1, 1 head, causal NONE and default scale, strides and parameters. */
+    /** A builder with batch 1, 1 head and the library's defaults for everything else. */
     public static Builder builder() {
         return new Builder();
     }
 
-    /**
-     * A new, empty binding object for this descriptor's {@link AttentionArgs#run(Op)}: the
-     * extensible call with every operand. Close it (or let the Cleaner free it).
-     *
-     * @throws IllegalStateException the descriptor is closed
-     */
+    /** A new, empty binding object for {@link AttentionArgs#run(Op)} on this descriptor. */
     public AttentionArgs args() {
         enter();
         try {
@@ -166,212 +93,87 @@ public final class AttentionDesc implements AutoCloseable {
     }
 
     /**
-     * Folds {@code part} into {@code acc} (attn_merge): the exact merge of two results computed
-     * over disjoint key sets (split-KV decode, ring attention, prefix caching), row by row
+     * Folds {@code part} into {@code acc} (attn_merge): both bind OUT and LSE in this
+     * descriptor's layouts (acc also CU_SEQLENS_Q with varlen); acc is updated in place.
      *
-     * <pre>
-     * lse = log(exp(lse_acc) + exp(lse_part))
-     * out = exp(lse_acc - lse) out_acc + exp(lse_part - lse) out_part
-     * </pre>
-     *
-     * {@code acc} and {@code part} bind {@link Operand#OUT} and {@link Operand#LSE} (part's are
-     * only read), in this descriptor's OUT and LSE layouts; with {@link #varlen()} acc also
-     * binds {@link Operand#CU_SEQLENS_Q}. acc's out and lse are updated in place. A part with
-     * lse -infinity contributes nothing (its out is not read); both -infinity gives out 0, lse
-     * -infinity. Folding parts in a fixed order is bit-identical from run to run. acc and part
-     * may belong to other descriptors (a part over a key range has its own seqK): this one
-     * gives the layout, and the library checks every length against it ("part's lse has 3
-     * elements, needs at least 56"). Only those operands are read.
-     *
-     * @throws NullPointerException     acc or part is null, or an operand merge needs is not
-     *                                  bound
      * @throws IllegalArgumentException acc and part are the same object
-     * @throws IllegalArgumentException the library refused the call (a buffer too short, acc's
-     *                                  and part's buffers overlapping, bad cu_seqlens_q)
-     * @throws IllegalStateException    this descriptor, acc or part is closed
      */
     public void merge(AttentionArgs acc, AttentionArgs part) {
         AttentionArgs.merge(this, acc, part);
     }
 
-    // ------------------------------------------------------------------------------ forward
-
-    /**
-     * Attention forward pass on arrays: out = softmax(scale * q k^T | visible) v.
-     *
-     * @param q        queries [batch][headsQ][seqQ][headDim] (strides of Operand.Q)
-     * @param k        keys [batch][headsKv][seqK][headDim] (strides of Operand.K)
-     * @param v        values [batch][headsKv][seqK][headDimV] (strides of Operand.V)
-     * @param keyValid [batch][seqK], true = real token, false = padding; null = all real
-     * @param allowed  [seqQ][seqK], true = query i may see key j, for every batch and head;
-     *                 null = all allowed
-     * @param out      output [batch][headsQ][seqQ][headDimV] (strides of Operand.OUT); only the
-     *                 elements the strides address are written
-     * @param lse      [batch][headsQ][seqQ] log-sum-exp of the scaled visible scores
-     *                 (-infinity for a row with no visible key); null = not wanted
-     */
+    /** Forward pass (attn_forward): out = softmax(scale q k^T | visible) v; masks, lse optional. */
     public void forward(float[] q, float[] k, float[] v, boolean[] keyValid, boolean[] allowed,
             float[] out, float[] lse) {
-        long h = enter();
-        try {
-            checkForwardInputs(q, k, v, keyValid, allowed);
-            Checks.minLength(out, "out", need(Operand.OUT), Operand.OUT);
-            Checks.optional(lse, "lse", need(Operand.LSE), Operand.LSE);
-            AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, 0,
-                    new Object[] {q, k, v, out, lse, null, keyValid, allowed});
-        } finally {
-            leave();
-        }
+        call(Op.FORWARD, FORWARD, q, k, v, out, lse, null, keyValid, allowed);
     }
 
     /** {@link #forward(float[], float[], float[], boolean[], boolean[], float[], float[])} without masks or lse. */
     public void forward(float[] q, float[] k, float[] v, float[] out) {
-        forward(q, k, v, null, null, out, null);
+        call(Op.FORWARD, FORWARD, q, k, v, out, null, null, null, null);
     }
 
-    /**
-     * Forward pass into a new zero-initialised array of {@code requiredLen(Operand.OUT)} floats
-     * (allocated only once every argument has been checked).
-     */
+    /** Forward pass into a new array of {@code requiredLen(Operand.OUT)} floats. */
     public float[] forward(float[] q, float[] k, float[] v, boolean[] keyValid, boolean[] allowed) {
-        enter();
-        float[] out;
-        try {
-            checkForwardInputs(q, k, v, keyValid, allowed);
-            out = new float[arrayLength(Operand.OUT)];
-        } finally {
-            leave();
-        }
+        float[] out = allocate(Operand.OUT, new Object[] {q, k, v, keyValid, allowed}, Operand.Q,
+                Operand.K, Operand.V, Operand.KEY_VALID, Operand.ALLOWED);
         forward(q, k, v, keyValid, allowed, out, null);
         return out;
     }
 
-    private void checkForwardInputs(float[] q, float[] k, float[] v, boolean[] keyValid,
-            boolean[] allowed) {
-        Checks.minLength(q, "q", need(Operand.Q), Operand.Q);
-        Checks.minLength(k, "k", need(Operand.K), Operand.K);
-        Checks.minLength(v, "v", need(Operand.V), Operand.V);
-        Checks.optional(keyValid, "keyValid", need(Operand.KEY_VALID), Operand.KEY_VALID);
-        Checks.optional(allowed, "allowed", need(Operand.ALLOWED), Operand.ALLOWED);
-    }
-
-    /**
-     * Forward pass on direct buffers (see the class comment); same shapes as the array version.
-     * keyValid, allowed and lse may be null.
-     */
+    /** Forward pass on direct buffers. */
     public void forward(FloatBuffer q, FloatBuffer k, FloatBuffer v, ByteBuffer keyValid,
             ByteBuffer allowed, FloatBuffer out, FloatBuffer lse) {
-        long h = enter();
-        try {
-            FloatBuffer q2 = Checks.floats(q, "q", need(Operand.Q), Operand.Q, true, false);
-            FloatBuffer k2 = Checks.floats(k, "k", need(Operand.K), Operand.K, true, false);
-            FloatBuffer v2 = Checks.floats(v, "v", need(Operand.V), Operand.V, true, false);
-            ByteBuffer kv2 = Checks.bytes(keyValid, "keyValid", need(Operand.KEY_VALID),
-                    Operand.KEY_VALID);
-            ByteBuffer al2 = Checks.bytes(allowed, "allowed", need(Operand.ALLOWED), Operand.ALLOWED);
-            FloatBuffer out2 = Checks.floats(out, "out", need(Operand.OUT), Operand.OUT, true, true);
-            FloatBuffer lse2 = Checks.floats(lse, "lse", need(Operand.LSE), Operand.LSE, false, true);
-            AttnNative.attn_jni_run(h, attn_op.ATTN_OP_FORWARD, 0,
-                    new Object[] {q2, k2, v2, out2, lse2, null, kv2, al2});
-        } finally {
-            leave();
-        }
+        call(Op.FORWARD, FORWARD, in(q, "q"), in(k, "k"), in(v, "v"), out(out, "out"),
+                out(lse, "lse"), null, in(keyValid, "keyValid"), in(allowed, "allowed"));
     }
 
-    // ------------------------------------------------------------------------------ weights
-
-    /**
-     * The attention weights: weights[b][h][i][j] = softmax over the visible keys j of
-     * scale * q_i . k_j; hidden keys get exactly 0 (or, with a score {@link WeightsMode}, the
-     * scores of that stage).
-     *
-     * @param q        as in forward
-     * @param k        as in forward
-     * @param keyValid as in forward, or null
-     * @param allowed  as in forward, or null
-     * @param weights  [batch][headsQ][seqQ][seqK], contiguous, written
-     */
+    /** The attention weights (attn_weights; what is written: {@link WeightsMode}). */
     public void weights(float[] q, float[] k, boolean[] keyValid, boolean[] allowed,
             float[] weights) {
-        long h = enter();
-        try {
-            checkWeightsInputs(q, k, keyValid, allowed);
-            Checks.minLength(weights, "weights", need(Operand.WEIGHTS), Operand.WEIGHTS);
-            AttnNative.attn_jni_run(h, attn_op.ATTN_OP_WEIGHTS, 0,
-                    new Object[] {q, k, null, null, null, weights, keyValid, allowed});
-        } finally {
-            leave();
-        }
+        call(Op.WEIGHTS, WEIGHTS, q, k, null, null, null, weights, keyValid, allowed);
     }
 
-    /**
-     * The weights into a new array of {@code requiredLen(Operand.WEIGHTS)} floats (allocated
-     * only once every argument has been checked).
-     */
+    /** The weights into a new array of {@code requiredLen(Operand.WEIGHTS)} floats. */
     public float[] weights(float[] q, float[] k, boolean[] keyValid, boolean[] allowed) {
-        enter();
-        float[] w;
-        try {
-            checkWeightsInputs(q, k, keyValid, allowed);
-            w = new float[arrayLength(Operand.WEIGHTS)];
-        } finally {
-            leave();
-        }
+        float[] w = allocate(Operand.WEIGHTS, new Object[] {q, k, keyValid, allowed}, Operand.Q,
+                Operand.K, Operand.KEY_VALID, Operand.ALLOWED);
         weights(q, k, keyValid, allowed, w);
         return w;
     }
 
-    private void checkWeightsInputs(float[] q, float[] k, boolean[] keyValid, boolean[] allowed) {
-        Checks.minLength(q, "q", need(Operand.Q), Operand.Q);
-        Checks.minLength(k, "k", need(Operand.K), Operand.K);
-        Checks.optional(keyValid, "keyValid", need(Operand.KEY_VALID), Operand.KEY_VALID);
-        Checks.optional(allowed, "allowed", need(Operand.ALLOWED), Operand.ALLOWED);
-    }
-
-    /** The weights on direct buffers (see the class comment). */
+    /** The weights on direct buffers. */
     public void weights(FloatBuffer q, FloatBuffer k, ByteBuffer keyValid, ByteBuffer allowed,
             FloatBuffer weights) {
+        call(Op.WEIGHTS, WEIGHTS, in(q, "q"), in(k, "k"), null, null, null, out(weights, "weights"),
+                in(keyValid, "keyValid"), in(allowed, "allowed"));
+    }
+
+    private static Buffer in(Buffer b, String name) {
+        return Checks.buffer(b, name, false);
+    }
+
+    private static Buffer out(Buffer b, String name) {
+        return Checks.buffer(b, name, true);
+    }
+
+    private void call(Op op, int[] codes, Object... operands) {
         long h = enter();
         try {
-            FloatBuffer q2 = Checks.floats(q, "q", need(Operand.Q), Operand.Q, true, false);
-            FloatBuffer k2 = Checks.floats(k, "k", need(Operand.K), Operand.K, true, false);
-            ByteBuffer kv2 = Checks.bytes(keyValid, "keyValid", need(Operand.KEY_VALID),
-                    Operand.KEY_VALID);
-            ByteBuffer al2 = Checks.bytes(allowed, "allowed", need(Operand.ALLOWED), Operand.ALLOWED);
-            FloatBuffer w2 = Checks.floats(weights, "weights", need(Operand.WEIGHTS),
-                    Operand.WEIGHTS, true, true);
-            AttnNative.attn_jni_run(h, attn_op.ATTN_OP_WEIGHTS, 0,
-                    new Object[] {q2, k2, null, null, null, w2, kv2, al2});
+            AttnNative.attn_jni_call(op.code(), h, 0, operands, codes, 0, null, null);
         } finally {
             leave();
         }
     }
 
-    // ------------------------------------------------------------------------------ queries
-
-    /**
-     * The number of elements (floats, bytes for the masks, ints for SEQ_LENS_K, CU_SEQLENS_Q/K
-     * and BLOCK_TABLE; 16-bit or int8 values for Q, K and V stored so) the buffer for
-     * {@code which} must hold, from the sizes and strides (attn_desc_required_len).
-     *
-     * <p>Serving layouts: with {@link #varlen()}, Q, OUT, LSE, NEW_K and NEW_V (and K and V
-     * without pages) get the length of a full pack, every sequence at its maximum length: an
-     * upper bound. A pack needs only its real tokens (cuSeqlensQ[batch] rows; LSE
-     * headsQ * totalQ), so {@link AttentionArgs#set} accepts any non-empty array or buffer for
-     * them and the library checks the call's own length ("attn_run: q has 19 elements, needs at
-     * least 40"). With {@link #pageSize()} &gt; 0, K and V are one page (a pool holds any
-     * number of pages); BLOCK_TABLE is batch * (maxPages or ceil(seqK / pageSize)), 0 without
-     * pages.
-     *
-     * @throws IllegalStateException the descriptor is closed
-     */
+    /** The elements the buffer for {@code which} must hold (attn_desc_required_len). */
     public long requiredLen(Operand which) {
         if (which == null) {
-            throw new NullPointerException("which must not be null");
+            throw Checks.missing("which");
         }
-        enter();
+        long h = enter();
         try {
-            return need(which);
+            return AttnNative.attn_desc_required_len(h, which);
         } finally {
             leave();
         }
@@ -401,118 +203,103 @@ public final class AttentionDesc implements AutoCloseable {
         return headDim;
     }
 
-    /** The causal rule (ATTN_PARAM_CAUSAL, read from the library). */
+    /** {@link Param#CAUSAL}. */
     public Causal causal() {
-        return causal;
+        return Causal.fromCode((long) get(Param.CAUSAL));
     }
 
-    /**
-     * The score scale, exactly the float the kernels multiply by (ATTN_PARAM_SCALE, read from the
-     * library; 1/sqrtf(headDim) unless the builder set one).
-     */
+    /** {@link Param#SCALE}: exactly the float the kernels multiply by. */
     public float scale() {
-        return scale;
+        return (float) get(Param.SCALE);
     }
 
-    /** Keys visible to query i start at diag(i) - windowLeft(); -1 = unbounded (the default). */
+    /** {@link Param#WINDOW_LEFT}. */
     public int windowLeft() {
-        return windowLeft;
+        return (int) get(Param.WINDOW_LEFT);
     }
 
-    /** Keys visible to query i end at diag(i) + windowRight(); -1 = unbounded (the default). */
+    /** {@link Param#WINDOW_RIGHT}. */
     public int windowRight() {
-        return windowRight;
+        return (int) get(Param.WINDOW_RIGHT);
     }
 
-    /** The logit softcap c (s = c * tanh(s / c)); 0 = off (the default). */
+    /** {@link Param#SOFTCAP}. */
     public float softcap() {
-        return softcap;
+        return (float) get(Param.SOFTCAP);
     }
 
-    /** The ALiBi mode (default NONE). */
+    /** {@link Param#ALIBI}. */
     public Alibi alibi() {
-        return alibi;
+        return Alibi.fromCode((long) get(Param.ALIBI));
     }
 
-    /** True for the "+1" quiet softmax (a sink logit 0 for every head). */
+    /** {@link Param#SOFTMAX_PLUS_ONE}. */
     public boolean softmaxPlusOne() {
-        return softmaxPlusOne;
+        return get(Param.SOFTMAX_PLUS_ONE) != 0;
     }
 
-    /** The size of a V row and of an OUT row (default headDim). */
+    /** {@link Param#HEAD_DIM_V}. */
     public int headDimV() {
-        return headDimV;
+        return (int) get(Param.HEAD_DIM_V);
     }
 
-    /** What {@link Op#WEIGHTS} writes (default SOFTMAX). */
+    /** {@link Param#WEIGHTS_MODE}. */
     public WeightsMode weightsMode() {
-        return weightsMode;
+        return WeightsMode.fromCode((long) get(Param.WEIGHTS_MODE));
     }
 
-    /** True when the bias is added before the softcap (ONNX's order); false = after (default). */
+    /** {@link Param#BIAS_FIRST}. */
     public boolean biasFirst() {
-        return biasFirst;
+        return get(Param.BIAS_FIRST) != 0;
     }
 
-    /**
-     * True for a packed variable-length batch (ATTN_PARAM_VARLEN): seqQ and seqK are the
-     * maximum lengths, {@link Operand#CU_SEQLENS_Q} (and, without pages,
-     * {@link Operand#CU_SEQLENS_K}) give the real ones. Default false.
-     */
+    /** {@link Param#VARLEN}. */
     public boolean varlen() {
-        return varlen;
+        return get(Param.VARLEN) != 0;
     }
 
-    /** Tokens per page of a paged K/V cache (ATTN_PARAM_PAGE_SIZE); 0 = contiguous K/V (default). */
+    /** {@link Param#PAGE_SIZE}. */
     public int pageSize() {
-        return pageSize;
+        return (int) get(Param.PAGE_SIZE);
     }
 
-    /**
-     * The block table's column count as set (ATTN_PARAM_MAX_PAGES); 0 = the default
-     * ceil(seqK / pageSize). The table holds {@code requiredLen(Operand.BLOCK_TABLE)} ints
-     * either way.
-     */
+    /** {@link Param#MAX_PAGES} as set (0 = ceil(seqK / pageSize)). */
     public int maxPages() {
-        return maxPages;
+        return (int) get(Param.MAX_PAGES);
     }
 
-    /** True when a query's output bits depend only on its own sequence (ATTN_PARAM_BATCH_INVARIANT). */
+    /** {@link Param#BATCH_INVARIANT}. */
     public boolean batchInvariant() {
-        return batchInvariant;
+        return get(Param.BATCH_INVARIANT) != 0;
     }
 
-    /** The arithmetic of {@link Op#FORWARD} (ATTN_PARAM_COMPUTE). */
+    /** {@link Param#COMPUTE}. */
     public Compute compute() {
-        return compute;
+        return Compute.fromCode((long) get(Param.COMPUTE));
     }
 
-    /** The diagonal the sliding window and ALiBi measure from (ATTN_PARAM_DIAGONAL). */
+    /** {@link Param#DIAGONAL}. */
     public Diagonal diagonal() {
-        return diagonal;
+        return Diagonal.fromCode((long) get(Param.DIAGONAL));
     }
 
-    /** The ALiBi term's form (ATTN_PARAM_ALIBI_FORM). */
+    /** {@link Param#ALIBI_FORM}. */
     public AlibiForm alibiForm() {
-        return alibiForm;
+        return AlibiForm.fromCode((long) get(Param.ALIBI_FORM));
     }
 
-    /**
-     * Any parameter's value, read from the library (attn_desc_get_float: exact for every
-     * parameter; the typed getters above return the same values).
-     *
-     * @throws IllegalStateException the descriptor is closed
-     */
+    /** Any parameter's value (attn_desc_get_float: exact for every parameter; read at build). */
     public double param(Param p) {
         if (p == null) {
-            throw new NullPointerException("param must not be null");
+            throw Checks.missing("param");
         }
-        long h = enter();
-        try {
-            return Params.getFloat(h, p.raw);
-        } finally {
-            leave();
-        }
+        enter();
+        leave();
+        return get(p);
+    }
+
+    private double get(Param p) {
+        return params[p.code()];
     }
 
     /** True once {@link #close()} has run. */
@@ -546,20 +333,17 @@ public final class AttentionDesc implements AutoCloseable {
     public String toString() {
         return "AttentionDesc[batch=" + batch + ", headsQ=" + headsQ + ", headsKv=" + headsKv
                 + ", seqQ=" + seqQ + ", seqK=" + seqK + ", headDim=" + headDim + ", headDimV="
-                + headDimV + ", causal=" + causal + ", scale=" + scale + ", window=(" + windowLeft
-                + ", " + windowRight + "), softcap=" + softcap + ", alibi=" + alibi
-                + ", softmaxPlusOne=" + softmaxPlusOne + ", weightsMode=" + weightsMode
-                + ", biasFirst=" + biasFirst + (varlen ? ", varlen" : "")
-                + (pageSize != 0 ? ", pageSize=" + pageSize + ", maxPages=" + maxPages : "")
-                + (batchInvariant ? ", batchInvariant" : "")
-                + (compute != Compute.EXACT ? ", compute=" + compute : "")
-                + (isClosed() ? ", closed]" : "]");
+                + headDimV() + ", causal=" + causal() + ", scale=" + scale() + ", window=("
+                + windowLeft() + ", " + windowRight() + "), softcap=" + softcap() + ", alibi="
+                + alibi() + ", softmaxPlusOne=" + softmaxPlusOne() + ", weightsMode="
+                + weightsMode() + ", biasFirst=" + biasFirst() + (varlen() ? ", varlen" : "")
+                + (pageSize() != 0 ? ", pageSize=" + pageSize() + ", maxPages=" + maxPages() : "")
+                + (batchInvariant() ? ", batchInvariant" : "")
+                + (compute() != Compute.EXACT ? ", compute=" + compute() : "")
+                + (closed ? ", closed]" : "]");
     }
 
-    /**
-     * Registers a call in flight and returns the native handle; the caller must call
-     * {@link #leave()} in a finally block.
-     */
+    /** Registers a call in flight and returns the handle; the caller calls {@link #leave()}. */
     long enter() {
         inFlight.incrementAndGet();
         if (closed) {
@@ -575,65 +359,28 @@ public final class AttentionDesc implements AutoCloseable {
         Reference.reachabilityFence(this);
     }
 
-    long need(Operand op) {
-        return required[op.ordinal()];
-    }
-
-    /** The length AttentionArgs demands of an array or buffer bound to op (see {@link #least}). */
-    long least(Operand op) {
-        return least[op.ordinal()];
-    }
-
     /**
-     * True when op's length in a call follows from the call's cu_seqlens (varlen mode: Q, OUT,
-     * LSE, NEW_K, NEW_V, DOUT, DQ, and K, V, DK, DV and the int8 scales without pages):
-     * requiredLen is then an upper bound.
+     * A new array for {@code result}, once the inputs are known to be long enough: allocating
+     * first could exhaust the heap for a call the library then refuses.
      */
-    boolean bounded(Operand op) {
-        switch (op) {
-        case Q:
-        case OUT:
-        case LSE:
-        case NEW_K:
-        case NEW_V:
-        case DOUT:
-        case DQ:
-            return varlen;
-        case K:
-        case V:
-        case DK:
-        case DV:
-        case K_SCALE:
-        case V_SCALE:
-            return varlen && pageSize == 0;
-        default:
-            return false;
+    private float[] allocate(Operand result, Object[] in, Operand... ops) {
+        for (int i = 0; i < ops.length; i++) {
+            Attention.atLeast(in[i], requiredLen(ops[i]), ops[i].cname());
         }
-    }
-
-    private int arrayLength(Operand op) {
-        long n = need(op);
+        long n = requiredLen(result);
         if (n > Checks.MAX_ARRAY) {
-            throw new IllegalArgumentException("requiredLen(" + op + ") = " + n
+            throw new IllegalArgumentException("requiredLen(" + result + ") = " + n
                     + " exceeds the largest Java array; use direct buffers");
         }
-        return (int) n;
+        return new float[(int) n];
     }
 
-    // ------------------------------------------------------------------------------ builder
-
     /**
-     * Configures and creates an {@link AttentionDesc}. Defaults: batch 1, 1 query head and 1
-     * key/value head, causal {@link Causal#NONE}, scale 1/sqrt(headDim), contiguous
-     * [batch][heads][seq][headDim] strides, and the library's defaults for every 0.2 parameter
-     * (no window, no softcap, no ALiBi, ordinary softmax, headDimV = headDim, weights SOFTMAX,
-     * bias after the softcap, dense batch, contiguous K/V, no batch invariance, EXACT
-     * arithmetic). seqLen and headDim have no default. Negative sizes and strides
-     * and parameters outside their range (attn_param_bounds) are refused at once with
-     * {@link IllegalArgumentException}; sizes the library refuses (0, headsQ not a multiple of
-     * headsKv) and strides that do not fit make {@link #build()} throw
-     * {@link IllegalArgumentException} with the library's message. A builder may build several
-     * descriptors.
+     * Configures and creates an {@link AttentionDesc}: batch 1, 1 query and 1 key/value head and
+     * the library's defaults unless set; seqLen and headDim have no default. Each parameter is
+     * checked by the library when it is set (the builder's setters throw its
+     * {@link IllegalArgumentException}); sizes and strides it refuses make {@link #build()}
+     * throw. A builder may build several descriptors.
      */
     public static final class Builder {
         private int batch = 1;
@@ -642,32 +389,28 @@ public final class AttentionDesc implements AutoCloseable {
         private int seqQ;
         private int seqK;
         private int headDim;
-        /** Parameters set on this builder, by attn_param value; applied in that order. */
-        private final boolean[] paramSet = new boolean[attn_param.values().length];
-        private final double[] paramValue = new double[attn_param.values().length];
-        /** Strides per Operand (ordinal); null = the library's default. */
+        /** Parameters set, by attn_param value (applied in that order): null or {value, isInt}. */
+        private final double[][] params = new double[Param.values().length][];
+        /** Strides per Operand value; null = the library's default. */
         private final long[][] strides = new long[Operand.values().length][];
 
         private Builder() {}
 
         /** Number of sequences (default 1). */
         public Builder batch(int batch) {
-            this.batch = nonNegative(batch, "batch");
+            this.batch = (int) nonNegative(batch, "batch");
             return this;
         }
 
-        /** The same number of query and key/value heads (multi-head attention). */
+        /** The same number of query and key/value heads. */
         public Builder heads(int heads) {
             return heads(heads, heads);
         }
 
-        /**
-         * headsQ query heads reading headsKv key/value heads (headsQ a multiple of headsKv:
-         * MHA, GQA and MQA); query head h reads key/value head h / (headsQ / headsKv).
-         */
+        /** headsQ query heads reading headsKv key/value heads (MHA, GQA, MQA). */
         public Builder heads(int headsQ, int headsKv) {
-            this.headsQ = nonNegative(headsQ, "headsQ");
-            this.headsKv = nonNegative(headsKv, "headsKv");
+            this.headsQ = (int) nonNegative(headsQ, "headsQ");
+            this.headsKv = (int) nonNegative(headsKv, "headsKv");
             return this;
         }
 
@@ -676,297 +419,198 @@ public final class AttentionDesc implements AutoCloseable {
             return seqLen(seqLen, seqLen);
         }
 
-        /** seqQ queries and seqK keys per sequence. */
+        /** seqQ queries and seqK keys per sequence (the maximum lengths with varlen). */
         public Builder seqLen(int seqQ, int seqK) {
-            this.seqQ = nonNegative(seqQ, "seqQ");
-            this.seqK = nonNegative(seqK, "seqK");
+            this.seqQ = (int) nonNegative(seqQ, "seqQ");
+            this.seqK = (int) nonNegative(seqK, "seqK");
             return this;
         }
 
         /** Vector size of q and k (and of v and out unless {@link #headDimV(int)} is set). */
         public Builder headDim(int headDim) {
-            this.headDim = nonNegative(headDim, "headDim");
+            this.headDim = (int) nonNegative(headDim, "headDim");
             return this;
         }
 
-        /** The causal rule (default NONE). */
+        /** {@link Param#CAUSAL}. */
         public Builder causal(Causal causal) {
-            if (causal == null) {
-                throw new NullPointerException("causal must not be null (use Causal.NONE)");
-            }
-            return param(attn_param.ATTN_PARAM_CAUSAL, causal.code());
+            return param(Param.CAUSAL, given(causal, "causal").code());
         }
 
-        /**
-         * The score scale (any finite value, 0 included; default 1/sqrtf(headDim)).
-         *
-         * @throws IllegalArgumentException NaN or infinite
-         */
+        /** {@link Param#SCALE}. */
         public Builder scale(float scale) {
-            return param(attn_param.ATTN_PARAM_SCALE,
-                    Params.checkFloat(attn_param.ATTN_PARAM_SCALE, scale, "scale"));
+            return param(Param.SCALE, (double) scale);
         }
 
-        /**
-         * Sliding window: key j is visible to query i only if
-         * diag(i) - left &lt;= j &lt;= diag(i) + right, where diag(i) is the causal diagonal;
-         * -1 = unbounded on that side (the default). FlashAttention's window_size, ONNX's
-         * left/right window sizes.
-         *
-         * @throws IllegalArgumentException a bound below -1
-         */
+        /** {@link Param#WINDOW_LEFT} and {@link Param#WINDOW_RIGHT} (neither set if one is refused). */
         public Builder window(int left, int right) {
-            Params.checkInt(attn_param.ATTN_PARAM_WINDOW_LEFT, left, "window left");
-            Params.checkInt(attn_param.ATTN_PARAM_WINDOW_RIGHT, right, "window right");
-            // (both checked before either is stored)
-            param(attn_param.ATTN_PARAM_WINDOW_LEFT, left);
-            return param(attn_param.ATTN_PARAM_WINDOW_RIGHT, right);
+            double[] before = params[Param.WINDOW_LEFT.code()];
+            try {
+                return param(Param.WINDOW_LEFT, left).param(Param.WINDOW_RIGHT, right);
+            } catch (RuntimeException e) {
+                params[Param.WINDOW_LEFT.code()] = before;
+                throw e;
+            }
         }
 
-        /**
-         * Logit softcap c: s = c * tanh(s / c) (Gemma 2); 0 = off (the default).
-         *
-         * @throws IllegalArgumentException negative, NaN or infinite
-         */
+        /** {@link Param#SOFTCAP}. */
         public Builder softcap(float c) {
-            return param(attn_param.ATTN_PARAM_SOFTCAP,
-                    Params.checkFloat(attn_param.ATTN_PARAM_SOFTCAP, c, "softcap"));
+            return param(Param.SOFTCAP, (double) c);
         }
 
-        /**
-         * ALiBi slopes: {@link Alibi#STANDARD} (computed for headsQ heads) or
-         * {@link Alibi#OPERAND} (then {@link Operand#ALIBI_SLOPES} must be bound); default NONE.
-         */
+        /** {@link Param#ALIBI}. */
         public Builder alibi(Alibi mode) {
-            if (mode == null) {
-                throw new NullPointerException("alibi must not be null (use Alibi.NONE)");
-            }
-            return param(attn_param.ATTN_PARAM_ALIBI, mode.code());
+            return param(Param.ALIBI, given(mode, "alibi").code());
         }
 
-        /**
-         * The diagonal diag(i) the sliding window and ALiBi measure from (default
-         * {@link Diagonal#CAUSAL}, the causal rule's); {@link Diagonal#BOTTOM_RIGHT} is
-         * FlashAttention's window_size / alibi_slopes alignment, causal or not. The causal rule
-         * keeps its own diagonal.
-         */
+        /** {@link Param#DIAGONAL}. */
         public Builder diagonal(Diagonal d) {
-            if (d == null) {
-                throw new NullPointerException("diagonal must not be null (use Diagonal.CAUSAL)");
-            }
-            return param(attn_param.ATTN_PARAM_DIAGONAL, d.code());
+            return param(Param.DIAGONAL, given(d, "diagonal").code());
         }
 
-        /**
-         * The ALiBi term: {@link AlibiForm#LINEAR} -slope (diag(i) - j) (default) or
-         * {@link AlibiForm#SYMMETRIC} -slope |diag(i) - j| (FlashAttention's non-causal ALiBi).
-         */
+        /** {@link Param#ALIBI_FORM}. */
         public Builder alibiForm(AlibiForm f) {
-            if (f == null) {
-                throw new NullPointerException("alibiForm must not be null (use AlibiForm.LINEAR)");
-            }
-            return param(attn_param.ATTN_PARAM_ALIBI_FORM, f.code());
+            return param(Param.ALIBI_FORM, given(f, "alibiForm").code());
         }
 
-        /** The "+1" quiet softmax: a sink logit of 0 for every head (not with Operand.SINKS). */
+        /** {@link Param#SOFTMAX_PLUS_ONE} on. */
         public Builder softmaxPlusOne() {
             return softmaxPlusOne(true);
         }
 
-        /** Turns the "+1" quiet softmax on or off (default off). */
+        /** {@link Param#SOFTMAX_PLUS_ONE}. */
         public Builder softmaxPlusOne(boolean on) {
-            return param(attn_param.ATTN_PARAM_SOFTMAX_PLUS_ONE, on ? 1 : 0);
+            return param(Param.SOFTMAX_PLUS_ONE, on ? 1 : 0);
         }
 
-        /**
-         * The size of a V row and of an OUT row (DeepSeek MLA: headDim 192, headDimV 128);
-         * default headDim. V and OUT keep contiguous strides unless set with
-         * {@link #strides}.
-         *
-         * @throws IllegalArgumentException below 1
-         */
+        /** {@link Param#HEAD_DIM_V}. */
         public Builder headDimV(int headDimV) {
-            Params.checkInt(attn_param.ATTN_PARAM_HEAD_DIM_V, headDimV, "headDimV");
-            return param(attn_param.ATTN_PARAM_HEAD_DIM_V, headDimV);
+            return param(Param.HEAD_DIM_V, headDimV);
         }
 
-        /** What {@link Op#WEIGHTS} writes (default {@link WeightsMode#SOFTMAX}). */
+        /** {@link Param#WEIGHTS_MODE}. */
         public Builder weightsMode(WeightsMode mode) {
-            if (mode == null) {
-                throw new NullPointerException("weightsMode must not be null (use WeightsMode.SOFTMAX)");
-            }
-            return param(attn_param.ATTN_PARAM_WEIGHTS_MODE, mode.code());
+            return param(Param.WEIGHTS_MODE, given(mode, "weightsMode").code());
         }
 
-        /** Adds the bias before the softcap (ONNX's order: softcap(q.k * scale + bias)). */
+        /** {@link Param#BIAS_FIRST} on. */
         public Builder biasFirst() {
             return biasFirst(true);
         }
 
-        /** Bias before (true) or after (false, the default) the softcap. */
+        /** {@link Param#BIAS_FIRST}. */
         public Builder biasFirst(boolean on) {
-            return param(attn_param.ATTN_PARAM_BIAS_FIRST, on ? 1 : 0);
+            return param(Param.BIAS_FIRST, on ? 1 : 0);
         }
 
-        /** A packed variable-length batch: {@code varlen(true)}. */
+        /** {@link Param#VARLEN} on. */
         public Builder varlen() {
             return varlen(true);
         }
 
-        /**
-         * Packed variable-length batch (FlashAttention's varlen layout; default off): seqLen's
-         * seqQ and seqK become the maximum lengths of a sequence, {@link Operand#CU_SEQLENS_Q}
-         * and {@link Operand#CU_SEQLENS_K} (prefix sums, [batch + 1]) give the real ones. Q
-         * and OUT are token-major [totalQ][headsQ][headDim(V)], K and V
-         * [totalK][headsKv][headDim(V)] (default strides; head and row strides through
-         * {@link #strides}, whose batch stride is not used), LSE [headsQ][totalQ].
-         */
+        /** {@link Param#VARLEN}. */
         public Builder varlen(boolean on) {
-            return param(attn_param.ATTN_PARAM_VARLEN, on ? 1 : 0);
+            return param(Param.VARLEN, on ? 1 : 0);
         }
 
-        /**
-         * A paged K/V cache of {@code pageSize} tokens per page (the vLLM / FlashAttention
-         * block table; 0 = contiguous K/V, the default): K and V are pools of pages, token t of
-         * page p of KV head h at p * batchStride + h * headStride + t * rowStride. Default
-         * strides are token-major pages [pages][pageSize][headsKv][headDim]; head-major pages
-         * are {@code strides(Operand.K, headsKv * pageSize * D, pageSize * D, D)} (and the same
-         * for V). Bind {@link Operand#BLOCK_TABLE} and {@link Operand#SEQ_LENS_K}.
-         *
-         * @throws IllegalArgumentException negative
-         */
+        /** {@link Param#PAGE_SIZE}. */
         public Builder pageSize(int pageSize) {
-            return param(attn_param.ATTN_PARAM_PAGE_SIZE,
-                    Params.checkInt(attn_param.ATTN_PARAM_PAGE_SIZE, pageSize, "pageSize"));
+            return param(Param.PAGE_SIZE, pageSize);
         }
 
-        /**
-         * Columns of the block table (default 0 = ceil(seqK / pageSize)).
-         *
-         * @throws IllegalArgumentException negative
-         */
+        /** {@link Param#MAX_PAGES}. */
         public Builder maxPages(int maxPages) {
-            return param(attn_param.ATTN_PARAM_MAX_PAGES,
-                    Params.checkInt(attn_param.ATTN_PARAM_MAX_PAGES, maxPages, "maxPages"));
+            return param(Param.MAX_PAGES, maxPages);
         }
 
-        /** Batch invariance: {@code batchInvariant(true)}. */
+        /** {@link Param#BATCH_INVARIANT} on. */
         public Builder batchInvariant() {
             return batchInvariant(true);
         }
 
-        /**
-         * Batch invariance (default off): a query's output bits then depend only on its own
-         * sequence, never on its batch-mates, the batch size, the layout (padded, varlen,
-         * paged), the prefill chunk it is in or the thread count. Costs speed on decode-like
-         * calls.
-         */
+        /** {@link Param#BATCH_INVARIANT}. */
         public Builder batchInvariant(boolean on) {
-            return param(attn_param.ATTN_PARAM_BATCH_INVARIANT, on ? 1 : 0);
+            return param(Param.BATCH_INVARIANT, on ? 1 : 0);
         }
 
-        /**
-         * The arithmetic of {@link Op#FORWARD} (default {@link Compute#EXACT}):
-         * {@link Compute#FP16} is the fast path on CPUs with AVX512-FP16, outputs within about
-         * 1e-2 max|v| of EXACT; calls it does not apply to (see {@link Compute#FP16}) and other
-         * CPUs run exactly as EXACT.
-         */
+        /** {@link Param#COMPUTE}. */
         public Builder compute(Compute mode) {
-            if (mode == null) {
-                throw new NullPointerException("compute must not be null (use Compute.EXACT)");
-            }
-            return param(attn_param.ATTN_PARAM_COMPUTE, mode.code());
+            return param(Param.COMPUTE, given(mode, "compute").code());
         }
 
-        /**
-         * Sets any parameter from an integer, as attn_desc_set_int (a float parameter takes
-         * the integer's value).
-         *
-         * @throws IllegalArgumentException the value is outside the parameter's range
-         *                                  (attn_param_bounds)
-         */
+        /** Sets any parameter from an integer, as attn_desc_set_int. */
         public Builder param(Param p, long value) {
-            if (p == null) {
-                throw new NullPointerException("param must not be null");
-            }
-            if (p.isFloat()) {
-                return param(p.raw, Params.checkDouble(p.raw, value, p.cname));
-            }
-            return param(p.raw, Params.checkInt(p.raw, value, p.cname));
+            return set(p, value, true);
         }
 
-        /**
-         * Sets any parameter from a double, as attn_desc_set_float (an integer parameter takes
-         * only integral values).
-         *
-         * @throws IllegalArgumentException NaN, outside the parameter's range
-         *                                  (attn_param_bounds), or not integral for an
-         *                                  integer parameter
-         */
+        /** Sets any parameter from a double, as attn_desc_set_float. */
         public Builder param(Param p, double value) {
-            if (p == null) {
-                throw new NullPointerException("param must not be null");
-            }
-            return param(p.raw, Params.checkDouble(p.raw, value, p.cname));
+            return set(p, value, false);
         }
 
-        private Builder param(attn_param p, double value) {
-            paramSet[p.swigValue()] = true;
-            paramValue[p.swigValue()] = value;
+        /** The one parameter path: the library checks the value now, on a scratch descriptor. */
+        private Builder set(Param p, double value, boolean isInt) {
+            if (p == null) {
+                throw Checks.missing("param");
+            }
+            long[] scratch = new long[1];
+            AttnNative.attn_desc_create(scratch, 1, 1, 1, 1, 1, 1);
+            try {
+                apply(scratch[0], p, new double[] {value, isInt ? 1 : 0});
+            } finally {
+                AttnNative.attn_desc_destroy(scratch[0]);
+            }
+            params[p.code()] = new double[] {value, isInt ? 1 : 0};
             return this;
         }
 
+        private static void apply(long h, Param p, double[] v) {
+            if (v[1] != 0) {
+                AttnNative.attn_desc_set_int(h, p, (long) v[0]);
+            } else {
+                AttnNative.attn_desc_set_float(h, p, v[0]);
+            }
+        }
+
+        private static <T> T given(T x, String name) {
+            if (x == null) {
+                throw Checks.missing(name);
+            }
+            return x;
+        }
+
         /**
-         * Element strides of Q, K, V, OUT, BIAS or the int8 scales K_SCALE / V_SCALE: element
-         * (b, h, s, d) is at b*batchStride + h*headStride + s*rowStride + d (for BIAS, element
-         * (b, h, i, j) at b*batchStride + h*headStride + i*rowStride + j; for a scale, row
-         * (b, h, s) at b*batchStride + h*headStride + s*rowStride). Strides count elements
-         * whatever the storage type. The gradients DQ, DK, DV, DOUT and DBIAS take the layout
-         * of Q, K, V, OUT and BIAS. For example, with H heads, S rows and
-         * D = headDim: BHSD (default) = (H*S*D, S*D, D); BSHD = (S*H*D, D, H*D). Inputs may use
-         * 0 to broadcast; OUT rows must not overlap. Applied after every parameter (so V and OUT
-         * strides are checked against headDimV). ALIBI_SLOPES is [batch][headsQ] with no row
-         * dimension: the slope of (b, h) at b*batchStride + h*headStride, rowStride 0; default
-         * (0, 1, 0), one [headsQ] row for every batch entry; (headsQ, 1, 0) = per-batch slopes
-         * [batch][headsQ] (b is the sequence of a varlen or paged call).
+         * Element strides of a strided operand (attn_desc_set_strides: which operands, and how
+         * the strides address them, are in attn.h). Applied after every parameter.
          */
         public Builder strides(Operand which, long batchStride, long headStride, long rowStride) {
             if (which == null) {
-                throw new NullPointerException("which must not be null");
+                throw Checks.missing("which");
             }
-            nonNegative(batchStride, "batchStride");
-            nonNegative(headStride, "headStride");
-            nonNegative(rowStride, "rowStride");
-            strides[which.ordinal()] = new long[] {batchStride, headStride, rowStride};
+            strides[which.code()] = new long[] {nonNegative(batchStride, "batchStride"),
+                nonNegative(headStride, "headStride"), nonNegative(rowStride, "rowStride")};
             return this;
         }
 
         /**
          * Creates the descriptor.
          *
-         * @throws IllegalArgumentException the library refused a size, a parameter or a
-         *                                  stride; the message names it
+         * @throws IllegalArgumentException the library refused a size or a stride
          */
         public AttentionDesc build() {
             long[] out = new long[1];
             AttnNative.attn_desc_create(out, batch, headsQ, headsKv, seqQ, seqK, headDim);
             long h = out[0];
             try {
-                for (attn_param p : attn_param.values()) {
-                    int id = p.swigValue();
-                    if (!paramSet[id]) {
-                        continue;
-                    }
-                    if (Params.bounds(p).isFloat) {
-                        AttnNative.attn_desc_set_float(h, p, paramValue[id]);
-                    } else {
-                        AttnNative.attn_desc_set_int(h, p, (long) paramValue[id]);
+                for (Param p : Param.values()) {
+                    if (params[p.code()] != null) {
+                        apply(h, p, params[p.code()]);
                     }
                 }
                 for (Operand op : Operand.values()) {
-                    long[] s = strides[op.ordinal()];
+                    long[] s = strides[op.code()];
                     if (s != null) {
-                        AttnNative.attn_desc_set_strides(h, op.raw, s[0], s[1], s[2]);
+                        AttnNative.attn_desc_set_strides(h, op, s[0], s[1], s[2]);
                     }
                 }
                 return new AttentionDesc(h, this);
@@ -974,13 +618,6 @@ public final class AttentionDesc implements AutoCloseable {
                 AttnNative.attn_desc_destroy(h);
                 throw e;
             }
-        }
-
-        private static int nonNegative(int value, String name) {
-            if (value < 0) {
-                throw new IllegalArgumentException(name + " (" + value + ") is negative");
-            }
-            return value;
         }
 
         private static long nonNegative(long value, String name) {

@@ -71,12 +71,8 @@ public class AttentionException extends RuntimeException {
     }
 
     private static Status known(int code) {
-        attn_status raw = attn_status.swigToEnum(code);
-        if (raw == null) {
-            return Status.INTERNAL;
-        }
         for (Status s : Status.values()) {
-            if (s.raw == raw) {
+            if (s.code() == code) {
                 return s;
             }
         }

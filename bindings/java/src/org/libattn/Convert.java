@@ -119,88 +119,45 @@ public final class Convert {
     }
 
     /**
-     * Symmetric int8 quantization of the first {@code rows} contiguous rows of {@code dim}
-     * floats of {@code src} (a K or V cache's rows, e.g. [batch][headsKv][seqK] rows of
-     * headDim): per row scale = max|x| / 127 and value = x / scale rounded to nearest even
-     * (|value| &lt;= 127); an all-zero row gets scale 0 and values 0.
+     * Symmetric int8 quantization (attn_quantize_i8) of the first {@code rows} rows of
+     * {@code dim} floats of {@code src}, into new arrays.
      *
      * @throws IllegalArgumentException a row holds NaN or infinity (the message names the row)
      */
     public static Int8 quantizeI8(float[] src, int rows, int dim) {
-        long n = quantizeShape(src, rows, dim);
+        long n = (long) rows * dim;
         if (n > Checks.MAX_ARRAY) {
             throw new IllegalArgumentException("rows * dim (" + n + ") exceeds the largest Java "
                     + "array; use direct buffers");
         }
-        Checks.range(src.length, 0, n, "src", "srcPos", "rows * dim");
-        byte[] values = new byte[(int) n];
-        float[] scales = new float[rows];
-        AttnNative.attn_jni_quantize_i8(src, 0, rows, dim, values, 0, scales, 0);
+        byte[] values = new byte[(int) Math.max(n, 0)];
+        float[] scales = new float[Math.max(rows, 0)];
+        quantizeI8(src, 0, rows, dim, values, 0, scales, 0);
         return new Int8(values, scales);
     }
 
     /**
      * As {@link #quantizeI8(float[], int, int)}, from {@code src[srcPos]} into
-     * {@code dst[dstPos]} (rows * dim values) and {@code scales[scalesPos]} (rows scales): e.g.
-     * new tokens' rows into their place in an int8 cache. When a row fails, the rows before it
-     * are written.
+     * {@code dst[dstPos]} (rows * dim values) and {@code scales[scalesPos]} (rows scales).
      */
     public static void quantizeI8(float[] src, int srcPos, int rows, int dim, byte[] dst,
             int dstPos, float[] scales, int scalesPos) {
-        long n = quantizeShape(src, rows, dim);
-        if (dst == null) {
-            throw Checks.missing("dst");
-        }
-        if (scales == null) {
-            throw Checks.missing("scales");
-        }
-        Checks.range(src.length, srcPos, n, "src", "srcPos", "rows * dim");
-        Checks.range(dst.length, dstPos, n, "dst", "dstPos", "rows * dim");
-        Checks.range(scales.length, scalesPos, rows, "scales", "scalesPos", "rows");
         AttnNative.attn_jni_quantize_i8(src, srcPos, rows, dim, dst, dstPos, scales, scalesPos);
     }
 
-    /**
-     * As {@link #quantizeI8(float[], int, int)} between direct buffers, from their positions
-     * (unchanged): rows * dim floats of {@code src} into {@code dst} and rows scales into
-     * {@code scales} (native byte order).
-     */
+    /** As {@link #quantizeI8(float[], int, int)} between direct buffers, from their positions. */
     public static void quantizeI8(FloatBuffer src, int rows, int dim, ByteBuffer dst,
             FloatBuffer scales) {
-        if (rows < 0) {
-            throw new IllegalArgumentException("rows (" + rows + ") is negative");
-        }
-        if (dim < 0) {
-            throw new IllegalArgumentException("dim (" + dim + ") is negative");
-        }
-        long n = (long) rows * dim;
-        FloatBuffer s = Checks.floats(src, "src", n, "rows * dim", true, false);
-        ByteBuffer d = Checks.int8(dst, "dst", n, "rows * dim", true, true);
-        FloatBuffer sc = Checks.floats(scales, "scales", rows, "rows", true, true);
-        AttnNative.attn_jni_quantize_i8(s, 0, rows, dim, d, 0, sc, 0);
+        AttnNative.attn_jni_quantize_i8(Checks.buffer(src, "src", false), 0, rows, dim,
+                Checks.buffer(dst, "dst", true), 0, Checks.buffer(scales, "scales", true), 0);
     }
-
-    private static long quantizeShape(float[] src, int rows, int dim) {
-        if (src == null) {
-            throw Checks.missing("src");
-        }
-        if (rows < 0) {
-            throw new IllegalArgumentException("rows (" + rows + ") is negative");
-        }
-        if (dim < 0) {
-            throw new IllegalArgumentException("dim (" + dim + ") is negative");
-        }
-        return (long) rows * dim;
-    }
-
-    // ------------------------------------------------------------------------------ common
 
     private static short[] narrow(int kind, float[] src) {
         if (src == null) {
             throw Checks.missing("src");
         }
         short[] dst = new short[src.length];
-        AttnNative.attn_jni_convert(kind, src, 0, dst, 0, src.length);
+        narrow(kind, src, 0, dst, 0, dst.length);
         return dst;
     }
 
@@ -209,51 +166,26 @@ public final class Convert {
             throw Checks.missing("src");
         }
         float[] dst = new float[src.length];
-        AttnNative.attn_jni_convert(kind, src, 0, dst, 0, src.length);
+        widen(kind, src, 0, dst, 0, dst.length);
         return dst;
     }
 
     private static void narrow(int kind, float[] src, int srcPos, short[] dst, int dstPos, int n) {
-        if (src == null) {
-            throw Checks.missing("src");
-        }
-        if (dst == null) {
-            throw Checks.missing("dst");
-        }
-        Checks.range(src.length, srcPos, n, "src", "srcPos", "n");
-        Checks.range(dst.length, dstPos, n, "dst", "dstPos", "n");
         AttnNative.attn_jni_convert(kind, src, srcPos, dst, dstPos, n);
     }
 
     private static void widen(int kind, short[] src, int srcPos, float[] dst, int dstPos, int n) {
-        if (src == null) {
-            throw Checks.missing("src");
-        }
-        if (dst == null) {
-            throw Checks.missing("dst");
-        }
-        Checks.range(src.length, srcPos, n, "src", "srcPos", "n");
-        Checks.range(dst.length, dstPos, n, "dst", "dstPos", "n");
         AttnNative.attn_jni_convert(kind, src, srcPos, dst, dstPos, n);
     }
 
+    /** Between buffers: src.remaining() values. */
     private static void narrow(int kind, FloatBuffer src, ShortBuffer dst) {
-        if (src == null) {
-            throw Checks.missing("src");
-        }
-        int n = src.remaining();
-        FloatBuffer s = Checks.floats(src, "src", n, "src.remaining()", true, false);
-        ShortBuffer d = Checks.shorts(dst, "dst", n, "src.remaining()", true, true);
-        AttnNative.attn_jni_convert(kind, s, 0, d, 0, n);
+        AttnNative.attn_jni_convert(kind, Checks.buffer(src, "src", false), 0,
+                Checks.buffer(dst, "dst", true), 0, src == null ? 0 : src.remaining());
     }
 
     private static void widen(int kind, ShortBuffer src, FloatBuffer dst) {
-        if (src == null) {
-            throw Checks.missing("src");
-        }
-        int n = src.remaining();
-        ShortBuffer s = Checks.shorts(src, "src", n, "src.remaining()", true, false);
-        FloatBuffer d = Checks.floats(dst, "dst", n, "src.remaining()", true, true);
-        AttnNative.attn_jni_convert(kind, s, 0, d, 0, n);
+        AttnNative.attn_jni_convert(kind, Checks.buffer(src, "src", false), 0,
+                Checks.buffer(dst, "dst", true), 0, src == null ? 0 : src.remaining());
     }
 }
