@@ -217,30 +217,21 @@ namespace LibAttn
             {
                 var c = new CallState { what = what, desc = desc, op = op, a = a, b = b,
                                         kCache = kCache, kLen = kLen, vCache = vCache, vLen = vLen };
-                c.ha = Handles.Acquire(a.native, ref a.disposed, "AttentionArgs");
-                bool bHeld = false;
-                try
+                using (Lease la = a.Use())
+                using (Lease lb = b == null ? default(Lease) : b.Use())
                 {
-                    if (b != null)
-                    {
-                        c.hb = Handles.Acquire(b.native, ref b.disposed, "AttentionArgs");
-                        bHeld = true;
-                    }
+                    c.ha = la.Ptr;
+                    c.hb = lb.Ptr;
                     a.List();
-                    if (b != null)
-                        b.List();
+                    b?.List();
                     PinFrom(ref c, 0);
-                }
-                finally
-                {
-                    if (bHeld)
-                        b.native.DangerousRelease();
-                    a.native.DangerousRelease();
                 }
                 if (c.error != null)
                     throw c.error;
             }
         }
+
+        Lease Use() => new Lease(native, ref disposed, "AttentionArgs");
 
         void List()
         {

@@ -116,30 +116,17 @@ namespace LibAttn
         /// <paramref name="which"/> must hold.</summary>
         public ulong RequiredLen(Operand which)
         {
-            Acquire();
-            try
-            {
+            using (Use())
                 return requiredLen[OperandIndex(which, "which")];
-            }
-            finally
-            {
-                handle.DangerousRelease();
-            }
         }
 
         /// <summary>attn_desc_get_int: a parameter's value as an integer.</summary>
         public long GetInt(Param param)
         {
             long value;
-            IntPtr desc = Acquire();
-            try
-            {
-                Errors.Check(AttnNative.attn_desc_get_int(desc, (attn_param)param, out value), "param", true);
-            }
-            finally
-            {
-                handle.DangerousRelease();
-            }
+            using (Lease lease = Use())
+                Errors.Check(AttnNative.attn_desc_get_int(lease.Ptr, (attn_param)param, out value),
+                             "param", true);
             return value;
         }
 
@@ -147,15 +134,9 @@ namespace LibAttn
         public double GetDouble(Param param)
         {
             double value;
-            IntPtr desc = Acquire();
-            try
-            {
-                Errors.Check(AttnNative.attn_desc_get_float(desc, (attn_param)param, out value), "param", true);
-            }
-            finally
-            {
-                handle.DangerousRelease();
-            }
+            using (Lease lease = Use())
+                Errors.Check(AttnNative.attn_desc_get_float(lease.Ptr, (attn_param)param, out value),
+                             "param", true);
             return value;
         }
 
@@ -202,17 +183,13 @@ namespace LibAttn
         void Call(AttentionArgs.Native what, Op op, AttentionArgs a, AttentionArgs b, IntPtr k,
                   long kLen, IntPtr v, long vLen)
         {
-            IntPtr desc = Acquire();
-            try
+            using (Lease lease = Use())
             {
+                IntPtr desc = lease.Ptr;
                 if (a == null)
                     throw new ArgumentNullException(what == AttentionArgs.Native.Merge ? "acc" : "args",
                                                     "must not be null");
                 AttentionArgs.Call(what, desc, op, a, b, k, (ulong)kLen, v, (ulong)vLen);
-            }
-            finally
-            {
-                handle.DangerousRelease();
             }
         }
 
@@ -230,9 +207,9 @@ namespace LibAttn
         float[] Forward(float[] q, float[] k, float[] v, bool[] keyValid, bool[] allowed,
                         float[] output, float[] lse, bool allocate)
         {
-            IntPtr desc = Acquire();
-            try
+            using (Lease lease = Use())
             {
+                IntPtr desc = lease.Ptr;
                 Need(q, "q", Operand.Q);
                 Need(k, "k", Operand.K);
                 Need(v, "v", Operand.V);
@@ -243,10 +220,6 @@ namespace LibAttn
                 Need(output, "output", Operand.Out);
                 Errors.Check(AttnNative.attn_forward(desc, q, k, v, keyValid, allowed, output, lse));
                 return output;
-            }
-            finally
-            {
-                handle.DangerousRelease();
             }
         }
 
@@ -261,9 +234,9 @@ namespace LibAttn
         float[] Weights(float[] q, float[] k, bool[] keyValid, bool[] allowed, float[] weights,
                         bool allocate)
         {
-            IntPtr desc = Acquire();
-            try
+            using (Lease lease = Use())
             {
+                IntPtr desc = lease.Ptr;
                 Need(q, "q", Operand.Q);
                 Need(k, "k", Operand.K);
                 Need(keyValid, "keyValid", Operand.KeyValid, false);
@@ -272,10 +245,6 @@ namespace LibAttn
                 Need(weights, "weights", Operand.Weights);
                 Errors.Check(AttnNative.attn_weights(desc, q, k, keyValid, allowed, weights));
                 return weights;
-            }
-            finally
-            {
-                handle.DangerousRelease();
             }
         }
 
@@ -305,7 +274,7 @@ namespace LibAttn
                 handle.Dispose();
         }
 
-        IntPtr Acquire() => Handles.Acquire(handle, ref disposed, "AttentionDesc");
+        Lease Use() => new Lease(handle, ref disposed, "AttentionDesc");
 
         // A C# enum value outside the header's operands (C would be given an int).
         internal static int OperandIndex(Operand which, string argName) =>
