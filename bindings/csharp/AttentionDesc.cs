@@ -196,56 +196,63 @@ namespace LibAttn
         /// <summary>attn_forward into caller-owned arrays (keyValid, allowed and lse may be
         /// null).</summary>
         public void Forward(float[] q, float[] k, float[] v, bool[] keyValid, bool[] allowed,
-                            float[] output, float[] lse = null) =>
-            Forward(q, k, v, keyValid, allowed, output, lse, false);
-
-        /// <summary>attn_forward into a new array of RequiredLen(Operand.Out) floats.</summary>
-        public float[] Forward(float[] q, float[] k, float[] v, bool[] keyValid = null,
-                               bool[] allowed = null) =>
-            Forward(q, k, v, keyValid, allowed, null, null, true);
-
-        float[] Forward(float[] q, float[] k, float[] v, bool[] keyValid, bool[] allowed,
-                        float[] output, float[] lse, bool allocate)
+                            float[] output, float[] lse = null)
         {
             using (Lease lease = Use())
             {
-                IntPtr desc = lease.Ptr;
-                Need(q, "q", Operand.Q);
-                Need(k, "k", Operand.K);
-                Need(v, "v", Operand.V);
-                Need(keyValid, "keyValid", Operand.KeyValid, false);
-                Need(allowed, "allowed", Operand.Allowed, false);
+                Inputs(q, k, v, keyValid, allowed, true);
                 Need(lse, "lse", Operand.Lse, false);
-                output = allocate ? NewArray(Operand.Out, "output") : output;
                 Need(output, "output", Operand.Out);
-                Errors.Check(AttnNative.attn_forward(desc, q, k, v, keyValid, allowed, output, lse));
+                Errors.Check(AttnNative.attn_forward(lease.Ptr, q, k, v, keyValid, allowed, output, lse));
+            }
+        }
+
+        /// <summary>attn_forward into a new array of RequiredLen(Operand.Out) floats.</summary>
+        public float[] Forward(float[] q, float[] k, float[] v, bool[] keyValid = null,
+                               bool[] allowed = null)
+        {
+            using (Lease lease = Use())
+            {
+                Inputs(q, k, v, keyValid, allowed, true);
+                float[] output = NewArray(Operand.Out, "output");
+                Errors.Check(AttnNative.attn_forward(lease.Ptr, q, k, v, keyValid, allowed, output, null));
                 return output;
             }
         }
 
         /// <summary>attn_weights into a caller-owned array.</summary>
-        public void Weights(float[] q, float[] k, bool[] keyValid, bool[] allowed, float[] weights) =>
-            Weights(q, k, keyValid, allowed, weights, false);
-
-        /// <summary>attn_weights into a new array of RequiredLen(Operand.Weights) floats.</summary>
-        public float[] Weights(float[] q, float[] k, bool[] keyValid = null, bool[] allowed = null) =>
-            Weights(q, k, keyValid, allowed, null, true);
-
-        float[] Weights(float[] q, float[] k, bool[] keyValid, bool[] allowed, float[] weights,
-                        bool allocate)
+        public void Weights(float[] q, float[] k, bool[] keyValid, bool[] allowed, float[] weights)
         {
             using (Lease lease = Use())
             {
-                IntPtr desc = lease.Ptr;
-                Need(q, "q", Operand.Q);
-                Need(k, "k", Operand.K);
-                Need(keyValid, "keyValid", Operand.KeyValid, false);
-                Need(allowed, "allowed", Operand.Allowed, false);
-                weights = allocate ? NewArray(Operand.Weights, "weights") : weights;
+                Inputs(q, k, null, keyValid, allowed, false);
                 Need(weights, "weights", Operand.Weights);
-                Errors.Check(AttnNative.attn_weights(desc, q, k, keyValid, allowed, weights));
+                Errors.Check(AttnNative.attn_weights(lease.Ptr, q, k, keyValid, allowed, weights));
+            }
+        }
+
+        /// <summary>attn_weights into a new array of RequiredLen(Operand.Weights) floats.</summary>
+        public float[] Weights(float[] q, float[] k, bool[] keyValid = null, bool[] allowed = null)
+        {
+            using (Lease lease = Use())
+            {
+                Inputs(q, k, null, keyValid, allowed, false);
+                float[] weights = NewArray(Operand.Weights, "weights");
+                Errors.Check(AttnNative.attn_weights(lease.Ptr, q, k, keyValid, allowed, weights));
                 return weights;
             }
+        }
+
+        // The 0.1 calls are given no lengths: their arrays are checked here, inputs first (before
+        // an output is allocated).
+        void Inputs(float[] q, float[] k, float[] v, bool[] keyValid, bool[] allowed, bool hasV)
+        {
+            Need(q, "q", Operand.Q);
+            Need(k, "k", Operand.K);
+            if (hasV)
+                Need(v, "v", Operand.V);
+            Need(keyValid, "keyValid", Operand.KeyValid, false);
+            Need(allowed, "allowed", Operand.Allowed, false);
         }
 
         float[] NewArray(Operand which, string name)
@@ -257,7 +264,6 @@ namespace LibAttn
             return new float[n];
         }
 
-        // The 0.1 calls are given no lengths: their arrays are checked here.
         void Need(Array a, string name, Operand which, bool required = true)
         {
             if (a == null && required)
