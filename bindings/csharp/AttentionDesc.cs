@@ -173,23 +173,21 @@ namespace LibAttn
 
         /// <summary>attn_merge: acc &lt;- merge(acc, part) of results over disjoint key
         /// sets.</summary>
-        public void Merge(AttentionArgs acc, AttentionArgs part)
-        {
-            if (part == null)
-                throw new ArgumentNullException("part", "part must not be null");
+        public void Merge(AttentionArgs acc, AttentionArgs part) =>
             Call(AttentionArgs.Native.Merge, 0, acc, part, IntPtr.Zero, 0, IntPtr.Zero, 0);
-        }
 
         void Call(AttentionArgs.Native what, Op op, AttentionArgs a, AttentionArgs b, IntPtr k,
                   long kLen, IntPtr v, long vLen)
         {
             using (Lease lease = Use())
             {
-                IntPtr desc = lease.Ptr;
-                if (a == null)
-                    throw new ArgumentNullException(what == AttentionArgs.Native.Merge ? "acc" : "args",
-                                                    "must not be null");
-                AttentionArgs.Call(what, desc, op, a, b, k, (ulong)kLen, v, (ulong)vLen);
+                bool merge = what == AttentionArgs.Native.Merge;
+                if (a == null || (merge && b == null)) // C# null: no native object to hand over
+                {
+                    string name = a != null ? "part" : merge ? "acc" : "args";
+                    throw new ArgumentNullException(name, name + " must not be null");
+                }
+                AttentionArgs.Call(what, lease.Ptr, op, a, b, k, (ulong)kLen, v, (ulong)vLen);
             }
         }
 
