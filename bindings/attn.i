@@ -160,14 +160,6 @@
 %rename("%s") attn_isa;
 %rename("%s") attn_set_isa;
 
-#ifdef SWIGCSHARP
-/* Not mapped by bindings/csharp/attn_csharp.i yet: their pointer parameters would leak public
- * SWIGTYPE_p_* classes and attn_dtype has no .NET name (the C# tests check the public surface).
- * The C# interface takes these out of this block as it maps them. */
-%ignore ::attn_operand_info;
-%ignore ::attn_param_info;
-%ignore ::attn_isa_info;
-%ignore ::attn_dtype;
 #endif
 
 %include "attn.h"

@@ -100,17 +100,21 @@ function(attn_csharp_setup)
   # check_generated.cmake: every raw method loads the natives first, one DllImport name.
   # CS1591 (a public member without an XML comment) stays a warning, so a value added to an enum
   # of attn.h does not break the build before it is documented.
+  # gen_enums.cmake: the public enums (Status, Operand, Param, ...) from SWIG's internal ones.
   set(_face ${_src}/Attention.cs ${_src}/AttentionDesc.cs ${_src}/AttentionArgs.cs
             ${_src}/AttentionException.cs ${_src}/AttnDescHandle.cs ${_src}/AttnArgsHandle.cs
-            ${_src}/Enums.cs ${_src}/NativeLoader.cs)
+            ${_src}/NativeLoader.cs)
+  set(_enums ${CMAKE_CURRENT_BINARY_DIR}/csharp_gen/Enums.g.cs)
   add_custom_command(
     OUTPUT ${_out}/LibAttn.dll ${_out}/LibAttn.xml
     COMMAND ${CMAKE_COMMAND} -E make_directory ${_out}
     COMMAND ${CMAKE_COMMAND} -DGENERATED=${_gen} -DDLLIMPORT=${ATTN_CSHARP_DLLIMPORT}
             -P ${_src}/check_generated.cmake
+    COMMAND ${CMAKE_COMMAND} -DGENERATED=${_gen} -DOUTPUT=${_enums} -P ${_src}/gen_enums.cmake
     COMMAND ${_mcs} -warnaserror-:1591 -target:library -unsafe -out:${_out}/LibAttn.dll
-            -doc:${_out}/LibAttn.xml "-recurse:${_gen}/*.cs" ${_face} ${_asminfo}
+            -doc:${_out}/LibAttn.xml "-recurse:${_gen}/*.cs" ${_enums} ${_face} ${_asminfo}
     DEPENDS attn_csharp ${_face} ${_asminfo} ${_src}/check_generated.cmake
+            ${_src}/gen_enums.cmake
     COMMENT "mcs LibAttn.dll"
     VERBATIM)
 

@@ -34,6 +34,21 @@ namespace LibAttn
         }
     }
 
+    // One reference on a handle for the duration of a call: `using (Lease l = ...)`.
+    internal struct Lease : IDisposable
+    {
+        readonly SafeHandle handle;
+        internal readonly IntPtr Ptr;
+
+        internal Lease(SafeHandle handle, ref int disposed, string owner)
+        {
+            Ptr = Handles.Acquire(handle, ref disposed, owner);
+            this.handle = handle;
+        }
+
+        public void Dispose() => handle?.DangerousRelease(); // default(Lease): nothing held
+    }
+
     internal static class Handles
     {
         // Takes a reference on `handle` for the duration of one call (the caller releases it in

@@ -12,7 +12,7 @@
 //     calls the raw AttnNative methods) call Preload() in their static constructors, which run
 //     before any of their methods' bodies, hence before a raw method is first compiled;
 //   - the raw methods are [MethodImpl(NoInlining)], so they are never compiled into the face;
-//   - every raw method starts with EnsureLoaded() (attn_csharp.i [T11]), which throws the
+//   - every raw method starts with EnsureLoaded() (attn_csharp.i [T7]), which throws the
 //     DllNotFoundException below, unwrapped, when nothing could be loaded.
 //
 // What it does, on Linux:

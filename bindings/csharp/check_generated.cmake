@@ -1,7 +1,7 @@
 # cmake -P: checks SWIG's C# output before mcs compiles it into LibAttn.dll.
 #   -DGENERATED=<folder of AttnNative.cs, AttnNativePINVOKE.cs> -DDLLIMPORT=libattn_csharp
 # 1. Every method of the raw class AttnNative is [MethodImpl(NoInlining)] and calls
-#    NativeLoader.EnsureLoaded() first (attn_csharp.i [T11]): Mono binds a [DllImport] when it
+#    NativeLoader.EnsureLoaded() first (attn_csharp.i [T7]): Mono binds a [DllImport] when it
 #    compiles the calling method, so a raw method compiled into the face, or one whose return type
 #    has no csout typemap of ours, would skip the native loader and fail with the runtime's own
 #    DllNotFoundException.
@@ -37,7 +37,7 @@ if(_n EQUAL 0)
 endif()
 if(_bad)
   message(FATAL_ERROR "check_generated.cmake: raw methods in AttnNative.cs that skip the native "
-                      "loader (attn_csharp.i [T11]):${_bad}")
+                      "loader (attn_csharp.i [T7]):${_bad}")
 endif()
 
 file(READ "${GENERATED}/AttnNativePINVOKE.cs" _pinvoke)
