@@ -58,8 +58,16 @@ typedef long long swig_type_25;
 typedef long long swig_type_26;
 typedef long long swig_type_27;
 typedef long long swig_type_28;
-typedef _gostring_ swig_type_29;
-typedef _gostring_ swig_type_30;
+typedef long long swig_type_29;
+typedef long long swig_type_30;
+typedef long long swig_type_31;
+typedef long long swig_type_32;
+typedef long long swig_type_33;
+typedef long long swig_type_34;
+typedef long long swig_type_35;
+typedef long long swig_type_36;
+typedef _gostring_ swig_type_37;
+typedef _gostring_ swig_type_38;
 extern void _wrap_Swig_free_capi_c357b0060a03fe45(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_capi_c357b0060a03fe45(swig_intgo arg1);
 extern swig_type_1 _wrap_attn_version_string_capi_c357b0060a03fe45(void);
@@ -90,6 +98,21 @@ extern swig_intgo _wrap_ATTN_SINKS_capi_c357b0060a03fe45(void);
 extern swig_intgo _wrap_ATTN_QUERY_VALID_capi_c357b0060a03fe45(void);
 extern swig_intgo _wrap_ATTN_SEQ_LENS_K_capi_c357b0060a03fe45(void);
 extern swig_intgo _wrap_ATTN_KEY_MASS_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_CU_SEQLENS_Q_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_CU_SEQLENS_K_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_BLOCK_TABLE_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_NEW_K_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_NEW_V_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_DOUT_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_DQ_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_DK_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_DV_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_DBIAS_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_DSINKS_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_K_SCALE_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_V_SCALE_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_NEW_K_SCALE_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_NEW_V_SCALE_capi_c357b0060a03fe45(void);
 extern swig_intgo _wrap_attn_desc_create_capi_c357b0060a03fe45(swig_voidp arg1, swig_type_6 arg2, swig_type_7 arg3, swig_type_8 arg4, swig_type_9 arg5, swig_type_10 arg6, swig_type_11 arg7);
 extern void _wrap_attn_desc_destroy_capi_c357b0060a03fe45(uintptr_t arg1);
 extern swig_intgo _wrap_attn_desc_set_causal_capi_c357b0060a03fe45(uintptr_t arg1, swig_intgo arg2);
@@ -108,6 +131,13 @@ extern swig_intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_c357b0060a03fe45(void);
 extern swig_intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_c357b0060a03fe45(void);
 extern swig_intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_c357b0060a03fe45(void);
 extern swig_intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_PARAM_VARLEN_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_PARAM_PAGE_SIZE_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_PARAM_MAX_PAGES_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_PARAM_BATCH_INVARIANT_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_PARAM_COMPUTE_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_PARAM_DIAGONAL_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_PARAM_ALIBI_FORM_capi_c357b0060a03fe45(void);
 extern swig_intgo _wrap_ATTN_DIAGONAL_CAUSAL_capi_c357b0060a03fe45(void);
 extern swig_intgo _wrap_ATTN_DIAGONAL_TOP_LEFT_capi_c357b0060a03fe45(void);
 extern swig_intgo _wrap_ATTN_DIAGONAL_BOTTOM_RIGHT_capi_c357b0060a03fe45(void);
@@ -138,16 +168,34 @@ extern swig_intgo _wrap_attn_args_set_f32_capi_c357b0060a03fe45(uintptr_t arg1, 
 extern swig_intgo _wrap_attn_args_set_out_f32_capi_c357b0060a03fe45(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_18 arg4);
 extern swig_intgo _wrap_attn_args_set_u8_capi_c357b0060a03fe45(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_19 arg4);
 extern swig_intgo _wrap_attn_args_set_i32_capi_c357b0060a03fe45(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_20 arg4);
-extern swig_intgo _wrap_attn_convert_f32_to_f16_capi_c357b0060a03fe45(swig_voidp arg1, swig_voidp arg2, swig_type_21 arg3);
-extern swig_intgo _wrap_attn_convert_f32_to_bf16_capi_c357b0060a03fe45(swig_voidp arg1, swig_voidp arg2, swig_type_22 arg3);
-extern swig_intgo _wrap_attn_convert_f16_to_f32_capi_c357b0060a03fe45(swig_voidp arg1, swig_voidp arg2, swig_type_23 arg3);
-extern swig_intgo _wrap_attn_convert_bf16_to_f32_capi_c357b0060a03fe45(swig_voidp arg1, swig_voidp arg2, swig_type_24 arg3);
-extern swig_intgo _wrap_attn_quantize_i8_capi_c357b0060a03fe45(swig_voidp arg1, swig_type_25 arg2, swig_type_26 arg3, swig_voidp arg4, swig_voidp arg5);
+extern swig_intgo _wrap_attn_args_set_f16_capi_c357b0060a03fe45(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_21 arg4);
+extern swig_intgo _wrap_attn_args_set_bf16_capi_c357b0060a03fe45(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_22 arg4);
+extern swig_intgo _wrap_attn_args_set_i8_capi_c357b0060a03fe45(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_23 arg4);
+extern swig_intgo _wrap_attn_args_set_out_f16_capi_c357b0060a03fe45(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_24 arg4);
+extern swig_intgo _wrap_attn_args_set_out_bf16_capi_c357b0060a03fe45(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_25 arg4);
+extern swig_intgo _wrap_attn_args_set_out_i8_capi_c357b0060a03fe45(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_26 arg4);
+extern swig_intgo _wrap_attn_convert_f32_to_f16_capi_c357b0060a03fe45(swig_voidp arg1, swig_voidp arg2, swig_type_27 arg3);
+extern swig_intgo _wrap_attn_convert_f32_to_bf16_capi_c357b0060a03fe45(swig_voidp arg1, swig_voidp arg2, swig_type_28 arg3);
+extern swig_intgo _wrap_attn_convert_f16_to_f32_capi_c357b0060a03fe45(swig_voidp arg1, swig_voidp arg2, swig_type_29 arg3);
+extern swig_intgo _wrap_attn_convert_bf16_to_f32_capi_c357b0060a03fe45(swig_voidp arg1, swig_voidp arg2, swig_type_30 arg3);
+extern swig_intgo _wrap_attn_quantize_i8_capi_c357b0060a03fe45(swig_voidp arg1, swig_type_31 arg2, swig_type_32 arg3, swig_voidp arg4, swig_voidp arg5);
 extern swig_intgo _wrap_attn_run_capi_c357b0060a03fe45(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3);
-extern swig_intgo _wrap_attn_set_num_threads_capi_c357b0060a03fe45(swig_type_27 arg1);
-extern swig_type_28 _wrap_attn_get_num_threads_capi_c357b0060a03fe45(void);
-extern swig_type_29 _wrap_attn_isa_capi_c357b0060a03fe45(void);
-extern swig_intgo _wrap_attn_set_isa_capi_c357b0060a03fe45(swig_type_30 arg1);
+extern swig_intgo _wrap_attn_kv_append_capi_c357b0060a03fe45(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3, swig_type_33 arg4, swig_voidp arg5, swig_type_34 arg6);
+extern swig_intgo _wrap_attn_kv_append_args_capi_c357b0060a03fe45(uintptr_t arg1, uintptr_t arg2);
+extern swig_intgo _wrap_attn_merge_capi_c357b0060a03fe45(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_intgo _wrap_ATTN_DTYPE_F32_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_DTYPE_F16_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_DTYPE_BF16_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_DTYPE_I8_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_DTYPE_U8_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_ATTN_DTYPE_I32_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_attn_operand_info_capi_c357b0060a03fe45(swig_intgo arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6);
+extern swig_intgo _wrap_attn_param_info_capi_c357b0060a03fe45(swig_intgo arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6);
+extern swig_intgo _wrap_attn_isa_info_capi_c357b0060a03fe45(swig_intgo arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_intgo _wrap_attn_set_num_threads_capi_c357b0060a03fe45(swig_type_35 arg1);
+extern swig_type_36 _wrap_attn_get_num_threads_capi_c357b0060a03fe45(void);
+extern swig_type_37 _wrap_attn_isa_capi_c357b0060a03fe45(void);
+extern swig_intgo _wrap_attn_set_isa_capi_c357b0060a03fe45(swig_type_38 arg1);
 extern swig_intgo _wrap_attn_go_check_capi_c357b0060a03fe45(uintptr_t arg1, swig_intgo arg2, swig_intgo arg3);
 extern swig_intgo _wrap_attn_go_call_capi_c357b0060a03fe45(uintptr_t arg1, swig_intgo arg2, swig_intgo arg3, uintptr_t arg4, uintptr_t arg5, swig_voidp arg6, swig_intgo arg7, swig_voidp arg8, swig_voidp arg9, swig_voidp arg10, swig_voidp arg11, swig_voidp arg12, swig_voidp arg13, swig_voidp arg14, swig_voidp arg15, swig_voidp arg16, swig_voidp arg17, swig_voidp arg18, swig_voidp arg19, swig_voidp arg20, swig_voidp arg21, swig_voidp arg22, swig_voidp arg23, swig_voidp arg24, swig_voidp arg25, swig_voidp arg26, swig_voidp arg27, swig_voidp arg28, swig_voidp arg29, swig_voidp arg30, swig_voidp arg31, swig_voidp arg32, swig_voidp arg33, swig_voidp arg34, swig_voidp arg35, swig_voidp arg36, swig_voidp arg37, swig_voidp arg38, swig_voidp arg39);
 #undef intgo
@@ -414,6 +462,111 @@ func _swig_getATTN_KEY_MASS() (_swig_ret Enum_SS_attn_operand) {
 }
 
 var ATTN_KEY_MASS Enum_SS_attn_operand = _swig_getATTN_KEY_MASS()
+func _swig_getATTN_CU_SEQLENS_Q() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_CU_SEQLENS_Q_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_CU_SEQLENS_Q Enum_SS_attn_operand = _swig_getATTN_CU_SEQLENS_Q()
+func _swig_getATTN_CU_SEQLENS_K() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_CU_SEQLENS_K_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_CU_SEQLENS_K Enum_SS_attn_operand = _swig_getATTN_CU_SEQLENS_K()
+func _swig_getATTN_BLOCK_TABLE() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_BLOCK_TABLE_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_BLOCK_TABLE Enum_SS_attn_operand = _swig_getATTN_BLOCK_TABLE()
+func _swig_getATTN_NEW_K() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_NEW_K_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_NEW_K Enum_SS_attn_operand = _swig_getATTN_NEW_K()
+func _swig_getATTN_NEW_V() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_NEW_V_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_NEW_V Enum_SS_attn_operand = _swig_getATTN_NEW_V()
+func _swig_getATTN_DOUT() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DOUT_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_DOUT Enum_SS_attn_operand = _swig_getATTN_DOUT()
+func _swig_getATTN_DQ() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DQ_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_DQ Enum_SS_attn_operand = _swig_getATTN_DQ()
+func _swig_getATTN_DK() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DK_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_DK Enum_SS_attn_operand = _swig_getATTN_DK()
+func _swig_getATTN_DV() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DV_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_DV Enum_SS_attn_operand = _swig_getATTN_DV()
+func _swig_getATTN_DBIAS() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DBIAS_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_DBIAS Enum_SS_attn_operand = _swig_getATTN_DBIAS()
+func _swig_getATTN_DSINKS() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DSINKS_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_DSINKS Enum_SS_attn_operand = _swig_getATTN_DSINKS()
+func _swig_getATTN_K_SCALE() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_K_SCALE_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_K_SCALE Enum_SS_attn_operand = _swig_getATTN_K_SCALE()
+func _swig_getATTN_V_SCALE() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_V_SCALE_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_V_SCALE Enum_SS_attn_operand = _swig_getATTN_V_SCALE()
+func _swig_getATTN_NEW_K_SCALE() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_NEW_K_SCALE_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_NEW_K_SCALE Enum_SS_attn_operand = _swig_getATTN_NEW_K_SCALE()
+func _swig_getATTN_NEW_V_SCALE() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_NEW_V_SCALE_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_NEW_V_SCALE Enum_SS_attn_operand = _swig_getATTN_NEW_V_SCALE()
 func Attn_desc_create(arg1 *uintptr, arg2 int64, arg3 int64, arg4 int64, arg5 int64, arg6 int64, arg7 int64) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := arg1
@@ -564,6 +717,55 @@ func _swig_getATTN_PARAM_BIAS_FIRST() (_swig_ret Enum_SS_attn_param) {
 }
 
 var ATTN_PARAM_BIAS_FIRST Enum_SS_attn_param = _swig_getATTN_PARAM_BIAS_FIRST()
+func _swig_getATTN_PARAM_VARLEN() (_swig_ret Enum_SS_attn_param) {
+	var swig_r Enum_SS_attn_param
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_VARLEN_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_PARAM_VARLEN Enum_SS_attn_param = _swig_getATTN_PARAM_VARLEN()
+func _swig_getATTN_PARAM_PAGE_SIZE() (_swig_ret Enum_SS_attn_param) {
+	var swig_r Enum_SS_attn_param
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_PAGE_SIZE_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_PARAM_PAGE_SIZE Enum_SS_attn_param = _swig_getATTN_PARAM_PAGE_SIZE()
+func _swig_getATTN_PARAM_MAX_PAGES() (_swig_ret Enum_SS_attn_param) {
+	var swig_r Enum_SS_attn_param
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_MAX_PAGES_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_PARAM_MAX_PAGES Enum_SS_attn_param = _swig_getATTN_PARAM_MAX_PAGES()
+func _swig_getATTN_PARAM_BATCH_INVARIANT() (_swig_ret Enum_SS_attn_param) {
+	var swig_r Enum_SS_attn_param
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_BATCH_INVARIANT_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_PARAM_BATCH_INVARIANT Enum_SS_attn_param = _swig_getATTN_PARAM_BATCH_INVARIANT()
+func _swig_getATTN_PARAM_COMPUTE() (_swig_ret Enum_SS_attn_param) {
+	var swig_r Enum_SS_attn_param
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_COMPUTE_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_PARAM_COMPUTE Enum_SS_attn_param = _swig_getATTN_PARAM_COMPUTE()
+func _swig_getATTN_PARAM_DIAGONAL() (_swig_ret Enum_SS_attn_param) {
+	var swig_r Enum_SS_attn_param
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_DIAGONAL_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_PARAM_DIAGONAL Enum_SS_attn_param = _swig_getATTN_PARAM_DIAGONAL()
+func _swig_getATTN_PARAM_ALIBI_FORM() (_swig_ret Enum_SS_attn_param) {
+	var swig_r Enum_SS_attn_param
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_ALIBI_FORM_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_PARAM_ALIBI_FORM Enum_SS_attn_param = _swig_getATTN_PARAM_ALIBI_FORM()
 type Enum_SS_attn_diagonal int
 func _swig_getATTN_DIAGONAL_CAUSAL() (_swig_ret Enum_SS_attn_diagonal) {
 	var swig_r Enum_SS_attn_diagonal
@@ -801,12 +1003,72 @@ func Attn_args_set_i32(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3
 	return swig_r
 }
 
+func Attn_args_set_f16(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3 *uint16, arg4 int64) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_f16_capi_c357b0060a03fe45(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_21(_swig_i_3)))
+	return swig_r
+}
+
+func Attn_args_set_bf16(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3 *uint16, arg4 int64) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_bf16_capi_c357b0060a03fe45(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_22(_swig_i_3)))
+	return swig_r
+}
+
+func Attn_args_set_i8(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3 *int8, arg4 int64) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_i8_capi_c357b0060a03fe45(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_23(_swig_i_3)))
+	return swig_r
+}
+
+func Attn_args_set_out_f16(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3 *uint16, arg4 int64) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_out_f16_capi_c357b0060a03fe45(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_24(_swig_i_3)))
+	return swig_r
+}
+
+func Attn_args_set_out_bf16(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3 *uint16, arg4 int64) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_out_bf16_capi_c357b0060a03fe45(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_25(_swig_i_3)))
+	return swig_r
+}
+
+func Attn_args_set_out_i8(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3 *int8, arg4 int64) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_out_i8_capi_c357b0060a03fe45(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_26(_swig_i_3)))
+	return swig_r
+}
+
 func Attn_convert_f32_to_f16(arg1 *float32, arg2 *uint16, arg3 int64) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_f32_to_f16_capi_c357b0060a03fe45(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_21(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_f32_to_f16_capi_c357b0060a03fe45(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_27(_swig_i_2)))
 	return swig_r
 }
 
@@ -815,7 +1077,7 @@ func Attn_convert_f32_to_bf16(arg1 *float32, arg2 *uint16, arg3 int64) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_f32_to_bf16_capi_c357b0060a03fe45(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_22(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_f32_to_bf16_capi_c357b0060a03fe45(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_28(_swig_i_2)))
 	return swig_r
 }
 
@@ -824,7 +1086,7 @@ func Attn_convert_f16_to_f32(arg1 *uint16, arg2 *float32, arg3 int64) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_f16_to_f32_capi_c357b0060a03fe45(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_23(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_f16_to_f32_capi_c357b0060a03fe45(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_29(_swig_i_2)))
 	return swig_r
 }
 
@@ -833,7 +1095,7 @@ func Attn_convert_bf16_to_f32(arg1 *uint16, arg2 *float32, arg3 int64) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_bf16_to_f32_capi_c357b0060a03fe45(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_24(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_bf16_to_f32_capi_c357b0060a03fe45(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_30(_swig_i_2)))
 	return swig_r
 }
 
@@ -844,7 +1106,7 @@ func Attn_quantize_i8(arg1 *float32, arg2 int64, arg3 int64, arg4 *int8, arg5 *f
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_quantize_i8_capi_c357b0060a03fe45(C.swig_voidp(_swig_i_0), C.swig_type_25(_swig_i_1), C.swig_type_26(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_quantize_i8_capi_c357b0060a03fe45(C.swig_voidp(_swig_i_0), C.swig_type_31(_swig_i_1), C.swig_type_32(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4)))
 	return swig_r
 }
 
@@ -857,10 +1119,115 @@ func Attn_run(arg1 Struct_SS_attn_desc, arg2 Enum_SS_attn_op, arg3 Struct_SS_att
 	return swig_r
 }
 
+func Attn_kv_append(arg1 Struct_SS_attn_desc, arg2 Struct_SS_attn_args, arg3 *float32, arg4 int64, arg5 *float32, arg6 int64) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_kv_append_capi_c357b0060a03fe45(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_33(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_34(_swig_i_5)))
+	return swig_r
+}
+
+func Attn_kv_append_args(arg1 Struct_SS_attn_desc, arg2 Struct_SS_attn_args) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := getSwigcptr(arg2)
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_kv_append_args_capi_c357b0060a03fe45(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	return swig_r
+}
+
+func Attn_merge(arg1 Struct_SS_attn_desc, arg2 Struct_SS_attn_args, arg3 Struct_SS_attn_args) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := getSwigcptr(arg3)
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_merge_capi_c357b0060a03fe45(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	return swig_r
+}
+
+type Enum_SS_attn_dtype int
+func _swig_getATTN_DTYPE_F32() (_swig_ret Enum_SS_attn_dtype) {
+	var swig_r Enum_SS_attn_dtype
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_F32_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_DTYPE_F32 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_F32()
+func _swig_getATTN_DTYPE_F16() (_swig_ret Enum_SS_attn_dtype) {
+	var swig_r Enum_SS_attn_dtype
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_F16_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_DTYPE_F16 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_F16()
+func _swig_getATTN_DTYPE_BF16() (_swig_ret Enum_SS_attn_dtype) {
+	var swig_r Enum_SS_attn_dtype
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_BF16_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_DTYPE_BF16 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_BF16()
+func _swig_getATTN_DTYPE_I8() (_swig_ret Enum_SS_attn_dtype) {
+	var swig_r Enum_SS_attn_dtype
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_I8_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_DTYPE_I8 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_I8()
+func _swig_getATTN_DTYPE_U8() (_swig_ret Enum_SS_attn_dtype) {
+	var swig_r Enum_SS_attn_dtype
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_U8_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_DTYPE_U8 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_U8()
+func _swig_getATTN_DTYPE_I32() (_swig_ret Enum_SS_attn_dtype) {
+	var swig_r Enum_SS_attn_dtype
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_I32_capi_c357b0060a03fe45())
+	return swig_r
+}
+
+var ATTN_DTYPE_I32 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_I32()
+func Attn_operand_info(arg1 Enum_SS_attn_operand, arg2 *string, arg3 *uint32, arg4 *uint32, arg5 *int, arg6 *int) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_operand_info_capi_c357b0060a03fe45(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5)))
+	return swig_r
+}
+
+func Attn_param_info(arg1 Enum_SS_attn_param, arg2 *string, arg3 *int32, arg4 *float64, arg5 *float64, arg6 *float64) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_param_info_capi_c357b0060a03fe45(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5)))
+	return swig_r
+}
+
+func Attn_isa_info(arg1 int, arg2 *string, arg3 *int) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_isa_info_capi_c357b0060a03fe45(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	return swig_r
+}
+
 func Attn_set_num_threads(arg1 int64) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := arg1
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_set_num_threads_capi_c357b0060a03fe45(C.swig_type_27(_swig_i_0)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_set_num_threads_capi_c357b0060a03fe45(C.swig_type_35(_swig_i_0)))
 	return swig_r
 }
 
@@ -882,7 +1249,7 @@ func Attn_isa() (_swig_ret string) {
 func Attn_set_isa(arg1 string) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := arg1
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_set_isa_capi_c357b0060a03fe45(*(*C.swig_type_30)(unsafe.Pointer(&_swig_i_0))))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_set_isa_capi_c357b0060a03fe45(*(*C.swig_type_38)(unsafe.Pointer(&_swig_i_0))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
 	}
