@@ -105,7 +105,7 @@ func enumName(typ string, v int, names ...string) string {
 // Operand names a buffer (attn_operand); capi/attn.h gives each one's shape, type and role.
 type Operand int
 
-// Operands, with the values of attn_operand.
+// Operands, with the values of attn_operand (String: the library's names, attn_operand_info).
 const (
 	OperandQ           Operand = 0  // queries
 	OperandK           Operand = 1  // keys (a K cache for the serving calls)
@@ -138,15 +138,22 @@ const (
 	OperandNewVScale   Operand = 28 // scales of int8 new value rows
 )
 
-const numOperands = 29
+// libNames is one of the library's name tables (attn_go_name: 0 operands, 1 parameters), read
+// once at load: the names of the enum values 0, 1, ... up to the first it refuses.
+func libNames(table int) (names []string) {
+	for i := 0; ; i++ {
+		n := capi.Attn_go_name(table, i)
+		if n == "" {
+			return names
+		}
+		names = append(names, n)
+	}
+}
 
-var operandNames = [numOperands]string{"q", "k", "v", "out", "lse", "weights", "key_valid",
-	"allowed", "bias", "alibi_slopes", "sinks", "query_valid", "seq_lens_k", "key_mass",
-	"cu_seqlens_q", "cu_seqlens_k", "block_table", "new_k", "new_v",
-	"dout", "dq", "dk", "dv", "dbias", "dsinks", "k_scale", "v_scale", "new_k_scale", "new_v_scale"}
+var operandNames = libNames(0)
 
 // String returns the C name of the operand ("q", "key_mass", ...; "Operand(n)" for others).
-func (o Operand) String() string { return enumName("Operand", int(o), operandNames[:]...) }
+func (o Operand) String() string { return enumName("Operand", int(o), operandNames...) }
 
 // Error is a failed libattn call: the status and the library's message naming the argument and
 // the problem (attn_last_error, read on the OS thread that made the call).
@@ -360,7 +367,7 @@ func NewDesc(batch, headsQ, headsKV, seqQ, seqK, headDim int, opts ...Option) (*
 			return nil, err
 		}
 	}
-	d := &Desc{h: h, need: make([]int, numOperands)}
+	d := &Desc{h: h, need: make([]int, len(operandNames))}
 	for op := range d.need {
 		d.need[op] = int(capi.Attn_desc_required_len(h, capi.Enum_SS_attn_operand(op)))
 	}

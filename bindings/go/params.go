@@ -11,7 +11,7 @@ import (
 // kind, bounds and default. The values are pinned by the C API.
 type Param int
 
-// Parameters, with the values of attn_param.
+// Parameters, with the values of attn_param (String: the library's names, attn_param_info).
 const (
 	ParamCausal         Param = 0  // Causal (WithCausal)
 	ParamScale          Param = 1  // the score scale (WithScale)
@@ -32,14 +32,10 @@ const (
 	ParamAlibiForm      Param = 16 // AlibiForm (WithAlibiForm)
 )
 
-const numParams = 17
-
-var paramNames = [numParams]string{"causal", "scale", "window_left", "window_right", "softcap",
-	"alibi", "softmax_plus_one", "head_dim_v", "weights_mode", "bias_first", "varlen", "page_size",
-	"max_pages", "batch_invariant", "compute", "diagonal", "alibi_form"}
+var paramNames = libNames(1)
 
 // String returns the parameter's short name ("causal", "window_left", ...; "Param(n)" for others).
-func (p Param) String() string { return enumName("Param", int(p), paramNames[:]...) }
+func (p Param) String() string { return enumName("Param", int(p), paramNames...) }
 
 // Alibi selects the ALiBi slopes (attn_alibi), the value of ParamAlibi.
 type Alibi int

@@ -7,10 +7,11 @@
  *
  * Typemaps (Go):
  *   attn_desc **desc, attn_args **args  -> *uintptr: C writes the new handle into a Go uintptr.
- *   pointers to float, uint8_t, int8_t, uint16_t, int32_t, int64_t, unsigned -> *float32, *uint8,
+ *   pointers to float, uint8_t, int8_t, uint16_t, int32_t, int64_t, unsigned, int -> *float32, *uint8,
  *       ... : real pointers, so cgo pins the Go memory for the call and cgocheck verifies it
  *       (SWIG would wrap the <stdint.h> ones as opaque objects).
- *   int64_t value -> int64; int *is_float -> *int32 (SWIG maps int * to Go's 64-bit *int).
+ *   (int * -> *int32: SWIG would map it to Go's 64-bit *int.) const char **name -> *uintptr.
+ *   int64_t value -> int64.
  *   enums -> Go int, truncated to C's int by the wrapper: the face refuses values that do not fit.
  */
 
@@ -46,25 +47,35 @@ ATTN_GO_POINTER(uint16_t, *uint16)
 ATTN_GO_POINTER(int32_t, *int32)
 ATTN_GO_POINTER(int64_t, *int64)
 ATTN_GO_POINTER(unsigned, *uint32)
+ATTN_GO_POINTER(int, *int32)
+
+/* The name out-parameters of the *_info queries: the C string's address in a Go uintptr (the
+ * face reads names through attn_go_name below). */
+%typemap(gotype) const char **name "*uintptr"
+%typemap(in) const char **name %{
+  $1 = ($1_ltype)$input;
+%}
 
 %typemap(gotype) int64_t value "int64"
 %typemap(imtype) int64_t value "int64"
 %typemap(in) int64_t value %{
   $1 = ($1_ltype)$input;
 %}
-%typemap(gotype) int *is_float "*int32"
-%typemap(in) int *is_float %{
-  $1 = ($1_ltype)$input;
-%}
-
-/* Called directly (they keep no pointer); the setters are called from attn_go_call only. */
-%rename("%s") attn_convert_f32_to_f16;
-%rename("%s") attn_convert_f32_to_bf16;
-%rename("%s") attn_convert_f16_to_f32;
-%rename("%s") attn_convert_bf16_to_f32;
-%rename("%s") attn_quantize_i8;
 
 %include "attn.i"
+
+/* attn_go_name: the name of entry `index` of one of the library's tables (0: attn_operand_info,
+ * 1: attn_param_info, 2: attn_isa_info), NULL (Go "") past the last: the face's enum names. */
+%rename("%s") attn_go_name;
+%inline %{
+const char *attn_go_name(int table, int index) {
+    const char *name = NULL;
+    attn_status st = table == 0   ? attn_operand_info((attn_operand)index, &name, NULL, NULL, NULL, NULL)
+                     : table == 1 ? attn_param_info((attn_param)index, &name, NULL, NULL, NULL, NULL)
+                                  : attn_isa_info(index, &name, NULL);
+    return st == ATTN_OK ? name : NULL;
+}
+%}
 
 /* The Go-only C helpers. cgo forbids C to keep a Go pointer after the call that received it
  * returns, and an attn_args keeps the pointers it is given: so the face keeps its bindings in Go

@@ -192,6 +192,15 @@ static void* Swig_malloc(int c) {
 #include "attn.h"
 
 
+const char *attn_go_name(int table, int index) {
+    const char *name = NULL;
+    attn_status st = table == 0   ? attn_operand_info((attn_operand)index, &name, NULL, NULL, NULL, NULL)
+                     : table == 1 ? attn_param_info((attn_param)index, &name, NULL, NULL, NULL, NULL)
+                                  : attn_isa_info(index, &name, NULL);
+    return st == ATTN_OK ? name : NULL;
+}
+
+
 enum { ATTN_GO_OUT = 16, ATTN_GO_PART = 32, ATTN_GO_CACHE = 64, ATTN_GO_SLOTS = 32 };
 enum { ATTN_GO_RUN = 0, ATTN_GO_KV_APPEND = 1, ATTN_GO_KV_APPEND_ARGS = 2, ATTN_GO_MERGE = 3 };
 
@@ -267,7 +276,7 @@ attn_status attn_go_call(const attn_desc *desc, int call, attn_op op, attn_args 
 extern "C" {
 #endif
 
-void _wrap_Swig_free_capi_c357b0060a03fe45(void *_swig_go_0) {
+void _wrap_Swig_free_capi_e2a495d59de1cb7c(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -277,7 +286,7 @@ void _wrap_Swig_free_capi_c357b0060a03fe45(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_capi_c357b0060a03fe45(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_capi_e2a495d59de1cb7c(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -290,7 +299,7 @@ void *_wrap_Swig_malloc_capi_c357b0060a03fe45(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_attn_version_string_capi_c357b0060a03fe45() {
+_gostring_ _wrap_attn_version_string_capi_e2a495d59de1cb7c() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -301,7 +310,7 @@ _gostring_ _wrap_attn_version_string_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_attn_version_number_capi_c357b0060a03fe45() {
+intgo _wrap_attn_version_number_capi_e2a495d59de1cb7c() {
   unsigned int result;
   intgo _swig_go_result;
   
@@ -312,7 +321,7 @@ intgo _wrap_attn_version_number_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_OK_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_OK_capi_e2a495d59de1cb7c() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -324,7 +333,7 @@ intgo _wrap_ATTN_OK_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_ERR_NULL_POINTER_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_ERR_NULL_POINTER_capi_e2a495d59de1cb7c() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -336,7 +345,7 @@ intgo _wrap_ATTN_ERR_NULL_POINTER_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_e2a495d59de1cb7c() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -348,7 +357,7 @@ intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_e2a495d59de1cb7c() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -360,7 +369,7 @@ intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_e2a495d59de1cb7c() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -372,7 +381,7 @@ intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_ERR_INTERNAL_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_ERR_INTERNAL_capi_e2a495d59de1cb7c() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -384,7 +393,7 @@ intgo _wrap_ATTN_ERR_INTERNAL_capi_c357b0060a03fe45() {
 }
 
 
-_gostring_ _wrap_attn_status_string_capi_c357b0060a03fe45(intgo _swig_go_0) {
+_gostring_ _wrap_attn_status_string_capi_e2a495d59de1cb7c(intgo _swig_go_0) {
   attn_status arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -397,7 +406,7 @@ _gostring_ _wrap_attn_status_string_capi_c357b0060a03fe45(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_attn_last_error_capi_c357b0060a03fe45() {
+_gostring_ _wrap_attn_last_error_capi_e2a495d59de1cb7c() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -408,7 +417,7 @@ _gostring_ _wrap_attn_last_error_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_attn_simple_capi_c357b0060a03fe45(float *_swig_go_0, float *_swig_go_1, float *_swig_go_2, long long _swig_go_3, long long _swig_go_4, bool _swig_go_5, bool *_swig_go_6, float *_swig_go_7) {
+intgo _wrap_attn_simple_capi_e2a495d59de1cb7c(float *_swig_go_0, float *_swig_go_1, float *_swig_go_2, long long _swig_go_3, long long _swig_go_4, bool _swig_go_5, bool *_swig_go_6, float *_swig_go_7) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -435,7 +444,7 @@ intgo _wrap_attn_simple_capi_c357b0060a03fe45(float *_swig_go_0, float *_swig_go
 }
 
 
-intgo _wrap_ATTN_CAUSAL_NONE_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_CAUSAL_NONE_capi_e2a495d59de1cb7c() {
   enum attn_causal result;
   intgo _swig_go_result;
   
@@ -447,7 +456,7 @@ intgo _wrap_ATTN_CAUSAL_NONE_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_e2a495d59de1cb7c() {
   enum attn_causal result;
   intgo _swig_go_result;
   
@@ -459,7 +468,7 @@ intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_e2a495d59de1cb7c() {
   enum attn_causal result;
   intgo _swig_go_result;
   
@@ -471,7 +480,7 @@ intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_Q_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_Q_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -483,7 +492,7 @@ intgo _wrap_ATTN_Q_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_K_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_K_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -495,7 +504,7 @@ intgo _wrap_ATTN_K_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_V_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_V_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -507,7 +516,7 @@ intgo _wrap_ATTN_V_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_OUT_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_OUT_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -519,7 +528,7 @@ intgo _wrap_ATTN_OUT_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_LSE_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_LSE_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -531,7 +540,7 @@ intgo _wrap_ATTN_LSE_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_WEIGHTS_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -543,7 +552,7 @@ intgo _wrap_ATTN_WEIGHTS_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_KEY_VALID_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_KEY_VALID_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -555,7 +564,7 @@ intgo _wrap_ATTN_KEY_VALID_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_ALLOWED_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_ALLOWED_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -567,7 +576,7 @@ intgo _wrap_ATTN_ALLOWED_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_BIAS_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_BIAS_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -579,7 +588,7 @@ intgo _wrap_ATTN_BIAS_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_SLOPES_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_ALIBI_SLOPES_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -591,7 +600,7 @@ intgo _wrap_ATTN_ALIBI_SLOPES_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_SINKS_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_SINKS_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -603,7 +612,7 @@ intgo _wrap_ATTN_SINKS_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_QUERY_VALID_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_QUERY_VALID_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -615,7 +624,7 @@ intgo _wrap_ATTN_QUERY_VALID_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_SEQ_LENS_K_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_SEQ_LENS_K_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -627,7 +636,7 @@ intgo _wrap_ATTN_SEQ_LENS_K_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_KEY_MASS_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_KEY_MASS_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -639,7 +648,7 @@ intgo _wrap_ATTN_KEY_MASS_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_CU_SEQLENS_Q_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_CU_SEQLENS_Q_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -651,7 +660,7 @@ intgo _wrap_ATTN_CU_SEQLENS_Q_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_CU_SEQLENS_K_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_CU_SEQLENS_K_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -663,7 +672,7 @@ intgo _wrap_ATTN_CU_SEQLENS_K_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_BLOCK_TABLE_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_BLOCK_TABLE_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -675,7 +684,7 @@ intgo _wrap_ATTN_BLOCK_TABLE_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_NEW_K_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_NEW_K_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -687,7 +696,7 @@ intgo _wrap_ATTN_NEW_K_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_NEW_V_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_NEW_V_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -699,7 +708,7 @@ intgo _wrap_ATTN_NEW_V_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_DOUT_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_DOUT_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -711,7 +720,7 @@ intgo _wrap_ATTN_DOUT_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_DQ_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_DQ_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -723,7 +732,7 @@ intgo _wrap_ATTN_DQ_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_DK_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_DK_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -735,7 +744,7 @@ intgo _wrap_ATTN_DK_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_DV_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_DV_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -747,7 +756,7 @@ intgo _wrap_ATTN_DV_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_DBIAS_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_DBIAS_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -759,7 +768,7 @@ intgo _wrap_ATTN_DBIAS_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_DSINKS_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_DSINKS_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -771,7 +780,7 @@ intgo _wrap_ATTN_DSINKS_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_K_SCALE_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_K_SCALE_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -783,7 +792,7 @@ intgo _wrap_ATTN_K_SCALE_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_V_SCALE_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_V_SCALE_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -795,7 +804,7 @@ intgo _wrap_ATTN_V_SCALE_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_NEW_K_SCALE_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_NEW_K_SCALE_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -807,7 +816,7 @@ intgo _wrap_ATTN_NEW_K_SCALE_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_NEW_V_SCALE_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_NEW_V_SCALE_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -819,7 +828,7 @@ intgo _wrap_ATTN_NEW_V_SCALE_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_attn_desc_create_capi_c357b0060a03fe45(attn_desc **_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, long long _swig_go_6) {
+intgo _wrap_attn_desc_create_capi_e2a495d59de1cb7c(attn_desc **_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, long long _swig_go_6) {
   attn_desc **arg1 = (attn_desc **) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -846,7 +855,7 @@ intgo _wrap_attn_desc_create_capi_c357b0060a03fe45(attn_desc **_swig_go_0, long 
 }
 
 
-void _wrap_attn_desc_destroy_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0) {
+void _wrap_attn_desc_destroy_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   
   arg1 = *(attn_desc **)&_swig_go_0; 
@@ -856,7 +865,7 @@ void _wrap_attn_desc_destroy_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0)
 }
 
 
-intgo _wrap_attn_desc_set_causal_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_attn_desc_set_causal_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_causal arg2 ;
   attn_status result;
@@ -871,7 +880,7 @@ intgo _wrap_attn_desc_set_causal_capi_c357b0060a03fe45(struct attn_desc *_swig_g
 }
 
 
-intgo _wrap_attn_desc_set_scale_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0, float _swig_go_1) {
+intgo _wrap_attn_desc_set_scale_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, float _swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   float arg2 ;
   attn_status result;
@@ -886,7 +895,7 @@ intgo _wrap_attn_desc_set_scale_capi_c357b0060a03fe45(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_desc_set_strides_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4) {
+intgo _wrap_attn_desc_set_strides_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_operand arg2 ;
   size_t arg3 ;
@@ -907,7 +916,7 @@ intgo _wrap_attn_desc_set_strides_capi_c357b0060a03fe45(struct attn_desc *_swig_
 }
 
 
-long long _wrap_attn_desc_required_len_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
+long long _wrap_attn_desc_required_len_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_operand arg2 ;
   size_t result;
@@ -922,7 +931,7 @@ long long _wrap_attn_desc_required_len_capi_c357b0060a03fe45(struct attn_desc *_
 }
 
 
-intgo _wrap_attn_forward_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, float *_swig_go_3, bool *_swig_go_4, bool *_swig_go_5, float *_swig_go_6, float *_swig_go_7) {
+intgo _wrap_attn_forward_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, float *_swig_go_3, bool *_swig_go_4, bool *_swig_go_5, float *_swig_go_6, float *_swig_go_7) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -949,7 +958,7 @@ intgo _wrap_attn_forward_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0, flo
 }
 
 
-intgo _wrap_attn_weights_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, bool *_swig_go_3, bool *_swig_go_4, float *_swig_go_5) {
+intgo _wrap_attn_weights_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, bool *_swig_go_3, bool *_swig_go_4, float *_swig_go_5) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -972,7 +981,7 @@ intgo _wrap_attn_weights_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0, flo
 }
 
 
-intgo _wrap_ATTN_PARAM_CAUSAL_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_PARAM_CAUSAL_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -984,7 +993,7 @@ intgo _wrap_ATTN_PARAM_CAUSAL_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_PARAM_SCALE_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_PARAM_SCALE_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -996,7 +1005,7 @@ intgo _wrap_ATTN_PARAM_SCALE_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1008,7 +1017,7 @@ intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1020,7 +1029,7 @@ intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_PARAM_SOFTCAP_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_PARAM_SOFTCAP_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1032,7 +1041,7 @@ intgo _wrap_ATTN_PARAM_SOFTCAP_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_PARAM_ALIBI_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_PARAM_ALIBI_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1044,7 +1053,7 @@ intgo _wrap_ATTN_PARAM_ALIBI_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1056,7 +1065,7 @@ intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1068,7 +1077,7 @@ intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1080,7 +1089,7 @@ intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1092,7 +1101,7 @@ intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_PARAM_VARLEN_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_PARAM_VARLEN_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1104,7 +1113,7 @@ intgo _wrap_ATTN_PARAM_VARLEN_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_PARAM_PAGE_SIZE_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_PARAM_PAGE_SIZE_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1116,7 +1125,7 @@ intgo _wrap_ATTN_PARAM_PAGE_SIZE_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_PARAM_MAX_PAGES_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_PARAM_MAX_PAGES_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1128,7 +1137,7 @@ intgo _wrap_ATTN_PARAM_MAX_PAGES_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_PARAM_BATCH_INVARIANT_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_PARAM_BATCH_INVARIANT_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1140,7 +1149,7 @@ intgo _wrap_ATTN_PARAM_BATCH_INVARIANT_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_PARAM_COMPUTE_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_PARAM_COMPUTE_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1152,7 +1161,7 @@ intgo _wrap_ATTN_PARAM_COMPUTE_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_PARAM_DIAGONAL_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_PARAM_DIAGONAL_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1164,7 +1173,7 @@ intgo _wrap_ATTN_PARAM_DIAGONAL_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_PARAM_ALIBI_FORM_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_PARAM_ALIBI_FORM_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1176,7 +1185,7 @@ intgo _wrap_ATTN_PARAM_ALIBI_FORM_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_DIAGONAL_CAUSAL_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_DIAGONAL_CAUSAL_capi_e2a495d59de1cb7c() {
   enum attn_diagonal result;
   intgo _swig_go_result;
   
@@ -1188,7 +1197,7 @@ intgo _wrap_ATTN_DIAGONAL_CAUSAL_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_DIAGONAL_TOP_LEFT_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_DIAGONAL_TOP_LEFT_capi_e2a495d59de1cb7c() {
   enum attn_diagonal result;
   intgo _swig_go_result;
   
@@ -1200,7 +1209,7 @@ intgo _wrap_ATTN_DIAGONAL_TOP_LEFT_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_DIAGONAL_BOTTOM_RIGHT_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_DIAGONAL_BOTTOM_RIGHT_capi_e2a495d59de1cb7c() {
   enum attn_diagonal result;
   intgo _swig_go_result;
   
@@ -1212,7 +1221,7 @@ intgo _wrap_ATTN_DIAGONAL_BOTTOM_RIGHT_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_LINEAR_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_ALIBI_LINEAR_capi_e2a495d59de1cb7c() {
   enum attn_alibi_form result;
   intgo _swig_go_result;
   
@@ -1224,7 +1233,7 @@ intgo _wrap_ATTN_ALIBI_LINEAR_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_SYMMETRIC_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_ALIBI_SYMMETRIC_capi_e2a495d59de1cb7c() {
   enum attn_alibi_form result;
   intgo _swig_go_result;
   
@@ -1236,7 +1245,7 @@ intgo _wrap_ATTN_ALIBI_SYMMETRIC_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_COMPUTE_EXACT_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_COMPUTE_EXACT_capi_e2a495d59de1cb7c() {
   enum attn_compute result;
   intgo _swig_go_result;
   
@@ -1248,7 +1257,7 @@ intgo _wrap_ATTN_COMPUTE_EXACT_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_COMPUTE_FP16_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_COMPUTE_FP16_capi_e2a495d59de1cb7c() {
   enum attn_compute result;
   intgo _swig_go_result;
   
@@ -1260,7 +1269,7 @@ intgo _wrap_ATTN_COMPUTE_FP16_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_NONE_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_ALIBI_NONE_capi_e2a495d59de1cb7c() {
   enum attn_alibi result;
   intgo _swig_go_result;
   
@@ -1272,7 +1281,7 @@ intgo _wrap_ATTN_ALIBI_NONE_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_OPERAND_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_ALIBI_OPERAND_capi_e2a495d59de1cb7c() {
   enum attn_alibi result;
   intgo _swig_go_result;
   
@@ -1284,7 +1293,7 @@ intgo _wrap_ATTN_ALIBI_OPERAND_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_STANDARD_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_ALIBI_STANDARD_capi_e2a495d59de1cb7c() {
   enum attn_alibi result;
   intgo _swig_go_result;
   
@@ -1296,7 +1305,7 @@ intgo _wrap_ATTN_ALIBI_STANDARD_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_e2a495d59de1cb7c() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1308,7 +1317,7 @@ intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_SCORES_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_WEIGHTS_SCORES_capi_e2a495d59de1cb7c() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1320,7 +1329,7 @@ intgo _wrap_ATTN_WEIGHTS_SCORES_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_MASKED_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_WEIGHTS_MASKED_capi_e2a495d59de1cb7c() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1332,7 +1341,7 @@ intgo _wrap_ATTN_WEIGHTS_MASKED_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_e2a495d59de1cb7c() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1344,7 +1353,7 @@ intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_e2a495d59de1cb7c() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1356,7 +1365,7 @@ intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_attn_desc_set_int_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_desc_set_int_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   int64_t arg3 ;
@@ -1375,7 +1384,7 @@ intgo _wrap_attn_desc_set_int_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0
 }
 
 
-intgo _wrap_attn_desc_set_float_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0, intgo _swig_go_1, double _swig_go_2) {
+intgo _wrap_attn_desc_set_float_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1, double _swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   double arg3 ;
@@ -1392,7 +1401,7 @@ intgo _wrap_attn_desc_set_float_capi_c357b0060a03fe45(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_desc_get_int_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long *_swig_go_2) {
+intgo _wrap_attn_desc_get_int_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -1411,7 +1420,7 @@ intgo _wrap_attn_desc_get_int_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0
 }
 
 
-intgo _wrap_attn_desc_get_float_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0, intgo _swig_go_1, double *_swig_go_2) {
+intgo _wrap_attn_desc_get_float_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1, double *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   double *arg3 = (double *) 0 ;
@@ -1428,7 +1437,7 @@ intgo _wrap_attn_desc_get_float_capi_c357b0060a03fe45(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_param_bounds_capi_c357b0060a03fe45(intgo _swig_go_0, int *_swig_go_1, double *_swig_go_2, double *_swig_go_3) {
+intgo _wrap_attn_param_bounds_capi_e2a495d59de1cb7c(intgo _swig_go_0, int *_swig_go_1, double *_swig_go_2, double *_swig_go_3) {
   attn_param arg1 ;
   int *arg2 = (int *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -1449,7 +1458,7 @@ intgo _wrap_attn_param_bounds_capi_c357b0060a03fe45(intgo _swig_go_0, int *_swig
 }
 
 
-intgo _wrap_ATTN_OP_FORWARD_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_OP_FORWARD_capi_e2a495d59de1cb7c() {
   enum attn_op result;
   intgo _swig_go_result;
   
@@ -1461,7 +1470,7 @@ intgo _wrap_ATTN_OP_FORWARD_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_OP_WEIGHTS_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_OP_WEIGHTS_capi_e2a495d59de1cb7c() {
   enum attn_op result;
   intgo _swig_go_result;
   
@@ -1473,7 +1482,7 @@ intgo _wrap_ATTN_OP_WEIGHTS_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_OP_BACKWARD_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_OP_BACKWARD_capi_e2a495d59de1cb7c() {
   enum attn_op result;
   intgo _swig_go_result;
   
@@ -1485,7 +1494,7 @@ intgo _wrap_ATTN_OP_BACKWARD_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_attn_args_create_capi_c357b0060a03fe45(attn_args **_swig_go_0) {
+intgo _wrap_attn_args_create_capi_e2a495d59de1cb7c(attn_args **_swig_go_0) {
   attn_args **arg1 = (attn_args **) 0 ;
   attn_status result;
   intgo _swig_go_result;
@@ -1500,7 +1509,7 @@ intgo _wrap_attn_args_create_capi_c357b0060a03fe45(attn_args **_swig_go_0) {
 }
 
 
-void _wrap_attn_args_destroy_capi_c357b0060a03fe45(struct attn_args *_swig_go_0) {
+void _wrap_attn_args_destroy_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0) {
   attn_args *arg1 = (attn_args *) 0 ;
   
   arg1 = *(attn_args **)&_swig_go_0; 
@@ -1510,7 +1519,7 @@ void _wrap_attn_args_destroy_capi_c357b0060a03fe45(struct attn_args *_swig_go_0)
 }
 
 
-intgo _wrap_attn_args_clear_capi_c357b0060a03fe45(struct attn_args *_swig_go_0) {
+intgo _wrap_attn_args_clear_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_status result;
   intgo _swig_go_result;
@@ -1523,7 +1532,7 @@ intgo _wrap_attn_args_clear_capi_c357b0060a03fe45(struct attn_args *_swig_go_0) 
 }
 
 
-intgo _wrap_attn_args_set_f32_capi_c357b0060a03fe45(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_f32_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   float *arg3 = (float *) 0 ;
@@ -1542,7 +1551,7 @@ intgo _wrap_attn_args_set_f32_capi_c357b0060a03fe45(struct attn_args *_swig_go_0
 }
 
 
-intgo _wrap_attn_args_set_out_f32_capi_c357b0060a03fe45(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_out_f32_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   float *arg3 = (float *) 0 ;
@@ -1561,7 +1570,7 @@ intgo _wrap_attn_args_set_out_f32_capi_c357b0060a03fe45(struct attn_args *_swig_
 }
 
 
-intgo _wrap_attn_args_set_u8_capi_c357b0060a03fe45(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_u8_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -1582,7 +1591,7 @@ intgo _wrap_attn_args_set_u8_capi_c357b0060a03fe45(struct attn_args *_swig_go_0,
 }
 
 
-intgo _wrap_attn_args_set_i32_capi_c357b0060a03fe45(struct attn_args *_swig_go_0, intgo _swig_go_1, int *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_i32_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, int *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -1603,7 +1612,7 @@ intgo _wrap_attn_args_set_i32_capi_c357b0060a03fe45(struct attn_args *_swig_go_0
 }
 
 
-intgo _wrap_attn_args_set_f16_capi_c357b0060a03fe45(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_f16_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   uint16_t *arg3 = (uint16_t *) 0 ;
@@ -1624,7 +1633,7 @@ intgo _wrap_attn_args_set_f16_capi_c357b0060a03fe45(struct attn_args *_swig_go_0
 }
 
 
-intgo _wrap_attn_args_set_bf16_capi_c357b0060a03fe45(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_bf16_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   uint16_t *arg3 = (uint16_t *) 0 ;
@@ -1645,7 +1654,7 @@ intgo _wrap_attn_args_set_bf16_capi_c357b0060a03fe45(struct attn_args *_swig_go_
 }
 
 
-intgo _wrap_attn_args_set_i8_capi_c357b0060a03fe45(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_i8_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   int8_t *arg3 = (int8_t *) 0 ;
@@ -1666,7 +1675,7 @@ intgo _wrap_attn_args_set_i8_capi_c357b0060a03fe45(struct attn_args *_swig_go_0,
 }
 
 
-intgo _wrap_attn_args_set_out_f16_capi_c357b0060a03fe45(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_out_f16_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   uint16_t *arg3 = (uint16_t *) 0 ;
@@ -1687,7 +1696,7 @@ intgo _wrap_attn_args_set_out_f16_capi_c357b0060a03fe45(struct attn_args *_swig_
 }
 
 
-intgo _wrap_attn_args_set_out_bf16_capi_c357b0060a03fe45(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_out_bf16_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   uint16_t *arg3 = (uint16_t *) 0 ;
@@ -1708,7 +1717,7 @@ intgo _wrap_attn_args_set_out_bf16_capi_c357b0060a03fe45(struct attn_args *_swig
 }
 
 
-intgo _wrap_attn_args_set_out_i8_capi_c357b0060a03fe45(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_out_i8_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   int8_t *arg3 = (int8_t *) 0 ;
@@ -1729,7 +1738,7 @@ intgo _wrap_attn_args_set_out_i8_capi_c357b0060a03fe45(struct attn_args *_swig_g
 }
 
 
-intgo _wrap_attn_convert_f32_to_f16_capi_c357b0060a03fe45(float *_swig_go_0, short *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_convert_f32_to_f16_capi_e2a495d59de1cb7c(float *_swig_go_0, short *_swig_go_1, long long _swig_go_2) {
   float *arg1 = (float *) 0 ;
   uint16_t *arg2 = (uint16_t *) 0 ;
   size_t arg3 ;
@@ -1748,7 +1757,7 @@ intgo _wrap_attn_convert_f32_to_f16_capi_c357b0060a03fe45(float *_swig_go_0, sho
 }
 
 
-intgo _wrap_attn_convert_f32_to_bf16_capi_c357b0060a03fe45(float *_swig_go_0, short *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_convert_f32_to_bf16_capi_e2a495d59de1cb7c(float *_swig_go_0, short *_swig_go_1, long long _swig_go_2) {
   float *arg1 = (float *) 0 ;
   uint16_t *arg2 = (uint16_t *) 0 ;
   size_t arg3 ;
@@ -1767,7 +1776,7 @@ intgo _wrap_attn_convert_f32_to_bf16_capi_c357b0060a03fe45(float *_swig_go_0, sh
 }
 
 
-intgo _wrap_attn_convert_f16_to_f32_capi_c357b0060a03fe45(short *_swig_go_0, float *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_convert_f16_to_f32_capi_e2a495d59de1cb7c(short *_swig_go_0, float *_swig_go_1, long long _swig_go_2) {
   uint16_t *arg1 = (uint16_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -1786,7 +1795,7 @@ intgo _wrap_attn_convert_f16_to_f32_capi_c357b0060a03fe45(short *_swig_go_0, flo
 }
 
 
-intgo _wrap_attn_convert_bf16_to_f32_capi_c357b0060a03fe45(short *_swig_go_0, float *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_convert_bf16_to_f32_capi_e2a495d59de1cb7c(short *_swig_go_0, float *_swig_go_1, long long _swig_go_2) {
   uint16_t *arg1 = (uint16_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -1805,7 +1814,7 @@ intgo _wrap_attn_convert_bf16_to_f32_capi_c357b0060a03fe45(short *_swig_go_0, fl
 }
 
 
-intgo _wrap_attn_quantize_i8_capi_c357b0060a03fe45(float *_swig_go_0, long long _swig_go_1, long long _swig_go_2, char *_swig_go_3, float *_swig_go_4) {
+intgo _wrap_attn_quantize_i8_capi_e2a495d59de1cb7c(float *_swig_go_0, long long _swig_go_1, long long _swig_go_2, char *_swig_go_3, float *_swig_go_4) {
   float *arg1 = (float *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -1828,7 +1837,7 @@ intgo _wrap_attn_quantize_i8_capi_c357b0060a03fe45(float *_swig_go_0, long long 
 }
 
 
-intgo _wrap_attn_run_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0, intgo _swig_go_1, struct attn_args *_swig_go_2) {
+intgo _wrap_attn_run_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1, struct attn_args *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_op arg2 ;
   attn_args *arg3 = (attn_args *) 0 ;
@@ -1845,7 +1854,7 @@ intgo _wrap_attn_run_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0, intgo _
 }
 
 
-intgo _wrap_attn_kv_append_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, float *_swig_go_2, long long _swig_go_3, float *_swig_go_4, long long _swig_go_5) {
+intgo _wrap_attn_kv_append_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, float *_swig_go_2, long long _swig_go_3, float *_swig_go_4, long long _swig_go_5) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_args *arg2 = (attn_args *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -1868,7 +1877,7 @@ intgo _wrap_attn_kv_append_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0, s
 }
 
 
-intgo _wrap_attn_kv_append_args_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1) {
+intgo _wrap_attn_kv_append_args_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_args *arg2 = (attn_args *) 0 ;
   attn_status result;
@@ -1883,7 +1892,7 @@ intgo _wrap_attn_kv_append_args_capi_c357b0060a03fe45(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_merge_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, struct attn_args *_swig_go_2) {
+intgo _wrap_attn_merge_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, struct attn_args *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_args *arg2 = (attn_args *) 0 ;
   attn_args *arg3 = (attn_args *) 0 ;
@@ -1900,7 +1909,7 @@ intgo _wrap_attn_merge_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0, struc
 }
 
 
-intgo _wrap_ATTN_DTYPE_F32_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_DTYPE_F32_capi_e2a495d59de1cb7c() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -1912,7 +1921,7 @@ intgo _wrap_ATTN_DTYPE_F32_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_DTYPE_F16_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_DTYPE_F16_capi_e2a495d59de1cb7c() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -1924,7 +1933,7 @@ intgo _wrap_ATTN_DTYPE_F16_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_DTYPE_BF16_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_DTYPE_BF16_capi_e2a495d59de1cb7c() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -1936,7 +1945,7 @@ intgo _wrap_ATTN_DTYPE_BF16_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_DTYPE_I8_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_DTYPE_I8_capi_e2a495d59de1cb7c() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -1948,7 +1957,7 @@ intgo _wrap_ATTN_DTYPE_I8_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_DTYPE_U8_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_DTYPE_U8_capi_e2a495d59de1cb7c() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -1960,7 +1969,7 @@ intgo _wrap_ATTN_DTYPE_U8_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_ATTN_DTYPE_I32_capi_c357b0060a03fe45() {
+intgo _wrap_ATTN_DTYPE_I32_capi_e2a495d59de1cb7c() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -1972,7 +1981,7 @@ intgo _wrap_ATTN_DTYPE_I32_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_attn_operand_info_capi_c357b0060a03fe45(intgo _swig_go_0, _gostring_* _swig_go_1, int *_swig_go_2, int *_swig_go_3, intgo *_swig_go_4, intgo *_swig_go_5) {
+intgo _wrap_attn_operand_info_capi_e2a495d59de1cb7c(intgo _swig_go_0, char **_swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int *_swig_go_5) {
   attn_operand arg1 ;
   char **arg2 = (char **) 0 ;
   unsigned int *arg3 = (unsigned int *) 0 ;
@@ -1983,15 +1992,21 @@ intgo _wrap_attn_operand_info_capi_c357b0060a03fe45(intgo _swig_go_0, _gostring_
   intgo _swig_go_result;
   
   arg1 = (attn_operand)_swig_go_0; 
-  arg2 = *(char ***)&_swig_go_1; 
+  
+  arg2 = (char **)_swig_go_1;
+  
   
   arg3 = (unsigned int *)_swig_go_2;
   
   
   arg4 = (unsigned int *)_swig_go_3;
   
-  arg5 = *(int **)&_swig_go_4; 
-  arg6 = *(int **)&_swig_go_5; 
+  
+  arg5 = (int *)_swig_go_4;
+  
+  
+  arg6 = (int *)_swig_go_5;
+  
   
   result = (attn_status)attn_operand_info(arg1,(char const **)arg2,arg3,arg4,arg5,arg6);
   _swig_go_result = (intgo)result; 
@@ -1999,7 +2014,7 @@ intgo _wrap_attn_operand_info_capi_c357b0060a03fe45(intgo _swig_go_0, _gostring_
 }
 
 
-intgo _wrap_attn_param_info_capi_c357b0060a03fe45(intgo _swig_go_0, _gostring_* _swig_go_1, int *_swig_go_2, double *_swig_go_3, double *_swig_go_4, double *_swig_go_5) {
+intgo _wrap_attn_param_info_capi_e2a495d59de1cb7c(intgo _swig_go_0, char **_swig_go_1, int *_swig_go_2, double *_swig_go_3, double *_swig_go_4, double *_swig_go_5) {
   attn_param arg1 ;
   char **arg2 = (char **) 0 ;
   int *arg3 = (int *) 0 ;
@@ -2010,7 +2025,9 @@ intgo _wrap_attn_param_info_capi_c357b0060a03fe45(intgo _swig_go_0, _gostring_* 
   intgo _swig_go_result;
   
   arg1 = (attn_param)_swig_go_0; 
-  arg2 = *(char ***)&_swig_go_1; 
+  
+  arg2 = (char **)_swig_go_1;
+  
   
   arg3 = (int *)_swig_go_2;
   
@@ -2024,7 +2041,7 @@ intgo _wrap_attn_param_info_capi_c357b0060a03fe45(intgo _swig_go_0, _gostring_* 
 }
 
 
-intgo _wrap_attn_isa_info_capi_c357b0060a03fe45(intgo _swig_go_0, _gostring_* _swig_go_1, intgo *_swig_go_2) {
+intgo _wrap_attn_isa_info_capi_e2a495d59de1cb7c(intgo _swig_go_0, char **_swig_go_1, int *_swig_go_2) {
   int arg1 ;
   char **arg2 = (char **) 0 ;
   int *arg3 = (int *) 0 ;
@@ -2032,8 +2049,12 @@ intgo _wrap_attn_isa_info_capi_c357b0060a03fe45(intgo _swig_go_0, _gostring_* _s
   intgo _swig_go_result;
   
   arg1 = (int)_swig_go_0; 
-  arg2 = *(char ***)&_swig_go_1; 
-  arg3 = *(int **)&_swig_go_2; 
+  
+  arg2 = (char **)_swig_go_1;
+  
+  
+  arg3 = (int *)_swig_go_2;
+  
   
   result = (attn_status)attn_isa_info(arg1,(char const **)arg2,arg3);
   _swig_go_result = (intgo)result; 
@@ -2041,7 +2062,7 @@ intgo _wrap_attn_isa_info_capi_c357b0060a03fe45(intgo _swig_go_0, _gostring_* _s
 }
 
 
-intgo _wrap_attn_set_num_threads_capi_c357b0060a03fe45(long long _swig_go_0) {
+intgo _wrap_attn_set_num_threads_capi_e2a495d59de1cb7c(long long _swig_go_0) {
   size_t arg1 ;
   attn_status result;
   intgo _swig_go_result;
@@ -2054,7 +2075,7 @@ intgo _wrap_attn_set_num_threads_capi_c357b0060a03fe45(long long _swig_go_0) {
 }
 
 
-long long _wrap_attn_get_num_threads_capi_c357b0060a03fe45() {
+long long _wrap_attn_get_num_threads_capi_e2a495d59de1cb7c() {
   size_t result;
   long long _swig_go_result;
   
@@ -2065,7 +2086,7 @@ long long _wrap_attn_get_num_threads_capi_c357b0060a03fe45() {
 }
 
 
-_gostring_ _wrap_attn_isa_capi_c357b0060a03fe45() {
+_gostring_ _wrap_attn_isa_capi_e2a495d59de1cb7c() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -2076,7 +2097,7 @@ _gostring_ _wrap_attn_isa_capi_c357b0060a03fe45() {
 }
 
 
-intgo _wrap_attn_set_isa_capi_c357b0060a03fe45(_gostring_ _swig_go_0) {
+intgo _wrap_attn_set_isa_capi_e2a495d59de1cb7c(_gostring_ _swig_go_0) {
   char *arg1 = (char *) 0 ;
   attn_status result;
   intgo _swig_go_result;
@@ -2094,7 +2115,22 @@ intgo _wrap_attn_set_isa_capi_c357b0060a03fe45(_gostring_ _swig_go_0) {
 }
 
 
-intgo _wrap_attn_go_check_capi_c357b0060a03fe45(struct attn_args *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2) {
+_gostring_ _wrap_attn_go_name_capi_e2a495d59de1cb7c(intgo _swig_go_0, intgo _swig_go_1) {
+  int arg1 ;
+  int arg2 ;
+  char *result = 0 ;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (int)_swig_go_0; 
+  arg2 = (int)_swig_go_1; 
+  
+  result = (char *)attn_go_name(arg1,arg2);
+  _swig_go_result = Swig_AllocateString((char*)result, result ? strlen((char*)result) : 0); 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_go_check_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   int arg3 ;
@@ -2111,7 +2147,7 @@ intgo _wrap_attn_go_check_capi_c357b0060a03fe45(struct attn_args *_swig_go_0, in
 }
 
 
-intgo _wrap_attn_go_call_capi_c357b0060a03fe45(struct attn_desc *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2, struct attn_args *_swig_go_3, struct attn_args *_swig_go_4, long long *_swig_go_5, intgo _swig_go_6, float *_swig_go_7, float *_swig_go_8, float *_swig_go_9, float *_swig_go_10, float *_swig_go_11, float *_swig_go_12, float *_swig_go_13, float *_swig_go_14, float *_swig_go_15, float *_swig_go_16, float *_swig_go_17, float *_swig_go_18, float *_swig_go_19, float *_swig_go_20, float *_swig_go_21, float *_swig_go_22, float *_swig_go_23, float *_swig_go_24, float *_swig_go_25, float *_swig_go_26, float *_swig_go_27, float *_swig_go_28, float *_swig_go_29, float *_swig_go_30, float *_swig_go_31, float *_swig_go_32, float *_swig_go_33, float *_swig_go_34, float *_swig_go_35, float *_swig_go_36, float *_swig_go_37, float *_swig_go_38) {
+intgo _wrap_attn_go_call_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2, struct attn_args *_swig_go_3, struct attn_args *_swig_go_4, long long *_swig_go_5, intgo _swig_go_6, float *_swig_go_7, float *_swig_go_8, float *_swig_go_9, float *_swig_go_10, float *_swig_go_11, float *_swig_go_12, float *_swig_go_13, float *_swig_go_14, float *_swig_go_15, float *_swig_go_16, float *_swig_go_17, float *_swig_go_18, float *_swig_go_19, float *_swig_go_20, float *_swig_go_21, float *_swig_go_22, float *_swig_go_23, float *_swig_go_24, float *_swig_go_25, float *_swig_go_26, float *_swig_go_27, float *_swig_go_28, float *_swig_go_29, float *_swig_go_30, float *_swig_go_31, float *_swig_go_32, float *_swig_go_33, float *_swig_go_34, float *_swig_go_35, float *_swig_go_36, float *_swig_go_37, float *_swig_go_38) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   int arg2 ;
   attn_op arg3 ;
