@@ -71,8 +71,9 @@ func bindBool(s []bool) binding { return bind(s, dtU8) }
 var slotPool = sync.Pool{New: func() interface{} { return new([3 * goSlots]int64) }}
 
 // goCall is the one cgo call of Run, KVAppend, KVAppendArgs, Merge and Desc.Backward: the
-// bindings of a (into ah; nil ah: a temporary attn_args) and of part (into ph) are bound, the
-// call runs, and everything is unbound again before it returns (attn_go_call).
+// bindings of a are bound into ah (nil: a temporary attn_args) and those of part into ph
+// (Merge), or passed through (KVAppend's caches, code goCache); the call runs, and everything
+// is unbound again before it returns (attn_go_call).
 func goCall(h capi.Struct_SS_attn_desc, call int, op Op, ah, ph capi.Struct_SS_attn_args, a, part []binding) error {
 	if err := fitsInt("op", int(op)); err != nil {
 		return err
