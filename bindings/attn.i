@@ -160,6 +160,4 @@
 %rename("%s") attn_isa;
 %rename("%s") attn_set_isa;
 
-#endif
-
 %include "attn.h"

@@ -195,9 +195,9 @@ func TestKVAppendArgsErrors(t *testing.T) {
 		t.Errorf("same-typed row not copied to position 1: %v", k[:8])
 	}
 	wantError(t, a.SetOutI8(OperandOut, make([]int8, 4)), StatusInvalidArgument,
-		"out cannot be bound with SetOutI8")
+		"attn_args_set_out_i8: out cannot be bound with attn_args_set_out_i8")
 	wantError(t, a.SetI8(OperandQ, make([]int8, 4)), StatusInvalidArgument,
-		"q cannot be bound with SetI8 (int8 storage is for K, V, NewK and NewV)")
+		"q cannot be bound with attn_args_set_i8 (int8 storage is for K, V, NEW_K and NEW_V)")
 }
 
 // backward64 is the float64 backward of out = softmax(scale q k^T) v for one head, every key

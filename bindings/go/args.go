@@ -1,10 +1,9 @@
 package attn
 
-// The per-call tensors of the extensible call (attn_args / attn_run, since 0.2), and the two
-// serving calls that take them: Args.KVAppend (attn_kv_append) and Desc.Merge (attn_merge).
+// The per-call tensors of the extensible call (attn_args / attn_run, since 0.2) and the serving
+// calls that take them: Args.KVAppend, Args.KVAppendArgs and Desc.Merge.
 
 import (
-	"fmt"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -17,149 +16,127 @@ type Op int
 
 // Operations, with the values of attn_op.
 const (
-	OpForward  Op = 0 // reads q, k, v (+ optional operands); writes out, optional lse and key_mass
-	OpWeights  Op = 1 // reads q, k (+ optional operands); writes weights
-	OpBackward Op = 2 // reads q, k, v, out, lse (the forward's), dout; writes any of dq, dk, dv, dbias, dsinks
+	OpForward  Op = 0 // out (+ lse, key_mass) from q, k, v
+	OpWeights  Op = 1 // weights from q, k
+	OpBackward Op = 2 // the gradients from the forward's operands and dout
 )
 
 // String returns "forward", "weights" or "backward" ("Op(n)" for other values).
-func (op Op) String() string {
-	switch op {
-	case OpForward:
-		return "forward"
-	case OpWeights:
-		return "weights"
-	case OpBackward:
-		return "backward"
-	}
-	return fmt.Sprintf("Op(%d)", int(op))
-}
+func (op Op) String() string { return enumName("Op", int(op), "forward", "weights", "backward") }
 
-func checkOp(op Op) error {
-	if op < OpForward || op > OpBackward {
-		return argError(StatusInvalidArgument,
-			"op (%d) is not an attn_op (0 forward, 1 weights, 2 backward)", int(op))
-	}
-	return nil
-}
-
-// Element type and direction of each operand: which setter binds it.
-type kind int8
-
+// A binding code: the attn_dtype of the setter, plus goOut for an attn_args_set_out_* setter;
+// goPart (into Merge's part) and goCache (KVAppend's caches) only inside goCall.
 const (
-	kindF32In kind = iota
-	kindF32Out
-	kindMask
-	kindI32
+	dtF32, dtF16, dtBF16, dtI8, dtU8, dtI32 = 0, 1, 2, 3, 4, 5
+	goOut, goPart, goCache                  = 16, 32, 64
+	goSlots                                 = 32 // pointer parameters of attn_go_call
 )
 
-var operandKinds = [numOperands]kind{
-	OperandQ: kindF32In, OperandK: kindF32In, OperandV: kindF32In,
-	OperandOut: kindF32Out, OperandLSE: kindF32Out, OperandWeights: kindF32Out,
-	OperandKeyValid: kindMask, OperandAllowed: kindMask,
-	OperandBias: kindF32In, OperandAlibiSlopes: kindF32In, OperandSinks: kindF32In,
-	OperandQueryValid: kindMask, OperandSeqLensK: kindI32, OperandKeyMass: kindF32Out,
-	OperandCuSeqlensQ: kindI32, OperandCuSeqlensK: kindI32, OperandBlockTable: kindI32,
-	OperandNewK: kindF32In, OperandNewV: kindF32In,
-	OperandDOut: kindF32In, OperandDQ: kindF32Out, OperandDK: kindF32Out, OperandDV: kindF32Out,
-	OperandDBias: kindF32Out, OperandDSinks: kindF32Out,
-	OperandKScale: kindF32In, OperandVScale: kindF32In,
-	OperandNewKScale: kindF32In, OperandNewVScale: kindF32In,
-}
-
-var kindSetters = [...]string{kindF32In: "SetF32", kindF32Out: "SetOutF32", kindMask: "SetBool or SetU8",
-	kindI32: "SetI32"}
-
-// Storage types of Q, K and V (attn_args_set_f32 / _f16 / _bf16 / _i8).
-type storage int8
-
+// The calls of attn_go_call.
 const (
-	storeF32 storage = iota
-	storeF16
-	storeBF16
-	storeI8
+	goRun = iota
+	goKVAppend
+	goKVAppendArgs
+	goMerge
 )
 
-var storageSetters = [...]string{storeF32: "SetF32", storeF16: "SetF16", storeBF16: "SetBF16", storeI8: "SetI8"}
+// binding is one operand as the Go side holds it: the address of the slice's first element
+// (emptyAnchor for an empty slice, nil when unbound), its length and its setter's code.
+type binding struct {
+	p     unsafe.Pointer
+	n     int
+	code  int
+	which Operand
+}
 
-// numStored sizes the per-operand storage arrays of an Args: 16-bit Q, K, V, DOut, NewK, NewV;
-// int8 K, V, NewK, NewV (the setters refuse the other operands).
-const numStored = numOperands
+// emptyAnchor is the address passed for a non-nil slice of length 0: C tells "bound, empty"
+// (a varlen pack of 0 tokens) from "not bound" (NULL) and never reads it.
+var emptyAnchor uint64
 
-// Args holds the per-call slices of the extensible call (attn_args) for one Desc, and runs
-// operations with them (attn_run). Create it with Desc.NewArgs, bind slices with the setters,
-// call Run(OpForward), Run(OpWeights) or Backward as often as needed, and Close it.
+func bind[T any](s []T, code int) binding {
+	switch {
+	case s == nil:
+		return binding{code: code}
+	case cap(s) == 0:
+		return binding{p: unsafe.Pointer(&emptyAnchor), code: code}
+	}
+	return binding{p: unsafe.Pointer(&s[:1][0]), n: len(s), code: code}
+}
+
+// bindBool binds a []bool as bytes (Go bools are one byte of 0/1).
+func bindBool(s []bool) binding { return bind(s, dtU8) }
+
+// slotPool holds the (which, code, len) triplets goCall hands to C: Go memory without pointers,
+// reused so a call allocates nothing.
+var slotPool = sync.Pool{New: func() interface{} { return new([3 * goSlots]int64) }}
+
+// goCall is the one cgo call of Run, KVAppend, KVAppendArgs, Merge and Desc.Backward: the
+// bindings of a are bound into ah (nil: a temporary attn_args) and those of part into ph
+// (Merge), or passed through (KVAppend's caches, code goCache); the call runs, and everything
+// is unbound again before it returns (attn_go_call).
+func goCall(h capi.Struct_SS_attn_desc, call int, op Op, ah, ph capi.Struct_SS_attn_args, a, part []binding) error {
+	if err := fitsInt("op", int(op)); err != nil {
+		return err
+	}
+	slots := slotPool.Get().(*[3 * goSlots]int64)
+	defer slotPool.Put(slots)
+	var p [goSlots]*float32
+	n := 0
+	for i, set := range [2][]binding{a, part} {
+		for _, b := range set {
+			if b.p == nil {
+				continue
+			}
+			if n == goSlots {
+				return argError(StatusInvalidArgument, "more than %d operands bound", goSlots)
+			}
+			slots[3*n], slots[3*n+1], slots[3*n+2] = int64(b.which), int64(b.code|i*goPart), int64(b.n)
+			p[n] = (*float32)(b.p)
+			n++
+		}
+	}
+	if ah == nil {
+		ah = capi.SwigcptrStruct_SS_attn_args(0)
+	}
+	if ph == nil {
+		ph = capi.SwigcptrStruct_SS_attn_args(0)
+	}
+	return check(func() capi.Enum_SS_attn_status {
+		return capi.Attn_go_call(h, call, capi.Enum_SS_attn_op(op), ah, ph, &slots[0], n,
+			p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13],
+			p[14], p[15], p[16], p[17], p[18], p[19], p[20], p[21], p[22], p[23], p[24], p[25],
+			p[26], p[27], p[28], p[29], p[30], p[31])
+	})
+}
+
+// Args holds the per-call slices of the extensible call (attn_args) for one Desc: create it
+// with Desc.NewArgs, bind slices with the setters, run, Close. The setter that binds an operand
+// sets its element type (capi/attn.h, "Storage types"); nil unbinds it. The library checks
+// each binding's operand and setter when it is made, and every length and value in the call.
 //
-// Q, K and V may be stored as float32 (SetF32), IEEE binary16 or bfloat16 bit patterns (SetF16,
-// SetBF16: []uint16) or, K and V, symmetric int8 with one float32 scale per row (SetI8: []int8,
-// the scales bound with SetF32(OperandKScale / OperandVScale, ...)). The setter that binds an
-// operand sets its type (binding it again with another setter replaces it); lengths count
-// elements as for float32. The results are float32 attention over the widened values.
-//
-// The setters check every slice against Desc.RequiredLen before anything reaches C: nil
-// unbinds the operand ("not given"), a shorter slice (an empty one included) is a
-// StatusInvalidArgument error, a longer one is fine (only the required prefix is read or
-// written). With WithVarlen the token operands of a pack, whose length follows from
-// cu_seqlens, need only be non-empty in Go (see Desc.RequiredLen): the library checks the
-// call's own length. Required operands (q, k; v and out for OpForward; weights for OpWeights)
-// that are not bound make Run fail with StatusNullPointer; an output overlapping another
-// operand with the library's StatusInvalidArgument ("out overlaps q").
-//
-// Zero copy: the slices stay in Go and are handed to C for the duration of each Run only (cgo's
-// rule: C never keeps a Go pointer); a Run allocates nothing on the Go side. The Args keeps the
-// slices reachable until they are unbound, Clear or Close.
-//
-// An Args may be used from several goroutines, but its calls are serialized (one mutex); use
-// one Args per goroutine to run in parallel on a shared Desc.
+// Zero copy: the slices stay in Go and reach C for the duration of each call only (cgo's rule:
+// C never keeps a Go pointer); a call allocates nothing. An Args serializes its own calls (one
+// mutex): use one Args per goroutine to run in parallel on a shared Desc.
 type Args struct {
-	mu   sync.Mutex
-	d    *Desc
-	h    capi.Struct_SS_attn_args // the C attn_args*, nil once closed
-	f32  [numOperands][]float32   // float32 operands (inputs and outputs)
-	mask [numOperands][]byte      // byte masks (a []bool is viewed as bytes: Go bools are 0/1)
-	i32  [numOperands][]int32     // int32 operands: seq_lens_k, cu_seqlens_q/_k, block_table
-	u16  [numStored][]uint16      // q, k, v stored in 16 bits (f16, or bf16 where bf16 is set)
-	bf16 [numStored]bool
-	i8   [numStored][]int8 // k, v (new_k, new_v) stored as int8
-	// out[o]: operand o (K, V or their scales) is a cache bound writable (SetOutF32 / SetOutF16 /
-	// SetOutBF16 / SetOutI8) for KVAppendArgs
-	out [numOperands]bool
+	mu sync.Mutex
+	d  *Desc
+	h  capi.Struct_SS_attn_args // the C attn_args*, nil once closed; empty between calls
+	b  []binding                // indexed by Operand
 }
 
-// unbindAll forgets every binding of an operand, whatever its type (a.mu held).
-func (a *Args) unbindAll(which Operand) {
-	a.f32[which], a.mask[which], a.i32[which] = nil, nil, nil
-	a.out[which] = false
-	if which < numStored {
-		a.u16[which], a.bf16[which], a.i8[which] = nil, false, nil
-	}
-}
-
-// clearAll forgets every operand (a.mu held).
-func (a *Args) clearAll() {
-	a.f32, a.mask, a.i32 = [numOperands][]float32{}, [numOperands][]byte{}, [numOperands][]int32{}
-	a.u16, a.bf16, a.i8 = [numStored][]uint16{}, [numStored]bool{}, [numStored][]int8{}
-	a.out = [numOperands]bool{}
-}
-
-// NewArgs creates an empty Args for d (attn_args_create). Close frees it; one that is never
-// closed is freed by a finalizer once unreachable. The Args keeps d reachable.
+// NewArgs creates an empty Args for d (attn_args_create); the Args keeps d reachable.
 func (d *Desc) NewArgs() (*Args, error) {
-	if d == nil {
-		return nil, ErrClosed
-	}
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	if d.h == nil {
-		return nil, ErrClosed
-	}
-	var handle uintptr
-	if err := check(func() capi.Enum_SS_attn_status { return capi.Attn_args_create(&handle) }); err != nil {
-		return nil, err
-	}
-	a := &Args{d: d, h: capi.SwigcptrStruct_SS_attn_args(handle)}
-	runtime.SetFinalizer(a, (*Args).finalize)
-	return a, nil
+	var a *Args
+	err := d.use(func(capi.Struct_SS_attn_desc) error {
+		var handle uintptr
+		if err := check(func() capi.Enum_SS_attn_status { return capi.Attn_args_create(&handle) }); err != nil {
+			return err
+		}
+		a = &Args{d: d, h: capi.SwigcptrStruct_SS_attn_args(handle)}
+		runtime.SetFinalizer(a, (*Args).finalize)
+		return nil
+	})
+	return a, err
 }
 
 func (a *Args) finalize() {
@@ -171,9 +148,8 @@ func (a *Args) finalize() {
 	}
 }
 
-// Close frees the Args (not the slices it names). Afterwards every method returns
-// ErrArgsClosed (a second Close too). A nil or zero Args behaves as closed.
-func (a *Args) Close() error {
+// locked runs f under the Args' lock; ErrArgsClosed once closed.
+func (a *Args) locked(f func() error) error {
 	if a == nil {
 		return ErrArgsClosed
 	}
@@ -182,494 +158,155 @@ func (a *Args) Close() error {
 	if a.h == nil {
 		return ErrArgsClosed
 	}
-	capi.Attn_args_destroy(a.h)
-	a.h = nil
-	a.clearAll()
-	argsClosed.Add(1)
-	runtime.SetFinalizer(a, nil)
-	return nil
+	return f()
+}
+
+// Close frees the Args (not the slices it names); afterwards every method returns ErrArgsClosed.
+func (a *Args) Close() error {
+	return a.locked(func() error {
+		capi.Attn_args_destroy(a.h)
+		a.h, a.b = nil, nil
+		argsClosed.Add(1)
+		runtime.SetFinalizer(a, nil)
+		return nil
+	})
 }
 
 // Desc is the descriptor the Args was created for.
 func (a *Args) Desc() *Desc { return a.d }
 
-// bind runs the checks common to every setter; n < 0 means "unbind" (a nil slice).
-func (a *Args) bind(setter string, want kind, which Operand, n int, store func()) error {
-	if a == nil {
-		return ErrArgsClosed
-	}
-	if err := checkOperand(which); err != nil {
-		return err
-	}
-	if k := operandKinds[which]; k != want {
-		return argError(StatusInvalidArgument, "%s is bound with %s, not %s", which, kindSetters[k], setter)
-	}
-	return a.store(which, n, store)
-}
-
-// bindStored is bind for the storage setters SetF16, SetBF16 and SetI8 (Q, K, V only; int8 K
-// and V only).
-func (a *Args) bindStored(st storage, which Operand, n int, store func()) error {
-	if a == nil {
-		return ErrArgsClosed
-	}
-	if err := checkOperand(which); err != nil {
-		return err
-	}
-	kv := which == OperandK || which == OperandV || which == OperandNewK || which == OperandNewV
-	switch {
-	case st == storeI8 && !kv:
-		return argError(StatusInvalidArgument,
-			"%s cannot be bound with SetI8 (int8 storage is for K, V, NewK and NewV)", which)
-	case !kv && which != OperandQ && which != OperandDOut:
-		return argError(StatusInvalidArgument,
-			"%s cannot be bound with %s (16-bit storage is for Q, K, V, DOut, NewK and NewV)",
-			which, storageSetters[st])
-	}
-	return a.store(which, n, store)
-}
-
-// store checks the length n (< 0: unbind) against the Desc and runs store under the lock, after
-// unbinding every earlier binding of which (one operand has one type).
-func (a *Args) store(which Operand, n int, store func()) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.h == nil {
-		return ErrArgsClosed
-	}
-	need := a.d.leastLen(which)
-	if need < 0 {
-		return ErrClosed
-	}
-	if n >= 0 && n < need { // an empty non-nil slice is a length error unless need is 0
-		return argError(StatusInvalidArgument, "%s has %d elements, needs at least %d", which, n, need)
-	}
-	a.unbindAll(which)
-	store()
-	return nil
-}
-
-// leastLen is the length the setters demand for which (Desc.least), -1 once d is closed.
-func (d *Desc) leastLen(which Operand) int {
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	if d.h == nil {
-		return -1
-	}
-	return d.least[which]
-}
-
-// SetF32 binds a float32 input: OperandQ, OperandK, OperandV, OperandBias,
-// OperandAlibiSlopes, OperandSinks, OperandNewK, OperandNewV, OperandDOut (the gradient of out,
-// for OpBackward) or the int8 scales OperandKScale / OperandVScale. nil unbinds it (for Q, K
-// and V whatever setter bound it).
-func (a *Args) SetF32(which Operand, data []float32) error {
-	return a.bind("SetF32", kindF32In, which, sliceLen(len(data), data == nil), func() { a.f32[which] = data })
-}
-
-// SetOutF32 binds a float32 output: OperandOut, OperandLSE, OperandWeights, OperandKeyMass, or
-// a gradient of OpBackward: OperandDQ, OperandDK, OperandDV, OperandDBias, OperandDSinks (the
-// forward's out and lse, which OpBackward reads, stay bound with SetOutF32 too). nil unbinds it.
-// Outputs must not overlap any other operand of the call.
-//
-// SetOutF32 also binds a float32 K / V cache, or the OperandKScale / OperandVScale of an int8
-// one, writable for KVAppendArgs (Run reads it as an input).
-func (a *Args) SetOutF32(which Operand, data []float32) error {
-	if which == OperandK || which == OperandV || which == OperandKScale || which == OperandVScale {
-		if a == nil {
-			return ErrArgsClosed
-		}
-		return a.store(which, sliceLen(len(data), data == nil), func() {
-			a.f32[which], a.out[which] = data, data != nil
+// set binds (or with a nil slice unbinds) which: the library's setter for the code judges the
+// operand and the setter first (attn_go_check binds NULL), the slice is kept for the calls.
+func (a *Args) set(which Operand, b binding) error {
+	return a.locked(func() error {
+		return a.d.use(func(capi.Struct_SS_attn_desc) error {
+			if err := fitsInt("which", int(which)); err != nil {
+				return err
+			}
+			h := a.h
+			if err := check(func() capi.Enum_SS_attn_status {
+				return capi.Attn_go_check(h, capi.Enum_SS_attn_operand(which), b.code)
+			}); err != nil {
+				return err
+			}
+			for int(which) >= len(a.b) {
+				a.b = append(a.b, binding{which: Operand(len(a.b))})
+			}
+			b.which = which
+			a.b[which] = b
+			return nil
 		})
-	}
-	return a.bind("SetOutF32", kindF32Out, which, sliceLen(len(data), data == nil), func() { a.f32[which] = data })
+	})
 }
 
-// bindCache is the check of SetOutF16, SetOutBF16 and SetOutI8: OperandK or OperandV only.
-func (a *Args) bindCache(setter string, which Operand, n int, store func()) error {
-	if a == nil {
-		return ErrArgsClosed
-	}
-	if err := checkOperand(which); err != nil {
-		return err
-	}
-	if which != OperandK && which != OperandV {
-		return argError(StatusInvalidArgument,
-			"%s cannot be bound with %s (it binds a writable K or V cache)", which, setter)
-	}
-	return a.store(which, n, store)
+// SetF32 binds a float32 input (attn_args_set_f32).
+func (a *Args) SetF32(which Operand, data []float32) error { return a.set(which, bind(data, dtF32)) }
+
+// SetOutF32 binds a float32 output, or a float32 K / V cache (or an int8 cache's scales)
+// writable for KVAppendArgs (attn_args_set_out_f32).
+func (a *Args) SetOutF32(which Operand, data []float32) error {
+	return a.set(which, bind(data, dtF32|goOut))
 }
 
-// SetOutF16 binds OperandK or OperandV as a cache stored as IEEE binary16 bit patterns that
-// KVAppendArgs writes (attn_args_set_out_f16); Run reads it as SetF16's. nil unbinds it.
+// SetOutF16 binds a K or V cache of binary16 bit patterns writable (attn_args_set_out_f16).
 func (a *Args) SetOutF16(which Operand, data []uint16) error {
-	return a.bindCache("SetOutF16", which, sliceLen(len(data), data == nil), func() {
-		if data != nil {
-			a.u16[which], a.bf16[which], a.out[which] = data, false, true
-		}
-	})
+	return a.set(which, bind(data, dtF16|goOut))
 }
 
-// SetOutBF16 is SetOutF16 for a bfloat16 cache (attn_args_set_out_bf16).
+// SetOutBF16 binds a K or V cache of bfloat16 bit patterns writable (attn_args_set_out_bf16).
 func (a *Args) SetOutBF16(which Operand, data []uint16) error {
-	return a.bindCache("SetOutBF16", which, sliceLen(len(data), data == nil), func() {
-		if data != nil {
-			a.u16[which], a.bf16[which], a.out[which] = data, true, true
-		}
-	})
+	return a.set(which, bind(data, dtBF16|goOut))
 }
 
-// SetOutI8 is SetOutF16 for a symmetric int8 cache (attn_args_set_out_i8); bind its scales,
-// which KVAppendArgs writes too, with SetOutF32(OperandKScale / OperandVScale, ...).
+// SetOutI8 binds an int8 K or V cache writable (attn_args_set_out_i8).
 func (a *Args) SetOutI8(which Operand, data []int8) error {
-	return a.bindCache("SetOutI8", which, sliceLen(len(data), data == nil), func() {
-		if data != nil {
-			a.i8[which], a.out[which] = data, true
-		}
-	})
+	return a.set(which, bind(data, dtI8|goOut))
 }
 
-// SetBool binds a mask: OperandKeyValid, OperandAllowed or OperandQueryValid (true = real key /
-// allowed / real query). nil unbinds it.
-func (a *Args) SetBool(which Operand, mask []bool) error {
-	return a.bind("SetBool", kindMask, which, sliceLen(len(mask), mask == nil), func() {
-		if mask == nil {
-			a.mask[which] = nil
-		} else {
-			a.mask[which] = unsafe.Slice((*byte)(unsafe.Pointer(&mask[0])), len(mask))
-		}
-	})
-}
+// SetBool binds a mask, true = real / allowed (attn_args_set_u8 over Go's one-byte bools).
+func (a *Args) SetBool(which Operand, mask []bool) error { return a.set(which, bindBool(mask)) }
 
-// SetU8 binds a byte mask (one byte per element, nonzero = true): OperandKeyValid,
-// OperandAllowed or OperandQueryValid. nil unbinds it.
-func (a *Args) SetU8(which Operand, mask []byte) error {
-	return a.bind("SetU8", kindMask, which, sliceLen(len(mask), mask == nil), func() { a.mask[which] = mask })
-}
+// SetU8 binds a byte mask, nonzero = true (attn_args_set_u8).
+func (a *Args) SetU8(which Operand, mask []byte) error { return a.set(which, bind(mask, dtU8)) }
 
-// SetI32 binds an int32 operand: OperandSeqLensK ([batch], each in [0, seq_k]),
-// OperandCuSeqlensQ, OperandCuSeqlensK ([batch+1]) or OperandBlockTable ([batch][max_pages]).
-// Their values are checked by the library in Run, KVAppend and Merge, the message naming the
-// sequence and the slot. nil unbinds it.
-func (a *Args) SetI32(which Operand, data []int32) error {
-	return a.bind("SetI32", kindI32, which, sliceLen(len(data), data == nil), func() { a.i32[which] = data })
-}
+// SetI32 binds an int32 operand (attn_args_set_i32).
+func (a *Args) SetI32(which Operand, data []int32) error { return a.set(which, bind(data, dtI32)) }
 
-// SetF16 binds OperandQ, OperandK, OperandV or OperandDOut (or OperandNewK / OperandNewV for
-// KVAppendArgs) stored as IEEE binary16 bit patterns (attn_args_set_f16), RequiredLen elements
-// in the operand's strides, like SetF32: the slice reaches C without a copy and each value is
-// widened to float32 on load (ConvertF32ToF16 fills such a buffer). nil unbinds the operand.
-// Any other operand is a StatusInvalidArgument error naming it.
-func (a *Args) SetF16(which Operand, data []uint16) error {
-	return a.bindStored(storeF16, which, sliceLen(len(data), data == nil), func() {
-		if data != nil {
-			a.u16[which], a.bf16[which] = data, false
-		}
-	})
-}
+// SetF16 binds an operand stored as IEEE binary16 bit patterns (attn_args_set_f16).
+func (a *Args) SetF16(which Operand, data []uint16) error { return a.set(which, bind(data, dtF16)) }
 
-// SetBF16 binds OperandQ, OperandK or OperandV stored as bfloat16 bit patterns
-// (attn_args_set_bf16); as SetF16 (ConvertF32ToBF16 fills such a buffer).
-func (a *Args) SetBF16(which Operand, data []uint16) error {
-	return a.bindStored(storeBF16, which, sliceLen(len(data), data == nil), func() {
-		if data != nil {
-			a.u16[which], a.bf16[which] = data, true
-		}
-	})
-}
+// SetBF16 binds an operand stored as bfloat16 bit patterns (attn_args_set_bf16).
+func (a *Args) SetBF16(which Operand, data []uint16) error { return a.set(which, bind(data, dtBF16)) }
 
-// SetI8 binds OperandK or OperandV stored as symmetric int8 (attn_args_set_i8): element x of a
-// row is float32(data[x]) * scale of its row, the scales bound with SetF32(OperandKScale, ...) /
-// SetF32(OperandVScale, ...) ([batch][heads_kv][seq_k] floats, strided like K: WithStrides of
-// OperandKScale / OperandVScale). Run requires the scale of an int8 operand (StatusNullPointer
-// naming k_scale / v_scale) and refuses a scale without one. QuantizeI8 fills data and scales.
-// nil unbinds the operand; OperandQ or any other operand is a StatusInvalidArgument error
-// naming it.
-func (a *Args) SetI8(which Operand, data []int8) error {
-	return a.bindStored(storeI8, which, sliceLen(len(data), data == nil), func() {
-		if data != nil {
-			a.i8[which] = data
-		}
-	})
-}
+// SetI8 binds an operand stored as symmetric int8 (attn_args_set_i8); its scales are
+// OperandKScale / OperandVScale (SetKScale, SetVScale).
+func (a *Args) SetI8(which Operand, data []int8) error { return a.set(which, bind(data, dtI8)) }
 
-// SetKScale binds OperandKScale: the scales of an int8 K (SetF32(OperandKScale, scales)).
+// SetKScale binds OperandKScale: the scales of an int8 K.
 func (a *Args) SetKScale(scales []float32) error { return a.SetF32(OperandKScale, scales) }
 
-// SetVScale binds OperandVScale: the scales of an int8 V (SetF32(OperandVScale, scales)).
+// SetVScale binds OperandVScale: the scales of an int8 V.
 func (a *Args) SetVScale(scales []float32) error { return a.SetF32(OperandVScale, scales) }
 
-// The serving operands by name (the same as SetI32 / SetF32 with the Operand).
-
-// SetSeqLensK binds OperandSeqLensK: [batch] keys of each sequence (with a paged cache: the keys
-// in its cache, the new ones of a KVAppend included).
+// SetSeqLensK binds OperandSeqLensK.
 func (a *Args) SetSeqLensK(lens []int32) error { return a.SetI32(OperandSeqLensK, lens) }
 
-// SetCuSeqlensQ binds OperandCuSeqlensQ: [batch+1] prefix sums of the query lengths (WithVarlen).
+// SetCuSeqlensQ binds OperandCuSeqlensQ.
 func (a *Args) SetCuSeqlensQ(cu []int32) error { return a.SetI32(OperandCuSeqlensQ, cu) }
 
-// SetCuSeqlensK binds OperandCuSeqlensK: [batch+1] prefix sums of the key lengths (WithVarlen
-// without pages).
+// SetCuSeqlensK binds OperandCuSeqlensK.
 func (a *Args) SetCuSeqlensK(cu []int32) error { return a.SetI32(OperandCuSeqlensK, cu) }
 
-// SetBlockTable binds OperandBlockTable: [batch][max_pages] page ids, -1 = unused (WithPageSize).
+// SetBlockTable binds OperandBlockTable.
 func (a *Args) SetBlockTable(table []int32) error { return a.SetI32(OperandBlockTable, table) }
 
-// SetNewK binds OperandNewK: the new key rows of KVAppend, contiguous [tokens][heads_kv][head_dim].
+// SetNewK binds OperandNewK: the new key rows of KVAppend.
 func (a *Args) SetNewK(rows []float32) error { return a.SetF32(OperandNewK, rows) }
 
-// SetNewV binds OperandNewV: the new value rows of KVAppend, [tokens][heads_kv][head_dim_v].
+// SetNewV binds OperandNewV: the new value rows of KVAppend.
 func (a *Args) SetNewV(rows []float32) error { return a.SetF32(OperandNewV, rows) }
-
-func sliceLen(n int, isNil bool) int {
-	if isNil {
-		return -1
-	}
-	return n
-}
 
 // Clear unbinds every operand (attn_args_clear).
 func (a *Args) Clear() error {
-	if a == nil {
-		return ErrArgsClosed
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.h == nil {
-		return ErrArgsClosed
-	}
-	a.clearAll()
-	return nil
-}
-
-// emptyAnchor is the address passed for a non-nil slice of length 0: C tells "bound, empty"
-// (a varlen pack of 0 tokens) from "not bound" (NULL) and never reads it.
-var emptyAnchor uint64
-
-// ptrOf is the address of s's first element; nil only for a nil slice.
-func ptrOf[T any](s []T) *T {
-	if s == nil {
-		return nil
-	}
-	if cap(s) == 0 {
-		return (*T)(unsafe.Pointer(&emptyAnchor))
-	}
-	return &s[:1][0]
-}
-
-func pf(s []float32) *float32 { return ptrOf(s) }
-func pb(s []byte) *uint8      { return ptrOf(s) }
-func pi(s []int32) *int32     { return ptrOf(s) }
-func pu16(s []uint16) *uint16 { return ptrOf(s) }
-func pi8(s []int8) *int8      { return ptrOf(s) }
-
-// goRun is the one cgo call of Run, Backward and Desc.Backward: every operand of f, m, i, u16 /
-// bf16 and i8 is bound into ah (nil: a temporary attn_args of the C helper), op runs, and the
-// operands are unbound again before it returns.
-func goRun(h capi.Struct_SS_attn_desc, op Op, ah capi.Struct_SS_attn_args, f *[numOperands][]float32,
-	m *[numOperands][]byte, i *[numOperands][]int32, u16 *[numStored][]uint16, bf16 *[numStored]bool,
-	i8 *[numStored][]int8) error {
-	mask := 0
-	for o := range bf16 {
-		if bf16[o] {
-			mask |= 1 << o
+	return a.locked(func() error {
+		for i := range a.b {
+			a.b[i].p = nil
 		}
-	}
-	return check(func() capi.Enum_SS_attn_status {
-		return capi.Attn_go_run(h, capi.Enum_SS_attn_op(op), ah, mask,
-			pf(f[OperandQ]), int64(len(f[OperandQ])), pu16(u16[OperandQ]), int64(len(u16[OperandQ])),
-			pf(f[OperandK]), int64(len(f[OperandK])), pu16(u16[OperandK]), int64(len(u16[OperandK])),
-			pi8(i8[OperandK]), int64(len(i8[OperandK])),
-			pf(f[OperandV]), int64(len(f[OperandV])), pu16(u16[OperandV]), int64(len(u16[OperandV])),
-			pi8(i8[OperandV]), int64(len(i8[OperandV])),
-			pf(f[OperandOut]), int64(len(f[OperandOut])),
-			pf(f[OperandLSE]), int64(len(f[OperandLSE])),
-			pf(f[OperandWeights]), int64(len(f[OperandWeights])),
-			pb(m[OperandKeyValid]), int64(len(m[OperandKeyValid])),
-			pb(m[OperandAllowed]), int64(len(m[OperandAllowed])),
-			pf(f[OperandBias]), int64(len(f[OperandBias])),
-			pf(f[OperandAlibiSlopes]), int64(len(f[OperandAlibiSlopes])),
-			pf(f[OperandSinks]), int64(len(f[OperandSinks])),
-			pb(m[OperandQueryValid]), int64(len(m[OperandQueryValid])),
-			pi(i[OperandSeqLensK]), int64(len(i[OperandSeqLensK])),
-			pf(f[OperandKeyMass]), int64(len(f[OperandKeyMass])),
-			pi(i[OperandCuSeqlensQ]), int64(len(i[OperandCuSeqlensQ])),
-			pi(i[OperandCuSeqlensK]), int64(len(i[OperandCuSeqlensK])),
-			pi(i[OperandBlockTable]), int64(len(i[OperandBlockTable])),
-			pf(f[OperandDOut]), int64(len(f[OperandDOut])),
-			pf(f[OperandDQ]), int64(len(f[OperandDQ])),
-			pf(f[OperandDK]), int64(len(f[OperandDK])),
-			pf(f[OperandDV]), int64(len(f[OperandDV])),
-			pf(f[OperandDBias]), int64(len(f[OperandDBias])),
-			pf(f[OperandDSinks]), int64(len(f[OperandDSinks])),
-			pf(f[OperandKScale]), int64(len(f[OperandKScale])),
-			pf(f[OperandVScale]), int64(len(f[OperandVScale])),
-			pu16(u16[OperandDOut]), int64(len(u16[OperandDOut])))
+		return nil
 	})
 }
 
-// Run executes op (OpForward, OpWeights or OpBackward) with the Desc's configuration and the
-// bound operands (attn_run). Results are bit-identical whatever the thread count.
-func (a *Args) Run(op Op) error {
-	if a == nil {
-		return ErrArgsClosed
-	}
-	if err := checkOp(op); err != nil {
-		return err
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.h == nil {
-		return ErrArgsClosed
-	}
-	d := a.d
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	if d.h == nil {
-		return ErrClosed
-	}
-	return goRun(d.h, op, a.h, &a.f32, &a.mask, &a.i32, &a.u16, &a.bf16, &a.i8)
+// call runs one attn_go_call with the Args' bindings (and extra ones), under the Args' lock and
+// the Desc's read lock.
+func (a *Args) call(call int, op Op, extra []binding) error {
+	return a.locked(func() error {
+		return a.d.use(func(h capi.Struct_SS_attn_desc) error {
+			return goCall(h, call, op, a.h, nil, a.b, extra)
+		})
+	})
 }
 
-// Backward runs OpBackward (the same as Run(OpBackward)): from the forward's inputs, its out and
-// lse (bound with SetOutF32, as the forward wrote them) and the gradient of out
-// (SetF32(OperandDOut, ...)), it writes the gradients bound with SetOutF32: OperandDQ,
-// OperandDK, OperandDV (GQA: summed over a KV head's query heads), OperandDBias (with a bias;
-// broadcast dimensions summed) and OperandDSinks (with sinks); any of them, at least one. Every
-// mask and variant of the forward applies, varlen packs too (not a paged cache); Q, K, V and
-// DOut may be float32 or 16-bit (SetF16 / SetBF16: widened exactly, the gradients are the
-// float32 gradients of the widened values), not int8 (StatusUnsupported). Hidden and padded keys get dK = dV = 0, padded
-// queries and rows with no visible key dQ = 0. FlashAttention-2's algorithm: no seq_q x seq_k
-// buffer. Zero copy, no allocation, like Run. Missing operands are the library's errors, naming
-// them ("attn_run: dout is NULL").
+// Run executes op with the bound operands (attn_run).
+func (a *Args) Run(op Op) error { return a.call(goRun, op, nil) }
+
+// Backward runs OpBackward (Run(OpBackward)).
 func (a *Args) Backward() error { return a.Run(OpBackward) }
 
-// KVAppend writes the bound OperandNewK / OperandNewV rows into their cache positions
-// (attn_kv_append, vLLM's reshape_and_cache), with the Args' Desc: token t of the n_b new tokens
-// of sequence b goes to key position seq_lens_k[b] - n_b + t. OperandSeqLensK already counts the
-// new tokens, so the same Args then serve Run(OpForward) over the cache.
-//
-//	n_b:            cu_seqlens_q[b+1] - cu_seqlens_q[b] with WithVarlen, else seq_q (the new
-//	                rows are then ordered [batch][seq_q])
-//	kCache, vCache: the K and V buffers: the page pools with WithPageSize (OperandBlockTable
-//	                bound), dense K/V in the Desc's K/V layout otherwise; written in place, only
-//	                at the destination rows
-//
-// Both caches are required (nil is StatusNullPointer) and checked like OperandK / OperandV (at
-// least one page with a paged cache). The library checks the rest and names what is wrong:
-// "seq_lens_k[0] (1) is less than the 2 new tokens of sequence 0", "block_table[2][0] (1000) is
-// not a page of the K/V buffers, which hold 9 pages", caches that overlap each other or the new
-// rows. Zero copy, no allocation, like Run.
+// KVAppend writes the bound OperandNewK / OperandNewV rows into their positions of the float32
+// caches kCache and vCache (attn_kv_append).
 func (a *Args) KVAppend(kCache, vCache []float32) error {
-	if a == nil {
-		return ErrArgsClosed
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.h == nil {
-		return ErrArgsClosed
-	}
-	d := a.d
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	if d.h == nil {
-		return ErrClosed
-	}
-	pk, err := checkF32("k_cache", kCache, d.least[OperandK], true)
-	if err != nil {
-		return err
-	}
-	pv, err := checkF32("v_cache", vCache, d.least[OperandV], true)
-	if err != nil {
-		return err
-	}
-	h, ah, f, i := d.h, a.h, &a.f32, &a.i32
-	return check(func() capi.Enum_SS_attn_status {
-		return capi.Attn_go_kv_append(h, ah,
-			pf(f[OperandNewK]), int64(len(f[OperandNewK])),
-			pf(f[OperandNewV]), int64(len(f[OperandNewV])),
-			pi(i[OperandSeqLensK]), int64(len(i[OperandSeqLensK])),
-			pi(i[OperandCuSeqlensQ]), int64(len(i[OperandCuSeqlensQ])),
-			pi(i[OperandCuSeqlensK]), int64(len(i[OperandCuSeqlensK])),
-			pi(i[OperandBlockTable]), int64(len(i[OperandBlockTable])),
-			pk, int64(len(kCache)), pv, int64(len(vCache)))
-	})
+	caches := [...]binding{bind(kCache, goCache), bind(vCache, goCache)} // nil: NULL, named by the library
+	caches[1].which = 1
+	return a.call(goKVAppend, OpForward, caches[:])
 }
 
-// KVAppendArgs writes the bound OperandNewK / OperandNewV rows into caches of any storage type
-// (attn_kv_append_args): the caches are OperandK and OperandV of the Args, bound writable with
-// SetOutF32 (float32), SetOutF16 / SetOutBF16 (16-bit bit patterns) or SetOutI8 (int8, its
-// scales OperandKScale / OperandVScale bound with SetOutF32). The new rows are float32 (SetF32),
-// converted to the cache's type with round to nearest even or quantized as QuantizeI8 does
-// (the int8 row and its scale), or of the cache's own type (SetF16 / SetBF16 / SetI8; int8 rows
-// with OperandNewKScale / OperandNewVScale). Positions, lengths and every check are
-// KVAppend's; the same Args then serve Run(OpForward) over the cache. A non-finite float32 row
-// bound for an int8 cache is the library's StatusInvalidArgument naming the row ("new_k row 3
-// (token 1, KV head 1) holds a non-finite value"), and nothing is written. Zero copy, no
-// allocation, like Run.
-func (a *Args) KVAppendArgs() error {
-	if a == nil {
-		return ErrArgsClosed
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.h == nil {
-		return ErrArgsClosed
-	}
-	d := a.d
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	if d.h == nil {
-		return ErrClosed
-	}
-	bf16, out := 0, 0
-	for o := range a.bf16 {
-		if a.bf16[o] {
-			bf16 |= 1 << o
-		}
-	}
-	for o := range a.out {
-		if a.out[o] {
-			out |= 1 << o
-		}
-	}
-	h, ah, f, i, u, b := d.h, a.h, &a.f32, &a.i32, &a.u16, &a.i8
-	return check(func() capi.Enum_SS_attn_status {
-		return capi.Attn_go_kv_append_args(h, ah, bf16, out,
-			pf(f[OperandK]), int64(len(f[OperandK])), pu16(u[OperandK]), int64(len(u[OperandK])),
-			pi8(b[OperandK]), int64(len(b[OperandK])), pf(f[OperandKScale]), int64(len(f[OperandKScale])),
-			pf(f[OperandV]), int64(len(f[OperandV])), pu16(u[OperandV]), int64(len(u[OperandV])),
-			pi8(b[OperandV]), int64(len(b[OperandV])), pf(f[OperandVScale]), int64(len(f[OperandVScale])),
-			pf(f[OperandNewK]), int64(len(f[OperandNewK])), pu16(u[OperandNewK]), int64(len(u[OperandNewK])),
-			pi8(b[OperandNewK]), int64(len(b[OperandNewK])),
-			pf(f[OperandNewKScale]), int64(len(f[OperandNewKScale])),
-			pf(f[OperandNewV]), int64(len(f[OperandNewV])), pu16(u[OperandNewV]), int64(len(u[OperandNewV])),
-			pi8(b[OperandNewV]), int64(len(b[OperandNewV])),
-			pf(f[OperandNewVScale]), int64(len(f[OperandNewVScale])),
-			pi(i[OperandSeqLensK]), int64(len(i[OperandSeqLensK])),
-			pi(i[OperandCuSeqlensQ]), int64(len(i[OperandCuSeqlensQ])),
-			pi(i[OperandCuSeqlensK]), int64(len(i[OperandCuSeqlensK])),
-			pi(i[OperandBlockTable]), int64(len(i[OperandBlockTable])))
-	})
-}
+// KVAppendArgs writes the bound new rows into the caches bound writable as OperandK / OperandV,
+// of any storage type (attn_kv_append_args).
+func (a *Args) KVAppendArgs() error { return a.call(goKVAppendArgs, OpForward, nil) }
 
-// Merge folds part into acc (attn_merge): the exact merge of two results computed over
-// disjoint key sets (split-KV decode, ring attention, prefix caching), row by row
-//
-//	lse = log(exp(lse_acc) + exp(lse_part))
-//	out = exp(lse_acc - lse) out_acc + exp(lse_part - lse) out_part
-//
-// acc and part are Args with OperandOut and OperandLSE bound (SetOutF32, in both: part's are
-// only read), in d's OUT and LSE layouts; with WithVarlen acc also binds OperandCuSeqlensQ. acc's
-// out and lse are updated in place. A part with lse -Inf contributes nothing (its out is not
-// read); both -Inf gives out 0, lse -Inf. Folding parts in a fixed order is bit-identical from
-// run to run. acc and part may belong to other descriptors than d (a part over a key range is
-// computed with a Desc of that range's seq_k); d gives the layout and the library checks every
-// length against it ("part's lse has 3 elements, needs at least 56"). Only those operands are
-// read; a Merge allocates nothing. A nil acc or part is StatusNullPointer, as NULL is in C.
+// Merge folds part into acc (attn_merge): acc's OperandOut and OperandLSE are updated in place.
+// A nil acc or part is StatusNullPointer, as NULL is in C.
 func (d *Desc) Merge(acc, part *Args) error {
-	// nil is "not given", as NULL is in C (a closed Args is ErrArgsClosed below)
 	if acc == nil {
 		return argError(StatusNullPointer, "acc is nil")
 	}
@@ -680,34 +317,16 @@ func (d *Desc) Merge(acc, part *Args) error {
 		return argError(StatusInvalidArgument, "acc and part are the same Args (acc is updated in place "+
 			"from part: part must hold another result)")
 	}
-	// Args first (in a fixed order, so two Merges of the same pair cannot deadlock), then the
-	// Desc, as Run does.
+	// Both Args in a fixed order (two Merges of the same pair cannot deadlock), then the Desc.
 	first, second := acc, part
 	if uintptr(unsafe.Pointer(second)) < uintptr(unsafe.Pointer(first)) {
 		first, second = second, first
 	}
-	first.mu.Lock()
-	defer first.mu.Unlock()
-	second.mu.Lock()
-	defer second.mu.Unlock()
-	if acc.h == nil || part.h == nil {
-		return ErrArgsClosed
-	}
-	if d == nil {
-		return ErrClosed
-	}
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	if d.h == nil {
-		return ErrClosed
-	}
-	h, ah, ph, af, pfs, cu := d.h, acc.h, part.h, &acc.f32, &part.f32, acc.i32[OperandCuSeqlensQ]
-	return check(func() capi.Enum_SS_attn_status {
-		return capi.Attn_go_merge(h, ah, ph,
-			pf(af[OperandOut]), int64(len(af[OperandOut])),
-			pf(af[OperandLSE]), int64(len(af[OperandLSE])),
-			pi(cu), int64(len(cu)),
-			pf(pfs[OperandOut]), int64(len(pfs[OperandOut])),
-			pf(pfs[OperandLSE]), int64(len(pfs[OperandLSE])))
+	return first.locked(func() error {
+		return second.locked(func() error {
+			return d.use(func(h capi.Struct_SS_attn_desc) error {
+				return goCall(h, goMerge, OpForward, acc.h, part.h, acc.b, part.b)
+			})
+		})
 	})
 }

@@ -261,7 +261,7 @@ func TestParamBounds(t *testing.T) {
 	}
 	for _, p := range []Param{-1, 17, 1 << 32, 1<<32 + 1} {
 		_, err := ParamBounds(p)
-		wantError(t, err, StatusInvalidArgument, fmt.Sprintf("param (%d) is not an attn_param", int(p)))
+		wantError(t, err, StatusInvalidArgument, enumMsg("param", int(p), fmt.Sprintf("param (%d) is not an attn_param", int(p))))
 	}
 }
 
@@ -388,15 +388,15 @@ func TestComputeFP16CloseToExact(t *testing.T) {
 func TestEnumsRangeChecked(t *testing.T) {
 	for _, c := range []Causal{-1, 3, 1 << 40, 1<<32 + 1, 1 << 32} {
 		_, err := NewDesc(1, 1, 1, 3, 3, 8, WithCausal(c))
-		wantError(t, err, StatusInvalidArgument, fmt.Sprintf("causal (%d) is not an attn_causal value", int(c)))
+		wantError(t, err, StatusInvalidArgument, enumMsg("causal", int(c), fmt.Sprintf("causal (%d) is not an attn_causal value", int(c))))
 	}
 	for _, o := range []Operand{-1, 4, 5, 6, 14, 1 << 32, 1<<32 + 3} {
 		_, err := NewDesc(1, 1, 1, 3, 3, 8, WithStrides(o, 24, 24, 8))
-		wantError(t, err, StatusInvalidArgument, fmt.Sprintf("which (%d) must be ATTN_Q", int(o)))
+		wantError(t, err, StatusInvalidArgument, enumMsg("which", int(o), fmt.Sprintf("which (%d) must be ATTN_Q", int(o))))
 	}
 	for _, p := range []Param{-1, 17, 1 << 32, 1<<32 + 1} {
 		_, err := NewDesc(1, 1, 1, 3, 3, 8, WithParamInt(p, 0))
-		wantError(t, err, StatusInvalidArgument, fmt.Sprintf("param (%d) is not an attn_param", int(p)))
+		wantError(t, err, StatusInvalidArgument, enumMsg("param", int(p), fmt.Sprintf("param (%d) is not an attn_param", int(p))))
 		_, err = NewDesc(1, 1, 1, 3, 3, 8, WithParamFloat(p, 0))
 		wantError(t, err, StatusInvalidArgument, fmt.Sprintf("param (%d)", int(p)))
 	}
@@ -409,19 +409,19 @@ func TestEnumsRangeChecked(t *testing.T) {
 		{WithAlibi(1<<32 + 1), "ATTN_PARAM_ALIBI (4294967297) is outside [0, 2]"},
 		{WithWeightsMode(WeightsSoftcapped + 1), "ATTN_PARAM_WEIGHTS_MODE (5) is outside [0, 4]"},
 		{WithWeightsMode(1 << 32), "ATTN_PARAM_WEIGHTS_MODE (4294967296)"},
-		{WithWindow(-2, 0), "ATTN_PARAM_WINDOW_LEFT (-2) is outside [-1, 2147483647]"},
-		{WithWindow(0, 1<<31), "ATTN_PARAM_WINDOW_RIGHT (2147483648) is outside [-1, 2147483647]"},
+		{WithWindow(-2, 0), "attn_desc_set_int: ATTN_PARAM_WINDOW_LEFT (-2) is outside [-1, 2.14748365e+09]"},
+		{WithWindow(0, 1<<31), "attn_desc_set_int: ATTN_PARAM_WINDOW_RIGHT (2147483648) is outside [-1, 2.14748365e+09]"},
 		{WithHeadDimV(0), "ATTN_PARAM_HEAD_DIM_V (0)"},
 		{WithHeadDimV(1<<32 + 8), "ATTN_PARAM_HEAD_DIM_V (4294967304)"},
 		{WithSoftcap(-1), "ATTN_PARAM_SOFTCAP (-1) is outside [0, "},
 		{WithSoftcap(float32(math.NaN())), "ATTN_PARAM_SOFTCAP must not be NaN"},
-		{WithSoftcap(float32(math.Inf(1))), "ATTN_PARAM_SOFTCAP (+Inf) is outside"},
-		{WithParamFloat(ParamScale, 1e39), "ATTN_PARAM_SCALE (1e+39) is outside [-3.40282347e+38, 3.40282347e+38]"},
+		{WithSoftcap(float32(math.Inf(1))), "ATTN_PARAM_SOFTCAP (inf) is outside"},
+		{WithParamFloat(ParamScale, 1e39), "ATTN_PARAM_SCALE (9.9999999999999994e+38) is outside [-3.40282347e+38, 3.40282347e+38]"},
 		{WithParamFloat(ParamHeadDimV, 2.5), "ATTN_PARAM_HEAD_DIM_V (2.5) must be an integer"},
 		{WithParamInt(ParamSoftmaxPlusOne, 2), "ATTN_PARAM_SOFTMAX_PLUS_ONE (2)"},
 		{WithParamInt(ParamBiasFirst, -1), "ATTN_PARAM_BIAS_FIRST (-1)"},
-		{WithParamInt(ParamCausal, math.MaxInt64), "ATTN_PARAM_CAUSAL (9223372036854775807)"},
-		{WithParamInt(ParamWindowLeft, math.MinInt64), "ATTN_PARAM_WINDOW_LEFT (-9223372036854775808)"},
+		{WithParamInt(ParamCausal, math.MaxInt64), "ATTN_PARAM_CAUSAL (9.2233720368547758e+18)"},
+		{WithParamInt(ParamWindowLeft, math.MinInt64), "ATTN_PARAM_WINDOW_LEFT (-9.2233720368547758e+18)"},
 	} {
 		_, err := NewDesc(1, 1, 1, 3, 3, 8, c.opt)
 		wantError(t, err, StatusInvalidArgument, c.want)
@@ -439,10 +439,10 @@ func TestEnumsRangeChecked(t *testing.T) {
 	defer a.Close()
 	x := []float32{1, 2, 3, 4}
 	for _, op := range []Op{-1, 3, 1 << 32, 1<<32 + 1} {
-		wantError(t, a.Run(op), StatusInvalidArgument, fmt.Sprintf("op (%d) is not an attn_op", int(op)))
+		wantError(t, a.Run(op), StatusInvalidArgument, enumMsg("op", int(op), fmt.Sprintf("op (%d) is not an attn_op", int(op))))
 	}
 	for _, o := range []Operand{-1, 29, 1 << 32, 1<<32 + 1} {
-		wantError(t, a.SetF32(o, x), StatusInvalidArgument, fmt.Sprintf("which (%d) is not an attn_operand", int(o)))
+		wantError(t, a.SetF32(o, x), StatusInvalidArgument, enumMsg("which", int(o), fmt.Sprintf("which (%d) is not an attn_operand", int(o))))
 		wantError(t, a.SetOutF32(o, x), StatusInvalidArgument, fmt.Sprintf("which (%d)", int(o)))
 		wantError(t, a.SetBool(o, []bool{true}), StatusInvalidArgument, fmt.Sprintf("which (%d)", int(o)))
 		wantError(t, a.SetU8(o, []byte{1}), StatusInvalidArgument, fmt.Sprintf("which (%d)", int(o)))
@@ -482,34 +482,45 @@ func TestArgsErrors(t *testing.T) {
 	slopes := []float32{0.5, 0.25}
 
 	// Wrong setter for the operand's kind.
-	wantError(t, a.SetF32(OperandOut, out), StatusInvalidArgument, "out is bound with SetOutF32, not SetF32")
-	wantError(t, a.SetOutF32(OperandQ, q), StatusInvalidArgument, "q is bound with SetF32, not SetOutF32")
-	wantError(t, a.SetF32(OperandKeyValid, q), StatusInvalidArgument, "key_valid is bound with SetBool or SetU8")
-	wantError(t, a.SetBool(OperandSeqLensK, []bool{true, true}), StatusInvalidArgument, "seq_lens_k is bound with SetI32")
-	wantError(t, a.SetI32(OperandSinks, []int32{1, 2}), StatusInvalidArgument, "sinks is bound with SetF32")
+	wantError(t, a.SetF32(OperandOut, out), StatusInvalidArgument, "attn_args_set_f32: out is bound with attn_args_set_out_f32, not attn_args_set_f32")
+	wantError(t, a.SetOutF32(OperandQ, q), StatusInvalidArgument, "q is bound with attn_args_set_f32, not attn_args_set_out_f32")
+	wantError(t, a.SetF32(OperandKeyValid, q), StatusInvalidArgument, "key_valid is bound with attn_args_set_u8")
+	wantError(t, a.SetBool(OperandSeqLensK, []bool{true, true}), StatusInvalidArgument, "seq_lens_k is bound with attn_args_set_i32")
+	wantError(t, a.SetI32(OperandSinks, []int32{1, 2}), StatusInvalidArgument, "sinks is bound with attn_args_set_f32")
 
-	// Short and empty (non-nil) slices: length errors naming the operand, before C.
+	// Short and empty (non-nil) slices: the library's length errors naming the operand, in Run.
+	weights := make([]float32, d.RequiredLen(OperandWeights))
 	for _, c := range []struct {
-		err  error
+		set  func(a *Args) error
 		want string
 	}{
-		{a.SetF32(OperandQ, q[:47]), "q has 47 elements, needs at least 48"},
-		{a.SetF32(OperandQ, []float32{}), "q has 0 elements, needs at least 48"},
-		{a.SetF32(OperandBias, []float32{}), "bias has 0 elements, needs at least 48"},
-		{a.SetF32(OperandBias, make([]float32, 47)), "bias has 47 elements, needs at least 48"},
-		{a.SetF32(OperandAlibiSlopes, slopes[:1]), "alibi_slopes has 1 elements, needs at least 2"},
-		{a.SetF32(OperandSinks, []float32{}), "sinks has 0 elements, needs at least 2"},
-		{a.SetBool(OperandKeyValid, []bool{}), "key_valid has 0 elements, needs at least 8"},
-		{a.SetU8(OperandAllowed, make([]byte, 11)), "allowed has 11 elements, needs at least 12"},
-		{a.SetBool(OperandQueryValid, make([]bool, 5)), "query_valid has 5 elements, needs at least 6"},
-		{a.SetI32(OperandSeqLensK, []int32{}), "seq_lens_k has 0 elements, needs at least 2"},
-		{a.SetOutF32(OperandOut, out[:1]), "out has 1 elements, needs at least 48"},
-		{a.SetOutF32(OperandLSE, []float32{}), "lse has 0 elements, needs at least 12"},
-		{a.SetOutF32(OperandKeyMass, make([]float32, 15)), "key_mass has 15 elements, needs at least 16"},
-		{a.SetOutF32(OperandWeights, make([]float32, 47)), "weights has 47 elements, needs at least 48"},
+		{func(a *Args) error { return a.SetF32(OperandQ, q[:47]) }, "q has 47 elements, needs at least 48"},
+		{func(a *Args) error { return a.SetF32(OperandQ, []float32{}) }, "q has 0 elements, needs at least 48"},
+		{func(a *Args) error { return a.SetF32(OperandBias, []float32{}) }, "bias has 0 elements, needs at least 48"},
+		{func(a *Args) error { return a.SetF32(OperandBias, make([]float32, 47)) }, "bias has 47 elements, needs at least 48"},
+		{func(a *Args) error { return a.SetF32(OperandAlibiSlopes, slopes[:1]) }, "alibi_slopes has 1 elements, needs at least 2"},
+		{func(a *Args) error { return a.SetF32(OperandSinks, []float32{}) }, "sinks has 0 elements, needs at least 2"},
+		{func(a *Args) error { return a.SetBool(OperandKeyValid, []bool{}) }, "key_valid has 0 elements, needs at least 8"},
+		{func(a *Args) error { return a.SetU8(OperandAllowed, make([]byte, 11)) }, "allowed has 11 elements, needs at least 12"},
+		{func(a *Args) error { return a.SetBool(OperandQueryValid, make([]bool, 5)) }, "query_valid has 5 elements, needs at least 6"},
+		{func(a *Args) error { return a.SetI32(OperandSeqLensK, []int32{}) }, "seq_lens_k has 0 elements, needs at least 2"},
+		{func(a *Args) error { return a.SetOutF32(OperandOut, out[:1]) }, "out has 1 elements, needs at least 48"},
+		{func(a *Args) error { return a.SetOutF32(OperandLSE, []float32{}) }, "lse has 0 elements, needs at least 12"},
+		{func(a *Args) error { return a.SetOutF32(OperandKeyMass, make([]float32, 15)) }, "key_mass has 15 elements, needs at least 16"},
+		{func(a *Args) error { return a.SetOutF32(OperandOut, nil) }, "out is NULL"},
 	} {
-		wantError(t, c.err, StatusInvalidArgument, c.want)
+		a2, err := d.NewArgs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		must(t, a2.SetF32(OperandQ, q), a2.SetF32(OperandK, k), a2.SetF32(OperandV, v),
+			a2.SetOutF32(OperandOut, out), a2.SetF32(OperandAlibiSlopes, slopes), c.set(a2))
+		wantError(t, a2.Run(OpForward), map[bool]Status{true: StatusNullPointer, false: StatusInvalidArgument}[strings.HasSuffix(c.want, "NULL")], c.want)
+		a2.Close()
 	}
+	must(t, a.SetF32(OperandQ, q), a.SetF32(OperandK, k), a.SetOutF32(OperandWeights, weights[:47]))
+	wantError(t, a.Run(OpWeights), StatusInvalidArgument, "weights has 47 elements, needs at least 48")
+	must(t, a.Clear())
 	// Nothing bound: the library names the first missing required operand.
 	wantError(t, a.Run(OpForward), StatusNullPointer, "attn_run: q is NULL")
 	for _, err := range []error{a.SetF32(OperandQ, q), a.SetF32(OperandK, k)} {

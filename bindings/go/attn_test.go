@@ -573,7 +573,7 @@ func TestSharedVectorsEveryISAAndThreadCount(t *testing.T) {
 func TestErrorsSimple(t *testing.T) {
 	q := []float32{0, 0, 0, 0}
 	wantError(t, func() error { _, err := Simple(nil, q, q, 2, 2, false, nil); return err }(),
-		StatusNullPointer, "q is nil (needs 4 float32 elements)")
+		StatusNullPointer, "q is nil (needs 4 elements)")
 	// Empty (non-nil) slices are length errors, required or optional.
 	wantError(t, func() error { _, err := Simple(q, []float32{}, q, 2, 2, false, nil); return err }(),
 		StatusInvalidArgument, "k has 0 elements, needs at least 4")
@@ -583,19 +583,19 @@ func TestErrorsSimple(t *testing.T) {
 	wantError(t, func() error { _, err := Simple(q, q, q, 40000, 2, false, nil); return err }(),
 		StatusInvalidArgument, "q has 4 elements, needs at least 80000")
 	wantError(t, func() error { _, err := Simple(q, q, q, 1<<31, 1, false, nil); return err }(),
-		StatusInvalidArgument, "n (2147483648) exceeds the limit 2147483647")
+		StatusInvalidArgument, "n (2147483648) must be in [1, 2147483647]")
 	wantError(t, func() error { _, err := Simple(q, q, q, 2, 1<<40, false, nil); return err }(),
-		StatusInvalidArgument, "d (1099511627776) exceeds the limit 2147483647")
+		StatusInvalidArgument, "d (1099511627776) must be in [1, 2147483647]")
 	wantError(t, func() error { _, err := Simple(q, q, q[:3], 2, 2, false, nil); return err }(),
 		StatusInvalidArgument, "v has 3 elements, needs at least 4")
 	wantError(t, func() error { _, err := Simple(q, q, q, 2, 2, false, []bool{true}); return err }(),
 		StatusInvalidArgument, "pad_mask has 1 elements, needs at least 2")
 	wantError(t, func() error { _, err := Simple(q, q, q, 0, 2, false, nil); return err }(),
-		StatusInvalidArgument, "n (0) must be positive")
+		StatusInvalidArgument, "n (0) must be in [1, 2147483647]")
 	wantError(t, func() error { _, err := Simple(q, q, q, 2, -1, false, nil); return err }(),
-		StatusInvalidArgument, "d (-1) must be positive")
+		StatusInvalidArgument, "d (-1) must be in [1, 2147483647]")
 	wantError(t, func() error { _, err := Simple(q, q, q, math.MaxInt/2, 3, false, nil); return err }(),
-		StatusInvalidArgument, "exceeds the limit")
+		StatusInvalidArgument, "must be in [1, 2147483647]")
 }
 
 func TestErrorsDesc(t *testing.T) {
@@ -613,11 +613,11 @@ func TestErrorsDesc(t *testing.T) {
 	wantError(t, err, StatusInvalidArgument, "causal (7) is not an attn_causal value")
 	// 64-bit values are range-checked, never truncated to the C enum's 32 bits.
 	_, err = NewDesc(1, 1, 1, 3, 3, 8, WithCausal(Causal(1<<40)))
-	wantError(t, err, StatusInvalidArgument, "causal (1099511627776) is not an attn_causal value")
+	wantError(t, err, StatusInvalidArgument, "causal (1099511627776) does not fit a C int")
 	_, err = NewDesc(1, 1, 1, 3, 3, 8, WithCausal(Causal(1<<32+1)))
 	wantError(t, err, StatusInvalidArgument, "causal (4294967297)")
 	_, err = NewDesc(1, 1, 1, 3, 3, 8, WithStrides(Operand(1<<32), 24, 24, 8))
-	wantError(t, err, StatusInvalidArgument, "which (4294967296) must be ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT or ATTN_BIAS")
+	wantError(t, err, StatusInvalidArgument, "which (4294967296) does not fit a C int")
 	_, err = NewDesc(1<<31, 1, 1, 3, 3, 8)
 	wantError(t, err, StatusInvalidArgument, "batch (2147483648) exceeds the limit")
 	_, err = NewDesc(1, 1, 1, 1<<32+3, 3, 8)
@@ -648,7 +648,7 @@ func TestErrorsDesc(t *testing.T) {
 	q, k, v := pattern(nq, 1), pattern(nk, 2), pattern(nv, 3)
 	out, lse, w := make([]float32, nq), make([]float32, 12), make([]float32, 48)
 	kv, al := make([]bool, 8), make([]bool, 12)
-	wantError(t, desc.Forward(nil, k, v, nil, nil, out, nil), StatusNullPointer, "q is nil (needs 96 float32 elements)")
+	wantError(t, desc.Forward(nil, k, v, nil, nil, out, nil), StatusNullPointer, "q is nil (needs 96 elements)")
 	wantError(t, desc.Forward(q, k, nil, nil, nil, out, nil), StatusNullPointer, "v is nil")
 	wantError(t, desc.Forward(q, k, v, nil, nil, nil, nil), StatusNullPointer, "out is nil")
 	// Empty (non-nil) slices: length errors, never "null pointer" and never "not given".

@@ -71,13 +71,13 @@ func ExampleNewDesc() {
 	fmt.Println(desc.Causal(), desc.Scale(), left, right, desc.Softcap(), desc.Alibi())
 	fmt.Println("out needs", desc.RequiredLen(attn.OperandOut), "floats")
 
-	// Out-of-range values are refused before the C call, naming the value.
-	_, err = attn.NewDesc(1, 1, 1, 4, 4, 8, attn.WithCausal(attn.Causal(1<<40)))
+	// Out-of-range values are the library's errors, naming the value.
+	_, err = attn.NewDesc(1, 1, 1, 4, 4, 8, attn.WithCausal(attn.Causal(7)))
 	fmt.Println(err)
 	// Output:
 	// bottom-right 0.125 32 0 50 standard
 	// out needs 8192 floats
-	// attn: invalid argument: causal (1099511627776) is not an attn_causal value (0 none, 1 top-left, 2 bottom-right)
+	// attn: invalid argument: attn_desc_set_causal: causal (7) is not an attn_causal value (0 none, 1 top-left, 2 bottom-right)
 }
 
 // One decode step through the extensible call: a sliding window of 2 keys and the "+1"
@@ -115,12 +115,13 @@ func ExampleArgs_Run() {
 	fmt.Printf("weights %.4f\nout     %.4f\nmass    %.4f\n", weights, out, mass)
 
 	// An empty (non-nil) slice is a length error; only nil means "not given".
-	fmt.Println(args.SetBool(attn.OperandKeyValid, []bool{}))
+	args.SetBool(attn.OperandKeyValid, []bool{})
+	fmt.Println(args.Run(attn.OpForward))
 	// Output:
 	// weights [0.0000 0.0000 0.3333 0.3333]
 	// out     [30.0000 3.0000]
 	// mass    [0.0000 0.0000 0.3333 0.3333]
-	// attn: invalid argument: key_valid has 0 elements, needs at least 4
+	// attn: invalid argument: attn_run: key_valid has 0 elements, needs at least 4
 }
 
 // The serving layouts: a varlen batch of two sequences over a paged K/V cache (pages of 2 tokens,
@@ -233,7 +234,7 @@ func ExampleArgs_SetI8() {
 	// k_scale [0.01575 0.03150 0.04724]
 	// v16 [0x4900 0x4d00]
 	// out [30 40.166668]
-	// attn: invalid argument: q cannot be bound with SetI8 (int8 storage is for K, V, NewK and NewV)
+	// attn: invalid argument: attn_args_set_i8: q cannot be bound with attn_args_set_i8 (int8 storage is for K, V, NEW_K and NEW_V)
 	// attn: null pointer: attn_run: k_scale is NULL but k is int8
 }
 

@@ -37,13 +37,28 @@ func TestStorageSetterErrors(t *testing.T) {
 	defer a.Close()
 	nq, nk := d.RequiredLen(OperandQ), d.RequiredLen(OperandK)
 
-	// Lengths: as for float32, in elements; empty non-nil is a length error.
-	wantError(t, a.SetF16(OperandQ, make([]uint16, nq-1)), StatusInvalidArgument,
-		"q has 191 elements, needs at least 192")
-	wantError(t, a.SetBF16(OperandK, []uint16{}), StatusInvalidArgument, "k has 0 elements, needs at least 160")
-	wantError(t, a.SetI8(OperandV, make([]int8, nk-1)), StatusInvalidArgument, "v has 159 elements, needs at least 160")
-	wantError(t, a.SetKScale(make([]float32, d.RequiredLen(OperandKScale)-1)), StatusInvalidArgument,
-		"k_scale has 19 elements, needs at least 20")
+	// Lengths: as for float32, in elements, checked by the library in Run; empty non-nil is a
+	// length error.
+	for _, c := range []struct {
+		set  func(a *Args) error
+		want string
+	}{
+		{func(a *Args) error { return a.SetF16(OperandQ, make([]uint16, nq-1)) }, "q has 191 elements, needs at least 192"},
+		{func(a *Args) error { return a.SetBF16(OperandK, []uint16{}) }, "k has 0 elements, needs at least 160"},
+		{func(a *Args) error {
+			return firstErr(a.SetI8(OperandV, make([]int8, nk-1)), a.SetVScale(make([]float32, d.RequiredLen(OperandVScale))))
+		}, "v has 159 elements, needs at least 160"},
+		{func(a *Args) error {
+			return firstErr(a.SetI8(OperandK, make([]int8, nk)), a.SetKScale(make([]float32, d.RequiredLen(OperandKScale)-1)))
+		}, "k_scale has 19 elements, needs at least 20"},
+	} {
+		a2 := mustArgs(t, d)
+		must(t, a2.SetF32(OperandQ, make([]float32, nq)), a2.SetF32(OperandK, make([]float32, nk)),
+			a2.SetF32(OperandV, make([]float32, nk)), a2.SetOutF32(OperandOut, make([]float32, d.RequiredLen(OperandOut))),
+			c.set(a2))
+		wantError(t, a2.Run(OpForward), StatusInvalidArgument, c.want)
+		a2.Close()
+	}
 	if d.RequiredLen(OperandKScale) != b*hkv*sk || d.RequiredLen(OperandVScale) != b*hkv*sk {
 		t.Errorf("RequiredLen(k_scale, v_scale) = %d, %d, want %d", d.RequiredLen(OperandKScale),
 			d.RequiredLen(OperandVScale), b*hkv*sk)
@@ -52,19 +67,19 @@ func TestStorageSetterErrors(t *testing.T) {
 	// Operands: 16 bits for Q, K, V, DOut, NewK, NewV; int8 for K, V, NewK, NewV; the message
 	// names the operand.
 	wantError(t, a.SetI8(OperandQ, make([]int8, nq)), StatusInvalidArgument,
-		"q cannot be bound with SetI8 (int8 storage is for K, V, NewK and NewV)")
+		"attn_args_set_i8: q cannot be bound with attn_args_set_i8 (int8 storage is for K, V, NEW_K and NEW_V)")
 	wantError(t, a.SetF16(OperandBias, make([]uint16, 1000)), StatusInvalidArgument,
-		"bias cannot be bound with SetF16 (16-bit storage is for Q, K, V, DOut, NewK and NewV)")
-	wantError(t, a.SetBF16(OperandOut, make([]uint16, 1000)), StatusInvalidArgument, "out cannot be bound with SetBF16")
-	wantError(t, a.SetI8(OperandKScale, make([]int8, 1000)), StatusInvalidArgument, "k_scale cannot be bound with SetI8")
+		"bias cannot be bound with attn_args_set_f16 (16-bit storage is for Q, K, V, DOUT, NEW_K and NEW_V)")
+	wantError(t, a.SetBF16(OperandOut, make([]uint16, 1000)), StatusInvalidArgument, "out cannot be bound with attn_args_set_bf16")
+	wantError(t, a.SetI8(OperandKScale, make([]int8, 1000)), StatusInvalidArgument, "k_scale cannot be bound with attn_args_set_i8")
 	for _, o := range []Operand{-1, 29, 1 << 32} {
-		wantError(t, a.SetF16(o, []uint16{1}), StatusInvalidArgument, "is not an attn_operand")
-		wantError(t, a.SetI8(o, []int8{1}), StatusInvalidArgument, "is not an attn_operand")
+		wantError(t, a.SetF16(o, []uint16{1}), StatusInvalidArgument, enumMsg("which", int(o), "is not an attn_operand"))
+		wantError(t, a.SetI8(o, []int8{1}), StatusInvalidArgument, enumMsg("which", int(o), "is not an attn_operand"))
 	}
 	// The gradients and scales have their kinds.
-	wantError(t, a.SetF32(OperandDQ, make([]float32, nq)), StatusInvalidArgument, "dq is bound with SetOutF32, not SetF32")
-	wantError(t, a.SetOutF32(OperandDOut, make([]float32, nq)), StatusInvalidArgument, "dout is bound with SetF32, not SetOutF32")
-	wantError(t, a.SetOutF32(OperandSinks, make([]float32, 20)), StatusInvalidArgument, "sinks is bound with SetF32")
+	wantError(t, a.SetF32(OperandDQ, make([]float32, nq)), StatusInvalidArgument, "dq is bound with attn_args_set_out_f32, not attn_args_set_f32")
+	wantError(t, a.SetOutF32(OperandDOut, make([]float32, nq)), StatusInvalidArgument, "dout is bound with attn_args_set_f32, not attn_args_set_out_f32")
+	wantError(t, a.SetOutF32(OperandSinks, make([]float32, 20)), StatusInvalidArgument, "sinks is bound with attn_args_set_f32")
 
 	// Strides: the scales take them, the gradients take their counterparts'.
 	if ds, err := NewDesc(b, hq, hkv, sq, sk, dd, WithStrides(OperandKScale, 2*sk*hkv, 1, hkv),
@@ -121,7 +136,8 @@ func TestBackwardErrors(t *testing.T) {
 	wantError(t, a.Backward(), StatusNullPointer, "attn_run: dout is NULL")
 	must(t, a.SetF32(OperandDOut, dout))
 	wantError(t, a.Backward(), StatusNullPointer, "nothing to compute: bind dq, dk, dv, dbias or dsinks")
-	wantError(t, a.SetOutF32(OperandDQ, dq[:len(dq)-1]), StatusInvalidArgument, "dq has 23 elements, needs at least 24")
+	must(t, a.SetOutF32(OperandDQ, dq[:len(dq)-1]))
+	wantError(t, a.Backward(), StatusInvalidArgument, "dq has 23 elements, needs at least 24")
 	must(t, a.SetOutF32(OperandDQ, dq))
 	must(t, a.Backward())
 	must(t, a.SetOutF32(OperandDBias, make([]float32, d.RequiredLen(OperandDBias))))
@@ -142,10 +158,10 @@ func TestBackwardErrors(t *testing.T) {
 	wantError(t, a.Backward(), StatusUnsupported, "ATTN_OP_BACKWARD needs fp32, f16 or bf16 k (it is int8)")
 	must(t, a.SetF32(OperandKScale, nil), a.SetF32(OperandK, k), a.SetF32(OperandQ, q), a.Backward())
 
-	// Desc.Backward: the same checks in Go, before any pointer reaches C, naming the slice.
+	// Desc.Backward: the library's checks, naming the slice.
 	dk := make([]float32, d.RequiredLen(OperandDK))
-	wantError(t, d.Backward(q, k, v, nil, nil, out, lse, nil, dq, nil, nil), StatusNullPointer, "dout is nil")
-	wantError(t, d.Backward(q, k, v, nil, nil, out, nil, dout, dq, nil, nil), StatusNullPointer, "lse is nil")
+	wantError(t, d.Backward(q, k, v, nil, nil, out, lse, nil, dq, nil, nil), StatusNullPointer, "attn_run: dout is NULL")
+	wantError(t, d.Backward(q, k, v, nil, nil, out, nil, dout, dq, nil, nil), StatusNullPointer, "attn_run: lse is NULL")
 	wantError(t, d.Backward(q, k, v, nil, nil, out, lse, dout, dq, dk[:3], nil), StatusInvalidArgument,
 		"dk has 3 elements, needs at least 16")
 	wantError(t, d.Backward(q, k, v, []bool{}, nil, out, lse, dout, dq, nil, nil), StatusInvalidArgument,

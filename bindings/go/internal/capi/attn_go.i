@@ -1,53 +1,18 @@
-/* Go's raw libattn wrappers: the SWIG interface behind the committed capi.go and capi_wrap.c.
+/* Go's raw libattn wrappers: the SWIG interface behind the committed capi.go and capi_wrap.c:
+ * Go's typemaps, then the shared allow-list ../../../attn.i, then the Go-only C helpers.
+ * The generated files are committed (a module must build without swig); this file is named .i,
+ * not .swig, so `go build` never runs SWIG. After editing it, attn.i or attn.h, regenerate with
+ * `cd bindings/go && sh internal/capi/generate.sh` (or `go generate ./...`); the ctest
+ * go_generated_current (generate.sh --check) fails while they are stale.
  *
- * The generated files are committed (so `go get`, the module proxy and `go mod vendor` need no
- * swig and nothing outside this module): this file is named .i, not .swig, so that `go build`
- * never runs SWIG itself. After editing this file, ../../../attn.i or ../../../../capi/attn.h,
- * regenerate from a libattn checkout with
- *
- *     cd bindings/go && go generate ./...        (runs internal/capi/generate.sh; needs swig 4.1.0)
- *
- * or `ninja -C <build> go_generate`; the ctest go_generated_current fails while they are stale.
- * The package is internal: users see only the idiomatic face in package attn. Go-specific
- * typemaps come first, then the language-neutral allow-list interface, then the Go-only C helpers
- * (attn_go_run, attn_go_kv_append, attn_go_kv_append_args, attn_go_merge). attn_kv_append, attn_merge and the typed setters
- * are called from those helpers only, so they need no entry in ../../../attn.i's allow-list.
- *
- * Typemap catalogue (Go). Every typemap binds by parameter name, as attn.h spells it.
- *   const float * / float * / const bool *   -> *float32 / *bool   SWIG 4.1 default: passed to C as
- *       a real pointer (void*), so cgo pins the Go memory for the call and cgocheck can verify it.
- *       The face passes &slice[0] (nil for a nil slice) after checking the length.
- *   attn_desc **desc, attn_args **args       -> *uintptr           out-parameters of
- *       attn_desc_create / attn_args_create: C writes the new object's address into a Go uintptr
- *       (a C pointer in Go memory is fine).
- *   const uint8_t *data / *key_valid / *allowed / *query_valid   -> *uint8
- *   const int32_t *data / *seq_lens_k / *cu_seqlens_q / *cu_seqlens_k / *block_table
- *                                            -> *int32             real pointers, like float *.
- *       Without these SWIG knows no <stdint.h> type and would wrap them as opaque objects.
- *   float *k_cache / *v_cache (attn_kv_append's names), float *acc_out / *acc_lse / *part_out /
- *   *part_lse, const float *new_k / *new_v   -> *float32           SWIG 4.1's default for float *
- *       (as above), in the helpers attn_go_kv_append and attn_go_merge.
- *   int64_t value                            -> int64              (attn_desc_set_int)
- *   int64_t *value                           -> *int64             (attn_desc_get_int)
- *   int *is_float                            -> *int32             (attn_param_bounds): SWIG's
- *       default maps int * to Go's 64-bit *int, a size mismatch with C's 4-byte int.
- *   double *value, double *min, double *max  -> *float64           SWIG 4.1 default.
- *   const uint16_t *src / *q_u16 / *k_u16 / *v_u16 / *dout_u16 / *new_k_u16 / *new_v_u16,
- *   uint16_t *dst                            -> *uint16   (storage types:
- *       f16 / bf16 bit patterns; attn_convert_* and the helper attn_go_run)
- *   const int8_t *k_i8 / *v_i8 / *new_k_i8 / *new_v_i8, int8_t *dst  -> *int8   (int8 K/V, int8
- *       new rows; attn_quantize_i8)
- *       real pointers, like float *. const float *src, float *dst, float *scales and the
- *       helper's float pointers (dout, dq ... dsinks, k_scale, v_scale): SWIG 4.1's default.
- *   int bf16_mask, int out_mask              -> Go int, truncated to C's int (bits < 29: one per
- *       attn_operand)
- *   enums (attn_causal, attn_operand, attn_param, attn_op)        -> Go int, truncated to C's
- *       32-bit int by the wrapper: the face range-checks every enum value before the call.
- *
- * Allow-list additions of this binding (before the shared attn.i, whose `%ignore "";` a named
- * %rename overrides): the conversion helpers attn_convert_* and attn_quantize_i8 (since 0.2),
- * called directly (they keep no pointer). The typed setters attn_args_set_f16 / _bf16 / _i8 are
- * called from attn_go_run only, like every other setter.
+ * Typemaps (Go):
+ *   attn_desc **desc, attn_args **args  -> *uintptr: C writes the new handle into a Go uintptr.
+ *   pointers to float, uint8_t, int8_t, uint16_t, int32_t, int64_t, unsigned, int -> *float32, *uint8,
+ *       ... : real pointers, so cgo pins the Go memory for the call and cgocheck verifies it
+ *       (SWIG would wrap the <stdint.h> ones as opaque objects).
+ *   (int * -> *int32: SWIG would map it to Go's 64-bit *int.) const char **name -> *uintptr.
+ *   int64_t value -> int64.
+ *   enums -> Go int, truncated to C's int by the wrapper: the face refuses values that do not fit.
  */
 
 %module capi
@@ -60,33 +25,34 @@
  * It includes <attn.h> of the installed C package, found through `#cgo pkg-config: attn`. */
 %}
 
-/* The installed package's header (pkg-config's -I). attn.i's own `#include "attn.h"` that follows
- * resolves to the same file through the same -I and is a no-op (include guard). */
+/* The installed package's header (pkg-config's -I); attn.i's own #include is then a no-op. */
 %{
 #include <attn.h>
 %}
 
-/* attn_desc_create(attn_desc **desc, ...): the caller passes a *uintptr that receives the handle. */
-%typemap(gotype) attn_desc **desc "*uintptr"
-%typemap(in) attn_desc **desc %{
-  $1 = (attn_desc **)$input;
-%}
-/* attn_args_create(attn_args **args): the same. */
-%typemap(gotype) attn_args **args "*uintptr"
-%typemap(in) attn_args **args %{
-  $1 = (attn_args **)$input;
-%}
-
-%typemap(gotype) const uint8_t *data, const uint8_t *key_valid, const uint8_t *allowed,
-                 const uint8_t *query_valid "*uint8"
-%typemap(in) const uint8_t *data, const uint8_t *key_valid, const uint8_t *allowed,
-             const uint8_t *query_valid %{
+%typemap(gotype) attn_desc **desc, attn_args **args "*uintptr"
+%typemap(in) attn_desc **desc, attn_args **args %{
   $1 = ($1_ltype)$input;
 %}
-%typemap(gotype) const int32_t *data, const int32_t *seq_lens_k, const int32_t *cu_seqlens_q,
-                 const int32_t *cu_seqlens_k, const int32_t *block_table "*int32"
-%typemap(in) const int32_t *data, const int32_t *seq_lens_k, const int32_t *cu_seqlens_q,
-             const int32_t *cu_seqlens_k, const int32_t *block_table %{
+
+%define ATTN_GO_POINTER(CTYPE, GOTYPE)
+%typemap(gotype) CTYPE *, const CTYPE * "GOTYPE"
+%typemap(in) CTYPE *, const CTYPE * %{
+  $1 = ($1_ltype)$input;
+%}
+%enddef
+ATTN_GO_POINTER(uint8_t, *uint8)
+ATTN_GO_POINTER(int8_t, *int8)
+ATTN_GO_POINTER(uint16_t, *uint16)
+ATTN_GO_POINTER(int32_t, *int32)
+ATTN_GO_POINTER(int64_t, *int64)
+ATTN_GO_POINTER(unsigned, *uint32)
+ATTN_GO_POINTER(int, *int32)
+
+/* The name out-parameters of the *_info queries: the C string's address in a Go uintptr (the
+ * face reads names through attn_go_name below). */
+%typemap(gotype) const char **name "*uintptr"
+%typemap(in) const char **name %{
   $1 = ($1_ltype)$input;
 %}
 
@@ -95,260 +61,103 @@
 %typemap(in) int64_t value %{
   $1 = ($1_ltype)$input;
 %}
-%typemap(gotype) int64_t *value "*int64"
-%typemap(in) int64_t *value %{
-  $1 = ($1_ltype)$input;
-%}
-%typemap(gotype) int *is_float "*int32"
-%typemap(in) int *is_float %{
-  $1 = ($1_ltype)$input;
-%}
-
-%typemap(gotype) const uint16_t *src, const uint16_t *q_u16, const uint16_t *k_u16,
-                 const uint16_t *v_u16, uint16_t *dst, const uint16_t *dout_u16,
-                 const uint16_t *new_k_u16, const uint16_t *new_v_u16 "*uint16"
-%typemap(in) const uint16_t *src, const uint16_t *q_u16, const uint16_t *k_u16,
-             const uint16_t *v_u16, uint16_t *dst, const uint16_t *dout_u16,
-             const uint16_t *new_k_u16, const uint16_t *new_v_u16 %{
-  $1 = ($1_ltype)$input;
-%}
-%typemap(gotype) const int8_t *k_i8, const int8_t *v_i8, int8_t *dst, const int8_t *new_k_i8,
-                 const int8_t *new_v_i8 "*int8"
-%typemap(in) const int8_t *k_i8, const int8_t *v_i8, int8_t *dst, const int8_t *new_k_i8,
-             const int8_t *new_v_i8 %{
-  $1 = ($1_ltype)$input;
-%}
-
-/* since 0.2: the storage types' conversion helpers (not in attn.i's shared allow-list). */
-%rename("%s") attn_convert_f32_to_f16;
-%rename("%s") attn_convert_f32_to_bf16;
-%rename("%s") attn_convert_f16_to_f32;
-%rename("%s") attn_convert_bf16_to_f32;
-%rename("%s") attn_quantize_i8;
 
 %include "attn.i"
 
-/* attn_go_run: bind every operand, run, and unbind again, all inside ONE cgo call. cgo forbids C
- * to keep a Go pointer after the call that received it returns, and attn_args keeps the pointers
- * it is given: so the face never calls attn_args_set_* with Go memory. It keeps its slices in Go
- * and hands them to this helper per call; the attn_args (C memory, created once per Go Args) holds
- * Go pointers only while attn_run runs. A NULL pointer leaves the operand unbound (its len must be
- * 0). Every pointer is a real pointer, so cgo pins it for the call and cgocheck verifies it.
- * Q, K and V come in one of their storage types (the face passes at most one non-NULL pointer
- * per operand): fp32, 16 bits (*_u16: f16, or bf16 where bit ATTN_Q / ATTN_K / ATTN_V of
- * bf16_mask is set) or int8 (K and V); DOUT fp32 or 16 bits. args NULL: a temporary attn_args for this call only
- * (Desc.Backward, which has no Args). Operands are bound in attn_operand order. */
-%rename("%s") attn_go_run;
+/* attn_go_name: the name of entry `index` of one of the library's tables (0: attn_operand_info,
+ * 1: attn_param_info, 2: attn_isa_info), NULL (Go "") past the last: the face's enum names. */
+%rename("%s") attn_go_name;
 %inline %{
-attn_status attn_go_run(const attn_desc *desc, attn_op op, attn_args *args, int bf16_mask,
-                        const float *q, size_t q_len, const uint16_t *q_u16, size_t q_u16_len,
-                        const float *k, size_t k_len, const uint16_t *k_u16, size_t k_u16_len,
-                        const int8_t *k_i8, size_t k_i8_len,
-                        const float *v, size_t v_len, const uint16_t *v_u16, size_t v_u16_len,
-                        const int8_t *v_i8, size_t v_i8_len,
-                        float *out, size_t out_len,
-                        float *lse, size_t lse_len, float *weights, size_t weights_len,
-                        const uint8_t *key_valid, size_t key_valid_len,
-                        const uint8_t *allowed, size_t allowed_len,
-                        const float *bias, size_t bias_len,
-                        const float *alibi_slopes, size_t alibi_slopes_len,
-                        const float *sinks, size_t sinks_len,
-                        const uint8_t *query_valid, size_t query_valid_len,
-                        const int32_t *seq_lens_k, size_t seq_lens_k_len,
-                        float *key_mass, size_t key_mass_len,
-                        const int32_t *cu_seqlens_q, size_t cu_seqlens_q_len,
-                        const int32_t *cu_seqlens_k, size_t cu_seqlens_k_len,
-                        const int32_t *block_table, size_t block_table_len,
-                        const float *dout, size_t dout_len, float *dq, size_t dq_len,
-                        float *dk, size_t dk_len, float *dv, size_t dv_len,
-                        float *dbias, size_t dbias_len, float *dsinks, size_t dsinks_len,
-                        const float *k_scale, size_t k_scale_len,
-                        const float *v_scale, size_t v_scale_len,
-                        const uint16_t *dout_u16, size_t dout_u16_len) {
+const char *attn_go_name(int table, int index) {
+    const char *name = NULL;
+    attn_status st = table == 0   ? attn_operand_info((attn_operand)index, &name, NULL, NULL, NULL, NULL)
+                     : table == 1 ? attn_param_info((attn_param)index, &name, NULL, NULL, NULL, NULL)
+                                  : attn_isa_info(index, &name, NULL);
+    return st == ATTN_OK ? name : NULL;
+}
+%}
+
+/* The Go-only C helpers. cgo forbids C to keep a Go pointer after the call that received it
+ * returns, and an attn_args keeps the pointers it is given: so the face keeps its bindings in Go
+ * and hands them to attn_go_call, which binds them, makes the call and unbinds them again, all
+ * inside ONE cgo call. A binding is a slot (which, code, len) of `slots` and the pointer p<i> of
+ * the same index (a real pointer, so cgo pins it for the call and cgocheck verifies it; NULL
+ * unbinds, a non-NULL pointer with len 0 is bound and empty). code is an attn_dtype (the element
+ * type: the setter attn_args_set_<type>), plus ATTN_GO_OUT for attn_args_set_out_<type>,
+ * ATTN_GO_PART to bind into `part` instead of `args`, or ATTN_GO_CACHE for attn_kv_append's
+ * k_cache (which 0) and v_cache (which 1), passed through unbound. args NULL: a temporary
+ * attn_args for this call only. attn_go_check asks the setter of (which, code) with NULL, so a
+ * Go setter gets the library's verdict on the operand and the setter at once. */
+%rename("%s") attn_go_check;
+%rename("%s") attn_go_call;
+%inline %{
+enum { ATTN_GO_OUT = 16, ATTN_GO_PART = 32, ATTN_GO_CACHE = 64, ATTN_GO_SLOTS = 32 };
+enum { ATTN_GO_RUN = 0, ATTN_GO_KV_APPEND = 1, ATTN_GO_KV_APPEND_ARGS = 2, ATTN_GO_MERGE = 3 };
+
+static attn_status attn_go_bind(attn_args *a, attn_operand w, int code, void *p, size_t n) {
+    switch (code & ~ATTN_GO_PART) {
+    case 0: return attn_args_set_f32(a, w, (const float *)p, n);
+    case 1: return attn_args_set_f16(a, w, (const uint16_t *)p, n);
+    case 2: return attn_args_set_bf16(a, w, (const uint16_t *)p, n);
+    case 3: return attn_args_set_i8(a, w, (const int8_t *)p, n);
+    case 4: return attn_args_set_u8(a, w, (const uint8_t *)p, n);
+    case 5: return attn_args_set_i32(a, w, (const int32_t *)p, n);
+    case ATTN_GO_OUT | 0: return attn_args_set_out_f32(a, w, (float *)p, n);
+    case ATTN_GO_OUT | 1: return attn_args_set_out_f16(a, w, (uint16_t *)p, n);
+    case ATTN_GO_OUT | 2: return attn_args_set_out_bf16(a, w, (uint16_t *)p, n);
+    case ATTN_GO_OUT | 3: return attn_args_set_out_i8(a, w, (int8_t *)p, n);
+    }
+    return ATTN_ERR_INTERNAL; /* the face passes no other code */
+}
+
+attn_status attn_go_check(attn_args *args, attn_operand which, int code) {
+    return attn_go_bind(args, which, code, NULL, 0);
+}
+
+attn_status attn_go_call(const attn_desc *desc, int call, attn_op op, attn_args *args,
+                         attn_args *part, const int64_t *slots, int n,
+                         float *p0, float *p1, float *p2, float *p3,
+                         float *p4, float *p5, float *p6, float *p7,
+                         float *p8, float *p9, float *p10, float *p11,
+                         float *p12, float *p13, float *p14, float *p15,
+                         float *p16, float *p17, float *p18, float *p19,
+                         float *p20, float *p21, float *p22, float *p23,
+                         float *p24, float *p25, float *p26, float *p27,
+                         float *p28, float *p29, float *p30, float *p31) {
+    void *p[ATTN_GO_SLOTS] = {p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15, p16, p17, p18, p19, p20, p21, p22, p23, p24, p25, p26, p27, p28, p29, p30, p31};
+    void *cache[2] = {NULL, NULL};
+    size_t cache_len[2] = {0, 0};
     attn_args *own = NULL;
-    attn_status st;
+    attn_status st = ATTN_OK;
     if (!args) {
         st = attn_args_create(&own);
-        if (st != ATTN_OK) return st;
         args = own;
-    } else {
-        st = attn_args_clear(args);
     }
-#define ATTN_GO_BIND(setter, which, ptr, len)                                                  \
-    if (st == ATTN_OK && (ptr)) st = setter(args, which, ptr, len)
-#define ATTN_GO_BIND16(which, ptr, len)                                                        \
-    if (st == ATTN_OK && (ptr))                                                                \
-        st = (bf16_mask & (1 << (which))) ? attn_args_set_bf16(args, which, ptr, len)          \
-                                          : attn_args_set_f16(args, which, ptr, len)
-    ATTN_GO_BIND(attn_args_set_f32, ATTN_Q, q, q_len);
-    ATTN_GO_BIND16(ATTN_Q, q_u16, q_u16_len);
-    ATTN_GO_BIND(attn_args_set_f32, ATTN_K, k, k_len);
-    ATTN_GO_BIND16(ATTN_K, k_u16, k_u16_len);
-    ATTN_GO_BIND(attn_args_set_i8, ATTN_K, k_i8, k_i8_len);
-    ATTN_GO_BIND(attn_args_set_f32, ATTN_V, v, v_len);
-    ATTN_GO_BIND16(ATTN_V, v_u16, v_u16_len);
-    ATTN_GO_BIND(attn_args_set_i8, ATTN_V, v_i8, v_i8_len);
-    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_OUT, out, out_len);
-    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_LSE, lse, lse_len);
-    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_WEIGHTS, weights, weights_len);
-    ATTN_GO_BIND(attn_args_set_u8, ATTN_KEY_VALID, key_valid, key_valid_len);
-    ATTN_GO_BIND(attn_args_set_u8, ATTN_ALLOWED, allowed, allowed_len);
-    ATTN_GO_BIND(attn_args_set_f32, ATTN_BIAS, bias, bias_len);
-    ATTN_GO_BIND(attn_args_set_f32, ATTN_ALIBI_SLOPES, alibi_slopes, alibi_slopes_len);
-    ATTN_GO_BIND(attn_args_set_f32, ATTN_SINKS, sinks, sinks_len);
-    ATTN_GO_BIND(attn_args_set_u8, ATTN_QUERY_VALID, query_valid, query_valid_len);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_SEQ_LENS_K, seq_lens_k, seq_lens_k_len);
-    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_KEY_MASS, key_mass, key_mass_len);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_Q, cu_seqlens_q, cu_seqlens_q_len);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_K, cu_seqlens_k, cu_seqlens_k_len);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_BLOCK_TABLE, block_table, block_table_len);
-    ATTN_GO_BIND(attn_args_set_f32, ATTN_DOUT, dout, dout_len);
-    ATTN_GO_BIND16(ATTN_DOUT, dout_u16, dout_u16_len);
-    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DQ, dq, dq_len);
-    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DK, dk, dk_len);
-    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DV, dv, dv_len);
-    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DBIAS, dbias, dbias_len);
-    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DSINKS, dsinks, dsinks_len);
-    ATTN_GO_BIND(attn_args_set_f32, ATTN_K_SCALE, k_scale, k_scale_len);
-    ATTN_GO_BIND(attn_args_set_f32, ATTN_V_SCALE, v_scale, v_scale_len);
-#undef ATTN_GO_BIND16
-#undef ATTN_GO_BIND
-    if (st == ATTN_OK) st = attn_run(desc, op, args);
+    for (int i = 0; st == ATTN_OK && i < n && i < ATTN_GO_SLOTS; i++) {
+        const int which = (int)slots[3 * i], code = (int)slots[3 * i + 1];
+        const size_t len = (size_t)slots[3 * i + 2];
+        if (code & ATTN_GO_CACHE) {
+            cache[which & 1] = p[i];
+            cache_len[which & 1] = len;
+        } else {
+            st = attn_go_bind(code & ATTN_GO_PART ? part : args, (attn_operand)which, code, p[i],
+                              len);
+        }
+    }
+    if (st == ATTN_OK) {
+        switch (call) {
+        case ATTN_GO_RUN: st = attn_run(desc, op, args); break;
+        case ATTN_GO_KV_APPEND:
+            st = attn_kv_append(desc, args, (float *)cache[0], cache_len[0], (float *)cache[1],
+                                cache_len[1]);
+            break;
+        case ATTN_GO_KV_APPEND_ARGS: st = attn_kv_append_args(desc, args); break;
+        case ATTN_GO_MERGE: st = attn_merge(desc, args, part); break;
+        }
+    }
     /* Forget every Go pointer before returning to Go (a successful clear keeps the message). */
     if (own) attn_args_destroy(own);
     else if (args) attn_args_clear(args);
-    return st;
-}
-%}
-
-/* attn_go_kv_append: the same pattern for attn_kv_append (Args.KVAppend). The operands it reads
- * (new_k, new_v, seq_lens_k, cu_seqlens_q, cu_seqlens_k, block_table) are bound into the Args'
- * attn_args for the call only; k_cache and v_cache are passed straight through. */
-%rename("%s") attn_go_kv_append;
-%inline %{
-attn_status attn_go_kv_append(const attn_desc *desc, attn_args *args,
-                              const float *new_k, size_t new_k_len,
-                              const float *new_v, size_t new_v_len,
-                              const int32_t *seq_lens_k, size_t seq_lens_k_len,
-                              const int32_t *cu_seqlens_q, size_t cu_seqlens_q_len,
-                              const int32_t *cu_seqlens_k, size_t cu_seqlens_k_len,
-                              const int32_t *block_table, size_t block_table_len,
-                              float *k_cache, size_t k_len, float *v_cache, size_t v_len) {
-    attn_status st = attn_args_clear(args);
-#define ATTN_GO_BIND(setter, which, ptr, len)                                                  \
-    if (st == ATTN_OK && (ptr)) st = setter(args, which, ptr, len)
-    ATTN_GO_BIND(attn_args_set_f32, ATTN_NEW_K, new_k, new_k_len);
-    ATTN_GO_BIND(attn_args_set_f32, ATTN_NEW_V, new_v, new_v_len);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_SEQ_LENS_K, seq_lens_k, seq_lens_k_len);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_Q, cu_seqlens_q, cu_seqlens_q_len);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_K, cu_seqlens_k, cu_seqlens_k_len);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_BLOCK_TABLE, block_table, block_table_len);
-#undef ATTN_GO_BIND
-    if (st == ATTN_OK) st = attn_kv_append(desc, args, k_cache, k_len, v_cache, v_len);
-    if (args) attn_args_clear(args);
-    return st;
-}
-%}
-
-/* attn_go_kv_append_args: the same pattern for attn_kv_append_args (Args.KVAppendArgs). The
- * caches K and V come in one storage type each (fp32, 16 bits: f16, or bf16 where bit ATTN_K /
- * ATTN_V of bf16_mask is set, or int8 with their scales) and are bound writable where bit ATTN_K /
- * ATTN_V / ATTN_K_SCALE / ATTN_V_SCALE of out_mask is set (else read-only, which the library
- * refuses, naming the operand); the new rows are fp32, 16-bit (bf16_mask bits ATTN_NEW_K /
- * ATTN_NEW_V) or int8 with their scales. Everything is bound for the call only. */
-%rename("%s") attn_go_kv_append_args;
-%inline %{
-attn_status attn_go_kv_append_args(const attn_desc *desc, attn_args *args, int bf16_mask,
-                                   int out_mask,
-                                   const float *k, size_t k_len, const uint16_t *k_u16,
-                                   size_t k_u16_len, const int8_t *k_i8, size_t k_i8_len,
-                                   const float *k_scale, size_t k_scale_len,
-                                   const float *v, size_t v_len, const uint16_t *v_u16,
-                                   size_t v_u16_len, const int8_t *v_i8, size_t v_i8_len,
-                                   const float *v_scale, size_t v_scale_len,
-                                   const float *new_k, size_t new_k_len,
-                                   const uint16_t *new_k_u16, size_t new_k_u16_len,
-                                   const int8_t *new_k_i8, size_t new_k_i8_len,
-                                   const float *new_k_scale, size_t new_k_scale_len,
-                                   const float *new_v, size_t new_v_len,
-                                   const uint16_t *new_v_u16, size_t new_v_u16_len,
-                                   const int8_t *new_v_i8, size_t new_v_i8_len,
-                                   const float *new_v_scale, size_t new_v_scale_len,
-                                   const int32_t *seq_lens_k, size_t seq_lens_k_len,
-                                   const int32_t *cu_seqlens_q, size_t cu_seqlens_q_len,
-                                   const int32_t *cu_seqlens_k, size_t cu_seqlens_k_len,
-                                   const int32_t *block_table, size_t block_table_len) {
-    attn_status st = attn_args_clear(args);
-#define ATTN_GO_OUT(which) (out_mask & (1 << (which)))
-#define ATTN_GO_BF16(which) (bf16_mask & (1 << (which)))
-#define ATTN_GO_BIND(setter, which, ptr, len)                                                  \
-    if (st == ATTN_OK && (ptr)) st = setter(args, which, ptr, len)
-#define ATTN_GO_BIND_CACHE(which, f, u16, i8, scale_which, scale)                              \
-    if (st == ATTN_OK && (f))                                                                  \
-        st = ATTN_GO_OUT(which) ? attn_args_set_out_f32(args, which, (float *)(f), f##_len)    \
-                                : attn_args_set_f32(args, which, f, f##_len);                  \
-    if (st == ATTN_OK && (u16))                                                                \
-        st = ATTN_GO_OUT(which)                                                                \
-                 ? (ATTN_GO_BF16(which)                                                        \
-                        ? attn_args_set_out_bf16(args, which, (uint16_t *)(u16), u16##_len)    \
-                        : attn_args_set_out_f16(args, which, (uint16_t *)(u16), u16##_len))    \
-                 : (ATTN_GO_BF16(which) ? attn_args_set_bf16(args, which, u16, u16##_len)      \
-                                        : attn_args_set_f16(args, which, u16, u16##_len));     \
-    if (st == ATTN_OK && (i8))                                                                 \
-        st = ATTN_GO_OUT(which) ? attn_args_set_out_i8(args, which, (int8_t *)(i8), i8##_len)  \
-                                : attn_args_set_i8(args, which, i8, i8##_len);                 \
-    if (st == ATTN_OK && (scale))                                                              \
-        st = ATTN_GO_OUT(scale_which)                                                          \
-                 ? attn_args_set_out_f32(args, scale_which, (float *)(scale), scale##_len)     \
-                 : attn_args_set_f32(args, scale_which, scale, scale##_len)
-#define ATTN_GO_BIND_NEW(which, f, u16, i8, scale_which, scale)                                \
-    ATTN_GO_BIND(attn_args_set_f32, which, f, f##_len);                                        \
-    if (st == ATTN_OK && (u16))                                                                \
-        st = ATTN_GO_BF16(which) ? attn_args_set_bf16(args, which, u16, u16##_len)             \
-                                 : attn_args_set_f16(args, which, u16, u16##_len);             \
-    ATTN_GO_BIND(attn_args_set_i8, which, i8, i8##_len);                                       \
-    ATTN_GO_BIND(attn_args_set_f32, scale_which, scale, scale##_len)
-    ATTN_GO_BIND_CACHE(ATTN_K, k, k_u16, k_i8, ATTN_K_SCALE, k_scale);
-    ATTN_GO_BIND_CACHE(ATTN_V, v, v_u16, v_i8, ATTN_V_SCALE, v_scale);
-    ATTN_GO_BIND_NEW(ATTN_NEW_K, new_k, new_k_u16, new_k_i8, ATTN_NEW_K_SCALE, new_k_scale);
-    ATTN_GO_BIND_NEW(ATTN_NEW_V, new_v, new_v_u16, new_v_i8, ATTN_NEW_V_SCALE, new_v_scale);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_SEQ_LENS_K, seq_lens_k, seq_lens_k_len);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_Q, cu_seqlens_q, cu_seqlens_q_len);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_K, cu_seqlens_k, cu_seqlens_k_len);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_BLOCK_TABLE, block_table, block_table_len);
-#undef ATTN_GO_BIND_NEW
-#undef ATTN_GO_BIND_CACHE
-#undef ATTN_GO_BIND
-#undef ATTN_GO_BF16
-#undef ATTN_GO_OUT
-    if (st == ATTN_OK) st = attn_kv_append_args(desc, args);
-    if (args) attn_args_clear(args);
-    return st;
-}
-%}
-
-/* attn_go_merge: the same for attn_merge (Desc.Merge): acc's out, lse and cu_seqlens_q and part's
- * out and lse, each bound into its own Args' attn_args for the call only. */
-%rename("%s") attn_go_merge;
-%inline %{
-attn_status attn_go_merge(const attn_desc *desc, attn_args *acc, attn_args *part,
-                          float *acc_out, size_t acc_out_len, float *acc_lse, size_t acc_lse_len,
-                          const int32_t *cu_seqlens_q, size_t cu_seqlens_q_len,
-                          float *part_out, size_t part_out_len,
-                          float *part_lse, size_t part_lse_len) {
-    attn_status st = attn_args_clear(acc);
-    if (st == ATTN_OK) st = attn_args_clear(part);
-#define ATTN_GO_BIND_IN(args, setter, which, ptr, len)                                         \
-    if (st == ATTN_OK && (ptr)) st = setter(args, which, ptr, len)
-    ATTN_GO_BIND_IN(acc, attn_args_set_out_f32, ATTN_OUT, acc_out, acc_out_len);
-    ATTN_GO_BIND_IN(acc, attn_args_set_out_f32, ATTN_LSE, acc_lse, acc_lse_len);
-    ATTN_GO_BIND_IN(acc, attn_args_set_i32, ATTN_CU_SEQLENS_Q, cu_seqlens_q, cu_seqlens_q_len);
-    /* part is only read, but bound with the output setter, as attn_merge wants */
-    ATTN_GO_BIND_IN(part, attn_args_set_out_f32, ATTN_OUT, part_out, part_out_len);
-    ATTN_GO_BIND_IN(part, attn_args_set_out_f32, ATTN_LSE, part_lse, part_lse_len);
-#undef ATTN_GO_BIND_IN
-    if (st == ATTN_OK) st = attn_merge(desc, acc, part);
-    if (acc) attn_args_clear(acc);
     if (part) attn_args_clear(part);
     return st;
 }

@@ -192,198 +192,82 @@ static void* Swig_malloc(int c) {
 #include "attn.h"
 
 
-attn_status attn_go_run(const attn_desc *desc, attn_op op, attn_args *args, int bf16_mask,
-                        const float *q, size_t q_len, const uint16_t *q_u16, size_t q_u16_len,
-                        const float *k, size_t k_len, const uint16_t *k_u16, size_t k_u16_len,
-                        const int8_t *k_i8, size_t k_i8_len,
-                        const float *v, size_t v_len, const uint16_t *v_u16, size_t v_u16_len,
-                        const int8_t *v_i8, size_t v_i8_len,
-                        float *out, size_t out_len,
-                        float *lse, size_t lse_len, float *weights, size_t weights_len,
-                        const uint8_t *key_valid, size_t key_valid_len,
-                        const uint8_t *allowed, size_t allowed_len,
-                        const float *bias, size_t bias_len,
-                        const float *alibi_slopes, size_t alibi_slopes_len,
-                        const float *sinks, size_t sinks_len,
-                        const uint8_t *query_valid, size_t query_valid_len,
-                        const int32_t *seq_lens_k, size_t seq_lens_k_len,
-                        float *key_mass, size_t key_mass_len,
-                        const int32_t *cu_seqlens_q, size_t cu_seqlens_q_len,
-                        const int32_t *cu_seqlens_k, size_t cu_seqlens_k_len,
-                        const int32_t *block_table, size_t block_table_len,
-                        const float *dout, size_t dout_len, float *dq, size_t dq_len,
-                        float *dk, size_t dk_len, float *dv, size_t dv_len,
-                        float *dbias, size_t dbias_len, float *dsinks, size_t dsinks_len,
-                        const float *k_scale, size_t k_scale_len,
-                        const float *v_scale, size_t v_scale_len,
-                        const uint16_t *dout_u16, size_t dout_u16_len) {
+const char *attn_go_name(int table, int index) {
+    const char *name = NULL;
+    attn_status st = table == 0   ? attn_operand_info((attn_operand)index, &name, NULL, NULL, NULL, NULL)
+                     : table == 1 ? attn_param_info((attn_param)index, &name, NULL, NULL, NULL, NULL)
+                                  : attn_isa_info(index, &name, NULL);
+    return st == ATTN_OK ? name : NULL;
+}
+
+
+enum { ATTN_GO_OUT = 16, ATTN_GO_PART = 32, ATTN_GO_CACHE = 64, ATTN_GO_SLOTS = 32 };
+enum { ATTN_GO_RUN = 0, ATTN_GO_KV_APPEND = 1, ATTN_GO_KV_APPEND_ARGS = 2, ATTN_GO_MERGE = 3 };
+
+static attn_status attn_go_bind(attn_args *a, attn_operand w, int code, void *p, size_t n) {
+    switch (code & ~ATTN_GO_PART) {
+    case 0: return attn_args_set_f32(a, w, (const float *)p, n);
+    case 1: return attn_args_set_f16(a, w, (const uint16_t *)p, n);
+    case 2: return attn_args_set_bf16(a, w, (const uint16_t *)p, n);
+    case 3: return attn_args_set_i8(a, w, (const int8_t *)p, n);
+    case 4: return attn_args_set_u8(a, w, (const uint8_t *)p, n);
+    case 5: return attn_args_set_i32(a, w, (const int32_t *)p, n);
+    case ATTN_GO_OUT | 0: return attn_args_set_out_f32(a, w, (float *)p, n);
+    case ATTN_GO_OUT | 1: return attn_args_set_out_f16(a, w, (uint16_t *)p, n);
+    case ATTN_GO_OUT | 2: return attn_args_set_out_bf16(a, w, (uint16_t *)p, n);
+    case ATTN_GO_OUT | 3: return attn_args_set_out_i8(a, w, (int8_t *)p, n);
+    }
+    return ATTN_ERR_INTERNAL; /* the face passes no other code */
+}
+
+attn_status attn_go_check(attn_args *args, attn_operand which, int code) {
+    return attn_go_bind(args, which, code, NULL, 0);
+}
+
+attn_status attn_go_call(const attn_desc *desc, int call, attn_op op, attn_args *args,
+                         attn_args *part, const int64_t *slots, int n,
+                         float *p0, float *p1, float *p2, float *p3,
+                         float *p4, float *p5, float *p6, float *p7,
+                         float *p8, float *p9, float *p10, float *p11,
+                         float *p12, float *p13, float *p14, float *p15,
+                         float *p16, float *p17, float *p18, float *p19,
+                         float *p20, float *p21, float *p22, float *p23,
+                         float *p24, float *p25, float *p26, float *p27,
+                         float *p28, float *p29, float *p30, float *p31) {
+    void *p[ATTN_GO_SLOTS] = {p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15, p16, p17, p18, p19, p20, p21, p22, p23, p24, p25, p26, p27, p28, p29, p30, p31};
+    void *cache[2] = {NULL, NULL};
+    size_t cache_len[2] = {0, 0};
     attn_args *own = NULL;
-    attn_status st;
+    attn_status st = ATTN_OK;
     if (!args) {
         st = attn_args_create(&own);
-        if (st != ATTN_OK) return st;
         args = own;
-    } else {
-        st = attn_args_clear(args);
     }
-#define ATTN_GO_BIND(setter, which, ptr, len)                                                  \
-    if (st == ATTN_OK && (ptr)) st = setter(args, which, ptr, len)
-#define ATTN_GO_BIND16(which, ptr, len)                                                        \
-    if (st == ATTN_OK && (ptr))                                                                \
-        st = (bf16_mask & (1 << (which))) ? attn_args_set_bf16(args, which, ptr, len)          \
-                                          : attn_args_set_f16(args, which, ptr, len)
-    ATTN_GO_BIND(attn_args_set_f32, ATTN_Q, q, q_len);
-    ATTN_GO_BIND16(ATTN_Q, q_u16, q_u16_len);
-    ATTN_GO_BIND(attn_args_set_f32, ATTN_K, k, k_len);
-    ATTN_GO_BIND16(ATTN_K, k_u16, k_u16_len);
-    ATTN_GO_BIND(attn_args_set_i8, ATTN_K, k_i8, k_i8_len);
-    ATTN_GO_BIND(attn_args_set_f32, ATTN_V, v, v_len);
-    ATTN_GO_BIND16(ATTN_V, v_u16, v_u16_len);
-    ATTN_GO_BIND(attn_args_set_i8, ATTN_V, v_i8, v_i8_len);
-    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_OUT, out, out_len);
-    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_LSE, lse, lse_len);
-    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_WEIGHTS, weights, weights_len);
-    ATTN_GO_BIND(attn_args_set_u8, ATTN_KEY_VALID, key_valid, key_valid_len);
-    ATTN_GO_BIND(attn_args_set_u8, ATTN_ALLOWED, allowed, allowed_len);
-    ATTN_GO_BIND(attn_args_set_f32, ATTN_BIAS, bias, bias_len);
-    ATTN_GO_BIND(attn_args_set_f32, ATTN_ALIBI_SLOPES, alibi_slopes, alibi_slopes_len);
-    ATTN_GO_BIND(attn_args_set_f32, ATTN_SINKS, sinks, sinks_len);
-    ATTN_GO_BIND(attn_args_set_u8, ATTN_QUERY_VALID, query_valid, query_valid_len);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_SEQ_LENS_K, seq_lens_k, seq_lens_k_len);
-    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_KEY_MASS, key_mass, key_mass_len);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_Q, cu_seqlens_q, cu_seqlens_q_len);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_K, cu_seqlens_k, cu_seqlens_k_len);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_BLOCK_TABLE, block_table, block_table_len);
-    ATTN_GO_BIND(attn_args_set_f32, ATTN_DOUT, dout, dout_len);
-    ATTN_GO_BIND16(ATTN_DOUT, dout_u16, dout_u16_len);
-    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DQ, dq, dq_len);
-    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DK, dk, dk_len);
-    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DV, dv, dv_len);
-    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DBIAS, dbias, dbias_len);
-    ATTN_GO_BIND(attn_args_set_out_f32, ATTN_DSINKS, dsinks, dsinks_len);
-    ATTN_GO_BIND(attn_args_set_f32, ATTN_K_SCALE, k_scale, k_scale_len);
-    ATTN_GO_BIND(attn_args_set_f32, ATTN_V_SCALE, v_scale, v_scale_len);
-#undef ATTN_GO_BIND16
-#undef ATTN_GO_BIND
-    if (st == ATTN_OK) st = attn_run(desc, op, args);
+    for (int i = 0; st == ATTN_OK && i < n && i < ATTN_GO_SLOTS; i++) {
+        const int which = (int)slots[3 * i], code = (int)slots[3 * i + 1];
+        const size_t len = (size_t)slots[3 * i + 2];
+        if (code & ATTN_GO_CACHE) {
+            cache[which & 1] = p[i];
+            cache_len[which & 1] = len;
+        } else {
+            st = attn_go_bind(code & ATTN_GO_PART ? part : args, (attn_operand)which, code, p[i],
+                              len);
+        }
+    }
+    if (st == ATTN_OK) {
+        switch (call) {
+        case ATTN_GO_RUN: st = attn_run(desc, op, args); break;
+        case ATTN_GO_KV_APPEND:
+            st = attn_kv_append(desc, args, (float *)cache[0], cache_len[0], (float *)cache[1],
+                                cache_len[1]);
+            break;
+        case ATTN_GO_KV_APPEND_ARGS: st = attn_kv_append_args(desc, args); break;
+        case ATTN_GO_MERGE: st = attn_merge(desc, args, part); break;
+        }
+    }
     /* Forget every Go pointer before returning to Go (a successful clear keeps the message). */
     if (own) attn_args_destroy(own);
     else if (args) attn_args_clear(args);
-    return st;
-}
-
-
-attn_status attn_go_kv_append(const attn_desc *desc, attn_args *args,
-                              const float *new_k, size_t new_k_len,
-                              const float *new_v, size_t new_v_len,
-                              const int32_t *seq_lens_k, size_t seq_lens_k_len,
-                              const int32_t *cu_seqlens_q, size_t cu_seqlens_q_len,
-                              const int32_t *cu_seqlens_k, size_t cu_seqlens_k_len,
-                              const int32_t *block_table, size_t block_table_len,
-                              float *k_cache, size_t k_len, float *v_cache, size_t v_len) {
-    attn_status st = attn_args_clear(args);
-#define ATTN_GO_BIND(setter, which, ptr, len)                                                  \
-    if (st == ATTN_OK && (ptr)) st = setter(args, which, ptr, len)
-    ATTN_GO_BIND(attn_args_set_f32, ATTN_NEW_K, new_k, new_k_len);
-    ATTN_GO_BIND(attn_args_set_f32, ATTN_NEW_V, new_v, new_v_len);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_SEQ_LENS_K, seq_lens_k, seq_lens_k_len);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_Q, cu_seqlens_q, cu_seqlens_q_len);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_K, cu_seqlens_k, cu_seqlens_k_len);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_BLOCK_TABLE, block_table, block_table_len);
-#undef ATTN_GO_BIND
-    if (st == ATTN_OK) st = attn_kv_append(desc, args, k_cache, k_len, v_cache, v_len);
-    if (args) attn_args_clear(args);
-    return st;
-}
-
-
-attn_status attn_go_kv_append_args(const attn_desc *desc, attn_args *args, int bf16_mask,
-                                   int out_mask,
-                                   const float *k, size_t k_len, const uint16_t *k_u16,
-                                   size_t k_u16_len, const int8_t *k_i8, size_t k_i8_len,
-                                   const float *k_scale, size_t k_scale_len,
-                                   const float *v, size_t v_len, const uint16_t *v_u16,
-                                   size_t v_u16_len, const int8_t *v_i8, size_t v_i8_len,
-                                   const float *v_scale, size_t v_scale_len,
-                                   const float *new_k, size_t new_k_len,
-                                   const uint16_t *new_k_u16, size_t new_k_u16_len,
-                                   const int8_t *new_k_i8, size_t new_k_i8_len,
-                                   const float *new_k_scale, size_t new_k_scale_len,
-                                   const float *new_v, size_t new_v_len,
-                                   const uint16_t *new_v_u16, size_t new_v_u16_len,
-                                   const int8_t *new_v_i8, size_t new_v_i8_len,
-                                   const float *new_v_scale, size_t new_v_scale_len,
-                                   const int32_t *seq_lens_k, size_t seq_lens_k_len,
-                                   const int32_t *cu_seqlens_q, size_t cu_seqlens_q_len,
-                                   const int32_t *cu_seqlens_k, size_t cu_seqlens_k_len,
-                                   const int32_t *block_table, size_t block_table_len) {
-    attn_status st = attn_args_clear(args);
-#define ATTN_GO_OUT(which) (out_mask & (1 << (which)))
-#define ATTN_GO_BF16(which) (bf16_mask & (1 << (which)))
-#define ATTN_GO_BIND(setter, which, ptr, len)                                                  \
-    if (st == ATTN_OK && (ptr)) st = setter(args, which, ptr, len)
-#define ATTN_GO_BIND_CACHE(which, f, u16, i8, scale_which, scale)                              \
-    if (st == ATTN_OK && (f))                                                                  \
-        st = ATTN_GO_OUT(which) ? attn_args_set_out_f32(args, which, (float *)(f), f##_len)    \
-                                : attn_args_set_f32(args, which, f, f##_len);                  \
-    if (st == ATTN_OK && (u16))                                                                \
-        st = ATTN_GO_OUT(which)                                                                \
-                 ? (ATTN_GO_BF16(which)                                                        \
-                        ? attn_args_set_out_bf16(args, which, (uint16_t *)(u16), u16##_len)    \
-                        : attn_args_set_out_f16(args, which, (uint16_t *)(u16), u16##_len))    \
-                 : (ATTN_GO_BF16(which) ? attn_args_set_bf16(args, which, u16, u16##_len)      \
-                                        : attn_args_set_f16(args, which, u16, u16##_len));     \
-    if (st == ATTN_OK && (i8))                                                                 \
-        st = ATTN_GO_OUT(which) ? attn_args_set_out_i8(args, which, (int8_t *)(i8), i8##_len)  \
-                                : attn_args_set_i8(args, which, i8, i8##_len);                 \
-    if (st == ATTN_OK && (scale))                                                              \
-        st = ATTN_GO_OUT(scale_which)                                                          \
-                 ? attn_args_set_out_f32(args, scale_which, (float *)(scale), scale##_len)     \
-                 : attn_args_set_f32(args, scale_which, scale, scale##_len)
-#define ATTN_GO_BIND_NEW(which, f, u16, i8, scale_which, scale)                                \
-    ATTN_GO_BIND(attn_args_set_f32, which, f, f##_len);                                        \
-    if (st == ATTN_OK && (u16))                                                                \
-        st = ATTN_GO_BF16(which) ? attn_args_set_bf16(args, which, u16, u16##_len)             \
-                                 : attn_args_set_f16(args, which, u16, u16##_len);             \
-    ATTN_GO_BIND(attn_args_set_i8, which, i8, i8##_len);                                       \
-    ATTN_GO_BIND(attn_args_set_f32, scale_which, scale, scale##_len)
-    ATTN_GO_BIND_CACHE(ATTN_K, k, k_u16, k_i8, ATTN_K_SCALE, k_scale);
-    ATTN_GO_BIND_CACHE(ATTN_V, v, v_u16, v_i8, ATTN_V_SCALE, v_scale);
-    ATTN_GO_BIND_NEW(ATTN_NEW_K, new_k, new_k_u16, new_k_i8, ATTN_NEW_K_SCALE, new_k_scale);
-    ATTN_GO_BIND_NEW(ATTN_NEW_V, new_v, new_v_u16, new_v_i8, ATTN_NEW_V_SCALE, new_v_scale);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_SEQ_LENS_K, seq_lens_k, seq_lens_k_len);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_Q, cu_seqlens_q, cu_seqlens_q_len);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_CU_SEQLENS_K, cu_seqlens_k, cu_seqlens_k_len);
-    ATTN_GO_BIND(attn_args_set_i32, ATTN_BLOCK_TABLE, block_table, block_table_len);
-#undef ATTN_GO_BIND_NEW
-#undef ATTN_GO_BIND_CACHE
-#undef ATTN_GO_BIND
-#undef ATTN_GO_BF16
-#undef ATTN_GO_OUT
-    if (st == ATTN_OK) st = attn_kv_append_args(desc, args);
-    if (args) attn_args_clear(args);
-    return st;
-}
-
-
-attn_status attn_go_merge(const attn_desc *desc, attn_args *acc, attn_args *part,
-                          float *acc_out, size_t acc_out_len, float *acc_lse, size_t acc_lse_len,
-                          const int32_t *cu_seqlens_q, size_t cu_seqlens_q_len,
-                          float *part_out, size_t part_out_len,
-                          float *part_lse, size_t part_lse_len) {
-    attn_status st = attn_args_clear(acc);
-    if (st == ATTN_OK) st = attn_args_clear(part);
-#define ATTN_GO_BIND_IN(args, setter, which, ptr, len)                                         \
-    if (st == ATTN_OK && (ptr)) st = setter(args, which, ptr, len)
-    ATTN_GO_BIND_IN(acc, attn_args_set_out_f32, ATTN_OUT, acc_out, acc_out_len);
-    ATTN_GO_BIND_IN(acc, attn_args_set_out_f32, ATTN_LSE, acc_lse, acc_lse_len);
-    ATTN_GO_BIND_IN(acc, attn_args_set_i32, ATTN_CU_SEQLENS_Q, cu_seqlens_q, cu_seqlens_q_len);
-    /* part is only read, but bound with the output setter, as attn_merge wants */
-    ATTN_GO_BIND_IN(part, attn_args_set_out_f32, ATTN_OUT, part_out, part_out_len);
-    ATTN_GO_BIND_IN(part, attn_args_set_out_f32, ATTN_LSE, part_lse, part_lse_len);
-#undef ATTN_GO_BIND_IN
-    if (st == ATTN_OK) st = attn_merge(desc, acc, part);
-    if (acc) attn_args_clear(acc);
     if (part) attn_args_clear(part);
     return st;
 }
@@ -392,7 +276,7 @@ attn_status attn_go_merge(const attn_desc *desc, attn_args *acc, attn_args *part
 extern "C" {
 #endif
 
-void _wrap_Swig_free_capi_2f5b2fc25dd034ab(void *_swig_go_0) {
+void _wrap_Swig_free_capi_e2a495d59de1cb7c(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -402,7 +286,7 @@ void _wrap_Swig_free_capi_2f5b2fc25dd034ab(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_capi_2f5b2fc25dd034ab(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_capi_e2a495d59de1cb7c(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -415,7 +299,7 @@ void *_wrap_Swig_malloc_capi_2f5b2fc25dd034ab(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_attn_version_string_capi_2f5b2fc25dd034ab() {
+_gostring_ _wrap_attn_version_string_capi_e2a495d59de1cb7c() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -426,7 +310,7 @@ _gostring_ _wrap_attn_version_string_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_attn_version_number_capi_2f5b2fc25dd034ab() {
+intgo _wrap_attn_version_number_capi_e2a495d59de1cb7c() {
   unsigned int result;
   intgo _swig_go_result;
   
@@ -437,7 +321,7 @@ intgo _wrap_attn_version_number_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_OK_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_OK_capi_e2a495d59de1cb7c() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -449,7 +333,7 @@ intgo _wrap_ATTN_OK_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_ERR_NULL_POINTER_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_ERR_NULL_POINTER_capi_e2a495d59de1cb7c() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -461,7 +345,7 @@ intgo _wrap_ATTN_ERR_NULL_POINTER_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_e2a495d59de1cb7c() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -473,7 +357,7 @@ intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_e2a495d59de1cb7c() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -485,7 +369,7 @@ intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_e2a495d59de1cb7c() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -497,7 +381,7 @@ intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_ERR_INTERNAL_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_ERR_INTERNAL_capi_e2a495d59de1cb7c() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -509,7 +393,7 @@ intgo _wrap_ATTN_ERR_INTERNAL_capi_2f5b2fc25dd034ab() {
 }
 
 
-_gostring_ _wrap_attn_status_string_capi_2f5b2fc25dd034ab(intgo _swig_go_0) {
+_gostring_ _wrap_attn_status_string_capi_e2a495d59de1cb7c(intgo _swig_go_0) {
   attn_status arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -522,7 +406,7 @@ _gostring_ _wrap_attn_status_string_capi_2f5b2fc25dd034ab(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_attn_last_error_capi_2f5b2fc25dd034ab() {
+_gostring_ _wrap_attn_last_error_capi_e2a495d59de1cb7c() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -533,7 +417,7 @@ _gostring_ _wrap_attn_last_error_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_attn_simple_capi_2f5b2fc25dd034ab(float *_swig_go_0, float *_swig_go_1, float *_swig_go_2, long long _swig_go_3, long long _swig_go_4, bool _swig_go_5, bool *_swig_go_6, float *_swig_go_7) {
+intgo _wrap_attn_simple_capi_e2a495d59de1cb7c(float *_swig_go_0, float *_swig_go_1, float *_swig_go_2, long long _swig_go_3, long long _swig_go_4, bool _swig_go_5, bool *_swig_go_6, float *_swig_go_7) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -560,7 +444,7 @@ intgo _wrap_attn_simple_capi_2f5b2fc25dd034ab(float *_swig_go_0, float *_swig_go
 }
 
 
-intgo _wrap_ATTN_CAUSAL_NONE_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_CAUSAL_NONE_capi_e2a495d59de1cb7c() {
   enum attn_causal result;
   intgo _swig_go_result;
   
@@ -572,7 +456,7 @@ intgo _wrap_ATTN_CAUSAL_NONE_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_e2a495d59de1cb7c() {
   enum attn_causal result;
   intgo _swig_go_result;
   
@@ -584,7 +468,7 @@ intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_e2a495d59de1cb7c() {
   enum attn_causal result;
   intgo _swig_go_result;
   
@@ -596,7 +480,7 @@ intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_Q_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_Q_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -608,7 +492,7 @@ intgo _wrap_ATTN_Q_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_K_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_K_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -620,7 +504,7 @@ intgo _wrap_ATTN_K_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_V_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_V_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -632,7 +516,7 @@ intgo _wrap_ATTN_V_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_OUT_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_OUT_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -644,7 +528,7 @@ intgo _wrap_ATTN_OUT_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_LSE_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_LSE_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -656,7 +540,7 @@ intgo _wrap_ATTN_LSE_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_WEIGHTS_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -668,7 +552,7 @@ intgo _wrap_ATTN_WEIGHTS_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_KEY_VALID_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_KEY_VALID_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -680,7 +564,7 @@ intgo _wrap_ATTN_KEY_VALID_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_ALLOWED_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_ALLOWED_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -692,7 +576,7 @@ intgo _wrap_ATTN_ALLOWED_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_BIAS_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_BIAS_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -704,7 +588,7 @@ intgo _wrap_ATTN_BIAS_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_SLOPES_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_ALIBI_SLOPES_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -716,7 +600,7 @@ intgo _wrap_ATTN_ALIBI_SLOPES_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_SINKS_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_SINKS_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -728,7 +612,7 @@ intgo _wrap_ATTN_SINKS_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_QUERY_VALID_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_QUERY_VALID_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -740,7 +624,7 @@ intgo _wrap_ATTN_QUERY_VALID_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_SEQ_LENS_K_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_SEQ_LENS_K_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -752,7 +636,7 @@ intgo _wrap_ATTN_SEQ_LENS_K_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_KEY_MASS_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_KEY_MASS_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -764,7 +648,7 @@ intgo _wrap_ATTN_KEY_MASS_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_CU_SEQLENS_Q_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_CU_SEQLENS_Q_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -776,7 +660,7 @@ intgo _wrap_ATTN_CU_SEQLENS_Q_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_CU_SEQLENS_K_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_CU_SEQLENS_K_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -788,7 +672,7 @@ intgo _wrap_ATTN_CU_SEQLENS_K_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_BLOCK_TABLE_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_BLOCK_TABLE_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -800,7 +684,7 @@ intgo _wrap_ATTN_BLOCK_TABLE_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_NEW_K_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_NEW_K_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -812,7 +696,7 @@ intgo _wrap_ATTN_NEW_K_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_NEW_V_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_NEW_V_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -824,7 +708,7 @@ intgo _wrap_ATTN_NEW_V_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_DOUT_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_DOUT_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -836,7 +720,7 @@ intgo _wrap_ATTN_DOUT_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_DQ_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_DQ_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -848,7 +732,7 @@ intgo _wrap_ATTN_DQ_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_DK_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_DK_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -860,7 +744,7 @@ intgo _wrap_ATTN_DK_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_DV_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_DV_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -872,7 +756,7 @@ intgo _wrap_ATTN_DV_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_DBIAS_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_DBIAS_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -884,7 +768,7 @@ intgo _wrap_ATTN_DBIAS_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_DSINKS_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_DSINKS_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -896,7 +780,7 @@ intgo _wrap_ATTN_DSINKS_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_K_SCALE_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_K_SCALE_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -908,7 +792,7 @@ intgo _wrap_ATTN_K_SCALE_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_V_SCALE_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_V_SCALE_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -920,7 +804,7 @@ intgo _wrap_ATTN_V_SCALE_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_NEW_K_SCALE_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_NEW_K_SCALE_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -932,7 +816,7 @@ intgo _wrap_ATTN_NEW_K_SCALE_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_NEW_V_SCALE_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_NEW_V_SCALE_capi_e2a495d59de1cb7c() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -944,7 +828,7 @@ intgo _wrap_ATTN_NEW_V_SCALE_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_attn_desc_create_capi_2f5b2fc25dd034ab(attn_desc **_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, long long _swig_go_6) {
+intgo _wrap_attn_desc_create_capi_e2a495d59de1cb7c(attn_desc **_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, long long _swig_go_6) {
   attn_desc **arg1 = (attn_desc **) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -971,7 +855,7 @@ intgo _wrap_attn_desc_create_capi_2f5b2fc25dd034ab(attn_desc **_swig_go_0, long 
 }
 
 
-void _wrap_attn_desc_destroy_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0) {
+void _wrap_attn_desc_destroy_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   
   arg1 = *(attn_desc **)&_swig_go_0; 
@@ -981,7 +865,7 @@ void _wrap_attn_desc_destroy_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0)
 }
 
 
-intgo _wrap_attn_desc_set_causal_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_attn_desc_set_causal_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_causal arg2 ;
   attn_status result;
@@ -996,7 +880,7 @@ intgo _wrap_attn_desc_set_causal_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_g
 }
 
 
-intgo _wrap_attn_desc_set_scale_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, float _swig_go_1) {
+intgo _wrap_attn_desc_set_scale_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, float _swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   float arg2 ;
   attn_status result;
@@ -1011,7 +895,7 @@ intgo _wrap_attn_desc_set_scale_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_desc_set_strides_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4) {
+intgo _wrap_attn_desc_set_strides_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_operand arg2 ;
   size_t arg3 ;
@@ -1032,7 +916,7 @@ intgo _wrap_attn_desc_set_strides_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_
 }
 
 
-long long _wrap_attn_desc_required_len_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
+long long _wrap_attn_desc_required_len_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_operand arg2 ;
   size_t result;
@@ -1047,7 +931,7 @@ long long _wrap_attn_desc_required_len_capi_2f5b2fc25dd034ab(struct attn_desc *_
 }
 
 
-intgo _wrap_attn_forward_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, float *_swig_go_3, bool *_swig_go_4, bool *_swig_go_5, float *_swig_go_6, float *_swig_go_7) {
+intgo _wrap_attn_forward_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, float *_swig_go_3, bool *_swig_go_4, bool *_swig_go_5, float *_swig_go_6, float *_swig_go_7) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -1074,7 +958,7 @@ intgo _wrap_attn_forward_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, flo
 }
 
 
-intgo _wrap_attn_weights_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, bool *_swig_go_3, bool *_swig_go_4, float *_swig_go_5) {
+intgo _wrap_attn_weights_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, bool *_swig_go_3, bool *_swig_go_4, float *_swig_go_5) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -1097,7 +981,7 @@ intgo _wrap_attn_weights_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, flo
 }
 
 
-intgo _wrap_ATTN_PARAM_CAUSAL_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_PARAM_CAUSAL_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1109,7 +993,7 @@ intgo _wrap_ATTN_PARAM_CAUSAL_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_PARAM_SCALE_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_PARAM_SCALE_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1121,7 +1005,7 @@ intgo _wrap_ATTN_PARAM_SCALE_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1133,7 +1017,7 @@ intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1145,7 +1029,7 @@ intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_PARAM_SOFTCAP_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_PARAM_SOFTCAP_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1157,7 +1041,7 @@ intgo _wrap_ATTN_PARAM_SOFTCAP_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_PARAM_ALIBI_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_PARAM_ALIBI_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1169,7 +1053,7 @@ intgo _wrap_ATTN_PARAM_ALIBI_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1181,7 +1065,7 @@ intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1193,7 +1077,7 @@ intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1205,7 +1089,7 @@ intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1217,7 +1101,7 @@ intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_PARAM_VARLEN_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_PARAM_VARLEN_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1229,7 +1113,7 @@ intgo _wrap_ATTN_PARAM_VARLEN_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_PARAM_PAGE_SIZE_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_PARAM_PAGE_SIZE_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1241,7 +1125,7 @@ intgo _wrap_ATTN_PARAM_PAGE_SIZE_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_PARAM_MAX_PAGES_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_PARAM_MAX_PAGES_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1253,7 +1137,7 @@ intgo _wrap_ATTN_PARAM_MAX_PAGES_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_PARAM_BATCH_INVARIANT_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_PARAM_BATCH_INVARIANT_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1265,7 +1149,7 @@ intgo _wrap_ATTN_PARAM_BATCH_INVARIANT_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_PARAM_COMPUTE_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_PARAM_COMPUTE_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1277,7 +1161,7 @@ intgo _wrap_ATTN_PARAM_COMPUTE_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_PARAM_DIAGONAL_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_PARAM_DIAGONAL_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1289,7 +1173,7 @@ intgo _wrap_ATTN_PARAM_DIAGONAL_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_PARAM_ALIBI_FORM_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_PARAM_ALIBI_FORM_capi_e2a495d59de1cb7c() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1301,7 +1185,7 @@ intgo _wrap_ATTN_PARAM_ALIBI_FORM_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_DIAGONAL_CAUSAL_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_DIAGONAL_CAUSAL_capi_e2a495d59de1cb7c() {
   enum attn_diagonal result;
   intgo _swig_go_result;
   
@@ -1313,7 +1197,7 @@ intgo _wrap_ATTN_DIAGONAL_CAUSAL_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_DIAGONAL_TOP_LEFT_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_DIAGONAL_TOP_LEFT_capi_e2a495d59de1cb7c() {
   enum attn_diagonal result;
   intgo _swig_go_result;
   
@@ -1325,7 +1209,7 @@ intgo _wrap_ATTN_DIAGONAL_TOP_LEFT_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_DIAGONAL_BOTTOM_RIGHT_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_DIAGONAL_BOTTOM_RIGHT_capi_e2a495d59de1cb7c() {
   enum attn_diagonal result;
   intgo _swig_go_result;
   
@@ -1337,7 +1221,7 @@ intgo _wrap_ATTN_DIAGONAL_BOTTOM_RIGHT_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_LINEAR_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_ALIBI_LINEAR_capi_e2a495d59de1cb7c() {
   enum attn_alibi_form result;
   intgo _swig_go_result;
   
@@ -1349,7 +1233,7 @@ intgo _wrap_ATTN_ALIBI_LINEAR_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_SYMMETRIC_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_ALIBI_SYMMETRIC_capi_e2a495d59de1cb7c() {
   enum attn_alibi_form result;
   intgo _swig_go_result;
   
@@ -1361,7 +1245,7 @@ intgo _wrap_ATTN_ALIBI_SYMMETRIC_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_COMPUTE_EXACT_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_COMPUTE_EXACT_capi_e2a495d59de1cb7c() {
   enum attn_compute result;
   intgo _swig_go_result;
   
@@ -1373,7 +1257,7 @@ intgo _wrap_ATTN_COMPUTE_EXACT_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_COMPUTE_FP16_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_COMPUTE_FP16_capi_e2a495d59de1cb7c() {
   enum attn_compute result;
   intgo _swig_go_result;
   
@@ -1385,7 +1269,7 @@ intgo _wrap_ATTN_COMPUTE_FP16_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_NONE_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_ALIBI_NONE_capi_e2a495d59de1cb7c() {
   enum attn_alibi result;
   intgo _swig_go_result;
   
@@ -1397,7 +1281,7 @@ intgo _wrap_ATTN_ALIBI_NONE_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_OPERAND_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_ALIBI_OPERAND_capi_e2a495d59de1cb7c() {
   enum attn_alibi result;
   intgo _swig_go_result;
   
@@ -1409,7 +1293,7 @@ intgo _wrap_ATTN_ALIBI_OPERAND_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_STANDARD_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_ALIBI_STANDARD_capi_e2a495d59de1cb7c() {
   enum attn_alibi result;
   intgo _swig_go_result;
   
@@ -1421,7 +1305,7 @@ intgo _wrap_ATTN_ALIBI_STANDARD_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_e2a495d59de1cb7c() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1433,7 +1317,7 @@ intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_SCORES_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_WEIGHTS_SCORES_capi_e2a495d59de1cb7c() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1445,7 +1329,7 @@ intgo _wrap_ATTN_WEIGHTS_SCORES_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_MASKED_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_WEIGHTS_MASKED_capi_e2a495d59de1cb7c() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1457,7 +1341,7 @@ intgo _wrap_ATTN_WEIGHTS_MASKED_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_e2a495d59de1cb7c() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1469,7 +1353,7 @@ intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_e2a495d59de1cb7c() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1481,7 +1365,7 @@ intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_attn_desc_set_int_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_desc_set_int_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   int64_t arg3 ;
@@ -1500,7 +1384,7 @@ intgo _wrap_attn_desc_set_int_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0
 }
 
 
-intgo _wrap_attn_desc_set_float_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, intgo _swig_go_1, double _swig_go_2) {
+intgo _wrap_attn_desc_set_float_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1, double _swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   double arg3 ;
@@ -1517,7 +1401,7 @@ intgo _wrap_attn_desc_set_float_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_desc_get_int_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long *_swig_go_2) {
+intgo _wrap_attn_desc_get_int_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -1536,7 +1420,7 @@ intgo _wrap_attn_desc_get_int_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0
 }
 
 
-intgo _wrap_attn_desc_get_float_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, intgo _swig_go_1, double *_swig_go_2) {
+intgo _wrap_attn_desc_get_float_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1, double *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   double *arg3 = (double *) 0 ;
@@ -1553,7 +1437,7 @@ intgo _wrap_attn_desc_get_float_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_param_bounds_capi_2f5b2fc25dd034ab(intgo _swig_go_0, int *_swig_go_1, double *_swig_go_2, double *_swig_go_3) {
+intgo _wrap_attn_param_bounds_capi_e2a495d59de1cb7c(intgo _swig_go_0, int *_swig_go_1, double *_swig_go_2, double *_swig_go_3) {
   attn_param arg1 ;
   int *arg2 = (int *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -1574,7 +1458,7 @@ intgo _wrap_attn_param_bounds_capi_2f5b2fc25dd034ab(intgo _swig_go_0, int *_swig
 }
 
 
-intgo _wrap_ATTN_OP_FORWARD_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_OP_FORWARD_capi_e2a495d59de1cb7c() {
   enum attn_op result;
   intgo _swig_go_result;
   
@@ -1586,7 +1470,7 @@ intgo _wrap_ATTN_OP_FORWARD_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_OP_WEIGHTS_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_OP_WEIGHTS_capi_e2a495d59de1cb7c() {
   enum attn_op result;
   intgo _swig_go_result;
   
@@ -1598,7 +1482,7 @@ intgo _wrap_ATTN_OP_WEIGHTS_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_OP_BACKWARD_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_OP_BACKWARD_capi_e2a495d59de1cb7c() {
   enum attn_op result;
   intgo _swig_go_result;
   
@@ -1610,7 +1494,7 @@ intgo _wrap_ATTN_OP_BACKWARD_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_attn_args_create_capi_2f5b2fc25dd034ab(attn_args **_swig_go_0) {
+intgo _wrap_attn_args_create_capi_e2a495d59de1cb7c(attn_args **_swig_go_0) {
   attn_args **arg1 = (attn_args **) 0 ;
   attn_status result;
   intgo _swig_go_result;
@@ -1625,7 +1509,7 @@ intgo _wrap_attn_args_create_capi_2f5b2fc25dd034ab(attn_args **_swig_go_0) {
 }
 
 
-void _wrap_attn_args_destroy_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0) {
+void _wrap_attn_args_destroy_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0) {
   attn_args *arg1 = (attn_args *) 0 ;
   
   arg1 = *(attn_args **)&_swig_go_0; 
@@ -1635,7 +1519,7 @@ void _wrap_attn_args_destroy_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0)
 }
 
 
-intgo _wrap_attn_args_clear_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0) {
+intgo _wrap_attn_args_clear_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_status result;
   intgo _swig_go_result;
@@ -1648,7 +1532,7 @@ intgo _wrap_attn_args_clear_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0) 
 }
 
 
-intgo _wrap_attn_args_set_f32_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_f32_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   float *arg3 = (float *) 0 ;
@@ -1667,7 +1551,7 @@ intgo _wrap_attn_args_set_f32_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0
 }
 
 
-intgo _wrap_attn_args_set_out_f32_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_out_f32_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   float *arg3 = (float *) 0 ;
@@ -1686,7 +1570,7 @@ intgo _wrap_attn_args_set_out_f32_capi_2f5b2fc25dd034ab(struct attn_args *_swig_
 }
 
 
-intgo _wrap_attn_args_set_u8_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_u8_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -1707,7 +1591,7 @@ intgo _wrap_attn_args_set_u8_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0,
 }
 
 
-intgo _wrap_attn_args_set_i32_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0, intgo _swig_go_1, int *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_i32_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, int *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -1728,7 +1612,7 @@ intgo _wrap_attn_args_set_i32_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0
 }
 
 
-intgo _wrap_attn_args_set_f16_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0, intgo _swig_go_1, uint16_t *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_f16_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   uint16_t *arg3 = (uint16_t *) 0 ;
@@ -1738,7 +1622,9 @@ intgo _wrap_attn_args_set_f16_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0
   
   arg1 = *(attn_args **)&_swig_go_0; 
   arg2 = (attn_operand)_swig_go_1; 
-  arg3 = *(uint16_t **)&_swig_go_2; 
+  
+  arg3 = (uint16_t *)_swig_go_2;
+  
   arg4 = (size_t)_swig_go_3; 
   
   result = (attn_status)attn_args_set_f16(arg1,arg2,(uint16_t const *)arg3,arg4);
@@ -1747,7 +1633,7 @@ intgo _wrap_attn_args_set_f16_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0
 }
 
 
-intgo _wrap_attn_args_set_bf16_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0, intgo _swig_go_1, uint16_t *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_bf16_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   uint16_t *arg3 = (uint16_t *) 0 ;
@@ -1757,7 +1643,9 @@ intgo _wrap_attn_args_set_bf16_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_
   
   arg1 = *(attn_args **)&_swig_go_0; 
   arg2 = (attn_operand)_swig_go_1; 
-  arg3 = *(uint16_t **)&_swig_go_2; 
+  
+  arg3 = (uint16_t *)_swig_go_2;
+  
   arg4 = (size_t)_swig_go_3; 
   
   result = (attn_status)attn_args_set_bf16(arg1,arg2,(uint16_t const *)arg3,arg4);
@@ -1766,7 +1654,7 @@ intgo _wrap_attn_args_set_bf16_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_
 }
 
 
-intgo _wrap_attn_args_set_i8_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0, intgo _swig_go_1, int8_t *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_i8_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   int8_t *arg3 = (int8_t *) 0 ;
@@ -1776,7 +1664,9 @@ intgo _wrap_attn_args_set_i8_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0,
   
   arg1 = *(attn_args **)&_swig_go_0; 
   arg2 = (attn_operand)_swig_go_1; 
-  arg3 = *(int8_t **)&_swig_go_2; 
+  
+  arg3 = (int8_t *)_swig_go_2;
+  
   arg4 = (size_t)_swig_go_3; 
   
   result = (attn_status)attn_args_set_i8(arg1,arg2,(int8_t const *)arg3,arg4);
@@ -1785,7 +1675,7 @@ intgo _wrap_attn_args_set_i8_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0,
 }
 
 
-intgo _wrap_attn_args_set_out_f16_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0, intgo _swig_go_1, uint16_t *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_out_f16_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   uint16_t *arg3 = (uint16_t *) 0 ;
@@ -1795,7 +1685,9 @@ intgo _wrap_attn_args_set_out_f16_capi_2f5b2fc25dd034ab(struct attn_args *_swig_
   
   arg1 = *(attn_args **)&_swig_go_0; 
   arg2 = (attn_operand)_swig_go_1; 
-  arg3 = *(uint16_t **)&_swig_go_2; 
+  
+  arg3 = (uint16_t *)_swig_go_2;
+  
   arg4 = (size_t)_swig_go_3; 
   
   result = (attn_status)attn_args_set_out_f16(arg1,arg2,arg3,arg4);
@@ -1804,7 +1696,7 @@ intgo _wrap_attn_args_set_out_f16_capi_2f5b2fc25dd034ab(struct attn_args *_swig_
 }
 
 
-intgo _wrap_attn_args_set_out_bf16_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0, intgo _swig_go_1, uint16_t *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_out_bf16_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   uint16_t *arg3 = (uint16_t *) 0 ;
@@ -1814,7 +1706,9 @@ intgo _wrap_attn_args_set_out_bf16_capi_2f5b2fc25dd034ab(struct attn_args *_swig
   
   arg1 = *(attn_args **)&_swig_go_0; 
   arg2 = (attn_operand)_swig_go_1; 
-  arg3 = *(uint16_t **)&_swig_go_2; 
+  
+  arg3 = (uint16_t *)_swig_go_2;
+  
   arg4 = (size_t)_swig_go_3; 
   
   result = (attn_status)attn_args_set_out_bf16(arg1,arg2,arg3,arg4);
@@ -1823,7 +1717,7 @@ intgo _wrap_attn_args_set_out_bf16_capi_2f5b2fc25dd034ab(struct attn_args *_swig
 }
 
 
-intgo _wrap_attn_args_set_out_i8_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0, intgo _swig_go_1, int8_t *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_out_i8_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   int8_t *arg3 = (int8_t *) 0 ;
@@ -1833,7 +1727,9 @@ intgo _wrap_attn_args_set_out_i8_capi_2f5b2fc25dd034ab(struct attn_args *_swig_g
   
   arg1 = *(attn_args **)&_swig_go_0; 
   arg2 = (attn_operand)_swig_go_1; 
-  arg3 = *(int8_t **)&_swig_go_2; 
+  
+  arg3 = (int8_t *)_swig_go_2;
+  
   arg4 = (size_t)_swig_go_3; 
   
   result = (attn_status)attn_args_set_out_i8(arg1,arg2,arg3,arg4);
@@ -1842,7 +1738,7 @@ intgo _wrap_attn_args_set_out_i8_capi_2f5b2fc25dd034ab(struct attn_args *_swig_g
 }
 
 
-intgo _wrap_attn_convert_f32_to_f16_capi_2f5b2fc25dd034ab(float *_swig_go_0, short *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_convert_f32_to_f16_capi_e2a495d59de1cb7c(float *_swig_go_0, short *_swig_go_1, long long _swig_go_2) {
   float *arg1 = (float *) 0 ;
   uint16_t *arg2 = (uint16_t *) 0 ;
   size_t arg3 ;
@@ -1861,7 +1757,7 @@ intgo _wrap_attn_convert_f32_to_f16_capi_2f5b2fc25dd034ab(float *_swig_go_0, sho
 }
 
 
-intgo _wrap_attn_convert_f32_to_bf16_capi_2f5b2fc25dd034ab(float *_swig_go_0, short *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_convert_f32_to_bf16_capi_e2a495d59de1cb7c(float *_swig_go_0, short *_swig_go_1, long long _swig_go_2) {
   float *arg1 = (float *) 0 ;
   uint16_t *arg2 = (uint16_t *) 0 ;
   size_t arg3 ;
@@ -1880,7 +1776,7 @@ intgo _wrap_attn_convert_f32_to_bf16_capi_2f5b2fc25dd034ab(float *_swig_go_0, sh
 }
 
 
-intgo _wrap_attn_convert_f16_to_f32_capi_2f5b2fc25dd034ab(short *_swig_go_0, float *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_convert_f16_to_f32_capi_e2a495d59de1cb7c(short *_swig_go_0, float *_swig_go_1, long long _swig_go_2) {
   uint16_t *arg1 = (uint16_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -1899,7 +1795,7 @@ intgo _wrap_attn_convert_f16_to_f32_capi_2f5b2fc25dd034ab(short *_swig_go_0, flo
 }
 
 
-intgo _wrap_attn_convert_bf16_to_f32_capi_2f5b2fc25dd034ab(short *_swig_go_0, float *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_convert_bf16_to_f32_capi_e2a495d59de1cb7c(short *_swig_go_0, float *_swig_go_1, long long _swig_go_2) {
   uint16_t *arg1 = (uint16_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -1918,7 +1814,7 @@ intgo _wrap_attn_convert_bf16_to_f32_capi_2f5b2fc25dd034ab(short *_swig_go_0, fl
 }
 
 
-intgo _wrap_attn_quantize_i8_capi_2f5b2fc25dd034ab(float *_swig_go_0, long long _swig_go_1, long long _swig_go_2, char *_swig_go_3, float *_swig_go_4) {
+intgo _wrap_attn_quantize_i8_capi_e2a495d59de1cb7c(float *_swig_go_0, long long _swig_go_1, long long _swig_go_2, char *_swig_go_3, float *_swig_go_4) {
   float *arg1 = (float *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -1941,7 +1837,7 @@ intgo _wrap_attn_quantize_i8_capi_2f5b2fc25dd034ab(float *_swig_go_0, long long 
 }
 
 
-intgo _wrap_attn_run_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, intgo _swig_go_1, struct attn_args *_swig_go_2) {
+intgo _wrap_attn_run_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1, struct attn_args *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_op arg2 ;
   attn_args *arg3 = (attn_args *) 0 ;
@@ -1958,7 +1854,7 @@ intgo _wrap_attn_run_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, intgo _
 }
 
 
-intgo _wrap_attn_kv_append_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, float *_swig_go_2, long long _swig_go_3, float *_swig_go_4, long long _swig_go_5) {
+intgo _wrap_attn_kv_append_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, float *_swig_go_2, long long _swig_go_3, float *_swig_go_4, long long _swig_go_5) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_args *arg2 = (attn_args *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -1981,7 +1877,7 @@ intgo _wrap_attn_kv_append_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, s
 }
 
 
-intgo _wrap_attn_kv_append_args_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1) {
+intgo _wrap_attn_kv_append_args_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_args *arg2 = (attn_args *) 0 ;
   attn_status result;
@@ -1996,7 +1892,7 @@ intgo _wrap_attn_kv_append_args_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_merge_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, struct attn_args *_swig_go_2) {
+intgo _wrap_attn_merge_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, struct attn_args *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_args *arg2 = (attn_args *) 0 ;
   attn_args *arg3 = (attn_args *) 0 ;
@@ -2013,7 +1909,7 @@ intgo _wrap_attn_merge_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, struc
 }
 
 
-intgo _wrap_ATTN_DTYPE_F32_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_DTYPE_F32_capi_e2a495d59de1cb7c() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -2025,7 +1921,7 @@ intgo _wrap_ATTN_DTYPE_F32_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_DTYPE_F16_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_DTYPE_F16_capi_e2a495d59de1cb7c() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -2037,7 +1933,7 @@ intgo _wrap_ATTN_DTYPE_F16_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_DTYPE_BF16_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_DTYPE_BF16_capi_e2a495d59de1cb7c() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -2049,7 +1945,7 @@ intgo _wrap_ATTN_DTYPE_BF16_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_DTYPE_I8_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_DTYPE_I8_capi_e2a495d59de1cb7c() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -2061,7 +1957,7 @@ intgo _wrap_ATTN_DTYPE_I8_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_DTYPE_U8_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_DTYPE_U8_capi_e2a495d59de1cb7c() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -2073,7 +1969,7 @@ intgo _wrap_ATTN_DTYPE_U8_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_ATTN_DTYPE_I32_capi_2f5b2fc25dd034ab() {
+intgo _wrap_ATTN_DTYPE_I32_capi_e2a495d59de1cb7c() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -2085,7 +1981,7 @@ intgo _wrap_ATTN_DTYPE_I32_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_attn_operand_info_capi_2f5b2fc25dd034ab(intgo _swig_go_0, _gostring_* _swig_go_1, intgo *_swig_go_2, intgo *_swig_go_3, intgo *_swig_go_4, intgo *_swig_go_5) {
+intgo _wrap_attn_operand_info_capi_e2a495d59de1cb7c(intgo _swig_go_0, char **_swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int *_swig_go_5) {
   attn_operand arg1 ;
   char **arg2 = (char **) 0 ;
   unsigned int *arg3 = (unsigned int *) 0 ;
@@ -2096,11 +1992,21 @@ intgo _wrap_attn_operand_info_capi_2f5b2fc25dd034ab(intgo _swig_go_0, _gostring_
   intgo _swig_go_result;
   
   arg1 = (attn_operand)_swig_go_0; 
-  arg2 = *(char ***)&_swig_go_1; 
-  arg3 = *(unsigned int **)&_swig_go_2; 
-  arg4 = *(unsigned int **)&_swig_go_3; 
-  arg5 = *(int **)&_swig_go_4; 
-  arg6 = *(int **)&_swig_go_5; 
+  
+  arg2 = (char **)_swig_go_1;
+  
+  
+  arg3 = (unsigned int *)_swig_go_2;
+  
+  
+  arg4 = (unsigned int *)_swig_go_3;
+  
+  
+  arg5 = (int *)_swig_go_4;
+  
+  
+  arg6 = (int *)_swig_go_5;
+  
   
   result = (attn_status)attn_operand_info(arg1,(char const **)arg2,arg3,arg4,arg5,arg6);
   _swig_go_result = (intgo)result; 
@@ -2108,7 +2014,7 @@ intgo _wrap_attn_operand_info_capi_2f5b2fc25dd034ab(intgo _swig_go_0, _gostring_
 }
 
 
-intgo _wrap_attn_param_info_capi_2f5b2fc25dd034ab(intgo _swig_go_0, _gostring_* _swig_go_1, int *_swig_go_2, double *_swig_go_3, double *_swig_go_4, double *_swig_go_5) {
+intgo _wrap_attn_param_info_capi_e2a495d59de1cb7c(intgo _swig_go_0, char **_swig_go_1, int *_swig_go_2, double *_swig_go_3, double *_swig_go_4, double *_swig_go_5) {
   attn_param arg1 ;
   char **arg2 = (char **) 0 ;
   int *arg3 = (int *) 0 ;
@@ -2119,7 +2025,9 @@ intgo _wrap_attn_param_info_capi_2f5b2fc25dd034ab(intgo _swig_go_0, _gostring_* 
   intgo _swig_go_result;
   
   arg1 = (attn_param)_swig_go_0; 
-  arg2 = *(char ***)&_swig_go_1; 
+  
+  arg2 = (char **)_swig_go_1;
+  
   
   arg3 = (int *)_swig_go_2;
   
@@ -2133,7 +2041,7 @@ intgo _wrap_attn_param_info_capi_2f5b2fc25dd034ab(intgo _swig_go_0, _gostring_* 
 }
 
 
-intgo _wrap_attn_isa_info_capi_2f5b2fc25dd034ab(intgo _swig_go_0, _gostring_* _swig_go_1, intgo *_swig_go_2) {
+intgo _wrap_attn_isa_info_capi_e2a495d59de1cb7c(intgo _swig_go_0, char **_swig_go_1, int *_swig_go_2) {
   int arg1 ;
   char **arg2 = (char **) 0 ;
   int *arg3 = (int *) 0 ;
@@ -2141,8 +2049,12 @@ intgo _wrap_attn_isa_info_capi_2f5b2fc25dd034ab(intgo _swig_go_0, _gostring_* _s
   intgo _swig_go_result;
   
   arg1 = (int)_swig_go_0; 
-  arg2 = *(char ***)&_swig_go_1; 
-  arg3 = *(int **)&_swig_go_2; 
+  
+  arg2 = (char **)_swig_go_1;
+  
+  
+  arg3 = (int *)_swig_go_2;
+  
   
   result = (attn_status)attn_isa_info(arg1,(char const **)arg2,arg3);
   _swig_go_result = (intgo)result; 
@@ -2150,7 +2062,7 @@ intgo _wrap_attn_isa_info_capi_2f5b2fc25dd034ab(intgo _swig_go_0, _gostring_* _s
 }
 
 
-intgo _wrap_attn_set_num_threads_capi_2f5b2fc25dd034ab(long long _swig_go_0) {
+intgo _wrap_attn_set_num_threads_capi_e2a495d59de1cb7c(long long _swig_go_0) {
   size_t arg1 ;
   attn_status result;
   intgo _swig_go_result;
@@ -2163,7 +2075,7 @@ intgo _wrap_attn_set_num_threads_capi_2f5b2fc25dd034ab(long long _swig_go_0) {
 }
 
 
-long long _wrap_attn_get_num_threads_capi_2f5b2fc25dd034ab() {
+long long _wrap_attn_get_num_threads_capi_e2a495d59de1cb7c() {
   size_t result;
   long long _swig_go_result;
   
@@ -2174,7 +2086,7 @@ long long _wrap_attn_get_num_threads_capi_2f5b2fc25dd034ab() {
 }
 
 
-_gostring_ _wrap_attn_isa_capi_2f5b2fc25dd034ab() {
+_gostring_ _wrap_attn_isa_capi_e2a495d59de1cb7c() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -2185,7 +2097,7 @@ _gostring_ _wrap_attn_isa_capi_2f5b2fc25dd034ab() {
 }
 
 
-intgo _wrap_attn_set_isa_capi_2f5b2fc25dd034ab(_gostring_ _swig_go_0) {
+intgo _wrap_attn_set_isa_capi_e2a495d59de1cb7c(_gostring_ _swig_go_0) {
   char *arg1 = (char *) 0 ;
   attn_status result;
   intgo _swig_go_result;
@@ -2203,387 +2115,124 @@ intgo _wrap_attn_set_isa_capi_2f5b2fc25dd034ab(_gostring_ _swig_go_0) {
 }
 
 
-intgo _wrap_attn_go_run_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, intgo _swig_go_1, struct attn_args *_swig_go_2, intgo _swig_go_3, float *_swig_go_4, long long _swig_go_5, short *_swig_go_6, long long _swig_go_7, float *_swig_go_8, long long _swig_go_9, short *_swig_go_10, long long _swig_go_11, char *_swig_go_12, long long _swig_go_13, float *_swig_go_14, long long _swig_go_15, short *_swig_go_16, long long _swig_go_17, char *_swig_go_18, long long _swig_go_19, float *_swig_go_20, long long _swig_go_21, float *_swig_go_22, long long _swig_go_23, float *_swig_go_24, long long _swig_go_25, char *_swig_go_26, long long _swig_go_27, char *_swig_go_28, long long _swig_go_29, float *_swig_go_30, long long _swig_go_31, float *_swig_go_32, long long _swig_go_33, float *_swig_go_34, long long _swig_go_35, char *_swig_go_36, long long _swig_go_37, int *_swig_go_38, long long _swig_go_39, float *_swig_go_40, long long _swig_go_41, int *_swig_go_42, long long _swig_go_43, int *_swig_go_44, long long _swig_go_45, int *_swig_go_46, long long _swig_go_47, float *_swig_go_48, long long _swig_go_49, float *_swig_go_50, long long _swig_go_51, float *_swig_go_52, long long _swig_go_53, float *_swig_go_54, long long _swig_go_55, float *_swig_go_56, long long _swig_go_57, float *_swig_go_58, long long _swig_go_59, float *_swig_go_60, long long _swig_go_61, float *_swig_go_62, long long _swig_go_63, short *_swig_go_64, long long _swig_go_65) {
-  attn_desc *arg1 = (attn_desc *) 0 ;
-  attn_op arg2 ;
-  attn_args *arg3 = (attn_args *) 0 ;
-  int arg4 ;
-  float *arg5 = (float *) 0 ;
-  size_t arg6 ;
-  uint16_t *arg7 = (uint16_t *) 0 ;
-  size_t arg8 ;
-  float *arg9 = (float *) 0 ;
-  size_t arg10 ;
-  uint16_t *arg11 = (uint16_t *) 0 ;
-  size_t arg12 ;
-  int8_t *arg13 = (int8_t *) 0 ;
-  size_t arg14 ;
-  float *arg15 = (float *) 0 ;
-  size_t arg16 ;
-  uint16_t *arg17 = (uint16_t *) 0 ;
-  size_t arg18 ;
-  int8_t *arg19 = (int8_t *) 0 ;
-  size_t arg20 ;
-  float *arg21 = (float *) 0 ;
-  size_t arg22 ;
-  float *arg23 = (float *) 0 ;
-  size_t arg24 ;
-  float *arg25 = (float *) 0 ;
-  size_t arg26 ;
-  uint8_t *arg27 = (uint8_t *) 0 ;
-  size_t arg28 ;
-  uint8_t *arg29 = (uint8_t *) 0 ;
-  size_t arg30 ;
-  float *arg31 = (float *) 0 ;
-  size_t arg32 ;
-  float *arg33 = (float *) 0 ;
-  size_t arg34 ;
-  float *arg35 = (float *) 0 ;
-  size_t arg36 ;
-  uint8_t *arg37 = (uint8_t *) 0 ;
-  size_t arg38 ;
-  int32_t *arg39 = (int32_t *) 0 ;
-  size_t arg40 ;
-  float *arg41 = (float *) 0 ;
-  size_t arg42 ;
-  int32_t *arg43 = (int32_t *) 0 ;
-  size_t arg44 ;
-  int32_t *arg45 = (int32_t *) 0 ;
-  size_t arg46 ;
-  int32_t *arg47 = (int32_t *) 0 ;
-  size_t arg48 ;
-  float *arg49 = (float *) 0 ;
-  size_t arg50 ;
-  float *arg51 = (float *) 0 ;
-  size_t arg52 ;
-  float *arg53 = (float *) 0 ;
-  size_t arg54 ;
-  float *arg55 = (float *) 0 ;
-  size_t arg56 ;
-  float *arg57 = (float *) 0 ;
-  size_t arg58 ;
-  float *arg59 = (float *) 0 ;
-  size_t arg60 ;
-  float *arg61 = (float *) 0 ;
-  size_t arg62 ;
-  float *arg63 = (float *) 0 ;
-  size_t arg64 ;
-  uint16_t *arg65 = (uint16_t *) 0 ;
-  size_t arg66 ;
-  attn_status result;
-  intgo _swig_go_result;
+_gostring_ _wrap_attn_go_name_capi_e2a495d59de1cb7c(intgo _swig_go_0, intgo _swig_go_1) {
+  int arg1 ;
+  int arg2 ;
+  char *result = 0 ;
+  _gostring_ _swig_go_result;
   
-  arg1 = *(attn_desc **)&_swig_go_0; 
-  arg2 = (attn_op)_swig_go_1; 
-  arg3 = *(attn_args **)&_swig_go_2; 
-  arg4 = (int)_swig_go_3; 
-  arg5 = *(float **)&_swig_go_4; 
-  arg6 = (size_t)_swig_go_5; 
+  arg1 = (int)_swig_go_0; 
+  arg2 = (int)_swig_go_1; 
   
-  arg7 = (uint16_t *)_swig_go_6;
-  
-  arg8 = (size_t)_swig_go_7; 
-  arg9 = *(float **)&_swig_go_8; 
-  arg10 = (size_t)_swig_go_9; 
-  
-  arg11 = (uint16_t *)_swig_go_10;
-  
-  arg12 = (size_t)_swig_go_11; 
-  
-  arg13 = (int8_t *)_swig_go_12;
-  
-  arg14 = (size_t)_swig_go_13; 
-  arg15 = *(float **)&_swig_go_14; 
-  arg16 = (size_t)_swig_go_15; 
-  
-  arg17 = (uint16_t *)_swig_go_16;
-  
-  arg18 = (size_t)_swig_go_17; 
-  
-  arg19 = (int8_t *)_swig_go_18;
-  
-  arg20 = (size_t)_swig_go_19; 
-  arg21 = *(float **)&_swig_go_20; 
-  arg22 = (size_t)_swig_go_21; 
-  arg23 = *(float **)&_swig_go_22; 
-  arg24 = (size_t)_swig_go_23; 
-  arg25 = *(float **)&_swig_go_24; 
-  arg26 = (size_t)_swig_go_25; 
-  
-  arg27 = (uint8_t *)_swig_go_26;
-  
-  arg28 = (size_t)_swig_go_27; 
-  
-  arg29 = (uint8_t *)_swig_go_28;
-  
-  arg30 = (size_t)_swig_go_29; 
-  arg31 = *(float **)&_swig_go_30; 
-  arg32 = (size_t)_swig_go_31; 
-  arg33 = *(float **)&_swig_go_32; 
-  arg34 = (size_t)_swig_go_33; 
-  arg35 = *(float **)&_swig_go_34; 
-  arg36 = (size_t)_swig_go_35; 
-  
-  arg37 = (uint8_t *)_swig_go_36;
-  
-  arg38 = (size_t)_swig_go_37; 
-  
-  arg39 = (int32_t *)_swig_go_38;
-  
-  arg40 = (size_t)_swig_go_39; 
-  arg41 = *(float **)&_swig_go_40; 
-  arg42 = (size_t)_swig_go_41; 
-  
-  arg43 = (int32_t *)_swig_go_42;
-  
-  arg44 = (size_t)_swig_go_43; 
-  
-  arg45 = (int32_t *)_swig_go_44;
-  
-  arg46 = (size_t)_swig_go_45; 
-  
-  arg47 = (int32_t *)_swig_go_46;
-  
-  arg48 = (size_t)_swig_go_47; 
-  arg49 = *(float **)&_swig_go_48; 
-  arg50 = (size_t)_swig_go_49; 
-  arg51 = *(float **)&_swig_go_50; 
-  arg52 = (size_t)_swig_go_51; 
-  arg53 = *(float **)&_swig_go_52; 
-  arg54 = (size_t)_swig_go_53; 
-  arg55 = *(float **)&_swig_go_54; 
-  arg56 = (size_t)_swig_go_55; 
-  arg57 = *(float **)&_swig_go_56; 
-  arg58 = (size_t)_swig_go_57; 
-  arg59 = *(float **)&_swig_go_58; 
-  arg60 = (size_t)_swig_go_59; 
-  arg61 = *(float **)&_swig_go_60; 
-  arg62 = (size_t)_swig_go_61; 
-  arg63 = *(float **)&_swig_go_62; 
-  arg64 = (size_t)_swig_go_63; 
-  
-  arg65 = (uint16_t *)_swig_go_64;
-  
-  arg66 = (size_t)_swig_go_65; 
-  
-  result = (attn_status)attn_go_run((struct attn_desc const *)arg1,arg2,arg3,arg4,(float const *)arg5,arg6,(uint16_t const *)arg7,arg8,(float const *)arg9,arg10,(uint16_t const *)arg11,arg12,(int8_t const *)arg13,arg14,(float const *)arg15,arg16,(uint16_t const *)arg17,arg18,(int8_t const *)arg19,arg20,arg21,arg22,arg23,arg24,arg25,arg26,(uint8_t const *)arg27,arg28,(uint8_t const *)arg29,arg30,(float const *)arg31,arg32,(float const *)arg33,arg34,(float const *)arg35,arg36,(uint8_t const *)arg37,arg38,(int32_t const *)arg39,arg40,arg41,arg42,(int32_t const *)arg43,arg44,(int32_t const *)arg45,arg46,(int32_t const *)arg47,arg48,(float const *)arg49,arg50,arg51,arg52,arg53,arg54,arg55,arg56,arg57,arg58,arg59,arg60,(float const *)arg61,arg62,(float const *)arg63,arg64,(uint16_t const *)arg65,arg66);
-  _swig_go_result = (intgo)result; 
+  result = (char *)attn_go_name(arg1,arg2);
+  _swig_go_result = Swig_AllocateString((char*)result, result ? strlen((char*)result) : 0); 
   return _swig_go_result;
 }
 
 
-intgo _wrap_attn_go_kv_append_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, float *_swig_go_2, long long _swig_go_3, float *_swig_go_4, long long _swig_go_5, int *_swig_go_6, long long _swig_go_7, int *_swig_go_8, long long _swig_go_9, int *_swig_go_10, long long _swig_go_11, int *_swig_go_12, long long _swig_go_13, float *_swig_go_14, long long _swig_go_15, float *_swig_go_16, long long _swig_go_17) {
-  attn_desc *arg1 = (attn_desc *) 0 ;
-  attn_args *arg2 = (attn_args *) 0 ;
-  float *arg3 = (float *) 0 ;
-  size_t arg4 ;
-  float *arg5 = (float *) 0 ;
-  size_t arg6 ;
-  int32_t *arg7 = (int32_t *) 0 ;
-  size_t arg8 ;
-  int32_t *arg9 = (int32_t *) 0 ;
-  size_t arg10 ;
-  int32_t *arg11 = (int32_t *) 0 ;
-  size_t arg12 ;
-  int32_t *arg13 = (int32_t *) 0 ;
-  size_t arg14 ;
-  float *arg15 = (float *) 0 ;
-  size_t arg16 ;
-  float *arg17 = (float *) 0 ;
-  size_t arg18 ;
-  attn_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(attn_desc **)&_swig_go_0; 
-  arg2 = *(attn_args **)&_swig_go_1; 
-  arg3 = *(float **)&_swig_go_2; 
-  arg4 = (size_t)_swig_go_3; 
-  arg5 = *(float **)&_swig_go_4; 
-  arg6 = (size_t)_swig_go_5; 
-  
-  arg7 = (int32_t *)_swig_go_6;
-  
-  arg8 = (size_t)_swig_go_7; 
-  
-  arg9 = (int32_t *)_swig_go_8;
-  
-  arg10 = (size_t)_swig_go_9; 
-  
-  arg11 = (int32_t *)_swig_go_10;
-  
-  arg12 = (size_t)_swig_go_11; 
-  
-  arg13 = (int32_t *)_swig_go_12;
-  
-  arg14 = (size_t)_swig_go_13; 
-  arg15 = *(float **)&_swig_go_14; 
-  arg16 = (size_t)_swig_go_15; 
-  arg17 = *(float **)&_swig_go_16; 
-  arg18 = (size_t)_swig_go_17; 
-  
-  result = (attn_status)attn_go_kv_append((struct attn_desc const *)arg1,arg2,(float const *)arg3,arg4,(float const *)arg5,arg6,(int32_t const *)arg7,arg8,(int32_t const *)arg9,arg10,(int32_t const *)arg11,arg12,(int32_t const *)arg13,arg14,arg15,arg16,arg17,arg18);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_attn_go_kv_append_args_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3, float *_swig_go_4, long long _swig_go_5, short *_swig_go_6, long long _swig_go_7, char *_swig_go_8, long long _swig_go_9, float *_swig_go_10, long long _swig_go_11, float *_swig_go_12, long long _swig_go_13, short *_swig_go_14, long long _swig_go_15, char *_swig_go_16, long long _swig_go_17, float *_swig_go_18, long long _swig_go_19, float *_swig_go_20, long long _swig_go_21, short *_swig_go_22, long long _swig_go_23, char *_swig_go_24, long long _swig_go_25, float *_swig_go_26, long long _swig_go_27, float *_swig_go_28, long long _swig_go_29, short *_swig_go_30, long long _swig_go_31, char *_swig_go_32, long long _swig_go_33, float *_swig_go_34, long long _swig_go_35, int *_swig_go_36, long long _swig_go_37, int *_swig_go_38, long long _swig_go_39, int *_swig_go_40, long long _swig_go_41, int *_swig_go_42, long long _swig_go_43) {
-  attn_desc *arg1 = (attn_desc *) 0 ;
-  attn_args *arg2 = (attn_args *) 0 ;
+intgo _wrap_attn_go_check_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2) {
+  attn_args *arg1 = (attn_args *) 0 ;
+  attn_operand arg2 ;
   int arg3 ;
-  int arg4 ;
-  float *arg5 = (float *) 0 ;
-  size_t arg6 ;
-  uint16_t *arg7 = (uint16_t *) 0 ;
-  size_t arg8 ;
-  int8_t *arg9 = (int8_t *) 0 ;
-  size_t arg10 ;
-  float *arg11 = (float *) 0 ;
-  size_t arg12 ;
-  float *arg13 = (float *) 0 ;
-  size_t arg14 ;
-  uint16_t *arg15 = (uint16_t *) 0 ;
-  size_t arg16 ;
-  int8_t *arg17 = (int8_t *) 0 ;
-  size_t arg18 ;
-  float *arg19 = (float *) 0 ;
-  size_t arg20 ;
-  float *arg21 = (float *) 0 ;
-  size_t arg22 ;
-  uint16_t *arg23 = (uint16_t *) 0 ;
-  size_t arg24 ;
-  int8_t *arg25 = (int8_t *) 0 ;
-  size_t arg26 ;
-  float *arg27 = (float *) 0 ;
-  size_t arg28 ;
-  float *arg29 = (float *) 0 ;
-  size_t arg30 ;
-  uint16_t *arg31 = (uint16_t *) 0 ;
-  size_t arg32 ;
-  int8_t *arg33 = (int8_t *) 0 ;
-  size_t arg34 ;
-  float *arg35 = (float *) 0 ;
-  size_t arg36 ;
-  int32_t *arg37 = (int32_t *) 0 ;
-  size_t arg38 ;
-  int32_t *arg39 = (int32_t *) 0 ;
-  size_t arg40 ;
-  int32_t *arg41 = (int32_t *) 0 ;
-  size_t arg42 ;
-  int32_t *arg43 = (int32_t *) 0 ;
-  size_t arg44 ;
   attn_status result;
   intgo _swig_go_result;
   
-  arg1 = *(attn_desc **)&_swig_go_0; 
-  arg2 = *(attn_args **)&_swig_go_1; 
+  arg1 = *(attn_args **)&_swig_go_0; 
+  arg2 = (attn_operand)_swig_go_1; 
   arg3 = (int)_swig_go_2; 
-  arg4 = (int)_swig_go_3; 
-  arg5 = *(float **)&_swig_go_4; 
-  arg6 = (size_t)_swig_go_5; 
   
-  arg7 = (uint16_t *)_swig_go_6;
-  
-  arg8 = (size_t)_swig_go_7; 
-  
-  arg9 = (int8_t *)_swig_go_8;
-  
-  arg10 = (size_t)_swig_go_9; 
-  arg11 = *(float **)&_swig_go_10; 
-  arg12 = (size_t)_swig_go_11; 
-  arg13 = *(float **)&_swig_go_12; 
-  arg14 = (size_t)_swig_go_13; 
-  
-  arg15 = (uint16_t *)_swig_go_14;
-  
-  arg16 = (size_t)_swig_go_15; 
-  
-  arg17 = (int8_t *)_swig_go_16;
-  
-  arg18 = (size_t)_swig_go_17; 
-  arg19 = *(float **)&_swig_go_18; 
-  arg20 = (size_t)_swig_go_19; 
-  arg21 = *(float **)&_swig_go_20; 
-  arg22 = (size_t)_swig_go_21; 
-  
-  arg23 = (uint16_t *)_swig_go_22;
-  
-  arg24 = (size_t)_swig_go_23; 
-  
-  arg25 = (int8_t *)_swig_go_24;
-  
-  arg26 = (size_t)_swig_go_25; 
-  arg27 = *(float **)&_swig_go_26; 
-  arg28 = (size_t)_swig_go_27; 
-  arg29 = *(float **)&_swig_go_28; 
-  arg30 = (size_t)_swig_go_29; 
-  
-  arg31 = (uint16_t *)_swig_go_30;
-  
-  arg32 = (size_t)_swig_go_31; 
-  
-  arg33 = (int8_t *)_swig_go_32;
-  
-  arg34 = (size_t)_swig_go_33; 
-  arg35 = *(float **)&_swig_go_34; 
-  arg36 = (size_t)_swig_go_35; 
-  
-  arg37 = (int32_t *)_swig_go_36;
-  
-  arg38 = (size_t)_swig_go_37; 
-  
-  arg39 = (int32_t *)_swig_go_38;
-  
-  arg40 = (size_t)_swig_go_39; 
-  
-  arg41 = (int32_t *)_swig_go_40;
-  
-  arg42 = (size_t)_swig_go_41; 
-  
-  arg43 = (int32_t *)_swig_go_42;
-  
-  arg44 = (size_t)_swig_go_43; 
-  
-  result = (attn_status)attn_go_kv_append_args((struct attn_desc const *)arg1,arg2,arg3,arg4,(float const *)arg5,arg6,(uint16_t const *)arg7,arg8,(int8_t const *)arg9,arg10,(float const *)arg11,arg12,(float const *)arg13,arg14,(uint16_t const *)arg15,arg16,(int8_t const *)arg17,arg18,(float const *)arg19,arg20,(float const *)arg21,arg22,(uint16_t const *)arg23,arg24,(int8_t const *)arg25,arg26,(float const *)arg27,arg28,(float const *)arg29,arg30,(uint16_t const *)arg31,arg32,(int8_t const *)arg33,arg34,(float const *)arg35,arg36,(int32_t const *)arg37,arg38,(int32_t const *)arg39,arg40,(int32_t const *)arg41,arg42,(int32_t const *)arg43,arg44);
+  result = (attn_status)attn_go_check(arg1,arg2,arg3);
   _swig_go_result = (intgo)result; 
   return _swig_go_result;
 }
 
 
-intgo _wrap_attn_go_merge_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, struct attn_args *_swig_go_2, float *_swig_go_3, long long _swig_go_4, float *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long _swig_go_8, float *_swig_go_9, long long _swig_go_10, float *_swig_go_11, long long _swig_go_12) {
+intgo _wrap_attn_go_call_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2, struct attn_args *_swig_go_3, struct attn_args *_swig_go_4, long long *_swig_go_5, intgo _swig_go_6, float *_swig_go_7, float *_swig_go_8, float *_swig_go_9, float *_swig_go_10, float *_swig_go_11, float *_swig_go_12, float *_swig_go_13, float *_swig_go_14, float *_swig_go_15, float *_swig_go_16, float *_swig_go_17, float *_swig_go_18, float *_swig_go_19, float *_swig_go_20, float *_swig_go_21, float *_swig_go_22, float *_swig_go_23, float *_swig_go_24, float *_swig_go_25, float *_swig_go_26, float *_swig_go_27, float *_swig_go_28, float *_swig_go_29, float *_swig_go_30, float *_swig_go_31, float *_swig_go_32, float *_swig_go_33, float *_swig_go_34, float *_swig_go_35, float *_swig_go_36, float *_swig_go_37, float *_swig_go_38) {
   attn_desc *arg1 = (attn_desc *) 0 ;
-  attn_args *arg2 = (attn_args *) 0 ;
-  attn_args *arg3 = (attn_args *) 0 ;
-  float *arg4 = (float *) 0 ;
-  size_t arg5 ;
-  float *arg6 = (float *) 0 ;
-  size_t arg7 ;
-  int32_t *arg8 = (int32_t *) 0 ;
-  size_t arg9 ;
+  int arg2 ;
+  attn_op arg3 ;
+  attn_args *arg4 = (attn_args *) 0 ;
+  attn_args *arg5 = (attn_args *) 0 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  int arg7 ;
+  float *arg8 = (float *) 0 ;
+  float *arg9 = (float *) 0 ;
   float *arg10 = (float *) 0 ;
-  size_t arg11 ;
+  float *arg11 = (float *) 0 ;
   float *arg12 = (float *) 0 ;
-  size_t arg13 ;
+  float *arg13 = (float *) 0 ;
+  float *arg14 = (float *) 0 ;
+  float *arg15 = (float *) 0 ;
+  float *arg16 = (float *) 0 ;
+  float *arg17 = (float *) 0 ;
+  float *arg18 = (float *) 0 ;
+  float *arg19 = (float *) 0 ;
+  float *arg20 = (float *) 0 ;
+  float *arg21 = (float *) 0 ;
+  float *arg22 = (float *) 0 ;
+  float *arg23 = (float *) 0 ;
+  float *arg24 = (float *) 0 ;
+  float *arg25 = (float *) 0 ;
+  float *arg26 = (float *) 0 ;
+  float *arg27 = (float *) 0 ;
+  float *arg28 = (float *) 0 ;
+  float *arg29 = (float *) 0 ;
+  float *arg30 = (float *) 0 ;
+  float *arg31 = (float *) 0 ;
+  float *arg32 = (float *) 0 ;
+  float *arg33 = (float *) 0 ;
+  float *arg34 = (float *) 0 ;
+  float *arg35 = (float *) 0 ;
+  float *arg36 = (float *) 0 ;
+  float *arg37 = (float *) 0 ;
+  float *arg38 = (float *) 0 ;
+  float *arg39 = (float *) 0 ;
   attn_status result;
   intgo _swig_go_result;
   
   arg1 = *(attn_desc **)&_swig_go_0; 
-  arg2 = *(attn_args **)&_swig_go_1; 
-  arg3 = *(attn_args **)&_swig_go_2; 
-  arg4 = *(float **)&_swig_go_3; 
-  arg5 = (size_t)_swig_go_4; 
-  arg6 = *(float **)&_swig_go_5; 
-  arg7 = (size_t)_swig_go_6; 
+  arg2 = (int)_swig_go_1; 
+  arg3 = (attn_op)_swig_go_2; 
+  arg4 = *(attn_args **)&_swig_go_3; 
+  arg5 = *(attn_args **)&_swig_go_4; 
   
-  arg8 = (int32_t *)_swig_go_7;
+  arg6 = (int64_t *)_swig_go_5;
   
-  arg9 = (size_t)_swig_go_8; 
+  arg7 = (int)_swig_go_6; 
+  arg8 = *(float **)&_swig_go_7; 
+  arg9 = *(float **)&_swig_go_8; 
   arg10 = *(float **)&_swig_go_9; 
-  arg11 = (size_t)_swig_go_10; 
+  arg11 = *(float **)&_swig_go_10; 
   arg12 = *(float **)&_swig_go_11; 
-  arg13 = (size_t)_swig_go_12; 
+  arg13 = *(float **)&_swig_go_12; 
+  arg14 = *(float **)&_swig_go_13; 
+  arg15 = *(float **)&_swig_go_14; 
+  arg16 = *(float **)&_swig_go_15; 
+  arg17 = *(float **)&_swig_go_16; 
+  arg18 = *(float **)&_swig_go_17; 
+  arg19 = *(float **)&_swig_go_18; 
+  arg20 = *(float **)&_swig_go_19; 
+  arg21 = *(float **)&_swig_go_20; 
+  arg22 = *(float **)&_swig_go_21; 
+  arg23 = *(float **)&_swig_go_22; 
+  arg24 = *(float **)&_swig_go_23; 
+  arg25 = *(float **)&_swig_go_24; 
+  arg26 = *(float **)&_swig_go_25; 
+  arg27 = *(float **)&_swig_go_26; 
+  arg28 = *(float **)&_swig_go_27; 
+  arg29 = *(float **)&_swig_go_28; 
+  arg30 = *(float **)&_swig_go_29; 
+  arg31 = *(float **)&_swig_go_30; 
+  arg32 = *(float **)&_swig_go_31; 
+  arg33 = *(float **)&_swig_go_32; 
+  arg34 = *(float **)&_swig_go_33; 
+  arg35 = *(float **)&_swig_go_34; 
+  arg36 = *(float **)&_swig_go_35; 
+  arg37 = *(float **)&_swig_go_36; 
+  arg38 = *(float **)&_swig_go_37; 
+  arg39 = *(float **)&_swig_go_38; 
   
-  result = (attn_status)attn_go_merge((struct attn_desc const *)arg1,arg2,arg3,arg4,arg5,arg6,arg7,(int32_t const *)arg8,arg9,arg10,arg11,arg12,arg13);
+  result = (attn_status)attn_go_call((struct attn_desc const *)arg1,arg2,arg3,arg4,arg5,(int64_t const *)arg6,arg7,arg8,arg9,arg10,arg11,arg12,arg13,arg14,arg15,arg16,arg17,arg18,arg19,arg20,arg21,arg22,arg23,arg24,arg25,arg26,arg27,arg28,arg29,arg30,arg31,arg32,arg33,arg34,arg35,arg36,arg37,arg38,arg39);
   _swig_go_result = (intgo)result; 
   return _swig_go_result;
 }
