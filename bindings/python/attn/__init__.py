@@ -59,7 +59,8 @@ from . import _lib
 from ._common import (Alibi, AlibiForm, ArgumentTypeError, AttentionError, Causal, Compute,
                       Diagonal, InvalidArgumentError, NullPointerError, Op, Operand, Param, Status,
                       WeightsMode, check_status, size_arg, status_string, _np)
-from ._desc import Args, Desc, Gradients
+from ._args import Args
+from ._desc import Desc, Gradients
 from ._storage import BF16, bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, quantize_i8
 from ._sdpa import scaled_dot_product_attention
 

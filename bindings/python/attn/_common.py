@@ -1,19 +1,10 @@
-"""Enums, errors and argument checks shared by the faces of the package (internal).
+"""Enums, errors, scalar checks and the zero-copy array view shared by the faces (internal).
 
-Error classes and the statuses they carry (docs/errors.md, "One rule in every language"):
-
-    AttentionError                 every failure the library reports, and every argument the
-                                   binding refuses; .status is a Status, .message the text
-    InvalidArgumentError           Status.INVALID_ARGUMENT; also a ValueError
-    ArgumentTypeError              Status.INVALID_ARGUMENT for a value of the wrong type or dtype;
-                                   a TypeError and (through InvalidArgumentError) a ValueError
-    NullPointerError               Status.NULL_POINTER (a required array is None); a ValueError
-
-so ``except ValueError`` catches every malformed argument, ``except TypeError`` every wrong type,
-and ``e.status`` maps any of them to the C status. Other statuses (OUT_OF_MEMORY, UNSUPPORTED,
-INTERNAL) raise plain AttentionError. A closed Desc or Args raises a plain ValueError.
+Errors (docs/errors.md): AttentionError carries the Status and the library's message;
+InvalidArgumentError (also a ValueError), ArgumentTypeError (also a TypeError) and NullPointerError
+(a ValueError) are its INVALID_ARGUMENT and NULL_POINTER forms. A closed Desc or Args raises a
+plain ValueError.
 """
-
 from __future__ import annotations
 
 import ctypes
@@ -112,6 +103,15 @@ class Param(enum.IntEnum):
     ALIBI_FORM = 16       # linear or symmetric ALiBi (AlibiForm)
 
 
+# (input types, output types) of each operand as attn_dtype bit sets.
+_F, _H, _B, _I8, _U8, _I32 = 1, 2, 4, 8, 16, 32
+OPERAND_TYPES = ((_F | _H | _B, 0), (_F | _H | _B | _I8,) * 2, (_F | _H | _B | _I8,) * 2,
+                 (0, _F), (0, _F), (0, _F), (_U8, 0), (_U8, 0), (_F, 0), (_F, 0), (_F, 0),
+                 (_U8, 0), (_I32, 0), (0, _F), (_I32, 0), (_I32, 0), (_I32, 0),
+                 (_F | _H | _B | _I8, 0), (_F | _H | _B | _I8, 0), (_F | _H | _B, 0),
+                 (0, _F), (0, _F), (0, _F), (0, _F), (0, _F), (_F, _F), (_F, _F), (_F, 0), (_F, 0))
+
+
 class Alibi(enum.IntEnum):
     """attn_alibi: where the ALiBi slopes come from."""
     NONE = 0
@@ -139,6 +139,7 @@ class WeightsMode(enum.IntEnum):
     SCORES = 1   # scale * q.k
     MASKED = 2   # the score after bias, ALiBi and masks (-inf where hidden)
     CAPPED = 3   # after softcap, bias, ALiBi and masks
+    SOFTCAPPED = 4  # softcap(scale * q.k), no bias, no mask
 
 
 class Compute(enum.IntEnum):
@@ -305,26 +306,6 @@ def param_bounds(param: int) -> Tuple[bool, float, float]:
                                             ctypes.byref(hi)))
         got = _BOUNDS[param] = (bool(is_float.value), lo.value, hi.value)
     return got
-
-
-def _fmt_bound(x):
-    return "%d" % x if x == int(x) and abs(x) < 2 ** 63 else repr(x)
-
-
-def param_value(name, param, value):
-    """Check a parameter value against attn_param_bounds: returns an int for an integer
-    parameter, a float for a float one. The message shows the value the caller gave."""
-    is_float, lo, hi = param_bounds(param)
-    if is_float:
-        x = real(name, value)
-        if math.isnan(x):
-            raise InvalidArgumentError("%s must not be NaN" % name)
-    else:
-        x = integer(name, value)
-    if not lo <= x <= hi:
-        raise InvalidArgumentError("%s (%r) is outside [%s, %s]"
-                                   % (name, value, _fmt_bound(lo), _fmt_bound(hi)))
-    return x
 
 
 # ------------------------------------------------------------------------------------------

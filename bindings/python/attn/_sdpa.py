@@ -10,8 +10,10 @@ from . import _lib
 from ._common import (Alibi, ArgumentTypeError, Causal, InvalidArgumentError, as_ndarray,
                       check_dtype, element_strides, real, _np)
 from . import _common
-from ._desc import (_ALIBI_SLOPES, _ALLOWED, _BIAS, _FORWARD, _K, _OUT, _Q, _SINKS, _V,
-                    _execute, _new_handle, build_params)
+from ._binding import (SETTER, thread_args, _ALIBI_SLOPES, _ALLOWED, _BIAS, _K, _OUT, _Q,
+                       _SINKS, _V)
+from ._common import Op, library_error
+from ._params import build_params, new_handle
 
 if TYPE_CHECKING:
     from ._common import ArrayLike, F32Array
@@ -161,9 +163,10 @@ def scaled_dot_product_attention(
             alibi_mode = alibi
         else:
             alibi_mode, alibi_slopes = Alibi.OPERAND, alibi
-    params = build_params(Causal.TOP_LEFT if is_causal else None, scale, window, None, None,
-                          softcap, alibi_mode, softmax_plus_one, EV if EV != E else None, None,
-                          None)
+    params = build_params(dict(causal=Causal.TOP_LEFT if is_causal else None, scale=scale,
+                               window=window, softcap=softcap, alibi=alibi_mode,
+                               softmax_plus_one=softmax_plus_one,
+                               head_dim_v=EV if EV != E else None))
 
     out_shape = batch + (HQ, L, EV) if q.ndim > 2 else (L, EV)
     if out is None:
@@ -234,9 +237,12 @@ def scaled_dot_product_attention(
                                        % (_shape(s.shape), HQ))
         binds.append((_ALIBI_SLOPES, _np.ascontiguousarray(s)))
 
-    handle, lens = _new_handle((B, HQ, HK, L, S, E), params, strides)
+    handle, lens = new_handle((B, HQ, HK, L, S, E), params, strides)
     try:
-        _execute(handle, _FORWARD, [(w, _common.data_ptr(a)) for w, a in binds], lens)
+        args = thread_args([(w, SETTER[w], _common.data_ptr(a), lens[w]) for w, a in binds])
+        status = _lib.attn_run(handle, int(Op.FORWARD), args)
+        if status:
+            raise library_error(status)
     finally:
         _lib.attn_desc_destroy(handle)
     return res

@@ -258,7 +258,7 @@ def storage_setter(name: str, op: int, a: Any) -> Tuple[Any, Any, Any]:
     if dt == _common.F16:
         return a, _common.F16, library_function("attn_args_set_f16")
     if dt == _common.I8:
-        if op == 0:
+        if op == 0:  # Desc's refusal; Args.set(Operand.Q, int8) reaches the library's
             raise ArgumentTypeError("q has dtype int8: int8 storage is for k and v (with their "
                                     "k_scale / v_scale); q may be float32, float16 or attn.BF16")
         return a, _common.I8, library_function("attn_args_set_i8")
