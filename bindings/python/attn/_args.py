@@ -43,8 +43,7 @@ class Args:
 
     def _bind(self, setter, types, writable, operand, array):
         which = enum_arg("operand", operand, Operand, "attn_operand")
-        if isinstance(setter, str):
-            setter = library_function(setter)
+        setter = getattr(_lib, setter) or library_function(setter)
         if isinstance(array, BF16):
             array = array.bits
         a, ptr, n = None, None, 0
@@ -73,77 +72,44 @@ class Args:
         if OPERAND_TYPES[which][0] & _STORED and array is not None:
             a, dtype, setter = storage_setter(NAMES[which], -1, array)
             if setter is not None:
-                return self._bind(setter, (dtype,), False, which, a)
+                return self._bind(setter.__name__, (dtype,), False, which, a)
             array = a
-        return self._bind(SETTER[which], dtypes(which), OUTPUT[which], which, array)
+        return self._bind(SETTER[which].__name__, dtypes(which), OUTPUT[which], which, array)
 
-    def set_f32(self, operand: _Operand, array: Optional[ArrayLike]) -> Args:
-        """attn_args_set_f32."""
-        return self._bind(_lib.attn_args_set_f32, (_common.F32,), False, operand, array)
+    def _typed(c_name, types, writable):  # noqa: N805  (makes a method: one per setter)
+        def method(self, operand: _Operand, array: Union[ArrayLike, BF16, None]) -> Args:
+            return self._bind(c_name, tuple(getattr(_common, t) for t in types), writable,
+                              operand, array)
+        method.__name__ = method.__qualname__ = c_name[len("attn_args_"):]
+        method.__doc__ = "%s (%s arrays; None unbinds). Returns self." % (c_name, "/".join(
+            getattr(_common, t).name if hasattr(_common, t) else t for t in types))
+        return method
 
-    def set_out_f32(self, operand: _Operand, array: Optional[ArrayLike]) -> Args:
-        """attn_args_set_out_f32."""
-        return self._bind(_lib.attn_args_set_out_f32, (_common.F32,), True, operand, array)
+    set_f32 = _typed("attn_args_set_f32", ("F32",), False)
+    set_out_f32 = _typed("attn_args_set_out_f32", ("F32",), True)
+    set_f16 = _typed("attn_args_set_f16", ("F16", "U16"), False)
+    set_out_f16 = _typed("attn_args_set_out_f16", ("F16", "U16"), True)
+    set_bf16 = _typed("attn_args_set_bf16", ("U16",), False)  # an attn.BF16 or its bits
+    set_out_bf16 = _typed("attn_args_set_out_bf16", ("U16",), True)
+    set_i8 = _typed("attn_args_set_i8", ("I8",), False)
+    set_out_i8 = _typed("attn_args_set_out_i8", ("I8",), True)
+    set_u8 = _typed("attn_args_set_u8", ("BOOL", "U8"), False)
+    set_i32 = _typed("attn_args_set_i32", ("I32",), False)
 
-    def set_out_f16(self, operand: _Operand, array: Optional[ArrayLike]) -> Args:
-        """attn_args_set_out_f16: a float16 array (or uint16 binary16 bits)."""
-        return self._bind("attn_args_set_out_f16", (_common.F16, _common.U16), True, operand,
-                          array)
+    def _named(which):  # noqa: N805  (set() of one serving operand, by name)
+        def method(self, array: Optional[ArrayLike]) -> Args:
+            return self.set(which, array)
+        method.__name__ = method.__qualname__ = "set_" + NAMES[which]
+        method.__doc__ = "set(Operand.%s, array)." % NAMES[which].upper()
+        return method
 
-    def set_out_bf16(self, operand: _Operand, array: Union[ArrayLike, BF16, None]) -> Args:
-        """attn_args_set_out_bf16: an attn.BF16 or uint16 bit patterns."""
-        return self._bind("attn_args_set_out_bf16", (_common.U16,), True, operand, array)
-
-    def set_out_i8(self, operand: _Operand, array: Optional[ArrayLike]) -> Args:
-        """attn_args_set_out_i8."""
-        return self._bind("attn_args_set_out_i8", (_common.I8,), True, operand, array)
-
-    def set_f16(self, operand: _Operand, array: Optional[ArrayLike]) -> Args:
-        """attn_args_set_f16: a float16 array (or uint16 binary16 bits)."""
-        return self._bind("attn_args_set_f16", (_common.F16, _common.U16), False, operand,
-                          array)
-
-    def set_bf16(self, operand: _Operand, array: Union[ArrayLike, BF16, None]) -> Args:
-        """attn_args_set_bf16: an attn.BF16 or uint16 bit patterns."""
-        return self._bind("attn_args_set_bf16", (_common.U16,), False, operand, array)
-
-    def set_i8(self, operand: _Operand, array: Optional[ArrayLike]) -> Args:
-        """attn_args_set_i8."""
-        return self._bind("attn_args_set_i8", (_common.I8,), False, operand, array)
-
-    def set_u8(self, operand: _Operand, array: Optional[ArrayLike]) -> Args:
-        """attn_args_set_u8: bool_ or uint8."""
-        return self._bind(_lib.attn_args_set_u8, (_common.BOOL, _common.U8), False, operand,
-                          array)
-
-    def set_i32(self, operand: _Operand, array: Optional[ArrayLike]) -> Args:
-        """attn_args_set_i32."""
-        return self._bind(_lib.attn_args_set_i32, (_common.I32,), False, operand, array)
-
-    # the serving operands by name: set() with their Operand
-    def set_seq_lens_k(self, array: Optional[ArrayLike]) -> Args:
-        """set(Operand.SEQ_LENS_K, array)."""
-        return self.set(_SEQ_LENS_K, array)
-
-    def set_cu_seqlens_q(self, array: Optional[ArrayLike]) -> Args:
-        """set(Operand.CU_SEQLENS_Q, array)."""
-        return self.set(_CU_SEQLENS_Q, array)
-
-    def set_cu_seqlens_k(self, array: Optional[ArrayLike]) -> Args:
-        """set(Operand.CU_SEQLENS_K, array)."""
-        return self.set(_CU_SEQLENS_K, array)
-
-    def set_block_table(self, array: Optional[ArrayLike]) -> Args:
-        """set(Operand.BLOCK_TABLE, array)."""
-        return self.set(_BLOCK_TABLE, array)
-
-    def set_new_k(self, array: Optional[ArrayLike]) -> Args:
-        """set(Operand.NEW_K, array)."""
-        return self.set(_NEW_K, array)
-
-    def set_new_v(self, array: Optional[ArrayLike]) -> Args:
-        """set(Operand.NEW_V, array)."""
-        return self.set(_NEW_V, array)
+    set_seq_lens_k = _named(_SEQ_LENS_K)
+    set_cu_seqlens_q = _named(_CU_SEQLENS_Q)
+    set_cu_seqlens_k = _named(_CU_SEQLENS_K)
+    set_block_table = _named(_BLOCK_TABLE)
+    set_new_k = _named(_NEW_K)
+    set_new_v = _named(_NEW_V)
+    del _typed, _named
 
     def clear(self) -> None:
         """Unbind every operand (attn_args_clear)."""
