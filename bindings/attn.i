@@ -3,6 +3,8 @@
  * Each language's top-level interface (bindings/<lang>/...) declares %module, pulls in its own
  * typemaps, then includes this file. Exposure is an allow-list: everything in the header is
  * ignored, then the published names are re-enabled one by one, so nothing leaks by accident.
+ * The list is the whole of attn.h: every function and every enum with each of its values, so a
+ * language interface holds typemaps only (a name added to attn.h is added here too).
  * Parameter names in attn.h are what the per-language typemaps bind to: keep them identical. */
 
 %{
@@ -41,6 +43,21 @@
 %rename("%s") ATTN_QUERY_VALID;
 %rename("%s") ATTN_SEQ_LENS_K;
 %rename("%s") ATTN_KEY_MASS;
+%rename("%s") ATTN_CU_SEQLENS_Q;
+%rename("%s") ATTN_CU_SEQLENS_K;
+%rename("%s") ATTN_BLOCK_TABLE;
+%rename("%s") ATTN_NEW_K;
+%rename("%s") ATTN_NEW_V;
+%rename("%s") ATTN_DOUT;
+%rename("%s") ATTN_DQ;
+%rename("%s") ATTN_DK;
+%rename("%s") ATTN_DV;
+%rename("%s") ATTN_DBIAS;
+%rename("%s") ATTN_DSINKS;
+%rename("%s") ATTN_K_SCALE;
+%rename("%s") ATTN_V_SCALE;
+%rename("%s") ATTN_NEW_K_SCALE;
+%rename("%s") ATTN_NEW_V_SCALE;
 %rename("%s") attn_param;
 %rename("%s") ATTN_PARAM_CAUSAL;
 %rename("%s") ATTN_PARAM_SCALE;
@@ -52,6 +69,13 @@
 %rename("%s") ATTN_PARAM_HEAD_DIM_V;
 %rename("%s") ATTN_PARAM_WEIGHTS_MODE;
 %rename("%s") ATTN_PARAM_BIAS_FIRST;
+%rename("%s") ATTN_PARAM_VARLEN;
+%rename("%s") ATTN_PARAM_PAGE_SIZE;
+%rename("%s") ATTN_PARAM_MAX_PAGES;
+%rename("%s") ATTN_PARAM_BATCH_INVARIANT;
+%rename("%s") ATTN_PARAM_COMPUTE;
+%rename("%s") ATTN_PARAM_DIAGONAL;
+%rename("%s") ATTN_PARAM_ALIBI_FORM;
 %rename("%s") attn_alibi;
 %rename("%s") ATTN_ALIBI_NONE;
 %rename("%s") ATTN_ALIBI_OPERAND;
@@ -76,6 +100,13 @@
 %rename("%s") ATTN_OP_FORWARD;
 %rename("%s") ATTN_OP_WEIGHTS;
 %rename("%s") ATTN_OP_BACKWARD;
+%rename("%s") attn_dtype;
+%rename("%s") ATTN_DTYPE_F32;
+%rename("%s") ATTN_DTYPE_F16;
+%rename("%s") ATTN_DTYPE_BF16;
+%rename("%s") ATTN_DTYPE_I8;
+%rename("%s") ATTN_DTYPE_U8;
+%rename("%s") ATTN_DTYPE_I32;
 
 /* Functions. */
 %rename("%s") attn_version_string;
@@ -105,10 +136,58 @@
 %rename("%s") attn_args_set_out_f32;
 %rename("%s") attn_args_set_u8;
 %rename("%s") attn_args_set_i32;
+%rename("%s") attn_args_set_f16;
+%rename("%s") attn_args_set_bf16;
+%rename("%s") attn_args_set_i8;
+%rename("%s") attn_args_set_out_f16;
+%rename("%s") attn_args_set_out_bf16;
+%rename("%s") attn_args_set_out_i8;
+%rename("%s") attn_convert_f32_to_f16;
+%rename("%s") attn_convert_f32_to_bf16;
+%rename("%s") attn_convert_f16_to_f32;
+%rename("%s") attn_convert_bf16_to_f32;
+%rename("%s") attn_quantize_i8;
 %rename("%s") attn_run;
+%rename("%s") attn_kv_append;
+%rename("%s") attn_kv_append_args;
+%rename("%s") attn_merge;
+/* the model queries: the library's operand, parameter and ISA tables */
+%rename("%s") attn_operand_info;
+%rename("%s") attn_param_info;
+%rename("%s") attn_isa_info;
 %rename("%s") attn_set_num_threads;
 %rename("%s") attn_get_num_threads;
 %rename("%s") attn_isa;
 %rename("%s") attn_set_isa;
+
+#ifdef SWIGJAVA
+/* Not mapped by bindings/java/attn_java.i yet: without typemaps for their pointer parameters
+ * each would need a SWIGTYPE_p_* class that cmake/java.cmake does not list (javac then fails).
+ * The Java interface takes these out of this block as it maps them. */
+%ignore ::attn_args_set_f16;
+%ignore ::attn_args_set_bf16;
+%ignore ::attn_args_set_i8;
+%ignore ::attn_args_set_out_f16;
+%ignore ::attn_args_set_out_bf16;
+%ignore ::attn_args_set_out_i8;
+%ignore ::attn_convert_f32_to_f16;
+%ignore ::attn_convert_f32_to_bf16;
+%ignore ::attn_convert_f16_to_f32;
+%ignore ::attn_convert_bf16_to_f32;
+%ignore ::attn_quantize_i8;
+%ignore ::attn_kv_append;
+%ignore ::attn_operand_info;
+%ignore ::attn_param_info;
+%ignore ::attn_isa_info;
+#endif
+#ifdef SWIGCSHARP
+/* Not mapped by bindings/csharp/attn_csharp.i yet: their pointer parameters would leak public
+ * SWIGTYPE_p_* classes and attn_dtype has no .NET name (the C# tests check the public surface).
+ * The C# interface takes these out of this block as it maps them. */
+%ignore ::attn_operand_info;
+%ignore ::attn_param_info;
+%ignore ::attn_isa_info;
+%ignore ::attn_dtype;
+#endif
 
 %include "attn.h"

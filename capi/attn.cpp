@@ -21,7 +21,56 @@
 
 namespace core = attn::core;
 
-constexpr int kOperands = 29; // ATTN_Q .. ATTN_NEW_V_SCALE
+// The operand table (capi/operands.def): one row per attn_operand, each at its pinned value.
+struct OperandInfo {
+    attn_operand id;
+    const char *name;
+    unsigned in_types, out_types; // bits 1u << attn_dtype
+    int rank;
+    int strided; // ATTN_S_*
+    int grad_of; // the operand it is the gradient of, or -1
+};
+constexpr OperandInfo kOperandInfo[] = {
+#define ATTN_OPERAND(id, name, in, out, rank, strided, grad_of)                                    \
+    {id, name, in, out, rank, strided, grad_of},
+#include "operands.def"
+#undef ATTN_OPERAND
+};
+constexpr int kOperands = sizeof kOperandInfo / sizeof kOperandInfo[0];
+enum OperandRow : int {
+#define ATTN_OPERAND(id, ...) kRow_##id,
+#include "operands.def"
+#undef ATTN_OPERAND
+};
+#define ATTN_OPERAND(id, ...)                                                                      \
+    static_assert(static_cast<int>(kRow_##id) == static_cast<int>(id),                             \
+                  "capi/operands.def: the row of " #id " is not at its pinned value in attn.h");
+#include "operands.def"
+#undef ATTN_OPERAND
+
+// The parameter table (capi/params.def): one row per attn_param, each at its pinned value.
+struct ParamInfo {
+    const char *id_name; // "ATTN_PARAM_CAUSAL", as messages name it
+    const char *name;    // "causal"
+    bool is_float;
+    double min, max, default_value;
+};
+const ParamInfo kParamInfo[] = {
+#define ATTN_PARAM_ROW(id, name, is_float, min, max, def) {#id, name, is_float != 0, min, max, def},
+#include "params.def"
+#undef ATTN_PARAM_ROW
+};
+constexpr int kParams = sizeof kParamInfo / sizeof kParamInfo[0];
+enum ParamRow : int {
+#define ATTN_PARAM_ROW(id, ...) kRow_##id,
+#include "params.def"
+#undef ATTN_PARAM_ROW
+};
+#define ATTN_PARAM_ROW(id, ...)                                                                    \
+    static_assert(static_cast<int>(kRow_##id) == static_cast<int>(id),                             \
+                  "capi/params.def: the row of " #id " is not at its pinned value in attn.h");
+#include "params.def"
+#undef ATTN_PARAM_ROW
 
 struct attn_desc {
     core::Params p;
@@ -136,36 +185,7 @@ bool overlaps(Range a, Range b) {
 }
 
 const char *operand_name(int which) {
-    static const char *const names[kOperands] = {"q",
-                                                 "k",
-                                                 "v",
-                                                 "out",
-                                                 "lse",
-                                                 "weights",
-                                                 "key_valid",
-                                                 "allowed",
-                                                 "bias",
-                                                 "alibi_slopes",
-                                                 "sinks",
-                                                 "query_valid",
-                                                 "seq_lens_k",
-                                                 "key_mass",
-                                                 "cu_seqlens_q",
-                                                 "cu_seqlens_k",
-                                                 "block_table",
-                                                 "new_k",
-                                                 "new_v",
-                                                 "dout",
-                                                 "dq",
-                                                 "dk",
-                                                 "dv",
-                                                 "dbias",
-                                                 "dsinks",
-                                                 "k_scale",
-                                                 "v_scale",
-                                                 "new_k_scale",
-                                                 "new_v_scale"};
-    return which >= 0 && which < kOperands ? names[which] : "?";
+    return which >= 0 && which < kOperands ? kOperandInfo[which].name : "?";
 }
 
 const char *dtype_name(core::DType t) {
@@ -181,32 +201,13 @@ const char *dtype_name(core::DType t) {
     }
 }
 
-// Element type and direction of each operand (attn_args setters check them).
+// The setter family an operand is bound with (messages name it): its input or output type set.
 enum class Kind { F32In, F32Out, U8, I32 };
 Kind operand_kind(int which) {
-    switch (which) {
-    case ATTN_OUT:
-    case ATTN_LSE:
-    case ATTN_WEIGHTS:
-    case ATTN_KEY_MASS:
-    case ATTN_DQ:
-    case ATTN_DK:
-    case ATTN_DV:
-    case ATTN_DBIAS:
-    case ATTN_DSINKS:
-        return Kind::F32Out;
-    case ATTN_KEY_VALID:
-    case ATTN_ALLOWED:
-    case ATTN_QUERY_VALID:
-        return Kind::U8;
-    case ATTN_SEQ_LENS_K:
-    case ATTN_CU_SEQLENS_Q:
-    case ATTN_CU_SEQLENS_K:
-    case ATTN_BLOCK_TABLE:
-        return Kind::I32;
-    default:
-        return Kind::F32In;
-    }
+    const OperandInfo &o = kOperandInfo[which];
+    if (o.in_types & ATTN_T_U8) return Kind::U8;
+    if (o.in_types & ATTN_T_I32) return Kind::I32;
+    return o.in_types ? Kind::F32In : Kind::F32Out;
 }
 const char *kind_setter(Kind k) {
     switch (k) {
@@ -226,16 +227,14 @@ size_t kind_bytes(Kind k) {
 
 // The int8 scales of K and V: K's shape with head_dim 1.
 bool is_scale(int which) {
-    return which == ATTN_K_SCALE || which == ATTN_V_SCALE;
+    return kOperandInfo[which].strided == ATTN_S_SCALES;
 }
 
-// The strided operands, and whether `which` is one.
-constexpr int kStrided[7] = {ATTN_Q,    ATTN_K,       ATTN_V,      ATTN_OUT,
-                             ATTN_BIAS, ATTN_K_SCALE, ATTN_V_SCALE};
+// The operands with a [c0][c1][c2][dim] strided view (Q, K, V, OUT, BIAS, K_SCALE, V_SCALE).
 bool is_strided(int which) {
-    for (int w : kStrided)
-        if (w == which) return true;
-    return false;
+    return which >= 0 && which < kOperands &&
+           (kOperandInfo[which].strided == ATTN_S_DATA ||
+            kOperandInfo[which].strided == ATTN_S_SCALES);
 }
 
 // The view of a strided operand (Q, K, V, OUT, BIAS, K_SCALE, V_SCALE) as [c0][c1][c2][dim] with
@@ -317,7 +316,8 @@ core::Layout default_layout(const core::Shape &s, const core::Params &mode, int 
 
 void compute_lens(attn_desc *d) {
     const core::Shape &s = d->p.shape;
-    for (int w : kStrided) strided_len(s, d->p, w, *layout_of(d, w), &d->len[w]);
+    for (int w = 0; w < kOperands; ++w)
+        if (is_strided(w)) strided_len(s, d->p, w, *layout_of(d, w), &d->len[w]);
     d->len[ATTN_LSE] = s.batch * s.heads_q * s.seq_q;
     d->len[ATTN_WEIGHTS] = s.batch * s.heads_q * s.seq_q * s.seq_k;
     d->len[ATTN_KEY_VALID] = s.batch * s.seq_k;
@@ -333,12 +333,8 @@ void compute_lens(attn_desc *d) {
     d->len[ATTN_NEW_K] = s.batch * s.seq_q * s.heads_kv * s.head_dim;
     d->len[ATTN_NEW_V] = s.batch * s.seq_q * s.heads_kv * s.head_dim_v;
     d->len[ATTN_NEW_K_SCALE] = d->len[ATTN_NEW_V_SCALE] = s.batch * s.seq_q * s.heads_kv;
-    d->len[ATTN_DOUT] = d->len[ATTN_OUT];
-    d->len[ATTN_DQ] = d->len[ATTN_Q];
-    d->len[ATTN_DK] = d->len[ATTN_K];
-    d->len[ATTN_DV] = d->len[ATTN_V];
-    d->len[ATTN_DBIAS] = d->len[ATTN_BIAS];
-    d->len[ATTN_DSINKS] = s.heads_q;
+    for (const OperandInfo &o : kOperandInfo) // a gradient has its operand's length
+        if (o.grad_of >= 0) d->len[o.id] = d->len[o.grad_of];
 }
 
 attn_status check_desc(const char *fn, const attn_desc *desc) {
@@ -421,7 +417,8 @@ attn_status create_desc(const char *fn, attn_desc **out, size_t batch, size_t he
     if (!d) return fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory allocating the descriptor", fn);
     core::Shape &s = d->p.shape;
     s = core::Shape{batch, heads_q, heads_kv, seq_q, seq_k, head_dim, head_dim};
-    for (int w : kStrided) *layout_of(d, w) = default_layout(s, d->p, w);
+    for (int w = 0; w < kOperands; ++w)
+        if (is_strided(w)) *layout_of(d, w) = default_layout(s, d->p, w);
     d->p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
     d->p.causal = core::Causal::None;
     compute_lens(d);
@@ -707,10 +704,8 @@ attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *s
     CallShape cs;
     if (attn_status st = check_serving(fn, desc, slot, used, op == ATTN_OP_WEIGHTS, need, &cs))
         return st;
-    need[ATTN_DOUT] = need[ATTN_OUT]; // varlen: the per-call totals
-    need[ATTN_DQ] = need[ATTN_Q];
-    need[ATTN_DK] = need[ATTN_K];
-    need[ATTN_DV] = need[ATTN_V];
+    for (const OperandInfo &o : kOperandInfo) // varlen: the per-call totals
+        if (o.grad_of >= 0) need[o.id] = need[o.grad_of];
     const core::Params &dp = desc->p;
     const bool paged = dp.page_size != 0;
     Buffer bufs[kOperands];
@@ -826,33 +821,6 @@ attn_status run_forward(const char *fn, const attn_desc *desc, const float *q, c
     for (int w = 0; w < 8; ++w) slot[w] = Slot{ptrs[w], ptrs[w] ? desc->len[w] : 0};
     return execute(fn, desc, ATTN_OP_FORWARD, slot);
 }
-
-// Parameters: kind and range (attn_param_bounds), pinned ids 0..kParams-1.
-struct ParamInfo {
-    const char *name;
-    bool is_float;
-    double min, max;
-};
-constexpr int kParams = 17;
-const ParamInfo kParamInfo[kParams] = {
-    {"ATTN_PARAM_CAUSAL", false, 0, 2},
-    {"ATTN_PARAM_SCALE", true, -3.4028234663852886e38, 3.4028234663852886e38},
-    {"ATTN_PARAM_WINDOW_LEFT", false, -1, 2147483647.0},
-    {"ATTN_PARAM_WINDOW_RIGHT", false, -1, 2147483647.0},
-    {"ATTN_PARAM_SOFTCAP", true, 0, 3.4028234663852886e38},
-    {"ATTN_PARAM_ALIBI", false, 0, 2},
-    {"ATTN_PARAM_SOFTMAX_PLUS_ONE", false, 0, 1},
-    {"ATTN_PARAM_HEAD_DIM_V", false, 1, 2147483647.0},
-    {"ATTN_PARAM_WEIGHTS_MODE", false, 0, 4},
-    {"ATTN_PARAM_BIAS_FIRST", false, 0, 1},
-    {"ATTN_PARAM_VARLEN", false, 0, 1},
-    {"ATTN_PARAM_PAGE_SIZE", false, 0, 2147483647.0},
-    {"ATTN_PARAM_MAX_PAGES", false, 0, 2147483647.0},
-    {"ATTN_PARAM_BATCH_INVARIANT", false, 0, 1},
-    {"ATTN_PARAM_COMPUTE", false, 0, 1},
-    {"ATTN_PARAM_DIAGONAL", false, 0, 2},
-    {"ATTN_PARAM_ALIBI_FORM", false, 0, 1},
-};
 
 // Switches the layout mode (varlen, page size, max pages) to `trial`: default strides follow
 // the mode, custom strides are checked again; nothing changes on failure.
@@ -970,17 +938,17 @@ attn_status apply_param(const char *fn, attn_desc *d, int id, double v) {
     case ATTN_PARAM_VARLEN: {
         core::Params trial = p;
         trial.varlen = iv != 0;
-        return relayout(fn, d, kParamInfo[id].name, trial);
+        return relayout(fn, d, kParamInfo[id].id_name, trial);
     }
     case ATTN_PARAM_PAGE_SIZE: {
         core::Params trial = p;
         trial.page_size = static_cast<size_t>(iv);
-        return relayout(fn, d, kParamInfo[id].name, trial);
+        return relayout(fn, d, kParamInfo[id].id_name, trial);
     }
     case ATTN_PARAM_MAX_PAGES: {
         const size_t old = d->max_pages_param;
         d->max_pages_param = static_cast<size_t>(iv);
-        const attn_status st = relayout(fn, d, kParamInfo[id].name, p);
+        const attn_status st = relayout(fn, d, kParamInfo[id].id_name, p);
         if (st) d->max_pages_param = old;
         return st;
     }
@@ -1047,12 +1015,13 @@ attn_status set_param(const char *fn, attn_desc *desc, int id, double v, bool fr
         return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: param (%d) is not an attn_param", fn, id);
     const ParamInfo &pi = kParamInfo[id];
     if (std::isnan(v))
-        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s must not be NaN", fn, pi.name);
+        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s must not be NaN", fn, pi.id_name);
     if (!(v >= pi.min && v <= pi.max))
         return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s (%.17g) is outside [%.9g, %.9g]", fn,
-                    pi.name, v, pi.min, pi.max);
+                    pi.id_name, v, pi.min, pi.max);
     if (!pi.is_float && !from_int && v != std::floor(v))
-        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s (%.17g) must be an integer", fn, pi.name, v);
+        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s (%.17g) must be an integer", fn, pi.id_name,
+                    v);
     return apply_param(fn, desc, id, v);
 }
 
@@ -1067,46 +1036,58 @@ attn_status get_param(const char *fn, const attn_desc *desc, int id, const void 
     return ATTN_OK;
 }
 
-// A K or V cache (or its int8 scales) that attn_kv_append_args writes.
+// A K or V cache (or its int8 scales) that attn_kv_append_args writes: an input that the output
+// setters also bind, writable.
 bool is_cache(int which) {
-    return which == ATTN_K || which == ATTN_V || is_scale(which);
+    return kOperandInfo[which].in_types && kOperandInfo[which].out_types;
 }
 
+// The bit of a setter's element type in the operand table's type sets.
+unsigned type_bit(Kind kind, core::DType type) {
+    if (kind == Kind::U8) return ATTN_T_U8;
+    if (kind == Kind::I32) return ATTN_T_I32;
+    switch (type) {
+    case core::DType::F16:
+        return ATTN_T_F16;
+    case core::DType::BF16:
+        return ATTN_T_BF16;
+    case core::DType::I8:
+        return ATTN_T_I8;
+    default:
+        return ATTN_T_F32;
+    }
+}
+
+// Binds `which` if the operand table lists the setter's type in its input set (or, for the
+// output setters, its output set).
 attn_status bind(const char *fn, attn_args *args, int which, const void *data, size_t len,
                  Kind kind, core::DType type = core::DType::F32) {
     if (!args) return fail(ATTN_ERR_NULL_POINTER, "%s: args is NULL", fn);
     if (which < 0 || which >= kOperands)
         return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: which (%d) is not an attn_operand", fn, which);
-    const Kind want = operand_kind(which);
-    // The output setters also bind the K / V caches (and their int8 scales) writable, for
-    // attn_kv_append_args; attn_run reads them as inputs.
-    const bool cache =
-        kind == Kind::F32Out && is_cache(which) && (type == core::DType::F32 || !is_scale(which));
-    if (kind == Kind::F32Out && type != core::DType::F32 && !cache)
-        return fail(ATTN_ERR_INVALID_ARGUMENT,
-                    "%s: %s cannot be bound with %s (it binds a writable K or V cache)", fn,
-                    operand_name(which), fn);
-    if (cache) {
-        // K, V, K_SCALE or V_SCALE, writable
-    } else if (type != core::DType::F32) {
-        const bool kv =
-            which == ATTN_K || which == ATTN_V || which == ATTN_NEW_K || which == ATTN_NEW_V;
-        const bool ok = type == core::DType::I8 ? kv : kv || which == ATTN_Q || which == ATTN_DOUT;
-        if (!ok)
-            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s cannot be bound with %s (%s)", fn,
-                        operand_name(which), fn,
-                        type == core::DType::I8
-                            ? "int8 storage is for K, V, NEW_K and NEW_V"
-                            : "16-bit storage is for Q, K, V, DOUT, NEW_K and NEW_V");
-    } else if (want != kind) {
-        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s is bound with %s, not %s", fn,
-                    operand_name(which), kind_setter(want), fn);
+    const OperandInfo &o = kOperandInfo[which];
+    const bool output = kind == Kind::F32Out;
+    if (!((output ? o.out_types : o.in_types) & type_bit(kind, type))) {
+        if (output && type != core::DType::F32)
+            return fail(ATTN_ERR_INVALID_ARGUMENT,
+                        "%s: %s cannot be bound with %s (it binds a writable K or V cache)", fn,
+                        o.name, fn);
+        if (type != core::DType::F32)
+            return fail(
+                ATTN_ERR_INVALID_ARGUMENT, "%s: %s cannot be bound with %s (%s)", fn, o.name, fn,
+                type == core::DType::I8 ? "int8 storage is for K, V, NEW_K and NEW_V"
+                                        : "16-bit storage is for Q, K, V, DOUT, NEW_K and NEW_V");
+        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s is bound with %s, not %s", fn, o.name,
+                    kind_setter(operand_kind(which)), fn);
     }
     if (!data && len != 0)
         return fail(ATTN_ERR_INVALID_ARGUMENT,
                     "%s: %s is NULL with len %zu (NULL unbinds the operand: pass len 0)", fn,
-                    operand_name(which), len);
-    args->slot[which] = Slot{data, data ? len : 0, type, data != nullptr && cache};
+                    o.name, len);
+    // an output setter binds a K / V cache (or its scales) writable for attn_kv_append_args;
+    // attn_run reads it as an input
+    args->slot[which] =
+        Slot{data, data ? len : 0, type, data != nullptr && output && is_cache(which)};
     return ATTN_OK;
 }
 
@@ -1428,14 +1409,9 @@ attn_status attn_desc_set_strides(attn_desc *desc, attn_operand which, size_t ba
         *layout_of(desc, w) = lay;
         desc->custom_strides[w] = true;
         desc->len[w] = span;
-        if (is_scale(w)) return ATTN_OK;
         // the gradient of an operand has its layout
-        const int grad = w == ATTN_Q     ? ATTN_DQ
-                         : w == ATTN_K   ? ATTN_DK
-                         : w == ATTN_V   ? ATTN_DV
-                         : w == ATTN_OUT ? ATTN_DOUT
-                                         : ATTN_DBIAS;
-        desc->len[grad] = span;
+        for (const OperandInfo &o : kOperandInfo)
+            if (o.grad_of == w) desc->len[o.id] = span;
         return ATTN_OK;
     });
 }
@@ -1512,6 +1488,54 @@ attn_status attn_param_bounds(attn_param param, int *is_float, double *min, doub
         if (is_float) *is_float = kParamInfo[id].is_float ? 1 : 0;
         if (min) *min = kParamInfo[id].min;
         if (max) *max = kParamInfo[id].max;
+        return ATTN_OK;
+    });
+}
+
+attn_status attn_param_info(attn_param param, const char **name, int *is_float, double *min,
+                            double *max, double *default_value) {
+    static const char fn[] = "attn_param_info";
+    return guarded(fn, [&]() -> attn_status {
+        const int id = raw_enum(param);
+        if (id < 0 || id >= kParams)
+            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: param (%d) is not an attn_param", fn, id);
+        const ParamInfo &pi = kParamInfo[id];
+        if (name) *name = pi.name;
+        if (is_float) *is_float = pi.is_float ? 1 : 0;
+        if (min) *min = pi.min;
+        if (max) *max = pi.max;
+        if (default_value) *default_value = pi.default_value;
+        return ATTN_OK;
+    });
+}
+
+attn_status attn_operand_info(attn_operand which, const char **name, unsigned *in_types,
+                              unsigned *out_types, int *rank, int *strided) {
+    static const char fn[] = "attn_operand_info";
+    return guarded(fn, [&]() -> attn_status {
+        const int w = raw_enum(which);
+        if (w < 0 || w >= kOperands)
+            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: which (%d) is not an attn_operand", fn, w);
+        const OperandInfo &o = kOperandInfo[w];
+        if (name) *name = o.name;
+        if (in_types) *in_types = o.in_types;
+        if (out_types) *out_types = o.out_types;
+        if (rank) *rank = o.rank;
+        if (strided) *strided = o.strided != ATTN_S_NONE ? 1 : 0;
+        return ATTN_OK;
+    });
+}
+
+attn_status attn_isa_info(int index, const char **name, int *supported) {
+    static const char fn[] = "attn_isa_info";
+    return guarded(fn, [&]() -> attn_status {
+        if (index < 0 || index >= core::kIsaCount)
+            return fail(ATTN_ERR_INVALID_ARGUMENT,
+                        "%s: index (%d) is outside [0, %d]: the ISAs are %s", fn, index,
+                        core::kIsaCount - 1, core::isa_names());
+        const core::Isa isa = static_cast<core::Isa>(index);
+        if (name) *name = core::isa_name(isa);
+        if (supported) *supported = core::isa_supported(isa) ? 1 : 0;
         return ATTN_OK;
     });
 }

@@ -717,6 +717,59 @@ ATTN_API attn_status attn_kv_append_args(const attn_desc *desc, const attn_args 
  *  buffers overlapping, bad cu_seqlens_q). since 0.2 */
 ATTN_API attn_status attn_merge(const attn_desc *desc, const attn_args *acc, const attn_args *part);
 
+/* ===============================  Introspection  ============================== */
+/* The library's own tables, for bindings and tools that would otherwise restate them: the
+ * operands (capi/operands.def), the parameters (capi/params.def) and the ISA names. */
+
+/** Element types, as bits (1u << t) in attn_operand_info's type sets. Values are pinned.
+ *  since 0.2 */
+typedef enum attn_dtype {
+    ATTN_DTYPE_F32 = 0,  /* float (attn_args_set_f32, attn_args_set_out_f32) */
+    ATTN_DTYPE_F16 = 1,  /* IEEE binary16 bit patterns (attn_args_set_f16, _out_f16) */
+    ATTN_DTYPE_BF16 = 2, /* bfloat16 bit patterns (attn_args_set_bf16, _out_bf16) */
+    ATTN_DTYPE_I8 = 3,   /* symmetric int8 (attn_args_set_i8, _out_i8) */
+    ATTN_DTYPE_U8 = 4,   /* byte masks (attn_args_set_u8) */
+    ATTN_DTYPE_I32 = 5   /* int32 (attn_args_set_i32) */
+} attn_dtype;
+
+/** Facts of operand `which` from the library's one operand table:
+ *  name:      its lowercase name as messages use it ("q", "k_scale", "cu_seqlens_q"); static
+ *             storage
+ *  in_types:  bit set (1u << attn_dtype) of the types it may be bound with as an input
+ *             (attn_args_set_f32 / _f16 / _bf16 / _i8 / _u8 / _i32); 0 if never an input
+ *  out_types: bit set of the types it may be bound with as an output (attn_args_set_out_*;
+ *             for K and V: the caches attn_kv_append_args writes, and K_SCALE / V_SCALE their
+ *             int8 scales); 0 if never an output
+ *  rank:      dimensions of its dense shape as attn_operand gives it (Q 4, LSE 3, KEY_VALID 2,
+ *             SINKS 1; ALIBI_SLOPES 1, its [heads_q] default; NEW_K 3)
+ *  strided:   1 if attn_desc_set_strides accepts it, else 0
+ *  Any output pointer may be NULL.
+ *  ATTN_OK; ATTN_ERR_INVALID_ARGUMENT (not an attn_operand: a loop from 0 until this status
+ *  lists every operand). since 0.2 */
+ATTN_API attn_status attn_operand_info(attn_operand which, const char **name, unsigned *in_types,
+                                       unsigned *out_types, int *rank, int *strided);
+
+/** Facts of parameter `param` from the library's one parameter table:
+ *  name:          lowercase without the prefix ("causal", "window_left", "batch_invariant");
+ *                 static storage
+ *  is_float, min, max: as attn_param_bounds
+ *  default_value: its value in a new descriptor; NaN where the default follows the shape
+ *                 (ATTN_PARAM_SCALE: 1/sqrt(head_dim); ATTN_PARAM_HEAD_DIM_V: head_dim)
+ *  Any output pointer may be NULL.
+ *  ATTN_OK; ATTN_ERR_INVALID_ARGUMENT (not an attn_param: a loop from 0 until this status lists
+ *  every parameter). since 0.2 */
+ATTN_API attn_status attn_param_info(attn_param param, const char **name, int *is_float,
+                                     double *min, double *max, double *default_value);
+
+/** ISA `index` of the ones this build knows, weakest first ("scalar", "sse2", "avx2", "avx512",
+ *  "avx512fp16"):
+ *  name:      what attn_set_isa and the ATTN_ISA environment variable accept; static storage
+ *  supported: 1 if this CPU and build run it (attn_set_isa(name) then succeeds), else 0
+ *  Any output pointer may be NULL.
+ *  ATTN_OK; ATTN_ERR_INVALID_ARGUMENT (index negative or past the last: a loop from 0 until
+ *  this status lists every ISA). since 0.2 */
+ATTN_API attn_status attn_isa_info(int index, const char **name, int *supported);
+
 /* ==============================  Threads and ISA  ============================= */
 /** Set the number of threads attention calls use (the caller counts as one). 0 = the default:
  *  the ATTN_NUM_THREADS environment variable if set, else the hardware thread count. Safe to

@@ -22,42 +22,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define N_OPERANDS 27
+/* Operand names (as the files spell them) and element types, indexed by attn_operand: the
+ * library's own table. */
+static const struct {
+    const char *name;
+    unsigned in_types, out_types;
+} k_operands[] = {
+#define ATTN_OPERAND(id, name, in_types, out_types, rank, strided, grad_of)                        \
+    {name, in_types, out_types},
+#include "operands.def"
+#undef ATTN_OPERAND
+};
+#define N_OPERANDS ((int)(sizeof k_operands / sizeof k_operands[0]))
 #define N_PARAMS 13
 
-/* Operand names as the files spell them, indexed by attn_operand. */
-static const char *const k_operand[N_OPERANDS] = {"q",
-                                                  "k",
-                                                  "v",
-                                                  "out",
-                                                  "lse",
-                                                  "weights",
-                                                  "key_valid",
-                                                  "allowed",
-                                                  "bias",
-                                                  "alibi_slopes",
-                                                  "sinks",
-                                                  "query_valid",
-                                                  "seq_lens_k",
-                                                  "key_mass",
-                                                  "cu_seqlens_q",
-                                                  "cu_seqlens_k",
-                                                  "block_table",
-                                                  "new_k",
-                                                  "new_v",
-                                                  "dout",
-                                                  "dq",
-                                                  "dk",
-                                                  "dv",
-                                                  "dbias",
-                                                  "dsinks",
-                                                  "k_scale",
-                                                  "v_scale"};
-
-/* Element type of each operand: 'f' float32 input, 'o' float32 output, 'u' byte, 'i' int32. */
-static const char k_kind[N_OPERANDS] = {'f', 'f', 'f', 'o', 'o', 'o', 'u', 'u', 'f',
-                                        'f', 'f', 'u', 'i', 'o', 'i', 'i', 'i', 'f',
-                                        'f', 'f', 'o', 'o', 'o', 'o', 'o', 'f', 'f'};
+/* Element type of operand w: 'f' float32 input, 'o' float32 output, 'u' byte, 'i' int32. */
+static char kind_of(int w) {
+    const unsigned in = k_operands[w].in_types;
+    return in & ATTN_T_U8 ? 'u' : in & ATTN_T_I32 ? 'i' : in ? 'f' : 'o';
+}
 
 /* Storage of Q, K, V (storage.txt): 0 f32, then these. */
 static const char *const k_store[4] = {"f32", "f16", "bf16", "i8"};
@@ -115,7 +98,7 @@ static const char *g_dir;
 
 static int operand_id(const char *name, size_t len) {
     for (int w = 0; w < N_OPERANDS; ++w)
-        if (strlen(k_operand[w]) == len && !strncmp(k_operand[w], name, len)) return w;
+        if (strlen(k_operands[w].name) == len && !strncmp(k_operands[w].name, name, len)) return w;
     return -1;
 }
 
@@ -264,17 +247,17 @@ static attn_status make_desc(const vcase *c, attn_desc **d) {
 }
 
 static size_t elem_size(int w) {
-    return k_kind[w] == 'u' ? 1 : 4;
+    return kind_of(w) == 'u' ? 1 : 4;
 }
 
 static const char *file_type(int w) {
-    return k_kind[w] == 'u' ? "u8" : k_kind[w] == 'i' ? "i32" : "f32";
+    return kind_of(w) == 'u' ? "u8" : kind_of(w) == 'i' ? "i32" : "f32";
 }
 
 /* The file <name>.<operand>.<type> of `count` elements of `bytes` each (exactly). */
 static void *load_as(const char *name, int w, const char *type, size_t bytes, size_t count) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s.%s.%s", g_dir, name, k_operand[w], type);
+    snprintf(path, sizeof path, "%s/%s.%s.%s", g_dir, name, k_operands[w].name, type);
     FILE *f = fopen(path, "rb");
     if (!f) {
         fprintf(stderr, "cannot open %s\n", path);
@@ -297,7 +280,7 @@ static void *load(const char *name, int w, size_t count) {
 
 /* Binds operand w (buffer p of len elements) with the setter of its kind. */
 static attn_status bind(attn_args *a, int w, void *p, size_t len) {
-    switch (k_kind[w]) {
+    switch (kind_of(w)) {
     case 'o':
         return attn_args_set_out_f32(a, (attn_operand)w, (float *)p, len);
     case 'u':
@@ -387,7 +370,7 @@ static int run_variant(const vcase *c, const attn_desc *d, vbufs *b, const char 
     attn_args_destroy(a);
     for (int x = 0; x < 4 && ok; ++x) {
         const int w = k_outputs[x];
-        if (b->got[w]) ok = compare(c->name, cfg, k_operand[w], b->got[w], b->want[w], b->len[w]);
+        if (b->got[w]) ok = compare(c->name, cfg, k_operands[w].name, b->got[w], b->want[w], b->len[w]);
     }
     return ok;
 }
@@ -417,7 +400,7 @@ static int run_backward(const vcase *c, const attn_desc *d, vbufs *b, const char
     attn_args_destroy(a);
     for (int w = 0; w < N_OPERANDS && ok; ++w)
         if (b->got[w])
-            ok = compare_tol(c->name, cfg, k_operand[w], b->got[w], b->want[w], b->len[w],
+            ok = compare_tol(c->name, cfg, k_operands[w].name, b->got[w], b->want[w], b->len[w],
                              w >= ATTN_DQ && w <= ATTN_DSINKS ? 1e-4 : 1e-5);
     return ok;
 }
@@ -594,7 +577,7 @@ static attn_status error_run(const vcase *c) {
     if (setw >= 0) {
         const char *lb = strchr(c->brk, '['), *eq = strchr(c->brk, '=');
         const size_t idx = lb ? strtoull(lb + 1, NULL, 10) : 0;
-        if (!lb || !eq || !buf[setw] || idx >= len[setw] || k_kind[setw] != 'i') {
+        if (!lb || !eq || !buf[setw] || idx >= len[setw] || kind_of(setw) != 'i') {
             fprintf(stderr, "%s: bad break %s\n", c->name, c->brk);
             exit(2);
         }

@@ -58,16 +58,16 @@ typedef long long swig_type_25;
 typedef long long swig_type_26;
 typedef long long swig_type_27;
 typedef long long swig_type_28;
-typedef _gostring_ swig_type_29;
-typedef _gostring_ swig_type_30;
+typedef long long swig_type_29;
+typedef long long swig_type_30;
 typedef long long swig_type_31;
 typedef long long swig_type_32;
 typedef long long swig_type_33;
 typedef long long swig_type_34;
 typedef long long swig_type_35;
 typedef long long swig_type_36;
-typedef long long swig_type_37;
-typedef long long swig_type_38;
+typedef _gostring_ swig_type_37;
+typedef _gostring_ swig_type_38;
 typedef long long swig_type_39;
 typedef long long swig_type_40;
 typedef long long swig_type_41;
@@ -124,6 +124,14 @@ typedef long long swig_type_91;
 typedef long long swig_type_92;
 typedef long long swig_type_93;
 typedef long long swig_type_94;
+typedef long long swig_type_95;
+typedef long long swig_type_96;
+typedef long long swig_type_97;
+typedef long long swig_type_98;
+typedef long long swig_type_99;
+typedef long long swig_type_100;
+typedef long long swig_type_101;
+typedef long long swig_type_102;
 extern void _wrap_Swig_free_capi_2f5b2fc25dd034ab(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_capi_2f5b2fc25dd034ab(swig_intgo arg1);
 extern swig_type_1 _wrap_attn_version_string_capi_2f5b2fc25dd034ab(void);
@@ -154,6 +162,21 @@ extern swig_intgo _wrap_ATTN_SINKS_capi_2f5b2fc25dd034ab(void);
 extern swig_intgo _wrap_ATTN_QUERY_VALID_capi_2f5b2fc25dd034ab(void);
 extern swig_intgo _wrap_ATTN_SEQ_LENS_K_capi_2f5b2fc25dd034ab(void);
 extern swig_intgo _wrap_ATTN_KEY_MASS_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_CU_SEQLENS_Q_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_CU_SEQLENS_K_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_BLOCK_TABLE_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_NEW_K_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_NEW_V_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_DOUT_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_DQ_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_DK_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_DV_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_DBIAS_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_DSINKS_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_K_SCALE_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_V_SCALE_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_NEW_K_SCALE_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_NEW_V_SCALE_capi_2f5b2fc25dd034ab(void);
 extern swig_intgo _wrap_attn_desc_create_capi_2f5b2fc25dd034ab(swig_voidp arg1, swig_type_6 arg2, swig_type_7 arg3, swig_type_8 arg4, swig_type_9 arg5, swig_type_10 arg6, swig_type_11 arg7);
 extern void _wrap_attn_desc_destroy_capi_2f5b2fc25dd034ab(uintptr_t arg1);
 extern swig_intgo _wrap_attn_desc_set_causal_capi_2f5b2fc25dd034ab(uintptr_t arg1, swig_intgo arg2);
@@ -172,6 +195,13 @@ extern swig_intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_2f5b2fc25dd034ab(void);
 extern swig_intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_2f5b2fc25dd034ab(void);
 extern swig_intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_2f5b2fc25dd034ab(void);
 extern swig_intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_PARAM_VARLEN_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_PARAM_PAGE_SIZE_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_PARAM_MAX_PAGES_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_PARAM_BATCH_INVARIANT_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_PARAM_COMPUTE_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_PARAM_DIAGONAL_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_PARAM_ALIBI_FORM_capi_2f5b2fc25dd034ab(void);
 extern swig_intgo _wrap_ATTN_DIAGONAL_CAUSAL_capi_2f5b2fc25dd034ab(void);
 extern swig_intgo _wrap_ATTN_DIAGONAL_TOP_LEFT_capi_2f5b2fc25dd034ab(void);
 extern swig_intgo _wrap_ATTN_DIAGONAL_BOTTOM_RIGHT_capi_2f5b2fc25dd034ab(void);
@@ -202,20 +232,38 @@ extern swig_intgo _wrap_attn_args_set_f32_capi_2f5b2fc25dd034ab(uintptr_t arg1, 
 extern swig_intgo _wrap_attn_args_set_out_f32_capi_2f5b2fc25dd034ab(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_18 arg4);
 extern swig_intgo _wrap_attn_args_set_u8_capi_2f5b2fc25dd034ab(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_19 arg4);
 extern swig_intgo _wrap_attn_args_set_i32_capi_2f5b2fc25dd034ab(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_20 arg4);
-extern swig_intgo _wrap_attn_convert_f32_to_f16_capi_2f5b2fc25dd034ab(swig_voidp arg1, swig_voidp arg2, swig_type_21 arg3);
-extern swig_intgo _wrap_attn_convert_f32_to_bf16_capi_2f5b2fc25dd034ab(swig_voidp arg1, swig_voidp arg2, swig_type_22 arg3);
-extern swig_intgo _wrap_attn_convert_f16_to_f32_capi_2f5b2fc25dd034ab(swig_voidp arg1, swig_voidp arg2, swig_type_23 arg3);
-extern swig_intgo _wrap_attn_convert_bf16_to_f32_capi_2f5b2fc25dd034ab(swig_voidp arg1, swig_voidp arg2, swig_type_24 arg3);
-extern swig_intgo _wrap_attn_quantize_i8_capi_2f5b2fc25dd034ab(swig_voidp arg1, swig_type_25 arg2, swig_type_26 arg3, swig_voidp arg4, swig_voidp arg5);
+extern swig_intgo _wrap_attn_args_set_f16_capi_2f5b2fc25dd034ab(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3, swig_type_21 arg4);
+extern swig_intgo _wrap_attn_args_set_bf16_capi_2f5b2fc25dd034ab(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3, swig_type_22 arg4);
+extern swig_intgo _wrap_attn_args_set_i8_capi_2f5b2fc25dd034ab(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3, swig_type_23 arg4);
+extern swig_intgo _wrap_attn_args_set_out_f16_capi_2f5b2fc25dd034ab(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3, swig_type_24 arg4);
+extern swig_intgo _wrap_attn_args_set_out_bf16_capi_2f5b2fc25dd034ab(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3, swig_type_25 arg4);
+extern swig_intgo _wrap_attn_args_set_out_i8_capi_2f5b2fc25dd034ab(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3, swig_type_26 arg4);
+extern swig_intgo _wrap_attn_convert_f32_to_f16_capi_2f5b2fc25dd034ab(swig_voidp arg1, swig_voidp arg2, swig_type_27 arg3);
+extern swig_intgo _wrap_attn_convert_f32_to_bf16_capi_2f5b2fc25dd034ab(swig_voidp arg1, swig_voidp arg2, swig_type_28 arg3);
+extern swig_intgo _wrap_attn_convert_f16_to_f32_capi_2f5b2fc25dd034ab(swig_voidp arg1, swig_voidp arg2, swig_type_29 arg3);
+extern swig_intgo _wrap_attn_convert_bf16_to_f32_capi_2f5b2fc25dd034ab(swig_voidp arg1, swig_voidp arg2, swig_type_30 arg3);
+extern swig_intgo _wrap_attn_quantize_i8_capi_2f5b2fc25dd034ab(swig_voidp arg1, swig_type_31 arg2, swig_type_32 arg3, swig_voidp arg4, swig_voidp arg5);
 extern swig_intgo _wrap_attn_run_capi_2f5b2fc25dd034ab(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3);
-extern swig_intgo _wrap_attn_set_num_threads_capi_2f5b2fc25dd034ab(swig_type_27 arg1);
-extern swig_type_28 _wrap_attn_get_num_threads_capi_2f5b2fc25dd034ab(void);
-extern swig_type_29 _wrap_attn_isa_capi_2f5b2fc25dd034ab(void);
-extern swig_intgo _wrap_attn_set_isa_capi_2f5b2fc25dd034ab(swig_type_30 arg1);
-extern swig_intgo _wrap_attn_go_run_capi_2f5b2fc25dd034ab(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3, swig_intgo arg4, swig_voidp arg5, swig_type_31 arg6, swig_voidp arg7, swig_type_32 arg8, swig_voidp arg9, swig_type_33 arg10, swig_voidp arg11, swig_type_34 arg12, swig_voidp arg13, swig_type_35 arg14, swig_voidp arg15, swig_type_36 arg16, swig_voidp arg17, swig_type_37 arg18, swig_voidp arg19, swig_type_38 arg20, swig_voidp arg21, swig_type_39 arg22, swig_voidp arg23, swig_type_40 arg24, swig_voidp arg25, swig_type_41 arg26, swig_voidp arg27, swig_type_42 arg28, swig_voidp arg29, swig_type_43 arg30, swig_voidp arg31, swig_type_44 arg32, swig_voidp arg33, swig_type_45 arg34, swig_voidp arg35, swig_type_46 arg36, swig_voidp arg37, swig_type_47 arg38, swig_voidp arg39, swig_type_48 arg40, swig_voidp arg41, swig_type_49 arg42, swig_voidp arg43, swig_type_50 arg44, swig_voidp arg45, swig_type_51 arg46, swig_voidp arg47, swig_type_52 arg48, swig_voidp arg49, swig_type_53 arg50, swig_voidp arg51, swig_type_54 arg52, swig_voidp arg53, swig_type_55 arg54, swig_voidp arg55, swig_type_56 arg56, swig_voidp arg57, swig_type_57 arg58, swig_voidp arg59, swig_type_58 arg60, swig_voidp arg61, swig_type_59 arg62, swig_voidp arg63, swig_type_60 arg64, swig_voidp arg65, swig_type_61 arg66);
-extern swig_intgo _wrap_attn_go_kv_append_capi_2f5b2fc25dd034ab(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3, swig_type_62 arg4, swig_voidp arg5, swig_type_63 arg6, swig_voidp arg7, swig_type_64 arg8, swig_voidp arg9, swig_type_65 arg10, swig_voidp arg11, swig_type_66 arg12, swig_voidp arg13, swig_type_67 arg14, swig_voidp arg15, swig_type_68 arg16, swig_voidp arg17, swig_type_69 arg18);
-extern swig_intgo _wrap_attn_go_kv_append_args_capi_2f5b2fc25dd034ab(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_intgo arg4, swig_voidp arg5, swig_type_70 arg6, swig_voidp arg7, swig_type_71 arg8, swig_voidp arg9, swig_type_72 arg10, swig_voidp arg11, swig_type_73 arg12, swig_voidp arg13, swig_type_74 arg14, swig_voidp arg15, swig_type_75 arg16, swig_voidp arg17, swig_type_76 arg18, swig_voidp arg19, swig_type_77 arg20, swig_voidp arg21, swig_type_78 arg22, swig_voidp arg23, swig_type_79 arg24, swig_voidp arg25, swig_type_80 arg26, swig_voidp arg27, swig_type_81 arg28, swig_voidp arg29, swig_type_82 arg30, swig_voidp arg31, swig_type_83 arg32, swig_voidp arg33, swig_type_84 arg34, swig_voidp arg35, swig_type_85 arg36, swig_voidp arg37, swig_type_86 arg38, swig_voidp arg39, swig_type_87 arg40, swig_voidp arg41, swig_type_88 arg42, swig_voidp arg43, swig_type_89 arg44);
-extern swig_intgo _wrap_attn_go_merge_capi_2f5b2fc25dd034ab(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_type_90 arg5, swig_voidp arg6, swig_type_91 arg7, swig_voidp arg8, swig_type_92 arg9, swig_voidp arg10, swig_type_93 arg11, swig_voidp arg12, swig_type_94 arg13);
+extern swig_intgo _wrap_attn_kv_append_capi_2f5b2fc25dd034ab(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3, swig_type_33 arg4, swig_voidp arg5, swig_type_34 arg6);
+extern swig_intgo _wrap_attn_kv_append_args_capi_2f5b2fc25dd034ab(uintptr_t arg1, uintptr_t arg2);
+extern swig_intgo _wrap_attn_merge_capi_2f5b2fc25dd034ab(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_intgo _wrap_ATTN_DTYPE_F32_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_DTYPE_F16_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_DTYPE_BF16_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_DTYPE_I8_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_DTYPE_U8_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_ATTN_DTYPE_I32_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_attn_operand_info_capi_2f5b2fc25dd034ab(swig_intgo arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6);
+extern swig_intgo _wrap_attn_param_info_capi_2f5b2fc25dd034ab(swig_intgo arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6);
+extern swig_intgo _wrap_attn_isa_info_capi_2f5b2fc25dd034ab(swig_intgo arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_intgo _wrap_attn_set_num_threads_capi_2f5b2fc25dd034ab(swig_type_35 arg1);
+extern swig_type_36 _wrap_attn_get_num_threads_capi_2f5b2fc25dd034ab(void);
+extern swig_type_37 _wrap_attn_isa_capi_2f5b2fc25dd034ab(void);
+extern swig_intgo _wrap_attn_set_isa_capi_2f5b2fc25dd034ab(swig_type_38 arg1);
+extern swig_intgo _wrap_attn_go_run_capi_2f5b2fc25dd034ab(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3, swig_intgo arg4, swig_voidp arg5, swig_type_39 arg6, swig_voidp arg7, swig_type_40 arg8, swig_voidp arg9, swig_type_41 arg10, swig_voidp arg11, swig_type_42 arg12, swig_voidp arg13, swig_type_43 arg14, swig_voidp arg15, swig_type_44 arg16, swig_voidp arg17, swig_type_45 arg18, swig_voidp arg19, swig_type_46 arg20, swig_voidp arg21, swig_type_47 arg22, swig_voidp arg23, swig_type_48 arg24, swig_voidp arg25, swig_type_49 arg26, swig_voidp arg27, swig_type_50 arg28, swig_voidp arg29, swig_type_51 arg30, swig_voidp arg31, swig_type_52 arg32, swig_voidp arg33, swig_type_53 arg34, swig_voidp arg35, swig_type_54 arg36, swig_voidp arg37, swig_type_55 arg38, swig_voidp arg39, swig_type_56 arg40, swig_voidp arg41, swig_type_57 arg42, swig_voidp arg43, swig_type_58 arg44, swig_voidp arg45, swig_type_59 arg46, swig_voidp arg47, swig_type_60 arg48, swig_voidp arg49, swig_type_61 arg50, swig_voidp arg51, swig_type_62 arg52, swig_voidp arg53, swig_type_63 arg54, swig_voidp arg55, swig_type_64 arg56, swig_voidp arg57, swig_type_65 arg58, swig_voidp arg59, swig_type_66 arg60, swig_voidp arg61, swig_type_67 arg62, swig_voidp arg63, swig_type_68 arg64, swig_voidp arg65, swig_type_69 arg66);
+extern swig_intgo _wrap_attn_go_kv_append_capi_2f5b2fc25dd034ab(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3, swig_type_70 arg4, swig_voidp arg5, swig_type_71 arg6, swig_voidp arg7, swig_type_72 arg8, swig_voidp arg9, swig_type_73 arg10, swig_voidp arg11, swig_type_74 arg12, swig_voidp arg13, swig_type_75 arg14, swig_voidp arg15, swig_type_76 arg16, swig_voidp arg17, swig_type_77 arg18);
+extern swig_intgo _wrap_attn_go_kv_append_args_capi_2f5b2fc25dd034ab(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_intgo arg4, swig_voidp arg5, swig_type_78 arg6, swig_voidp arg7, swig_type_79 arg8, swig_voidp arg9, swig_type_80 arg10, swig_voidp arg11, swig_type_81 arg12, swig_voidp arg13, swig_type_82 arg14, swig_voidp arg15, swig_type_83 arg16, swig_voidp arg17, swig_type_84 arg18, swig_voidp arg19, swig_type_85 arg20, swig_voidp arg21, swig_type_86 arg22, swig_voidp arg23, swig_type_87 arg24, swig_voidp arg25, swig_type_88 arg26, swig_voidp arg27, swig_type_89 arg28, swig_voidp arg29, swig_type_90 arg30, swig_voidp arg31, swig_type_91 arg32, swig_voidp arg33, swig_type_92 arg34, swig_voidp arg35, swig_type_93 arg36, swig_voidp arg37, swig_type_94 arg38, swig_voidp arg39, swig_type_95 arg40, swig_voidp arg41, swig_type_96 arg42, swig_voidp arg43, swig_type_97 arg44);
+extern swig_intgo _wrap_attn_go_merge_capi_2f5b2fc25dd034ab(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_type_98 arg5, swig_voidp arg6, swig_type_99 arg7, swig_voidp arg8, swig_type_100 arg9, swig_voidp arg10, swig_type_101 arg11, swig_voidp arg12, swig_type_102 arg13);
 #undef intgo
 */
 import "C"
@@ -480,6 +528,111 @@ func _swig_getATTN_KEY_MASS() (_swig_ret Enum_SS_attn_operand) {
 }
 
 var ATTN_KEY_MASS Enum_SS_attn_operand = _swig_getATTN_KEY_MASS()
+func _swig_getATTN_CU_SEQLENS_Q() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_CU_SEQLENS_Q_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_CU_SEQLENS_Q Enum_SS_attn_operand = _swig_getATTN_CU_SEQLENS_Q()
+func _swig_getATTN_CU_SEQLENS_K() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_CU_SEQLENS_K_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_CU_SEQLENS_K Enum_SS_attn_operand = _swig_getATTN_CU_SEQLENS_K()
+func _swig_getATTN_BLOCK_TABLE() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_BLOCK_TABLE_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_BLOCK_TABLE Enum_SS_attn_operand = _swig_getATTN_BLOCK_TABLE()
+func _swig_getATTN_NEW_K() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_NEW_K_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_NEW_K Enum_SS_attn_operand = _swig_getATTN_NEW_K()
+func _swig_getATTN_NEW_V() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_NEW_V_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_NEW_V Enum_SS_attn_operand = _swig_getATTN_NEW_V()
+func _swig_getATTN_DOUT() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DOUT_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_DOUT Enum_SS_attn_operand = _swig_getATTN_DOUT()
+func _swig_getATTN_DQ() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DQ_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_DQ Enum_SS_attn_operand = _swig_getATTN_DQ()
+func _swig_getATTN_DK() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DK_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_DK Enum_SS_attn_operand = _swig_getATTN_DK()
+func _swig_getATTN_DV() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DV_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_DV Enum_SS_attn_operand = _swig_getATTN_DV()
+func _swig_getATTN_DBIAS() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DBIAS_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_DBIAS Enum_SS_attn_operand = _swig_getATTN_DBIAS()
+func _swig_getATTN_DSINKS() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DSINKS_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_DSINKS Enum_SS_attn_operand = _swig_getATTN_DSINKS()
+func _swig_getATTN_K_SCALE() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_K_SCALE_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_K_SCALE Enum_SS_attn_operand = _swig_getATTN_K_SCALE()
+func _swig_getATTN_V_SCALE() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_V_SCALE_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_V_SCALE Enum_SS_attn_operand = _swig_getATTN_V_SCALE()
+func _swig_getATTN_NEW_K_SCALE() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_NEW_K_SCALE_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_NEW_K_SCALE Enum_SS_attn_operand = _swig_getATTN_NEW_K_SCALE()
+func _swig_getATTN_NEW_V_SCALE() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_NEW_V_SCALE_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_NEW_V_SCALE Enum_SS_attn_operand = _swig_getATTN_NEW_V_SCALE()
 func Attn_desc_create(arg1 *uintptr, arg2 int64, arg3 int64, arg4 int64, arg5 int64, arg6 int64, arg7 int64) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := arg1
@@ -630,6 +783,55 @@ func _swig_getATTN_PARAM_BIAS_FIRST() (_swig_ret Enum_SS_attn_param) {
 }
 
 var ATTN_PARAM_BIAS_FIRST Enum_SS_attn_param = _swig_getATTN_PARAM_BIAS_FIRST()
+func _swig_getATTN_PARAM_VARLEN() (_swig_ret Enum_SS_attn_param) {
+	var swig_r Enum_SS_attn_param
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_VARLEN_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_PARAM_VARLEN Enum_SS_attn_param = _swig_getATTN_PARAM_VARLEN()
+func _swig_getATTN_PARAM_PAGE_SIZE() (_swig_ret Enum_SS_attn_param) {
+	var swig_r Enum_SS_attn_param
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_PAGE_SIZE_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_PARAM_PAGE_SIZE Enum_SS_attn_param = _swig_getATTN_PARAM_PAGE_SIZE()
+func _swig_getATTN_PARAM_MAX_PAGES() (_swig_ret Enum_SS_attn_param) {
+	var swig_r Enum_SS_attn_param
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_MAX_PAGES_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_PARAM_MAX_PAGES Enum_SS_attn_param = _swig_getATTN_PARAM_MAX_PAGES()
+func _swig_getATTN_PARAM_BATCH_INVARIANT() (_swig_ret Enum_SS_attn_param) {
+	var swig_r Enum_SS_attn_param
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_BATCH_INVARIANT_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_PARAM_BATCH_INVARIANT Enum_SS_attn_param = _swig_getATTN_PARAM_BATCH_INVARIANT()
+func _swig_getATTN_PARAM_COMPUTE() (_swig_ret Enum_SS_attn_param) {
+	var swig_r Enum_SS_attn_param
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_COMPUTE_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_PARAM_COMPUTE Enum_SS_attn_param = _swig_getATTN_PARAM_COMPUTE()
+func _swig_getATTN_PARAM_DIAGONAL() (_swig_ret Enum_SS_attn_param) {
+	var swig_r Enum_SS_attn_param
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_DIAGONAL_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_PARAM_DIAGONAL Enum_SS_attn_param = _swig_getATTN_PARAM_DIAGONAL()
+func _swig_getATTN_PARAM_ALIBI_FORM() (_swig_ret Enum_SS_attn_param) {
+	var swig_r Enum_SS_attn_param
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_ALIBI_FORM_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_PARAM_ALIBI_FORM Enum_SS_attn_param = _swig_getATTN_PARAM_ALIBI_FORM()
 type Enum_SS_attn_diagonal int
 func _swig_getATTN_DIAGONAL_CAUSAL() (_swig_ret Enum_SS_attn_diagonal) {
 	var swig_r Enum_SS_attn_diagonal
@@ -867,12 +1069,72 @@ func Attn_args_set_i32(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3
 	return swig_r
 }
 
+func Attn_args_set_f16(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3 Uint16_t, arg4 int64) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := getSwigcptr(arg3)
+	_swig_i_3 := arg4
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_f16_capi_2f5b2fc25dd034ab(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_21(_swig_i_3)))
+	return swig_r
+}
+
+func Attn_args_set_bf16(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3 Uint16_t, arg4 int64) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := getSwigcptr(arg3)
+	_swig_i_3 := arg4
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_bf16_capi_2f5b2fc25dd034ab(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_22(_swig_i_3)))
+	return swig_r
+}
+
+func Attn_args_set_i8(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3 Int8_t, arg4 int64) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := getSwigcptr(arg3)
+	_swig_i_3 := arg4
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_i8_capi_2f5b2fc25dd034ab(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_23(_swig_i_3)))
+	return swig_r
+}
+
+func Attn_args_set_out_f16(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3 Uint16_t, arg4 int64) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := getSwigcptr(arg3)
+	_swig_i_3 := arg4
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_out_f16_capi_2f5b2fc25dd034ab(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_24(_swig_i_3)))
+	return swig_r
+}
+
+func Attn_args_set_out_bf16(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3 Uint16_t, arg4 int64) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := getSwigcptr(arg3)
+	_swig_i_3 := arg4
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_out_bf16_capi_2f5b2fc25dd034ab(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_25(_swig_i_3)))
+	return swig_r
+}
+
+func Attn_args_set_out_i8(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3 Int8_t, arg4 int64) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := getSwigcptr(arg3)
+	_swig_i_3 := arg4
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_out_i8_capi_2f5b2fc25dd034ab(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_26(_swig_i_3)))
+	return swig_r
+}
+
 func Attn_convert_f32_to_f16(arg1 *float32, arg2 *uint16, arg3 int64) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_f32_to_f16_capi_2f5b2fc25dd034ab(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_21(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_f32_to_f16_capi_2f5b2fc25dd034ab(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_27(_swig_i_2)))
 	return swig_r
 }
 
@@ -881,7 +1143,7 @@ func Attn_convert_f32_to_bf16(arg1 *float32, arg2 *uint16, arg3 int64) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_f32_to_bf16_capi_2f5b2fc25dd034ab(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_22(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_f32_to_bf16_capi_2f5b2fc25dd034ab(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_28(_swig_i_2)))
 	return swig_r
 }
 
@@ -890,7 +1152,7 @@ func Attn_convert_f16_to_f32(arg1 *uint16, arg2 *float32, arg3 int64) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_f16_to_f32_capi_2f5b2fc25dd034ab(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_23(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_f16_to_f32_capi_2f5b2fc25dd034ab(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_29(_swig_i_2)))
 	return swig_r
 }
 
@@ -899,7 +1161,7 @@ func Attn_convert_bf16_to_f32(arg1 *uint16, arg2 *float32, arg3 int64) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_bf16_to_f32_capi_2f5b2fc25dd034ab(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_24(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_bf16_to_f32_capi_2f5b2fc25dd034ab(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_30(_swig_i_2)))
 	return swig_r
 }
 
@@ -910,7 +1172,7 @@ func Attn_quantize_i8(arg1 *float32, arg2 int64, arg3 int64, arg4 *int8, arg5 *f
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_quantize_i8_capi_2f5b2fc25dd034ab(C.swig_voidp(_swig_i_0), C.swig_type_25(_swig_i_1), C.swig_type_26(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_quantize_i8_capi_2f5b2fc25dd034ab(C.swig_voidp(_swig_i_0), C.swig_type_31(_swig_i_1), C.swig_type_32(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4)))
 	return swig_r
 }
 
@@ -923,10 +1185,115 @@ func Attn_run(arg1 Struct_SS_attn_desc, arg2 Enum_SS_attn_op, arg3 Struct_SS_att
 	return swig_r
 }
 
+func Attn_kv_append(arg1 Struct_SS_attn_desc, arg2 Struct_SS_attn_args, arg3 *float32, arg4 int64, arg5 *float32, arg6 int64) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_kv_append_capi_2f5b2fc25dd034ab(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_33(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_34(_swig_i_5)))
+	return swig_r
+}
+
+func Attn_kv_append_args(arg1 Struct_SS_attn_desc, arg2 Struct_SS_attn_args) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := getSwigcptr(arg2)
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_kv_append_args_capi_2f5b2fc25dd034ab(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	return swig_r
+}
+
+func Attn_merge(arg1 Struct_SS_attn_desc, arg2 Struct_SS_attn_args, arg3 Struct_SS_attn_args) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := getSwigcptr(arg3)
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_merge_capi_2f5b2fc25dd034ab(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	return swig_r
+}
+
+type Enum_SS_attn_dtype int
+func _swig_getATTN_DTYPE_F32() (_swig_ret Enum_SS_attn_dtype) {
+	var swig_r Enum_SS_attn_dtype
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_F32_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_DTYPE_F32 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_F32()
+func _swig_getATTN_DTYPE_F16() (_swig_ret Enum_SS_attn_dtype) {
+	var swig_r Enum_SS_attn_dtype
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_F16_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_DTYPE_F16 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_F16()
+func _swig_getATTN_DTYPE_BF16() (_swig_ret Enum_SS_attn_dtype) {
+	var swig_r Enum_SS_attn_dtype
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_BF16_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_DTYPE_BF16 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_BF16()
+func _swig_getATTN_DTYPE_I8() (_swig_ret Enum_SS_attn_dtype) {
+	var swig_r Enum_SS_attn_dtype
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_I8_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_DTYPE_I8 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_I8()
+func _swig_getATTN_DTYPE_U8() (_swig_ret Enum_SS_attn_dtype) {
+	var swig_r Enum_SS_attn_dtype
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_U8_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_DTYPE_U8 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_U8()
+func _swig_getATTN_DTYPE_I32() (_swig_ret Enum_SS_attn_dtype) {
+	var swig_r Enum_SS_attn_dtype
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_I32_capi_2f5b2fc25dd034ab())
+	return swig_r
+}
+
+var ATTN_DTYPE_I32 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_I32()
+func Attn_operand_info(arg1 Enum_SS_attn_operand, arg2 *string, arg3 *uint, arg4 *uint, arg5 *int, arg6 *int) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_operand_info_capi_2f5b2fc25dd034ab(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5)))
+	return swig_r
+}
+
+func Attn_param_info(arg1 Enum_SS_attn_param, arg2 *string, arg3 *int32, arg4 *float64, arg5 *float64, arg6 *float64) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_param_info_capi_2f5b2fc25dd034ab(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5)))
+	return swig_r
+}
+
+func Attn_isa_info(arg1 int, arg2 *string, arg3 *int) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_isa_info_capi_2f5b2fc25dd034ab(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	return swig_r
+}
+
 func Attn_set_num_threads(arg1 int64) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := arg1
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_set_num_threads_capi_2f5b2fc25dd034ab(C.swig_type_27(_swig_i_0)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_set_num_threads_capi_2f5b2fc25dd034ab(C.swig_type_35(_swig_i_0)))
 	return swig_r
 }
 
@@ -948,7 +1315,7 @@ func Attn_isa() (_swig_ret string) {
 func Attn_set_isa(arg1 string) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := arg1
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_set_isa_capi_2f5b2fc25dd034ab(*(*C.swig_type_30)(unsafe.Pointer(&_swig_i_0))))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_set_isa_capi_2f5b2fc25dd034ab(*(*C.swig_type_38)(unsafe.Pointer(&_swig_i_0))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
 	}
@@ -1023,7 +1390,7 @@ func Attn_go_run(arg1 Struct_SS_attn_desc, arg2 Enum_SS_attn_op, arg3 Struct_SS_
 	_swig_i_63 := arg64
 	_swig_i_64 := arg65
 	_swig_i_65 := arg66
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_go_run_capi_2f5b2fc25dd034ab(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_31(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_type_32(_swig_i_7), C.swig_voidp(_swig_i_8), C.swig_type_33(_swig_i_9), C.swig_voidp(_swig_i_10), C.swig_type_34(_swig_i_11), C.swig_voidp(_swig_i_12), C.swig_type_35(_swig_i_13), C.swig_voidp(_swig_i_14), C.swig_type_36(_swig_i_15), C.swig_voidp(_swig_i_16), C.swig_type_37(_swig_i_17), C.swig_voidp(_swig_i_18), C.swig_type_38(_swig_i_19), C.swig_voidp(_swig_i_20), C.swig_type_39(_swig_i_21), C.swig_voidp(_swig_i_22), C.swig_type_40(_swig_i_23), C.swig_voidp(_swig_i_24), C.swig_type_41(_swig_i_25), C.swig_voidp(_swig_i_26), C.swig_type_42(_swig_i_27), C.swig_voidp(_swig_i_28), C.swig_type_43(_swig_i_29), C.swig_voidp(_swig_i_30), C.swig_type_44(_swig_i_31), C.swig_voidp(_swig_i_32), C.swig_type_45(_swig_i_33), C.swig_voidp(_swig_i_34), C.swig_type_46(_swig_i_35), C.swig_voidp(_swig_i_36), C.swig_type_47(_swig_i_37), C.swig_voidp(_swig_i_38), C.swig_type_48(_swig_i_39), C.swig_voidp(_swig_i_40), C.swig_type_49(_swig_i_41), C.swig_voidp(_swig_i_42), C.swig_type_50(_swig_i_43), C.swig_voidp(_swig_i_44), C.swig_type_51(_swig_i_45), C.swig_voidp(_swig_i_46), C.swig_type_52(_swig_i_47), C.swig_voidp(_swig_i_48), C.swig_type_53(_swig_i_49), C.swig_voidp(_swig_i_50), C.swig_type_54(_swig_i_51), C.swig_voidp(_swig_i_52), C.swig_type_55(_swig_i_53), C.swig_voidp(_swig_i_54), C.swig_type_56(_swig_i_55), C.swig_voidp(_swig_i_56), C.swig_type_57(_swig_i_57), C.swig_voidp(_swig_i_58), C.swig_type_58(_swig_i_59), C.swig_voidp(_swig_i_60), C.swig_type_59(_swig_i_61), C.swig_voidp(_swig_i_62), C.swig_type_60(_swig_i_63), C.swig_voidp(_swig_i_64), C.swig_type_61(_swig_i_65)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_go_run_capi_2f5b2fc25dd034ab(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_39(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_type_40(_swig_i_7), C.swig_voidp(_swig_i_8), C.swig_type_41(_swig_i_9), C.swig_voidp(_swig_i_10), C.swig_type_42(_swig_i_11), C.swig_voidp(_swig_i_12), C.swig_type_43(_swig_i_13), C.swig_voidp(_swig_i_14), C.swig_type_44(_swig_i_15), C.swig_voidp(_swig_i_16), C.swig_type_45(_swig_i_17), C.swig_voidp(_swig_i_18), C.swig_type_46(_swig_i_19), C.swig_voidp(_swig_i_20), C.swig_type_47(_swig_i_21), C.swig_voidp(_swig_i_22), C.swig_type_48(_swig_i_23), C.swig_voidp(_swig_i_24), C.swig_type_49(_swig_i_25), C.swig_voidp(_swig_i_26), C.swig_type_50(_swig_i_27), C.swig_voidp(_swig_i_28), C.swig_type_51(_swig_i_29), C.swig_voidp(_swig_i_30), C.swig_type_52(_swig_i_31), C.swig_voidp(_swig_i_32), C.swig_type_53(_swig_i_33), C.swig_voidp(_swig_i_34), C.swig_type_54(_swig_i_35), C.swig_voidp(_swig_i_36), C.swig_type_55(_swig_i_37), C.swig_voidp(_swig_i_38), C.swig_type_56(_swig_i_39), C.swig_voidp(_swig_i_40), C.swig_type_57(_swig_i_41), C.swig_voidp(_swig_i_42), C.swig_type_58(_swig_i_43), C.swig_voidp(_swig_i_44), C.swig_type_59(_swig_i_45), C.swig_voidp(_swig_i_46), C.swig_type_60(_swig_i_47), C.swig_voidp(_swig_i_48), C.swig_type_61(_swig_i_49), C.swig_voidp(_swig_i_50), C.swig_type_62(_swig_i_51), C.swig_voidp(_swig_i_52), C.swig_type_63(_swig_i_53), C.swig_voidp(_swig_i_54), C.swig_type_64(_swig_i_55), C.swig_voidp(_swig_i_56), C.swig_type_65(_swig_i_57), C.swig_voidp(_swig_i_58), C.swig_type_66(_swig_i_59), C.swig_voidp(_swig_i_60), C.swig_type_67(_swig_i_61), C.swig_voidp(_swig_i_62), C.swig_type_68(_swig_i_63), C.swig_voidp(_swig_i_64), C.swig_type_69(_swig_i_65)))
 	return swig_r
 }
 
@@ -1047,7 +1414,7 @@ func Attn_go_kv_append(arg1 Struct_SS_attn_desc, arg2 Struct_SS_attn_args, arg3 
 	_swig_i_15 := arg16
 	_swig_i_16 := arg17
 	_swig_i_17 := arg18
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_go_kv_append_capi_2f5b2fc25dd034ab(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_62(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_63(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_type_64(_swig_i_7), C.swig_voidp(_swig_i_8), C.swig_type_65(_swig_i_9), C.swig_voidp(_swig_i_10), C.swig_type_66(_swig_i_11), C.swig_voidp(_swig_i_12), C.swig_type_67(_swig_i_13), C.swig_voidp(_swig_i_14), C.swig_type_68(_swig_i_15), C.swig_voidp(_swig_i_16), C.swig_type_69(_swig_i_17)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_go_kv_append_capi_2f5b2fc25dd034ab(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_70(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_71(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_type_72(_swig_i_7), C.swig_voidp(_swig_i_8), C.swig_type_73(_swig_i_9), C.swig_voidp(_swig_i_10), C.swig_type_74(_swig_i_11), C.swig_voidp(_swig_i_12), C.swig_type_75(_swig_i_13), C.swig_voidp(_swig_i_14), C.swig_type_76(_swig_i_15), C.swig_voidp(_swig_i_16), C.swig_type_77(_swig_i_17)))
 	return swig_r
 }
 
@@ -1097,7 +1464,7 @@ func Attn_go_kv_append_args(arg1 Struct_SS_attn_desc, arg2 Struct_SS_attn_args, 
 	_swig_i_41 := arg42
 	_swig_i_42 := arg43
 	_swig_i_43 := arg44
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_go_kv_append_args_capi_2f5b2fc25dd034ab(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_70(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_type_71(_swig_i_7), C.swig_voidp(_swig_i_8), C.swig_type_72(_swig_i_9), C.swig_voidp(_swig_i_10), C.swig_type_73(_swig_i_11), C.swig_voidp(_swig_i_12), C.swig_type_74(_swig_i_13), C.swig_voidp(_swig_i_14), C.swig_type_75(_swig_i_15), C.swig_voidp(_swig_i_16), C.swig_type_76(_swig_i_17), C.swig_voidp(_swig_i_18), C.swig_type_77(_swig_i_19), C.swig_voidp(_swig_i_20), C.swig_type_78(_swig_i_21), C.swig_voidp(_swig_i_22), C.swig_type_79(_swig_i_23), C.swig_voidp(_swig_i_24), C.swig_type_80(_swig_i_25), C.swig_voidp(_swig_i_26), C.swig_type_81(_swig_i_27), C.swig_voidp(_swig_i_28), C.swig_type_82(_swig_i_29), C.swig_voidp(_swig_i_30), C.swig_type_83(_swig_i_31), C.swig_voidp(_swig_i_32), C.swig_type_84(_swig_i_33), C.swig_voidp(_swig_i_34), C.swig_type_85(_swig_i_35), C.swig_voidp(_swig_i_36), C.swig_type_86(_swig_i_37), C.swig_voidp(_swig_i_38), C.swig_type_87(_swig_i_39), C.swig_voidp(_swig_i_40), C.swig_type_88(_swig_i_41), C.swig_voidp(_swig_i_42), C.swig_type_89(_swig_i_43)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_go_kv_append_args_capi_2f5b2fc25dd034ab(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_78(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_type_79(_swig_i_7), C.swig_voidp(_swig_i_8), C.swig_type_80(_swig_i_9), C.swig_voidp(_swig_i_10), C.swig_type_81(_swig_i_11), C.swig_voidp(_swig_i_12), C.swig_type_82(_swig_i_13), C.swig_voidp(_swig_i_14), C.swig_type_83(_swig_i_15), C.swig_voidp(_swig_i_16), C.swig_type_84(_swig_i_17), C.swig_voidp(_swig_i_18), C.swig_type_85(_swig_i_19), C.swig_voidp(_swig_i_20), C.swig_type_86(_swig_i_21), C.swig_voidp(_swig_i_22), C.swig_type_87(_swig_i_23), C.swig_voidp(_swig_i_24), C.swig_type_88(_swig_i_25), C.swig_voidp(_swig_i_26), C.swig_type_89(_swig_i_27), C.swig_voidp(_swig_i_28), C.swig_type_90(_swig_i_29), C.swig_voidp(_swig_i_30), C.swig_type_91(_swig_i_31), C.swig_voidp(_swig_i_32), C.swig_type_92(_swig_i_33), C.swig_voidp(_swig_i_34), C.swig_type_93(_swig_i_35), C.swig_voidp(_swig_i_36), C.swig_type_94(_swig_i_37), C.swig_voidp(_swig_i_38), C.swig_type_95(_swig_i_39), C.swig_voidp(_swig_i_40), C.swig_type_96(_swig_i_41), C.swig_voidp(_swig_i_42), C.swig_type_97(_swig_i_43)))
 	return swig_r
 }
 
@@ -1116,7 +1483,7 @@ func Attn_go_merge(arg1 Struct_SS_attn_desc, arg2 Struct_SS_attn_args, arg3 Stru
 	_swig_i_10 := arg11
 	_swig_i_11 := arg12
 	_swig_i_12 := arg13
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_go_merge_capi_2f5b2fc25dd034ab(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_90(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_91(_swig_i_6), C.swig_voidp(_swig_i_7), C.swig_type_92(_swig_i_8), C.swig_voidp(_swig_i_9), C.swig_type_93(_swig_i_10), C.swig_voidp(_swig_i_11), C.swig_type_94(_swig_i_12)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_go_merge_capi_2f5b2fc25dd034ab(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_98(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_99(_swig_i_6), C.swig_voidp(_swig_i_7), C.swig_type_100(_swig_i_8), C.swig_voidp(_swig_i_9), C.swig_type_101(_swig_i_10), C.swig_voidp(_swig_i_11), C.swig_type_102(_swig_i_12)))
 	return swig_r
 }
 
@@ -1126,6 +1493,22 @@ type Struct_SS_attn_args interface {
 	Swigcptr() uintptr;
 }
 func (p SwigcptrStruct_SS_attn_args) Swigcptr() uintptr {
+	return uintptr(p)
+}
+
+type SwigcptrInt8_t uintptr
+type Int8_t interface {
+	Swigcptr() uintptr;
+}
+func (p SwigcptrInt8_t) Swigcptr() uintptr {
+	return uintptr(p)
+}
+
+type SwigcptrUint16_t uintptr
+type Uint16_t interface {
+	Swigcptr() uintptr;
+}
+func (p SwigcptrUint16_t) Swigcptr() uintptr {
 	return uintptr(p)
 }
 

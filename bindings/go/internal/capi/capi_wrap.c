@@ -764,6 +764,186 @@ intgo _wrap_ATTN_KEY_MASS_capi_2f5b2fc25dd034ab() {
 }
 
 
+intgo _wrap_ATTN_CU_SEQLENS_Q_capi_2f5b2fc25dd034ab() {
+  enum attn_operand result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_CU_SEQLENS_Q;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_CU_SEQLENS_K_capi_2f5b2fc25dd034ab() {
+  enum attn_operand result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_CU_SEQLENS_K;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_BLOCK_TABLE_capi_2f5b2fc25dd034ab() {
+  enum attn_operand result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_BLOCK_TABLE;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_NEW_K_capi_2f5b2fc25dd034ab() {
+  enum attn_operand result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_NEW_K;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_NEW_V_capi_2f5b2fc25dd034ab() {
+  enum attn_operand result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_NEW_V;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_DOUT_capi_2f5b2fc25dd034ab() {
+  enum attn_operand result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_DOUT;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_DQ_capi_2f5b2fc25dd034ab() {
+  enum attn_operand result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_DQ;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_DK_capi_2f5b2fc25dd034ab() {
+  enum attn_operand result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_DK;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_DV_capi_2f5b2fc25dd034ab() {
+  enum attn_operand result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_DV;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_DBIAS_capi_2f5b2fc25dd034ab() {
+  enum attn_operand result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_DBIAS;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_DSINKS_capi_2f5b2fc25dd034ab() {
+  enum attn_operand result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_DSINKS;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_K_SCALE_capi_2f5b2fc25dd034ab() {
+  enum attn_operand result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_K_SCALE;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_V_SCALE_capi_2f5b2fc25dd034ab() {
+  enum attn_operand result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_V_SCALE;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_NEW_K_SCALE_capi_2f5b2fc25dd034ab() {
+  enum attn_operand result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_NEW_K_SCALE;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_NEW_V_SCALE_capi_2f5b2fc25dd034ab() {
+  enum attn_operand result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_NEW_V_SCALE;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_attn_desc_create_capi_2f5b2fc25dd034ab(attn_desc **_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, long long _swig_go_6) {
   attn_desc **arg1 = (attn_desc **) 0 ;
   size_t arg2 ;
@@ -1031,6 +1211,90 @@ intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_2f5b2fc25dd034ab() {
   
   
   result = ATTN_PARAM_BIAS_FIRST;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_PARAM_VARLEN_capi_2f5b2fc25dd034ab() {
+  enum attn_param result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_PARAM_VARLEN;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_PARAM_PAGE_SIZE_capi_2f5b2fc25dd034ab() {
+  enum attn_param result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_PARAM_PAGE_SIZE;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_PARAM_MAX_PAGES_capi_2f5b2fc25dd034ab() {
+  enum attn_param result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_PARAM_MAX_PAGES;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_PARAM_BATCH_INVARIANT_capi_2f5b2fc25dd034ab() {
+  enum attn_param result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_PARAM_BATCH_INVARIANT;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_PARAM_COMPUTE_capi_2f5b2fc25dd034ab() {
+  enum attn_param result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_PARAM_COMPUTE;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_PARAM_DIAGONAL_capi_2f5b2fc25dd034ab() {
+  enum attn_param result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_PARAM_DIAGONAL;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_PARAM_ALIBI_FORM_capi_2f5b2fc25dd034ab() {
+  enum attn_param result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_PARAM_ALIBI_FORM;
   
   _swig_go_result = (intgo)result; 
   return _swig_go_result;
@@ -1464,6 +1728,120 @@ intgo _wrap_attn_args_set_i32_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0
 }
 
 
+intgo _wrap_attn_args_set_f16_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0, intgo _swig_go_1, uint16_t *_swig_go_2, long long _swig_go_3) {
+  attn_args *arg1 = (attn_args *) 0 ;
+  attn_operand arg2 ;
+  uint16_t *arg3 = (uint16_t *) 0 ;
+  size_t arg4 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(attn_args **)&_swig_go_0; 
+  arg2 = (attn_operand)_swig_go_1; 
+  arg3 = *(uint16_t **)&_swig_go_2; 
+  arg4 = (size_t)_swig_go_3; 
+  
+  result = (attn_status)attn_args_set_f16(arg1,arg2,(uint16_t const *)arg3,arg4);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_args_set_bf16_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0, intgo _swig_go_1, uint16_t *_swig_go_2, long long _swig_go_3) {
+  attn_args *arg1 = (attn_args *) 0 ;
+  attn_operand arg2 ;
+  uint16_t *arg3 = (uint16_t *) 0 ;
+  size_t arg4 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(attn_args **)&_swig_go_0; 
+  arg2 = (attn_operand)_swig_go_1; 
+  arg3 = *(uint16_t **)&_swig_go_2; 
+  arg4 = (size_t)_swig_go_3; 
+  
+  result = (attn_status)attn_args_set_bf16(arg1,arg2,(uint16_t const *)arg3,arg4);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_args_set_i8_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0, intgo _swig_go_1, int8_t *_swig_go_2, long long _swig_go_3) {
+  attn_args *arg1 = (attn_args *) 0 ;
+  attn_operand arg2 ;
+  int8_t *arg3 = (int8_t *) 0 ;
+  size_t arg4 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(attn_args **)&_swig_go_0; 
+  arg2 = (attn_operand)_swig_go_1; 
+  arg3 = *(int8_t **)&_swig_go_2; 
+  arg4 = (size_t)_swig_go_3; 
+  
+  result = (attn_status)attn_args_set_i8(arg1,arg2,(int8_t const *)arg3,arg4);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_args_set_out_f16_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0, intgo _swig_go_1, uint16_t *_swig_go_2, long long _swig_go_3) {
+  attn_args *arg1 = (attn_args *) 0 ;
+  attn_operand arg2 ;
+  uint16_t *arg3 = (uint16_t *) 0 ;
+  size_t arg4 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(attn_args **)&_swig_go_0; 
+  arg2 = (attn_operand)_swig_go_1; 
+  arg3 = *(uint16_t **)&_swig_go_2; 
+  arg4 = (size_t)_swig_go_3; 
+  
+  result = (attn_status)attn_args_set_out_f16(arg1,arg2,arg3,arg4);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_args_set_out_bf16_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0, intgo _swig_go_1, uint16_t *_swig_go_2, long long _swig_go_3) {
+  attn_args *arg1 = (attn_args *) 0 ;
+  attn_operand arg2 ;
+  uint16_t *arg3 = (uint16_t *) 0 ;
+  size_t arg4 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(attn_args **)&_swig_go_0; 
+  arg2 = (attn_operand)_swig_go_1; 
+  arg3 = *(uint16_t **)&_swig_go_2; 
+  arg4 = (size_t)_swig_go_3; 
+  
+  result = (attn_status)attn_args_set_out_bf16(arg1,arg2,arg3,arg4);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_args_set_out_i8_capi_2f5b2fc25dd034ab(struct attn_args *_swig_go_0, intgo _swig_go_1, int8_t *_swig_go_2, long long _swig_go_3) {
+  attn_args *arg1 = (attn_args *) 0 ;
+  attn_operand arg2 ;
+  int8_t *arg3 = (int8_t *) 0 ;
+  size_t arg4 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(attn_args **)&_swig_go_0; 
+  arg2 = (attn_operand)_swig_go_1; 
+  arg3 = *(int8_t **)&_swig_go_2; 
+  arg4 = (size_t)_swig_go_3; 
+  
+  result = (attn_status)attn_args_set_out_i8(arg1,arg2,arg3,arg4);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_attn_convert_f32_to_f16_capi_2f5b2fc25dd034ab(float *_swig_go_0, short *_swig_go_1, long long _swig_go_2) {
   float *arg1 = (float *) 0 ;
   uint16_t *arg2 = (uint16_t *) 0 ;
@@ -1575,6 +1953,198 @@ intgo _wrap_attn_run_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, intgo _
   arg3 = *(attn_args **)&_swig_go_2; 
   
   result = (attn_status)attn_run((struct attn_desc const *)arg1,arg2,(struct attn_args const *)arg3);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_kv_append_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, float *_swig_go_2, long long _swig_go_3, float *_swig_go_4, long long _swig_go_5) {
+  attn_desc *arg1 = (attn_desc *) 0 ;
+  attn_args *arg2 = (attn_args *) 0 ;
+  float *arg3 = (float *) 0 ;
+  size_t arg4 ;
+  float *arg5 = (float *) 0 ;
+  size_t arg6 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(attn_desc **)&_swig_go_0; 
+  arg2 = *(attn_args **)&_swig_go_1; 
+  arg3 = *(float **)&_swig_go_2; 
+  arg4 = (size_t)_swig_go_3; 
+  arg5 = *(float **)&_swig_go_4; 
+  arg6 = (size_t)_swig_go_5; 
+  
+  result = (attn_status)attn_kv_append((struct attn_desc const *)arg1,(struct attn_args const *)arg2,arg3,arg4,arg5,arg6);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_kv_append_args_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1) {
+  attn_desc *arg1 = (attn_desc *) 0 ;
+  attn_args *arg2 = (attn_args *) 0 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(attn_desc **)&_swig_go_0; 
+  arg2 = *(attn_args **)&_swig_go_1; 
+  
+  result = (attn_status)attn_kv_append_args((struct attn_desc const *)arg1,(struct attn_args const *)arg2);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_merge_capi_2f5b2fc25dd034ab(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, struct attn_args *_swig_go_2) {
+  attn_desc *arg1 = (attn_desc *) 0 ;
+  attn_args *arg2 = (attn_args *) 0 ;
+  attn_args *arg3 = (attn_args *) 0 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(attn_desc **)&_swig_go_0; 
+  arg2 = *(attn_args **)&_swig_go_1; 
+  arg3 = *(attn_args **)&_swig_go_2; 
+  
+  result = (attn_status)attn_merge((struct attn_desc const *)arg1,(struct attn_args const *)arg2,(struct attn_args const *)arg3);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_DTYPE_F32_capi_2f5b2fc25dd034ab() {
+  enum attn_dtype result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_DTYPE_F32;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_DTYPE_F16_capi_2f5b2fc25dd034ab() {
+  enum attn_dtype result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_DTYPE_F16;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_DTYPE_BF16_capi_2f5b2fc25dd034ab() {
+  enum attn_dtype result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_DTYPE_BF16;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_DTYPE_I8_capi_2f5b2fc25dd034ab() {
+  enum attn_dtype result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_DTYPE_I8;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_DTYPE_U8_capi_2f5b2fc25dd034ab() {
+  enum attn_dtype result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_DTYPE_U8;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_DTYPE_I32_capi_2f5b2fc25dd034ab() {
+  enum attn_dtype result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_DTYPE_I32;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_operand_info_capi_2f5b2fc25dd034ab(intgo _swig_go_0, _gostring_* _swig_go_1, intgo *_swig_go_2, intgo *_swig_go_3, intgo *_swig_go_4, intgo *_swig_go_5) {
+  attn_operand arg1 ;
+  char **arg2 = (char **) 0 ;
+  unsigned int *arg3 = (unsigned int *) 0 ;
+  unsigned int *arg4 = (unsigned int *) 0 ;
+  int *arg5 = (int *) 0 ;
+  int *arg6 = (int *) 0 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  arg1 = (attn_operand)_swig_go_0; 
+  arg2 = *(char ***)&_swig_go_1; 
+  arg3 = *(unsigned int **)&_swig_go_2; 
+  arg4 = *(unsigned int **)&_swig_go_3; 
+  arg5 = *(int **)&_swig_go_4; 
+  arg6 = *(int **)&_swig_go_5; 
+  
+  result = (attn_status)attn_operand_info(arg1,(char const **)arg2,arg3,arg4,arg5,arg6);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_param_info_capi_2f5b2fc25dd034ab(intgo _swig_go_0, _gostring_* _swig_go_1, int *_swig_go_2, double *_swig_go_3, double *_swig_go_4, double *_swig_go_5) {
+  attn_param arg1 ;
+  char **arg2 = (char **) 0 ;
+  int *arg3 = (int *) 0 ;
+  double *arg4 = (double *) 0 ;
+  double *arg5 = (double *) 0 ;
+  double *arg6 = (double *) 0 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  arg1 = (attn_param)_swig_go_0; 
+  arg2 = *(char ***)&_swig_go_1; 
+  
+  arg3 = (int *)_swig_go_2;
+  
+  arg4 = *(double **)&_swig_go_3; 
+  arg5 = *(double **)&_swig_go_4; 
+  arg6 = *(double **)&_swig_go_5; 
+  
+  result = (attn_status)attn_param_info(arg1,(char const **)arg2,arg3,arg4,arg5,arg6);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_isa_info_capi_2f5b2fc25dd034ab(intgo _swig_go_0, _gostring_* _swig_go_1, intgo *_swig_go_2) {
+  int arg1 ;
+  char **arg2 = (char **) 0 ;
+  int *arg3 = (int *) 0 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  arg1 = (int)_swig_go_0; 
+  arg2 = *(char ***)&_swig_go_1; 
+  arg3 = *(int **)&_swig_go_2; 
+  
+  result = (attn_status)attn_isa_info(arg1,(char const **)arg2,arg3);
   _swig_go_result = (intgo)result; 
   return _swig_go_result;
 }
