@@ -113,7 +113,7 @@ def test_every_parameter_reads_back():
         assert d.shape(attn.Operand.V) == (2, 2, 7, 12)
         assert d.shape(attn.Operand.OUT) == (2, 4, 5, 12)
         assert d.required_len(attn.Operand.V) == 2 * 2 * 7 * 12
-        assert "window=(3, 1)" in repr(d) and "head_dim_v=12" in repr(d)
+        assert "window_left=3, window_right=1" in repr(d) and "head_dim_v=12" in repr(d)
     with attn.Desc(1, 1, 1, 2, 2, 4) as d:
         assert (d.causal, d.window, d.softcap, d.alibi, d.softmax_plus_one, d.head_dim_v,
                 d.weights_mode, d.bias_first) == (attn.Causal.NONE, (-1, -1), 0.0,

@@ -140,7 +140,7 @@ def restore_defaults():
 
 def available_isas():
     names = []
-    for name in ("scalar", "sse2", "avx2", "avx512", "avx512fp16"):
+    for name in [n for n, _ in attn.isa_info()]:
         try:
             attn.set_isa(name)
         except attn.AttentionError:

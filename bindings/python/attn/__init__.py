@@ -7,6 +7,7 @@ attn_run pair), and the storage conversions. capi/attn.h is the manual of every 
 and parameter; bindings/python/README.md shows the Python side. Errors are ``AttentionError``
 subclasses carrying the ``Status`` and the library's message (docs/errors.md).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -27,7 +28,7 @@ __all__ = [
     "AttentionError", "InvalidArgumentError", "ArgumentTypeError", "NullPointerError",
     "attention", "Desc", "Args", "scaled_dot_product_attention", "param_bounds",
     "version", "version_number", "isa", "set_isa", "num_threads", "set_num_threads",
-    "status_string", "library_path",
+    "status_string", "library_path", "isa_info",
     "BF16", "f32_to_f16", "f32_to_bf16", "f16_to_f32", "bf16_to_f32", "quantize_i8",
     "Gradients",
 ]
@@ -56,6 +57,12 @@ def version_number() -> int:
 def isa() -> str:
     """Name of the kernel in use (attn_isa)."""
     return _lib.attn_isa().decode("ascii")
+
+
+def isa_info() -> List[Tuple[str, bool]]:
+    """(name, this CPU runs it) of every kernel ISA the library knows, weakest first
+    (attn_isa_info): the names set_isa takes."""
+    return [(name, bool(supported)) for name, supported in _lib.ISAS]
 
 
 def set_isa(name: Optional[str]) -> None:

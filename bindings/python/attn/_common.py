@@ -50,19 +50,11 @@ WeightsMode = _enum("WeightsMode", "SOFTMAX SCORES MASKED CAPPED SOFTCAPPED",
                     "attn_weights_mode")
 Compute = _enum("Compute", "EXACT FP16", "attn_compute")
 Op = _enum("Op", "FORWARD WEIGHTS BACKWARD", "attn_op")
-Operand = _enum("Operand", """Q K V OUT LSE WEIGHTS KEY_VALID ALLOWED BIAS ALIBI_SLOPES SINKS
-    QUERY_VALID SEQ_LENS_K KEY_MASS CU_SEQLENS_Q CU_SEQLENS_K BLOCK_TABLE NEW_K NEW_V DOUT DQ DK
-    DV DBIAS DSINKS K_SCALE V_SCALE NEW_K_SCALE NEW_V_SCALE""", "attn_operand")
-Param = _enum("Param", """CAUSAL SCALE WINDOW_LEFT WINDOW_RIGHT SOFTCAP ALIBI SOFTMAX_PLUS_ONE
-    HEAD_DIM_V WEIGHTS_MODE BIAS_FIRST VARLEN PAGE_SIZE MAX_PAGES BATCH_INVARIANT COMPUTE DIAGONAL
-    ALIBI_FORM""", "attn_param")
-# (input types, output types) of each operand as attn_dtype bit sets.
-_F, _H, _B, _I8, _U8, _I32 = 1, 2, 4, 8, 16, 32
-OPERAND_TYPES = ((_F | _H | _B, 0), (_F | _H | _B | _I8,) * 2, (_F | _H | _B | _I8,) * 2,
-                 (0, _F), (0, _F), (0, _F), (_U8, 0), (_U8, 0), (_F, 0), (_F, 0), (_F, 0),
-                 (_U8, 0), (_I32, 0), (0, _F), (_I32, 0), (_I32, 0), (_I32, 0),
-                 (_F | _H | _B | _I8, 0), (_F | _H | _B | _I8, 0), (_F | _H | _B, 0),
-                 (0, _F), (0, _F), (0, _F), (0, _F), (0, _F), (_F, _F), (_F, _F), (_F, 0), (_F, 0))
+# The operands and parameters as the library lists them (attn_operand_info, attn_param_info).
+Operand = _enum("Operand", " ".join(row[0].upper() for row in _lib.OPERANDS), "attn_operand")
+Param = _enum("Param", " ".join(row[0].upper() for row in _lib.PARAMS), "attn_param")
+#: (input types, output types) of each operand, as bit sets (1 << attn_dtype)
+OPERAND_TYPES = tuple(row[1:3] for row in _lib.OPERANDS)
 
 
 # ------------------------------------------------------------------------------------------
@@ -197,19 +189,12 @@ def enum_arg(name: str, value: Any, enum_type: Type[_E], what: str) -> _E:
                                          for m in enum_type))) from None
 
 
-_BOUNDS: Dict[int, Tuple[bool, float, float]] = {}
+_BOUNDS = tuple((bool(row[1]), row[2], row[3]) for row in _lib.PARAMS)
 
 
 def param_bounds(param: int) -> Tuple[bool, float, float]:
-    """(is_float, min, max) of a parameter, from the library (attn_param_bounds), cached."""
-    got = _BOUNDS.get(param)
-    if got is None:
-        is_float = ctypes.c_int()
-        lo, hi = ctypes.c_double(), ctypes.c_double()
-        check_status(_lib.attn_param_bounds(int(param), ctypes.byref(is_float), ctypes.byref(lo),
-                                            ctypes.byref(hi)))
-        got = _BOUNDS[param] = (bool(is_float.value), lo.value, hi.value)
-    return got
+    """(is_float, min, max) of a parameter, from the library's table (attn_param_info)."""
+    return _BOUNDS[param]
 
 
 # ------------------------------------------------------------------------------------------

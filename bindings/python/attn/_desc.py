@@ -218,26 +218,17 @@ class Desc(Layout):
     def __repr__(self) -> str:
         if not hasattr(self, "_shape"):
             return "Desc(<not created>)"
-        extra = []
-        for p in Param:
-            name = p.name.lower()
-            if p in (Param.CAUSAL, Param.SCALE, Param.WINDOW_RIGHT) or (
-                    p == Param.MAX_PAGES and not self.page_size):
-                continue
+        extra = []  # the parameters that differ from their defaults (attn_param_info)
+        for (name, _, _, _, default), p in zip(_lib.PARAMS, Param):
             value = getattr(self, name)
-            if p == Param.WINDOW_LEFT:
-                name, value = "window", self.window
-                if value == (-1, -1):
-                    continue
-            elif p == Param.HEAD_DIM_V:
-                if value == self.head_dim:
-                    continue
-            elif not value:
+            if name == "head_dim_v":
+                default = self.head_dim
+            if (value == default or p in (Param.CAUSAL, Param.SCALE) or default != default
+                    or (p == Param.MAX_PAGES and not self.page_size)):
                 continue
-            if isinstance(value, (Causal, Alibi, AlibiForm, Diagonal, WeightsMode, Compute)):
-                value = value.name.lower()
-            extra.append("%s=%r" % (name, value))
-        if self.page_size and self.page_layout != "token_major":
+            extra.append("%s=%r" % (name, value.name.lower() if hasattr(value, "name")
+                                    else value))
+        if self.page_layout != "token_major":
             extra.append("page_layout=%r" % self.page_layout)
         return ("Desc(batch=%d, heads_q=%d, heads_kv=%d, seq_q=%d, seq_k=%d, head_dim=%d, "
                 "causal=%s, scale=%r%s%s)" % (

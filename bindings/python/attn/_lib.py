@@ -99,3 +99,25 @@ if attn_version_number() < 200 or not hasattr(lib, "attn_run"):  # noqa: F821
     raise OSError("libattn at %s is version %s; this package needs libattn >= 0.2.0 "
                   "(attn_run, attn_args_*, attn_desc_set_int/_float)"
                   % (path, attn_version_string().decode("ascii", "replace")))  # noqa: F821
+
+
+def _table(query, *types):
+    """The rows of an introspection query (capi/attn.h "Introspection"), from index 0 until the
+    library refuses the index; strings decoded."""
+    if query is None:
+        raise OSError("libattn at %s has no attn_operand_info / attn_param_info / attn_isa_info "
+                      "(built before the introspection queries); this package needs them" % path)
+    rows, outs = [], [t() for t in types]
+    while query(len(rows), *(ctypes.byref(o) for o in outs)) == 0:
+        rows.append(tuple(o.value.decode("ascii") if isinstance(o.value, bytes) else o.value
+                          for o in outs))
+    return tuple(rows)
+
+
+# The library's tables, read once: operands (name, input types, output types, rank, strided),
+# parameters (name, is_float, min, max, default) and ISAs (name, supported).
+OPERANDS = _table(attn_operand_info, ctypes.c_char_p, ctypes.c_uint, ctypes.c_uint,  # noqa: F821
+                  ctypes.c_int, ctypes.c_int)
+PARAMS = _table(attn_param_info, ctypes.c_char_p, ctypes.c_int, ctypes.c_double,  # noqa: F821
+                ctypes.c_double, ctypes.c_double)
+ISAS = _table(attn_isa_info, ctypes.c_char_p, ctypes.c_int)  # noqa: F821
