@@ -217,29 +217,46 @@ class Layout:
         flags_ok(name, a, writable)
         return _common.data_ptr(a), a.size
 
-    def _strided(self, name, op, a, writable, dtype=None):
-        """(address, normalised element strides, elements) of a dense strided operand (q, k,
-        v, out, bias: the last dimension contiguous; k_scale, v_scale: any strides). `dtype`:
-        the element type of a stored q / k / v (default float32)."""
+    def _strided(self, name, op, a, writable, dtype=None, free=False):
+        """(address, normalised C strides, elements) of a strided operand: q, k, v, out, bias
+        (the last dimension contiguous; bias's size-1 dims broadcast) and k_scale / v_scale. In
+        a serving layout (`free` given) its first dimension is the call's: token rows (total_q
+        or total_k) or a page pool (free None: any number of pages >= 1). A flat 1-D buffer is
+        laid out with the Desc's strides. `dtype`: a stored q / k / v's (default float32)."""
+        shape = self._shape[op] if free is False else (free,) + self._shape[op][1:]
         want_dt = _common.F32 if dtype is None else dtype
         flags = OUT_FLAGS if writable else IN_FLAGS
-        if (type(a) is _common.ndarray and a.dtype is want_dt and a.shape == self._shape[op]
-                and a.flags.num & flags == flags):
-            return _common.data_ptr(a), self._contig[op], a.size  # the usual case
+        if (type(a) is _common.ndarray and a.dtype is want_dt and a.flags.num & flags == flags
+                and (a.shape == shape or (shape[0] is None and a.ndim == len(shape)
+                                          and a.shape[1:] == shape[1:] and a.shape[0] >= 1))):
+            return _common.data_ptr(a), self._contig[op], a.size  # C-contiguous: the usual case
         a = as_ndarray(name, a, want_dt.name, writable)
         check_dtype(name, a, (want_dt,))
-        shape = self._shape[op]
         if a.ndim == 1:
-            p, n = self._flat(name, op, a, writable)
-            return p, self._norm[SLOT[op]], n
-        if a.ndim != len(shape) or any(got != want and not (op == _BIAS and i < 3 and got == 1)
-                                       for i, (got, want) in enumerate(zip(a.shape, shape))):
-            raise self._mismatch(name, op, a, flat=self._len[op])
+            if free is False:
+                p, n = self._flat(name, op, a, writable)
+                return p, self._norm[SLOT[op]], n
+            return self._serving_flat(name, op, a, free, writable)
+        if a.ndim != len(shape) or any(
+                got != want and not (want is None and got >= 1)
+                and not (op == _BIAS and i < 3 and got == 1)
+                for i, (got, want) in enumerate(zip(a.shape, shape))):
+            raise self._mismatch(name, op, a, shape, self._len[op] if free is False else None)
         _aligned_writable(name, a, writable)
         es = element_strides(name, a)
-        if len(shape) == 4 and a.shape[3] > 1 and es[3] != 1:
-            self._last_dim_error(name, op, es[3])
-        return _common.data_ptr(a), self._normalise(op, es[:3]), extent(a, es)
+        if op not in SCALES and a.shape[-1] > 1 and es[-1] != 1:
+            self._last_dim_error(name, op, es[-1])
+        if free is False:
+            return _common.data_ptr(a), self._normalise(op, es[:3]), extent(a, es)
+        # A dimension of size 1 in the array (one token, one page) never moves the address, but
+        # the library's view may count more (seq_q * batch rows): it gets the extent of the
+        # other dimensions as its stride, so that it nests outside them (OUT must nest).
+        axes = self._axes[op]
+        inner = (1 if op in SCALES else a.shape[-1]) + sum(
+            (a.shape[x] - 1) * es[x] for x in axes if x is not None and a.shape[x] > 1)
+        triple = tuple(0 if axis is None else inner if a.shape[axis] == 1 else es[axis]
+                       for axis in axes)
+        return _common.data_ptr(a), self._normalise(op, triple), extent(a, es)
 
     def _last_dim_error(self, name, op, stride):
         raise InvalidArgumentError(
@@ -283,39 +300,6 @@ class Layout:
         a, p, n = self._contiguous(name, op, a, True)
         return a, (op, p, n)
 
-    def _serving_strided(self, name, op, a, free, writable, dtype=None):
-        """(address, normalised C strides, elements) of q / k / v / out (k_scale / v_scale:
-        no head_dim) in a serving layout: token rows (free = total_q or total_k) or a page pool
-        (free = None: any number of pages >= 1). Flat 1-D buffers have the Desc's strides."""
-        shape = self._shape[op]
-        want_dt = _common.F32 if dtype is None else dtype
-        flags = OUT_FLAGS if writable else IN_FLAGS
-        if (type(a) is _common.ndarray and a.dtype is want_dt and a.ndim == len(shape)
-                and a.shape[1:] == shape[1:] and a.flags.num & flags == flags
-                and (a.shape[0] >= 1 if free is None else a.shape[0] == free)):
-            return _common.data_ptr(a), self._contig[op], a.size  # C-contiguous: the usual case
-        a = as_ndarray(name, a, want_dt.name, writable)
-        check_dtype(name, a, (want_dt,))
-        if a.ndim == 1:
-            return self._serving_flat(name, op, a, free, writable)
-        if (a.ndim != len(shape) or a.shape[1:] != shape[1:]
-                or (a.shape[0] < 1 if free is None else a.shape[0] != free)):
-            raise self._mismatch(name, op, a, (free,) + shape[1:])
-        _aligned_writable(name, a, writable)
-        es = element_strides(name, a)
-        scale = op in SCALES
-        if not scale and a.shape[-1] > 1 and es[-1] != 1:
-            self._last_dim_error(name, op, es[-1])
-        # A dimension of size 1 in the array (one token, one page) never moves the address, but
-        # the library's view may count more (seq_q * batch rows): it gets the extent of the
-        # other dimensions as its stride, so that it nests outside them (OUT must nest).
-        axes = self._axes[op]
-        inner = (1 if scale else a.shape[-1]) + sum((a.shape[x] - 1) * es[x] for x in axes
-                                                    if x is not None and a.shape[x] > 1)
-        triple = tuple(0 if axis is None else inner if a.shape[axis] == 1 else es[axis]
-                       for axis in axes)
-        return _common.data_ptr(a), self._normalise(op, triple), extent(a, es)
-
     def _serving_flat(self, name, op, a, free, writable):
         bs, hs, rs = self._strides[op]
         shape = self._shape[op]
@@ -342,17 +326,12 @@ class Layout:
 
     def _rows_or_dense(self, name, op, a, total, writable, dtype=None):
         """q / out (and dout): varlen token rows, else the dense shape."""
-        if self.varlen:
-            return self._serving_strided(name, op, a, total, writable, dtype)
-        return self._strided(name, op, a, writable, dtype)
+        return self._strided(name, op, a, writable, dtype, total if self.varlen else False)
 
     def _kv_operand(self, name, op, a, total_k, writable, dtype=None):
         """k / v (the caches of kv_append, k_scale / v_scale) in this Desc's K/V layout."""
-        if self.page_size:
-            return self._serving_strided(name, op, a, None, writable, dtype)
-        if self.varlen:
-            return self._serving_strided(name, op, a, total_k, writable, dtype)
-        return self._strided(name, op, a, writable, dtype)
+        free = None if self.page_size else total_k if self.varlen else False
+        return self._strided(name, op, a, writable, dtype, free)
 
     @staticmethod
     def _stored(name, op, a, typed):
