@@ -12,7 +12,7 @@ import enum
 import math
 import numbers
 import operator
-from typing import TYPE_CHECKING, Any, Dict, Tuple, Type, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Tuple, Type, TypeVar, Union
 
 from . import _lib
 

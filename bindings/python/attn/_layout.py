@@ -18,8 +18,8 @@ from typing import Dict, Optional, Tuple
 
 from . import _common
 from ._binding import (NAMES, dtypes, _ALIBI_SLOPES, _BIAS, _BLOCK_TABLE, _CU_SEQLENS_K,
-                       _CU_SEQLENS_Q, _DBIAS, _DOUT, _DK, _DQ, _DV, _K, _K_SCALE, _LSE, _NEW_K, _NEW_V,
-                       _OUT, _Q, _V, _V_SCALE)
+                       _CU_SEQLENS_Q, _DBIAS, _DOUT, _DK, _DQ, _DV, _K, _K_SCALE, _LSE, _NEW_K,
+                       _NEW_V, _OUT, _Q, _V, _V_SCALE)
 from ._common import (InvalidArgumentError, NullPointerError, as_ndarray, check_dtype,
                       element_strides, _np)
 from ._storage import storage_setter
@@ -103,13 +103,14 @@ class Layout:
         for op in (_K, _V) + SCALES:
             inner = names[op][3:]  # the scales have no head_dim
             if P and head_major:
-                names[op], self._axes[op] = ("num_pages", "heads_kv", "page_size") + inner, (0, 1, 2)
+                names[op], self._axes[op] = ("num_pages", "heads_kv", "page_size"), (0, 1, 2)
             elif P:
-                names[op], self._axes[op] = ("num_pages", "page_size", "heads_kv") + inner, (0, 2, 1)
+                names[op], self._axes[op] = ("num_pages", "page_size", "heads_kv"), (0, 2, 1)
             elif VL:
-                names[op], self._axes[op] = ("total_k", "heads_kv") + inner, (None, 1, 0)
+                names[op], self._axes[op] = ("total_k", "heads_kv"), (None, 1, 0)
             else:
                 continue
+            names[op] += inner
             self._free[op] = "num_pages" if P else "total_k"
         size["page_size"] = P
         # the gradients: in the layout (and shape) of their forward operands
