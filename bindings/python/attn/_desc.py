@@ -426,11 +426,8 @@ class Desc(Layout):
             out = self._alloc(_OUT, total=tq)[0]
         p, strides[3], n = self._rows_or_dense("out", _OUT, out, tq, True)
         binds.append((_OUT, p, n))
-        if (key_valid is not None or allowed is not None or bias is not None
-                or alibi_slopes is not None or sinks is not None or query_valid is not None
-                or seq_lens_k is not None or k_scale is not None or v_scale is not None):
-            self._inputs(binds, strides, tk, key_valid, allowed, bias, alibi_slopes, sinks,
-                         query_valid, seq_lens_k, k_scale, v_scale)
+        self._inputs(binds, strides, tk, key_valid, allowed, bias, alibi_slopes, sinks,
+                     query_valid, seq_lens_k, k_scale, v_scale)
         lse_a = mass_a = None
         if lse is not None and lse is not False:
             lse_a, b = self._lse("lse", lse, tq, True)

@@ -6,21 +6,16 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Optional, Tuple, Union
 
-from . import _lib
-from ._common import (Alibi, ArgumentTypeError, Causal, InvalidArgumentError, as_ndarray,
-                      check_dtype, element_strides, real, _np)
-from . import _common
+from . import _common, _lib
 from ._binding import (SETTER, thread_args, _ALIBI_SLOPES, _ALLOWED, _BIAS, _K, _OUT, _Q,
                        _SINKS, _V)
-from ._common import Op, library_error
+from ._common import (Alibi, ArgumentTypeError, Causal, InvalidArgumentError, Op, as_ndarray,
+                      check_dtype, element_strides, library_error, real, _np)
+from ._layout import fmt_shape as _shape
 from ._params import build_params, new_handle
 
 if TYPE_CHECKING:
     from ._common import ArrayLike, F32Array
-
-
-def _shape(shape):
-    return "(%s)" % ", ".join(str(n) for n in shape) if len(shape) != 1 else "(%d,)" % shape[0]
 
 
 def _batch_stride(name, shape, strides, batch):
