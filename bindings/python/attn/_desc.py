@@ -97,25 +97,15 @@ class Desc(Layout):
 
     def __init__(self, batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_k: int,
                  head_dim: int, *,
-                 causal: Union[Causal, int, str, None] = Causal.NONE,
-                 scale: Optional[float] = None,
                  window: Optional[Tuple[Optional[int], Optional[int]]] = None,
-                 window_left: Optional[int] = None, window_right: Optional[int] = None,
-                 softcap: Optional[float] = None, alibi: Union[Alibi, int, str, None] = None,
-                 softmax_plus_one: bool = False, head_dim_v: Optional[int] = None,
-                 weights_mode: Union[WeightsMode, int, str, None] = None,
-                 bias_first: bool = False,
-                 varlen: bool = False, page_size: Optional[int] = None,
-                 max_pages: Optional[int] = None, batch_invariant: bool = False,
-                 compute: Union[Compute, int, str, None] = None,
-                 diagonal: Union[Diagonal, int, str, None] = None,
-                 alibi_form: Union[AlibiForm, int, str, None] = None,
                  page_layout: Optional[str] = None,
                  q_strides: _Strides = None, k_strides: _Strides = None,
                  v_strides: _Strides = None, out_strides: _Strides = None,
                  bias_strides: _Strides = None, k_scale_strides: _Strides = None,
                  v_scale_strides: _Strides = None,
-                 alibi_slopes_strides: _Strides = None) -> None:
+                 alibi_slopes_strides: _Strides = None, **params: Any) -> None:
+        """Every attn_param is a keyword of its name (attn_param_info: causal, scale,
+        window_left, ..., compute); window=(left, right) sets both window sides."""
         self._lock = threading.Lock()
         self._active = 0
         self._closed = True
@@ -124,8 +114,10 @@ class Desc(Layout):
         kw = locals()
         dims = tuple(size_arg(n, kw[n]) for n in ("batch", "heads_q", "heads_kv", "seq_q",
                                                   "seq_k", "head_dim"))
-        params = build_params(dict({p.name.lower(): kw.get(p.name.lower()) for p in Param},
-                                   window=window))
+        unknown = sorted(set(params) - {p.name.lower() for p in Param})
+        if unknown:
+            raise TypeError("Desc() got an unexpected keyword argument %r" % unknown[0])
+        values = build_params(dict(params, window=window))
         if page_layout not in (None, "token_major", "head_major"):
             if not isinstance(page_layout, str):
                 raise ArgumentTypeError("page_layout must be 'token_major' or 'head_major', "
@@ -137,7 +129,7 @@ class Desc(Layout):
             s = strides_arg(name + "_strides", kw[name + "_strides"])
             if s is not None:
                 given[op] = s
-        handle, lens = new_handle(dims, params, sorted(given.items()))
+        handle, lens = new_handle(dims, values, sorted(given.items()))
         pages = read_param(handle, Param.PAGE_SIZE)
         head_major = page_layout == "head_major"
         if head_major and not pages:
@@ -150,9 +142,9 @@ class Desc(Layout):
             pool.update({op: (HKV * pages, pages, 1) for op in SCALES})
             _lib.attn_desc_destroy(handle)
             given = {**pool, **given}
-            handle, lens = new_handle(dims, params, sorted(given.items()))
+            handle, lens = new_handle(dims, values, sorted(given.items()))
         self._handle, self._len, self._closed = handle, lens, False
-        self._dims, self._params = dims, params
+        self._dims, self._params = dims, values
         (self.batch, self.heads_q, self.heads_kv, self.seq_q, self.seq_k, self.head_dim) = dims
         try:
             read_back(self, handle)
