@@ -107,7 +107,7 @@ class Desc(Layout):
         """Every attn_param is a keyword of its name (attn_param_info: causal, scale,
         window_left, ..., compute); window=(left, right) sets both window sides."""
         self._lock = threading.Lock()
-        self._active = 0
+        self._active: set = set()  # a token per call in flight (set.add / discard: atomic)
         self._closed = True
         self._handle = None
         self._variants: Dict[Any, Any] = {}
@@ -164,7 +164,7 @@ class Desc(Layout):
             if self._closed:
                 return
             self._closed = True
-            if self._active == 0:
+            if not self._active:
                 self._destroy_locked()
 
     def _destroy_locked(self):
@@ -196,15 +196,19 @@ class Desc(Layout):
                 pass
 
     def _enter_call(self):
-        with self._lock:  # count the call in flight: close() defers the free until it returns
-            if self._closed:
-                raise ValueError("Desc is closed")
-            self._active += 1
+        """Counts a call in flight (close() defers the free until the last one returns);
+        returns its token for _leave. Lock-free: closed is read after the token is in."""
+        token = object()
+        self._active.add(token)
+        if self._closed:
+            self._leave(token)
+            raise ValueError("Desc is closed")
+        return token
 
-    def _leave(self):
-        with self._lock:
-            self._active -= 1
-            if self._closed and self._active == 0:
+    def _leave(self, token):
+        self._active.discard(token)
+        if self._closed and not self._active:
+            with self._lock:  # idempotent: the handles are None once freed
                 self._destroy_locked()
 
     def __repr__(self) -> str:
@@ -258,11 +262,11 @@ class Desc(Layout):
     def param(self, param: Union[Param, int, str]) -> Union[int, float]:
         """A parameter's current value read from the library (attn_desc_get_int / _float)."""
         param = enum_arg("param", param, Param, "attn_param")
-        self._enter_call()
+        token = self._enter_call()
         try:
             return read_param(self._handle, param)
         finally:
-            self._leave()
+            self._leave(token)
 
     # --- the call path ----------------------------------------------------------------------
 
@@ -291,7 +295,7 @@ class Desc(Layout):
         """Binds (operand, address, elements) `binds` (`typed`: operand -> setter of a stored
         q / k / v / dout) and runs attn_run(op), or call(desc, args[, part args]), on the C
         descriptor matching `strides` (7 normalised triples in STRIDED order, None = any)."""
-        self._enter_call()
+        token = self._enter_call()
         try:
             norm = self._norm
             if strides == norm or (None in strides and all(
@@ -316,18 +320,18 @@ class Desc(Layout):
                 if temporary:
                     _lib.attn_desc_destroy(handle)
         finally:
-            self._leave()
+            self._leave(token)
 
     def _run_plain(self, op, binds):
         """attn_run(op) of (operand, setter, address, elements) `binds` on the configured
         descriptor."""
-        self._enter_call()
+        token = self._enter_call()
         try:
             status = _lib.attn_run(self._handle, op, thread_args(binds))
             if status:
                 raise library_error(status)
         finally:
-            self._leave()
+            self._leave(token)
 
     def _qkv(self, binds, typed, q, k, v, tq, tk, with_v=True):
         """Binds q, k and v (any storage type); returns their normalised strides."""
@@ -610,7 +614,7 @@ class Desc(Layout):
                 raise ArgumentTypeError("%s must be an attn.Args, got %s"
                                         % (name, type(a).__name__))
         locks = sorted(set(args_objects), key=id)  # a fixed lock order: no deadlock
-        self._enter_call()
+        token = self._enter_call()
         try:
             for a in locks:
                 a._lock.acquire()
@@ -624,7 +628,7 @@ class Desc(Layout):
                 for a in locks:
                     a._lock.release()
         finally:
-            self._leave()
+            self._leave(token)
 
     def run(self, op: Union[Op, int, str], args: Args) -> None:
         """attn_run(desc, op, args) on an Args object."""
