@@ -362,7 +362,7 @@ def test_library_info():
     assert attn.version() == "%d.%d.%d" % (attn.version_number() // 10000,
                                            attn.version_number() // 100 % 100,
                                            attn.version_number() % 100)
-    assert attn.isa() in ("scalar", "sse2", "avx2", "avx512", "avx512fp16")
+    assert attn.isa() in [n for n, _ in attn.isa_info()]
     assert attn.num_threads() >= 1
     assert attn.status_string(attn.Status.OK) == "ok"
     assert attn.status_string(12345) == "unknown status"
@@ -374,11 +374,29 @@ def test_library_info():
     assert e.value.status is attn.Status.INVALID_ARGUMENT
 
 
+def test_isa_info_lists_what_set_isa_takes():
+    """attn.isa_info() (attn_isa_info): weakest first, scalar always runs, each name it calls
+    supported is taken by set_isa and each other one refused as UNSUPPORTED."""
+    info = attn.isa_info()
+    assert info[0] == ("scalar", True) and len({n for n, _ in info}) == len(info) >= 2
+    try:
+        for name, supported in info:
+            if supported:
+                attn.set_isa(name)
+                assert attn.isa() == name
+            else:
+                with pytest.raises(attn.AttentionError) as e:
+                    attn.set_isa(name)
+                assert e.value.status is attn.Status.UNSUPPORTED
+    finally:
+        attn.set_isa(None)
+
+
 def test_every_isa_matches_reference():
     """Each kernel this CPU offers reproduces every shared vector (default restored after)."""
     seen = []
     try:
-        for name in ("scalar", "sse2", "avx2", "avx512", "avx512fp16"):
+        for name in [n for n, _ in attn.isa_info()]:
             try:
                 attn.set_isa(name)
             except attn.AttentionError as e:
@@ -455,10 +473,10 @@ def test_bad_python_arguments(kwargs, words):
 
 
 @pytest.mark.parametrize("kwargs,word", [
-    ({"causal": 3}, "causal"),
-    ({"causal": -1}, "causal"),
-    ({"scale": float("nan")}, "scale"),
-    ({"scale": float("inf")}, "scale"),
+    ({"causal": 3}, "ATTN_PARAM_CAUSAL"),
+    ({"causal": -1}, "ATTN_PARAM_CAUSAL"),
+    ({"scale": float("nan")}, "ATTN_PARAM_SCALE"),
+    ({"scale": float("inf")}, "ATTN_PARAM_SCALE"),
     ({"out_strides": (0, 0, 0)}, ""),  # OUT rows overlap
 ])
 def test_bad_configuration(kwargs, word):
@@ -498,7 +516,7 @@ def test_bad_arrays():
         ro = np.zeros(B * H * S * D, np.float32)
         ro.flags.writeable = False
         fails(["out", "read-only"], q, k, v, out=ro)
-        with pytest.raises(ValueError, match=r"out \(weights\) has 7 elements"):
+        with pytest.raises(ValueError, match=r"weights has 7 elements"):
             d.weights(q, k, out=np.zeros(7, np.float32))
         with pytest.raises(ValueError, match="k is None"):
             d.weights(q, None)

@@ -113,7 +113,7 @@ def test_every_parameter_reads_back():
         assert d.shape(attn.Operand.V) == (2, 2, 7, 12)
         assert d.shape(attn.Operand.OUT) == (2, 4, 5, 12)
         assert d.required_len(attn.Operand.V) == 2 * 2 * 7 * 12
-        assert "window=(3, 1)" in repr(d) and "head_dim_v=12" in repr(d)
+        assert "window_left=3, window_right=1" in repr(d) and "head_dim_v=12" in repr(d)
     with attn.Desc(1, 1, 1, 2, 2, 4) as d:
         assert (d.causal, d.window, d.softcap, d.alibi, d.softmax_plus_one, d.head_dim_v,
                 d.weights_mode, d.bias_first) == (attn.Causal.NONE, (-1, -1), 0.0,
@@ -172,11 +172,12 @@ def test_compute_defaults_to_exact_and_reads_back():
 
 
 def test_compute_invalid_value():
-    # refused by the binding before any C call, naming the keyword and the valid values
+    # an out-of-range value is the library's to refuse, naming the parameter and its range;
+    # a name that is not a member is refused by the binding, naming the valid ones
     with pytest.raises(attn.InvalidArgumentError) as e:
         attn.Desc(1, 2, 2, 64, 64, 32, compute=2)
     assert isinstance(e.value, ValueError) and e.value.status is attn.Status.INVALID_ARGUMENT
-    assert "compute (2) is not an attn_compute value (0 exact, 1 fp16)" in e.value.message
+    assert "ATTN_PARAM_COMPUTE (2) is outside [0, 1]" in e.value.message
     with pytest.raises(attn.InvalidArgumentError, match=r"compute \('bf16'\) is not one of"):
         attn.Desc(1, 2, 2, 64, 64, 32, compute="bf16")
     with pytest.raises(attn.ArgumentTypeError, match="compute must be an integer, got float"):
@@ -210,35 +211,36 @@ def test_compute_fp16_prefill_close_to_exact():
 
 @pytest.mark.parametrize("kwargs,exc,words", [
     ({"scale": "0.5"}, TypeError, ["scale", "real number", "str"]),
-    ({"scale": 1e39}, ValueError, ["scale (1e+39)", "outside"]),
-    ({"scale": -1e39}, ValueError, ["scale (-1e+39)"]),
-    ({"scale": 10 ** 400}, ValueError, ["scale (1000", "outside"]),
-    ({"scale": float("nan")}, ValueError, ["scale", "NaN"]),
+    ({"scale": 1e39}, ValueError, ["ATTN_PARAM_SCALE (9.9999999999999994e+38)", "outside"]),
+    ({"scale": -1e39}, ValueError, ["ATTN_PARAM_SCALE (-9.9999999999999994e+38)"]),
+    ({"scale": 10 ** 400}, ValueError, ["ATTN_PARAM_SCALE (inf)", "outside"]),
+    ({"scale": float("nan")}, ValueError, ["ATTN_PARAM_SCALE", "NaN"]),
     ({"scale": True}, TypeError, ["scale", "bool"]),
     ({"scale": None}, None, []),
-    ({"softcap": -1}, ValueError, ["softcap (-1)", "outside [0, "]),
+    ({"softcap": -1}, ValueError, ["ATTN_PARAM_SOFTCAP (-1)", "outside [0, "]),
     ({"softcap": "1"}, TypeError, ["softcap"]),
-    ({"window": (-2, 0)}, ValueError, ["window_left (-2)", "outside [-1, 2147483647]"]),
-    ({"window_right": 2 ** 31}, ValueError, ["window_right (2147483648)"]),
-    ({"window_left": 2 ** 70}, ValueError, ["window_left (1180591620717411303424)"]),
+    ({"window": (-2, 0)}, ValueError, ["ATTN_PARAM_WINDOW_LEFT (-2)", "outside [-1, "]),
+    ({"window_right": 2 ** 31}, ValueError, ["ATTN_PARAM_WINDOW_RIGHT (2147483648)"]),
+    ({"window_left": 2 ** 70}, ValueError, ["window_left (1180591620717411303424)",
+                                            "does not fit int64_t"]),
     ({"window_left": 1.5}, TypeError, ["window_left", "integer"]),
     ({"window": (1, 2, 3)}, ValueError, ["window", "pair"]),
     ({"window": 3}, TypeError, ["window", "pair"]),
     ({"window": (1, 2), "window_left": 1}, ValueError, ["not both"]),
-    ({"causal": 3}, ValueError, ["causal (3)", "attn_causal"]),
-    ({"causal": 2 ** 32 + 1}, ValueError, ["causal (4294967297)"]),
+    ({"causal": 3}, ValueError, ["ATTN_PARAM_CAUSAL (3)", "outside [0, 2]"]),
+    ({"causal": 2 ** 32 + 1}, ValueError, ["ATTN_PARAM_CAUSAL (4294967297)"]),
     ({"causal": "sideways"}, ValueError, ["causal ('sideways')", "'top_left'"]),
     ({"causal": 1.0}, TypeError, ["causal", "integer"]),
     ({"alibi": "geometric"}, ValueError, ["alibi ('geometric')", "'standard'"]),
-    ({"alibi": 3}, ValueError, ["alibi (3)"]),
-    ({"softmax_plus_one": 2}, ValueError, ["softmax_plus_one (2)", "outside [0, 1]"]),
-    ({"bias_first": -1}, ValueError, ["bias_first (-1)"]),
-    ({"head_dim_v": 0}, ValueError, ["head_dim_v (0)", "outside [1, 2147483647]"]),
-    ({"head_dim_v": 2 ** 31}, ValueError, ["head_dim_v (2147483648)"]),
-    ({"weights_mode": 4}, ValueError, ["weights_mode (4)"]),
+    ({"alibi": 3}, ValueError, ["ATTN_PARAM_ALIBI (3)"]),
+    ({"softmax_plus_one": 2}, ValueError, ["ATTN_PARAM_SOFTMAX_PLUS_ONE (2)", "outside [0, 1]"]),
+    ({"bias_first": -1}, ValueError, ["ATTN_PARAM_BIAS_FIRST (-1)"]),
+    ({"head_dim_v": 0}, ValueError, ["ATTN_PARAM_HEAD_DIM_V (0)", "outside [1, "]),
+    ({"head_dim_v": 2 ** 31}, ValueError, ["ATTN_PARAM_HEAD_DIM_V (2147483648)"]),
+    ({"weights_mode": 5}, ValueError, ["ATTN_PARAM_WEIGHTS_MODE (5)"]),
     ({"weights_mode": "probabilities"}, ValueError, ["weights_mode"]),
-    ({"compute": 2}, ValueError, ["compute (2)", "attn_compute value"]),
-    ({"compute": 2 ** 32 + 1}, ValueError, ["compute (4294967297)"]),
+    ({"compute": 2}, ValueError, ["ATTN_PARAM_COMPUTE (2)", "outside [0, 1]"]),
+    ({"compute": 2 ** 32 + 1}, ValueError, ["ATTN_PARAM_COMPUTE (4294967297)"]),
     ({"bias_strides": (1, 2)}, ValueError, ["bias_strides", "3 elements"]),
 ])
 def test_parameter_errors(kwargs, exc, words):
@@ -367,13 +369,14 @@ def test_weights_modes_against_numpy():
         "scores": s,
         "masked": np.where(causal, s + bias, -np.inf),
         "capped": np.where(causal, cap * np.tanh(s / cap) + bias, -np.inf),
+        "softcapped": cap * np.tanh(s / cap),  # no bias, no mask
     }
     for mode, expected in want.items():
         with attn.Desc(B, H, H, SQ, SK, D, causal=1, scale=scale, softcap=cap,
                        weights_mode=mode) as d:
             got = d.weights(q, k, bias=bias)
         assert_close(mode, got, expected)
-        if mode != "scores":
+        if mode not in ("scores", "softcapped"):
             assert (got[:, :, ~causal] == -np.inf).all()
     with attn.Desc(B, H, H, SQ, SK, D, causal=1, scale=scale, softcap=cap, bias_first=True,
                    weights_mode="capped") as d:
@@ -637,8 +640,9 @@ def test_args_run_matches_forward():
 
 def test_args_objects_are_freed(monkeypatch):
     """Args: freed by close() or, forgotten, by __del__. The attn_args of Desc.forward / weights
-    calls: one per thread, cleared after every call (also a failing one: no pointer stays
-    bound), destroyed when the thread ends."""
+    calls: one per thread, kept bound between calls (a call rebinds only what changed and
+    unbinds what it does not pass), cleared after a failing setter, destroyed when the thread
+    ends."""
     from attn import _lib
     log = []
     for fn in ("attn_args_create", "attn_args_destroy", "attn_args_clear"):
@@ -664,7 +668,23 @@ def test_args_objects_are_freed(monkeypatch):
     th.join()
     del th
     gc.collect()
-    assert log == ["attn_args_create"] + ["attn_args_clear"] * 3 + ["attn_args_destroy"]
+    assert log == ["attn_args_create", "attn_args_destroy"]
+
+
+def test_a_call_sees_only_its_own_operands():
+    """The per-thread attn_args keeps the previous call's bindings: an operand that call passed
+    and this one does not must not reach the library (key_valid all False gives zeros; the next
+    call without it gives attention over every key)."""
+    rng = np.random.default_rng(33)
+    q, k, v = (rand(rng, (1, 2, 3, 4)) for _ in range(3))
+    with attn.Desc(1, 2, 2, 3, 3, 4) as d:
+        plain = d.forward(q, k, v)
+        hidden = d.forward(q, k, v, key_valid=np.zeros((1, 3), np.bool_))
+        assert (hidden == 0).all()
+        assert np.array_equal(d.forward(q, k, v), plain)
+        ro, _, _, _ = attn_ref.run(attn_ref.Problem(1, 2, 2, 3, 3, 4, scale=d.scale), flat(q),
+                                   flat(k), flat(v))
+        assert_close("after", plain, ro)
 
 
 def test_threads_share_a_desc_with_views():

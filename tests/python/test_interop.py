@@ -323,7 +323,7 @@ def test_desc_errors_name_the_array(name, value, words):
 def test_weights_out_shape_error_names_it():
     q = np.zeros((B, H, L, E), np.float32)
     with attn.Desc(B, H, H, L, S, E) as d:
-        with pytest.raises(ValueError, match=r"out \(weights\) has shape \(2, 4, 5, 8\)"):
+        with pytest.raises(ValueError, match=r"weights has shape \(2, 4, 5, 8\)"):
             d.weights(q, np.zeros((B, H, S, E), np.float32),
                       out=np.zeros((B, H, L, S + 1), np.float32))
 

@@ -250,7 +250,7 @@ def on_every_isa(body):
     """body(isa) on each kernel this CPU offers (default restored); returns the ISAs run."""
     seen = []
     try:
-        for isa in ("scalar", "sse2", "avx2", "avx512", "avx512fp16"):
+        for isa in [n for n, _ in attn.isa_info()]:
             try:
                 attn.set_isa(isa)
             except attn.AttentionError as e:

@@ -1,53 +1,11 @@
-"""libattn for Python: exact masked scaled-dot-product attention (fp32, CPU), through ctypes.
+"""libattn for Python: exact masked scaled-dot-product attention on the CPU, through ctypes.
 
-The package loads the shared library with ctypes (see attn._lib for where it looks:
-$ATTN_LIBRARY, then beside this package, then the system paths). It needs libattn >= 0.2.
-``pip install .`` in the libattn repository builds a wheel with libattn.so inside the package
-(pyproject.toml); the package alone (PYTHONPATH=bindings/python) uses a libattn built apart.
-
-Four faces:
-
-* ``attention(Q, K, V, causal=True, pad_mask=None)``: the original one-sequence, one-head call.
-  Lists of vectors in (any sequences of numbers), a list of output vectors (lists of floats) out.
-  Needs no numpy.
-
-* ``Desc``: the descriptor API of capi/attn.h on numpy arrays, zero copies: every attn_param
-  (causal, scale, window, softcap, alibi, softmax_plus_one, head_dim_v, weights_mode,
-  bias_first, diagonal, alibi_form, ...) as a keyword, every operand of attn_run (masks, bias, ALiBi slopes, sinks, query
-  padding, per-batch key lengths, log-sum-exp, key mass) as an argument of ``forward`` /
-  ``weights``. Arrays must have exactly the operand's shape (any strides for q, k, v, out and
-  bias, head_dim contiguous) or be flat buffers of exactly ``required_len`` elements.
-
-* ``scaled_dot_product_attention``: PyTorch's call and shapes (numpy arrays, torch tensors via
-  DLPack, anything with __array__).
-
-* ``Args`` + ``Desc.run``: the raw attn_args / attn_run pair.
-
-Storage types (docs/storage.md): q, k and v may be numpy float16 arrays, bfloat16 bit
-patterns wrapped as ``BF16(uint16_array)``, and k and v int8 arrays with their float32 scales
-(``k_scale=`` / ``v_scale=``); all are passed to the library without copies and widened to
-float32 on load. ``f32_to_f16``, ``f32_to_bf16``, ``f16_to_f32``, ``bf16_to_f32`` and
-``quantize_i8`` are the library's conversions (new arrays, or ``out=``).
-
-Gradients (docs/api.md, "Backward"): ``Desc.backward(q, k, v, out, lse, dout)`` returns
-``Gradients(dq, dk, dv, dbias, dsinks)`` (ATTN_OP_BACKWARD); raw: ``Operand.DOUT``, ``DQ``,
-``DK``, ``DV``, ``DBIAS``, ``DSINKS`` with ``Op.BACKWARD``.
-
-Serving layouts (``Desc(..., varlen=True, page_size=16, batch_invariant=True)``): packed
-variable-length batches (``cu_seqlens_q`` / ``cu_seqlens_k``), paged K/V caches (``block_table``
-+ ``seq_lens_k``), ``Desc.kv_append`` (new key/value rows into the caches, in place),
-``Desc.merge`` (exact merge of partial results) and batch invariance (a query's output bits
-depend only on its own sequence). The raw face: ``Args.set_cu_seqlens_q`` ... ``set_new_v``,
-``Desc.run_kv_append``, ``Desc.run_merge``.
-
-Compute mode (docs/storage.md): ``Desc(..., compute="fp16")`` (``Compute.FP16``,
-ATTN_PARAM_COMPUTE) runs prefill-like forward calls on the AVX512-FP16 fast path, outputs within
-about 1e-2 max|v| of ``Compute.EXACT`` (the default); other calls and CPUs run exactly as EXACT.
-
-Errors: arguments the binding refuses and failures the library reports raise ``AttentionError``
-subclasses carrying the ``Status`` and the message: ``InvalidArgumentError`` (a ValueError),
-``ArgumentTypeError`` (a TypeError and a ValueError), ``NullPointerError`` (a ValueError);
-other library failures raise ``AttentionError`` itself. A closed Desc raises ValueError.
+Faces: ``attention`` (lists of vectors, no numpy needed), ``Desc`` (the descriptor API of
+capi/attn.h on numpy arrays, zero copies: forward, weights, backward, kv_append, merge),
+``scaled_dot_product_attention`` (PyTorch's call), ``Args`` + ``Desc.run`` (the raw attn_args /
+attn_run pair), and the storage conversions. capi/attn.h is the manual of every call, operand
+and parameter; bindings/python/README.md shows the Python side. Errors are ``AttentionError``
+subclasses carrying the ``Status`` and the library's message (docs/errors.md).
 """
 
 from __future__ import annotations
@@ -59,7 +17,8 @@ from . import _lib
 from ._common import (Alibi, AlibiForm, ArgumentTypeError, AttentionError, Causal, Compute,
                       Diagonal, InvalidArgumentError, NullPointerError, Op, Operand, Param, Status,
                       WeightsMode, check_status, size_arg, status_string, _np)
-from ._desc import Args, Desc, Gradients
+from ._args import Args
+from ._desc import Desc, Gradients
 from ._storage import BF16, bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, quantize_i8
 from ._sdpa import scaled_dot_product_attention
 
@@ -69,7 +28,7 @@ __all__ = [
     "AttentionError", "InvalidArgumentError", "ArgumentTypeError", "NullPointerError",
     "attention", "Desc", "Args", "scaled_dot_product_attention", "param_bounds",
     "version", "version_number", "isa", "set_isa", "num_threads", "set_num_threads",
-    "status_string", "library_path",
+    "status_string", "library_path", "isa_info",
     "BF16", "f32_to_f16", "f32_to_bf16", "f16_to_f32", "bf16_to_f32", "quantize_i8",
     "Gradients",
 ]
@@ -96,15 +55,19 @@ def version_number() -> int:
 
 
 def isa() -> str:
-    """Name of the kernel in use: "scalar", "sse2", "avx2", "avx512" or "avx512fp16"."""
+    """Name of the kernel in use (attn_isa)."""
     return _lib.attn_isa().decode("ascii")
 
 
+def isa_info() -> List[Tuple[str, bool]]:
+    """(name, this CPU runs it) of every kernel ISA the library knows, weakest first
+    (attn_isa_info): the names set_isa takes."""
+    return [(name, bool(supported)) for name, supported in _lib.ISAS]
+
+
 def set_isa(name: Optional[str]) -> None:
-    """Cap the kernel at `name` ("scalar", "sse2", "avx2", "avx512", "avx512fp16"), or restore the default
-    with None or "". A name with an embedded NUL (C would read "avx2\\x00junk" as "avx2") reaches
-    C with its control characters shown as \\xNN, which names no kernel either: the refusal and
-    its list of names are the library's own."""
+    """attn_set_isa: cap the kernel at `name`, or restore the default with None or "" (a NUL
+    inside the name reaches C as \\x00: no kernel has that name)."""
     if name is not None and not isinstance(name, str):
         raise ArgumentTypeError("name must be a str or None, got %s" % type(name).__name__)
     if name is not None and "\0" in name:
@@ -134,34 +97,25 @@ def param_bounds(param: Union[Param, int, str]) -> Tuple[bool, float, float]:
 # ------------------------------------------------------------------------------------------
 
 def _rows(name, rows):
-    """Validate a list of equal-length vectors of numbers; returns (n, d, flat list)."""
+    """(n, d, flat list of floats) of a list of equal-length vectors of numbers."""
     if rows is None:
         raise NullPointerError("%s is None" % name)
-    if isinstance(rows, (str, bytes)):
+    if isinstance(rows, (str, bytes)) or not hasattr(rows, "__iter__"):
         raise InvalidArgumentError("%s must be a list of vectors, got %s"
                                    % (name, type(rows).__name__))
-    try:
-        rows = list(rows)
-    except TypeError:
-        raise InvalidArgumentError("%s must be a list of vectors, got %s"
-                                   % (name, type(rows).__name__)) from None
+    rows = list(rows)
     if not rows:
         raise InvalidArgumentError("%s is empty (n must be > 0)" % name)
-    flat = []
-    d = None
+    flat: list = []
     for i, row in enumerate(rows):
-        if row is None or isinstance(row, (str, bytes)):
-            raise InvalidArgumentError("%s[%d] must be a vector of numbers" % (name, i))
-        try:
-            row = list(row)
-        except TypeError:
+        if row is None or isinstance(row, (str, bytes)) or not hasattr(row, "__iter__"):
             raise InvalidArgumentError("%s[%d] must be a vector of numbers, got %s"
-                                       % (name, i, type(row).__name__)) from None
-        if d is None:
-            d = len(row)
-            if d == 0:
-                raise InvalidArgumentError("%s[0] is empty (d must be > 0)" % name)
-        elif len(row) != d:
+                                       % (name, i, type(row).__name__))
+        row = list(row)
+        d = len(flat) // i if i else len(row)
+        if d == 0:
+            raise InvalidArgumentError("%s[0] is empty (d must be > 0)" % name)
+        if len(row) != d:
             raise InvalidArgumentError("%s[%d] has %d elements, %s[0] has %d"
                                        % (name, i, len(row), name, d))
         for j, x in enumerate(row):
@@ -170,7 +124,7 @@ def _rows(name, rows):
             except (TypeError, ValueError):
                 raise InvalidArgumentError("%s[%d][%d] is not a number: %r"
                                            % (name, i, j, x)) from None
-    return len(rows), d, flat
+    return len(rows), len(flat) // len(rows), flat
 
 
 _Vectors = Iterable[Sequence[SupportsFloat]]

@@ -1,19 +1,10 @@
-"""Enums, errors and argument checks shared by the faces of the package (internal).
+"""Enums, errors, scalar checks and the zero-copy array view shared by the faces (internal).
 
-Error classes and the statuses they carry (docs/errors.md, "One rule in every language"):
-
-    AttentionError                 every failure the library reports, and every argument the
-                                   binding refuses; .status is a Status, .message the text
-    InvalidArgumentError           Status.INVALID_ARGUMENT; also a ValueError
-    ArgumentTypeError              Status.INVALID_ARGUMENT for a value of the wrong type or dtype;
-                                   a TypeError and (through InvalidArgumentError) a ValueError
-    NullPointerError               Status.NULL_POINTER (a required array is None); a ValueError
-
-so ``except ValueError`` catches every malformed argument, ``except TypeError`` every wrong type,
-and ``e.status`` maps any of them to the C status. Other statuses (OUT_OF_MEMORY, UNSUPPORTED,
-INTERNAL) raise plain AttentionError. A closed Desc or Args raises a plain ValueError.
+Errors (docs/errors.md): AttentionError carries the Status and the library's message;
+InvalidArgumentError (also a ValueError), ArgumentTypeError (also a TypeError) and NullPointerError
+(a ValueError) are its INVALID_ARGUMENT and NULL_POINTER forms. A closed Desc or Args raises a
+plain ValueError.
 """
-
 from __future__ import annotations
 
 import ctypes
@@ -21,7 +12,7 @@ import enum
 import math
 import numbers
 import operator
-from typing import TYPE_CHECKING, Any, Dict, Tuple, Type, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Tuple, Type, TypeVar, Union
 
 from . import _lib
 
@@ -41,119 +32,29 @@ except ImportError:  # the list API works without numpy
     _np = None  # type: ignore[assignment]
 
 
-class Status(enum.IntEnum):
-    """attn_status (values pinned by the C API)."""
-    OK = 0
-    NULL_POINTER = 1
-    INVALID_ARGUMENT = 2
-    OUT_OF_MEMORY = 3
-    UNSUPPORTED = 4
-    INTERNAL = 5
+def _enum(name: str, members: str, doc: str) -> Any:
+    """An IntEnum of the space-separated `members`, valued 0, 1, ... as in capi/attn.h."""
+    made = enum.IntEnum(name, [(m, i) for i, m in enumerate(members.split())])  # type: ignore
+    made.__module__, made.__doc__ = "attn", doc
+    return made
 
 
-class Causal(enum.IntEnum):
-    """attn_causal: which keys j query i may see before padding and the allowed mask."""
-    NONE = 0          # every key
-    TOP_LEFT = 1      # j <= i                     (PyTorch is_causal)
-    BOTTOM_RIGHT = 2  # j <= i + (seq_k - seq_q)   (KV cache / decode)
-
-
-class Operand(enum.IntEnum):
-    """attn_operand, for Desc.required_len and Args."""
-    Q = 0
-    K = 1
-    V = 2
-    OUT = 3
-    LSE = 4
-    WEIGHTS = 5
-    KEY_VALID = 6
-    ALLOWED = 7
-    BIAS = 8            # since 0.2
-    ALIBI_SLOPES = 9
-    SINKS = 10
-    QUERY_VALID = 11
-    SEQ_LENS_K = 12
-    KEY_MASS = 13
-    CU_SEQLENS_Q = 14   # since 0.2, the serving layouts (docs/serving.md)
-    CU_SEQLENS_K = 15
-    BLOCK_TABLE = 16
-    NEW_K = 17
-    NEW_V = 18
-    DOUT = 19           # since 0.2, Op.BACKWARD (docs/api.md, "Backward"): the gradient of OUT, input
-    DQ = 20             # the gradients written by Op.BACKWARD, each in its forward operand's
-    DK = 21             # layout (dbias: broadcast dims summed)
-    DV = 22
-    DBIAS = 23
-    DSINKS = 24
-    K_SCALE = 25        # since 0.2, int8 K / V (docs/storage.md): float32 scale per
-    V_SCALE = 26        # (batch, heads_kv, seq_k) row, strided like K with head_dim 1
-    NEW_K_SCALE = 27    # since 0.2, int8 new rows of Desc.run_kv_append_args: float32 scale per
-    NEW_V_SCALE = 28    # (token, heads_kv) row of NEW_K / NEW_V
-
-
-class Param(enum.IntEnum):
-    """attn_param: the static parameters of a descriptor (since 0.2)."""
-    CAUSAL = 0
-    SCALE = 1
-    WINDOW_LEFT = 2
-    WINDOW_RIGHT = 3
-    SOFTCAP = 4
-    ALIBI = 5
-    SOFTMAX_PLUS_ONE = 6
-    HEAD_DIM_V = 7
-    WEIGHTS_MODE = 8
-    BIAS_FIRST = 9
-    VARLEN = 10           # the serving layouts (docs/serving.md)
-    PAGE_SIZE = 11
-    MAX_PAGES = 12
-    BATCH_INVARIANT = 13
-    COMPUTE = 14          # the forward's arithmetic (Compute)
-    DIAGONAL = 15         # the diagonal of the window and ALiBi (Diagonal)
-    ALIBI_FORM = 16       # linear or symmetric ALiBi (AlibiForm)
-
-
-class Alibi(enum.IntEnum):
-    """attn_alibi: where the ALiBi slopes come from."""
-    NONE = 0
-    OPERAND = 1   # the alibi_slopes array of each call
-    STANDARD = 2  # the geometric slopes of Press et al. 2022 (BLOOM's rule for any head count)
-
-
-class Diagonal(enum.IntEnum):
-    """attn_diagonal: diag(i), the diagonal the sliding window and ALiBi measure from (the
-    causal rule keeps its own)."""
-    CAUSAL = 0        # the causal rule's: i + len_k(b) - len_q(b) under BOTTOM_RIGHT, else i
-    TOP_LEFT = 1      # i
-    BOTTOM_RIGHT = 2  # i + len_k(b) - len_q(b): FlashAttention's, causal or not
-
-
-class AlibiForm(enum.IntEnum):
-    """attn_alibi_form: the ALiBi term of key j for query i."""
-    LINEAR = 0     # -slope * (diag(i) - j) (default)
-    SYMMETRIC = 1  # -slope * |diag(i) - j| (FlashAttention's non-causal ALiBi)
-
-
-class WeightsMode(enum.IntEnum):
-    """attn_weights_mode: what Desc.weights writes."""
-    SOFTMAX = 0  # probabilities (default)
-    SCORES = 1   # scale * q.k
-    MASKED = 2   # the score after bias, ALiBi and masks (-inf where hidden)
-    CAPPED = 3   # after softcap, bias, ALiBi and masks
-
-
-class Compute(enum.IntEnum):
-    """attn_compute: the arithmetic of the forward pass (capi/attn.h gives FP16's error bound
-    and the calls it applies to)."""
-    EXACT = 0  # everything in fp32 (default); about 1e-6 relative to a float64 reference
-    FP16 = 1   # the AVX512-FP16 fast path: outputs within about 1e-2 max|v| of EXACT on the
-    #            prefill-like calls it applies to; other calls and CPUs run exactly as EXACT
-
-
-class Op(enum.IntEnum):
-    """attn_op, for Desc.run."""
-    FORWARD = 0
-    WEIGHTS = 1
-    BACKWARD = 2  # gradients (Desc.backward; raw: Operand.DOUT, DQ, DK, DV, DBIAS, DSINKS)
+# The enums of capi/attn.h (values pinned by the C API; the header says what each means).
+Status = _enum("Status", "OK NULL_POINTER INVALID_ARGUMENT OUT_OF_MEMORY UNSUPPORTED INTERNAL",
+               "attn_status")
+Causal = _enum("Causal", "NONE TOP_LEFT BOTTOM_RIGHT", "attn_causal")
+Alibi = _enum("Alibi", "NONE OPERAND STANDARD", "attn_alibi")
+Diagonal = _enum("Diagonal", "CAUSAL TOP_LEFT BOTTOM_RIGHT", "attn_diagonal")
+AlibiForm = _enum("AlibiForm", "LINEAR SYMMETRIC", "attn_alibi_form")
+WeightsMode = _enum("WeightsMode", "SOFTMAX SCORES MASKED CAPPED SOFTCAPPED",
+                    "attn_weights_mode")
+Compute = _enum("Compute", "EXACT FP16", "attn_compute")
+Op = _enum("Op", "FORWARD WEIGHTS BACKWARD", "attn_op")
+# The operands and parameters as the library lists them (attn_operand_info, attn_param_info).
+Operand = _enum("Operand", " ".join(row[0].upper() for row in _lib.OPERANDS), "attn_operand")
+Param = _enum("Param", " ".join(row[0].upper() for row in _lib.PARAMS), "attn_param")
+#: (input types, output types) of each operand, as bit sets (1 << attn_dtype)
+OPERAND_TYPES = tuple(row[1:3] for row in _lib.OPERANDS)
 
 
 # ------------------------------------------------------------------------------------------
@@ -166,10 +67,8 @@ def status_string(status: int) -> str:
 
 
 class AttentionError(Exception):
-    """A libattn call failed, or the binding refused an argument before calling it.
-    ``status`` is a Status (or the raw int for an unknown code), ``message`` the library's
-    message for that call (attn_last_error, read on the calling thread right after the call) or
-    the binding's own."""
+    """A libattn call failed (``message``: attn_last_error) or the binding refused an argument;
+    ``status`` is a Status (the raw int for an unknown code)."""
 
     status: Union[Status, int]
     message: str
@@ -258,8 +157,7 @@ def size_arg(name, value):
 
 
 def real(name, value):
-    """A real number as a Python float, refusing str, bool, None, complex with
-    ArgumentTypeError (no parsing of strings: scale="0.5" is a type error)."""
+    """A real number as a float; str, bool, None, complex raise ArgumentTypeError."""
     if isinstance(value, bool) or (_np is not None and isinstance(value, _np.bool_)):
         raise ArgumentTypeError("%s must be a real number, got bool" % name)
     if not isinstance(value, numbers.Real):
@@ -274,8 +172,7 @@ _E = TypeVar("_E", bound=enum.IntEnum)
 
 
 def enum_arg(name: str, value: Any, enum_type: Type[_E], what: str) -> _E:
-    """An enum value, checked against the enum before any C call (no truncation to 32 bits).
-    Strings name a member case-insensitively ("top_left")."""
+    """An enum member from itself, its int (checked: a C int would truncate) or its name."""
     if isinstance(value, str):
         try:
             return enum_type[value.upper()]
@@ -292,39 +189,12 @@ def enum_arg(name: str, value: Any, enum_type: Type[_E], what: str) -> _E:
                                          for m in enum_type))) from None
 
 
-_BOUNDS: Dict[int, Tuple[bool, float, float]] = {}
+_BOUNDS = tuple((bool(row[1]), row[2], row[3]) for row in _lib.PARAMS)
 
 
 def param_bounds(param: int) -> Tuple[bool, float, float]:
-    """(is_float, min, max) of a parameter, from the library (attn_param_bounds), cached."""
-    got = _BOUNDS.get(param)
-    if got is None:
-        is_float = ctypes.c_int()
-        lo, hi = ctypes.c_double(), ctypes.c_double()
-        check_status(_lib.attn_param_bounds(int(param), ctypes.byref(is_float), ctypes.byref(lo),
-                                            ctypes.byref(hi)))
-        got = _BOUNDS[param] = (bool(is_float.value), lo.value, hi.value)
-    return got
-
-
-def _fmt_bound(x):
-    return "%d" % x if x == int(x) and abs(x) < 2 ** 63 else repr(x)
-
-
-def param_value(name, param, value):
-    """Check a parameter value against attn_param_bounds: returns an int for an integer
-    parameter, a float for a float one. The message shows the value the caller gave."""
-    is_float, lo, hi = param_bounds(param)
-    if is_float:
-        x = real(name, value)
-        if math.isnan(x):
-            raise InvalidArgumentError("%s must not be NaN" % name)
-    else:
-        x = integer(name, value)
-    if not lo <= x <= hi:
-        raise InvalidArgumentError("%s (%r) is outside [%s, %s]"
-                                   % (name, value, _fmt_bound(lo), _fmt_bound(hi)))
-    return x
+    """(is_float, min, max) of a parameter, from the library's table (attn_param_info)."""
+    return _BOUNDS[param]
 
 
 # ------------------------------------------------------------------------------------------
@@ -332,14 +202,9 @@ def param_value(name, param, value):
 # ------------------------------------------------------------------------------------------
 
 def _make_data_ptr():
-    """The fastest correct way to read an ndarray's data address.
-
-    ``a.ctypes.data`` costs 1-3 us per array (it builds a ctypes helper object each time).
-    NumPy's C struct PyArrayObject starts with PyObject_HEAD followed by ``char *data``
-    (ndarraytypes.h, PyArrayObject_fields; unchanged in NumPy 1.x and 2.x), so the address can be
-    read from the object directly, about 5x faster. This is verified here against
-    ``a.ctypes.data`` on several arrays and views; if anything disagrees (another layout, a debug
-    interpreter with a larger object header), the portable ``a.ctypes.data`` is used instead."""
+    """An ndarray's data address. ``a.ctypes.data`` costs 1-3 us (a ctypes helper object per
+    call); NumPy's PyArrayObject starts with PyObject_HEAD then ``char *data`` (NumPy 1.x and
+    2.x), read directly, about 5x faster, when it agrees with ``a.ctypes.data`` on probes."""
     portable = lambda a: a.ctypes.data
     try:
         header = object.__basicsize__  # sizeof(PyObject)
@@ -390,16 +255,11 @@ def _through_array_protocol(name: str, a: Any) -> numpy.ndarray:
 
 
 def as_ndarray(name: str, a: Any, dtype_text: str, writable: bool = False) -> numpy.ndarray:
-    """An ndarray view of `a` without copying: ndarrays as they are, objects with __dlpack__
-    (torch tensors, jax/cupy CPU arrays) through numpy.from_dlpack, objects with the array
-    interface (__array_interface__ / __array_struct__: a view of their memory, read-only if they
-    say so) or __array__ through numpy.asarray. None raises NullPointerError; anything else
-    (lists, tuples, scalars, strings) ArgumentTypeError.
-
-    numpy < 1.25 cannot import bool tensors through DLPack, and numpy < 2 imports every DLPack
-    tensor read-only; an object that also has the array protocol (a torch tensor's __array__ is
-    its .numpy() view: the same memory, writable) is then viewed through that instead. With
-    `writable`, a read-only result is refused here, saying why."""
+    """An ndarray view of `a` without copying (ndarrays as they are; __dlpack__ through
+    numpy.from_dlpack; the array interface or __array__ through numpy.asarray). None raises
+    NullPointerError, lists and scalars ArgumentTypeError. numpy < 1.25 cannot import bool
+    tensors through DLPack and numpy < 2 imports them read-only: the array protocol (a torch
+    tensor's writable .numpy() view) is the fallback."""
     if isinstance(a, ndarray):
         return a
     if a is None:
@@ -448,8 +308,8 @@ def check_dtype(name, a, dtypes):
 
 
 def element_strides(name, a):
-    """The strides of `a` in elements, refusing negative or non-element-multiple strides.
-    Dimensions of size 1 report stride 0 (they never move the address)."""
+    """The element strides of `a` (0 for a dimension of size 1); negative or partial-element
+    strides are refused."""
     item = a.itemsize
     out = []
     for n, s in zip(a.shape, a.strides):

@@ -6,19 +6,16 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Optional, Tuple, Union
 
-from . import _lib
-from ._common import (Alibi, ArgumentTypeError, Causal, InvalidArgumentError, as_ndarray,
-                      check_dtype, element_strides, real, _np)
-from . import _common
-from ._desc import (_ALIBI_SLOPES, _ALLOWED, _BIAS, _FORWARD, _K, _OUT, _Q, _SINKS, _V,
-                    _execute, _new_handle, build_params)
+from . import _common, _lib
+from ._binding import (SETTER, thread_args, _ALIBI_SLOPES, _ALLOWED, _BIAS, _K, _OUT, _Q,
+                       _SINKS, _V)
+from ._common import (Alibi, ArgumentTypeError, Causal, InvalidArgumentError, Op, as_ndarray,
+                      check_dtype, element_strides, library_error, real, _np)
+from ._layout import fmt_shape as _shape
+from ._params import build_params, new_handle
 
 if TYPE_CHECKING:
     from ._common import ArrayLike, F32Array
-
-
-def _shape(shape):
-    return "(%s)" % ", ".join(str(n) for n in shape) if len(shape) != 1 else "(%d,)" % shape[0]
 
 
 def _batch_stride(name, shape, strides, batch):
@@ -88,29 +85,13 @@ def scaled_dot_product_attention(
         out: Optional[ArrayLike] = None) -> F32Array:
     """torch.nn.functional.scaled_dot_product_attention on libattn (float32, CPU, exact).
 
-    query (..., Hq, L, E), key (..., H, S, E), value (..., H, S, Ev) float32: numpy arrays or
-    anything exposing __dlpack__ (torch tensors; no copy) or __array__; any leading batch dims
-    (also none: (L, E)), any strides with the last dimension contiguous. key/value batch dims
-    equal query's or are 1 (broadcast). Returns a float32 numpy array (..., Hq, L, Ev).
-
-    attn_mask:  None, bool (True = attend) or float32 (added to the scores), broadcastable to
-                (..., Hq, L, S) by PyTorch's rules. A bool mask of shape (L, S) (or (1, .., 1, L,
-                S)) becomes the library's `allowed` mask; any other bool mask becomes a 0 / -inf
-                float bias; a float mask is the ATTN_BIAS operand with stride 0 on broadcast dims
-                (read in place; copied only when its key axis is broadcast or strided, or when
-                its batch dims cannot be walked with one stride, e.g. (2, 1, ...) against
-                batch dims (2, 3)).
-    dropout_p:  must be 0 (ValueError otherwise: the library has no dropout).
-    is_causal:  True = query i sees keys j <= i (Causal.TOP_LEFT, PyTorch's alignment); cannot
-                be combined with attn_mask (as in PyTorch).
-    scale:      None = 1/sqrt(E) (the library's float), else a real number.
-    enable_gqa: allow Hq to be a multiple of H (query head h reads key head h // (Hq // H)); a
-                head mismatch without it raises ValueError.
-    Extensions (keyword-only): window=(left, right) sliding window (-1/None = unbounded),
-    softcap (Gemma 2 logit cap), sinks (float32 (Hq,) sink logits), softmax_plus_one,
-    alibi (None, "standard" or a float32 (Hq,) slopes array), out (a float32 array of the
-    result's shape, written in place).
-    A row with no visible key gives 0 (PyTorch's math kernel gives NaN there before 2.5).
+    query (..., Hq, L, E), key (..., H, S, E), value (..., H, S, Ev): numpy arrays or anything
+    with __dlpack__ / __array__, any leading batch dims (key / value's equal or 1), any strides
+    with the last dimension contiguous, read in place. attn_mask: bool (True = attend) or
+    float32 added to the scores, broadcast by PyTorch's rules. dropout_p must be 0. is_causal:
+    Causal.TOP_LEFT. enable_gqa: Hq a multiple of H. Extensions: window, softcap, sinks,
+    softmax_plus_one, alibi ("standard" or (Hq,) slopes), out. Returns (..., Hq, L, Ev) float32;
+    a row with no visible key gives 0.
     """
     q = _tensor("query", query)
     k = _tensor("key", key)
@@ -161,9 +142,10 @@ def scaled_dot_product_attention(
             alibi_mode = alibi
         else:
             alibi_mode, alibi_slopes = Alibi.OPERAND, alibi
-    params = build_params(Causal.TOP_LEFT if is_causal else None, scale, window, None, None,
-                          softcap, alibi_mode, softmax_plus_one, EV if EV != E else None, None,
-                          None)
+    params = build_params(dict(causal=Causal.TOP_LEFT if is_causal else None, scale=scale,
+                               window=window, softcap=softcap, alibi=alibi_mode,
+                               softmax_plus_one=softmax_plus_one,
+                               head_dim_v=EV if EV != E else None))
 
     out_shape = batch + (HQ, L, EV) if q.ndim > 2 else (L, EV)
     if out is None:
@@ -234,9 +216,12 @@ def scaled_dot_product_attention(
                                        % (_shape(s.shape), HQ))
         binds.append((_ALIBI_SLOPES, _np.ascontiguousarray(s)))
 
-    handle, lens = _new_handle((B, HQ, HK, L, S, E), params, strides)
+    handle, lens = new_handle((B, HQ, HK, L, S, E), params, strides)
     try:
-        _execute(handle, _FORWARD, [(w, _common.data_ptr(a)) for w, a in binds], lens)
+        args = thread_args([(w, SETTER[w], _common.data_ptr(a), lens[w]) for w, a in binds])
+        status = _lib.attn_run(handle, int(Op.FORWARD), args)
+        if status:
+            raise library_error(status)
     finally:
         _lib.attn_desc_destroy(handle)
     return res

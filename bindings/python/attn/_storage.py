@@ -1,20 +1,8 @@
-"""Storage types (capi/attn.h "Storage types"): the bfloat16 wrapper and the conversion helpers.
-Internal module: import these from ``attn``.
-
-Q, K and V may be stored in 16 bits, K and V also as symmetric int8 with one float32 scale per
-(token, KV head). The numpy face passes each to the library without copying:
-
-* float16: a numpy float16 array (its buffer is IEEE binary16 bit patterns: attn_args_set_f16);
-* bfloat16: numpy has no bfloat16 dtype, so the bits travel in a uint16 array wrapped as
-  ``BF16(bits)`` (attn_args_set_bf16). A bare uint16 array is refused: its bits could be either
-  16-bit format, and the binding never guesses;
-* int8: a numpy int8 array (attn_args_set_i8, K and V only) plus its float32 scales, the
-  ``k_scale`` / ``v_scale`` operands.
-
-The helpers convert with the library's own routines (vectorised, round to nearest even) and return
-new arrays, or fill the ``out=`` arrays given.
+"""Storage types (capi/attn.h "Storage types", docs/storage.md): the bfloat16 wrapper and the
+library's conversions (internal module: import from attn). float16 q / k / v are numpy float16
+arrays, bfloat16 ones uint16 bits wrapped as BF16 (a bare uint16 array could be either), int8
+k / v numpy int8 with their float32 k_scale / v_scale; all are passed without copies.
 """
-
 from __future__ import annotations
 
 import math
@@ -34,8 +22,7 @@ __all__ = ["BF16", "f32_to_f16", "f32_to_bf16", "f16_to_f32", "bf16_to_f32", "qu
 
 
 def library_function(name: str) -> Any:
-    """The ctypes function `name` of the loaded libattn, or AttentionError(UNSUPPORTED) naming the
-    library that lacks it (a libattn built before the storage types)."""
+    """The ctypes function `name`, or AttentionError(UNSUPPORTED) naming the library lacking it."""
     fn = getattr(_lib, name, None)
     if fn is None:
         raise AttentionError(Status.UNSUPPORTED, "%s: the libattn at %s has no %s (built before "
@@ -44,15 +31,8 @@ def library_function(name: str) -> Any:
 
 
 class BF16:
-    """bfloat16 values as their bit patterns: a uint16 array (int16 is accepted too and viewed as
-    uint16), wrapped so that the binding knows what the bits mean. Nothing is copied: ``.bits``
-    is a view of the array given (any shape and strides), and the call reads that memory.
-
-        kb = attn.BF16(attn.f32_to_bf16(k))        # or attn.BF16.from_float32(k)
-        out = desc.forward(q, kb, attn.BF16.from_float32(v))
-
-    Indexing gives a BF16 view of the selected bits (``kb[:, :, :n]``); ``to_float32()`` widens
-    exactly (as the kernels do)."""
+    """bfloat16 values as their bit patterns: ``.bits`` is a uint16 view (int16 is viewed as
+    uint16) of the array given, never a copy; indexing gives a BF16 of the selected bits."""
 
     __slots__ = ("bits",)
 
@@ -83,17 +63,9 @@ class BF16:
         """The exact float32 values (bf16_to_f32)."""
         return bf16_to_f32(self, out)
 
-    @property
-    def shape(self) -> Tuple[int, ...]:
-        return self.bits.shape
-
-    @property
-    def ndim(self) -> int:
-        return self.bits.ndim
-
-    @property
-    def size(self) -> int:
-        return self.bits.size
+    shape = property(lambda self: self.bits.shape)
+    ndim = property(lambda self: self.bits.ndim)
+    size = property(lambda self: self.bits.size)
 
     def __len__(self) -> int:
         return len(self.bits)
@@ -106,8 +78,7 @@ class BF16:
 
 
 def _source(name, x, dtypes, what):
-    """(x viewed as an ndarray, a C-contiguous array of one of `dtypes` with x's values: the
-    view itself when it already is one)."""
+    """(x as an ndarray, a C-contiguous array of x's values: the view itself if it is one)."""
     given = as_ndarray(name, x, what)
     check_dtype(name, given, dtypes)
     a = given
@@ -117,9 +88,8 @@ def _source(name, x, dtypes, what):
 
 
 def _destination(name, out, shape, dtypes, default):
-    """(array to return, C-contiguous array the library writes). `out` None: a new array of
-    `default` dtype. Given: writable, one of `dtypes`, exactly `shape`; when it is not C-contiguous
-    (rows of a cache, a strided view) the library writes a temporary that is then copied in."""
+    """(array to return, C-contiguous array the library writes: `out` itself, a new array of
+    `default` dtype, or a temporary copied into a strided `out`)."""
     if out is None:
         a = _np.empty(shape, default)
         return a, a
@@ -136,9 +106,8 @@ def _destination(name, out, shape, dtypes, default):
 
 
 def _refuse_overlap(fn_name, message, a, b):
-    """C refuses an output overlapping an input, but sees only the contiguous buffers the face
-    passes (a strided array goes through a copy): so any shared byte of the arrays as given is
-    refused here, with C's message."""
+    """C sees only the contiguous buffers passed (a strided array goes through a copy): an
+    overlap of the arrays as given is refused here, with C's message."""
     if a is not None and b is not None and _np.shares_memory(a, b):
         raise InvalidArgumentError("%s: %s" % (fn_name, message))
 
@@ -163,20 +132,15 @@ def _convert(fn_name, x, src_dtypes, what, out, dst_dtypes, default):
 
 
 def f32_to_f16(x: ArrayLike, out: Optional[ArrayLike] = None) -> numpy.ndarray:
-    """float32 -> IEEE binary16 (attn_convert_f32_to_f16: round to nearest even, overflow gives
-    infinity, NaN stays NaN). x: a float32 array of any shape (a non-contiguous one is read
-    through a contiguous copy; no other dtype is accepted: float64 would be rounded twice).
-    out: None (returns a new numpy float16 array of x's shape) or a writable float16 (or uint16:
-    the bits) array of x's shape, filled and returned (any strides, e.g. the rows of a cache)."""
+    """attn_convert_f32_to_f16 of a float32 array: a new float16 array, or `out` (float16 or
+    uint16 bits, x's shape, any strides) filled and returned."""
     return _convert("attn_convert_f32_to_f16", x, (_common.F32,), "float32", out,
                     (_common.F16, _common.U16), _common.F16)
 
 
 def f32_to_bf16(x: ArrayLike, out: Optional[ArrayLike] = None) -> numpy.ndarray:
-    """float32 -> bfloat16 bit patterns (attn_convert_f32_to_bf16: round to nearest even, NaN
-    stays NaN). Returns a new uint16 array of x's shape (wrap it as attn.BF16 to pass it as q, k
-    or v), or fills `out` (a writable uint16 array or a BF16 of x's shape, any strides) and
-    returns it."""
+    """attn_convert_f32_to_bf16: new uint16 bits (wrap as attn.BF16), or `out` (uint16 or BF16)
+    filled and returned."""
     if isinstance(out, BF16):
         _convert("attn_convert_f32_to_bf16", x, (_common.F32,), "float32", out.bits,
                  (_common.U16,), _common.U16)
@@ -186,16 +150,13 @@ def f32_to_bf16(x: ArrayLike, out: Optional[ArrayLike] = None) -> numpy.ndarray:
 
 
 def f16_to_f32(x: ArrayLike, out: Optional[ArrayLike] = None) -> F32Array:
-    """IEEE binary16 -> float32, exactly, as the kernels widen (attn_convert_f16_to_f32). x: a
-    float16 array (or uint16 holding binary16 bits). Returns a new float32 array of x's shape or
-    fills `out` (writable float32 of that shape)."""
+    """attn_convert_f16_to_f32 of float16 (or uint16 bits): a new float32 array, or `out`."""
     return _convert("attn_convert_f16_to_f32", x, (_common.F16, _common.U16),
                     "float16 (or uint16 bits)", out, (_common.F32,), _common.F32)
 
 
 def bf16_to_f32(x: Union[BF16, ArrayLike], out: Optional[ArrayLike] = None) -> F32Array:
-    """bfloat16 -> float32, exactly (attn_convert_bf16_to_f32). x: a BF16 or a uint16 array of
-    bit patterns. Returns a new float32 array of x's shape or fills `out`."""
+    """attn_convert_bf16_to_f32 of a BF16 (or uint16 bits): a new float32 array, or `out`."""
     if isinstance(x, BF16):
         x = x.bits
     return _convert("attn_convert_bf16_to_f32", x, (_common.U16,), "uint16 (bfloat16 bits)",
@@ -204,15 +165,9 @@ def bf16_to_f32(x: Union[BF16, ArrayLike], out: Optional[ArrayLike] = None) -> F
 
 def quantize_i8(x: ArrayLike, out: Optional[ArrayLike] = None,
                 scales: Optional[ArrayLike] = None) -> Tuple[numpy.ndarray, F32Array]:
-    """Symmetric int8 quantization of the rows of x along its last axis (attn_quantize_i8): per
-    row scale = max|x| / 127, q = x / scale rounded to nearest even (|q| <= 127); an all-zero row
-    gets scale 0 and q = 0. The value of q[..., d] is then float32(q * scale).
-
-    x: float32 (..., dim), e.g. a K cache (batch, heads_kv, seq_k, head_dim): its scales are then
-    (batch, heads_kv, seq_k), exactly the k_scale operand. Returns (q, scales): a new int8 array
-    of x's shape and a new float32 array of x.shape[:-1], or the `out` (int8) and `scales`
-    (float32) arrays given, filled (any strides). A row holding NaN or infinity has no scale:
-    InvalidArgumentError naming the row (the library's row number and x's index of it)."""
+    """attn_quantize_i8 of the rows of float32 x (..., dim): (int8 values of x's shape, float32
+    scales of x.shape[:-1]), new or the `out` / `scales` given; a K cache's scales are its
+    k_scale. A failing row is also named by its index in x."""
     need_numpy()
     fn = library_function("attn_quantize_i8")
     given, src = _source("x", x, (_common.F32,), "float32")
@@ -246,9 +201,7 @@ def _first_bad_row(src, rows, dim):
 
 
 def storage_setter(name: str, op: int, a: Any) -> Tuple[Any, Any, Any]:
-    """(ndarray, its numpy dtype, the attn_args setter or None for float32) of a q / k / v value
-    as given: float32; float16 (attn_args_set_f16); BF16 (its uint16 bits, attn_args_set_bf16);
-    int8 (attn_args_set_i8; k and v only). Anything else raises ArgumentTypeError naming it."""
+    """(ndarray, dtype, attn_args setter or None for float32) of a stored q / k / v / dout."""
     if isinstance(a, BF16):
         return a.bits, _common.U16, library_function("attn_args_set_bf16")
     a = as_ndarray(name, a, "float32, float16, int8 or attn.BF16")
@@ -258,7 +211,7 @@ def storage_setter(name: str, op: int, a: Any) -> Tuple[Any, Any, Any]:
     if dt == _common.F16:
         return a, _common.F16, library_function("attn_args_set_f16")
     if dt == _common.I8:
-        if op == 0:
+        if op == 0:  # Desc's refusal; Args.set(Operand.Q, int8) reaches the library's
             raise ArgumentTypeError("q has dtype int8: int8 storage is for k and v (with their "
                                     "k_scale / v_scale); q may be float32, float16 or attn.BF16")
         return a, _common.I8, library_function("attn_args_set_i8")
