@@ -160,34 +160,4 @@
 %rename("%s") attn_isa;
 %rename("%s") attn_set_isa;
 
-#ifdef SWIGJAVA
-/* Not mapped by bindings/java/attn_java.i yet: without typemaps for their pointer parameters
- * each would need a SWIGTYPE_p_* class that cmake/java.cmake does not list (javac then fails).
- * The Java interface takes these out of this block as it maps them. */
-%ignore ::attn_args_set_f16;
-%ignore ::attn_args_set_bf16;
-%ignore ::attn_args_set_i8;
-%ignore ::attn_args_set_out_f16;
-%ignore ::attn_args_set_out_bf16;
-%ignore ::attn_args_set_out_i8;
-%ignore ::attn_convert_f32_to_f16;
-%ignore ::attn_convert_f32_to_bf16;
-%ignore ::attn_convert_f16_to_f32;
-%ignore ::attn_convert_bf16_to_f32;
-%ignore ::attn_quantize_i8;
-%ignore ::attn_kv_append;
-%ignore ::attn_operand_info;
-%ignore ::attn_param_info;
-%ignore ::attn_isa_info;
-#endif
-#ifdef SWIGCSHARP
-/* Not mapped by bindings/csharp/attn_csharp.i yet: their pointer parameters would leak public
- * SWIGTYPE_p_* classes and attn_dtype has no .NET name (the C# tests check the public surface).
- * The C# interface takes these out of this block as it maps them. */
-%ignore ::attn_operand_info;
-%ignore ::attn_param_info;
-%ignore ::attn_isa_info;
-%ignore ::attn_dtype;
-#endif
-
 %include "attn.h"
