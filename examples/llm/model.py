@@ -30,7 +30,6 @@ Layout of the work (B sequences, L padded prompt length, H = heads, D = head_dim
 
 from __future__ import annotations
 
-import inspect
 import os
 import time
 from dataclasses import dataclass
@@ -52,7 +51,7 @@ DECODE_ROWS = 1    # rows per call in the decode steps and for the logits
 def make_desc(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_k: int, head_dim: int,
               *, causal, batch_invariant: bool = True, **kw) -> "attn.Desc":
     """attn.Desc(...) with ATTN_PARAM_BATCH_INVARIANT = batch_invariant (read back)."""
-    if "batch_invariant" not in inspect.signature(attn.Desc.__init__).parameters:
+    if not hasattr(getattr(attn, "Param", None), "BATCH_INVARIANT"):
         raise SystemExit("this attn package (%s) has no Desc(batch_invariant=...): it needs the "
                          "Python face of libattn 0.2 with the serving layouts"
                          % os.path.dirname(attn.__file__))
