@@ -6,7 +6,7 @@ what=${1:-all}
 
 demo_pkgs=(cmake ninja-build g++ gcc pkg-config libxsimd-dev)
 all_pkgs=("${demo_pkgs[@]}" doctest-dev swig mono-mcs mono-runtime nunit-console libnunit-cil-dev
-          junit5 default-jdk-headless clang libclang-rt-14-dev valgrind python3 python3-pytest
+          junit5 default-jdk-headless clang clang-format libclang-rt-14-dev valgrind python3 python3-pytest
           python3-numpy libopenblas-dev doxygen nuget openmpi-bin libopenmpi-dev
           python3-venv dpkg-dev file maven)
 if [ "$what" = demo ]; then pkgs=("${demo_pkgs[@]}"); else pkgs=("${all_pkgs[@]}"); fi

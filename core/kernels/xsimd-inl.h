@@ -21,10 +21,18 @@ using vf = xsimd::batch<float, arch>;
 using vm = xsimd::batch_bool<float, arch>;
 constexpr size_t kL = vf::size;
 
-static inline vf vload(const float *p) { return vf::load_unaligned(p); }
-static inline void vstore(float *p, const vf &x) { x.store_unaligned(p); }
-static inline vf vbcast(float x) { return vf(x); }
-static inline vf vzero() { return vf(0.0f); }
+static inline vf vload(const float *p) {
+    return vf::load_unaligned(p);
+}
+static inline void vstore(float *p, const vf &x) {
+    x.store_unaligned(p);
+}
+static inline vf vbcast(float x) {
+    return vf(x);
+}
+static inline vf vzero() {
+    return vf(0.0f);
+}
 // a * b + c rounded once. xsimd has no AVX-512 fma (its generic a * b + c is contracted, or not,
 // at the compiler's discretion), so AVX-512 states it: every vfma of the kernel then rounds alike.
 static inline vf vfma(const vf &a, const vf &b, const vf &c) {
@@ -42,8 +50,12 @@ static inline vf vin_register(const vf &x) {
     __asm__("" : "+v"(r));
     return vf(r);
 }
-static inline vf vmax(const vf &a, const vf &b) { return xsimd::max(a, b); }
-static inline vf vexp(const vf &x) { return xsimd::exp(x); }
+static inline vf vmax(const vf &a, const vf &b) {
+    return xsimd::max(a, b);
+}
+static inline vf vexp(const vf &x) {
+    return xsimd::exp(x);
+}
 // exp(x) for the softmax's arguments: x <= 0 (a score minus a running max that is at least the
 // score), -inf (-> +0) or NaN (-> NaN); larger x is outside its domain. xsimd::exp's reduction
 // and polynomial (Cephes: x = k ln2 + r, |r| <= ln2 / 2, exp(r) = 1 + r + r^2 P(r)), so the same
@@ -55,7 +67,7 @@ static inline vf vexp_nonpos(const vf &x) {
     using vi = xsimd::batch<int32_t, arch>;
     const vf magic = vbcast(12582912.0f + 127.0f); // 1.5 * 2^23 + the exponent bias
     const vf t = vfma(x, vbcast(1.44269504088896341f), magic);
-    const vf k = t - magic; // round(x / ln2), exactly
+    const vf k = t - magic;                   // round(x / ln2), exactly
     vf r = vfma(k, vbcast(-0.693359375f), x); // xsimd's log_2hi / log_2lo
     r = vfma(k, vbcast(2.12194440e-4f), r);
     vf y = vbcast(1.3997796e-03f);
@@ -68,15 +80,33 @@ static inline vf vexp_nonpos(const vf &x) {
     // NaN compares false, so it keeps its (NaN) value; -inf and deep underflow become +0
     return xsimd::select(x <= vbcast(-87.3365478515625f), vzero(), e * scale);
 }
-static inline vf vlog(const vf &x) { return xsimd::log(x); }
-static inline vf vtanh(const vf &x) { return xsimd::tanh(x); }
-static inline vf vsel(const vm &m, const vf &a, const vf &b) { return xsimd::select(m, a, b); }
-static inline vm vlt(const vf &a, const vf &b) { return a < b; }
-static inline vm veq(const vf &a, const vf &b) { return a == b; }
-static inline vm vne(const vf &a, const vf &b) { return a != b; }
-static inline vm vand(const vm &a, const vm &b) { return a && b; }
-static inline bool vany(const vm &m) { return xsimd::any(m); }
-static inline float vhsum(const vf &x) { return xsimd::hadd(x); }
+static inline vf vlog(const vf &x) {
+    return xsimd::log(x);
+}
+static inline vf vtanh(const vf &x) {
+    return xsimd::tanh(x);
+}
+static inline vf vsel(const vm &m, const vf &a, const vf &b) {
+    return xsimd::select(m, a, b);
+}
+static inline vm vlt(const vf &a, const vf &b) {
+    return a < b;
+}
+static inline vm veq(const vf &a, const vf &b) {
+    return a == b;
+}
+static inline vm vne(const vf &a, const vf &b) {
+    return a != b;
+}
+static inline vm vand(const vm &a, const vm &b) {
+    return a && b;
+}
+static inline bool vany(const vm &m) {
+    return xsimd::any(m);
+}
+static inline float vhsum(const vf &x) {
+    return xsimd::hadd(x);
+}
 
 // The largest lane of x (no NaN lanes).
 static inline float vhmax(const vf &x) {
@@ -255,7 +285,6 @@ static inline void vtranspose_unpack(const float *src, size_t ld, float *const *
 }
 #endif
 
-
 // The main kernel: ATTN_NV query vectors per item.
 namespace wide {
 constexpr size_t kNV = ATTN_NV, kKT = ATTN_KT, kDT = ATTN_DT, kBK = ATTN_BK;
@@ -287,8 +316,7 @@ constexpr size_t kNV = ATTN_MID_NV, kKT = ATTN_MID_KT, kDT = ATTN_MID_DT, kBK = 
 } // namespace ATTN_ISA_NS
 
 const KernelInfo &ATTN_KERNEL_FN() {
-    static const KernelInfo narrow =
-        ATTN_ISA_NS::narrow::make_info(nullptr);
+    static const KernelInfo narrow = ATTN_ISA_NS::narrow::make_info(nullptr);
 #ifdef ATTN_MID_NV
     static const KernelInfo mid = ATTN_ISA_NS::mid::make_info(&narrow);
     static const KernelInfo wide = [] {

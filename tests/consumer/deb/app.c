@@ -22,7 +22,7 @@ int main(void) {
     /* The library must be the one whose header we compiled with. */
     int ok = strcmp(attn_version_string(), ATTN_VERSION_STRING) == 0 && out[0] == 10.0f &&
              out[1] == 15.0f && out[2] > 19.9999f && out[2] < 20.0001f;
-    printf("app: attn %s simple %.4f %.4f %.4f %s\n", attn_version_string(), out[0], out[1],
-           out[2], ok ? "OK" : "FAILED");
+    printf("app: attn %s simple %.4f %.4f %.4f %s\n", attn_version_string(), out[0], out[1], out[2],
+           ok ? "OK" : "FAILED");
     return ok ? 0 : 1;
 }
