@@ -50,6 +50,10 @@ struct Shape {
 // stage of the score pipeline.
 enum class WeightsMode : int { Softmax = 0, Scores = 1, Masked = 2, Capped = 3, Softcapped = 4 };
 
+// Where the ALiBi slopes come from (ATTN_PARAM_ALIBI): none, the caller's operand (Tensors::alibi),
+// or the standard slopes of heads_q heads, which core supplies for the call (prepare_alibi).
+enum class Alibi : int { None = 0, Operand = 1, Standard = 2 };
+
 struct Params {
     Shape shape;
     Layout q, k, v, out;
@@ -58,6 +62,7 @@ struct Params {
     Causal causal = Causal::None;
     long long window_left = -1, window_right = -1; // -1 = unbounded
     Diagonal diagonal = Diagonal::Causal;          // of the window and ALiBi
+    Alibi alibi = Alibi::None;
     bool alibi_symmetric = false;           // -slope |diag(i) - j| instead of -slope (diag(i) - j)
     size_t alibi_batch = 0, alibi_head = 1; // slope of (b, h) at alibi[b * batch + h * head]
     float softcap = 0.0f;                   // 0 = off
@@ -81,7 +86,8 @@ struct Params {
 // Raw operands of one call. key_valid: [batch][seq_k], allowed: [seq_q][seq_k]; bytes, nonzero =
 // true; either may be null (= all true). lse and weights may be null when not wanted.
 //   bias:        [batch][heads_q][seq_q][seq_k] (Params::bias strides), null = none
-//   alibi:       [batch][heads_q] slopes (Params::alibi_batch / alibi_head strides), null = none
+//   alibi:       [batch][heads_q] slopes (Params::alibi_batch / alibi_head strides), null = none;
+//                with Alibi::Standard the entry points point it at core's own slopes
 //   sinks:       [heads_q] sink logits, null = none (Params::plus_one supplies zeros)
 //   query_valid: [batch][seq_q] bytes, null = all real
 //   seq_lens_k:  [batch] keys of each batch entry (each <= seq_k), null = seq_k
@@ -212,9 +218,6 @@ void bf16_to_f32(const uint16_t *src, float *dst, size_t n);
 void f32_to_f16(const float *src, uint16_t *dst, size_t n);
 void f32_to_bf16(const float *src, uint16_t *dst, size_t n);
 size_t quantize_i8(const float *src, size_t rows, size_t dim, int8_t *dst, float *scales);
-
-// The standard ALiBi slopes of n heads (Press et al. 2022; BLOOM's rule for n not a power of 2).
-void alibi_standard_slopes(size_t n, float *slopes);
 
 // Kernel selection: best ISA the CPU supports, capped by ATTN_ISA or set_isa_cap().
 Isa active_isa();
