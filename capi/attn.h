@@ -319,7 +319,8 @@ typedef enum attn_param {
     /* int, attn_alibi: ALiBi slopes. ATTN_ALIBI_NONE (default), ATTN_ALIBI_OPERAND (slopes
      * from the ATTN_ALIBI_SLOPES operand, required), ATTN_ALIBI_STANDARD (the geometric slopes
      * of Press et al. 2022 for heads_q heads: 2^(-8 (h + 1) / n) for a power of two n, then
-     * interleaved slopes of 2n for the remaining heads, as BLOOM computes them). */
+     * interleaved slopes of 2n for the remaining heads, as BLOOM computes them; the call
+     * computes them, one float per query head, kept by the calling thread for its next call). */
     ATTN_PARAM_ALIBI = 5,
     /* int, 0 or 1: "+1" quiet softmax, the same as a sink logit of 0 for every head. Cannot be
      * combined with the ATTN_SINKS operand. Default 0. */
@@ -419,15 +420,15 @@ typedef enum attn_weights_mode {
 /** Set a parameter from an integer (a float parameter takes the integer's value). Refused once
  *  the descriptor was used. A call that fails changes nothing (as every setter of this header).
  *  ATTN_OK; ATTN_ERR_NULL_POINTER (desc); ATTN_ERR_INVALID_ARGUMENT (unknown parameter, value out
- *  of attn_param_bounds, or the descriptor was already used); ATTN_ERR_OUT_OF_MEMORY (the
- *  standard ALiBi slopes, one float per query head, could not be allocated). since 0.2 */
+ *  of attn_param_bounds, or the descriptor was already used). Setting a parameter allocates
+ *  nothing: the standard ALiBi slopes are the calls' (their ATTN_ERR_OUT_OF_MEMORY). since 0.2 */
 ATTN_API attn_status attn_desc_set_int(attn_desc *desc, attn_param param, int64_t value);
 
 /** Set a parameter from a double (float parameters; integer parameters accept integral values).
  *  A call that fails changes nothing.
  *  ATTN_OK; ATTN_ERR_NULL_POINTER; ATTN_ERR_INVALID_ARGUMENT (unknown parameter, NaN, out of
- *  range, not integral for an integer parameter, or the descriptor was already used);
- *  ATTN_ERR_OUT_OF_MEMORY (as attn_desc_set_int). since 0.2 */
+ *  range, not integral for an integer parameter, or the descriptor was already used).
+ *  Allocates nothing (as attn_desc_set_int). since 0.2 */
 ATTN_API attn_status attn_desc_set_float(attn_desc *desc, attn_param param, double value);
 
 /** Read a parameter's current value (float parameters are rounded toward zero).

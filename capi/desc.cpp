@@ -178,17 +178,13 @@ attn_status apply_param(const char *fn, attn_desc *d, int id, double v) {
     case ATTN_PARAM_SOFTCAP:
         p.softcap = static_cast<float>(v);
         break;
-    case ATTN_PARAM_ALIBI: {
-        // the slopes first: when they cannot be allocated (bad_alloc) nothing has changed
-        std::vector<float> slopes;
-        if (iv == ATTN_ALIBI_STANDARD) {
-            slopes.resize(p.shape.heads_q);
-            core::alibi_standard_slopes(p.shape.heads_q, slopes.data());
-        }
-        d->alibi_standard.swap(slopes);
-        d->alibi = static_cast<int>(iv);
+    case ATTN_PARAM_ALIBI: // the standard slopes are core's, computed for the call
+        static_assert(static_cast<int>(core::Alibi::None) == ATTN_ALIBI_NONE &&
+                          static_cast<int>(core::Alibi::Operand) == ATTN_ALIBI_OPERAND &&
+                          static_cast<int>(core::Alibi::Standard) == ATTN_ALIBI_STANDARD,
+                      "core::Alibi mirrors attn_alibi");
+        p.alibi = static_cast<core::Alibi>(iv);
         break;
-    }
     case ATTN_PARAM_SOFTMAX_PLUS_ONE:
         p.plus_one = iv != 0;
         break;
@@ -273,7 +269,7 @@ double read_param(const attn_desc *d, int id) {
     case ATTN_PARAM_SOFTCAP:
         return static_cast<double>(p.softcap);
     case ATTN_PARAM_ALIBI:
-        return d->alibi;
+        return static_cast<double>(static_cast<int>(p.alibi));
     case ATTN_PARAM_SOFTMAX_PLUS_ONE:
         return p.plus_one ? 1 : 0;
     case ATTN_PARAM_HEAD_DIM_V:

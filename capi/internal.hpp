@@ -75,8 +75,6 @@ struct attn_desc {
     attn::core::Params p;
     size_t len[attn::capi::kOperands] = {};          // attn_desc_required_len per operand
     bool custom_strides[attn::capi::kOperands] = {}; // set by attn_desc_set_strides
-    int alibi = ATTN_ALIBI_NONE;                     // ATTN_PARAM_ALIBI
-    std::vector<float> alibi_standard;               // the standard slopes, when STANDARD
     size_t max_pages_param = 0;                      // ATTN_PARAM_MAX_PAGES as set (0 = from seq_k)
     // Set by the first call that uses the descriptor (which may share it between threads);
     // configuration is refused from then on. Not configuration itself, hence mutable.

@@ -134,10 +134,10 @@ attn_status check_buffers(const char *fn, const attn_desc *desc, const Slot *slo
 // softmax.
 attn_status check_alibi_sinks(const char *fn, const attn_desc *desc, const Slot *slot) {
     const bool slopes = slot[ATTN_ALIBI_SLOPES].ptr != nullptr;
-    if (desc->alibi == ATTN_ALIBI_OPERAND && !slopes)
+    if (desc->p.alibi == core::Alibi::Operand && !slopes)
         return fail(ATTN_ERR_NULL_POINTER,
                     "%s: alibi_slopes is NULL but ATTN_PARAM_ALIBI is ATTN_ALIBI_OPERAND", fn);
-    if (desc->alibi != ATTN_ALIBI_OPERAND && slopes)
+    if (desc->p.alibi != core::Alibi::Operand && slopes)
         return fail(ATTN_ERR_INVALID_ARGUMENT,
                     "%s: alibi_slopes is bound but ATTN_PARAM_ALIBI is not ATTN_ALIBI_OPERAND", fn);
     if (slot[ATTN_SINKS].ptr && desc->p.plus_one)
@@ -161,12 +161,7 @@ void prepare(const attn_desc *desc, int op, const Slot *slot, const CallShape &c
     p->q_type = slot[ATTN_Q].type;
     p->k_type = slot[ATTN_K].type;
     p->v_type = op != ATTN_OP_WEIGHTS ? slot[ATTN_V].type : core::DType::F32;
-    t->alibi = static_cast<const float *>(slot[ATTN_ALIBI_SLOPES].ptr);
-    if (desc->alibi == ATTN_ALIBI_STANDARD) { // the library's [heads_q] slopes
-        t->alibi = desc->alibi_standard.data();
-        p->alibi_batch = 0;
-        p->alibi_head = 1;
-    }
+    t->alibi = static_cast<const float *>(slot[ATTN_ALIBI_SLOPES].ptr); // STANDARD: core's
     if (p->q_type == core::DType::F32)
         t->q = static_cast<const float *>(slot[ATTN_Q].ptr);
     else

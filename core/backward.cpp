@@ -66,7 +66,10 @@ bool dbias_shared(const Params &p) {
 // rows that tasks may share (broadcast across batch entries or KV heads, or rows overlapping
 // through their strides: dbias_shared) make the tasks run one after another, in order. The sink
 // gradients are per-task partial sums (from each entry's first chunk) added in batch order.
-void backward(const Params &p, const Tensors &t) {
+void backward(const Params &p0, const Tensors &t0) {
+    Params p = p0;
+    Tensors t = t0;
+    prepare_alibi(&p, &t, thread_scratch());
     const Shape &s = p.shape;
     const KernelInfo &k = current_kernel();
     const size_t group = s.heads_q / s.heads_kv, heads = s.batch * s.heads_kv;

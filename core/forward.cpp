@@ -280,14 +280,16 @@ void fp16_path(const Params &p, const Tensors &t0, const KernelInfo &k, ThreadSc
 
 } // namespace
 
-void forward(const Params &p, const Tensors &t0) {
+void forward(const Params &p0, const Tensors &t0) {
     const KernelInfo &k = current_kernel();
     ThreadScratch &cs = thread_scratch();
-    if (fp16_takes(p, t0, k)) {
-        fp16_path(p, t0, k, cs);
+    Params p = p0;
+    Tensors t = t0;
+    prepare_alibi(&p, &t, cs);
+    if (fp16_takes(p, t, k)) {
+        fp16_path(p, t, k, cs);
         return;
     }
-    Tensors t = t0;
     if (build_qmap(p, t, cs.qmap)) t.qmap = cs.qmap.data();
     if (t.key_mass && !t.lse) { // the mass pass needs every row's lse
         cs.lse.resize(p.shape.batch * p.shape.heads_q * p.shape.seq_q);

@@ -4,15 +4,12 @@
 //  - the checks' geometry: the view each strided operand (Q, K, V, OUT, BIAS, the int8 scales)
 //    is read through, the elements it spans, its default strides, with which capi/ sizes and
 //    checks buffers.
-// attention.hpp includes this header right after Params and Tensors, which it uses; include
-// attention.hpp (never this file alone).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
-#ifndef ATTN_CORE_PARAMS_DEFINED
-#error "core/layout.hpp is part of core/attention.hpp: include attention.hpp"
-#endif
+#include "params.hpp"
 
 namespace attn {
 namespace core {

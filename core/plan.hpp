@@ -38,6 +38,7 @@ struct ThreadScratch {
     std::vector<HeadGroup> groups;  // the decode items that walk the key tiles together
     std::vector<float> partials;    // key-split partials (forward), dSinks partials (backward)
     std::vector<uint16_t> k16, v16; // the fp16 path: K and V rounded to fp16 once per call
+    std::vector<float> alibi;       // the standard ALiBi slopes of alibi.size() heads
     ScratchBuf kv_copies{true};     // packed prefill: the K/V copies (kv_pack.hpp)
 };
 ThreadScratch &thread_scratch();
@@ -58,6 +59,12 @@ struct Plan {
     const size_t *first;   // [batch + 1]
     const uint32_t *nreal; // [batch] real queries of b (null: seq_q each)
 };
+
+// The ALiBi slopes of a call: with p->alibi == Alibi::Standard, t->alibi points at the
+// standard slopes of heads_q heads (kept in scratch.alibi, computed again only for another head
+// count) and p's slope strides become (0, 1); otherwise t->alibi stays the caller's operand
+// (null = none). Throws std::bad_alloc (then nothing has changed).
+void prepare_alibi(Params *p, Tensors *t, ThreadScratch &scratch);
 
 // Real queries of each batch entry (query_valid): qmap[b * seq_q + n] = n-th real query of b.
 // Returns false (nothing built) when there is no query mask.

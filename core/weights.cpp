@@ -7,9 +7,11 @@
 namespace attn {
 namespace core {
 
-void weights(const Params &p, const Tensors &t0) {
+void weights(const Params &p0, const Tensors &t0) {
     ThreadScratch &cs = thread_scratch();
+    Params p = p0;
     Tensors t = t0;
+    prepare_alibi(&p, &t, cs);
     if (build_qmap(p, t, cs.qmap)) t.qmap = cs.qmap.data();
     clear_padded_queries(p, t);
     const Plan pl = make_plan(p, t, current_kernel(), false, cs);

@@ -50,6 +50,8 @@ int child(size_t threads) {
     // Buffers first (inside the limit), then the limit: current size + 64 MiB.
     float *q = map_floats(H * D), *k = map_floats(H * D), *v = map_floats(H * D),
           *out = map_floats(H * D);
+    const size_t kManyHeads = size_t(1) << 25; // Q and OUT of [1][2^25][1][1]
+    float *many_q = map_floats(kManyHeads), *many_out = map_floats(kManyHeads);
     float lse[2], w[2];
     attn_desc *desc = nullptr;
     if (attn_desc_create(&desc, 1, H, H, 1, 1, D) != ATTN_OK) {
@@ -92,24 +94,47 @@ int child(size_t threads) {
     attn_desc_destroy(small);
     std::printf("  small call after the failures: %s\n", hard::failures() ? "FAILED" : "ok");
 
-    // A setter that runs out of memory changes nothing: the standard ALiBi slopes of 2^25 query
-    // heads take 128 MiB, above the child's headroom. The descriptor keeps ATTN_ALIBI_OPERAND.
+    // The standard ALiBi slopes belong to the call, not to the descriptor: the setter only
+    // records the mode (nothing to allocate, so nothing to fail), and a call whose slopes cannot
+    // be allocated (2^25 query heads: 128 MiB, above the child's headroom) returns
+    // ATTN_ERR_OUT_OF_MEMORY and leaves the descriptor and later calls' slopes intact.
     attn_desc *many = nullptr;
-    HARD_CHECK(attn_desc_create(&many, 1, size_t(1) << 25, 1, 1, 1, 1) == ATTN_OK,
+    HARD_CHECK(attn_desc_create(&many, 1, kManyHeads, 1, 1, 1, 1) == ATTN_OK,
                "attn_desc_create with 2^25 heads: %s", attn_last_error());
-    HARD_CHECK(attn_desc_set_int(many, ATTN_PARAM_ALIBI, ATTN_ALIBI_OPERAND) == ATTN_OK,
-               "ALIBI = OPERAND: %s", attn_last_error());
-    expect_oom(attn_desc_set_int(many, ATTN_PARAM_ALIBI, ATTN_ALIBI_STANDARD),
-               "attn_desc_set_int(ALIBI, STANDARD), 2^25 heads");
+    HARD_CHECK(attn_desc_set_int(many, ATTN_PARAM_ALIBI, ATTN_ALIBI_STANDARD) == ATTN_OK,
+               "ALIBI = STANDARD with 2^25 heads: %s", attn_last_error());
+    expect_oom(attn_forward(many, many_q, k, v, nullptr, nullptr, many_out, nullptr),
+               "attn_forward, ALIBI = STANDARD, 2^25 heads");
     int64_t alibi = -1;
     HARD_CHECK(attn_desc_get_int(many, ATTN_PARAM_ALIBI, &alibi) == ATTN_OK, "get ALIBI: %s",
                attn_last_error());
-    HARD_CHECK(alibi == ATTN_ALIBI_OPERAND,
-               "the failing ALIBI setter changed the descriptor: ALIBI reads %lld, was %d",
-               static_cast<long long>(alibi), ATTN_ALIBI_OPERAND);
-    std::printf("  ALIBI after the failing setter: %lld (%s)\n", static_cast<long long>(alibi),
-                alibi == ATTN_ALIBI_OPERAND ? "unchanged, ok" : "CHANGED");
+    HARD_CHECK(alibi == ATTN_ALIBI_STANDARD, "ALIBI reads %lld after the failed call, set %d",
+               static_cast<long long>(alibi), ATTN_ALIBI_STANDARD);
     attn_desc_destroy(many);
+
+    // The same thread's next call with the standard slopes (3 heads: BLOOM's rule) is correct.
+    hard::Problem a = p;
+    a.heads_q = 3;
+    a.set_default_strides();
+    std::vector<float> aq(a.len(0)), ak(a.len(1)), av(a.len(2)), ao(a.len(3)), al(a.lse_len());
+    for (float &x : aq) x = rng.value(-1, 1);
+    for (float &x : ak) x = rng.value(-1, 1);
+    for (float &x : av) x = rng.value(-1, 1);
+    attn_desc *ad = a.make();
+    HARD_CHECK(attn_desc_set_int(ad, ATTN_PARAM_ALIBI, ATTN_ALIBI_STANDARD) == ATTN_OK,
+               "ALIBI = STANDARD: %s", attn_last_error());
+    const attn_status as =
+        attn_forward(ad, aq.data(), ak.data(), av.data(), nullptr, nullptr, ao.data(), al.data());
+    HARD_CHECK(as == ATTN_OK, "ALiBi call after OOM: %s (%s)", attn_status_string(as),
+               attn_last_error());
+    ref::VProblem ag = a.general();
+    ag.alibi = ATTN_ALIBI_STANDARD;
+    const ref::VResult ar =
+        ref::compute_v(ag, ref::inputs(aq.data(), ak.data(), av.data(), nullptr, nullptr));
+    const size_t bad = hard::compare(a, ar, ao.data(), al.data(), nullptr, 1e-5, "ALiBi after OOM");
+    HARD_CHECK(bad == 0, "standard ALiBi call after OOM gives wrong values");
+    attn_desc_destroy(ad);
+    std::printf("  standard ALiBi call after the failure: %s\n", bad ? "FAILED" : "ok");
     std::fflush(stdout);
     return hard::failures() ? 1 : 0;
 }
