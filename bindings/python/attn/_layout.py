@@ -135,30 +135,9 @@ class Layout:
             elif VL:
                 counts[op] = (1, HKV, B * SK)
         self._counts = counts
-        # The strides the library holds: the ones given, else its defaults for the layout
-        # (capi/attn.h: BHSD; token rows with varlen; token-major pages).
-        configured = {}
-        for op in STRIDED:
-            if op in given:
-                s = given[op]
-            elif op == _BIAS:
-                s = (HQ * SQ * SK, SQ * SK, SK)
-            elif op in SCALES:  # K's default layout with head_dim 1
-                s = ((P * HKV, 1, HKV) if P else (0, 1, HKV) if VL else (HKV * SK, SK, 1))
-            else:
-                d = DV if op in (_V, _OUT) else D
-                n_h, n_s = (HQ, SQ) if op in (_Q, _OUT) else (HKV, SK)
-                if P and op in (_K, _V):
-                    s = (P * n_h * d, d, n_h * d)
-                elif VL:
-                    s = (0, d, n_h * d)
-                else:
-                    s = (n_h * n_s * d, n_s * d, d)
-            configured[op] = s
-        self._strides = configured
-        self._norm = tuple(self._normalise(op, configured[op]) for op in STRIDED)
-        # the normalised strides of a C-contiguous array of each strided operand's shape
-        self._contig = {}
+        # The strides the library holds: the ones given, else its defaults, which are the
+        # C-contiguous layout of the operand's numpy shape (capi/attn.h "Layouts").
+        self._strides, self._contig = {}, {}
         for op in STRIDED:
             shape, scale = self._shape[op], op in SCALES
             st = [0, 0, 0]
@@ -168,7 +147,9 @@ class Layout:
                 if axis in axes:
                     st[axes.index(axis)] = inner
                 inner *= shape[axis] if shape[axis] is not None else 1
+            self._strides[op] = given.get(op, tuple(st))
             self._contig[op] = self._normalise(op, tuple(st))
+        self._norm = tuple(self._normalise(op, self._strides[op]) for op in STRIDED)
         self._contig_ok = {op: self._contig[op] == self._norm[SLOT[op]] for op in STRIDED}
 
     def _normalise(self, op, s):
