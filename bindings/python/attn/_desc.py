@@ -20,7 +20,6 @@ from ._common import (Alibi, AlibiForm, AttentionError, Causal, Compute, Diagona
                       need_numpy, size_arg, _np)
 from ._layout import IN_FLAGS, OUT_FLAGS, SLOT, STRIDED, SCALES, Layout, flags_ok
 from ._params import build_params, new_handle, read_back, read_param, strides_arg
-from ._storage import library_function
 
 if TYPE_CHECKING:
     from typing import Literal
@@ -566,7 +565,7 @@ class Desc(Layout):
         need_numpy()
         if self._closed:
             raise ValueError("Desc is closed")
-        append = library_function("attn_kv_append")
+        append = _lib.attn_kv_append
         binds: list = []
         tq, tk = self._serving_inputs(binds, cu_seqlens_q, cu_seqlens_k, block_table)
         binds.append((_SEQ_LENS_K,) + self._contiguous("seq_lens_k", _SEQ_LENS_K, seq_lens_k,
@@ -587,7 +586,7 @@ class Desc(Layout):
         need_numpy()
         if self._closed:
             raise ValueError("Desc is closed")
-        merge = library_function("attn_merge")
+        merge = _lib.attn_merge
         acc: list = []
         tq = self._cu_q(acc, cu_seqlens_q)
         op_, so, on = self._rows_or_dense("out", _OUT, out, tq, True)
@@ -638,7 +637,7 @@ class Desc(Layout):
     def run_kv_append(self, args: Args, k_cache: ArrayLike, v_cache: ArrayLike) -> None:
         """attn_kv_append(desc, args, k_cache, k_len, v_cache, v_len): the caches writable
         C-contiguous float32 arrays."""
-        append = library_function("attn_kv_append")
+        append = _lib.attn_kv_append
         k, v = (as_ndarray(name, a, "float32", True) for name, a in (("k_cache", k_cache),
                                                                       ("v_cache", v_cache)))
         for name, a in (("k_cache", k), ("v_cache", v)):
@@ -649,11 +648,11 @@ class Desc(Layout):
 
     def run_kv_append_args(self, args: Args) -> None:
         """attn_kv_append_args(desc, args): the caches bound writable in `args`."""
-        self._raw(library_function("attn_kv_append_args"), args)
+        self._raw(_lib.attn_kv_append_args, args)
 
     def run_merge(self, acc: Args, part: Args) -> None:
         """attn_merge(desc, acc, part)."""
-        merge = library_function("attn_merge")
+        merge = _lib.attn_merge
         if acc is part and acc is not None:
             raise InvalidArgumentError("acc and part are the same Args (acc is updated in place "
                                        "from part: part must hold another result)")
