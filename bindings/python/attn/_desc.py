@@ -19,7 +19,7 @@ from ._common import (Alibi, AlibiForm, AttentionError, Causal, Compute, Diagona
                       ArgumentTypeError, as_ndarray, check_dtype, enum_arg, library_error,
                       need_numpy, size_arg, _np)
 from ._layout import IN_FLAGS, OUT_FLAGS, SLOT, STRIDED, SCALES, Layout, flags_ok
-from ._params import build_params, new_handle, read_back, read_param, strides_arg
+from ._params import build_params, new_handle, param_type, read_back, read_param, strides_arg
 
 if TYPE_CHECKING:
     from typing import Literal
@@ -56,43 +56,12 @@ class Desc(Layout):
                        causal="top_left", window=(128, 0), softcap=50.0) as desc:
             out, lse = desc.forward(q, k, v, key_valid=mask, lse=True)
 
-    Shapes are numpy's, outermost first (q (batch, heads_q, seq_q, head_dim), ...; the serving
-    layouts: docs/serving.md); ``shape(operand)`` gives each. Every keyword parameter is an
-    attn_param of the same name (capi/attn.h gives its meaning, bounds and default; enums also
-    by name, "top_left"), read back into the attribute of that name; window=(left, right) sets
-    both window sides. page_layout="head_major" takes (num_pages, heads_kv, page_size, d)
-    pools. q_strides ... alibi_slopes_strides: attn_desc_set_strides, in elements. A Desc may
-    be shared by threads; close() (or the with block) frees it once running calls return.
+    Shapes are numpy's, outermost first (``shape(operand)``; docs/serving.md). Each keyword
+    is the attn_param of its name (capi/attn.h; enums also by name), read back into the
+    attribute of that name (the sizes too); window=(left, right) sets both sides;
+    page_layout="head_major" takes (num_pages, heads_kv, page_size, d) pools; <operand>_strides:
+    attn_desc_set_strides. Shareable by threads; close() frees it once running calls return.
     """
-
-    #: the sizes given at construction
-    batch: int
-    heads_q: int
-    heads_kv: int
-    seq_q: int
-    seq_k: int
-    head_dim: int
-    #: every parameter as the library holds it (read back after construction)
-    causal: Causal
-    scale: float
-    window: Tuple[int, int]
-    window_left: int
-    window_right: int
-    softcap: float
-    alibi: Alibi
-    softmax_plus_one: bool
-    head_dim_v: int
-    weights_mode: WeightsMode
-    bias_first: bool
-    diagonal: Diagonal
-    alibi_form: AlibiForm
-    varlen: bool
-    page_size: int
-    max_pages: int
-    batch_invariant: bool
-    compute: Compute
-    #: how k and v pools are shaped with a page_size: "token_major" or "head_major"
-    page_layout: str
 
     def __init__(self, batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_k: int,
                  head_dim: int, *,
@@ -103,8 +72,6 @@ class Desc(Layout):
                  bias_strides: _Strides = None, k_scale_strides: _Strides = None,
                  v_scale_strides: _Strides = None,
                  alibi_slopes_strides: _Strides = None, **params: Any) -> None:
-        """Every attn_param is a keyword of its name (attn_param_info: causal, scale,
-        window_left, ..., compute); window=(left, right) sets both window sides."""
         self._lock = threading.Lock()
         self._active: set = set()  # a token per call in flight (set.add / discard: atomic)
         self._closed = True
@@ -657,3 +624,10 @@ class Desc(Layout):
             raise InvalidArgumentError("acc and part are the same Args (acc is updated in place "
                                        "from part: part must hold another result)")
         self._raw(merge, acc, part, names=("acc", "part"))
+
+
+# The attributes' types for type checkers: the sizes, then every parameter's from the library's
+# table (attn_param_info), so a parameter added to the library needs no line here.
+Desc.__annotations__ = dict(
+    {n: int for n in ("batch", "heads_q", "heads_kv", "seq_q", "seq_k", "head_dim")},
+    window=Tuple[int, int], page_layout=str, **{p.name.lower(): param_type(p) for p in Param})

@@ -26,6 +26,12 @@ def _is_flag(param):
     return param_bounds(param)[1:] == (0.0, 1.0) and not param_bounds(param)[0]
 
 
+def param_type(param: Param) -> type:
+    """The Python type of a parameter's value: its enum, bool for a 0/1 flag, float or int."""
+    return ENUMS.get(param) or (float if param_bounds(param)[0] else bool if _is_flag(param)
+                                else int)
+
+
 def param_arg(param: Param, value: Any) -> Any:
     """The C value of `param` given as `value` (a float for a float parameter, else an int)."""
     name = param.name.lower()
@@ -108,10 +114,5 @@ def read_back(desc, handle):
     """Sets desc.<parameter name> to each parameter's value as the library holds it (an enum
     member, a bool for a 0/1 flag)."""
     for p in Param:
-        value = read_param(handle, p)
-        if p in ENUMS:
-            value = ENUMS[p](value)
-        elif _is_flag(p):
-            value = bool(value)
-        setattr(desc, p.name.lower(), value)
+        setattr(desc, p.name.lower(), param_type(p)(read_param(handle, p)))
     desc.window = (desc.window_left, desc.window_right)

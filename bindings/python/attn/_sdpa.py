@@ -123,15 +123,10 @@ def scaled_dot_product_attention(
         if any(n != m and n != 1 for n, m in zip(b, batch)):
             raise InvalidArgumentError("%s batch dims %s do not match query's %s (each must be "
                                        "equal or 1)" % (name, _shape(b), _shape(batch)))
-    if HQ != HK:
-        if not enable_gqa:
-            raise InvalidArgumentError("query has %d heads, key/value %d: pass enable_gqa=True "
-                                       "for grouped-query attention" % (HQ, HK))
-        if HQ % HK:
-            raise InvalidArgumentError("query heads (%d) must be a multiple of key/value heads "
-                                       "(%d) with enable_gqa" % (HQ, HK))
-    B = math.prod(batch)
-    if min(B, HQ, HK, L, S, E, EV) == 0:
+    if HQ != HK and not enable_gqa:  # a multiple of HK: the library's check
+        raise InvalidArgumentError("query has %d heads, key/value %d: pass enable_gqa=True "
+                                   "for grouped-query attention" % (HQ, HK))
+    if 0 in q.shape + k.shape + v.shape:  # an empty array's strides mean nothing
         raise InvalidArgumentError("empty dimension: query %s, key %s, value %s"
                                    % (_shape(q.shape), _shape(k.shape), _shape(v.shape)))
 
@@ -201,22 +196,17 @@ def scaled_dot_product_attention(
                 hs, rs = es[-3], es[-2]
             strides.append((_BIAS, (bs, hs, rs)))
             binds.append((_BIAS, m))
-    if sinks is not None:
-        s = as_ndarray("sinks", sinks, "float32")
-        check_dtype("sinks", s, (_common.F32,))
-        if s.shape != (HQ,):
-            raise InvalidArgumentError("sinks has shape %s, expected (Hq,) = (%d,)"
-                                       % (_shape(s.shape), HQ))
-        binds.append((_SINKS, _np.ascontiguousarray(s)))
-    if alibi_slopes is not None:
-        s = as_ndarray("alibi", alibi_slopes, "float32")
-        check_dtype("alibi", s, (_common.F32,))
-        if s.shape != (HQ,):
-            raise InvalidArgumentError("alibi slopes have shape %s, expected (Hq,) = (%d,)"
-                                       % (_shape(s.shape), HQ))
-        binds.append((_ALIBI_SLOPES, _np.ascontiguousarray(s)))
+    for name, op, a, has in (("sinks", _SINKS, sinks, "sinks has"),
+                             ("alibi", _ALIBI_SLOPES, alibi_slopes, "alibi slopes have")):
+        if a is not None:
+            a = as_ndarray(name, a, "float32")
+            check_dtype(name, a, (_common.F32,))
+            if a.shape != (HQ,):
+                raise InvalidArgumentError("%s shape %s, expected (Hq,) = (%d,)"
+                                           % (has, _shape(a.shape), HQ))
+            binds.append((op, _np.ascontiguousarray(a)))
 
-    handle, lens = new_handle((B, HQ, HK, L, S, E), params, strides)
+    handle, lens = new_handle((math.prod(batch), HQ, HK, L, S, E), params, strides)
     try:
         args = thread_args([(w, SETTER[w], _common.data_ptr(a), lens[w]) for w, a in binds])
         status = _lib.attn_run(handle, int(Op.FORWARD), args)
