@@ -161,6 +161,11 @@ class Desc(Layout):
             except Exception:  # interpreter shutdown: module globals may already be gone
                 pass
 
+    def _open(self):
+        need_numpy()
+        if self._closed:
+            raise ValueError("Desc is closed")
+
     def _enter_call(self):
         """Counts a call in flight (close() defers the free until the last one returns);
         returns its token for _leave. Lock-free: closed is read after the token is in."""
@@ -373,10 +378,7 @@ class Desc(Layout):
                                            (_V, s32, ptr(v), v.size),
                                            (_OUT, _OUT_SETTER, ptr(out), out.size)])
                 return out
-        if _np is None:
-            need_numpy()
-        if self._closed:
-            raise ValueError("Desc is closed")
+        self._open()
         binds: list = []
         typed: Dict[int, Any] = {}
         tq = tk = None
@@ -411,9 +413,7 @@ class Desc(Layout):
                 k_scale: Optional[ArrayLike] = None) -> F32Array:
         """The attention weights (ATTN_OP_WEIGHTS), (batch, heads_q, seq_q, seq_k) float32;
         the arguments as forward. Returns out (allocated when None)."""
-        need_numpy()
-        if self._closed:
-            raise ValueError("Desc is closed")
+        self._open()
         if self.varlen:
             raise AttentionError(Status.UNSUPPORTED, "weights: ATTN_OP_WEIGHTS is not "
                                  "supported with varlen=True (ATTN_PARAM_VARLEN)")
@@ -446,9 +446,7 @@ class Desc(Layout):
         out's layout). dq / dk / dv / dbias / dsinks: True = allocated in the layout of their
         forward operand, None / False = not computed, or an array in that layout. Returns
         Gradients(dq, dk, dv, dbias, dsinks)."""
-        need_numpy()
-        if self._closed:
-            raise ValueError("Desc is closed")
+        self._open()
         if self.page_size:
             raise AttentionError(Status.UNSUPPORTED, "backward: ATTN_OP_BACKWARD with a paged "
                                  "K/V cache is not supported")
@@ -529,9 +527,7 @@ class Desc(Layout):
                   cu_seqlens_k: Optional[ArrayLike] = None) -> None:
         """attn_kv_append: new key / value rows (tokens, heads_kv, d) written into the float32
         caches (this Desc's K/V layout, any strides) in place."""
-        need_numpy()
-        if self._closed:
-            raise ValueError("Desc is closed")
+        self._open()
         append = _lib.attn_kv_append
         binds: list = []
         tq, tk = self._serving_inputs(binds, cu_seqlens_q, cu_seqlens_k, block_table)
@@ -550,9 +546,7 @@ class Desc(Layout):
               *, cu_seqlens_q: Optional[ArrayLike] = None) -> Tuple[Any, Any]:
         """attn_merge: fold the partial result (part_out, part_lse) into (out, lse), in place
         (capi/attn.h gives the formula). Returns (out, lse), the arrays given."""
-        need_numpy()
-        if self._closed:
-            raise ValueError("Desc is closed")
+        self._open()
         merge = _lib.attn_merge
         acc: list = []
         tq = self._cu_q(acc, cu_seqlens_q)
