@@ -95,7 +95,7 @@ class Desc(Layout):
             s = strides_arg(name + "_strides", kw[name + "_strides"])
             if s is not None:
                 given[op] = s
-        handle, lens = new_handle(dims, values, sorted(given.items()))
+        handle = new_handle(dims, values, sorted(given.items()))
         pages = read_param(handle, Param.PAGE_SIZE)
         head_major = page_layout == "head_major"
         if head_major and not pages:
@@ -108,8 +108,9 @@ class Desc(Layout):
             pool.update({op: (HKV * pages, pages, 1) for op in SCALES})
             _lib.attn_desc_destroy(handle)
             given = {**pool, **given}
-            handle, lens = new_handle(dims, values, sorted(given.items()))
-        self._handle, self._len, self._closed = handle, lens, False
+            handle = new_handle(dims, values, sorted(given.items()))
+        self._handle, self._closed = handle, False
+        self._len = [int(_lib.attn_desc_required_len(handle, op)) for op in Operand]
         self._dims, self._params = dims, values
         (self.batch, self.heads_q, self.heads_kv, self.seq_q, self.seq_k, self.head_dim) = dims
         try:
@@ -138,7 +139,7 @@ class Desc(Layout):
         variants, self._variants = self._variants, {}
         if handle is not None:
             _lib.attn_desc_destroy(handle)
-        for h, _ in variants.values():
+        for h in variants.values():
             _lib.attn_desc_destroy(h)
 
     @property
@@ -273,7 +274,7 @@ class Desc(Layout):
                     x is None or x == y for x, y in zip(strides, norm))):
                 handle, temporary = self._handle, False
             else:
-                (handle, _), temporary = self._variant(strides)
+                handle, temporary = self._variant(strides)
             try:
                 args = thread_args([(w, typed.get(w) or SETTER[w], p, n) for w, p, n in binds]
                                    if typed else

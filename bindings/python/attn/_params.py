@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Tuple
 
 from . import _lib
 from ._common import (Alibi, AlibiForm, ArgumentTypeError, Causal, Compute, Diagonal,
-                      InvalidArgumentError, Operand, Param, WeightsMode, check_status, enum_arg,
+                      InvalidArgumentError, Param, WeightsMode, check_status, enum_arg,
                       integer, param_bounds, real, size_arg, _np)
 
 #: the parameters whose values a user may give as an enum member or its name
@@ -81,22 +81,20 @@ def strides_arg(name: str, strides: Any) -> Any:
 
 def new_handle(dims, params, strides):
     """A configured C descriptor: attn_desc_create(dims), the (Param, value) `params`, the
-    (Operand, triple) `strides`. Returns (handle, required length of each operand)."""
+    (Operand, triple) `strides`."""
     handle = ctypes.c_void_p()
     check_status(_lib.attn_desc_create(ctypes.byref(handle), *dims))
-    h = handle.value
     try:
         for param, value in params:
             setter = _lib.attn_desc_set_float if isinstance(value, float) else \
                 _lib.attn_desc_set_int
-            check_status(setter(h, param, value))
+            check_status(setter(handle.value, param, value))
         for op, s in strides:
-            check_status(_lib.attn_desc_set_strides(h, op, *s))
-        lens = [int(_lib.attn_desc_required_len(h, op)) for op in Operand]
+            check_status(_lib.attn_desc_set_strides(handle.value, op, *s))
     except BaseException:
-        _lib.attn_desc_destroy(h)
+        _lib.attn_desc_destroy(handle.value)
         raise
-    return h, lens
+    return handle.value
 
 
 def read_param(handle, param):

@@ -206,9 +206,10 @@ def scaled_dot_product_attention(
                                            % (has, _shape(a.shape), HQ))
             binds.append((op, _np.ascontiguousarray(a)))
 
-    handle, lens = new_handle((math.prod(batch), HQ, HK, L, S, E), params, strides)
+    handle = new_handle((math.prod(batch), HQ, HK, L, S, E), params, strides)
     try:
-        args = thread_args([(w, SETTER[w], _common.data_ptr(a), lens[w]) for w, a in binds])
+        args = thread_args([(w, SETTER[w], _common.data_ptr(a), _lib.attn_desc_required_len(
+            handle, w)) for w, a in binds])
         status = _lib.attn_run(handle, int(Op.FORWARD), args)
         if status:
             raise library_error(status)
