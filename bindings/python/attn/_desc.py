@@ -39,6 +39,14 @@ _FORWARD, _WEIGHTS_OP, _BACKWARD = int(Op.FORWARD), int(Op.WEIGHTS), int(Op.BACK
 _STRIDE_KEYWORDS = ("q", "k", "v", "out", "bias", "k_scale", "v_scale", "alibi_slopes")
 
 
+def _same_layout(name, strides, other, other_strides, why):
+    if strides != other_strides:
+        raise InvalidArgumentError(
+            "%s has element strides %s, %s %s (batch, head, row): %s; pass arrays of the same "
+            "layout (e.g. numpy.ascontiguousarray of both)"
+            % (name, strides, other, other_strides, why))
+
+
 class Gradients(NamedTuple):
     """What Desc.backward returns: each gradient requested (in its forward operand's layout),
     None for one not requested."""
@@ -459,11 +467,7 @@ class Desc(Layout):
         binds.append((_OUT, p, n))
         dout, dt = self._stored("dout", _DOUT, dout, typed)
         dp, sd, dn = self._rows_or_dense("dout", _OUT, dout, tq, False, dt)
-        if sd != strides[3]:
-            raise InvalidArgumentError(
-                "dout has element strides %s, out %s (batch, head, row): the library reads dout "
-                "in out's layout; pass arrays of the same layout (e.g. numpy.ascontiguousarray "
-                "of both)" % (sd, strides[3]))
+        _same_layout("dout", sd, "out", strides[3], "the library reads dout in out's layout")
         binds += [self._lse("lse", lse, tq, False)[1], (_DOUT, dp, dn)]
         self._inputs(binds, strides, tk, key_valid, allowed, bias, alibi_slopes, sinks,
                      query_valid, seq_lens_k, k_scale, v_scale)
@@ -501,11 +505,8 @@ class Desc(Layout):
             p, s, n = self._rows_or_dense(name, op, want, total, True)
         else:
             p, s, n = self._kv_operand(name, op, want, total, True)
-        if s != fstrides:
-            raise InvalidArgumentError(
-                "%s has element strides %s, %s %s (batch, head, row): the library writes %s in "
-                "%s's layout; pass an array laid out like %s (%s=True allocates one)"
-                % (name, s, fname, fstrides, name, fname, fname, name))
+        _same_layout(name, s, fname, fstrides, "the library writes %s in %s's layout (%s=True "
+                     "allocates one)" % (name, fname, name))
         return want, p, n
 
     def _nests(self, op, strides, total):
@@ -553,11 +554,7 @@ class Desc(Layout):
         tq = self._cu_q(acc, cu_seqlens_q)
         op_, so, on = self._rows_or_dense("out", _OUT, out, tq, True)
         pp, sp, pn = self._rows_or_dense("part_out", _OUT, part_out, tq, False)
-        if sp != so:
-            raise InvalidArgumentError(
-                "part_out has element strides %s, out %s (batch, head, row): attn_merge reads "
-                "both with one OUT layout; pass arrays of the same layout (e.g. "
-                "numpy.ascontiguousarray of both)" % (sp, so))
+        _same_layout("part_out", sp, "out", so, "attn_merge reads both with one OUT layout")
         acc += [(_OUT, op_, on), self._lse("lse", lse, tq, True)[1]]
         part = [(_OUT, pp, pn), self._lse("part_lse", part_lse, tq, False)[1]]
         self._run(None, acc, (None, None, None, so, None, None, None), call=merge, part=part)

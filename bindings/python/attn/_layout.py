@@ -187,17 +187,14 @@ class Layout:
 
     # --- arrays -----------------------------------------------------------------------------
 
-    def _flat(self, name, op, a, writable):
-        """(address, elements) of a 1-D buffer standing for `op`: at most required_len
-        elements (a shorter one is the library's to refuse)."""
-        need = self._len[op]
+    @staticmethod
+    def _too_long(name, a, need, shape):
+        """Refuses a flat buffer longer than `need` (a shorter one is the library's to refuse)."""
         if a.size > need:
             raise InvalidArgumentError(
                 "%s has %d elements, needs exactly %d: a flat numpy buffer must hold exactly "
                 "attn_desc_required_len elements (or pass an array of shape %s)"
-                % (name, a.size, need, fmt_shape(self._shape[op])))
-        flags_ok(name, a, writable)
-        return _common.data_ptr(a), a.size
+                % (name, a.size, need, fmt_shape(shape)))
 
     def _strided(self, name, op, a, writable, dtype=None, free=False):
         """(address, normalised C strides, elements) of a strided operand: q, k, v, out, bias
@@ -215,10 +212,11 @@ class Layout:
         a = as_ndarray(name, a, want_dt.name, writable)
         check_dtype(name, a, (want_dt,))
         if a.ndim == 1:
-            if free is False:
-                p, n = self._flat(name, op, a, writable)
-                return p, self._norm[SLOT[op]], n
-            return self._serving_flat(name, op, a, free, writable)
+            if free is not False:
+                return self._serving_flat(name, op, a, free, writable)
+            self._too_long(name, a, self._len[op], self._shape[op])
+            flags_ok(name, a, writable)
+            return _common.data_ptr(a), self._norm[SLOT[op]], a.size
         if a.ndim != len(shape) or any(
                 got != want and not (want is None and got >= 1)
                 and not (op == _BIAS and i < 3 and got == 1)
@@ -260,13 +258,8 @@ class Layout:
             size = 1
             for n in shape:
                 size *= n
-            # a flat buffer (of a multi-dimensional operand) longer than the operand, or any
-            # other shape, is refused here; a shorter one is the library's to refuse
-            if a.ndim == 1 and len(shape) > 1 and a.size > size:
-                raise InvalidArgumentError("%s has %d elements, needs exactly %d: a flat numpy "
-                                           "buffer must hold exactly attn_desc_required_len "
-                                           "elements (or pass an array of shape %s)"
-                                           % (name, a.size, size, fmt_shape(shape)))
+            if a.ndim == 1 and len(shape) > 1:  # a flat buffer (any other shape: refused)
+                self._too_long(name, a, size, shape)
             if not (a.ndim == 1 and (a.size < size or len(shape) > 1)):
                 raise self._mismatch(name, op, a, shape, size)
         flags_ok(name, a, writable)
