@@ -11,7 +11,7 @@ from ._binding import (SETTER, thread_args, _ALIBI_SLOPES, _ALLOWED, _BIAS, _K, 
                        _SINKS, _V)
 from ._common import (Alibi, ArgumentTypeError, Causal, InvalidArgumentError, Op, as_ndarray,
                       check_dtype, element_strides, library_error, real, _np)
-from ._layout import fmt_shape as _shape
+from ._layout import _aligned_writable, fmt_shape as _shape
 from ._params import build_params, new_handle
 
 if TYPE_CHECKING:
@@ -21,11 +21,7 @@ if TYPE_CHECKING:
 def _batch_stride(name, shape, strides, batch):
     """One element stride that walks the flattened batch dims `batch` of an array whose leading
     dims are `shape` (each equal to the batch dim or 1 = broadcast) with element `strides`."""
-    dims = []
-    for n_arr, s, n in zip(shape, strides, batch):
-        if n == 1:
-            continue
-        dims.append((n, 0 if n_arr == 1 else s))
+    dims = [(n, 0 if n_arr == 1 else s) for n_arr, s, n in zip(shape, strides, batch) if n != 1]
     if not dims:
         return 0
     for (n0, s0), (n1, s1) in zip(dims, dims[1:]):
@@ -67,12 +63,6 @@ def _strides4(name, a, batch):
         return (0, 0, es[0])
     nb = a.ndim - 3
     return (_batch_stride(name, a.shape[:nb], es[:nb], batch), es[-3], es[-2])
-
-
-def _broadcast_error(name, mask_shape, target):
-    return InvalidArgumentError("attn_mask has shape %s, which does not broadcast to the "
-                                "attention shape %s (..., heads, L, S)"
-                                % (_shape(mask_shape), _shape(target)))
 
 
 def scaled_dot_product_attention(
@@ -151,10 +141,7 @@ def scaled_dot_product_attention(
         if res.shape != out_shape:
             raise InvalidArgumentError("out has shape %s, expected %s"
                                        % (_shape(res.shape), _shape(out_shape)))
-        if not res.flags.writeable:
-            raise InvalidArgumentError("out is read-only")
-        if not res.flags.aligned:
-            raise InvalidArgumentError("out is not aligned for float32")
+        _aligned_writable("out", res, True)
 
     strides = [(_Q, _strides4("query", q, batch)),
                (_K, _strides4("key", k, batch)),
@@ -166,11 +153,11 @@ def scaled_dot_product_attention(
         m = as_ndarray("attn_mask", attn_mask, "bool or float32")
         check_dtype("attn_mask", m, (_common.BOOL, _common.F32))
         target = out_shape[:-1] + (S,)  # (..., Hq, L, S)
-        if m.ndim > len(target):
-            raise _broadcast_error("attn_mask", m.shape, target)
         full = (1,) * (len(target) - m.ndim) + m.shape
-        if any(n != t and n != 1 for n, t in zip(full, target)):
-            raise _broadcast_error("attn_mask", m.shape, target)
+        if m.ndim > len(target) or any(n != t and n != 1 for n, t in zip(full, target)):
+            raise InvalidArgumentError("attn_mask has shape %s, which does not broadcast to the "
+                                       "attention shape %s (..., heads, L, S)"
+                                       % (_shape(m.shape), _shape(target)))
         m = m.reshape(full)  # a view: only leading 1s were added
         if m.dtype == _common.BOOL and all(n == 1 for n in full[:-2]):
             allowed = _np.ascontiguousarray(_np.broadcast_to(m.reshape(full[-2:]), (L, S)))
