@@ -14,9 +14,8 @@ from . import _common, _lib
 from ._binding import (NAMES, SETTER, thread_args, _ALIBI_SLOPES, _ALLOWED, _BIAS, _DBIAS,
                        _DK, _DOUT, _DQ, _DSINKS, _DV, _K, _KEY_MASS, _KEY_VALID, _LSE, _NEW_K,
                        _NEW_V, _OUT, _Q, _QUERY_VALID, _SEQ_LENS_K, _SINKS, _V, _WEIGHTS)
-from ._common import (Alibi, AlibiForm, AttentionError, Causal, Compute, Diagonal,
-                      InvalidArgumentError, Op, Operand, Param, Status, WeightsMode,
-                      ArgumentTypeError, as_ndarray, check_dtype, enum_arg, library_error,
+from ._common import (ArgumentTypeError, AttentionError, InvalidArgumentError, Op, Operand,
+                      Param, Status, as_ndarray, check_dtype, enum_arg, library_error,
                       need_numpy, size_arg, _np)
 from ._layout import IN_FLAGS, OUT_FLAGS, SLOT, STRIDED, SCALES, Layout, flags_ok
 from ._params import build_params, new_handle, param_type, read_back, read_param, strides_arg
