@@ -125,16 +125,9 @@ class Layout:
         # The counts of the library's view of each strided operand (a dimension of count 1
         # never moves the address: its stride is 0 in every comparison; a pool's page stride
         # always matters, count 2 standing for "any number of pages").
-        counts = {_Q: (B, HQ, SQ), _K: (B, HKV, SK), _V: (B, HKV, SK), _OUT: (B, HQ, SQ),
-                  _BIAS: (B, HQ, SQ), _K_SCALE: (B, HKV, SK), _V_SCALE: (B, HKV, SK)}
-        if VL:
-            counts[_Q] = counts[_OUT] = (1, HQ, B * SQ)
-        for op in (_K, _V) + SCALES:
-            if P:
-                counts[op] = (2, HKV, P)
-            elif VL:
-                counts[op] = (1, HKV, B * SK)
-        self._counts = counts
+        free = {"total_q": B * SQ, "total_k": B * SK, "num_pages": 2}
+        self._counts = {op: tuple(1 if x is None else self._shape[op][x] or free[self._free[op]]
+                                  for x in self._axes.get(op, (0, 1, 2))) for op in STRIDED}
         # The strides the library holds: the ones given, else its defaults, which are the
         # C-contiguous layout of the operand's numpy shape (capi/attn.h "Layouts").
         self._strides, self._contig = {}, {}
