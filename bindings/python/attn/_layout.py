@@ -129,7 +129,7 @@ class Layout:
         self._counts = {op: tuple(1 if x is None else self._shape[op][x] or free[self._free[op]]
                                   for x in self._axes.get(op, (0, 1, 2))) for op in STRIDED}
         # The strides the library holds: the ones given, else its defaults, which are the
-        # C-contiguous layout of the operand's numpy shape (capi/attn.h "Layouts").
+        # C-contiguous layout of the operand's numpy shape (capi/attn.h, attn_desc_set_strides).
         self._strides, self._contig = {}, {}
         for op in STRIDED:
             shape, scale = self._shape[op], op in SCALES

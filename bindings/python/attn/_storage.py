@@ -89,9 +89,9 @@ def _destination(name, out, shape, dtypes, default):
 def _convert(fn_name, x, src_dtypes, what, outs, call=None):
     """Runs the library's `fn_name` on x's values (a C-contiguous copy of a strided x) into
     `outs`, (name, array or None, src -> its shape, dtypes, default dtype, C's overlap message)
-    each: new arrays, or the ones given (through a temporary when strided; an overlap of the arrays as
-    given is refused with C's message, as C sees only the buffers passed). `call(fn, src,
-    *dsts)` runs it (default: fn(src, dst, elements)). Returns the arrays."""
+    each: new arrays, or the ones given (through a temporary when strided; an overlap of the
+    arrays as given is refused with C's message, as C sees only the buffers passed).
+    `call(fn, src, *dsts)` runs it (default: fn(src, dst, elements)). Returns the arrays."""
     need_numpy()
     given = as_ndarray("x", x, what)
     check_dtype("x", given, src_dtypes)
