@@ -102,20 +102,16 @@ class Desc(Layout):
             s = strides_arg(name + "_strides", kw[name + "_strides"])
             if s is not None:
                 given[op] = s
-        handle = new_handle(dims, values, sorted(given.items()))
-        pages = read_param(handle, Param.PAGE_SIZE)
-        head_major = page_layout == "head_major"
+        head_major, pv = page_layout == "head_major", dict(values)
+        pages = pv.get(Param.PAGE_SIZE, 0)
         if head_major and not pages:
-            _lib.attn_desc_destroy(handle)
             raise InvalidArgumentError("page_layout=%r needs a paged cache (page_size >= 1)"
                                        % (page_layout,))
         if head_major:  # (num_pages, heads_kv, page_size, d) pages: the library's strides
-            HKV, D, DV = dims[2], dims[5], read_param(handle, Param.HEAD_DIM_V)
+            HKV, D, DV = dims[2], dims[5], pv.get(Param.HEAD_DIM_V, dims[5])
             pool = {_K: (HKV * pages * D, pages * D, D), _V: (HKV * pages * DV, pages * DV, DV)}
-            pool.update({op: (HKV * pages, pages, 1) for op in SCALES})
-            _lib.attn_desc_destroy(handle)
-            given = {**pool, **given}
-            handle = new_handle(dims, values, sorted(given.items()))
+            given = {**pool, **{op: (HKV * pages, pages, 1) for op in SCALES}, **given}
+        handle = new_handle(dims, values, sorted(given.items()))
         self._handle, self._closed = handle, False
         self._len = [int(_lib.attn_desc_required_len(handle, op)) for op in Operand]
         self._dims, self._params = dims, values
