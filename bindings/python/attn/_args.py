@@ -12,7 +12,7 @@ from ._binding import (NAMES, OUTPUT, SETTER, dtypes, _BLOCK_TABLE, _CU_SEQLENS_
 from ._common import (Operand, OPERAND_TYPES, as_ndarray, check_dtype, check_status, enum_arg,
                       library_error, need_numpy)
 from ._layout import flags_ok
-from ._storage import BF16, library_function, storage_setter
+from ._storage import BF16, storage_setter
 
 if TYPE_CHECKING:
     from typing import Literal
@@ -43,7 +43,7 @@ class Args:
 
     def _bind(self, setter, types, writable, operand, array):
         which = enum_arg("operand", operand, Operand, "attn_operand")
-        setter = getattr(_lib, setter) or library_function(setter)
+        setter = getattr(_lib, setter)
         if isinstance(array, BF16):
             array = array.bits
         a, ptr, n = None, None, 0

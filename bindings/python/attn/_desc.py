@@ -14,13 +14,11 @@ from . import _common, _lib
 from ._binding import (NAMES, SETTER, thread_args, _ALIBI_SLOPES, _ALLOWED, _BIAS, _DBIAS,
                        _DK, _DOUT, _DQ, _DSINKS, _DV, _K, _KEY_MASS, _KEY_VALID, _LSE, _NEW_K,
                        _NEW_V, _OUT, _Q, _QUERY_VALID, _SEQ_LENS_K, _SINKS, _V, _WEIGHTS)
-from ._common import (Alibi, AlibiForm, AttentionError, Causal, Compute, Diagonal,
-                      InvalidArgumentError, Op, Operand, Param, Status, WeightsMode,
-                      ArgumentTypeError, as_ndarray, check_dtype, enum_arg, library_error,
+from ._common import (ArgumentTypeError, AttentionError, InvalidArgumentError, Op, Operand,
+                      Param, Status, as_ndarray, check_dtype, enum_arg, library_error,
                       need_numpy, size_arg, _np)
 from ._layout import IN_FLAGS, OUT_FLAGS, SLOT, STRIDED, SCALES, Layout, flags_ok
-from ._params import build_params, new_handle, read_back, read_param, strides_arg
-from ._storage import library_function
+from ._params import build_params, new_handle, param_type, read_back, read_param, strides_arg
 
 if TYPE_CHECKING:
     from typing import Literal
@@ -40,6 +38,14 @@ _FORWARD, _WEIGHTS_OP, _BACKWARD = int(Op.FORWARD), int(Op.WEIGHTS), int(Op.BACK
 _STRIDE_KEYWORDS = ("q", "k", "v", "out", "bias", "k_scale", "v_scale", "alibi_slopes")
 
 
+def _same_layout(name, strides, other, other_strides, why):
+    if strides != other_strides:
+        raise InvalidArgumentError(
+            "%s has element strides %s, %s %s (batch, head, row): %s; pass arrays of the same "
+            "layout (e.g. numpy.ascontiguousarray of both)"
+            % (name, strides, other, other_strides, why))
+
+
 class Gradients(NamedTuple):
     """What Desc.backward returns: each gradient requested (in its forward operand's layout),
     None for one not requested."""
@@ -57,43 +63,12 @@ class Desc(Layout):
                        causal="top_left", window=(128, 0), softcap=50.0) as desc:
             out, lse = desc.forward(q, k, v, key_valid=mask, lse=True)
 
-    Shapes are numpy's, outermost first (q (batch, heads_q, seq_q, head_dim), ...; the serving
-    layouts: docs/serving.md); ``shape(operand)`` gives each. Every keyword parameter is an
-    attn_param of the same name (capi/attn.h gives its meaning, bounds and default; enums also
-    by name, "top_left"), read back into the attribute of that name; window=(left, right) sets
-    both window sides. page_layout="head_major" takes (num_pages, heads_kv, page_size, d)
-    pools. q_strides ... alibi_slopes_strides: attn_desc_set_strides, in elements. A Desc may
-    be shared by threads; close() (or the with block) frees it once running calls return.
+    Shapes are numpy's, outermost first (``shape(operand)``; docs/serving.md). Each keyword
+    is the attn_param of its name (capi/attn.h; enums also by name), read back into the
+    attribute of that name (the sizes too); window=(left, right) sets both sides;
+    page_layout="head_major" takes (num_pages, heads_kv, page_size, d) pools; <operand>_strides:
+    attn_desc_set_strides. Shareable by threads; close() frees it once running calls return.
     """
-
-    #: the sizes given at construction
-    batch: int
-    heads_q: int
-    heads_kv: int
-    seq_q: int
-    seq_k: int
-    head_dim: int
-    #: every parameter as the library holds it (read back after construction)
-    causal: Causal
-    scale: float
-    window: Tuple[int, int]
-    window_left: int
-    window_right: int
-    softcap: float
-    alibi: Alibi
-    softmax_plus_one: bool
-    head_dim_v: int
-    weights_mode: WeightsMode
-    bias_first: bool
-    diagonal: Diagonal
-    alibi_form: AlibiForm
-    varlen: bool
-    page_size: int
-    max_pages: int
-    batch_invariant: bool
-    compute: Compute
-    #: how k and v pools are shaped with a page_size: "token_major" or "head_major"
-    page_layout: str
 
     def __init__(self, batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_k: int,
                  head_dim: int, *,
@@ -104,8 +79,6 @@ class Desc(Layout):
                  bias_strides: _Strides = None, k_scale_strides: _Strides = None,
                  v_scale_strides: _Strides = None,
                  alibi_slopes_strides: _Strides = None, **params: Any) -> None:
-        """Every attn_param is a keyword of its name (attn_param_info: causal, scale,
-        window_left, ..., compute); window=(left, right) sets both window sides."""
         self._lock = threading.Lock()
         self._active: set = set()  # a token per call in flight (set.add / discard: atomic)
         self._closed = True
@@ -129,21 +102,18 @@ class Desc(Layout):
             s = strides_arg(name + "_strides", kw[name + "_strides"])
             if s is not None:
                 given[op] = s
-        handle, lens = new_handle(dims, values, sorted(given.items()))
-        pages = read_param(handle, Param.PAGE_SIZE)
-        head_major = page_layout == "head_major"
+        head_major, pv = page_layout == "head_major", dict(values)
+        pages = pv.get(Param.PAGE_SIZE, 0)
         if head_major and not pages:
-            _lib.attn_desc_destroy(handle)
             raise InvalidArgumentError("page_layout=%r needs a paged cache (page_size >= 1)"
                                        % (page_layout,))
         if head_major:  # (num_pages, heads_kv, page_size, d) pages: the library's strides
-            HKV, D, DV = dims[2], dims[5], read_param(handle, Param.HEAD_DIM_V)
+            HKV, D, DV = dims[2], dims[5], pv.get(Param.HEAD_DIM_V, dims[5])
             pool = {_K: (HKV * pages * D, pages * D, D), _V: (HKV * pages * DV, pages * DV, DV)}
-            pool.update({op: (HKV * pages, pages, 1) for op in SCALES})
-            _lib.attn_desc_destroy(handle)
-            given = {**pool, **given}
-            handle, lens = new_handle(dims, values, sorted(given.items()))
-        self._handle, self._len, self._closed = handle, lens, False
+            given = {**pool, **{op: (HKV * pages, pages, 1) for op in SCALES}, **given}
+        handle = new_handle(dims, values, sorted(given.items()))
+        self._handle, self._closed = handle, False
+        self._len = [int(_lib.attn_desc_required_len(handle, op)) for op in Operand]
         self._dims, self._params = dims, values
         (self.batch, self.heads_q, self.heads_kv, self.seq_q, self.seq_k, self.head_dim) = dims
         try:
@@ -172,7 +142,7 @@ class Desc(Layout):
         variants, self._variants = self._variants, {}
         if handle is not None:
             _lib.attn_desc_destroy(handle)
-        for h, _ in variants.values():
+        for h in variants.values():
             _lib.attn_desc_destroy(h)
 
     @property
@@ -194,6 +164,11 @@ class Desc(Layout):
                 self.close()
             except Exception:  # interpreter shutdown: module globals may already be gone
                 pass
+
+    def _open(self):
+        need_numpy()
+        if self._closed:
+            raise ValueError("Desc is closed")
 
     def _enter_call(self):
         """Counts a call in flight (close() defers the free until the last one returns);
@@ -302,7 +277,7 @@ class Desc(Layout):
                     x is None or x == y for x, y in zip(strides, norm))):
                 handle, temporary = self._handle, False
             else:
-                (handle, _), temporary = self._variant(strides)
+                handle, temporary = self._variant(strides)
             try:
                 args = thread_args([(w, typed.get(w) or SETTER[w], p, n) for w, p, n in binds]
                                    if typed else
@@ -407,10 +382,7 @@ class Desc(Layout):
                                            (_V, s32, ptr(v), v.size),
                                            (_OUT, _OUT_SETTER, ptr(out), out.size)])
                 return out
-        if _np is None:
-            need_numpy()
-        if self._closed:
-            raise ValueError("Desc is closed")
+        self._open()
         binds: list = []
         typed: Dict[int, Any] = {}
         tq = tk = None
@@ -445,9 +417,7 @@ class Desc(Layout):
                 k_scale: Optional[ArrayLike] = None) -> F32Array:
         """The attention weights (ATTN_OP_WEIGHTS), (batch, heads_q, seq_q, seq_k) float32;
         the arguments as forward. Returns out (allocated when None)."""
-        need_numpy()
-        if self._closed:
-            raise ValueError("Desc is closed")
+        self._open()
         if self.varlen:
             raise AttentionError(Status.UNSUPPORTED, "weights: ATTN_OP_WEIGHTS is not "
                                  "supported with varlen=True (ATTN_PARAM_VARLEN)")
@@ -480,9 +450,7 @@ class Desc(Layout):
         out's layout). dq / dk / dv / dbias / dsinks: True = allocated in the layout of their
         forward operand, None / False = not computed, or an array in that layout. Returns
         Gradients(dq, dk, dv, dbias, dsinks)."""
-        need_numpy()
-        if self._closed:
-            raise ValueError("Desc is closed")
+        self._open()
         if self.page_size:
             raise AttentionError(Status.UNSUPPORTED, "backward: ATTN_OP_BACKWARD with a paged "
                                  "K/V cache is not supported")
@@ -494,11 +462,7 @@ class Desc(Layout):
         binds.append((_OUT, p, n))
         dout, dt = self._stored("dout", _DOUT, dout, typed)
         dp, sd, dn = self._rows_or_dense("dout", _OUT, dout, tq, False, dt)
-        if sd != strides[3]:
-            raise InvalidArgumentError(
-                "dout has element strides %s, out %s (batch, head, row): the library reads dout "
-                "in out's layout; pass arrays of the same layout (e.g. numpy.ascontiguousarray "
-                "of both)" % (sd, strides[3]))
+        _same_layout("dout", sd, "out", strides[3], "the library reads dout in out's layout")
         binds += [self._lse("lse", lse, tq, False)[1], (_DOUT, dp, dn)]
         self._inputs(binds, strides, tk, key_valid, allowed, bias, alibi_slopes, sinks,
                      query_valid, seq_lens_k, k_scale, v_scale)
@@ -536,11 +500,8 @@ class Desc(Layout):
             p, s, n = self._rows_or_dense(name, op, want, total, True)
         else:
             p, s, n = self._kv_operand(name, op, want, total, True)
-        if s != fstrides:
-            raise InvalidArgumentError(
-                "%s has element strides %s, %s %s (batch, head, row): the library writes %s in "
-                "%s's layout; pass an array laid out like %s (%s=True allocates one)"
-                % (name, s, fname, fstrides, name, fname, fname, name))
+        _same_layout(name, s, fname, fstrides, "the library writes %s in %s's layout (%s=True "
+                     "allocates one)" % (name, fname, name))
         return want, p, n
 
     def _nests(self, op, strides, total):
@@ -563,10 +524,8 @@ class Desc(Layout):
                   cu_seqlens_k: Optional[ArrayLike] = None) -> None:
         """attn_kv_append: new key / value rows (tokens, heads_kv, d) written into the float32
         caches (this Desc's K/V layout, any strides) in place."""
-        need_numpy()
-        if self._closed:
-            raise ValueError("Desc is closed")
-        append = library_function("attn_kv_append")
+        self._open()
+        append = _lib.attn_kv_append
         binds: list = []
         tq, tk = self._serving_inputs(binds, cu_seqlens_q, cu_seqlens_k, block_table)
         binds.append((_SEQ_LENS_K,) + self._contiguous("seq_lens_k", _SEQ_LENS_K, seq_lens_k,
@@ -584,19 +543,13 @@ class Desc(Layout):
               *, cu_seqlens_q: Optional[ArrayLike] = None) -> Tuple[Any, Any]:
         """attn_merge: fold the partial result (part_out, part_lse) into (out, lse), in place
         (capi/attn.h gives the formula). Returns (out, lse), the arrays given."""
-        need_numpy()
-        if self._closed:
-            raise ValueError("Desc is closed")
-        merge = library_function("attn_merge")
+        self._open()
+        merge = _lib.attn_merge
         acc: list = []
         tq = self._cu_q(acc, cu_seqlens_q)
         op_, so, on = self._rows_or_dense("out", _OUT, out, tq, True)
         pp, sp, pn = self._rows_or_dense("part_out", _OUT, part_out, tq, False)
-        if sp != so:
-            raise InvalidArgumentError(
-                "part_out has element strides %s, out %s (batch, head, row): attn_merge reads "
-                "both with one OUT layout; pass arrays of the same layout (e.g. "
-                "numpy.ascontiguousarray of both)" % (sp, so))
+        _same_layout("part_out", sp, "out", so, "attn_merge reads both with one OUT layout")
         acc += [(_OUT, op_, on), self._lse("lse", lse, tq, True)[1]]
         part = [(_OUT, pp, pn), self._lse("part_lse", part_lse, tq, False)[1]]
         self._run(None, acc, (None, None, None, so, None, None, None), call=merge, part=part)
@@ -638,7 +591,7 @@ class Desc(Layout):
     def run_kv_append(self, args: Args, k_cache: ArrayLike, v_cache: ArrayLike) -> None:
         """attn_kv_append(desc, args, k_cache, k_len, v_cache, v_len): the caches writable
         C-contiguous float32 arrays."""
-        append = library_function("attn_kv_append")
+        append = _lib.attn_kv_append
         k, v = (as_ndarray(name, a, "float32", True) for name, a in (("k_cache", k_cache),
                                                                       ("v_cache", v_cache)))
         for name, a in (("k_cache", k), ("v_cache", v)):
@@ -649,12 +602,19 @@ class Desc(Layout):
 
     def run_kv_append_args(self, args: Args) -> None:
         """attn_kv_append_args(desc, args): the caches bound writable in `args`."""
-        self._raw(library_function("attn_kv_append_args"), args)
+        self._raw(_lib.attn_kv_append_args, args)
 
     def run_merge(self, acc: Args, part: Args) -> None:
         """attn_merge(desc, acc, part)."""
-        merge = library_function("attn_merge")
+        merge = _lib.attn_merge
         if acc is part and acc is not None:
             raise InvalidArgumentError("acc and part are the same Args (acc is updated in place "
                                        "from part: part must hold another result)")
         self._raw(merge, acc, part, names=("acc", "part"))
+
+
+# The attributes' types for type checkers: the sizes, then every parameter's from the library's
+# table (attn_param_info), so a parameter added to the library needs no line here.
+Desc.__annotations__ = dict(
+    {n: int for n in ("batch", "heads_q", "heads_kv", "seq_q", "seq_k", "head_dim")},
+    window=Tuple[int, int], page_layout=str, **{p.name.lower(): param_type(p) for p in Param})

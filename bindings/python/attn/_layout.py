@@ -125,40 +125,12 @@ class Layout:
         # The counts of the library's view of each strided operand (a dimension of count 1
         # never moves the address: its stride is 0 in every comparison; a pool's page stride
         # always matters, count 2 standing for "any number of pages").
-        counts = {_Q: (B, HQ, SQ), _K: (B, HKV, SK), _V: (B, HKV, SK), _OUT: (B, HQ, SQ),
-                  _BIAS: (B, HQ, SQ), _K_SCALE: (B, HKV, SK), _V_SCALE: (B, HKV, SK)}
-        if VL:
-            counts[_Q] = counts[_OUT] = (1, HQ, B * SQ)
-        for op in (_K, _V) + SCALES:
-            if P:
-                counts[op] = (2, HKV, P)
-            elif VL:
-                counts[op] = (1, HKV, B * SK)
-        self._counts = counts
-        # The strides the library holds: the ones given, else its defaults for the layout
-        # (capi/attn.h: BHSD; token rows with varlen; token-major pages).
-        configured = {}
-        for op in STRIDED:
-            if op in given:
-                s = given[op]
-            elif op == _BIAS:
-                s = (HQ * SQ * SK, SQ * SK, SK)
-            elif op in SCALES:  # K's default layout with head_dim 1
-                s = ((P * HKV, 1, HKV) if P else (0, 1, HKV) if VL else (HKV * SK, SK, 1))
-            else:
-                d = DV if op in (_V, _OUT) else D
-                n_h, n_s = (HQ, SQ) if op in (_Q, _OUT) else (HKV, SK)
-                if P and op in (_K, _V):
-                    s = (P * n_h * d, d, n_h * d)
-                elif VL:
-                    s = (0, d, n_h * d)
-                else:
-                    s = (n_h * n_s * d, n_s * d, d)
-            configured[op] = s
-        self._strides = configured
-        self._norm = tuple(self._normalise(op, configured[op]) for op in STRIDED)
-        # the normalised strides of a C-contiguous array of each strided operand's shape
-        self._contig = {}
+        free = {"total_q": B * SQ, "total_k": B * SK, "num_pages": 2}
+        self._counts = {op: tuple(1 if x is None else self._shape[op][x] or free[self._free[op]]
+                                  for x in self._axes.get(op, (0, 1, 2))) for op in STRIDED}
+        # The strides the library holds: the ones given, else its defaults, which are the
+        # C-contiguous layout of the operand's numpy shape (capi/attn.h, attn_desc_set_strides).
+        self._strides, self._contig = {}, {}
         for op in STRIDED:
             shape, scale = self._shape[op], op in SCALES
             st = [0, 0, 0]
@@ -168,7 +140,9 @@ class Layout:
                 if axis in axes:
                     st[axes.index(axis)] = inner
                 inner *= shape[axis] if shape[axis] is not None else 1
+            self._strides[op] = given.get(op, tuple(st))
             self._contig[op] = self._normalise(op, tuple(st))
+        self._norm = tuple(self._normalise(op, self._strides[op]) for op in STRIDED)
         self._contig_ok = {op: self._contig[op] == self._norm[SLOT[op]] for op in STRIDED}
 
     def _normalise(self, op, s):
@@ -206,17 +180,14 @@ class Layout:
 
     # --- arrays -----------------------------------------------------------------------------
 
-    def _flat(self, name, op, a, writable):
-        """(address, elements) of a 1-D buffer standing for `op`: at most required_len
-        elements (a shorter one is the library's to refuse)."""
-        need = self._len[op]
+    @staticmethod
+    def _too_long(name, a, need, shape):
+        """Refuses a flat buffer longer than `need` (a shorter one is the library's to refuse)."""
         if a.size > need:
             raise InvalidArgumentError(
                 "%s has %d elements, needs exactly %d: a flat numpy buffer must hold exactly "
                 "attn_desc_required_len elements (or pass an array of shape %s)"
-                % (name, a.size, need, fmt_shape(self._shape[op])))
-        flags_ok(name, a, writable)
-        return _common.data_ptr(a), a.size
+                % (name, a.size, need, fmt_shape(shape)))
 
     def _strided(self, name, op, a, writable, dtype=None, free=False):
         """(address, normalised C strides, elements) of a strided operand: q, k, v, out, bias
@@ -234,10 +205,11 @@ class Layout:
         a = as_ndarray(name, a, want_dt.name, writable)
         check_dtype(name, a, (want_dt,))
         if a.ndim == 1:
-            if free is False:
-                p, n = self._flat(name, op, a, writable)
-                return p, self._norm[SLOT[op]], n
-            return self._serving_flat(name, op, a, free, writable)
+            if free is not False:
+                return self._serving_flat(name, op, a, free, writable)
+            self._too_long(name, a, self._len[op], self._shape[op])
+            flags_ok(name, a, writable)
+            return _common.data_ptr(a), self._norm[SLOT[op]], a.size
         if a.ndim != len(shape) or any(
                 got != want and not (want is None and got >= 1)
                 and not (op == _BIAS and i < 3 and got == 1)
@@ -279,13 +251,8 @@ class Layout:
             size = 1
             for n in shape:
                 size *= n
-            # a flat buffer (of a multi-dimensional operand) longer than the operand, or any
-            # other shape, is refused here; a shorter one is the library's to refuse
-            if a.ndim == 1 and len(shape) > 1 and a.size > size:
-                raise InvalidArgumentError("%s has %d elements, needs exactly %d: a flat numpy "
-                                           "buffer must hold exactly attn_desc_required_len "
-                                           "elements (or pass an array of shape %s)"
-                                           % (name, a.size, size, fmt_shape(shape)))
+            if a.ndim == 1 and len(shape) > 1:  # a flat buffer (any other shape: refused)
+                self._too_long(name, a, size, shape)
             if not (a.ndim == 1 and (a.size < size or len(shape) > 1)):
                 raise self._mismatch(name, op, a, shape, size)
         flags_ok(name, a, writable)

@@ -63,8 +63,7 @@ _C = {"s": ctypes.c_int, "i": ctypes.c_int, "u": ctypes.c_uint, "z": ctypes.c_si
       "I": ctypes.POINTER(ctypes.c_int), "U": ctypes.POINTER(ctypes.c_uint),
       "L": ctypes.POINTER(ctypes.c_int64), "D": ctypes.POINTER(ctypes.c_double)}
 
-# name: result letter, then argument letters. "?" marks a 0.2 function an early 0.2 build may
-# lack: its attribute is then None and the caller names it (library_function).
+# name: result letter, then argument letters.
 _PROTOTYPES = """
 attn_version_string c | attn_version_number u | attn_status_string c i | attn_last_error c
 attn_simple s ppp zz b pp | attn_desc_create s P zzzzzz | attn_desc_destroy v p
@@ -75,38 +74,28 @@ attn_desc_set_int s pil | attn_desc_set_float s pid | attn_desc_get_int s piL
 attn_desc_get_float s piD | attn_param_bounds s iIDD | attn_args_create s P
 attn_args_destroy v p | attn_args_clear s p | attn_run s pip
 attn_args_set_f32 s pipz | attn_args_set_out_f32 s pipz | attn_args_set_u8 s pipz
-attn_args_set_i32 s pipz | ?attn_args_set_f16 s pipz | ?attn_args_set_bf16 s pipz
-?attn_args_set_i8 s pipz | ?attn_args_set_out_f16 s pipz | ?attn_args_set_out_bf16 s pipz
-?attn_args_set_out_i8 s pipz | ?attn_kv_append s ppp zpz | ?attn_merge s ppp
-?attn_kv_append_args s pp | ?attn_convert_f32_to_f16 s ppz | ?attn_convert_f32_to_bf16 s ppz
-?attn_convert_f16_to_f32 s ppz | ?attn_convert_bf16_to_f32 s ppz | ?attn_quantize_i8 s pzzpp
-?attn_operand_info s iCUUII | ?attn_param_info s iCIDDD | ?attn_isa_info s iCI
+attn_args_set_i32 s pipz | attn_args_set_f16 s pipz | attn_args_set_bf16 s pipz
+attn_args_set_i8 s pipz | attn_args_set_out_f16 s pipz | attn_args_set_out_bf16 s pipz
+attn_args_set_out_i8 s pipz | attn_kv_append s ppp zpz | attn_merge s ppp
+attn_kv_append_args s pp | attn_convert_f32_to_f16 s ppz | attn_convert_f32_to_bf16 s ppz
+attn_convert_f16_to_f32 s ppz | attn_convert_bf16_to_f32 s ppz | attn_quantize_i8 s pzzpp
+attn_operand_info s iCUUII | attn_param_info s iCIDDD | attn_isa_info s iCI
 """
 
+if not hasattr(lib, "attn_isa_info"):  # a library without the queries lacks other calls too
+    raise OSError("libattn at %s is older than this package: it needs libattn >= 0.2.0 with "
+                  "the introspection queries (attn_operand_info, attn_isa_info)" % path)
 for _entry in filter(str.strip, re.split(r"[|\n]", _PROTOTYPES)):
     _name, _res, *_args = _entry.split()
-    _optional = _name.startswith("?")
-    _name = _name.lstrip("?")
-    if _optional and not hasattr(lib, _name):
-        globals()[_name] = None
-        continue
     _fn = getattr(lib, _name)
     _fn.restype = _C[_res]
     _fn.argtypes = [_C[c] for c in "".join(_args)]
     globals()[_name] = _fn
 
-if attn_version_number() < 200 or not hasattr(lib, "attn_run"):  # noqa: F821
-    raise OSError("libattn at %s is version %s; this package needs libattn >= 0.2.0 "
-                  "(attn_run, attn_args_*, attn_desc_set_int/_float)"
-                  % (path, attn_version_string().decode("ascii", "replace")))  # noqa: F821
-
 
 def _table(query, *types):
     """The rows of an introspection query (capi/attn.h "Introspection"), from index 0 until the
     library refuses the index; strings decoded."""
-    if query is None:
-        raise OSError("libattn at %s has no attn_operand_info / attn_param_info / attn_isa_info "
-                      "(built before the introspection queries); this package needs them" % path)
     rows, outs = [], [t() for t in types]
     while query(len(rows), *(ctypes.byref(o) for o in outs)) == 0:
         rows.append(tuple(o.value.decode("ascii") if isinstance(o.value, bytes) else o.value

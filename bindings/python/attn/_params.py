@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Tuple
 
 from . import _lib
 from ._common import (Alibi, AlibiForm, ArgumentTypeError, Causal, Compute, Diagonal,
-                      InvalidArgumentError, Operand, Param, WeightsMode, check_status, enum_arg,
+                      InvalidArgumentError, Param, WeightsMode, check_status, enum_arg,
                       integer, param_bounds, real, size_arg, _np)
 
 #: the parameters whose values a user may give as an enum member or its name
@@ -24,6 +24,12 @@ _INT64 = 2 ** 63
 
 def _is_flag(param):
     return param_bounds(param)[1:] == (0.0, 1.0) and not param_bounds(param)[0]
+
+
+def param_type(param: Param) -> type:
+    """The Python type of a parameter's value: its enum, bool for a 0/1 flag, float or int."""
+    return ENUMS.get(param) or (float if param_bounds(param)[0] else bool if _is_flag(param)
+                                else int)
 
 
 def param_arg(param: Param, value: Any) -> Any:
@@ -75,22 +81,20 @@ def strides_arg(name: str, strides: Any) -> Any:
 
 def new_handle(dims, params, strides):
     """A configured C descriptor: attn_desc_create(dims), the (Param, value) `params`, the
-    (Operand, triple) `strides`. Returns (handle, required length of each operand)."""
+    (Operand, triple) `strides`."""
     handle = ctypes.c_void_p()
     check_status(_lib.attn_desc_create(ctypes.byref(handle), *dims))
-    h = handle.value
     try:
         for param, value in params:
             setter = _lib.attn_desc_set_float if isinstance(value, float) else \
                 _lib.attn_desc_set_int
-            check_status(setter(h, param, value))
+            check_status(setter(handle.value, param, value))
         for op, s in strides:
-            check_status(_lib.attn_desc_set_strides(h, op, *s))
-        lens = [int(_lib.attn_desc_required_len(h, op)) for op in Operand]
+            check_status(_lib.attn_desc_set_strides(handle.value, op, *s))
     except BaseException:
-        _lib.attn_desc_destroy(h)
+        _lib.attn_desc_destroy(handle.value)
         raise
-    return h, lens
+    return handle.value
 
 
 def read_param(handle, param):
@@ -108,10 +112,5 @@ def read_back(desc, handle):
     """Sets desc.<parameter name> to each parameter's value as the library holds it (an enum
     member, a bool for a 0/1 flag)."""
     for p in Param:
-        value = read_param(handle, p)
-        if p in ENUMS:
-            value = ENUMS[p](value)
-        elif _is_flag(p):
-            value = bool(value)
-        setattr(desc, p.name.lower(), value)
+        setattr(desc, p.name.lower(), param_type(p)(read_param(handle, p)))
     desc.window = (desc.window_left, desc.window_right)

@@ -11,7 +11,7 @@ from ._binding import (SETTER, thread_args, _ALIBI_SLOPES, _ALLOWED, _BIAS, _K, 
                        _SINKS, _V)
 from ._common import (Alibi, ArgumentTypeError, Causal, InvalidArgumentError, Op, as_ndarray,
                       check_dtype, element_strides, library_error, real, _np)
-from ._layout import fmt_shape as _shape
+from ._layout import _aligned_writable, fmt_shape as _shape
 from ._params import build_params, new_handle
 
 if TYPE_CHECKING:
@@ -21,11 +21,7 @@ if TYPE_CHECKING:
 def _batch_stride(name, shape, strides, batch):
     """One element stride that walks the flattened batch dims `batch` of an array whose leading
     dims are `shape` (each equal to the batch dim or 1 = broadcast) with element `strides`."""
-    dims = []
-    for n_arr, s, n in zip(shape, strides, batch):
-        if n == 1:
-            continue
-        dims.append((n, 0 if n_arr == 1 else s))
+    dims = [(n, 0 if n_arr == 1 else s) for n_arr, s, n in zip(shape, strides, batch) if n != 1]
     if not dims:
         return 0
     for (n0, s0), (n1, s1) in zip(dims, dims[1:]):
@@ -67,12 +63,6 @@ def _strides4(name, a, batch):
         return (0, 0, es[0])
     nb = a.ndim - 3
     return (_batch_stride(name, a.shape[:nb], es[:nb], batch), es[-3], es[-2])
-
-
-def _broadcast_error(name, mask_shape, target):
-    return InvalidArgumentError("attn_mask has shape %s, which does not broadcast to the "
-                                "attention shape %s (..., heads, L, S)"
-                                % (_shape(mask_shape), _shape(target)))
 
 
 def scaled_dot_product_attention(
@@ -123,15 +113,10 @@ def scaled_dot_product_attention(
         if any(n != m and n != 1 for n, m in zip(b, batch)):
             raise InvalidArgumentError("%s batch dims %s do not match query's %s (each must be "
                                        "equal or 1)" % (name, _shape(b), _shape(batch)))
-    if HQ != HK:
-        if not enable_gqa:
-            raise InvalidArgumentError("query has %d heads, key/value %d: pass enable_gqa=True "
-                                       "for grouped-query attention" % (HQ, HK))
-        if HQ % HK:
-            raise InvalidArgumentError("query heads (%d) must be a multiple of key/value heads "
-                                       "(%d) with enable_gqa" % (HQ, HK))
-    B = math.prod(batch)
-    if min(B, HQ, HK, L, S, E, EV) == 0:
+    if HQ != HK and not enable_gqa:  # a multiple of HK: the library's check
+        raise InvalidArgumentError("query has %d heads, key/value %d: pass enable_gqa=True "
+                                   "for grouped-query attention" % (HQ, HK))
+    if 0 in q.shape + k.shape + v.shape:  # an empty array's strides mean nothing
         raise InvalidArgumentError("empty dimension: query %s, key %s, value %s"
                                    % (_shape(q.shape), _shape(k.shape), _shape(v.shape)))
 
@@ -156,10 +141,7 @@ def scaled_dot_product_attention(
         if res.shape != out_shape:
             raise InvalidArgumentError("out has shape %s, expected %s"
                                        % (_shape(res.shape), _shape(out_shape)))
-        if not res.flags.writeable:
-            raise InvalidArgumentError("out is read-only")
-        if not res.flags.aligned:
-            raise InvalidArgumentError("out is not aligned for float32")
+        _aligned_writable("out", res, True)
 
     strides = [(_Q, _strides4("query", q, batch)),
                (_K, _strides4("key", k, batch)),
@@ -171,11 +153,11 @@ def scaled_dot_product_attention(
         m = as_ndarray("attn_mask", attn_mask, "bool or float32")
         check_dtype("attn_mask", m, (_common.BOOL, _common.F32))
         target = out_shape[:-1] + (S,)  # (..., Hq, L, S)
-        if m.ndim > len(target):
-            raise _broadcast_error("attn_mask", m.shape, target)
         full = (1,) * (len(target) - m.ndim) + m.shape
-        if any(n != t and n != 1 for n, t in zip(full, target)):
-            raise _broadcast_error("attn_mask", m.shape, target)
+        if m.ndim > len(target) or any(n != t and n != 1 for n, t in zip(full, target)):
+            raise InvalidArgumentError("attn_mask has shape %s, which does not broadcast to the "
+                                       "attention shape %s (..., heads, L, S)"
+                                       % (_shape(m.shape), _shape(target)))
         m = m.reshape(full)  # a view: only leading 1s were added
         if m.dtype == _common.BOOL and all(n == 1 for n in full[:-2]):
             allowed = _np.ascontiguousarray(_np.broadcast_to(m.reshape(full[-2:]), (L, S)))
@@ -201,24 +183,20 @@ def scaled_dot_product_attention(
                 hs, rs = es[-3], es[-2]
             strides.append((_BIAS, (bs, hs, rs)))
             binds.append((_BIAS, m))
-    if sinks is not None:
-        s = as_ndarray("sinks", sinks, "float32")
-        check_dtype("sinks", s, (_common.F32,))
-        if s.shape != (HQ,):
-            raise InvalidArgumentError("sinks has shape %s, expected (Hq,) = (%d,)"
-                                       % (_shape(s.shape), HQ))
-        binds.append((_SINKS, _np.ascontiguousarray(s)))
-    if alibi_slopes is not None:
-        s = as_ndarray("alibi", alibi_slopes, "float32")
-        check_dtype("alibi", s, (_common.F32,))
-        if s.shape != (HQ,):
-            raise InvalidArgumentError("alibi slopes have shape %s, expected (Hq,) = (%d,)"
-                                       % (_shape(s.shape), HQ))
-        binds.append((_ALIBI_SLOPES, _np.ascontiguousarray(s)))
+    for name, op, a, has in (("sinks", _SINKS, sinks, "sinks has"),
+                             ("alibi", _ALIBI_SLOPES, alibi_slopes, "alibi slopes have")):
+        if a is not None:
+            a = as_ndarray(name, a, "float32")
+            check_dtype(name, a, (_common.F32,))
+            if a.shape != (HQ,):
+                raise InvalidArgumentError("%s shape %s, expected (Hq,) = (%d,)"
+                                           % (has, _shape(a.shape), HQ))
+            binds.append((op, _np.ascontiguousarray(a)))
 
-    handle, lens = new_handle((B, HQ, HK, L, S, E), params, strides)
+    handle = new_handle((math.prod(batch), HQ, HK, L, S, E), params, strides)
     try:
-        args = thread_args([(w, SETTER[w], _common.data_ptr(a), lens[w]) for w, a in binds])
+        args = thread_args([(w, SETTER[w], _common.data_ptr(a), _lib.attn_desc_required_len(
+            handle, w)) for w, a in binds])
         status = _lib.attn_run(handle, int(Op.FORWARD), args)
         if status:
             raise library_error(status)

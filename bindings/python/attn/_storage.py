@@ -9,8 +9,8 @@ import math
 from typing import TYPE_CHECKING, Any, Optional, Tuple, Union
 
 from . import _common, _lib
-from ._common import (ArgumentTypeError, AttentionError, InvalidArgumentError, Status,
-                      as_ndarray, check_dtype, library_error, need_numpy, _np)
+from ._common import (ArgumentTypeError, InvalidArgumentError, as_ndarray, check_dtype,
+                      library_error, need_numpy, _np)
 
 if TYPE_CHECKING:
     import numpy
@@ -19,15 +19,6 @@ if TYPE_CHECKING:
     from ._common import ArrayLike, F32Array
 
 __all__ = ["BF16", "f32_to_f16", "f32_to_bf16", "f16_to_f32", "bf16_to_f32", "quantize_i8"]
-
-
-def library_function(name: str) -> Any:
-    """The ctypes function `name`, or AttentionError(UNSUPPORTED) naming the library lacking it."""
-    fn = getattr(_lib, name, None)
-    if fn is None:
-        raise AttentionError(Status.UNSUPPORTED, "%s: the libattn at %s has no %s (built before "
-                             "the storage types)" % (name, _lib.path, name))
-    return fn
 
 
 class BF16:
@@ -77,16 +68,6 @@ class BF16:
         return "BF16(shape=%s)" % (self.bits.shape,)
 
 
-def _source(name, x, dtypes, what):
-    """(x as an ndarray, a C-contiguous array of x's values: the view itself if it is one)."""
-    given = as_ndarray(name, x, what)
-    check_dtype(name, given, dtypes)
-    a = given
-    if not (a.flags.c_contiguous and a.flags.aligned):
-        a = _np.ascontiguousarray(a)  # a conversion reads values: a copy changes nothing
-    return given, a
-
-
 def _destination(name, out, shape, dtypes, default):
     """(array to return, C-contiguous array the library writes: `out` itself, a new array of
     `default` dtype, or a temporary copied into a strided `out`)."""
@@ -105,62 +86,69 @@ def _destination(name, out, shape, dtypes, default):
     return a, _np.empty(shape, a.dtype)
 
 
-def _refuse_overlap(fn_name, message, a, b):
-    """C sees only the contiguous buffers passed (a strided array goes through a copy): an
-    overlap of the arrays as given is refused here, with C's message."""
-    if a is not None and b is not None and _np.shares_memory(a, b):
-        raise InvalidArgumentError("%s: %s" % (fn_name, message))
-
-
-def _finish(result, target):
-    if target is not result:
-        result[...] = target
-    return result
-
-
-def _convert(fn_name, x, src_dtypes, what, out, dst_dtypes, default):
+def _convert(fn_name, x, src_dtypes, what, outs, call=None):
+    """Runs the library's `fn_name` on x's values (a C-contiguous copy of a strided x) into
+    `outs`, (name, array or None, src -> its shape, dtypes, default dtype, C's overlap message)
+    each: new arrays, or the ones given (through a temporary when strided; an overlap of the
+    arrays as given is refused with C's message, as C sees only the buffers passed).
+    `call(fn, src, *dsts)` runs it (default: fn(src, dst, elements)). Returns the arrays."""
     need_numpy()
-    fn = library_function(fn_name)
-    given, src = _source("x", x, src_dtypes, what)
-    result, dst = _destination("out", out, src.shape, dst_dtypes, default)
-    _refuse_overlap(fn_name, "src and dst overlap", given, result)
-    if src.size:
-        status = fn(_common.data_ptr(src), _common.data_ptr(dst), src.size)
+    given = as_ndarray("x", x, what)
+    check_dtype("x", given, src_dtypes)
+    src = given
+    if not (src.flags.c_contiguous and src.flags.aligned):
+        src = _np.ascontiguousarray(src)  # a conversion reads values: a copy changes nothing
+    seen, results, targets = [given], [], []
+    for name, out, shape, dtypes, default, overlap in outs:
+        result, target = _destination(name, out, shape(src), dtypes, default)
+        if any(_np.shares_memory(result, a) for a in seen):
+            raise InvalidArgumentError("%s: %s" % (fn_name, overlap))
+        seen.append(result)
+        results.append(result)
+        targets.append(target)
+    ptr, fn = _common.data_ptr, getattr(_lib, fn_name)
+    if call is not None:
+        call(fn, src, *targets)
+    elif src.size:
+        status = fn(ptr(src), ptr(targets[0]), src.size)
         if status:
             raise library_error(status)
-    return _finish(result, dst)
+    for result, target in zip(results, targets):
+        if target is not result:
+            result[...] = target
+    return results
+
+
+def _to(x, out, what, src_dtypes, fn_name, dst_dtypes, default):
+    return _convert(fn_name, x, src_dtypes, what, [
+        ("out", out, lambda src: src.shape, dst_dtypes, default, "src and dst overlap")])[0]
 
 
 def f32_to_f16(x: ArrayLike, out: Optional[ArrayLike] = None) -> numpy.ndarray:
     """attn_convert_f32_to_f16 of a float32 array: a new float16 array, or `out` (float16 or
     uint16 bits, x's shape, any strides) filled and returned."""
-    return _convert("attn_convert_f32_to_f16", x, (_common.F32,), "float32", out,
-                    (_common.F16, _common.U16), _common.F16)
+    return _to(x, out, "float32", (_common.F32,), "attn_convert_f32_to_f16",
+               (_common.F16, _common.U16), _common.F16)
 
 
 def f32_to_bf16(x: ArrayLike, out: Optional[ArrayLike] = None) -> numpy.ndarray:
     """attn_convert_f32_to_bf16: new uint16 bits (wrap as attn.BF16), or `out` (uint16 or BF16)
     filled and returned."""
-    if isinstance(out, BF16):
-        _convert("attn_convert_f32_to_bf16", x, (_common.F32,), "float32", out.bits,
-                 (_common.U16,), _common.U16)
-        return out  # type: ignore[return-value]
-    return _convert("attn_convert_f32_to_bf16", x, (_common.F32,), "float32", out,
-                    (_common.U16,), _common.U16)
+    got = _to(x, out.bits if isinstance(out, BF16) else out, "float32", (_common.F32,),
+              "attn_convert_f32_to_bf16", (_common.U16,), _common.U16)
+    return out if isinstance(out, BF16) else got  # type: ignore[return-value]
 
 
 def f16_to_f32(x: ArrayLike, out: Optional[ArrayLike] = None) -> F32Array:
     """attn_convert_f16_to_f32 of float16 (or uint16 bits): a new float32 array, or `out`."""
-    return _convert("attn_convert_f16_to_f32", x, (_common.F16, _common.U16),
-                    "float16 (or uint16 bits)", out, (_common.F32,), _common.F32)
+    return _to(x, out, "float16 (or uint16 bits)", (_common.F16, _common.U16),
+               "attn_convert_f16_to_f32", (_common.F32,), _common.F32)
 
 
 def bf16_to_f32(x: Union[BF16, ArrayLike], out: Optional[ArrayLike] = None) -> F32Array:
     """attn_convert_bf16_to_f32 of a BF16 (or uint16 bits): a new float32 array, or `out`."""
-    if isinstance(x, BF16):
-        x = x.bits
-    return _convert("attn_convert_bf16_to_f32", x, (_common.U16,), "uint16 (bfloat16 bits)",
-                    out, (_common.F32,), _common.F32)
+    return _to(x.bits if isinstance(x, BF16) else x, out, "uint16 (bfloat16 bits)",
+               (_common.U16,), "attn_convert_bf16_to_f32", (_common.F32,), _common.F32)
 
 
 def quantize_i8(x: ArrayLike, out: Optional[ArrayLike] = None,
@@ -169,52 +157,45 @@ def quantize_i8(x: ArrayLike, out: Optional[ArrayLike] = None,
     scales of x.shape[:-1]), new or the `out` / `scales` given; a K cache's scales are its
     k_scale. A failing row is also named by its index in x."""
     need_numpy()
-    fn = library_function("attn_quantize_i8")
-    given, src = _source("x", x, (_common.F32,), "float32")
-    if src.ndim == 0:
+    x = as_ndarray("x", x, "float32")
+    check_dtype("x", x, (_common.F32,))
+    if x.ndim == 0:
         raise InvalidArgumentError("x is a scalar: quantize_i8 needs rows (..., dim)")
-    dim = src.shape[-1]
-    rows = math.prod(src.shape[:-1])  # rows of dim 0 too: each gets scale 0
-    q_res, q_dst = _destination("out", out, src.shape, (_common.I8,), _common.I8)
-    s_res, s_dst = _destination("scales", scales, src.shape[:-1], (_common.F32,), _common.F32)
-    fn_name = "attn_quantize_i8"
-    _refuse_overlap(fn_name, "src and dst overlap", given, q_res)
-    _refuse_overlap(fn_name, "scales overlaps src or dst", given, s_res)
-    _refuse_overlap(fn_name, "scales overlaps src or dst", q_res, s_res)
-    if rows:
-        status = fn(_common.data_ptr(src), rows, dim, _common.data_ptr(q_dst),
-                    _common.data_ptr(s_dst))
+
+    def call(fn, src, q, s):
+        rows, dim = math.prod(src.shape[:-1]), src.shape[-1]  # rows of dim 0: scale 0 each
+        status = fn(_common.data_ptr(src), rows, dim, _common.data_ptr(q),
+                    _common.data_ptr(s)) if rows else 0
         if status:
             err = library_error(status)
-            bad = _first_bad_row(src, rows, dim)
-            if bad is not None and isinstance(err, InvalidArgumentError):
+            bad = _np.flatnonzero(~_np.isfinite(src.reshape(rows, dim)).all(axis=1))
+            if bad.size and isinstance(err, InvalidArgumentError):
                 err = InvalidArgumentError("%s (x[%s])" % (err.message, ", ".join(
-                    [str(i) for i in _np.unravel_index(bad, src.shape[:-1])] + [":"])))
+                    [str(i) for i in _np.unravel_index(bad[0], src.shape[:-1])] + [":"])))
             raise err
-    return _finish(q_res, q_dst), _finish(s_res, s_dst)
 
-
-def _first_bad_row(src, rows, dim):
-    finite = _np.isfinite(src.reshape(rows, dim)).all(axis=1)
-    bad = _np.flatnonzero(~finite)
-    return int(bad[0]) if bad.size else None
+    q, s = _convert("attn_quantize_i8", x, (_common.F32,), "float32", [
+        ("out", out, lambda src: src.shape, (_common.I8,), _common.I8, "src and dst overlap"),
+        ("scales", scales, lambda src: src.shape[:-1], (_common.F32,), _common.F32,
+         "scales overlaps src or dst")], call)
+    return q, s
 
 
 def storage_setter(name: str, op: int, a: Any) -> Tuple[Any, Any, Any]:
     """(ndarray, dtype, attn_args setter or None for float32) of a stored q / k / v / dout."""
     if isinstance(a, BF16):
-        return a.bits, _common.U16, library_function("attn_args_set_bf16")
+        return a.bits, _common.U16, _lib.attn_args_set_bf16
     a = as_ndarray(name, a, "float32, float16, int8 or attn.BF16")
     dt = a.dtype
     if dt == _common.F32:
         return a, _common.F32, None
     if dt == _common.F16:
-        return a, _common.F16, library_function("attn_args_set_f16")
+        return a, _common.F16, _lib.attn_args_set_f16
     if dt == _common.I8:
         if op == 0:  # Desc's refusal; Args.set(Operand.Q, int8) reaches the library's
             raise ArgumentTypeError("q has dtype int8: int8 storage is for k and v (with their "
                                     "k_scale / v_scale); q may be float32, float16 or attn.BF16")
-        return a, _common.I8, library_function("attn_args_set_i8")
+        return a, _common.I8, _lib.attn_args_set_i8
     if dt == _common.U16 or dt == _common.I16:
         raise ArgumentTypeError(
             "%s has dtype %s: 16-bit bit patterns are ambiguous; wrap bfloat16 bits as "
