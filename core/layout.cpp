@@ -24,7 +24,9 @@ size_t row_dim(const Shape &s, Strided which) {
 
 } // namespace
 
-const Layout &layout_in(const Params &p, Strided which) {
+namespace {
+// The strides of `which` in p, for a const or a mutable Params alike.
+template <class P> auto &layout_of(P &p, Strided which) {
     switch (which) {
     case Strided::Q:
         return p.q;
@@ -42,23 +44,13 @@ const Layout &layout_in(const Params &p, Strided which) {
         return p.vs;
     }
 }
+} // namespace
+
+const Layout &layout_in(const Params &p, Strided which) {
+    return layout_of(p, which);
+}
 Layout &layout_in(Params &p, Strided which) {
-    switch (which) {
-    case Strided::Q:
-        return p.q;
-    case Strided::K:
-        return p.k;
-    case Strided::V:
-        return p.v;
-    case Strided::Out:
-        return p.out;
-    case Strided::Bias:
-        return p.bias;
-    case Strided::KScale:
-        return p.ks;
-    default:
-        return p.vs;
-    }
+    return layout_of(p, which);
 }
 
 View view_of(const Shape &s, const Params &mode, Strided which, const Layout &lay) {
