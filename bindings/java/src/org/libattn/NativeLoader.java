@@ -19,31 +19,11 @@ import java.util.Locale;
 import java.util.function.Function;
 
 /**
- * Loads libattn's native code once, before the first native call (the binding's raw classes
- * call {@link #load()} from their static initialiser; calling it yourself only makes a missing
- * library fail early).
- *
- * <p>Where the native code comes from, in this order:
- * <ol>
- *   <li>{@code -Dorg.libattn.library.path=DIR}: a directory holding {@code libattn.so.0} (if
- *       present it is loaded first) and {@code libattn_java.so}. Nothing else is tried when it
- *       is set: a failure is an {@link UnsatisfiedLinkError} naming the directory.
- *       ({@code -Dorg.libattn.library=FILE}, the JNI library's own file, still works too.)</li>
- *   <li>The copies inside the jar, {@code META-INF/native/<os>-<arch>/} (e.g.
- *       {@code linux-x86_64}): extracted into a new private directory (mode 0700, a unique name
- *       per load, so concurrent JVMs never share or overwrite a file) under
- *       {@code -Dorg.libattn.tmpdir} or else {@code java.io.tmpdir}, loaded from there
- *       ({@code libattn.so.0} first, then {@code libattn_java.so}, whose RUNPATH is
- *       {@code $ORIGIN}), and deleted when the JVM exits. Directories left behind by JVMs that
- *       were killed are removed by the next load (each live one holds a lock on its
- *       {@code .lock} file). The bundled copies come first because they are the exact build
- *       of the Java classes beside them.</li>
- *   <li>Only when the jar has no natives for this platform, or they could not be extracted
- *       or loaded: an installed copy, {@code System.loadLibrary("attn_java")} on
- *       {@code java.library.path} (it finds {@code libattn.so.0} through its RUNPATH or the
- *       system's library path).</li>
- * </ol>
- * If none works, an {@link UnsatisfiedLinkError} lists every attempt and its error.
+ * Loads libattn's native code once, before the first native call, from the first source that
+ * works: {@code -Dorg.libattn.library.path=DIR} (or {@code -Dorg.libattn.library=FILE}; then
+ * nothing else), the jar's {@code META-INF/native/<os>-<arch>/} extracted into a private locked
+ * directory (removed at exit, or by a later load if the JVM was killed), else
+ * {@code System.loadLibrary("attn_java")}. Failing all, an UnsatisfiedLinkError lists each try.
  */
 public final class NativeLoader {
     /** System property: a directory with {@code libattn.so.0} and {@code libattn_java.so}. */
@@ -65,36 +45,27 @@ public final class NativeLoader {
 
     private NativeLoader() {}
 
-    /**
-     * Loads the native code if it is not loaded yet (idempotent, thread-safe).
-     *
-     * @throws UnsatisfiedLinkError no source worked; the message lists what was tried
-     */
+    /** Loads the native code if it is not loaded yet (idempotent, thread-safe). */
     public static synchronized void load() {
         if (loadedFrom != null) {
             return;
         }
         List<String> tried = new ArrayList<>();
 
-        String dir = property(LIBRARY_PATH_PROPERTY);
-        if (dir != null) {
-            Path d = Paths.get(dir).toAbsolutePath();
-            try {
-                loadedFrom = loadFrom(d);
-                return;
-            } catch (UnsatisfiedLinkError | SecurityException e) {
-                tried.add("-D" + LIBRARY_PATH_PROPERTY + "=" + dir + ": " + e.getMessage());
-                throw failure(tried, false);
+        for (String prop : new String[] {LIBRARY_PATH_PROPERTY, LIBRARY_FILE_PROPERTY}) {
+            String v = property(prop);
+            if (v == null) {
+                continue; // when set, nothing else is tried
             }
-        }
-        String file = property(LIBRARY_FILE_PROPERTY);
-        if (file != null) {
+            Path p = Paths.get(v).toAbsolutePath();
             try {
-                System.load(Paths.get(file).toAbsolutePath().toString());
-                loadedFrom = Paths.get(file).toAbsolutePath().toString();
+                if (prop.equals(LIBRARY_FILE_PROPERTY)) {
+                    System.load(p.toString());
+                }
+                loadedFrom = prop.equals(LIBRARY_FILE_PROPERTY) ? p.toString() : loadFrom(p);
                 return;
             } catch (UnsatisfiedLinkError | SecurityException e) {
-                tried.add("-D" + LIBRARY_FILE_PROPERTY + "=" + file + ": " + e.getMessage());
+                tried.add("-D" + prop + "=" + v + ": " + e.getMessage());
                 throw failure(tried, false);
             }
         }
@@ -129,24 +100,13 @@ public final class NativeLoader {
         throw failure(tried, true);
     }
 
-    /**
-     * Where the JNI library was loaded from: its absolute path, or
-     * {@code System.loadLibrary("attn_java")} for an installed copy. Loads it first if needed.
-     *
-     * @return a path or a description of the source
-     * @throws UnsatisfiedLinkError as {@link #load()}
-     */
+    /** Where the JNI library was loaded from (a path or System.loadLibrary); loads it first. */
     public static synchronized String loadedFrom() {
         load();
         return loadedFrom;
     }
 
-    /**
-     * This JVM's platform as named in the jar, {@code <os>-<arch>}: e.g. {@code linux-x86_64},
-     * {@code linux-aarch64}, {@code osx-aarch64}, {@code windows-x86_64}.
-     *
-     * @return the platform directory name under {@code META-INF/native/}
-     */
+    /** This JVM's platform directory in the jar, {@code <os>-<arch>} (e.g. linux-x86_64). */
     public static String platform() {
         String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
         String arch = System.getProperty("os.arch", "").toLowerCase(Locale.ROOT);
@@ -214,11 +174,7 @@ public final class NativeLoader {
         }
     }
 
-    /**
-     * Extracts the natives ({@code open.apply(name)} for each file name, null = absent) into a
-     * new directory in {@code base}, locked until the returned object is closed or the JVM
-     * exits, and deleted at exit.
-     */
+    /** Extracts the natives (open.apply(name); null = absent) into a new locked directory. */
     static Extracted extract(Path base, Function<String, InputStream> open) throws IOException {
         Path dir = Files.createTempDirectory(base, DIR_PREFIX); // 0700 on POSIX, unique name
         dir.toFile().deleteOnExit(); // deleteOnExit runs in reverse order: files, then the dir
@@ -255,12 +211,7 @@ public final class NativeLoader {
         return x;
     }
 
-    /**
-     * Best effort: deletes {@code base/libattn-*} directories whose {@code .lock} is not locked,
-     * i.e. left by a JVM that did not exit normally. Only real directories (not symbolic links)
-     * owned by this user, holding a real {@code .lock}, are considered: one without it (being set
-     * up right now) or anything else is left alone. Only the files directly inside are deleted.
-     */
+    /** Best effort: deletes this user's base/libattn-* directories whose .lock no JVM holds. */
     static void removeStale(Path base) {
         String user = System.getProperty("user.name");
         try (DirectoryStream<Path> dirs = Files.newDirectoryStream(base, DIR_PREFIX + "*")) {
