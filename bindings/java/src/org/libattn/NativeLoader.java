@@ -110,28 +110,11 @@ public final class NativeLoader {
     public static String platform() {
         String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
         String arch = System.getProperty("os.arch", "").toLowerCase(Locale.ROOT);
-        if (os.startsWith("linux")) {
-            os = "linux";
-        } else if (os.startsWith("mac") || os.startsWith("darwin")) {
-            os = "osx";
-        } else if (os.startsWith("windows")) {
-            os = "windows";
-        } else {
-            os = os.replaceAll("[^a-z0-9]", "");
-        }
-        switch (arch) {
-            case "amd64":
-            case "x86_64":
-            case "x64":
-                arch = "x86_64";
-                break;
-            case "aarch64":
-            case "arm64":
-                arch = "aarch64";
-                break;
-            default:
-                arch = arch.replaceAll("[^a-z0-9_]", "");
-        }
+        os = os.startsWith("linux") ? "linux"
+                : os.startsWith("mac") || os.startsWith("darwin") ? "osx"
+                : os.startsWith("windows") ? "windows" : os.replaceAll("[^a-z0-9]", "");
+        arch = arch.equals("amd64") || arch.equals("x64") ? "x86_64"
+                : arch.equals("arm64") ? "aarch64" : arch.replaceAll("[^a-z0-9_]", "");
         return os + "-" + arch;
     }
 
@@ -259,11 +242,10 @@ public final class NativeLoader {
             b.append("\n  ").append(i + 1).append(". ").append(tried.get(i));
         }
         if (hint) {
-            b.append("\nUse a jar with natives for this platform, or set -D")
-                    .append(LIBRARY_PATH_PROPERTY).append("=<dir with ").append(CORE_LIBRARY)
-                    .append(" and ").append(JNI_LIBRARY).append(">; if the temporary directory is")
-                    .append(" mounted noexec, set -D").append(TMPDIR_PROPERTY)
-                    .append("=<another directory>.");
+            b.append("\nUse a jar with natives for this platform, or set -D" + LIBRARY_PATH_PROPERTY
+                    + "=<dir with " + CORE_LIBRARY + " and " + JNI_LIBRARY + ">; if the temporary"
+                    + " directory is mounted noexec, set -D" + TMPDIR_PROPERTY
+                    + "=<another directory>.");
         }
         return new UnsatisfiedLinkError(b.toString());
     }
