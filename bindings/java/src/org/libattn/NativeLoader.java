@@ -2,16 +2,9 @@ package org.libattn;
 
 import java.io.IOException;
 import java.io.InputStream;
-import java.nio.channels.FileChannel;
-import java.nio.channels.FileLock;
-import java.nio.channels.OverlappingFileLockException;
-import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
-import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.Paths;
-import java.nio.file.StandardCopyOption;
-import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.List;
@@ -21,8 +14,8 @@ import java.util.function.Function;
 /**
  * Loads libattn's native code once, before the first native call, from the first source that
  * works: {@code -Dorg.libattn.library.path=DIR} (or {@code -Dorg.libattn.library=FILE}; then
- * nothing else), the jar's {@code META-INF/native/<os>-<arch>/} extracted into a private locked
- * directory (removed at exit, or by a later load if the JVM was killed), else
+ * nothing else), the jar's {@code META-INF/native/<os>-<arch>/} extracted into a private
+ * directory that is deleted as soon as they are loaded (they stay mapped), else
  * {@code System.loadLibrary("attn_java")}. Failing all, an UnsatisfiedLinkError lists each try.
  */
 public final class NativeLoader {
@@ -37,11 +30,8 @@ public final class NativeLoader {
     static final String CORE_LIBRARY = "libattn.so.0";
     static final String JNI_LIBRARY = "libattn_java.so";
     static final String DIR_PREFIX = "libattn-";
-    static final String LOCK_FILE = ".lock";
 
     private static String loadedFrom;
-    /** Held for the life of the JVM: tells other JVMs that the extracted directory is in use. */
-    private static final List<Extracted> EXTRACTED = new ArrayList<>();
 
     private NativeLoader() {}
 
@@ -73,18 +63,19 @@ public final class NativeLoader {
         String resources = "/META-INF/native/" + platform() + "/";
         if (NativeLoader.class.getResource(resources + JNI_LIBRARY) != null) {
             Path base = null;
+            Path dir = null;
             try {
                 String t = property(TMPDIR_PROPERTY);
                 base = Paths.get(t != null ? t : System.getProperty("java.io.tmpdir"));
-                removeStale(base);
-                Extracted x = extract(base,
+                dir = extract(base,
                         name -> NativeLoader.class.getResourceAsStream(resources + name));
-                EXTRACTED.add(x);
-                loadedFrom = loadFrom(x.dir);
+                loadedFrom = loadFrom(dir);
                 return;
             } catch (IOException | UnsatisfiedLinkError | SecurityException e) {
                 tried.add("the jar's " + resources.substring(1) + " extracted under " + base
                         + ": " + e);
+            } finally {
+                remove(dir); // loaded libraries stay mapped: nothing is left on disk
             }
         } else {
             tried.add("the jar has no natives for this platform (no resource " + resources
@@ -139,37 +130,10 @@ public final class NativeLoader {
         return jni.toString();
     }
 
-    /** An extracted directory and the lock that marks it in use (released when closed). */
-    static final class Extracted implements AutoCloseable {
-        final Path dir;
-        final FileChannel channel;
-        final FileLock lock;
-
-        Extracted(Path dir, FileChannel channel, FileLock lock) {
-            this.dir = dir;
-            this.channel = channel;
-            this.lock = lock;
-        }
-
-        @Override
-        public void close() throws IOException {
-            channel.close(); // releases the lock
-        }
-    }
-
-    /** Extracts the natives (open.apply(name); null = absent) into a new locked directory. */
-    static Extracted extract(Path base, Function<String, InputStream> open) throws IOException {
+    /** Extracts the natives (open.apply(name); null = absent) into a new private directory. */
+    static Path extract(Path base, Function<String, InputStream> open) throws IOException {
         Path dir = Files.createTempDirectory(base, DIR_PREFIX); // 0700 on POSIX, unique name
-        dir.toFile().deleteOnExit(); // deleteOnExit runs in reverse order: files, then the dir
-        // Lock before anything else exists under its final name: another JVM's removeStale only
-        // considers a ".lock", which appears (by an atomic rename) already locked.
-        Path pending = dir.resolve(LOCK_FILE + ".new");
-        FileChannel ch = FileChannel.open(pending, StandardOpenOption.CREATE_NEW,
-                StandardOpenOption.WRITE);
-        FileLock l = ch.lock();
-        Path lockFile = Files.move(pending, dir.resolve(LOCK_FILE), StandardCopyOption.ATOMIC_MOVE);
-        lockFile.toFile().deleteOnExit();
-        Extracted x = new Extracted(dir, ch, l);
+        dir.toFile().deleteOnExit(); // after its files, should remove() fail to delete them now
         try {
             for (String name : new String[] {CORE_LIBRARY, JNI_LIBRARY}) {
                 try (InputStream in = open.apply(name)) {
@@ -177,7 +141,6 @@ public final class NativeLoader {
                         continue; // libattn.so.0 is absent if the JNI library links it statically
                     }
                     Path target = dir.resolve(name);
-                    target.toFile().deleteOnExit();
                     Files.copy(in, target);
                     try {
                         Files.setPosixFilePermissions(target,
@@ -188,50 +151,24 @@ public final class NativeLoader {
                 }
             }
         } catch (IOException | RuntimeException e) {
-            x.close(); // unlocked: the next load anywhere removes the partial directory
+            remove(dir);
             throw e;
         }
-        return x;
+        return dir;
     }
 
-    /** Best effort: deletes this user's base/libattn-* directories whose .lock no JVM holds. */
-    static void removeStale(Path base) {
-        String user = System.getProperty("user.name");
-        try (DirectoryStream<Path> dirs = Files.newDirectoryStream(base, DIR_PREFIX + "*")) {
-            for (Path d : dirs) {
-                Path lockFile = d.resolve(LOCK_FILE);
-                try {
-                    LinkOption here = LinkOption.NOFOLLOW_LINKS;
-                    if (!Files.isDirectory(d, here) || !Files.isRegularFile(lockFile, here)
-                            || !Files.getOwner(d, here).getName().equals(user)) {
-                        continue;
-                    }
-                } catch (IOException | UnsupportedOperationException | SecurityException e) {
-                    continue;
-                }
-                try (FileChannel ch = FileChannel.open(lockFile, StandardOpenOption.WRITE)) {
-                    FileLock l;
-                    try {
-                        l = ch.tryLock();
-                    } catch (OverlappingFileLockException e) {
-                        continue; // this JVM's own directory
-                    }
-                    if (l == null) {
-                        continue; // a live JVM holds it
-                    }
-                    try (DirectoryStream<Path> files = Files.newDirectoryStream(d)) {
-                        for (Path f : files) {
-                            Files.deleteIfExists(f);
-                        }
-                    }
-                    Files.deleteIfExists(d);
-                    l.release();
-                } catch (IOException | SecurityException e) {
-                    // another JVM removed it first, or it is not ours to remove: leave it
-                }
+    /** Deletes an extracted directory; what cannot go now (a loaded DLL) goes at exit. */
+    static void remove(Path dir) {
+        if (dir == null) {
+            return;
+        }
+        for (String name : new String[] {JNI_LIBRARY, CORE_LIBRARY, ""}) { // "": dir itself
+            Path f = dir.resolve(name);
+            try {
+                Files.deleteIfExists(f);
+            } catch (IOException | SecurityException e) {
+                f.toFile().deleteOnExit();
             }
-        } catch (IOException | SecurityException e) {
-            // base is unreadable: extraction reports the real problem
         }
     }
 
