@@ -54,12 +54,11 @@ public class AttentionException extends RuntimeException {
     }
 
     private static Status known(int code) {
-        for (Status s : Status.values()) {
-            if (s.code() == code) {
-                return s;
-            }
+        try {
+            return Status.fromCode(code);
+        } catch (IllegalArgumentException unknown) { // a newer library's status
+            return Status.INTERNAL;
         }
-        return Status.INTERNAL;
     }
 
     private static String describe(int code, Status status) {

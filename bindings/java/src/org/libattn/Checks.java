@@ -16,20 +16,12 @@ final class Checks {
     /** x, or a NullPointerException naming it. */
     static <T> T given(T x, String name) {
         if (x == null) {
-            throw missing(name);
+            throw new NullPointerException(name + " must not be null");
         }
         return x;
     }
 
-    static NullPointerException missing(String name) {
-        return new NullPointerException(name + " must not be null");
-    }
-
-    /**
-     * b for native code, which sees a buffer from its address to its capacity: direct, in native
-     * byte order, writable if an output; a slice when it does not span position 0 to capacity.
-     * null stays null.
-     */
+    /** b as native code sees it (address to capacity): direct, native order, sliced; null stays. */
     @SuppressWarnings("unchecked")
     static <B extends Buffer> B buffer(B b, String name, boolean output) {
         if (b == null) {
