@@ -24,25 +24,24 @@ static const char *const kind_names[6][3] = {
     {"[Z", "[B", "java/nio/ByteBuffer"}, {"[I", "java/nio/IntBuffer", 0}};
 static jclass kinds[6][3];
 
+static jclass global_class(JNIEnv *env, const char *name) {
+    jclass local = (*env)->FindClass(env, name);
+    if (!local) return NULL;
+    jclass global = (jclass)(*env)->NewGlobalRef(env, local);
+    (*env)->DeleteLocalRef(env, local);
+    return global;
+}
+
 JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved) {
     JNIEnv *env = NULL;
     (void)reserved;
     if ((*vm)->GetEnv(vm, (void **)&env, JNI_VERSION_1_8) != JNI_OK) return JNI_ERR;
-    const char *names[2] = {"java/nio/Buffer", "org/libattn/AttentionException"};
-    jclass *slots[2] = {&buffer_class, &exception_class};
-    for (int i = 0; i < 2; ++i) {
-        jclass local = (*env)->FindClass(env, names[i]);
-        if (!local) return JNI_ERR;
-        *slots[i] = (jclass)(*env)->NewGlobalRef(env, local);
-        (*env)->DeleteLocalRef(env, local);
-    }
+    if (!(buffer_class = global_class(env, "java/nio/Buffer")) ||
+        !(exception_class = global_class(env, "org/libattn/AttentionException")))
+        return JNI_ERR;
     for (int t = 0; t < 6; ++t)
-        for (int i = 0; i < 3 && kind_names[t][i]; ++i) {
-            jclass local = (*env)->FindClass(env, kind_names[t][i]);
-            if (!local) return JNI_ERR;
-            kinds[t][i] = (jclass)(*env)->NewGlobalRef(env, local);
-            (*env)->DeleteLocalRef(env, local);
-        }
+        for (int i = 0; i < 3 && kind_names[t][i]; ++i)
+            if (!(kinds[t][i] = global_class(env, kind_names[t][i]))) return JNI_ERR;
     exception_of = (*env)->GetStaticMethodID(env, exception_class, "forStatus",
                                              "(I[B)Ljava/lang/RuntimeException;");
     return exception_of ? JNI_VERSION_1_8 : JNI_ERR;

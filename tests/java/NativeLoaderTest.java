@@ -1,9 +1,11 @@
 package org.libattn;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.ByteArrayInputStream;
@@ -25,7 +27,7 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * NativeLoader: the explicit directory the tests run with (-Dorg.libattn.library.path), the
- * platform name, and the extraction / stale-directory logic on fake files (the real extraction
+ * platform name, and the extraction and removal on fake files (the real extraction
  * from the Maven jar is ctest consumer_java).
  */
 class NativeLoaderTest {
@@ -76,59 +78,47 @@ class NativeLoaderTest {
     }
 
     @Test
-    void extractsIntoAPrivateUniqueLockedDirectory() throws IOException {
-        try (NativeLoader.Extracted a = NativeLoader.extract(base, fakeNatives(twoFiles()));
-                NativeLoader.Extracted b = NativeLoader.extract(base, fakeNatives(twoFiles()))) {
-            assertNotEquals(a.dir, b.dir);
-            for (NativeLoader.Extracted x : new NativeLoader.Extracted[] {a, b}) {
-                assertEquals(base, x.dir.getParent());
-                assertTrue(x.dir.getFileName().toString().startsWith("libattn-"));
-                assertEquals("rwx------", PosixFilePermissions.toString(
-                        Files.getPosixFilePermissions(x.dir)));
-                assertArrayEquals("core".getBytes(StandardCharsets.UTF_8),
-                        Files.readAllBytes(x.dir.resolve("libattn.so.0")));
-                assertArrayEquals("jni".getBytes(StandardCharsets.UTF_8),
-                        Files.readAllBytes(x.dir.resolve("libattn_java.so")));
-                assertTrue(Files.isRegularFile(x.dir.resolve(".lock")));
-                assertFalse(Files.exists(x.dir.resolve(".lock.new")));
-                assertTrue(x.lock.isValid());
-            }
-            // Both are in use by this JVM: never removed as stale.
-            NativeLoader.removeStale(base);
-            assertEquals(2, libattnDirs(base).size());
+    void extractsIntoAPrivateUniqueDirectoryAndRemovesIt() throws IOException {
+        Path a = NativeLoader.extract(base, fakeNatives(twoFiles()));
+        Path b = NativeLoader.extract(base, fakeNatives(twoFiles()));
+        assertNotEquals(a, b);
+        for (Path x : new Path[] {a, b}) {
+            assertEquals(base, x.getParent());
+            assertTrue(x.getFileName().toString().startsWith("libattn-"));
+            assertEquals("rwx------", PosixFilePermissions.toString(
+                    Files.getPosixFilePermissions(x)));
+            assertArrayEquals("core".getBytes(StandardCharsets.UTF_8),
+                    Files.readAllBytes(x.resolve("libattn.so.0")));
+            assertArrayEquals("jni".getBytes(StandardCharsets.UTF_8),
+                    Files.readAllBytes(x.resolve("libattn_java.so")));
         }
+        NativeLoader.remove(a);
+        assertEquals(List.of(b), libattnDirs(base), "remove deletes only its own directory");
+        NativeLoader.remove(b);
+        assertEquals(List.of(), libattnDirs(base));
     }
 
     @Test
-    void removesOnlyUnlockedDirectories() throws IOException {
-        NativeLoader.Extracted dead = NativeLoader.extract(base, fakeNatives(twoFiles()));
-        dead.close(); // as if its JVM had been killed: the lock is gone, the files are not
-        NativeLoader.Extracted alive = NativeLoader.extract(base, fakeNatives(twoFiles()));
-        Path settingUp = Files.createDirectory(base.resolve("libattn-being-set-up"));
-        Path other = Files.createDirectory(base.resolve("unrelated"));
-        Files.createFile(other.resolve(".lock"));
-        Files.createFile(other.resolve("precious"));
-        Path link = Files.createSymbolicLink(base.resolve("libattn-link"), other);
-        try {
-            NativeLoader.removeStale(base);
-            assertTrue(Files.isSymbolicLink(link), "a symbolic link is never followed");
-            assertTrue(Files.exists(other.resolve("precious")), "a symbolic link is never followed");
-            assertFalse(Files.exists(dead.dir), "an unlocked directory is stale");
-            assertTrue(Files.isDirectory(alive.dir), "a locked directory is in use");
-            assertTrue(Files.isDirectory(settingUp), "no .lock yet: being set up, left alone");
-            assertTrue(Files.isDirectory(other), "not libattn-*: never touched");
-        } finally {
-            alive.close();
-        }
+    void aFailedExtractionLeavesNothing() {
+        Map<String, byte[]> files = twoFiles();
+        Function<String, InputStream> failing = name -> {
+            if (name.equals(NativeLoader.JNI_LIBRARY)) {
+                throw new IllegalStateException("unreadable resource");
+            }
+            return fakeNatives(files).apply(name);
+        };
+        assertThrows(IllegalStateException.class, () -> NativeLoader.extract(base, failing));
+        assertEquals(List.of(), assertDoesNotThrow(() -> libattnDirs(base)));
     }
 
     @Test
     void anAbsentCoreLibraryIsSkipped() throws IOException {
         Map<String, byte[]> only = new HashMap<>();
         only.put(NativeLoader.JNI_LIBRARY, new byte[] {1, 2, 3});
-        try (NativeLoader.Extracted x = NativeLoader.extract(base, fakeNatives(only))) {
-            assertFalse(Files.exists(x.dir.resolve("libattn.so.0")));
-            assertTrue(Files.isRegularFile(x.dir.resolve("libattn_java.so")));
-        }
+        Path x = NativeLoader.extract(base, fakeNatives(only));
+        assertFalse(Files.exists(x.resolve("libattn.so.0")));
+        assertTrue(Files.isRegularFile(x.resolve("libattn_java.so")));
+        NativeLoader.remove(x);
+        assertFalse(Files.exists(x));
     }
 }

@@ -9,7 +9,7 @@
 #   3. a copy of project/ built with `mvn package` against org.libattn:attn:VERSION from <tmp>/m2;
 #   4. `java -cp <installed jar>:<app jar> example.App`: the seed example's out[1][0] must be
 #      exactly 15 and both native libraries must be mapped from a libattn-* directory the loader
-#      extracted under java.io.tmpdir (deleted again when the JVM exits);
+#      extracted under java.io.tmpdir (deleted again once they are loaded);
 #   5. two such JVMs at once, released together by a barrier: two different directories, both OK.
 # Inputs (-D): SOURCE_DIR POM VERSION BUILD_DIR NATIVE_PLATFORM_DIR GEN_PACKAGE_DIR MVN JAVA
 # Set ATTN_KEEP_CONSUMER_TMP=1 in the environment to keep <tmp> for inspection.
@@ -203,7 +203,7 @@ endfunction()
 run(_out "java -cp ... example.App" ${_java})
 check_report("${_out}" "the consumer")
 message(STATUS "consumer output:\n${_out}")
-elapsed("one JVM: natives extracted to ${NATIVES_DIR} and removed at exit")
+elapsed("one JVM: natives extracted to ${NATIVES_DIR} and removed")
 
 # ------------------------------------------------------------------------------------------------
 # 5. Two JVMs at once. execute_process runs its COMMANDs concurrently; the barrier makes both load

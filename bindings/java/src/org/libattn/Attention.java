@@ -1,24 +1,13 @@
 package org.libattn;
 
 /**
- * Entry points of libattn that need no descriptor: the simple one-sequence attention, version,
- * thread count and kernel (ISA) selection.
- *
- * <p>Errors (one rule, whether this class or the library finds the problem): a {@code null}
- * required array and the library's NULL_POINTER throw {@link NullPointerException}; a negative
- * size, an array shorter than required and the library's INVALID_ARGUMENT throw
- * {@link IllegalArgumentException}; any other failure the library reports throws
- * {@link AttentionException} with its status. The message names the argument (the library's
- * own message for what it refused). All methods are thread-safe.
+ * Entry points that need no descriptor: attn_simple, version, threads and ISA selection.
+ * Errors as in {@link AttentionException}; thread-safe.
  */
 public final class Attention {
     private Attention() {}
 
-    /**
-     * The original one-sequence, one-head {@code attention(Q, K, V, causal, pad_mask)}
-     * (attn_simple): q, k, v [n][d] row-major, padMask [n] (true = real token) or null; returns
-     * the output [n][d].
-     */
+    /** One-sequence, one-head attention (attn_simple): q, k, v [n][d]; returns out [n][d]. */
     public static float[] simple(float[] q, float[] k, float[] v, int n, int d, boolean causal,
             boolean[] padMask) {
         long nd = (long) Math.max(n, 0) * Math.max(d, 0);
@@ -78,12 +67,7 @@ public final class Attention {
         return AttnNative.attn_isa();
     }
 
-    /**
-     * Caps the kernel (process-wide) at {@code name}; null or "" restores the default.
-     *
-     * @throws IllegalArgumentException an unknown name (the library's message lists them)
-     * @throws AttentionException       {@link Status#UNSUPPORTED}: this CPU or build lacks it
-     */
+    /** Caps the kernel process-wide at {@code name} (attn_set_isa); null or "" = default. */
     public static void setIsa(String name) {
         AttnNative.attn_set_isa(name);
     }
@@ -93,12 +77,7 @@ public final class Attention {
         return (int) AttnNative.attn_get_num_threads();
     }
 
-    /**
-     * Sets the number of threads attention calls use (the caller counts as one); 0 restores the
-     * default (ATTN_NUM_THREADS, else the hardware thread count).
-     *
-     * @throws IllegalArgumentException n is negative, or the library refused it
-     */
+    /** Sets the number of threads attention calls use (attn_set_num_threads; 0 = default). */
     public static void setNumThreads(int n) {
         AttnNative.attn_set_num_threads(n);
     }

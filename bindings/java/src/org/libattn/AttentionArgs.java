@@ -11,38 +11,10 @@ import java.util.Arrays;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * The per-call tensors of the extensible call (attn_args + attn_run, attn.h "Extensible call"):
- * bind each {@link Operand} to an array or a direct buffer, then {@link #run(Op)}. Created by
- * {@link AttentionDesc#args()} for one descriptor.
- *
- * <pre>{@code
- * try (AttentionArgs args = desc.args()) {
- *     args.set(Operand.Q, q).set(Operand.K, k).set(Operand.V, v).set(Operand.OUT, out)
- *         .set(Operand.QUERY_VALID, queryValid)    // boolean[] (or byte[], a ByteBuffer)
- *         .set(Operand.SEQ_LENS_K, new int[] {7, 5});
- *     args.run(Op.FORWARD);
- * }
- * }</pre>
- *
- * Element types: floats as {@code float[]} or a direct {@link FloatBuffer}; byte masks as
- * {@code boolean[]}, {@code byte[]} or a direct {@link ByteBuffer}; ints as {@code int[]} or a
- * direct {@link IntBuffer}; 16-bit storage ({@link #setF16}, {@link #setBf16}) as {@code short[]}
- * or a direct {@link ShortBuffer}; int8 ({@link #setI8}) as {@code byte[]} or a direct ByteBuffer
- * (attn.h "Storage types"). Buffers are direct, in native byte order, used from their position
- * to their limit. Nothing is copied: arrays are pinned for the length of one call. Which
- * operands a call needs, every length and every value are checked by the library in the call.
- *
- * <p>Errors: the library's status and message, as {@link NullPointerException} (NULL_POINTER:
- * a required operand not bound), {@link IllegalArgumentException} (INVALID_ARGUMENT: a buffer
- * too short, an output overlapping another operand, bad prefix sums or block-table entries) or
- * {@link AttentionException} (any other, e.g. UNSUPPORTED); {@code set} refuses at once an
- * element type the operand does not take (attn_operand_info), a heap or wrongly ordered buffer,
- * a read-only buffer for an output; {@link IllegalStateException} once this object or its
- * descriptor is closed.
- *
- * <p>Threads and lifetime: give each thread its own AttentionArgs (calls on one object are
- * serialized). {@link #close()} frees the native attn_args; one never closed is freed by a
- * {@link Cleaner} once unreachable.
+ * The per-call tensors of the extensible call (attn_args + attn_run; semantics and errors:
+ * attn.h "Extensible call"): bind each {@link Operand} to an array (pinned for the call) or a
+ * direct native-order buffer (position to limit), then {@link #run(Op)}. Library errors arrive
+ * as in {@link AttentionException}; one object per thread; {@link #close()} or a Cleaner frees it.
  */
 public final class AttentionArgs implements AutoCloseable {
     private static final int OPERANDS = Operand.values().length;
@@ -134,10 +106,7 @@ public final class AttentionArgs implements AutoCloseable {
         return bind(which, data, BF16);
     }
 
-    /**
-     * Binds an operand to int8 values (attn_args_set_i8), its scales bound as
-     * {@link Operand#K_SCALE} / {@link Operand#V_SCALE} ({@link Convert#quantizeI8} makes both).
-     */
+    /** Binds an operand to int8 values (attn_args_set_i8; scales: K_SCALE / V_SCALE). */
     public AttentionArgs setI8(Operand which, byte[] data) {
         return bind(which, data, I8);
     }
@@ -149,7 +118,7 @@ public final class AttentionArgs implements AutoCloseable {
 
     /** How {@code which} is bound: F16, BF16 or I8 through those setters, otherwise F32. */
     public synchronized StorageType storage(Operand which) {
-        int t = codes[checked(which).code()] & 7;
+        int t = codes[Checks.given(which, "which").code()] & 7;
         return bound[which.code()] != null && t <= I8 ? StorageType.values()[t] : StorageType.F32;
     }
 
@@ -227,19 +196,12 @@ public final class AttentionArgs implements AutoCloseable {
 
     /** True when {@code which} is bound. */
     public synchronized boolean isSet(Operand which) {
-        return bound[checked(which).code()] != null;
-    }
-
-    private static Operand checked(Operand which) {
-        if (which == null) {
-            throw Checks.missing("which");
-        }
-        return which;
+        return bound[Checks.given(which, "which").code()] != null;
     }
 
     /** The one bind path: the element type the operand takes (attn_operand_info), the buffer. */
     private synchronized AttentionArgs bind(Operand which, Object data, int type) {
-        int[] info = checked(which).info();
+        int[] info = Checks.given(which, "which").info();
         ensureOpen();
         boolean output = (info[0] >> type & 1) == 0;
         if (data != null && ((info[0] | info[1]) >> type & 1) == 0) {
@@ -260,15 +222,9 @@ public final class AttentionArgs implements AutoCloseable {
         return this;
     }
 
-    /**
-     * Runs {@code op} on the descriptor with the bound operands (attn_run; which operands each
-     * op reads and writes: attn.h). Unread operands are ignored.
-     *
-     * @throws NullPointerException op is null, or the library's NULL_POINTER (a required operand
-     *                              not bound)
-     */
+    /** Runs {@code op} with the bound operands (attn_run; what each op reads: attn.h). */
     public void run(Op op) {
-        call(checked(op, "op").code(), bound, codes);
+        call(Checks.given(op, "op").code(), bound, codes);
     }
 
     /** {@link #run(Op)}(BACKWARD): the gradients into the bound DQ, DK, DV, DBIAS, DSINKS. */
@@ -276,10 +232,7 @@ public final class AttentionArgs implements AutoCloseable {
         run(Op.BACKWARD);
     }
 
-    /**
-     * Writes the bound {@link Operand#NEW_K} / {@link Operand#NEW_V} rows into fp32 caches
-     * (attn_kv_append: positions and checks there), written in place.
-     */
+    /** Writes the bound NEW_K / NEW_V rows into fp32 caches in place (attn_kv_append). */
     public void kvAppend(float[] kCache, float[] vCache) {
         append(kCache, vCache);
     }
@@ -298,14 +251,7 @@ public final class AttentionArgs implements AutoCloseable {
         call(KV_APPEND, objs, c);
     }
 
-    /**
-     * Writes the bound {@link Operand#NEW_K} / {@link Operand#NEW_V} rows into the bound caches
-     * {@link Operand#K} and {@link Operand#V} of any storage type, and an int8 cache's scales
-     * (attn_kv_append_args: conversions and checks there).
-     *
-     * @throws IllegalArgumentException a cache bound as a read-only buffer, or the library's
-     *                                  INVALID_ARGUMENT
-     */
+    /** Writes the bound NEW_K / NEW_V rows into the bound K / V caches (attn_kv_append_args). */
     public synchronized void kvAppendArgs() {
         int[] c = codes.clone();
         for (Operand o : new Operand[] {Operand.K, Operand.V, Operand.K_SCALE, Operand.V_SCALE}) {
@@ -321,20 +267,26 @@ public final class AttentionArgs implements AutoCloseable {
 
     private synchronized void call(int call, Object[] objs, int[] c) {
         ensureOpen();
-        long d = desc.enter();
+        invoke(desc, call, this, objs, c, null);
+    }
+
+    /** One native call on d with a's objects (and b's, for merge); keeps all three alive. */
+    private static void invoke(AttentionDesc d, int call, AttentionArgs a, Object[] objs, int[] c,
+            AttentionArgs b) {
+        long h = d.enter();
         try {
-            AttnNative.attn_jni_call(call, d, handle, objs, c, 0, null, null);
+            AttnNative.attn_jni_call(call, h, a.handle, objs, c, b == null ? 0 : b.handle,
+                    b == null ? null : b.bound, b == null ? null : b.codes);
         } finally {
-            desc.leave();
-            Reference.reachabilityFence(this);
+            d.leave();
+            Reference.reachabilityFence(a);
+            Reference.reachabilityFence(b);
         }
     }
 
     /** AttentionDesc.merge: acc &lt;- merge(acc, part) in d's OUT and LSE layouts. */
     static void merge(AttentionDesc d, AttentionArgs acc, AttentionArgs part) {
-        checked(acc, "acc");
-        checked(part, "part");
-        if (acc == part) {
+        if (Checks.given(acc, "acc") == Checks.given(part, "part")) {
             throw new IllegalArgumentException("acc and part are the same AttentionArgs (acc is "
                     + "updated in place from part: part must hold another result)");
         }
@@ -343,24 +295,9 @@ public final class AttentionArgs implements AutoCloseable {
             synchronized (first == acc ? part : acc) {
                 acc.ensureOpen();
                 part.ensureOpen();
-                long h = d.enter();
-                try {
-                    AttnNative.attn_jni_call(MERGE, h, acc.handle, acc.bound, acc.codes, part.handle,
-                            part.bound, part.codes);
-                } finally {
-                    d.leave();
-                    Reference.reachabilityFence(acc);
-                    Reference.reachabilityFence(part);
-                }
+                invoke(d, MERGE, acc, acc.bound, acc.codes, part);
             }
         }
-    }
-
-    private static <T> T checked(T x, String name) {
-        if (x == null) {
-            throw Checks.missing(name);
-        }
-        return x;
     }
 
     private void ensureOpen() {

@@ -9,33 +9,10 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
 
 /**
- * An attention problem (attn_desc: sizes, parameters and strides; semantics in attn.h), fixed
- * when {@link Builder#build()} returns. Use it in try-with-resources; {@link #close()} frees the
- * native descriptor, and a {@link Cleaner} frees one never closed once it is unreachable.
- *
- * <pre>{@code
- * try (AttentionDesc desc = AttentionDesc.builder()
- *         .batch(2).heads(8, 2).seqLen(128, 128).headDim(64)
- *         .causal(Causal.TOP_LEFT).window(32, 0).softcap(50f)
- *         .build();
- *      AttentionArgs args = desc.args()) {
- *     float[] out = new float[(int) desc.requiredLen(Operand.OUT)];
- *     args.set(Operand.Q, q).set(Operand.K, k).set(Operand.V, v).set(Operand.OUT, out);
- *     args.run(Op.FORWARD);
- *     desc.forward(q, k, v, null, null, out, null); // the 0.1 call, the same kernels
- * }
- * }</pre>
- *
- * Arrays are passed without a copy (pinned for the call); buffers must be direct, in native
- * byte order, and are used from their position to their limit. Errors are the library's status
- * and message ({@link NullPointerException} for NULL_POINTER, {@link IllegalArgumentException}
- * for INVALID_ARGUMENT, {@link AttentionException} otherwise); a heap, wrongly ordered or
- * read-only output buffer is an {@link IllegalArgumentException}; a closed descriptor an
- * {@link IllegalStateException}.
- *
- * <p>Threads: any number of threads may call forward, weights, requiredLen and the getters on
- * one descriptor at once, and run their own {@link AttentionArgs} on it. {@link #close()} waits
- * for calls in flight and makes later calls throw {@link IllegalStateException}.
+ * An attention problem (attn_desc: sizes, parameters, strides; semantics and errors in attn.h),
+ * fixed by {@link Builder#build()}. Arrays are pinned for a call, buffers direct and native-order
+ * (position to limit); library errors arrive as in {@link AttentionException}. Thread-safe;
+ * {@link #close()} waits for calls in flight, and a Cleaner frees one never closed.
  */
 public final class AttentionDesc implements AutoCloseable {
     private static final int F32 = AttentionArgs.F32, OUT = AttentionArgs.OUT, U8 = AttentionArgs.U8;
@@ -47,11 +24,7 @@ public final class AttentionDesc implements AutoCloseable {
     private final long handle;
     private final Natives.Handle owner;
     private final Cleaner.Cleanable cleanable;
-    /**
-     * Calls in flight, and whether close() has started. A call increments inFlight and then
-     * reads closed; close() sets closed and then waits for inFlight to reach 0: with both
-     * volatile, either the call sees closed and backs out, or close() sees the call and waits.
-     */
+    /** Calls in flight; a call counts itself then reads closed, close() the reverse. */
     private final AtomicInteger inFlight = new AtomicInteger();
     private volatile boolean closed;
     private final Object closeLock = new Object();
@@ -92,12 +65,7 @@ public final class AttentionDesc implements AutoCloseable {
         }
     }
 
-    /**
-     * Folds {@code part} into {@code acc} (attn_merge): both bind OUT and LSE in this
-     * descriptor's layouts (acc also CU_SEQLENS_Q with varlen); acc is updated in place.
-     *
-     * @throws IllegalArgumentException acc and part are the same object
-     */
+    /** Folds {@code part}'s OUT and LSE into {@code acc}'s, in place (attn_merge). */
     public void merge(AttentionArgs acc, AttentionArgs part) {
         AttentionArgs.merge(this, acc, part);
     }
@@ -168,9 +136,7 @@ public final class AttentionDesc implements AutoCloseable {
 
     /** The elements the buffer for {@code which} must hold (attn_desc_required_len). */
     public long requiredLen(Operand which) {
-        if (which == null) {
-            throw Checks.missing("which");
-        }
+        Checks.given(which, "which");
         long h = enter();
         try {
             return AttnNative.attn_desc_required_len(h, which);
@@ -290,9 +256,7 @@ public final class AttentionDesc implements AutoCloseable {
 
     /** Any parameter's value (attn_desc_get_float: exact for every parameter; read at build). */
     public double param(Param p) {
-        if (p == null) {
-            throw Checks.missing("param");
-        }
+        Checks.given(p, "param");
         enter();
         leave();
         return get(p);
@@ -307,10 +271,7 @@ public final class AttentionDesc implements AutoCloseable {
         return closed;
     }
 
-    /**
-     * Frees the native descriptor, after waiting for the calls in flight on other threads.
-     * Idempotent; later calls (other than close) throw {@link IllegalStateException}.
-     */
+    /** Frees the native descriptor once calls in flight end; idempotent. */
     @Override
     public void close() {
         synchronized (closeLock) {
@@ -359,10 +320,7 @@ public final class AttentionDesc implements AutoCloseable {
         Reference.reachabilityFence(this);
     }
 
-    /**
-     * A new array for {@code result}, once the inputs are known to be long enough: allocating
-     * first could exhaust the heap for a call the library then refuses.
-     */
+    /** A new array for {@code result}, allocated only once the inputs are long enough. */
     private float[] allocate(Operand result, Object[] in, Operand... ops) {
         for (int i = 0; i < ops.length; i++) {
             Attention.atLeast(in[i], requiredLen(ops[i]), ops[i].cname());
@@ -375,13 +333,7 @@ public final class AttentionDesc implements AutoCloseable {
         return new float[(int) n];
     }
 
-    /**
-     * Configures and creates an {@link AttentionDesc}: batch 1, 1 query and 1 key/value head and
-     * the library's defaults unless set; seqLen and headDim have no default. Each parameter is
-     * checked by the library when it is set (the builder's setters throw its
-     * {@link IllegalArgumentException}); sizes and strides it refuses make {@link #build()}
-     * throw. A builder may build several descriptors.
-     */
+    /** Configures an {@link AttentionDesc}; the library checks each parameter as it is set. */
     public static final class Builder {
         private int batch = 1;
         private int headsQ = 1;
@@ -434,7 +386,7 @@ public final class AttentionDesc implements AutoCloseable {
 
         /** {@link Param#CAUSAL}. */
         public Builder causal(Causal causal) {
-            return param(Param.CAUSAL, given(causal, "causal").code());
+            return param(Param.CAUSAL, Checks.given(causal, "causal").code());
         }
 
         /** {@link Param#SCALE}. */
@@ -460,17 +412,17 @@ public final class AttentionDesc implements AutoCloseable {
 
         /** {@link Param#ALIBI}. */
         public Builder alibi(Alibi mode) {
-            return param(Param.ALIBI, given(mode, "alibi").code());
+            return param(Param.ALIBI, Checks.given(mode, "alibi").code());
         }
 
         /** {@link Param#DIAGONAL}. */
         public Builder diagonal(Diagonal d) {
-            return param(Param.DIAGONAL, given(d, "diagonal").code());
+            return param(Param.DIAGONAL, Checks.given(d, "diagonal").code());
         }
 
         /** {@link Param#ALIBI_FORM}. */
         public Builder alibiForm(AlibiForm f) {
-            return param(Param.ALIBI_FORM, given(f, "alibiForm").code());
+            return param(Param.ALIBI_FORM, Checks.given(f, "alibiForm").code());
         }
 
         /** {@link Param#SOFTMAX_PLUS_ONE} on. */
@@ -490,7 +442,7 @@ public final class AttentionDesc implements AutoCloseable {
 
         /** {@link Param#WEIGHTS_MODE}. */
         public Builder weightsMode(WeightsMode mode) {
-            return param(Param.WEIGHTS_MODE, given(mode, "weightsMode").code());
+            return param(Param.WEIGHTS_MODE, Checks.given(mode, "weightsMode").code());
         }
 
         /** {@link Param#BIAS_FIRST} on. */
@@ -535,7 +487,7 @@ public final class AttentionDesc implements AutoCloseable {
 
         /** {@link Param#COMPUTE}. */
         public Builder compute(Compute mode) {
-            return param(Param.COMPUTE, given(mode, "compute").code());
+            return param(Param.COMPUTE, Checks.given(mode, "compute").code());
         }
 
         /** Sets any parameter from an integer, as attn_desc_set_int. */
@@ -550,9 +502,7 @@ public final class AttentionDesc implements AutoCloseable {
 
         /** The one parameter path: the library checks the value now, on a scratch descriptor. */
         private Builder set(Param p, double value, boolean isInt) {
-            if (p == null) {
-                throw Checks.missing("param");
-            }
+            Checks.given(p, "param");
             long[] scratch = new long[1];
             AttnNative.attn_desc_create(scratch, 1, 1, 1, 1, 1, 1);
             try {
@@ -572,31 +522,15 @@ public final class AttentionDesc implements AutoCloseable {
             }
         }
 
-        private static <T> T given(T x, String name) {
-            if (x == null) {
-                throw Checks.missing(name);
-            }
-            return x;
-        }
-
-        /**
-         * Element strides of a strided operand (attn_desc_set_strides: which operands, and how
-         * the strides address them, are in attn.h). Applied after every parameter.
-         */
+        /** Element strides of a strided operand (attn_desc_set_strides), applied last. */
         public Builder strides(Operand which, long batchStride, long headStride, long rowStride) {
-            if (which == null) {
-                throw Checks.missing("which");
-            }
-            strides[which.code()] = new long[] {nonNegative(batchStride, "batchStride"),
-                nonNegative(headStride, "headStride"), nonNegative(rowStride, "rowStride")};
+            strides[Checks.given(which, "which").code()] = new long[] {
+                nonNegative(batchStride, "batchStride"), nonNegative(headStride, "headStride"),
+                nonNegative(rowStride, "rowStride")};
             return this;
         }
 
-        /**
-         * Creates the descriptor.
-         *
-         * @throws IllegalArgumentException the library refused a size or a stride
-         */
+        /** Creates the descriptor (the library checks sizes and strides). */
         public AttentionDesc build() {
             long[] out = new long[1];
             AttnNative.attn_desc_create(out, batch, headsQ, headsKv, seqQ, seqK, headDim);

@@ -3,18 +3,9 @@ package org.libattn;
 import java.nio.charset.StandardCharsets;
 
 /**
- * A libattn call failed for a reason other than its arguments: carries the {@link Status}
- * ({@link Status#UNSUPPORTED}, {@link Status#OUT_OF_MEMORY}, {@link Status#INTERNAL}) and the
- * library's own message for that call (attn_last_error, read in the same native call, on the
- * same thread).
- *
- * <p>Argument errors have the language's own kinds, whether the binding sees them before calling
- * into C or the library reports them (README "One rule in every language"):
- * {@link Status#INVALID_ARGUMENT} is an {@link IllegalArgumentException} and
- * {@link Status#NULL_POINTER} a {@link NullPointerException}, each with the library's message.
- *
- * <p>{@link #getMessage()} is {@code "<status description>: <library message>"}, for example
- * {@code "invalid argument: heads_q (6) is not a multiple of heads_kv (4)"}.
+ * A libattn call failed for a reason other than its arguments (UNSUPPORTED, OUT_OF_MEMORY,
+ * INTERNAL): the {@link Status} and the library's message. INVALID_ARGUMENT is an
+ * IllegalArgumentException and NULL_POINTER a NullPointerException, with the library's message.
  */
 public class AttentionException extends RuntimeException {
     private static final long serialVersionUID = 1L;
@@ -28,12 +19,7 @@ public class AttentionException extends RuntimeException {
         this(status.code(), status, libraryMessage);
     }
 
-    /**
-     * The exception of a failed native call, thrown by the JNI layer: NULL_POINTER is a
-     * {@link NullPointerException}, INVALID_ARGUMENT an {@link IllegalArgumentException}, each
-     * with the library's message; any other status an AttentionException. The message arrives
-     * as the C string's UTF-8 bytes.
-     */
+    /** The exception of a failed native call (thrown by the JNI layer), message in UTF-8. */
     static RuntimeException forStatus(int code, byte[] utf8Message) {
         String message = new String(utf8Message, StandardCharsets.UTF_8);
         if (code == Status.NULL_POINTER.code()) {
@@ -52,10 +38,7 @@ public class AttentionException extends RuntimeException {
         this.libraryMessage = libraryMessage;
     }
 
-    /**
-     * The status. A code this binding does not know (a newer library) is reported as
-     * {@link Status#INTERNAL}; {@link #code()} keeps the raw value.
-     */
+    /** The status ({@link Status#INTERNAL} for a code this binding does not know). */
     public Status status() {
         return status;
     }
@@ -71,12 +54,11 @@ public class AttentionException extends RuntimeException {
     }
 
     private static Status known(int code) {
-        for (Status s : Status.values()) {
-            if (s.code() == code) {
-                return s;
-            }
+        try {
+            return Status.fromCode(code);
+        } catch (IllegalArgumentException unknown) { // a newer library's status
+            return Status.INTERNAL;
         }
-        return Status.INTERNAL;
     }
 
     private static String describe(int code, Status status) {

@@ -6,26 +6,22 @@ import java.nio.FloatBuffer;
 import java.nio.IntBuffer;
 import java.nio.ShortBuffer;
 
-/**
- * What the library cannot see of a Java argument: null where it needs an object, a buffer's
- * kind (direct, byte order, read-only) and its window, an array slice's offsets. Lengths,
- * values and everything else are the library's checks.
- */
+/** What the library cannot see of a Java argument: null, a buffer's kind and window. */
 final class Checks {
     /** The largest length a Java array can have on common VMs. */
     static final long MAX_ARRAY = Integer.MAX_VALUE - 8;
 
     private Checks() {}
 
-    static NullPointerException missing(String name) {
-        return new NullPointerException(name + " must not be null");
+    /** x, or a NullPointerException naming it. */
+    static <T> T given(T x, String name) {
+        if (x == null) {
+            throw new NullPointerException(name + " must not be null");
+        }
+        return x;
     }
 
-    /**
-     * b for native code, which sees a buffer from its address to its capacity: direct, in native
-     * byte order, writable if an output; a slice when it does not span position 0 to capacity.
-     * null stays null.
-     */
+    /** b as native code sees it (address to capacity): direct, native order, sliced; null stays. */
     @SuppressWarnings("unchecked")
     static <B extends Buffer> B buffer(B b, String name, boolean output) {
         if (b == null) {
@@ -46,17 +42,5 @@ final class Checks {
             throw new IllegalArgumentException(name + " is read-only");
         }
         return b.position() == 0 && b.limit() == b.capacity() ? b : (B) b.slice();
-    }
-
-    /** pos + n elements within an array of length (names for the message). */
-    static void range(int length, long pos, long n, String name, String posName, String what) {
-        if (pos < 0 || n < 0) {
-            throw new IllegalArgumentException((pos < 0 ? posName + " (" + pos : what + " (" + n)
-                    + ") is negative");
-        }
-        if (pos > length || n > length - pos) {
-            throw new IllegalArgumentException(name + " has " + length + " elements, needs at least "
-                    + (pos + n) + " (" + posName + " " + pos + " + " + what + " " + n + ")");
-        }
     }
 }

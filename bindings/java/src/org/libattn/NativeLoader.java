@@ -2,16 +2,9 @@ package org.libattn;
 
 import java.io.IOException;
 import java.io.InputStream;
-import java.nio.channels.FileChannel;
-import java.nio.channels.FileLock;
-import java.nio.channels.OverlappingFileLockException;
-import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
-import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.Paths;
-import java.nio.file.StandardCopyOption;
-import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.List;
@@ -19,31 +12,11 @@ import java.util.Locale;
 import java.util.function.Function;
 
 /**
- * Loads libattn's native code once, before the first native call (the binding's raw classes
- * call {@link #load()} from their static initialiser; calling it yourself only makes a missing
- * library fail early).
- *
- * <p>Where the native code comes from, in this order:
- * <ol>
- *   <li>{@code -Dorg.libattn.library.path=DIR}: a directory holding {@code libattn.so.0} (if
- *       present it is loaded first) and {@code libattn_java.so}. Nothing else is tried when it
- *       is set: a failure is an {@link UnsatisfiedLinkError} naming the directory.
- *       ({@code -Dorg.libattn.library=FILE}, the JNI library's own file, still works too.)</li>
- *   <li>The copies inside the jar, {@code META-INF/native/<os>-<arch>/} (e.g.
- *       {@code linux-x86_64}): extracted into a new private directory (mode 0700, a unique name
- *       per load, so concurrent JVMs never share or overwrite a file) under
- *       {@code -Dorg.libattn.tmpdir} or else {@code java.io.tmpdir}, loaded from there
- *       ({@code libattn.so.0} first, then {@code libattn_java.so}, whose RUNPATH is
- *       {@code $ORIGIN}), and deleted when the JVM exits. Directories left behind by JVMs that
- *       were killed are removed by the next load (each live one holds a lock on its
- *       {@code .lock} file). The bundled copies come first because they are the exact build
- *       of the Java classes beside them.</li>
- *   <li>Only when the jar has no natives for this platform, or they could not be extracted
- *       or loaded: an installed copy, {@code System.loadLibrary("attn_java")} on
- *       {@code java.library.path} (it finds {@code libattn.so.0} through its RUNPATH or the
- *       system's library path).</li>
- * </ol>
- * If none works, an {@link UnsatisfiedLinkError} lists every attempt and its error.
+ * Loads libattn's native code once, before the first native call, from the first source that
+ * works: {@code -Dorg.libattn.library.path=DIR} (or {@code -Dorg.libattn.library=FILE}; then
+ * nothing else), the jar's {@code META-INF/native/<os>-<arch>/} extracted into a private
+ * directory that is deleted as soon as they are loaded (they stay mapped), else
+ * {@code System.loadLibrary("attn_java")}. Failing all, an UnsatisfiedLinkError lists each try.
  */
 public final class NativeLoader {
     /** System property: a directory with {@code libattn.so.0} and {@code libattn_java.so}. */
@@ -57,44 +30,32 @@ public final class NativeLoader {
     static final String CORE_LIBRARY = "libattn.so.0";
     static final String JNI_LIBRARY = "libattn_java.so";
     static final String DIR_PREFIX = "libattn-";
-    static final String LOCK_FILE = ".lock";
 
     private static String loadedFrom;
-    /** Held for the life of the JVM: tells other JVMs that the extracted directory is in use. */
-    private static final List<Extracted> EXTRACTED = new ArrayList<>();
 
     private NativeLoader() {}
 
-    /**
-     * Loads the native code if it is not loaded yet (idempotent, thread-safe).
-     *
-     * @throws UnsatisfiedLinkError no source worked; the message lists what was tried
-     */
+    /** Loads the native code if it is not loaded yet (idempotent, thread-safe). */
     public static synchronized void load() {
         if (loadedFrom != null) {
             return;
         }
         List<String> tried = new ArrayList<>();
 
-        String dir = property(LIBRARY_PATH_PROPERTY);
-        if (dir != null) {
-            Path d = Paths.get(dir).toAbsolutePath();
-            try {
-                loadedFrom = loadFrom(d);
-                return;
-            } catch (UnsatisfiedLinkError | SecurityException e) {
-                tried.add("-D" + LIBRARY_PATH_PROPERTY + "=" + dir + ": " + e.getMessage());
-                throw failure(tried, false);
+        for (String prop : new String[] {LIBRARY_PATH_PROPERTY, LIBRARY_FILE_PROPERTY}) {
+            String v = property(prop);
+            if (v == null) {
+                continue; // when set, nothing else is tried
             }
-        }
-        String file = property(LIBRARY_FILE_PROPERTY);
-        if (file != null) {
+            Path p = Paths.get(v).toAbsolutePath();
             try {
-                System.load(Paths.get(file).toAbsolutePath().toString());
-                loadedFrom = Paths.get(file).toAbsolutePath().toString();
+                if (prop.equals(LIBRARY_FILE_PROPERTY)) {
+                    System.load(p.toString());
+                }
+                loadedFrom = prop.equals(LIBRARY_FILE_PROPERTY) ? p.toString() : loadFrom(p);
                 return;
             } catch (UnsatisfiedLinkError | SecurityException e) {
-                tried.add("-D" + LIBRARY_FILE_PROPERTY + "=" + file + ": " + e.getMessage());
+                tried.add("-D" + prop + "=" + v + ": " + e.getMessage());
                 throw failure(tried, false);
             }
         }
@@ -102,18 +63,19 @@ public final class NativeLoader {
         String resources = "/META-INF/native/" + platform() + "/";
         if (NativeLoader.class.getResource(resources + JNI_LIBRARY) != null) {
             Path base = null;
+            Path dir = null;
             try {
                 String t = property(TMPDIR_PROPERTY);
                 base = Paths.get(t != null ? t : System.getProperty("java.io.tmpdir"));
-                removeStale(base);
-                Extracted x = extract(base,
+                dir = extract(base,
                         name -> NativeLoader.class.getResourceAsStream(resources + name));
-                EXTRACTED.add(x);
-                loadedFrom = loadFrom(x.dir);
+                loadedFrom = loadFrom(dir);
                 return;
             } catch (IOException | UnsatisfiedLinkError | SecurityException e) {
                 tried.add("the jar's " + resources.substring(1) + " extracted under " + base
                         + ": " + e);
+            } finally {
+                remove(dir); // loaded libraries stay mapped: nothing is left on disk
             }
         } else {
             tried.add("the jar has no natives for this platform (no resource " + resources
@@ -129,49 +91,21 @@ public final class NativeLoader {
         throw failure(tried, true);
     }
 
-    /**
-     * Where the JNI library was loaded from: its absolute path, or
-     * {@code System.loadLibrary("attn_java")} for an installed copy. Loads it first if needed.
-     *
-     * @return a path or a description of the source
-     * @throws UnsatisfiedLinkError as {@link #load()}
-     */
+    /** Where the JNI library was loaded from (a path or System.loadLibrary); loads it first. */
     public static synchronized String loadedFrom() {
         load();
         return loadedFrom;
     }
 
-    /**
-     * This JVM's platform as named in the jar, {@code <os>-<arch>}: e.g. {@code linux-x86_64},
-     * {@code linux-aarch64}, {@code osx-aarch64}, {@code windows-x86_64}.
-     *
-     * @return the platform directory name under {@code META-INF/native/}
-     */
+    /** This JVM's platform directory in the jar, {@code <os>-<arch>} (e.g. linux-x86_64). */
     public static String platform() {
         String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
         String arch = System.getProperty("os.arch", "").toLowerCase(Locale.ROOT);
-        if (os.startsWith("linux")) {
-            os = "linux";
-        } else if (os.startsWith("mac") || os.startsWith("darwin")) {
-            os = "osx";
-        } else if (os.startsWith("windows")) {
-            os = "windows";
-        } else {
-            os = os.replaceAll("[^a-z0-9]", "");
-        }
-        switch (arch) {
-            case "amd64":
-            case "x86_64":
-            case "x64":
-                arch = "x86_64";
-                break;
-            case "aarch64":
-            case "arm64":
-                arch = "aarch64";
-                break;
-            default:
-                arch = arch.replaceAll("[^a-z0-9_]", "");
-        }
+        os = os.startsWith("linux") ? "linux"
+                : os.startsWith("mac") || os.startsWith("darwin") ? "osx"
+                : os.startsWith("windows") ? "windows" : os.replaceAll("[^a-z0-9]", "");
+        arch = arch.equals("amd64") || arch.equals("x64") ? "x86_64"
+                : arch.equals("arm64") ? "aarch64" : arch.replaceAll("[^a-z0-9_]", "");
         return os + "-" + arch;
     }
 
@@ -196,41 +130,10 @@ public final class NativeLoader {
         return jni.toString();
     }
 
-    /** An extracted directory and the lock that marks it in use (released when closed). */
-    static final class Extracted implements AutoCloseable {
-        final Path dir;
-        final FileChannel channel;
-        final FileLock lock;
-
-        Extracted(Path dir, FileChannel channel, FileLock lock) {
-            this.dir = dir;
-            this.channel = channel;
-            this.lock = lock;
-        }
-
-        @Override
-        public void close() throws IOException {
-            channel.close(); // releases the lock
-        }
-    }
-
-    /**
-     * Extracts the natives ({@code open.apply(name)} for each file name, null = absent) into a
-     * new directory in {@code base}, locked until the returned object is closed or the JVM
-     * exits, and deleted at exit.
-     */
-    static Extracted extract(Path base, Function<String, InputStream> open) throws IOException {
+    /** Extracts the natives (open.apply(name); null = absent) into a new private directory. */
+    static Path extract(Path base, Function<String, InputStream> open) throws IOException {
         Path dir = Files.createTempDirectory(base, DIR_PREFIX); // 0700 on POSIX, unique name
-        dir.toFile().deleteOnExit(); // deleteOnExit runs in reverse order: files, then the dir
-        // Lock before anything else exists under its final name: another JVM's removeStale only
-        // considers a ".lock", which appears (by an atomic rename) already locked.
-        Path pending = dir.resolve(LOCK_FILE + ".new");
-        FileChannel ch = FileChannel.open(pending, StandardOpenOption.CREATE_NEW,
-                StandardOpenOption.WRITE);
-        FileLock l = ch.lock();
-        Path lockFile = Files.move(pending, dir.resolve(LOCK_FILE), StandardCopyOption.ATOMIC_MOVE);
-        lockFile.toFile().deleteOnExit();
-        Extracted x = new Extracted(dir, ch, l);
+        dir.toFile().deleteOnExit(); // after its files, should remove() fail to delete them now
         try {
             for (String name : new String[] {CORE_LIBRARY, JNI_LIBRARY}) {
                 try (InputStream in = open.apply(name)) {
@@ -238,7 +141,6 @@ public final class NativeLoader {
                         continue; // libattn.so.0 is absent if the JNI library links it statically
                     }
                     Path target = dir.resolve(name);
-                    target.toFile().deleteOnExit();
                     Files.copy(in, target);
                     try {
                         Files.setPosixFilePermissions(target,
@@ -249,55 +151,24 @@ public final class NativeLoader {
                 }
             }
         } catch (IOException | RuntimeException e) {
-            x.close(); // unlocked: the next load anywhere removes the partial directory
+            remove(dir);
             throw e;
         }
-        return x;
+        return dir;
     }
 
-    /**
-     * Best effort: deletes {@code base/libattn-*} directories whose {@code .lock} is not locked,
-     * i.e. left by a JVM that did not exit normally. Only real directories (not symbolic links)
-     * owned by this user, holding a real {@code .lock}, are considered: one without it (being set
-     * up right now) or anything else is left alone. Only the files directly inside are deleted.
-     */
-    static void removeStale(Path base) {
-        String user = System.getProperty("user.name");
-        try (DirectoryStream<Path> dirs = Files.newDirectoryStream(base, DIR_PREFIX + "*")) {
-            for (Path d : dirs) {
-                Path lockFile = d.resolve(LOCK_FILE);
-                try {
-                    LinkOption here = LinkOption.NOFOLLOW_LINKS;
-                    if (!Files.isDirectory(d, here) || !Files.isRegularFile(lockFile, here)
-                            || !Files.getOwner(d, here).getName().equals(user)) {
-                        continue;
-                    }
-                } catch (IOException | UnsupportedOperationException | SecurityException e) {
-                    continue;
-                }
-                try (FileChannel ch = FileChannel.open(lockFile, StandardOpenOption.WRITE)) {
-                    FileLock l;
-                    try {
-                        l = ch.tryLock();
-                    } catch (OverlappingFileLockException e) {
-                        continue; // this JVM's own directory
-                    }
-                    if (l == null) {
-                        continue; // a live JVM holds it
-                    }
-                    try (DirectoryStream<Path> files = Files.newDirectoryStream(d)) {
-                        for (Path f : files) {
-                            Files.deleteIfExists(f);
-                        }
-                    }
-                    Files.deleteIfExists(d);
-                    l.release();
-                } catch (IOException | SecurityException e) {
-                    // another JVM removed it first, or it is not ours to remove: leave it
-                }
+    /** Deletes an extracted directory; what cannot go now (a loaded DLL) goes at exit. */
+    static void remove(Path dir) {
+        if (dir == null) {
+            return;
+        }
+        for (String name : new String[] {JNI_LIBRARY, CORE_LIBRARY, ""}) { // "": dir itself
+            Path f = dir.resolve(name);
+            try {
+                Files.deleteIfExists(f);
+            } catch (IOException | SecurityException e) {
+                f.toFile().deleteOnExit();
             }
-        } catch (IOException | SecurityException e) {
-            // base is unreadable: extraction reports the real problem
         }
     }
 
@@ -308,11 +179,10 @@ public final class NativeLoader {
             b.append("\n  ").append(i + 1).append(". ").append(tried.get(i));
         }
         if (hint) {
-            b.append("\nUse a jar with natives for this platform, or set -D")
-                    .append(LIBRARY_PATH_PROPERTY).append("=<dir with ").append(CORE_LIBRARY)
-                    .append(" and ").append(JNI_LIBRARY).append(">; if the temporary directory is")
-                    .append(" mounted noexec, set -D").append(TMPDIR_PROPERTY)
-                    .append("=<another directory>.");
+            b.append("\nUse a jar with natives for this platform, or set -D" + LIBRARY_PATH_PROPERTY
+                    + "=<dir with " + CORE_LIBRARY + " and " + JNI_LIBRARY + ">; if the temporary"
+                    + " directory is mounted noexec, set -D" + TMPDIR_PROPERTY
+                    + "=<another directory>.");
         }
         return new UnsatisfiedLinkError(b.toString());
     }

@@ -3,11 +3,7 @@ package org.libattn;
 import java.lang.ref.Cleaner;
 import java.util.concurrent.atomic.AtomicLong;
 
-/**
- * Ownership of native objects (attn_desc, attn_args): each is freed exactly once, by an explicit
- * close() or, as a safety net, by a {@link Cleaner} once its Java object is unreachable. The
- * counters exist so tests can prove the safety net runs.
- */
+/** Native objects are freed exactly once, by close() or by the {@link Cleaner} (counted). */
 final class Natives {
     private Natives() {}
 
@@ -43,16 +39,12 @@ final class Natives {
         public void run() {
             if (isArgs) {
                 AttnNative.attn_args_destroy(handle);
-                ARGS_FREED.incrementAndGet();
-                if (!closing) {
-                    ARGS_FREED_BY_GC.incrementAndGet();
-                }
             } else {
                 AttnNative.attn_desc_destroy(handle);
-                DESC_FREED.incrementAndGet();
-                if (!closing) {
-                    DESC_FREED_BY_GC.incrementAndGet();
-                }
+            }
+            (isArgs ? ARGS_FREED : DESC_FREED).incrementAndGet();
+            if (!closing) {
+                (isArgs ? ARGS_FREED_BY_GC : DESC_FREED_BY_GC).incrementAndGet();
             }
         }
     }

@@ -1,10 +1,6 @@
 package org.libattn;
 
-/**
- * How Q, K, V (and DOUT, NEW_K, NEW_V) are stored (attn.h "Storage types"; the ordinals are
- * attn_dtype's values): bound with {@link AttentionArgs#set}, {@link AttentionArgs#setF16},
- * {@link AttentionArgs#setBf16} or {@link AttentionArgs#setI8}; {@link Convert} fills them.
- */
+/** How Q, K, V, DOUT, NEW_K, NEW_V are stored (attn.h "Storage types"; ordinals = attn_dtype). */
 public enum StorageType {
     /** 32-bit IEEE floats: {@code float[]} or a direct FloatBuffer (the default). */
     F32("fp32"),

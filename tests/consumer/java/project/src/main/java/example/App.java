@@ -111,7 +111,8 @@ public final class App {
             lines.forEach(line -> {
                 int slash = line.indexOf('/');
                 if (slash >= 0) {
-                    String p = line.substring(slash);
+                    // The loader deletes its extracted files once they are loaded.
+                    String p = line.substring(slash).replaceFirst(" \\(deleted\\)$", "");
                     if (Paths.get(p).getFileName().toString().startsWith("libattn")) {
                         paths.add(p);
                     }
