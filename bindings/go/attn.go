@@ -218,20 +218,30 @@ func fitsInt(name string, v int) error {
 }
 
 // sized checks a slice of a call whose C function takes no length (Simple, Forward, Weights):
-// nil is StatusNullPointer if required, a slice shorter than need StatusInvalidArgument. The
-// first failure is kept in *err. It returns the pointer C gets.
-func sized[T any](err *error, name string, s []T, need int, required bool) *T {
+// nil is StatusNullPointer if required, a slice shorter than need StatusInvalidArgument. It
+// returns the pointer C gets. (No *error out-parameter: Go's escape analysis cannot see through
+// a generic callee from another package, so the caller's error variable would be allocated on
+// the heap in every call.)
+func sized[T any](name string, s []T, need int, required bool) (*T, error) {
 	switch {
-	case *err != nil:
 	case s == nil && required:
-		*err = argError(StatusNullPointer, "%s is nil (needs %d elements)", name, need)
+		return nil, argError(StatusNullPointer, "%s is nil (needs %d elements)", name, need)
 	case s != nil && len(s) < need:
-		*err = argError(StatusInvalidArgument, "%s has %d elements, needs at least %d", name, len(s), need)
+		return nil, argError(StatusInvalidArgument, "%s has %d elements, needs at least %d", name, len(s), need)
+	case len(s) == 0:
+		return nil, nil // an empty slice of an empty operand: nothing is read or written
 	}
-	if *err != nil || len(s) == 0 {
-		return nil // an empty slice of an empty operand: nothing is read or written
+	return &s[0], nil
+}
+
+// firstErr is the first non-nil error of a call's checks, in argument order.
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
 	}
-	return &s[0]
+	return nil
 }
 
 // maxDim is the library's limit on every size (2^31 - 1).
@@ -248,14 +258,15 @@ func Simple(q, k, v []float32, n, d int, causal bool, padMask []bool) ([]float32
 			return nil, argError(StatusInvalidArgument, "%s (%d) must be in [1, %d]", x.name, x.v, maxDim)
 		}
 	}
-	var err error
-	pq, pk, pv := sized(&err, "q", q, n*d, true), sized(&err, "k", k, n*d, true), sized(&err, "v", v, n*d, true)
-	pm := sized(&err, "pad_mask", padMask, n, false)
-	if err != nil {
+	pq, e0 := sized("q", q, n*d, true)
+	pk, e1 := sized("k", k, n*d, true)
+	pv, e2 := sized("v", v, n*d, true)
+	pm, e3 := sized("pad_mask", padMask, n, false)
+	if err := firstErr(e0, e1, e2, e3); err != nil {
 		return nil, err
 	}
 	out := make([]float32, n*d)
-	err = check(func() capi.Enum_SS_attn_status {
+	err := check(func() capi.Enum_SS_attn_status {
 		return capi.Attn_simple(pq, pk, pv, int64(n), int64(d), causal, pm, &out[0])
 	})
 	if err != nil {
@@ -420,14 +431,15 @@ func (d *Desc) RequiredLen(which Operand) int {
 // Each slice needs RequiredLen of its operand (C takes no lengths here: they are checked first).
 func (d *Desc) Forward(q, k, v []float32, keyValid, allowed []bool, out, lse []float32) error {
 	return d.use(func(h capi.Struct_SS_attn_desc) error {
-		var err error
 		n := d.need
-		pq, pk, pv := sized(&err, "q", q, n[OperandQ], true), sized(&err, "k", k, n[OperandK], true),
-			sized(&err, "v", v, n[OperandV], true)
-		pkv, pal := sized(&err, "key_valid", keyValid, n[OperandKeyValid], false),
-			sized(&err, "allowed", allowed, n[OperandAllowed], false)
-		pout, plse := sized(&err, "out", out, n[OperandOut], true), sized(&err, "lse", lse, n[OperandLSE], false)
-		if err != nil {
+		pq, e0 := sized("q", q, n[OperandQ], true)
+		pk, e1 := sized("k", k, n[OperandK], true)
+		pv, e2 := sized("v", v, n[OperandV], true)
+		pkv, e3 := sized("key_valid", keyValid, n[OperandKeyValid], false)
+		pal, e4 := sized("allowed", allowed, n[OperandAllowed], false)
+		pout, e5 := sized("out", out, n[OperandOut], true)
+		plse, e6 := sized("lse", lse, n[OperandLSE], false)
+		if err := firstErr(e0, e1, e2, e3, e4, e5, e6); err != nil {
 			return err
 		}
 		return check(func() capi.Enum_SS_attn_status {
@@ -439,13 +451,13 @@ func (d *Desc) Forward(q, k, v []float32, keyValid, allowed []bool, out, lse []f
 // Weights writes the attention weights (attn_weights); slices as in Forward.
 func (d *Desc) Weights(q, k []float32, keyValid, allowed []bool, weights []float32) error {
 	return d.use(func(h capi.Struct_SS_attn_desc) error {
-		var err error
 		n := d.need
-		pq, pk := sized(&err, "q", q, n[OperandQ], true), sized(&err, "k", k, n[OperandK], true)
-		pkv, pal := sized(&err, "key_valid", keyValid, n[OperandKeyValid], false),
-			sized(&err, "allowed", allowed, n[OperandAllowed], false)
-		pw := sized(&err, "weights", weights, n[OperandWeights], true)
-		if err != nil {
+		pq, e0 := sized("q", q, n[OperandQ], true)
+		pk, e1 := sized("k", k, n[OperandK], true)
+		pkv, e2 := sized("key_valid", keyValid, n[OperandKeyValid], false)
+		pal, e3 := sized("allowed", allowed, n[OperandAllowed], false)
+		pw, e4 := sized("weights", weights, n[OperandWeights], true)
+		if err := firstErr(e0, e1, e2, e3, e4); err != nil {
 			return err
 		}
 		return check(func() capi.Enum_SS_attn_status { return capi.Attn_weights(h, pq, pk, pkv, pal, pw) })

@@ -70,16 +70,6 @@ func enumMsg(name string, v int, lib string) string {
 	return lib
 }
 
-// firstErr is the first non-nil error of errs.
-func firstErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // The Go constants are the header's values (SWIG's enums), and every operand and parameter the
 // library lists has one.
 func TestConstantsMatchHeader(t *testing.T) {

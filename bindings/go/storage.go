@@ -7,8 +7,7 @@ import "github.com/libattn/libattn/bindings/go/internal/capi"
 
 // convert checks dst against len(src) and runs f on the first elements (nothing for an empty src).
 func convert[S, D any](dst []D, src []S, f func(*S, *D, int64) capi.Enum_SS_attn_status) error {
-	var err error
-	pd := sized(&err, "dst", dst, len(src), len(src) > 0)
+	pd, err := sized("dst", dst, len(src), len(src) > 0)
 	if err != nil || len(src) == 0 {
 		return err
 	}
@@ -50,11 +49,11 @@ func QuantizeI8(dst []int8, scales []float32, src []float32, rows, dim int) erro
 	if rows == 0 {
 		return nil
 	}
-	var err error
 	n := rows * dim
-	ps, pd, pscale := sized(&err, "src", src, n, n > 0), sized(&err, "dst", dst, n, n > 0),
-		sized(&err, "scales", scales, rows, true)
-	if err != nil {
+	ps, e0 := sized("src", src, n, n > 0)
+	pd, e1 := sized("dst", dst, n, n > 0)
+	pscale, e2 := sized("scales", scales, rows, true)
+	if err := firstErr(e0, e1, e2); err != nil {
 		return err
 	}
 	return check(func() capi.Enum_SS_attn_status {
