@@ -262,7 +262,9 @@ namespace LibAttn
             return new float[n];
         }
 
-        void Need(Array a, string name, Operand which, bool required = true)
+        // Generic over T[], not Array: Mono reads an Array's LongLength through runtime calls
+        // (GetLength per rank), a T[]'s with one instruction; this runs per array per call.
+        void Need<T>(T[] a, string name, Operand which, bool required = true)
         {
             if (a == null && required)
                 throw new ArgumentNullException(name, name + " must not be null");
