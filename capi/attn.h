@@ -734,8 +734,7 @@ typedef enum attn_dtype {
 } attn_dtype;
 
 /** Facts of operand `which` from the library's one operand table:
- *  name:      its lowercase name as messages use it ("q", "k_scale", "cu_seqlens_q"); static
- *             storage
+ *  name:      its lowercase name as messages use it ("q", "k_scale"), in static storage
  *  in_types:  bit set (1u << attn_dtype) of the types it may be bound with as an input
  *             (attn_args_set_f32 / _f16 / _bf16 / _i8 / _u8 / _i32); 0 if never an input
  *  out_types: bit set of the types it may be bound with as an output (attn_args_set_out_*;
@@ -751,8 +750,7 @@ ATTN_API attn_status attn_operand_info(attn_operand which, const char **name, un
                                        unsigned *out_types, int *rank, int *strided);
 
 /** Facts of parameter `param` from the library's one parameter table:
- *  name:          lowercase without the prefix ("causal", "window_left", "batch_invariant");
- *                 static storage
+ *  name:          lowercase without the prefix ("causal", "window_left"), in static storage
  *  is_float, min, max: as attn_param_bounds
  *  default_value: its value in a new descriptor; NaN where the default follows the shape
  *                 (ATTN_PARAM_SCALE: 1/sqrt(head_dim); ATTN_PARAM_HEAD_DIM_V: head_dim)
