@@ -15,7 +15,7 @@
 #           attn_java_maven_install: the same, `mvn install`ed into the user's local repository
 #             (~/.m2): org.libattn:attn:<version>
 # Tests:    java_tests (JUnit 5 under -Xcheck:jni: every class of tests/java/*.java, e.g.
-#             ExtensibleCallTest, ServingTest; the glob below picks a new one up at configure
+#             CallBindingTest, VarlenTest; the glob below picks a new one up at configure
 #             time), java_demo (output identical to the C demo);
 #           consumer_java (tests/consumer/java) installs the Maven artifact and uses it.
 # Everything lands in ${CMAKE_BINARY_DIR}/java: attn.jar, native/linux-x86_64/ (the JNI library
