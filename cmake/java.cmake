@@ -98,6 +98,7 @@ set(_attn_java_enum_list
   "attn_param|Param|ATTN_PARAM_" "attn_alibi|Alibi|ATTN_ALIBI_"
   "attn_weights_mode|WeightsMode|ATTN_WEIGHTS_" "attn_compute|Compute|ATTN_COMPUTE_"
   "attn_diagonal|Diagonal|ATTN_DIAGONAL_" "attn_alibi_form|AlibiForm|ATTN_ALIBI_"
+  "attn_dtype|Dtype|ATTN_DTYPE_"
   "attn_op|Op|ATTN_OP_")
 set(_attn_java_generated "${_attn_java_gen}/AttnNative.java" "${_attn_java_gen}/AttnNativeJNI.java")
 set(_attn_java_enums)

@@ -269,7 +269,7 @@ final class VectorFile {
         for (String name : names) {
             Operand op = operand(name);
             long need = desc.requiredLen(op);
-            StorageType st = ((op.info()[0] | op.info()[1]) & 2) != 0 ? c.store(name) : StorageType.F32;
+            StorageType st = takes(op, Dtype.F16) ? c.store(name) : StorageType.F32;
             String file = c.get("name") + "." + name + "."
                     + (st == StorageType.F32 ? ext(op) : st == StorageType.I8 ? "i8" : st.name().toLowerCase(Locale.ROOT));
             byte[] raw = Files.readAllBytes(dir.resolve(file));
@@ -309,10 +309,14 @@ final class VectorFile {
         return in;
     }
 
+    /** True if op may be bound with type t, as an input or as an output (attn_operand_info). */
+    static boolean takes(Operand op, Dtype t) {
+        return op.info().inputTypes().contains(t) || op.info().outputTypes().contains(t);
+    }
+
     /** The operand's element type (attn_operand_info): f32, i32 or u8. */
     static String ext(Operand op) {
-        int types = op.info()[0] | op.info()[1];
-        return (types & 1) != 0 ? "f32" : (types & (1 << 5)) != 0 ? "i32" : "u8";
+        return takes(op, Dtype.F32) ? "f32" : takes(op, Dtype.I32) ? "i32" : "u8";
     }
 
     static void bind(AttentionArgs args, Operand op, Object data) {
