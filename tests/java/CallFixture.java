@@ -16,8 +16,8 @@ import java.util.SplittableRandom;
 import java.util.function.Predicate;
 
 /**
- * Shared helpers of the extensible call's tests (Call*Test, IntrospectionTest, LifecycleTest,
- * RawLayerTest): the operands of one attn_run, a face run of them, the variants.txt cases run
+ * Shared helpers of the extensible call's tests (Call*Test, LifecycleTest, RawLayerTest,
+ * ConcurrencyTest): the operands of one attn_run, a face run of them, the variants.txt cases run
  * through it (tests/vectors/variants.txt, from the project's float64 reference), and direct
  * buffers at a nonzero position.
  */
