@@ -15,7 +15,7 @@
 #           attn_java_maven_install: the same, `mvn install`ed into the user's local repository
 #             (~/.m2): org.libattn:attn:<version>
 # Tests:    java_tests (JUnit 5 under -Xcheck:jni: every class of tests/java/*.java, e.g.
-#             ExtensibleCallTest, ServingTest; the glob below picks a new one up at configure
+#             CallBindingTest, VarlenTest; the glob below picks a new one up at configure
 #             time), java_demo (output identical to the C demo);
 #           consumer_java (tests/consumer/java) installs the Maven artifact and uses it.
 # Everything lands in ${CMAKE_BINARY_DIR}/java: attn.jar, native/linux-x86_64/ (the JNI library
@@ -98,6 +98,7 @@ set(_attn_java_enum_list
   "attn_param|Param|ATTN_PARAM_" "attn_alibi|Alibi|ATTN_ALIBI_"
   "attn_weights_mode|WeightsMode|ATTN_WEIGHTS_" "attn_compute|Compute|ATTN_COMPUTE_"
   "attn_diagonal|Diagonal|ATTN_DIAGONAL_" "attn_alibi_form|AlibiForm|ATTN_ALIBI_"
+  "attn_dtype|Dtype|ATTN_DTYPE_"
   "attn_op|Op|ATTN_OP_")
 set(_attn_java_generated "${_attn_java_gen}/AttnNative.java" "${_attn_java_gen}/AttnNativeJNI.java")
 set(_attn_java_enums)

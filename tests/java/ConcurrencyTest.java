@@ -131,11 +131,11 @@ class ConcurrencyTest {
     }
 
     /** One forward over in (key lengths included) with out and key mass bound: {out, mass}. */
-    static float[][] outAndMass(AttentionDesc desc, ExtensibleCallTest.Inputs in) {
+    static float[][] outAndMass(AttentionDesc desc, CallFixture.Inputs in) {
         float[] out = new float[(int) desc.requiredLen(Operand.OUT)];
         float[] mass = new float[(int) desc.requiredLen(Operand.KEY_MASS)];
         try (AttentionArgs args = desc.args()) {
-            ExtensibleCallTest.bindInputs(args, in).set(Operand.OUT, out).set(Operand.KEY_MASS, mass)
+            CallFixture.bindInputs(args, in).set(Operand.OUT, out).set(Operand.KEY_MASS, mass)
                     .run(Op.FORWARD);
         }
         return new float[][] {out, mass};
@@ -148,15 +148,15 @@ class ConcurrencyTest {
         try (AttentionDesc desc = AttentionDesc.builder().batch(2).heads(4, 2).seqLen(9, 13).headDim(16)
                 .causal(Causal.BOTTOM_RIGHT).scale(0.25f).window(6, 1).softcap(4.0f).alibi(Alibi.STANDARD)
                 .build()) {
-            ExtensibleCallTest.Inputs[] ins = new ExtensibleCallTest.Inputs[n];
+            CallFixture.Inputs[] ins = new CallFixture.Inputs[n];
             float[][][] want = new float[n][][];
             for (int t = 0; t < n; t++) {
-                ins[t] = ExtensibleCallTest.inputs(desc, 4000 + 10 * t);
+                ins[t] = CallFixture.inputs(desc, 4000 + 10 * t);
                 ins[t].seqLensK = new int[] {13 - t, 5 + t};
                 want[t] = outAndMass(desc, ins[t]);
             }
             onThreads(n, t -> {
-                ExtensibleCallTest.Inputs in = ins[t];
+                CallFixture.Inputs in = ins[t];
                 try (AttentionArgs args = desc.args()) {
                     float[] out = new float[(int) desc.requiredLen(Operand.OUT)];
                     float[] mass = new float[(int) desc.requiredLen(Operand.KEY_MASS)];
@@ -188,7 +188,7 @@ class ConcurrencyTest {
     void oneArgsObjectSharedByThreadsRunsOneCallAtATime() throws Exception {
         try (AttentionDesc desc = AttentionDesc.builder().heads(2, 2).seqLen(16, 16).headDim(8)
                 .causal(Causal.TOP_LEFT).scale(0.3f).window(4, 0).build(); AttentionArgs args = desc.args()) {
-            ExtensibleCallTest.Inputs in = ExtensibleCallTest.inputs(desc, 5000);
+            CallFixture.Inputs in = CallFixture.inputs(desc, 5000);
             float[] expected = new float[(int) desc.requiredLen(Operand.OUT)];
             try (AttentionArgs once = desc.args()) {
                 once.set(Operand.Q, in.q).set(Operand.K, in.k).set(Operand.V, in.v).set(Operand.OUT, expected)

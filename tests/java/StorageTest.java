@@ -433,9 +433,9 @@ class StorageTest {
     void backwardMatchesTheSharedVectorsAndRunBackwardIsTheSameCall() throws java.io.IOException {
         java.nio.file.Path dir = VectorsTest.vectorsDir();
         boolean all3 = false;
-        for (VariantsTest.Line c : VariantsTest.read(VariantsTest.vectorsFile("backward.txt"))) {
+        for (VectorFile.Line c : VectorFile.read(VectorFile.vectorsFile("backward.txt"))) {
             String name = c.get("name");
-            try (AttentionDesc d = VariantsTest.builder(c).build(); AttentionArgs a = d.args()) {
+            try (AttentionDesc d = VectorFile.builder(c).build(); AttentionArgs a = d.args()) {
                 int b = c.i("batch"), hq = c.i("heads_q"), hkv = c.i("heads_kv"), sq = c.i("seq_q"),
                         sk = c.i("seq_k"), hd = c.i("head_dim");
                 if (c.opt("strides.q") == null && c.opt("strides.k") == null && c.opt("head_dim_v") == null) {
@@ -443,26 +443,26 @@ class StorageTest {
                     assertEquals(b * hkv * sk * hd, d.requiredLen(Operand.DK), name);
                     assertEquals(b * hkv * sk * hd, d.requiredLen(Operand.DV), name);
                 }
-                java.util.Map<Operand, Object> in = VariantsTest.readInputs(dir, c, d);
-                VariantsTest.bindInputs(a, in, false); // dout included
+                java.util.Map<Operand, Object> in = VectorFile.readInputs(dir, c, d);
+                VectorFile.bindInputs(a, in, false); // dout included
                 float[] out = new float[(int) d.requiredLen(Operand.OUT)];
                 float[] lse = new float[(int) d.requiredLen(Operand.LSE)];
                 a.set(Operand.OUT, out).set(Operand.LSE, lse).run(Op.FORWARD);
-                VariantsTest.Got g = new VariantsTest.Got().add("out", out, false).add("lse", lse, false);
+                VectorFile.Got g = new VectorFile.Got().add("out", out, false).add("lse", lse, false);
                 for (String grad : c.grads()) {
-                    float[] x = new float[(int) d.requiredLen(VariantsTest.operand(grad))];
-                    a.set(VariantsTest.operand(grad), x);
+                    float[] x = new float[(int) d.requiredLen(VectorFile.operand(grad))];
+                    a.set(VectorFile.operand(grad), x);
                     g.add(grad, x, false);
                 }
                 a.backward();
-                assertNull(VariantsTest.check(dir, c, d, g), name);
+                assertNull(VectorFile.check(dir, c, d, g), name);
                 // run(Op.BACKWARD) is the same call: the first gradient alone.
                 String first = c.grads().get(0);
                 for (String grad : c.grads()) {
-                    a.unset(VariantsTest.operand(grad));
+                    a.unset(VectorFile.operand(grad));
                 }
-                float[] again = new float[(int) d.requiredLen(VariantsTest.operand(first))];
-                a.set(VariantsTest.operand(first), again).run(Op.BACKWARD);
+                float[] again = new float[(int) d.requiredLen(VectorFile.operand(first))];
+                a.set(VectorFile.operand(first), again).run(Op.BACKWARD);
                 assertTrue(VectorsTest.sameBits(g.get(first), again),
                         name + ": backward() == run(Op.BACKWARD), " + first + " alone");
                 all3 |= c.grads().containsAll(java.util.Arrays.asList("dq", "dk", "dv"));

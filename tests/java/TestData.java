@@ -67,4 +67,29 @@ final class TestData {
         }
         return null;
     }
+
+    /** a in a direct native-order buffer from element {@code position} on (position set there). */
+    static java.nio.FloatBuffer direct(float[] a, int position) {
+        java.nio.FloatBuffer f = java.nio.ByteBuffer.allocateDirect(4 * (a.length + position))
+                .order(java.nio.ByteOrder.nativeOrder()).asFloatBuffer();
+        f.position(position);
+        f.put(a).position(position);
+        return f;
+    }
+
+    /** {@link #direct(float[], int)} for ints. */
+    static java.nio.IntBuffer direct(int[] a, int position) {
+        java.nio.IntBuffer b = java.nio.ByteBuffer.allocateDirect(4 * (a.length + position))
+                .order(java.nio.ByteOrder.nativeOrder()).asIntBuffer();
+        b.position(position);
+        b.put(a).position(position);
+        return b;
+    }
+
+    /** The elements of f from its position to its limit. */
+    static float[] rest(java.nio.FloatBuffer f) {
+        float[] a = new float[f.remaining()];
+        f.duplicate().get(a);
+        return a;
+    }
 }

@@ -1,7 +1,8 @@
 package org.libattn;
 
 /**
- * Entry points that need no descriptor: attn_simple, version, threads and ISA selection.
+ * Entry points that need no descriptor: attn_simple, version, threads, ISA selection and the
+ * library's tables (ISAs, parameters, operands).
  * Errors as in {@link AttentionException}; thread-safe.
  */
 public final class Attention {
@@ -48,18 +49,51 @@ public final class Attention {
         return (int) AttnNative.attn_version_number();
     }
 
-    /** The kernel (ISA) names this build knows, weakest first (attn_isa_info). */
+    /** The kernel (ISA) names this build knows, weakest first: the names of {@link #isaInfo()}. */
     public static java.util.List<String> isas() {
         java.util.List<String> names = new java.util.ArrayList<>();
+        for (IsaInfo isa : isaInfo()) {
+            names.add(isa.name());
+        }
+        return java.util.Collections.unmodifiableList(names);
+    }
+
+    /**
+     * Every kernel ISA this build knows, in the library's order (weakest first), with whether
+     * this CPU runs it (attn_isa_info, asked from index 0 until the library says the list ended).
+     */
+    public static java.util.List<IsaInfo> isaInfo() {
+        java.util.List<IsaInfo> list = new java.util.ArrayList<>();
         String[] name = new String[1];
+        int[] supported = new int[1];
         for (int i = 0;; i++) {
             try {
-                AttnNative.attn_isa_info(i, name, null);
+                AttnNative.attn_isa_info(i, name, supported);
             } catch (IllegalArgumentException past) { // the library's end of the list
-                return java.util.Collections.unmodifiableList(names);
+                return java.util.Collections.unmodifiableList(list);
             }
-            names.add(name[0]);
+            list.add(new IsaInfo(name[0], supported[0] != 0));
         }
+    }
+
+    /**
+     * The facts of the parameter with this numeric value (attn_param_info); for a {@link Param},
+     * {@link Param#info()}.
+     *
+     * @throws IllegalArgumentException with the library's message if no parameter has it
+     */
+    public static ParamInfo paramInfo(int code) {
+        return ParamInfo.of(code);
+    }
+
+    /**
+     * The facts of the operand with this numeric value (attn_operand_info); for an
+     * {@link Operand}, {@link Operand#info()}.
+     *
+     * @throws IllegalArgumentException with the library's message if no operand has it
+     */
+    public static OperandInfo operandInfo(int code) {
+        return OperandInfo.of(code);
     }
 
     /** Name of the kernel in use (one of {@link #isas()}). */

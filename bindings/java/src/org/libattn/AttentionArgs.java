@@ -201,13 +201,13 @@ public final class AttentionArgs implements AutoCloseable {
 
     /** The one bind path: the element type the operand takes (attn_operand_info), the buffer. */
     private synchronized AttentionArgs bind(Operand which, Object data, int type) {
-        int[] info = Checks.given(which, "which").info();
+        OperandInfo info = Checks.given(which, "which").info();
         ensureOpen();
-        boolean output = (info[0] >> type & 1) == 0;
-        if (data != null && ((info[0] | info[1]) >> type & 1) == 0) {
+        boolean output = (info.inBits >> type & 1) == 0;
+        if (data != null && ((info.inBits | info.outBits) >> type & 1) == 0) {
             StringBuilder takes = new StringBuilder();
             for (int t = 0; t < TYPES.length; t++) {
-                if (((info[0] | info[1]) >> t & 1) != 0) {
+                if (((info.inBits | info.outBits) >> t & 1) != 0) {
                     takes.append(takes.length() == 0 ? "" : ", ").append(TYPES[t]);
                 }
             }
@@ -260,7 +260,7 @@ public final class AttentionArgs implements AutoCloseable {
                 throw new IllegalArgumentException(o.cname() + " is a read-only buffer: "
                         + "kvAppendArgs writes into it");
             }
-            c[o.code()] |= (o.info()[1] >> (c[o.code()] & 7) & 1) != 0 ? OUT : 0;
+            c[o.code()] |= (o.info().outBits >> (c[o.code()] & 7) & 1) != 0 ? OUT : 0;
         }
         call(KV_APPEND_ARGS, bound, c);
     }
