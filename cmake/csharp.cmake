@@ -124,7 +124,8 @@ function(attn_csharp_setup)
              ${PROJECT_SOURCE_DIR}/tests/csharp/VariantVectorTests.cs
              ${PROJECT_SOURCE_DIR}/tests/csharp/ServingTests.cs
              ${PROJECT_SOURCE_DIR}/tests/csharp/StorageBackwardTests.cs
-             ${PROJECT_SOURCE_DIR}/tests/csharp/PackagingTests.cs)
+             ${PROJECT_SOURCE_DIR}/tests/csharp/PackagingTests.cs
+             ${PROJECT_SOURCE_DIR}/tests/csharp/IntrospectionTests.cs)
   add_custom_command(
     OUTPUT ${_out}/LibAttn.Tests.dll
     COMMAND ${_mcs} -target:library -unsafe -r:${_out}/LibAttn.dll -r:${ATTN_NUNIT_FRAMEWORK_DLL}

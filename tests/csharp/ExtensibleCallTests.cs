@@ -159,8 +159,9 @@ namespace LibAttn.Tests
                 new[] { "LibAttn.Alibi", "LibAttn.AlibiForm", "LibAttn.Attention",
                         "LibAttn.AttentionArgs", "LibAttn.AttentionDesc",
                         "LibAttn.AttentionDesc+Builder", "LibAttn.AttentionException",
-                        "LibAttn.Causal", "LibAttn.Compute", "LibAttn.Diagonal", "LibAttn.Dtype", "LibAttn.Op",
-                        "LibAttn.Operand", "LibAttn.Param", "LibAttn.ParamBounds",
+                        "LibAttn.Causal", "LibAttn.Compute", "LibAttn.Diagonal", "LibAttn.Dtype",
+                        "LibAttn.IsaInfo", "LibAttn.Op", "LibAttn.Operand", "LibAttn.OperandInfo",
+                        "LibAttn.Param", "LibAttn.ParamBounds", "LibAttn.ParamInfo",
                         "LibAttn.Status", "LibAttn.WeightsMode" },
                 exported, "no SWIGTYPE_p_* or raw class leaks: " + string.Join(", ", exported));
         }
