@@ -467,41 +467,8 @@ namespace LibAttn.Tests
         [Test]
         public void VariantsOnEveryIsaAndBitIdenticalForAnyThreadCount()
         {
-            var ran = new List<string>();
-            try
-            {
-                foreach (string isa in new[] { "scalar", "sse2", "avx2", "avx512", "avx512fp16" })
-                {
-                    try
-                    {
-                        Attention.SetIsa(isa);
-                    }
-                    catch (AttentionException e) when (e.Status == Status.Unsupported)
-                    {
-                        continue; // this CPU or build lacks it
-                    }
-                    Assert.AreEqual(isa, Attention.Isa);
-                    RunAllFiles("isa " + isa);
-                    ran.Add(isa);
-                }
-            }
-            finally
-            {
-                Attention.SetIsa(null);
-            }
-            CollectionAssert.Contains(ran, "scalar");
-            CollectionAssert.Contains(ran, Attention.Isa);
-            byte[] many = RunAllFiles("threads " + Attention.NumThreads);
-            try
-            {
-                Attention.NumThreads = 1;
-                CollectionAssert.AreEqual(many, RunAllFiles("threads 1"),
-                                          "bit-identical for any thread count");
-            }
-            finally
-            {
-                Attention.NumThreads = 0;
-            }
+            Util.OnEveryIsa(isa => RunAllFiles("isa " + isa));
+            Util.AssertSameBytesOnOneAndManyThreads(RunAllFiles);
         }
 
         // ---- errors.txt -------------------------------------------------------------------
