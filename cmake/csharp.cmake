@@ -122,7 +122,8 @@ function(attn_csharp_setup)
   set(_tests)
   foreach(_t TestSupport SharedVectorTests ApiTests ErrorTests ConcurrencyTests ParameterTests
              OperandTests ArgsTests IntrospectionTests VariantVectorTests VarlenTests
-             PagedCacheTests MergeTests ServingErrorTests StorageBackwardTests PackagingTests)
+             PagedCacheTests MergeTests ServingErrorTests ConversionTests StorageTypeTests
+             BackwardTests TypedAppendTests PackagingTests)
     list(APPEND _tests ${PROJECT_SOURCE_DIR}/tests/csharp/${_t}.cs)
   endforeach()
   # A test file missing from the list above would never run: refuse to configure instead.
