@@ -124,7 +124,8 @@ namespace LibAttn
                     if (st == attn_status.ATTN_ERR_INVALID_ARGUMENT && i > 0)
                         return r.AsReadOnly();
                     Errors.Check(st);
-                    r.Add(new IsaInfo(Marshal.PtrToStringAnsi(name), supported != 0));
+                    r.Add(new IsaInfo { Name = Marshal.PtrToStringAnsi(name),
+                                        Supported = supported != 0 });
                 }
             }
         }
@@ -139,7 +140,8 @@ namespace LibAttn
             double min, max, dflt;
             Errors.Check(AttnNative.attn_param_info((attn_param)param, out name, out isFloat,
                                                     out min, out max, out dflt), "param", true);
-            return new ParamInfo(param, Marshal.PtrToStringAnsi(name), isFloat != 0, min, max, dflt);
+            return new ParamInfo { Param = param, Name = Marshal.PtrToStringAnsi(name),
+                                   IsFloat = isFloat != 0, Min = min, Max = max, Default = dflt };
         }
 
         /// <summary>attn_operand_info: name, element types as an input and as an output, rank
@@ -153,8 +155,9 @@ namespace LibAttn
             Errors.Check(AttnNative.attn_operand_info((attn_operand)which, out name, out inTypes,
                                                       out outTypes, out rank, out strided),
                          "which", true);
-            return new OperandInfo(which, Marshal.PtrToStringAnsi(name), Types(inTypes),
-                                   Types(outTypes), rank, strided != 0);
+            return new OperandInfo { Operand = which, Name = Marshal.PtrToStringAnsi(name),
+                                     InputTypes = Types(inTypes), OutputTypes = Types(outTypes),
+                                     Rank = rank, Strided = strided != 0 };
         }
 
         // A bit set (1u << attn_dtype) as a set of Dtype.
@@ -303,15 +306,9 @@ namespace LibAttn
     public struct IsaInfo
     {
         /// <summary>Its name, as <see cref="Attention.SetIsa"/> and ATTN_ISA take it.</summary>
-        public string Name { get; }
+        public string Name { get; internal set; }
         /// <summary>True when this CPU and build run it.</summary>
-        public bool Supported { get; }
-
-        internal IsaInfo(string name, bool supported)
-        {
-            Name = name;
-            Supported = supported;
-        }
+        public bool Supported { get; internal set; }
 
         /// <summary>"Name" or "Name (unsupported)".</summary>
         public override string ToString() => Supported ? Name : Name + " (unsupported)";
@@ -322,29 +319,18 @@ namespace LibAttn
     public struct ParamInfo
     {
         /// <summary>The parameter described.</summary>
-        public Param Param { get; }
+        public Param Param { get; internal set; }
         /// <summary>Its name in the library's messages ("causal", "window_left").</summary>
-        public string Name { get; }
+        public string Name { get; internal set; }
         /// <summary>True for a float parameter, false for an integer one.</summary>
-        public bool IsFloat { get; }
+        public bool IsFloat { get; internal set; }
         /// <summary>The smallest accepted value.</summary>
-        public double Min { get; }
+        public double Min { get; internal set; }
         /// <summary>The largest accepted value.</summary>
-        public double Max { get; }
+        public double Max { get; internal set; }
         /// <summary>Its value in a new descriptor; NaN where it follows the shape (Scale:
         /// 1/sqrt(head_dim); HeadDimV: head_dim).</summary>
-        public double Default { get; }
-
-        internal ParamInfo(Param param, string name, bool isFloat, double min, double max,
-                           double dflt)
-        {
-            Param = param;
-            Name = name;
-            IsFloat = isFloat;
-            Min = min;
-            Max = max;
-            Default = dflt;
-        }
+        public double Default { get; internal set; }
 
         /// <summary>"name int|float [Min, Max] default D".</summary>
         public override string ToString() =>
@@ -357,30 +343,20 @@ namespace LibAttn
     public struct OperandInfo
     {
         /// <summary>The operand described.</summary>
-        public Operand Operand { get; }
+        public Operand Operand { get; internal set; }
         /// <summary>Its name in the library's messages ("q", "k_scale").</summary>
-        public string Name { get; }
+        public string Name { get; internal set; }
         /// <summary>The element types it may be bound with as an input (empty: never an
         /// input).</summary>
-        public ISet<Dtype> InputTypes { get; }
+        public ISet<Dtype> InputTypes { get; internal set; }
         /// <summary>The element types it may be bound with as an output (empty: never an
-        /// output; for K and V the caches <see cref="AttentionDesc.KvAppend(AttentionArgs, float[], float[])"/> writes).</summary>
-        public ISet<Dtype> OutputTypes { get; }
+        /// output; for K and V the caches
+        /// <see cref="AttentionDesc.KvAppend(AttentionArgs, float[], float[])"/> writes).</summary>
+        public ISet<Dtype> OutputTypes { get; internal set; }
         /// <summary>Dimensions of its dense shape (Q 4, Lse 3, KeyValid 2, Sinks 1).</summary>
-        public int Rank { get; }
+        public int Rank { get; internal set; }
         /// <summary>True when <see cref="AttentionDesc.Builder.Strides"/> accepts it.</summary>
-        public bool Strided { get; }
-
-        internal OperandInfo(Operand operand, string name, ISet<Dtype> inputTypes,
-                             ISet<Dtype> outputTypes, int rank, bool strided)
-        {
-            Operand = operand;
-            Name = name;
-            InputTypes = inputTypes;
-            OutputTypes = outputTypes;
-            Rank = rank;
-            Strided = strided;
-        }
+        public bool Strided { get; internal set; }
 
         /// <summary>"name rank R in {..} out {..}".</summary>
         public override string ToString() =>
