@@ -5,8 +5,7 @@
 #   wrap.c                        --cc-->  csharp/libattn_csharp.so  (links libattn.so)
 #   raw *.cs + face *.cs          --mcs--> csharp/LibAttn.dll
 #   tests/csharp/*.cs             --mcs--> csharp/LibAttn.Tests.dll  (ctest csharp_tests, NUnit 2.6;
-#                                           ServingTests.cs: varlen, paged, KvAppend, Merge;
-#                                           StorageBackwardTests.cs: f16/bf16/int8, backward)
+#                                           one file per topic, TestSupport.cs the shared helpers)
 #   examples/csharp/*.cs          --mcs--> csharp/AttnDemo.exe       (target attn_csharp_demo)
 #   bench/csharp/*.cs             --mcs--> csharp/AttnBench.exe      (target attn_csharp_bench)
 #   LibAttn.dll + LibAttn.xml + natives --> csharp/nuget/LibAttn.nuspec (target attn_csharp_nupkg:
@@ -119,12 +118,20 @@ function(attn_csharp_setup)
     VERBATIM)
 
   # --- tests, demo, bench --------------------------------------------------------------------
-  set(_tests ${PROJECT_SOURCE_DIR}/tests/csharp/AttentionTests.cs
-             ${PROJECT_SOURCE_DIR}/tests/csharp/ExtensibleCallTests.cs
-             ${PROJECT_SOURCE_DIR}/tests/csharp/VariantVectorTests.cs
-             ${PROJECT_SOURCE_DIR}/tests/csharp/ServingTests.cs
-             ${PROJECT_SOURCE_DIR}/tests/csharp/StorageBackwardTests.cs
-             ${PROJECT_SOURCE_DIR}/tests/csharp/PackagingTests.cs)
+  # One file per topic; TestSupport.cs holds the helpers they share.
+  set(_tests)
+  foreach(_t TestSupport SharedVectorTests ApiTests ErrorTests ConcurrencyTests ParameterTests
+             OperandTests ArgsTests IntrospectionTests VariantVectorTests VarlenTests
+             PagedCacheTests MergeTests ServingErrorTests ConversionTests StorageTypeTests
+             BackwardTests TypedAppendTests ErrorVectorTests PackagingTests)
+    list(APPEND _tests ${PROJECT_SOURCE_DIR}/tests/csharp/${_t}.cs)
+  endforeach()
+  # A test file missing from the list above would never run: refuse to configure instead.
+  file(GLOB _all_tests ${PROJECT_SOURCE_DIR}/tests/csharp/*.cs)
+  list(REMOVE_ITEM _all_tests ${_tests} ${PROJECT_SOURCE_DIR}/tests/csharp/ThreadFailureChild.cs)
+  if(_all_tests)
+    message(FATAL_ERROR "cmake/csharp.cmake: add ${_all_tests} to the C# test files")
+  endif()
   add_custom_command(
     OUTPUT ${_out}/LibAttn.Tests.dll
     COMMAND ${_mcs} -target:library -unsafe -r:${_out}/LibAttn.dll -r:${ATTN_NUNIT_FRAMEWORK_DLL}

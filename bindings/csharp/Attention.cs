@@ -1,5 +1,7 @@
 // libattn C# binding: the simple API, library-wide settings and the storage conversions.
 using System;
+using System.Collections.Generic;
+using System.Collections.ObjectModel;
 using System.Globalization;
 using System.Runtime.InteropServices;
 using System.Text;
@@ -97,6 +99,75 @@ namespace LibAttn
             Errors.Check(AttnNative.attn_param_bounds((attn_param)param, out isFloat, out min,
                                                       out max), "param", true);
             return new ParamBounds(param, isFloat != 0, min, max);
+        }
+
+        // ---- the library's own tables (capi/attn.h "Introspection"), read through its queries.
+
+        /// <summary>attn_isa_info: every ISA the library knows, in its order (weakest first), each
+        /// with whether this CPU and build run it (then <see cref="SetIsa"/> accepts its
+        /// name).</summary>
+        public static IReadOnlyList<IsaInfo> Isas => IsaTable.All;
+
+        // Read once: the CPU and the build do not change while the process runs.
+        static class IsaTable
+        {
+            internal static readonly ReadOnlyCollection<IsaInfo> All = Read();
+
+            static ReadOnlyCollection<IsaInfo> Read()
+            {
+                var r = new List<IsaInfo>();
+                for (int i = 0; ; i++) // until the library says the index is past the last
+                {
+                    IntPtr name;
+                    int supported;
+                    attn_status st = AttnNative.attn_isa_info(i, out name, out supported);
+                    if (st == attn_status.ATTN_ERR_INVALID_ARGUMENT && i > 0)
+                        return r.AsReadOnly();
+                    Errors.Check(st);
+                    r.Add(new IsaInfo { Name = Marshal.PtrToStringAnsi(name),
+                                        Supported = supported != 0 });
+                }
+            }
+        }
+
+        /// <summary>attn_param_info: name, kind, closed range and default of a parameter; an
+        /// unknown <paramref name="param"/> throws the library's
+        /// <see cref="ArgumentOutOfRangeException"/>.</summary>
+        public static ParamInfo Info(Param param)
+        {
+            IntPtr name;
+            int isFloat;
+            double min, max, dflt;
+            Errors.Check(AttnNative.attn_param_info((attn_param)param, out name, out isFloat,
+                                                    out min, out max, out dflt), "param", true);
+            return new ParamInfo { Param = param, Name = Marshal.PtrToStringAnsi(name),
+                                   IsFloat = isFloat != 0, Min = min, Max = max, Default = dflt };
+        }
+
+        /// <summary>attn_operand_info: name, element types as an input and as an output, rank
+        /// and strides of an operand; an unknown <paramref name="which"/> throws the library's
+        /// <see cref="ArgumentOutOfRangeException"/>.</summary>
+        public static OperandInfo Info(Operand which)
+        {
+            IntPtr name;
+            uint inTypes, outTypes;
+            int rank, strided;
+            Errors.Check(AttnNative.attn_operand_info((attn_operand)which, out name, out inTypes,
+                                                      out outTypes, out rank, out strided),
+                         "which", true);
+            return new OperandInfo { Operand = which, Name = Marshal.PtrToStringAnsi(name),
+                                     InputTypes = Types(inTypes), OutputTypes = Types(outTypes),
+                                     Rank = rank, Strided = strided != 0 };
+        }
+
+        // A bit set (1u << attn_dtype) as a set of Dtype.
+        static ISet<Dtype> Types(uint bits)
+        {
+            var r = new HashSet<Dtype>();
+            foreach (Dtype t in Enum.GetValues(typeof(Dtype)))
+                if ((bits & (1u << (int)t)) != 0)
+                    r.Add(t);
+            return r;
         }
 
         /// <summary>attn_get_num_threads / attn_set_num_threads (0 restores the
@@ -229,5 +300,67 @@ namespace LibAttn
         public override string ToString() =>
             string.Format(CultureInfo.InvariantCulture, "{0} {1} [{2:R}, {3:R}]", Param,
                           IsFloat ? "float" : "int", Min, Max);
+    }
+
+    /// <summary>One ISA the library knows (attn_isa_info).</summary>
+    public struct IsaInfo
+    {
+        /// <summary>Its name, as <see cref="Attention.SetIsa"/> and ATTN_ISA take it.</summary>
+        public string Name { get; internal set; }
+        /// <summary>True when this CPU and build run it.</summary>
+        public bool Supported { get; internal set; }
+
+        /// <summary>"Name" or "Name (unsupported)".</summary>
+        public override string ToString() => Supported ? Name : Name + " (unsupported)";
+    }
+
+    /// <summary>A <see cref="Param"/> as the library's parameter table gives it
+    /// (attn_param_info).</summary>
+    public struct ParamInfo
+    {
+        /// <summary>The parameter described.</summary>
+        public Param Param { get; internal set; }
+        /// <summary>Its name in the library's messages ("causal", "window_left").</summary>
+        public string Name { get; internal set; }
+        /// <summary>True for a float parameter, false for an integer one.</summary>
+        public bool IsFloat { get; internal set; }
+        /// <summary>The smallest accepted value.</summary>
+        public double Min { get; internal set; }
+        /// <summary>The largest accepted value.</summary>
+        public double Max { get; internal set; }
+        /// <summary>Its value in a new descriptor; NaN where it follows the shape (Scale:
+        /// 1/sqrt(head_dim); HeadDimV: head_dim).</summary>
+        public double Default { get; internal set; }
+
+        /// <summary>"name int|float [Min, Max] default D".</summary>
+        public override string ToString() =>
+            string.Format(CultureInfo.InvariantCulture, "{0} {1} [{2:R}, {3:R}] default {4:R}",
+                          Name, IsFloat ? "float" : "int", Min, Max, Default);
+    }
+
+    /// <summary>An <see cref="Operand"/> as the library's operand table gives it
+    /// (attn_operand_info).</summary>
+    public struct OperandInfo
+    {
+        /// <summary>The operand described.</summary>
+        public Operand Operand { get; internal set; }
+        /// <summary>Its name in the library's messages ("q", "k_scale").</summary>
+        public string Name { get; internal set; }
+        /// <summary>The element types it may be bound with as an input (empty: never an
+        /// input).</summary>
+        public ISet<Dtype> InputTypes { get; internal set; }
+        /// <summary>The element types it may be bound with as an output (empty: never an
+        /// output; for K and V the caches
+        /// <see cref="AttentionDesc.KvAppend(AttentionArgs, float[], float[])"/> writes).</summary>
+        public ISet<Dtype> OutputTypes { get; internal set; }
+        /// <summary>Dimensions of its dense shape (Q 4, Lse 3, KeyValid 2, Sinks 1).</summary>
+        public int Rank { get; internal set; }
+        /// <summary>True when <see cref="AttentionDesc.Builder.Strides"/> accepts it.</summary>
+        public bool Strided { get; internal set; }
+
+        /// <summary>"name rank R in {..} out {..}".</summary>
+        public override string ToString() =>
+            Name + " rank " + Rank + " in {" + string.Join(", ", InputTypes) + "} out {"
+            + string.Join(", ", OutputTypes) + "}" + (Strided ? " strided" : "");
     }
 }
