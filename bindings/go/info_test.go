@@ -2,7 +2,6 @@ package attn
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"reflect"
 	"runtime"
@@ -26,16 +25,33 @@ func cSays(f func() capi.Enum_SS_attn_status) (Status, string) {
 	return StatusOK, ""
 }
 
-// wantLibError checks that err is the *Error C gave for the same call: status and message.
-func wantLibError(t *testing.T, label string, err error, st Status, msg string) {
+// cCount is the number of values C's query accepts, counting from 0 until it refuses one (the
+// loop capi/attn.h gives for listing a table); it must be the face's count of the table's names
+// (faceLen) and cover the last constant the face declares (last).
+func cCount(t *testing.T, what string, query func(v int) capi.Enum_SS_attn_status, faceLen, last int) int {
 	t.Helper()
-	var e *Error
-	if !errors.As(err, &e) {
-		t.Errorf("%s: error %v, want *Error %v %q", label, err, st, msg)
-		return
+	n := 0
+	for query(n) == capi.Enum_SS_attn_status(StatusOK) {
+		n++
 	}
-	if st == StatusOK || msg == "" || e.Status != st || e.Message != msg {
-		t.Errorf("%s: %v %q, want C's %v %q", label, e.Status, e.Message, st, msg)
+	if n != faceLen || n <= last {
+		t.Fatalf("C lists %d %s, the face %d names (its last constant: %d)", n, what, faceLen, last)
+	}
+	return n
+}
+
+// wantCErrors checks that the face refuses each value with the *Error C gives for the same
+// query: its status and its message.
+func wantCErrors(t *testing.T, typ string, face func(v int) error, query func(v int) capi.Enum_SS_attn_status,
+	values ...int) {
+	t.Helper()
+	for _, v := range values {
+		err := face(v)
+		st, msg := cSays(func() capi.Enum_SS_attn_status { return query(v) })
+		var e *Error
+		if !errors.As(err, &e) || st == StatusOK || msg == "" || e.Status != st || e.Message != msg {
+			t.Errorf("%s(%d).Info(): %v; want C's %v %q", typ, v, err, st, msg)
+		}
 	}
 }
 
@@ -90,17 +106,10 @@ func TestISAs(t *testing.T) {
 }
 
 func TestParamInfo(t *testing.T) {
-	n := 0 // C's loop: attn_param_info from 0 until it refuses the value
-	for ; ; n++ {
-		if st, _ := cSays(func() capi.Enum_SS_attn_status {
-			return capi.Attn_param_info(capi.Enum_SS_attn_param(n), nil, nil, nil, nil, nil)
-		}); st != StatusOK {
-			break
-		}
+	paramQuery := func(v int) capi.Enum_SS_attn_status {
+		return capi.Attn_param_info(capi.Enum_SS_attn_param(v), nil, nil, nil, nil, nil)
 	}
-	if n != int(numParams) || n <= int(ParamAlibiForm) {
-		t.Fatalf("C lists %d parameters, the face %d (ParamAlibiForm = %d)", n, numParams, ParamAlibiForm)
-	}
+	n := cCount(t, "parameters", paramQuery, int(numParams), int(ParamAlibiForm))
 	const headDim = 16
 	d := mustDesc(t, 1, 1, 1, 2, 3, headDim)
 	defer d.Close()
@@ -141,29 +150,16 @@ func TestParamInfo(t *testing.T) {
 	if scale, _ := ParamScale.Info(); scale.Name != "scale" || !scale.IsFloat || !math.IsNaN(scale.Default) {
 		t.Errorf("ParamScale.Info() = %+v, want scale: float, default NaN", scale)
 	}
-	for _, p := range []Param{Param(n), -1, 1000} {
-		_, err := p.Info()
-		st, msg := cSays(func() capi.Enum_SS_attn_status {
-			return capi.Attn_param_info(capi.Enum_SS_attn_param(p), nil, nil, nil, nil, nil)
-		})
-		wantLibError(t, fmt.Sprintf("Param(%d).Info()", int(p)), err, st, msg)
-	}
+	wantCErrors(t, "Param", func(v int) error { _, err := Param(v).Info(); return err }, paramQuery, n, -1, 1000)
 	_, err := Param(1 << 40).Info()
 	wantError(t, err, StatusInvalidArgument, "param (1099511627776) does not fit a C int")
 }
 
 func TestOperandInfo(t *testing.T) {
-	n := 0 // C's loop: attn_operand_info from 0 until it refuses the value
-	for ; ; n++ {
-		if st, _ := cSays(func() capi.Enum_SS_attn_status {
-			return capi.Attn_operand_info(capi.Enum_SS_attn_operand(n), nil, nil, nil, nil, nil)
-		}); st != StatusOK {
-			break
-		}
+	operandQuery := func(v int) capi.Enum_SS_attn_status {
+		return capi.Attn_operand_info(capi.Enum_SS_attn_operand(v), nil, nil, nil, nil, nil)
 	}
-	if n != int(numOperands) || n <= int(OperandNewVScale) {
-		t.Fatalf("C lists %d operands, the face %d (OperandNewVScale = %d)", n, numOperands, OperandNewVScale)
-	}
+	n := cCount(t, "operands", operandQuery, int(numOperands), int(OperandNewVScale))
 	for o := Operand(0); int(o) < n; o++ {
 		info, err := o.Info()
 		if err != nil {
@@ -203,13 +199,7 @@ func TestOperandInfo(t *testing.T) {
 		!q.In.Has(DTypeBF16) || q.In.Has(DTypeI8) || !reflect.DeepEqual(q.In.List(), []DType{DTypeF32, DTypeF16, DTypeBF16}) {
 		t.Errorf("q: In %v (%v), Out %v", q.In, q.In.List(), q.Out)
 	}
-	for _, o := range []Operand{Operand(n), -1, 1000} {
-		_, err := o.Info()
-		st, msg := cSays(func() capi.Enum_SS_attn_status {
-			return capi.Attn_operand_info(capi.Enum_SS_attn_operand(o), nil, nil, nil, nil, nil)
-		})
-		wantLibError(t, fmt.Sprintf("Operand(%d).Info()", int(o)), err, st, msg)
-	}
+	wantCErrors(t, "Operand", func(v int) error { _, err := Operand(v).Info(); return err }, operandQuery, n, -1, 1000)
 	_, err := Operand(1 << 40).Info()
 	wantError(t, err, StatusInvalidArgument, "which (1099511627776) does not fit a C int")
 }
