@@ -293,26 +293,30 @@ func sameBits(t *testing.T, label string, p servPack, out, lse []float32, alone 
 	}
 }
 
-// forISAs runs f on every kernel this CPU supports, then restores the default.
-func forISAs(t *testing.T, f func(isa string)) {
+// forISAs runs f on every kernel this CPU supports (ISAs; the scalar one first), each selected
+// with SetISA, then restores the default; it returns the names of those that ran.
+func forISAs(t *testing.T, f func(isa string)) (ran []string) {
 	t.Helper()
 	defer func() {
 		if err := SetISA(""); err != nil {
 			t.Errorf("SetISA(\"\"): %v", err)
 		}
 	}()
-	ran := 0
-	for _, isa := range []string{"scalar", "sse2", "avx2", "avx512", "avx512fp16"} {
-		if err := SetISA(isa); err != nil {
-			if errors.Is(err, &Error{Status: StatusUnsupported}) {
-				continue
-			}
-			t.Fatalf("SetISA(%q): %v", isa, err)
+	for _, isa := range ISAs() {
+		if !isa.Supported {
+			continue // this CPU or build lacks it (TestISAs: SetISA refuses it)
 		}
-		f(isa)
-		ran++
+		if err := SetISA(isa.Name); err != nil {
+			t.Fatalf("SetISA(%q): %v", isa.Name, err)
+		}
+		if ISA() != isa.Name {
+			t.Fatalf("after SetISA(%q), ISA() = %q", isa.Name, ISA())
+		}
+		f(isa.Name)
+		ran = append(ran, isa.Name)
 	}
-	if ran == 0 {
-		t.Fatal("no kernel ran")
+	if len(ran) == 0 || ran[0] != "scalar" {
+		t.Fatalf("the scalar kernel did not run (ran %v)", ran)
 	}
+	return ran
 }

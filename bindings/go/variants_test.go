@@ -2,7 +2,6 @@ package attn
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -342,21 +341,11 @@ func TestSharedBackward(t *testing.T) { testSharedFile(t, "backward.txt", "go.ba
 // bit-identical across thread counts.
 func TestSharedVariantsEveryISAAndThreadCount(t *testing.T) {
 	defer func() {
-		if err := SetISA(""); err != nil {
-			t.Errorf("SetISA(\"\"): %v", err)
-		}
 		if err := SetNumThreads(0); err != nil {
 			t.Errorf("SetNumThreads(0): %v", err)
 		}
 	}()
-	ran := 0
-	for _, isa := range []string{"scalar", "sse2", "avx2", "avx512", "avx512fp16"} {
-		if err := SetISA(isa); err != nil {
-			if errors.Is(err, &Error{Status: StatusUnsupported}) {
-				continue
-			}
-			t.Fatalf("SetISA(%q): %v", isa, err)
-		}
+	forISAs(t, func(isa string) {
 		for _, file := range sharedFiles {
 			var first []byte
 			for _, n := range []int{1, 2} {
@@ -371,9 +360,5 @@ func TestSharedVariantsEveryISAAndThreadCount(t *testing.T) {
 				}
 			}
 		}
-		ran++
-	}
-	if ran == 0 {
-		t.Fatal("no ISA ran")
-	}
+	})
 }

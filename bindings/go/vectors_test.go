@@ -2,7 +2,6 @@ package attn
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -221,32 +220,9 @@ func TestSharedVectors(t *testing.T) {
 // Every kernel this CPU runs, and thread count 1 vs the default (bit-identical by contract).
 func TestSharedVectorsEveryISAAndThreadCount(t *testing.T) {
 	defaultISA := ISA()
-	var ran []string
-	func() {
-		defer func() {
-			if err := SetISA(""); err != nil {
-				t.Errorf("SetISA(\"\"): %v", err)
-			}
-		}()
-		for _, isa := range []string{"scalar", "sse2", "avx2", "avx512", "avx512fp16"} {
-			if err := SetISA(isa); err != nil {
-				if errors.Is(err, &Error{Status: StatusUnsupported}) {
-					continue // this CPU or build lacks it
-				}
-				t.Fatalf("SetISA(%q): %v", isa, err)
-			}
-			if ISA() != isa {
-				t.Fatalf("after SetISA(%q), ISA() = %q", isa, ISA())
-			}
-			runAllCases(t, "isa "+isa)
-			ran = append(ran, isa)
-		}
-	}()
+	ran := forISAs(t, func(isa string) { runAllCases(t, "isa "+isa) })
 	if ISA() != defaultISA {
 		t.Errorf("SetISA(\"\") did not restore %q (got %q)", defaultISA, ISA())
-	}
-	if len(ran) == 0 || ran[0] != "scalar" {
-		t.Errorf("the scalar kernel did not run (ran %v)", ran)
 	}
 	found := false
 	for _, isa := range ran {
