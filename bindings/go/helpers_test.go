@@ -77,32 +77,55 @@ func vectorsDir() string {
 	return filepath.Join("..", "..", "tests", "vectors")
 }
 
-func readF32(t *testing.T, path string, n int) []float32 {
+// readRaw reads a little-endian vector file of n elements of size bytes each.
+func readRaw(t *testing.T, path string, n, size int) []byte {
+	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(raw) != 4*n {
-		t.Fatalf("%s: %d bytes, want %d floats", path, len(raw), n)
+	if len(raw) != size*n {
+		t.Fatalf("%s: %d bytes, want %d elements of %d bytes", path, len(raw), n, size)
 	}
-	s := make([]float32, n)
+	return raw
+}
+
+func readF32(t *testing.T, path string, n int) []float32 {
+	raw, s := readRaw(t, path, n, 4), make([]float32, n)
 	for i := range s {
 		s[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 	}
 	return s
 }
 
+func readI32(t *testing.T, path string, n int) []int32 {
+	raw, s := readRaw(t, path, n, 4), make([]int32, n)
+	for i := range s {
+		s[i] = int32(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return s
+}
+
+func readU16(t *testing.T, path string, n int) []uint16 {
+	raw, s := readRaw(t, path, n, 2), make([]uint16, n)
+	for i := range s {
+		s[i] = binary.LittleEndian.Uint16(raw[2*i:])
+	}
+	return s
+}
+
 func readU8(t *testing.T, path string, n int) []bool {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(raw) != n {
-		t.Fatalf("%s: %d bytes, want %d", path, len(raw), n)
-	}
-	s := make([]bool, n)
+	raw, s := readRaw(t, path, n, 1), make([]bool, n)
 	for i, b := range raw {
 		s[i] = b != 0
+	}
+	return s
+}
+
+func readI8(t *testing.T, path string, n int) []int8 {
+	raw, s := readRaw(t, path, n, 1), make([]int8, n)
+	for i, b := range raw {
+		s[i] = int8(b)
 	}
 	return s
 }

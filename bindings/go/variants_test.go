@@ -1,7 +1,6 @@
 package attn
 
 import (
-	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,56 +11,6 @@ import (
 // storage types: Args.SetF16 / SetBF16 / SetI8) and backward.txt (Args.Backward), run through
 // Desc options and Args by one runner (runVectorFile), on every ISA and thread count; the
 // outputs go to $ATTN_XLANG_DIR for xlang_identical.
-
-func readI32(t *testing.T, path string, n int) []int32 {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(raw) != 4*n {
-		t.Fatalf("%s: %d bytes, want %d int32", path, len(raw), n)
-	}
-	s := make([]int32, n)
-	for i := range s {
-		s[i] = int32(binary.LittleEndian.Uint32(raw[4*i:]))
-	}
-	return s
-}
-
-func readU16(t *testing.T, path string, n int) []uint16 {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(raw) != 2*n {
-		t.Fatalf("%s: %d bytes, want %d uint16", path, len(raw), n)
-	}
-	s := make([]uint16, n)
-	for i := range s {
-		s[i] = binary.LittleEndian.Uint16(raw[2*i:])
-	}
-	return s
-}
-
-func readI8(t *testing.T, path string, n int) []int8 {
-	raw := readBytes(t, path, n)
-	s := make([]int8, n)
-	for i, b := range raw {
-		s[i] = int8(b)
-	}
-	return s
-}
-
-func readBytes(t *testing.T, path string, n int) []byte {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(raw) != n {
-		t.Fatalf("%s: %d bytes, want %d", path, len(raw), n)
-	}
-	return raw
-}
 
 var variantOutputs = []Operand{OperandOut, OperandLSE, OperandWeights, OperandKeyMass}
 
@@ -196,7 +145,7 @@ func runVectorFile(t *testing.T, file, label string, generic bool) []byte {
 				if o == OperandKeyValid {
 					err = a.SetBool(o, readU8(t, p(o, "u8"), need))
 				} else {
-					err = a.SetU8(o, readBytes(t, p(o, "u8"), need))
+					err = a.SetU8(o, readRaw(t, p(o, "u8"), need, 1))
 				}
 			case operandKinds[o] == kindI32:
 				err = a.SetI32(o, readI32(t, p(o, "i32"), need))
