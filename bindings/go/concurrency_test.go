@@ -111,14 +111,7 @@ func TestConcurrentOneDesc(t *testing.T) {
 			}
 		}(g)
 	}
-	wg.Wait()
-	close(errs)
-	n := 0
-	for msg := range errs {
-		if n++; n <= 10 {
-			t.Error(msg)
-		}
-	}
+	reportFirst(t, &wg, errs)
 }
 
 // Many goroutines, one shared Desc, one Args each; and one Args shared (calls serialized).
@@ -208,6 +201,12 @@ func TestArgsConcurrent(t *testing.T) {
 			}
 		}(g)
 	}
+	reportFirst(t, &wg, errs)
+}
+
+// reportFirst waits for the goroutines of wg, then reports the first 10 messages they sent.
+func reportFirst(t *testing.T, wg *sync.WaitGroup, errs chan string) {
+	t.Helper()
 	wg.Wait()
 	close(errs)
 	n := 0

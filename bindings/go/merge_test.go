@@ -22,6 +22,18 @@ func relErr(got float32, want float32) float64 {
 	return math.Abs(float64(got)-float64(want)) / math.Max(1, math.Abs(float64(want)))
 }
 
+// worstRelErr is the largest relErr of a merged out and lse against one call's.
+func worstRelErr(out, lse, fullOut, fullLSE []float32) float64 {
+	worst := 0.0
+	for x := range fullOut {
+		worst = math.Max(worst, relErr(out[x], fullOut[x]))
+	}
+	for x := range fullLSE {
+		worst = math.Max(worst, relErr(lse[x], fullLSE[x]))
+	}
+	return worst
+}
+
 // Merge of a key split equals one call over all keys; a part with lse -Inf leaves acc unchanged.
 func TestMergeKeySplit(t *testing.T) {
 	const B, hq, hkv, sq, sk, D = 2, 4, 2, 13, 100, 16
@@ -63,13 +75,7 @@ func TestMergeKeySplit(t *testing.T) {
 		acc, out, lse := part(0, 37)
 		rest, _, _ := part(37, sk)
 		must(t, md.Merge(acc, rest))
-		worst := 0.0
-		for x := range fullOut {
-			worst = math.Max(worst, relErr(out[x], fullOut[x]))
-		}
-		for x := range fullLSE {
-			worst = math.Max(worst, relErr(lse[x], fullLSE[x]))
-		}
+		worst := worstRelErr(out, lse, fullOut, fullLSE)
 		if worst > 1e-6 {
 			t.Errorf("merged vs one call: relative error %g > 1e-6", worst)
 		}
@@ -188,13 +194,7 @@ func TestMergeVarlen(t *testing.T) {
 	defer bd.Close()
 	defer part.Close()
 	must(t, fd.Merge(acc, part))
-	worst := 0.0
-	for x := range fullOut {
-		worst = math.Max(worst, relErr(out[x], fullOut[x]))
-	}
-	for x := range fullLSE {
-		worst = math.Max(worst, relErr(lse[x], fullLSE[x]))
-	}
+	worst := worstRelErr(out, lse, fullOut, fullLSE)
 	if worst > 1e-6 {
 		t.Errorf("varlen merge vs one call: relative error %g > 1e-6", worst)
 	}
