@@ -189,18 +189,6 @@ func TestArgsErrors(t *testing.T) {
 	}
 }
 
-// indexCaseByName is the case called name of index.txt (the 0.1 vectors).
-func indexCaseByName(t *testing.T, name string) vecCase {
-	t.Helper()
-	for _, c := range readIndex(t, vectorsDir()) {
-		if c.name == name {
-			return c
-		}
-	}
-	t.Fatalf("index.txt has no case %q", name)
-	return vecCase{}
-}
-
 // []bool and []byte masks mean the same; any nonzero byte is true; longer slices use their
 // prefix. On the shared case combined_all (GQA, bottom-right, key padding and an allowed mask).
 func TestArgsMasksAndPrefix(t *testing.T) {

@@ -3,18 +3,21 @@ package attn
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/libattn/libattn/bindings/go/internal/capi"
 )
 
 // Helpers shared by the test files of this package: deterministic inputs, the comparisons and
-// the expected-error check, the readers of tests/vectors, and the serving fixtures. The serving
-// sequences are the ones of tests/core/test_serving.cpp's varlen merge case: q {5, 0, 9},
-// k {40, 7, 66}, GQA 4/2, d 24.
+// the expected-error check, the readers of tests/vectors, the operand kinds and storage types
+// the vector runners use, and the serving fixtures (their sequences are the ones of
+// tests/core/test_serving.cpp's varlen merge case: q {5, 0, 9}, k {40, 7, 66}, GQA 4/2, d 24).
 
 // pattern fills n floats deterministically from a seed, in [-1, 1).
 func pattern(n, seed int) []float32 {
@@ -342,4 +345,190 @@ func forISAs(t *testing.T, f func(isa string)) (ran []string) {
 		t.Fatalf("the scalar kernel did not run (ran %v)", ran)
 	}
 	return ran
+}
+
+// cumulative returns the prefix sums [len(n)+1] of n.
+func cumulative(n []int) []int32 {
+	cu := make([]int32, len(n)+1)
+	for b, x := range n {
+		cu[b+1] = cu[b] + int32(x)
+	}
+	return cu
+}
+
+// servPaged is a paged cache of the sequences: a shuffled block table (-1 in the unused slots)
+// over pools of numPages pages, token-major or head-major.
+type servPaged struct {
+	page, maxPages, numPages int
+	headMajor                bool
+	table                    []int32
+}
+
+func newPaged(t *testing.T, seqs []servSeq, page, maxPages int, headMajor bool, seed int64) servPaged {
+	g := rand.New(rand.NewSource(seed))
+	c := servPaged{page: page, maxPages: maxPages, headMajor: headMajor}
+	used := 0
+	for _, s := range seqs {
+		used += (s.lk + page - 1) / page
+	}
+	c.numPages = used + 2 // two spare pages nobody uses
+	ids := g.Perm(c.numPages)
+	c.table = make([]int32, len(seqs)*maxPages)
+	for i := range c.table {
+		c.table[i] = -1
+	}
+	next := 0
+	for b, s := range seqs {
+		n := (s.lk + page - 1) / page
+		if n > maxPages {
+			t.Fatalf("sequence %d needs %d pages, the table has %d columns", b, n, maxPages)
+		}
+		for slot := 0; slot < n; slot++ {
+			c.table[b*maxPages+slot] = int32(ids[next])
+			next++
+		}
+	}
+	return c
+}
+
+func (c servPaged) poolLen() int { return c.numPages * c.page * servHKV * servD }
+
+// at is the offset of key j (KV head h) of sequence b in a pool.
+func (c servPaged) at(b, h, j int) int {
+	pg, tok := int(c.table[b*c.maxPages+j/c.page]), j%c.page
+	if c.headMajor {
+		return ((pg*servHKV+h)*c.page + tok) * servD
+	}
+	return ((pg*c.page+tok)*servHKV + h) * servD
+}
+
+func (c servPaged) options() []Option {
+	opts := []Option{WithPageSize(c.page)}
+	if c.headMajor {
+		for _, o := range []Operand{OperandK, OperandV} {
+			opts = append(opts, WithStrides(o, servHKV*c.page*servD, c.page*servD, servD))
+		}
+	}
+	return opts
+}
+
+// newRows gathers keys [from(b), to(b)) of every sequence as contiguous token-major rows
+// [tokens][hkv][d] (the NEW_K / NEW_V layout), with the counts' prefix sums.
+func newRows(seqs []servSeq, from, to func(b int) int) (k, v []float32, cu []int32) {
+	var counts []int
+	for b, s := range seqs {
+		counts = append(counts, to(b)-from(b))
+		for j := from(b); j < to(b); j++ {
+			for h := 0; h < servHKV; h++ {
+				k = append(k, s.k[(h*s.lk+j)*servD:][:servD]...)
+				v = append(v, s.v[(h*s.lk+j)*servD:][:servD]...)
+			}
+		}
+	}
+	return k, v, cumulative(counts)
+}
+
+// runPack runs the forward of pack p (nseq sequences) in varlen mode with opts, into sentinel-filled
+// out and LSE; the caller closes the descriptor and the args.
+func runPack(t *testing.T, p servPack, nseq int, opts ...Option) (*Desc, *Args, []float32, []float32) {
+	d := mustDesc(t, nseq, servHQ, servHKV, p.maxQ, p.maxK, servD, append(opts, WithVarlen())...)
+	a, err := d.NewArgs()
+	must(t, err)
+	out, lse := filled(p.totalQ*servHQ*servD, servSentinel), filled(p.totalQ*servHQ, servSentinel)
+	must(t, a.SetF32(OperandQ, p.q), a.SetF32(OperandK, p.k), a.SetF32(OperandV, p.v), a.SetCuSeqlensQ(p.cuQ),
+		a.SetCuSeqlensK(p.cuK), a.SetOutF32(OperandOut, out), a.SetOutF32(OperandLSE, lse))
+	must(t, a.Run(OpForward))
+	return d, a, out, lse
+}
+
+// indexCaseByName is the case called name of index.txt (the 0.1 vectors).
+func indexCaseByName(t *testing.T, name string) vecCase {
+	t.Helper()
+	for _, c := range readIndex(t, vectorsDir()) {
+		if c.name == name {
+			return c
+		}
+	}
+	t.Fatalf("index.txt has no case %q", name)
+	return vecCase{}
+}
+
+// Test-side names for what the face does not keep: the tests read operand kinds and storage
+// types to drive the shared vectors. The kinds come from the library (attn_operand_info), not
+// from a table of the face.
+type storage int8
+
+const (
+	storeF32 storage = iota
+	storeF16
+	storeBF16
+	storeI8
+)
+
+var (
+	numOperands = Operand(len(operandNames))
+	numParams   = Param(len(paramNames))
+	numStored   = numOperands
+)
+
+type kind int8
+
+const (
+	kindF32In kind = iota
+	kindF32Out
+	kindMask
+	kindI32
+)
+
+// operandKinds: how the library's operand table (attn_operand_info) says each operand is bound
+// as float32 or its one other type: a float32 input, a float32 output, a byte mask or int32.
+var operandKinds = func() (k []kind) {
+	for o := Operand(0); o < numOperands; o++ {
+		var in, out uint32
+		if capi.Attn_operand_info(capi.Enum_SS_attn_operand(o), nil, &in, &out, nil, nil) != 0 {
+			panic("attn_operand_info")
+		}
+		switch {
+		case in&(1<<dtF32) != 0:
+			k = append(k, kindF32In)
+		case out&(1<<dtF32) != 0:
+			k = append(k, kindF32Out)
+		case in&(1<<dtU8) != 0:
+			k = append(k, kindMask)
+		default:
+			k = append(k, kindI32)
+		}
+	}
+	return k
+}()
+
+// cName is the C enumerator the library's messages use ("ATTN_PARAM_WINDOW_LEFT").
+func (p Param) cName() string { return "ATTN_PARAM_" + strings.ToUpper(p.String()) }
+
+// enumMsg is the message expected for an enum argument: the library's verdict (lib) for a value
+// that fits C's int, the face's for one that does not (C never sees it).
+func enumMsg(name string, v int, lib string) string {
+	if int(int32(v)) != v {
+		return fmt.Sprintf("%s (%d) does not fit a C int", name, v)
+	}
+	return lib
+}
+
+// uniform draws n floats uniformly from [lo, hi).
+func uniform(g *rand.Rand, n int, lo, hi float32) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = lo + (hi-lo)*g.Float32()
+	}
+	return s
+}
+
+// mustArgs is d.NewArgs, failing the test on an error.
+func mustArgs(t *testing.T, d *Desc) *Args {
+	t.Helper()
+	a, err := d.NewArgs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

@@ -3,93 +3,11 @@ package attn
 import (
 	"fmt"
 	"math"
-	"math/rand"
 	"testing"
 )
 
 // Paged K/V caches (WithPageSize) filled by Args.KVAppend, attended with varlen queries and
 // compared bit for bit with the dense calls.
-
-// cumulative returns the prefix sums [len(n)+1] of n.
-func cumulative(n []int) []int32 {
-	cu := make([]int32, len(n)+1)
-	for b, x := range n {
-		cu[b+1] = cu[b] + int32(x)
-	}
-	return cu
-}
-
-// servPaged is a paged cache of the sequences: a shuffled block table (-1 in the unused slots)
-// over pools of numPages pages, token-major or head-major.
-type servPaged struct {
-	page, maxPages, numPages int
-	headMajor                bool
-	table                    []int32
-}
-
-func newPaged(t *testing.T, seqs []servSeq, page, maxPages int, headMajor bool, seed int64) servPaged {
-	g := rand.New(rand.NewSource(seed))
-	c := servPaged{page: page, maxPages: maxPages, headMajor: headMajor}
-	used := 0
-	for _, s := range seqs {
-		used += (s.lk + page - 1) / page
-	}
-	c.numPages = used + 2 // two spare pages nobody uses
-	ids := g.Perm(c.numPages)
-	c.table = make([]int32, len(seqs)*maxPages)
-	for i := range c.table {
-		c.table[i] = -1
-	}
-	next := 0
-	for b, s := range seqs {
-		n := (s.lk + page - 1) / page
-		if n > maxPages {
-			t.Fatalf("sequence %d needs %d pages, the table has %d columns", b, n, maxPages)
-		}
-		for slot := 0; slot < n; slot++ {
-			c.table[b*maxPages+slot] = int32(ids[next])
-			next++
-		}
-	}
-	return c
-}
-
-func (c servPaged) poolLen() int { return c.numPages * c.page * servHKV * servD }
-
-// at is the offset of key j (KV head h) of sequence b in a pool.
-func (c servPaged) at(b, h, j int) int {
-	pg, tok := int(c.table[b*c.maxPages+j/c.page]), j%c.page
-	if c.headMajor {
-		return ((pg*servHKV+h)*c.page + tok) * servD
-	}
-	return ((pg*c.page+tok)*servHKV + h) * servD
-}
-
-func (c servPaged) options() []Option {
-	opts := []Option{WithPageSize(c.page)}
-	if c.headMajor {
-		for _, o := range []Operand{OperandK, OperandV} {
-			opts = append(opts, WithStrides(o, servHKV*c.page*servD, c.page*servD, servD))
-		}
-	}
-	return opts
-}
-
-// newRows gathers keys [from(b), to(b)) of every sequence as contiguous token-major rows
-// [tokens][hkv][d] (the NEW_K / NEW_V layout), with the counts' prefix sums.
-func newRows(seqs []servSeq, from, to func(b int) int) (k, v []float32, cu []int32) {
-	var counts []int
-	for b, s := range seqs {
-		counts = append(counts, to(b)-from(b))
-		for j := from(b); j < to(b); j++ {
-			for h := 0; h < servHKV; h++ {
-				k = append(k, s.k[(h*s.lk+j)*servD:][:servD]...)
-				v = append(v, s.v[(h*s.lk+j)*servD:][:servD]...)
-			}
-		}
-	}
-	return k, v, cumulative(counts)
-}
 
 // The sequences in a paged cache, filled by KVAppend from an empty (NaN) pool, then attended
 // with varlen queries (chunked prefill + decode in one call): bit-identical to the dense calls,

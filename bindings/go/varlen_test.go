@@ -92,19 +92,6 @@ func TestVarlenPackBatchInvariant(t *testing.T) {
 	})
 }
 
-// runPack runs the forward of pack p (nseq sequences) in varlen mode with opts, into sentinel-filled
-// out and LSE; the caller closes the descriptor and the args.
-func runPack(t *testing.T, p servPack, nseq int, opts ...Option) (*Desc, *Args, []float32, []float32) {
-	d := mustDesc(t, nseq, servHQ, servHKV, p.maxQ, p.maxK, servD, append(opts, WithVarlen())...)
-	a, err := d.NewArgs()
-	must(t, err)
-	out, lse := filled(p.totalQ*servHQ*servD, servSentinel), filled(p.totalQ*servHQ, servSentinel)
-	must(t, a.SetF32(OperandQ, p.q), a.SetF32(OperandK, p.k), a.SetF32(OperandV, p.v), a.SetCuSeqlensQ(p.cuQ),
-		a.SetCuSeqlensK(p.cuK), a.SetOutF32(OperandOut, out), a.SetOutF32(OperandLSE, lse))
-	must(t, a.Run(OpForward))
-	return d, a, out, lse
-}
-
 // A varlen pack with a sliding window, a softcap and K/V rows padded by strides (3 NaN floats
 // after each token) against each sequence computed alone by a dense call with the same options:
 // with batch invariance bit for bit (out and LSE, nothing written past the pack), without it
