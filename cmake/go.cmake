@@ -18,9 +18,11 @@
 #                      parameter and operand against a float64 Go reference, the README's rules
 #                      (lengths, nil vs empty, enums, aliasing, ISA names), finalizers, zero
 #                      allocations, use after Close, concurrency, the go doc examples, and the
-#                      serving layouts (serving_test.go: varlen packs and paged caches filled by
-#                      KVAppend, bit-identical to dense calls with batch invariance; Merge; every
-#                      bad block table, length and prefix sum named by slot)
+#                      serving layouts (varlen_test.go, paged_test.go, merge_test.go,
+#                      serving_errors_test.go: varlen packs and paged caches filled by KVAppend,
+#                      bit-identical to dense calls with batch invariance; Merge; every bad block
+#                      table, length and prefix sum named by slot). Every *_test.go file of the
+#                      package runs (go test ./...); shared helpers live in helpers_test.go.
 #   go_tests_cgocheck  the same with GODEBUG=cgocheck=1
 #   go_tests_cgocheck2 the same with the full pointer checker (GOEXPERIMENT=cgocheck2 on Go >= 1.21,
 #                      GODEBUG=cgocheck=2 before)

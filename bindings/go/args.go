@@ -24,12 +24,14 @@ const (
 // String returns "forward", "weights" or "backward" ("Op(n)" for other values).
 func (op Op) String() string { return enumName("Op", int(op), "forward", "weights", "backward") }
 
-// A binding code: the attn_dtype of the setter, plus goOut for an attn_args_set_out_* setter;
-// goPart (into Merge's part) and goCache (KVAppend's caches) only inside goCall.
+// A binding code: the attn_dtype of the setter (DType), plus goOut for an attn_args_set_out_*
+// setter; goPart (into Merge's part) and goCache (KVAppend's caches) only inside goCall.
 const (
-	dtF32, dtF16, dtBF16, dtI8, dtU8, dtI32 = 0, 1, 2, 3, 4, 5
-	goOut, goPart, goCache                  = 16, 32, 64
-	goSlots                                 = 32 // pointer parameters of attn_go_call
+	dtF32, dtF16, dtBF16 = int(DTypeF32), int(DTypeF16), int(DTypeBF16)
+	dtI8, dtU8, dtI32    = int(DTypeI8), int(DTypeU8), int(DTypeI32)
+	goOut, goPart        = 16, 32
+	goCache              = 64
+	goSlots              = 32 // pointer parameters of attn_go_call
 )
 
 // The calls of attn_go_call.

@@ -44,6 +44,10 @@
 // path (outputs within about 1e-2 max|v| of ComputeExact, the default); other calls and CPUs
 // run exactly as ComputeExact.
 //
+// Introspection: ISAs (the ISAs this build knows, and whether this CPU runs each), Param.Info
+// and Operand.Info (name, kind, bounds and default of a parameter; name, storage types, rank
+// and strides of an operand) read the library's own tables (capi/attn.h "Introspection").
+//
 // A *Desc may be shared by any number of goroutines; Close waits for calls in flight. A Desc or
 // Args that is never closed is freed by a finalizer (a safety net: call Close).
 package attn

@@ -9,7 +9,7 @@ import (
 // A caller in another package: there the compiler inlines the small face methods and analyses
 // their bodies again, with less knowledge of the package's generic helpers than inside it (an
 // error variable whose address went to one was moved to the heap on every call). The in-package
-// tests cannot see that; this one calls as a user does. Values: attn_test.go checks them.
+// tests cannot see that; this one calls as a user does. Values: vectors_test.go checks them.
 func TestCallsAllocateNothingFromAnotherPackage(t *testing.T) {
 	const n, d = 4, 8
 	desc, err := attn.NewDesc(1, 1, 1, n, n, d)

@@ -12,23 +12,6 @@ import (
 // of the converters, zero copy, zero allocations, and agreement with float32 attention over the
 // widened values.
 
-func uniform(g *rand.Rand, n int, lo, hi float32) []float32 {
-	s := make([]float32, n)
-	for i := range s {
-		s[i] = lo + (hi-lo)*g.Float32()
-	}
-	return s
-}
-
-func mustArgs(t *testing.T, d *Desc) *Args {
-	t.Helper()
-	a, err := d.NewArgs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
-
 func TestStorageSetterErrors(t *testing.T) {
 	const b, hq, hkv, sq, sk, dd = 2, 4, 2, 3, 5, 8
 	d := mustDesc(t, b, hq, hkv, sq, sk, dd)
