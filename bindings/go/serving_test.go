@@ -13,7 +13,7 @@ import (
 // Tests of the serving layouts (capi/attn.h "Serving layouts"): varlen packs, paged caches filled
 // with Args.KVAppend, Desc.Merge, batch invariance (rows bit-identical to each sequence computed
 // alone), and the errors naming the sequence and the slot. The sequences are the ones of
-// tests/core/test_serving.cpp's varlen merge case: q {5, 0, 9}, k {40, 7, 66}, GQA 4/2, d 24.
+// tests/core/test_serving_merge.cpp's varlen merge case: q {5, 0, 9}, k {40, 7, 66}, GQA 4/2, d 24.
 
 const servHQ, servHKV, servD = 4, 2, 24
 

@@ -4,7 +4,7 @@
 // batch invariance, and bad tables and lengths naming the sequence, the slot or the argument.
 // The reference of every layout is the same sequence computed alone by a dense call, bit for
 // bit (the library's batch invariance; the dense call's values are checked by the shared
-// vectors, SharedVectorTests); tests/core/test_serving.cpp covers the same calls in C.
+// vectors, SharedVectorTests); tests/core/test_serving_*.cpp cover the same calls in C.
 using System;
 using System.Buffers;
 using System.Linq;
@@ -681,7 +681,7 @@ namespace LibAttn.Tests
             }
         }
 
-        // The small pack of test_serving.cpp's error cases: 3 sequences, q lengths {2, 0, 3}, k
+        // The small pack of test_serving_errors.cpp's cases: 3 sequences, q lengths {2, 0, 3}, k
         // lengths {5, 9, 3}, heads 2/1, head_dim 4, max lengths 3 / 10, pages of 4 tokens (3
         // slots per sequence, 6 pages used, the pool holds exactly those 6).
         sealed class Small : IDisposable

@@ -25,7 +25,7 @@ import org.junit.jupiter.api.Test;
  * {@link AttentionArgs#kvAppend} from a NaN pool; {@link AttentionDesc#merge} of a key split
  * against one call; bad tables, prefix sums and lengths (the library's message naming the
  * sequence and the slot, or the Java check before the call). The sequences are those of
- * tests/core/test_serving.cpp's varlen merge case and of the Go binding's serving_test.go:
+ * tests/core/test_serving_merge.cpp's varlen merge case and of the Go binding's serving_test.go:
  * q {5, 0, 9}, k {40, 7, 66}, GQA 4/2, head_dim 24.
  */
 class ServingTest {
