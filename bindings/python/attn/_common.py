@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Tuple, Type, TypeVar, Union
 from . import _lib
 
 if TYPE_CHECKING:  # annotations only: numpy stays optional at run time
+    from typing import Literal
+
     import numpy
     import numpy.typing
 
@@ -122,6 +124,37 @@ def check_status(status):
     """Raise for a failed C call; call right after the C call, on its thread."""
     if status != 0:
         raise library_error(status)
+
+
+_C = TypeVar("_C", bound="Closeable")
+
+
+class Closeable:
+    """The lifetime of an object that owns a C handle (Desc, Args): ``with`` returns it (a
+    closed one raises ValueError "<Class> is closed") and closes it on exit; garbage collection
+    closes it too. A subclass provides close() (idempotent) and the ``closed`` property, and
+    sets ``_lock`` first in __init__ (before that, nothing is owned: __del__ does nothing)."""
+
+    closed: bool
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _C) -> _C:
+        if self.closed:
+            raise ValueError("%s is closed" % type(self).__name__)
+        return self
+
+    def __exit__(self, *exc: object) -> Literal[False]:
+        self.close()
+        return False
+
+    def __del__(self):
+        if getattr(self, "_lock", None) is not None:
+            try:
+                self.close()
+            except Exception:  # interpreter shutdown: module globals may already be gone
+                pass
 
 
 # ------------------------------------------------------------------------------------------
