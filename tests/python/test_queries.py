@@ -39,39 +39,55 @@ def test_isa_info_is_the_c_list_in_its_order():
     assert all(isinstance(n, str) and isinstance(s, bool) for n, s in info)
 
 
-def test_param_info_is_what_c_says_for_every_parameter():
-    c = c_rows(_lib.lib.attn_param_info, ctypes.c_char_p, ctypes.c_int, ctypes.c_double,
-               ctypes.c_double, ctypes.c_double)
-    assert len(c) == len(attn.Param) >= 17
-    for p, (name, is_float, lo, hi, default) in zip(attn.Param, c):
-        info = attn.param_info(p)
-        assert isinstance(info, attn.ParamInfo)
-        assert info.name == name.decode("ascii") == p.name.lower()
-        assert info.is_float is bool(is_float)
-        assert (info.min, info.max) == (lo, hi)
-        assert info.default == default or (math.isnan(info.default) and math.isnan(default))
-        assert attn.param_info(int(p)) == info or math.isnan(default)
-        assert attn.param_info(p.name.lower())[:4] == info[:4]
-        assert (info.is_float, info.min, info.max) == attn.param_bounds(p)
-    causal = attn.param_info("causal")
-    assert causal == ("causal", False, 0.0, 2.0, 0.0)
+# Per query: the enum it lists, the face's call, its record, and the C row's types.
+QUERIES = {
+    "param": (attn.Param, attn.param_info, attn.ParamInfo,
+              (ctypes.c_char_p, ctypes.c_int, ctypes.c_double, ctypes.c_double, ctypes.c_double)),
+    "operand": (attn.Operand, attn.operand_info, attn.OperandInfo,
+                (ctypes.c_char_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_int, ctypes.c_int)),
+}
+
+
+def expected(kind, row):
+    """The record the face must give for a row of the C query, written from attn.h's words."""
+    name = row[0].decode("ascii")
+    if kind == "param":
+        return (name, bool(row[1]), row[2], row[3], row[4])
+    return (name, attn.DType(row[1]), attn.DType(row[2]), row[3], bool(row[4]))
+
+
+def same(got, want):
+    return len(got) == len(want) and all(
+        type(g) is type(w) and (g == w or (g != g and w != w)) for g, w in zip(got, want))
+
+
+@pytest.mark.parametrize("kind", list(QUERIES))
+def test_info_is_what_c_says_for_every_entry(kind):
+    """Every row, by the enum member, its value and its name; the enum has the C list's length
+    and order."""
+    enum_type, call, record, types = QUERIES[kind]
+    rows = c_rows(getattr(_lib.lib, "attn_%s_info" % kind), *types)
+    assert len(rows) == len(enum_type) >= 17
+    for member, row in zip(enum_type, rows):
+        want = expected(kind, row)
+        assert want[0] == member.name.lower()
+        for key in (member, int(member), want[0]):
+            got = call(key)
+            assert isinstance(got, record) and same(got, want), (key, got, want)
+
+
+def test_param_info_of_some_parameters():
+    assert attn.param_info("causal") == ("causal", False, 0.0, 2.0, 0.0)
     assert attn.param_info(attn.Param.SOFTCAP).is_float is True
+    for p in attn.Param:
+        info = attn.param_info(p)
+        assert (info.is_float, info.min, info.max) == attn.param_bounds(p)
     # the defaults that follow the shape: NaN (scale = 1/sqrt(head_dim), head_dim_v = head_dim)
     assert math.isnan(attn.param_info("scale").default)
     assert math.isnan(attn.param_info("head_dim_v").default)
 
 
-def test_operand_info_is_what_c_says_for_every_operand():
-    c = c_rows(_lib.lib.attn_operand_info, ctypes.c_char_p, ctypes.c_uint, ctypes.c_uint,
-               ctypes.c_int, ctypes.c_int)
-    assert len(c) == len(attn.Operand) >= 19
-    for o, (name, ins, outs, rank, strided) in zip(attn.Operand, c):
-        info = attn.operand_info(o)
-        assert isinstance(info, attn.OperandInfo)
-        assert info == (name.decode("ascii"), ins, outs, rank, bool(strided))
-        assert info.name == o.name.lower()
-        assert isinstance(info.inputs, attn.DType) and isinstance(info.outputs, attn.DType)
-        assert attn.operand_info(int(o)) == info == attn.operand_info(info.name)
+def test_operand_info_of_some_operands():
     D = attn.DType
     q = attn.operand_info("q")
     assert q == ("q", D.F32 | D.F16 | D.BF16, D(0), 4, True)
