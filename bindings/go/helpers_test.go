@@ -17,7 +17,7 @@ import (
 // Helpers shared by the test files of this package: deterministic inputs, the comparisons and
 // the expected-error check, the readers of tests/vectors, the operand kinds and storage types
 // the vector runners use, and the serving fixtures (their sequences are the ones of
-// tests/core/test_serving.cpp's varlen merge case: q {5, 0, 9}, k {40, 7, 66}, GQA 4/2, d 24).
+// tests/core/test_serving_merge.cpp's varlen merge case: q {5, 0, 9}, k {40, 7, 66}, GQA 4/2, d 24).
 
 // pattern fills n floats deterministically from a seed, in [-1, 1).
 func pattern(n, seed int) []float32 {

@@ -3,7 +3,7 @@
 // AttentionDesc.KvAppend and read by a varlen pack, on every ISA and thread count.
 // The reference of every layout is the same sequence computed alone by a dense call, bit for
 // bit (the library's batch invariance; the dense call's values are checked by the shared
-// vectors, SharedVectorTests); tests/core/test_serving.cpp covers the same calls in C.
+// vectors, SharedVectorTests); tests/core/test_serving_*.cpp cover the same calls in C.
 using System;
 using System.Linq;
 using NUnit.Framework;

@@ -1,6 +1,6 @@
 // NUnit tests of bad serving input through the C# face: block tables, sequence lengths and
 // cu_seqlens that attn_run and attn_kv_append refuse naming the sequence, the slot or the
-// argument (the cases of tests/core/test_serving.cpp), and what KvAppend refuses before it could
+// argument (the cases of tests/core/test_serving_errors.cpp), and what KvAppend refuses before it could
 // write out of place.
 using System;
 using System.Linq;
@@ -11,7 +11,7 @@ namespace LibAttn.Tests
     [TestFixture]
     public class ServingErrorTests
     {
-        // The small pack of test_serving.cpp's error cases: 3 sequences, q lengths {2, 0, 3}, k
+        // The small pack of test_serving_errors.cpp's cases: 3 sequences, q lengths {2, 0, 3}, k
         // lengths {5, 9, 3}, heads 2/1, head_dim 4, max lengths 3 / 10, pages of 4 tokens (3
         // slots per sequence, 6 pages used, the pool holds exactly those 6).
         sealed class Small : IDisposable

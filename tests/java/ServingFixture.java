@@ -9,8 +9,8 @@ import java.util.SplittableRandom;
 
 /**
  * Shared data of the serving layouts' tests (VarlenTest, PagedCacheTest, MergeTest,
- * ServingChecksTest): the sequences of tests/core/test_serving.cpp's varlen merge case and of
- * the Go binding's serving_test.go (q {5, 0, 9}, k {40, 7, 66}, GQA 4/2, head_dim 24), their
+ * ServingChecksTest): the sequences of tests/core/test_serving_merge.cpp's varlen merge case and of
+ * the Go binding's helpers_test.go (q {5, 0, 9}, k {40, 7, 66}, GQA 4/2, head_dim 24), their
  * varlen pack and dense runs alone, and the bit comparison (direct buffers: TestData).
  */
 final class ServingFixture {

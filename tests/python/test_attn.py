@@ -552,6 +552,16 @@ def test_use_after_close():
         d2.forward(q, q, q)
     with pytest.raises(ValueError, match="closed"):
         d2.forward(q, q, q)
+    # the with statement of either handle: a closed one is refused by name, the block closes it
+    with pytest.raises(ValueError, match="^Desc is closed$"):
+        with d2:
+            pass
+    with attn.Args() as a:
+        assert not a.closed
+    assert a.closed
+    with pytest.raises(ValueError, match="^Args is closed$"):
+        with a:
+            pass
 
 
 # ------------------------------------------------------------------------------------------

@@ -15,8 +15,9 @@ from typing import Iterable, List, Optional, Sequence, SupportsFloat, Tuple, Uni
 
 from . import _lib
 from ._common import (Alibi, AlibiForm, ArgumentTypeError, AttentionError, Causal, Compute,
-                      Diagonal, InvalidArgumentError, NullPointerError, Op, Operand, Param, Status,
-                      WeightsMode, check_status, size_arg, status_string, _np)
+                      Diagonal, DType, InvalidArgumentError, NullPointerError, Op, Operand,
+                      OperandInfo, Param, ParamInfo, Status, WeightsMode, check_status, query,
+                      query_index, size_arg, status_string, _np)
 from ._args import Args
 from ._desc import Desc, Gradients
 from ._storage import BF16, bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, quantize_i8
@@ -24,11 +25,11 @@ from ._sdpa import scaled_dot_product_attention
 
 __all__ = [
     "Status", "Causal", "Operand", "Param", "Alibi", "WeightsMode", "Compute", "Op",
-    "Diagonal", "AlibiForm",
+    "Diagonal", "AlibiForm", "DType", "ParamInfo", "OperandInfo",
     "AttentionError", "InvalidArgumentError", "ArgumentTypeError", "NullPointerError",
     "attention", "Desc", "Args", "scaled_dot_product_attention", "param_bounds",
     "version", "version_number", "isa", "set_isa", "num_threads", "set_num_threads",
-    "status_string", "library_path", "isa_info",
+    "status_string", "library_path", "isa_info", "param_info", "operand_info",
     "BF16", "f32_to_f16", "f32_to_bf16", "f16_to_f32", "bf16_to_f32", "quantize_i8",
     "Gradients",
 ]
@@ -90,6 +91,26 @@ def param_bounds(param: Union[Param, int, str]) -> Tuple[bool, float, float]:
     """(is_float, min, max) of an attn_param, from the library (attn_param_bounds)."""
     from ._common import enum_arg, param_bounds as bounds
     return bounds(enum_arg("param", param, Param, "attn_param"))
+
+
+def param_info(param: Union[Param, int, str]) -> ParamInfo:
+    """attn_param_info: ParamInfo(name, is_float, min, max, default) of a parameter (a Param, its
+    value or its name). An integer the library does not know raises InvalidArgumentError with
+    the library's message."""
+    name, is_float, lo, hi, default = query(
+        _lib.attn_param_info, query_index("param", param, Param), ctypes.c_char_p,
+        ctypes.c_int, ctypes.c_double, ctypes.c_double, ctypes.c_double)
+    return ParamInfo(name, bool(is_float), lo, hi, default)
+
+
+def operand_info(operand: Union[Operand, int, str]) -> OperandInfo:
+    """attn_operand_info: OperandInfo(name, inputs, outputs, rank, strided) of an operand (an
+    Operand, its value or its name); inputs / outputs are DType flags. An integer the library
+    does not know raises InvalidArgumentError with the library's message."""
+    name, inputs, outputs, rank, strided = query(
+        _lib.attn_operand_info, query_index("operand", operand, Operand), ctypes.c_char_p,
+        ctypes.c_uint, ctypes.c_uint, ctypes.c_int, ctypes.c_int)
+    return OperandInfo(name, DType(inputs), DType(outputs), rank, bool(strided))
 
 
 # ------------------------------------------------------------------------------------------

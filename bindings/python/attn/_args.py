@@ -9,14 +9,12 @@ from typing import TYPE_CHECKING, Any, Dict, Optional, Union
 from . import _common, _lib
 from ._binding import (NAMES, OUTPUT, SETTER, dtypes, _BLOCK_TABLE, _CU_SEQLENS_K,
                        _CU_SEQLENS_Q, _NEW_K, _NEW_V, _SEQ_LENS_K)
-from ._common import (Operand, OPERAND_TYPES, as_ndarray, check_dtype, check_status, enum_arg,
-                      library_error, need_numpy)
+from ._common import (Closeable, Operand, OPERAND_TYPES, as_ndarray, check_dtype, check_status,
+                      enum_arg, library_error, need_numpy)
 from ._layout import flags_ok
 from ._storage import BF16, storage_setter
 
 if TYPE_CHECKING:
-    from typing import Literal
-
     from ._common import ArrayLike
 
     _Operand = Union[Operand, int, str]
@@ -26,7 +24,7 @@ _EMPTY_ANCHOR = ctypes.c_uint64()
 _STORED = 2 | 4 | 8  # f16, bf16, int8 (attn_dtype bits): bound with their own setter by set()
 
 
-class Args:
+class Args(Closeable):
     """attn_args: operand -> (buffer, element count), for Desc.run and the raw serving calls.
     Buffers are C-contiguous arrays of any shape read with the descriptor's configured strides;
     their element counts go with them and the library checks them. The Args keeps each bound
@@ -130,19 +128,3 @@ class Args:
     @property
     def closed(self) -> bool:
         return self._handle is None
-
-    def __enter__(self) -> Args:
-        if self._handle is None:
-            raise ValueError("Args is closed")
-        return self
-
-    def __exit__(self, *exc: object) -> Literal[False]:
-        self.close()
-        return False
-
-    def __del__(self):
-        if getattr(self, "_lock", None) is not None:
-            try:
-                self.close()
-            except Exception:  # interpreter shutdown
-                pass

@@ -12,11 +12,13 @@ import enum
 import math
 import numbers
 import operator
-from typing import TYPE_CHECKING, Any, Tuple, Type, TypeVar, Union
+from typing import TYPE_CHECKING, Any, NamedTuple, Tuple, Type, TypeVar, Union
 
 from . import _lib
 
 if TYPE_CHECKING:  # annotations only: numpy stays optional at run time
+    from typing import Literal
+
     import numpy
     import numpy.typing
 
@@ -55,6 +57,40 @@ Operand = _enum("Operand", " ".join(row[0].upper() for row in _lib.OPERANDS), "a
 Param = _enum("Param", " ".join(row[0].upper() for row in _lib.PARAMS), "attn_param")
 #: (input types, output types) of each operand, as bit sets (1 << attn_dtype)
 OPERAND_TYPES = tuple(row[1:3] for row in _lib.OPERANDS)
+
+
+class DType(enum.IntFlag):
+    """attn_dtype as flags (1 << attn_dtype): the element types operand_info lists."""
+    F32 = 1 << 0   # float32 arrays
+    F16 = 1 << 1   # float16 arrays (IEEE binary16)
+    BF16 = 1 << 2  # attn.BF16 (bfloat16 bit patterns)
+    I8 = 1 << 3    # int8 arrays with per-row float32 scales
+    U8 = 1 << 4    # bool / uint8 masks
+    I32 = 1 << 5   # int32 arrays
+
+
+DType.__module__ = "attn"
+
+
+class ParamInfo(NamedTuple):
+    """A parameter as the library describes it (attn_param_info)."""
+    name: str       #: lowercase, the Desc keyword ("causal", "window_left")
+    is_float: bool  #: set with a float (else an int)
+    min: float      #: the smallest value the library accepts
+    max: float      #: the largest
+    default: float  #: its value in a new Desc; NaN where it follows the shape (scale, head_dim_v)
+
+
+class OperandInfo(NamedTuple):
+    """An operand as the library describes it (attn_operand_info)."""
+    name: str       #: lowercase, as messages and keywords use it ("q", "k_scale")
+    inputs: DType   #: the element types it may be bound with as an input (DType(0): never)
+    outputs: DType  #: the element types it may be bound with as an output (DType(0): never)
+    rank: int       #: dimensions of its dense shape (q 4, lse 3, key_valid 2, sinks 1)
+    strided: bool   #: True if it takes <operand>_strides (attn_desc_set_strides)
+
+
+ParamInfo.__module__ = OperandInfo.__module__ = "attn"
 
 
 # ------------------------------------------------------------------------------------------
@@ -124,6 +160,37 @@ def check_status(status):
         raise library_error(status)
 
 
+_C = TypeVar("_C", bound="Closeable")
+
+
+class Closeable:
+    """The lifetime of an object that owns a C handle (Desc, Args): ``with`` returns it (a
+    closed one raises ValueError "<Class> is closed") and closes it on exit; garbage collection
+    closes it too. A subclass provides close() (idempotent) and the ``closed`` property, and
+    sets ``_lock`` first in __init__ (before that, nothing is owned: __del__ does nothing)."""
+
+    closed: bool
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _C) -> _C:
+        if self.closed:
+            raise ValueError("%s is closed" % type(self).__name__)
+        return self
+
+    def __exit__(self, *exc: object) -> Literal[False]:
+        self.close()
+        return False
+
+    def __del__(self):
+        if getattr(self, "_lock", None) is not None:
+            try:
+                self.close()
+            except Exception:  # interpreter shutdown: module globals may already be gone
+                pass
+
+
 # ------------------------------------------------------------------------------------------
 # Scalars
 # ------------------------------------------------------------------------------------------
@@ -190,6 +257,28 @@ def enum_arg(name: str, value: Any, enum_type: Type[_E], what: str) -> _E:
 
 
 _BOUNDS = tuple((bool(row[1]), row[2], row[3]) for row in _lib.PARAMS)
+_INT_MIN, _INT_MAX = -2 ** (8 * ctypes.sizeof(ctypes.c_int) - 1), 2 ** (8 * ctypes.sizeof(
+    ctypes.c_int) - 1) - 1
+
+
+def query_index(name: str, value: Any, enum_type: Type[enum.IntEnum]) -> int:
+    """The C enum value a query passes on: a member, its name, or any integer that fits a C int
+    (the library says whether it names one)."""
+    if isinstance(value, str):
+        return int(enum_arg(name, value, enum_type, "attn_" + name))
+    value = integer(name, value)
+    if not _INT_MIN <= value <= _INT_MAX:
+        raise InvalidArgumentError("%s (%d) does not fit a C int" % (name, value))
+    return value
+
+
+def query(fn: Any, index: int, *types: Any) -> Tuple[Any, ...]:
+    """One row of an introspection query (capi/attn.h "Introspection"); the library's status
+    and message raised for an index it does not know. Strings decoded."""
+    outs = [t() for t in types]
+    check_status(fn(index, *(ctypes.byref(o) for o in outs)))
+    return tuple(o.value.decode("ascii") if isinstance(o.value, bytes) else o.value
+                 for o in outs)
 
 
 def param_bounds(param: int) -> Tuple[bool, float, float]:

@@ -14,8 +14,8 @@ from . import _common, _lib
 from ._binding import (NAMES, SETTER, thread_args, _ALIBI_SLOPES, _ALLOWED, _BIAS, _DBIAS,
                        _DK, _DOUT, _DQ, _DSINKS, _DV, _K, _KEY_MASS, _KEY_VALID, _LSE, _NEW_K,
                        _NEW_V, _OUT, _Q, _QUERY_VALID, _SEQ_LENS_K, _SINKS, _V, _WEIGHTS)
-from ._common import (ArgumentTypeError, AttentionError, InvalidArgumentError, Op, Operand,
-                      Param, Status, as_ndarray, check_dtype, enum_arg, library_error,
+from ._common import (ArgumentTypeError, AttentionError, Closeable, InvalidArgumentError, Op,
+                      Operand, Param, Status, as_ndarray, check_dtype, enum_arg, library_error,
                       need_numpy, size_arg, _np)
 from ._layout import IN_FLAGS, OUT_FLAGS, SLOT, STRIDED, SCALES, Layout, flags_ok
 from ._params import build_params, new_handle, param_type, read_back, read_param, strides_arg
@@ -56,7 +56,7 @@ class Gradients(NamedTuple):
     dsinks: Any
 
 
-class Desc(Layout):
+class Desc(Layout, Closeable):
     """An attention problem (attn_desc): sizes, parameters and strides, fixed at construction.
 
         with attn.Desc(batch, heads_q, heads_kv, seq_q, seq_k, head_dim,
@@ -148,22 +148,6 @@ class Desc(Layout):
     @property
     def closed(self) -> bool:
         return self._closed
-
-    def __enter__(self) -> Desc:
-        if self._closed:
-            raise ValueError("Desc is closed")
-        return self
-
-    def __exit__(self, *exc: object) -> Literal[False]:
-        self.close()
-        return False
-
-    def __del__(self):
-        if getattr(self, "_lock", None) is not None:
-            try:
-                self.close()
-            except Exception:  # interpreter shutdown: module globals may already be gone
-                pass
 
     def _open(self):
         need_numpy()
