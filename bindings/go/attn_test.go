@@ -82,9 +82,9 @@ func TestConstantsMatchC(t *testing.T) {
 		CausalNone.String() != "none" || Causal(9).String() != "Causal(9)" {
 		t.Errorf("Causal.String() wrong: %v %v %v %v", CausalNone, CausalTopLeft, CausalBottomRight, Causal(9))
 	}
-	if OperandKeyValid.String() != "key_valid" || OperandOut.String() != "out" || Operand(29).String() != "Operand(29)" ||
+	if OperandKeyValid.String() != "key_valid" || OperandOut.String() != "out" || Operand(255).String() != "Operand(255)" ||
 		OperandSeqLensK.String() != "seq_lens_k" || OperandKeyMass.String() != "key_mass" || OperandBias.String() != "bias" {
-		t.Errorf("Operand.String() wrong: %v %v %v %v", OperandKeyValid, OperandOut, Operand(29), OperandSeqLensK)
+		t.Errorf("Operand.String() wrong: %v %v %v %v", OperandKeyValid, OperandOut, Operand(255), OperandSeqLensK)
 	}
 	if ParamWindowLeft.String() != "window_left" || ParamBiasFirst.String() != "bias_first" || Param(17).String() != "Param(17)" ||
 		OpWeights.String() != "weights" || Op(3).String() != "Op(3)" || AlibiStandard.String() != "standard" ||

@@ -86,7 +86,7 @@ func TestErrorsDesc(t *testing.T) {
 		desc.RequiredLen(OperandKeyValid) != 2*4 || desc.RequiredLen(OperandAllowed) != 3*4 {
 		t.Fatalf("RequiredLen wrong: q %d k %d v %d", nq, nk, nv)
 	}
-	if desc.RequiredLen(Operand(29)) != 0 || desc.RequiredLen(Operand(-1)) != 0 || desc.RequiredLen(Operand(1<<32)) != 0 {
+	if desc.RequiredLen(Operand(255)) != 0 || desc.RequiredLen(Operand(-1)) != 0 || desc.RequiredLen(Operand(1<<32)) != 0 {
 		t.Errorf("RequiredLen of an unknown operand is not 0")
 	}
 	q, k, v := pattern(nq, 1), pattern(nk, 2), pattern(nv, 3)

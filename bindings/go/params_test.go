@@ -308,7 +308,7 @@ func TestEnumsRangeChecked(t *testing.T) {
 	for _, op := range []Op{-1, 3, 1 << 32, 1<<32 + 1} {
 		wantError(t, a.Run(op), StatusInvalidArgument, enumMsg("op", int(op), fmt.Sprintf("op (%d) is not an attn_op", int(op))))
 	}
-	for _, o := range []Operand{-1, 29, 1 << 32, 1<<32 + 1} {
+	for _, o := range []Operand{-1, 255, 1 << 32, 1<<32 + 1} {
 		wantError(t, a.SetF32(o, x), StatusInvalidArgument, enumMsg("which", int(o), fmt.Sprintf("which (%d) is not an attn_operand", int(o))))
 		wantError(t, a.SetOutF32(o, x), StatusInvalidArgument, fmt.Sprintf("which (%d)", int(o)))
 		wantError(t, a.SetBool(o, []bool{true}), StatusInvalidArgument, fmt.Sprintf("which (%d)", int(o)))

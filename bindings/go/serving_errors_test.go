@@ -165,7 +165,7 @@ func TestServingErrors(t *testing.T) {
 		{s.a.SetF32(OperandBlockTable, s.kPool), "attn_args_set_f32: block_table is bound with attn_args_set_i32, not attn_args_set_f32"},
 		{s.a.SetI32(OperandNewK, table), "new_k is bound with attn_args_set_f32, not attn_args_set_i32"},
 		{s.a.SetOutF32(OperandNewV, s.out), "new_v is bound with attn_args_set_f32, not attn_args_set_out_f32"},
-		{s.a.SetI32(Operand(29), table), "which (29) is not an attn_operand"},
+		{s.a.SetI32(Operand(255), table), "which (255) is not an attn_operand"},
 		{s.a.KVAppend(s.kPool[:10], s.vPool), fmt.Sprintf("k_cache has 10 elements, needs at least %d", 3*servHKV*servD)},
 		{s.a.KVAppend(s.kPool, []float32{}), fmt.Sprintf("v_cache has 0 elements, needs at least %d", 3*servHKV*servD)},
 	} {

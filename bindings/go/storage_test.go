@@ -55,7 +55,7 @@ func TestStorageSetterErrors(t *testing.T) {
 		"bias cannot be bound with attn_args_set_f16 (16-bit storage is for Q, K, V, DOUT, NEW_K and NEW_V)")
 	wantError(t, a.SetBF16(OperandOut, make([]uint16, 1000)), StatusInvalidArgument, "out cannot be bound with attn_args_set_bf16")
 	wantError(t, a.SetI8(OperandKScale, make([]int8, 1000)), StatusInvalidArgument, "k_scale cannot be bound with attn_args_set_i8")
-	for _, o := range []Operand{-1, 29, 1 << 32} {
+	for _, o := range []Operand{-1, 255, 1 << 32} {
 		wantError(t, a.SetF16(o, []uint16{1}), StatusInvalidArgument, enumMsg("which", int(o), "is not an attn_operand"))
 		wantError(t, a.SetI8(o, []int8{1}), StatusInvalidArgument, enumMsg("which", int(o), "is not an attn_operand"))
 	}

@@ -353,8 +353,8 @@ namespace LibAttn.Tests
                     "param (255) is not an attn_param"),
                 Tuple.Create<TestDelegate, string, string>(() => Small().Set((Param)(-7), 1.0), "param",
                     "param (-7) is not an attn_param"),
-                Tuple.Create<TestDelegate, string, string>(() => Small().Strides((Operand)29, 1, 1, 1),
-                    "which", "which (29) is not an Operand value"),
+                Tuple.Create<TestDelegate, string, string>(() => Small().Strides((Operand)255, 1, 1, 1),
+                    "which", "which (255) is not an Operand value"),
             };
             foreach (var c in cases)
             {

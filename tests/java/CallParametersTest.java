@@ -236,7 +236,7 @@ class CallParametersTest {
             {(Runnable) () -> Alibi.fromCode(3), "alibi", "3"},
             {(Runnable) () -> WeightsMode.fromCode(-1), "weightsMode", "-1"},
             {(Runnable) () -> Op.fromCode(3), "op", "3"},
-            {(Runnable) () -> Operand.fromCode(29), "operand", "29"},
+            {(Runnable) () -> Operand.fromCode(255), "operand", "255"},
             {(Runnable) () -> Operand.fromCode((1L << 32) + 1), "operand", "4294967297"},
             {(Runnable) () -> Compute.fromCode(2), "compute", "2"},
             {(Runnable) () -> Param.fromCode(17), "param", "17"},
