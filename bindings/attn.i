@@ -58,6 +58,7 @@
 %rename("%s") ATTN_V_SCALE;
 %rename("%s") ATTN_NEW_K_SCALE;
 %rename("%s") ATTN_NEW_V_SCALE;
+%rename("%s") ATTN_Q_SCALE;
 %rename("%s") attn_param;
 %rename("%s") ATTN_PARAM_CAUSAL;
 %rename("%s") ATTN_PARAM_SCALE;

@@ -162,7 +162,9 @@ typedef enum attn_operand {
     ATTN_V_SCALE = 26, /* f32 [batch][heads_kv][seq_k] scale of each int8 V row, strided, input */
     /* since 0.2, int8 new rows for attn_kv_append_args */
     ATTN_NEW_K_SCALE = 27, /* f32 [tokens][heads_kv] scale of each int8 NEW_K row, contiguous */
-    ATTN_NEW_V_SCALE = 28  /* f32 [tokens][heads_kv] scale of each int8 NEW_V row, contiguous */
+    ATTN_NEW_V_SCALE = 28, /* f32 [tokens][heads_kv] scale of each int8 NEW_V row, contiguous */
+    /* since 0.3 */
+    ATTN_Q_SCALE = 29 /* f32 [heads_q] multiplies each head's Q (see "The score pipeline"), input */
 } attn_operand;
 
 /** Opaque problem descriptor: sizes, causal rule, scale and strides. Every setter of a
@@ -262,6 +264,10 @@ ATTN_API attn_status attn_weights(const attn_desc *desc, const float *q, const f
  * attn_run executes an attn_op. attn_forward and attn_weights are thin wrappers over attn_run.
  *
  * The score pipeline, for batch b, query head h, query i, key j (every step optional):
+ *   q_i = q_scale[h] * q_i                               ATTN_Q_SCALE (each element rounded to
+ *                                                        fp32; the dequantization scale of a
+ *                                                        per-head quantized Q, or a per-head
+ *                                                        temperature)
  *   s  = scale * q_i . k_j
  *   s  = softcap * tanh(s / softcap)                     ATTN_PARAM_SOFTCAP > 0
  *   s += bias[b][h][i][j]                                ATTN_BIAS (-INFINITY hides the key,
@@ -472,7 +478,7 @@ ATTN_API void attn_args_destroy(attn_args *args);
 ATTN_API attn_status attn_args_clear(attn_args *args);
 
 /** Bind an input operand of element type float32 (Q, K, V, BIAS, ALIBI_SLOPES, SINKS, NEW_K,
- *  NEW_V).
+ *  NEW_V, Q_SCALE; attn_operand_info lists each operand's types).
  *  data: the buffer; len: its length in elements, checked by attn_run against
  *  attn_desc_required_len (a longer buffer is fine: only the required prefix is read).
  *  data = NULL unbinds the operand (len must be 0).

@@ -30,7 +30,7 @@ void compute_lens(attn_desc *d) {
     d->len[ATTN_ALLOWED] = s.seq_q * s.seq_k;
     span_of(s.batch, d->p.alibi_batch, s.heads_q, d->p.alibi_head, 1, 0, 1,
             &d->len[ATTN_ALIBI_SLOPES]);
-    d->len[ATTN_SINKS] = s.heads_q;
+    d->len[ATTN_SINKS] = d->len[ATTN_Q_SCALE] = s.heads_q;
     d->len[ATTN_QUERY_VALID] = s.batch * s.seq_q;
     d->len[ATTN_SEQ_LENS_K] = s.batch;
     d->len[ATTN_KEY_MASS] = s.batch * s.heads_q * s.seq_k;

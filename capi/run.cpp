@@ -14,7 +14,7 @@ namespace {
 void mark_used(int op, bool *used) {
     for (int w : {ATTN_Q, ATTN_K, ATTN_KEY_VALID, ATTN_ALLOWED, ATTN_BIAS, ATTN_ALIBI_SLOPES,
                   ATTN_SINKS, ATTN_QUERY_VALID, ATTN_SEQ_LENS_K, ATTN_CU_SEQLENS_Q,
-                  ATTN_CU_SEQLENS_K, ATTN_BLOCK_TABLE, ATTN_K_SCALE})
+                  ATTN_CU_SEQLENS_K, ATTN_BLOCK_TABLE, ATTN_K_SCALE, ATTN_Q_SCALE})
         used[w] = true;
     if (op == ATTN_OP_WEIGHTS) {
         used[ATTN_WEIGHTS] = true;
@@ -172,6 +172,7 @@ void prepare(const attn_desc *desc, int op, const Slot *slot, const CallShape &c
     t->allowed = static_cast<const uint8_t *>(slot[ATTN_ALLOWED].ptr);
     t->bias = static_cast<const float *>(slot[ATTN_BIAS].ptr);
     t->sinks = static_cast<const float *>(slot[ATTN_SINKS].ptr);
+    t->q_scale = static_cast<const float *>(slot[ATTN_Q_SCALE].ptr);
     t->query_valid = static_cast<const uint8_t *>(slot[ATTN_QUERY_VALID].ptr);
     t->seq_lens_k = static_cast<const int32_t *>(slot[ATTN_SEQ_LENS_K].ptr);
     t->cu_q = static_cast<const int32_t *>(slot[ATTN_CU_SEQLENS_Q].ptr);

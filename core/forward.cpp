@@ -242,8 +242,8 @@ bool fp16_takes(const Params &p, const Tensors &t, const KernelInfo &k) {
     auto f32_or_f16 = [](DType d) { return d == DType::F32 || d == DType::F16; };
     const bool plain_types = f32_or_f16(p.q_type) && f32_or_f16(p.k_type) && f32_or_f16(p.v_type);
     if (!p.fp16 || !plain_types || p.invariant || p.varlen || p.page_size || p.softcap > 0.0f ||
-        p.plus_one || t.bias || t.alibi || t.sinks || t.key_valid || t.allowed || t.query_valid ||
-        t.key_mass || t.cu_q || t.cu_k || t.block_table)
+        p.plus_one || t.q_scale || t.bias || t.alibi || t.sinks || t.key_valid || t.allowed ||
+        t.query_valid || t.key_mass || t.cu_q || t.cu_k || t.block_table)
         return false;
     if (!k.fp16) return false; // the avx512fp16 kernel: the CPU's level, not capped below it
     if (s.seq_q * (s.heads_q / s.heads_kv) < 16 || s.head_dim > 1024 || s.head_dim_v > 1024)

@@ -90,6 +90,9 @@ struct Tensors {
     const uint16_t *q16 = nullptr;
     const void *k = nullptr, *v = nullptr;
     const float *k_scale = nullptr, *v_scale = nullptr;
+    // q_scale: [heads_q], null = none. Q's values of head h are q * q_scale[h], each rounded to
+    // fp32 (q_in in kernels/convert-inl.h), before anything else is done with them.
+    const float *q_scale = nullptr;
     const uint8_t *key_valid = nullptr, *allowed = nullptr;
     float *out = nullptr, *lse = nullptr, *weights = nullptr;
     const float *bias = nullptr, *alibi = nullptr, *sinks = nullptr;

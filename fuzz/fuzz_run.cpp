@@ -4,7 +4,8 @@
 // start, scratch allocations that fail: the library is built with ATTN_FAULT_INJECTION in the
 // fuzz preset), dimensions, every attn_param (sometimes out of range), every optional operand
 // (bias with broadcast strides and -inf entries, ALiBi slopes per head or per batch entry and
-// head, sinks, query_valid, seq_lens_k, key_valid, allowed, key_mass) and a possible contract
+// head, sinks, a per-head q_scale, query_valid, seq_lens_k, key_valid, allowed, key_mass) and
+// a possible contract
 // breach (a short buffer, a missing required operand, seq_lens_k out of range, slopes without
 // ATTN_ALIBI_OPERAND, sinks with "+1", an output aliasing an input). The input stream continues
 // as a splitmix sequence when it runs out, so short seeds drive whole cases.
@@ -43,7 +44,7 @@ const float kSentinel = 777.0f;
 
 struct Case {
     ref::VProblem p;
-    std::vector<float> q, k, v, bias, slopes, sinks;
+    std::vector<float> q, k, v, bias, slopes, sinks, q_scale;
     std::vector<uint8_t> key_valid, allowed, query_valid;
     std::vector<int32_t> lens;
     bool mass = false;
@@ -82,6 +83,7 @@ attn_status run(const Case &c, attn_desc *d, Breach breach, size_t short_op, Out
     f32(ATTN_BIAS, c.bias);
     f32(ATTN_ALIBI_SLOPES, c.slopes);
     f32(ATTN_SINKS, c.sinks);
+    f32(ATTN_Q_SCALE, c.q_scale);
     auto u8 = [&](attn_operand w, const std::vector<uint8_t> &x) {
         if (!x.empty())
             fuzz::expect_status(attn_args_set_u8(a, w, x.data(), x.size()), ATTN_OK, "set_u8");
@@ -137,11 +139,13 @@ attn_status run(const Case &c, attn_desc *d, Breach breach, size_t short_op, Out
 // be matched to 1e-4. The tolerance grows with the largest score magnitude the case can reach.
 double tolerance(const Case &c) {
     const ref::VProblem &p = c.p;
-    double mag = std::fabs(p.eff_scale()) * p.head_dim; // |q|, |k| <= 1
+    double qmax = 1.0; // |q|, |k| <= 1, q times its head's q_scale
+    for (float x : c.q_scale) qmax = std::max(qmax, std::fabs(static_cast<double>(x)));
+    double mag = std::fabs(p.eff_scale()) * p.head_dim * qmax;
     if (p.softcap > 0) mag = std::min(mag, static_cast<double>(p.softcap));
     for (float b : c.bias)
         if (std::isfinite(b))
-            mag = std::max(mag, std::fabs(p.eff_scale()) * p.head_dim + std::fabs(b));
+            mag = std::max(mag, std::fabs(p.eff_scale()) * p.head_dim * qmax + std::fabs(b));
     double slope = 0;
     if (p.alibi == 1)
         for (float x : c.slopes) slope = std::max(slope, std::fabs(static_cast<double>(x)));
@@ -158,6 +162,7 @@ void check(const Case &c, const Outputs &o) {
     in.bias = c.bias.empty() ? nullptr : c.bias.data();
     in.slopes = c.slopes.empty() ? nullptr : c.slopes.data();
     in.sinks = c.sinks.empty() ? nullptr : c.sinks.data();
+    in.q_scale = c.q_scale.empty() ? nullptr : c.q_scale.data();
     in.key_valid = c.key_valid.empty() ? nullptr : c.key_valid.data();
     in.allowed = c.allowed.empty() ? nullptr : c.allowed.data();
     in.query_valid = c.query_valid.empty() ? nullptr : c.query_valid.data();
@@ -355,6 +360,10 @@ void one_input(const uint8_t *data, size_t size) {
     if (!p.plus_one && in.u8() % 3 == 0) {
         c.sinks.resize(p.heads_q);
         for (auto &x : c.sinks) x = in.value(-3, 3);
+    }
+    if (in.u8() % 4 == 0) {
+        c.q_scale.resize(p.heads_q);
+        for (auto &x : c.q_scale) x = in.value(-2, 2);
     }
 
     // A breach of the contract (the call must be refused with the predicted status).

@@ -140,6 +140,7 @@ const (
 	OperandVScale      Operand = 26 // scales of an int8 V
 	OperandNewKScale   Operand = 27 // scales of int8 new key rows
 	OperandNewVScale   Operand = 28 // scales of int8 new value rows
+	OperandQScale      Operand = 29 // per-head factor on Q (since 0.3)
 )
 
 // libNames is one of the library's name tables (attn_go_name: 0 operands, 1 parameters), read

@@ -212,7 +212,7 @@ func TestConstantsMatchHeader(t *testing.T) {
 		{int(OperandDK), int(capi.ATTN_DK)}, {int(OperandDV), int(capi.ATTN_DV)}, {int(OperandDBias), int(capi.ATTN_DBIAS)},
 		{int(OperandDSinks), int(capi.ATTN_DSINKS)}, {int(OperandKScale), int(capi.ATTN_K_SCALE)},
 		{int(OperandVScale), int(capi.ATTN_V_SCALE)}, {int(OperandNewKScale), int(capi.ATTN_NEW_K_SCALE)},
-		{int(OperandNewVScale), int(capi.ATTN_NEW_V_SCALE)}}
+		{int(OperandNewVScale), int(capi.ATTN_NEW_V_SCALE)}, {int(OperandQScale), int(capi.ATTN_Q_SCALE)}}
 	params := []pair{{int(ParamCausal), int(capi.ATTN_PARAM_CAUSAL)}, {int(ParamScale), int(capi.ATTN_PARAM_SCALE)},
 		{int(ParamWindowLeft), int(capi.ATTN_PARAM_WINDOW_LEFT)}, {int(ParamWindowRight), int(capi.ATTN_PARAM_WINDOW_RIGHT)},
 		{int(ParamSoftcap), int(capi.ATTN_PARAM_SOFTCAP)}, {int(ParamAlibi), int(capi.ATTN_PARAM_ALIBI)},

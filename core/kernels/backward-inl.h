@@ -277,7 +277,8 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                         const float *q = t.q + q_index(p, t, b, h, i0 + r);
                         const float *dO = t.dout + out_index(p, t, b, h, i0 + r);
                         float fin = 0.0f; // 0 unless some dO is Inf or NaN (x * 0 is NaN then)
-                        for (size_t dd = 0; dd < d; ++dd) qd[dd] = q[dd] * qs;
+                        for (size_t dd = 0; dd < d; ++dd)
+                            qd[dd] = (t.q_scale ? q[dd] * t.q_scale[h] : q[dd]) * qs;
                         for (size_t dd = 0; dd < dv; ++dd) {
                             od[dd] = dO[dd];
                             fin += dO[dd] * 0.0f;
@@ -436,6 +437,8 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
             for (size_t i = 0; i < nq; ++i) {
                 if (!live[g * nq + i]) continue;
                 float *dq = dq_row(g, i);
-                for (size_t dd = 0; dd < d; ++dd) dq[dd] = dq[dd] * scale + 0.0f;
+                // the gradient of the bound Q: ATTN_Q_SCALE multiplied it on the way in
+                const float f = t.q_scale ? t.q_scale[kvh * group + g] : 1.0f;
+                for (size_t dd = 0; dd < d; ++dd) dq[dd] = dq[dd] * scale * f + 0.0f;
             }
 }

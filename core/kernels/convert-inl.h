@@ -105,6 +105,14 @@ static inline float q_value(const Params &p, const Tensors &t, size_t idx) {
     }
 }
 
+// Element idx of Q of query head h as the score pipeline takes it: widened to fp32, times the
+// head's ATTN_Q_SCALE when bound (one rounding). Every path that reads Q goes through here, so
+// the same query gives the same bits whichever kernel path computes it.
+static inline float q_in(const Params &p, const Tensors &t, size_t idx, size_t h) {
+    const float x = q_value(p, t, idx);
+    return t.q_scale ? x * t.q_scale[h] : x;
+}
+
 // ---- Conversions for callers (attn_convert_*, attn_quantize_i8): whole arrays ----
 
 static void convert_f16_to_f32(const uint16_t *src, float *dst, size_t n) {

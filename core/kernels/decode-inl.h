@@ -445,7 +445,7 @@ static void decode_begin(const Params &p, const Tensors &t, const WorkItem &w, f
     for (size_t rr = 0; rr < kDecodeRows; ++rr) {
         const size_t q0 = q_index(p, t, w.b, r.h[rr], static_cast<size_t>(r.i[rr]));
         for (size_t dd = 0; dd < dpad; ++dd)
-            q[rr * dpad + dd] = rr < nr && dd < d ? q_value(p, t, q0 + dd) * qs : 0.0f;
+            q[rr * dpad + dd] = rr < nr && dd < d ? q_in(p, t, q0 + dd, r.h[rr]) * qs : 0.0f;
         zero_floats(o + rr * dvpad, dvpad);
         zero_floats(sc + rr * kBK, kBK);
         h->m[rr] = kNegInf;

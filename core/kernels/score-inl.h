@@ -167,12 +167,13 @@ static inline size_t item_blocks(const Params &p, const Tensors &t, const WorkIt
     return nb;
 }
 
-// qt[dd][l] = qs * q[b][h_l][i_l][dd], qs = scale when it is folded into q (fold_scale), else 1.
+// qt[dd][l] = qs * q[b][h_l][i_l][dd] (q as q_in takes it), qs = scale when it is folded into q
+// (fold_scale), else 1.
 static inline void pack_queries(const Params &p, const Tensors &t, const WorkItem &w, const Rows &r,
                                 float *qt) {
     const size_t d = p.shape.head_dim;
     const float qs = fold_scale(p) ? p.scale : 1.0f;
-    if (p.q_type == DType::F32) { // kL x kL blocks transposed in registers, then the tail
+    if (p.q_type == DType::F32 && !t.q_scale) { // kL x kL blocks transposed in registers
         const float *rows[kR];
         for (size_t l = 0; l < kR; ++l)
             rows[l] = t.q + q_index(p, t, w.b, r.h[l], static_cast<size_t>(r.i[l]));
@@ -186,7 +187,7 @@ static inline void pack_queries(const Params &p, const Tensors &t, const WorkIte
     }
     for (size_t l = 0; l < kR; ++l) {
         const size_t q0 = q_index(p, t, w.b, r.h[l], static_cast<size_t>(r.i[l]));
-        for (size_t dd = 0; dd < d; ++dd) qt[dd * kR + l] = q_value(p, t, q0 + dd) * qs;
+        for (size_t dd = 0; dd < d; ++dd) qt[dd * kR + l] = q_in(p, t, q0 + dd, r.h[l]) * qs;
     }
 }
 

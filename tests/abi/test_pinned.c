@@ -68,7 +68,8 @@ int main(void) {
     CHECK(attn_desc_required_len(desc, (attn_operand)26) == 2 * 1 * 7);      /* V_SCALE */
     CHECK(attn_desc_required_len(desc, (attn_operand)27) == 2 * 5 * 1);      /* NEW_K_SCALE */
     CHECK(attn_desc_required_len(desc, (attn_operand)28) == 2 * 5 * 1);      /* NEW_V_SCALE */
-    CHECK(attn_desc_required_len(desc, (attn_operand)29) == 0);
+    CHECK(attn_desc_required_len(desc, (attn_operand)29) == 3);              /* Q_SCALE */
+    CHECK(attn_desc_required_len(desc, (attn_operand)30) == 0);
     {
         int64_t iv = -5;
         double fv = 0;

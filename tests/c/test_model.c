@@ -39,9 +39,9 @@ static const struct {
 
 /* What attn.h says each setter binds, written out plainly: the independent reference the table
  * (and the setters, which follow the table) is checked against. -1 ends a list. */
-static const int k_header_accepts[N_SETTERS][14] = {
+static const int k_header_accepts[N_SETTERS][16] = {
     {ATTN_Q, ATTN_K, ATTN_V, ATTN_BIAS, ATTN_ALIBI_SLOPES, ATTN_SINKS, ATTN_NEW_K, ATTN_NEW_V,
-     ATTN_DOUT, ATTN_K_SCALE, ATTN_V_SCALE, ATTN_NEW_K_SCALE, ATTN_NEW_V_SCALE, -1},
+     ATTN_DOUT, ATTN_K_SCALE, ATTN_V_SCALE, ATTN_NEW_K_SCALE, ATTN_NEW_V_SCALE, ATTN_Q_SCALE, -1},
     {ATTN_Q, ATTN_K, ATTN_V, ATTN_DOUT, ATTN_NEW_K, ATTN_NEW_V, -1},
     {ATTN_Q, ATTN_K, ATTN_V, ATTN_DOUT, ATTN_NEW_K, ATTN_NEW_V, -1},
     {ATTN_K, ATTN_V, ATTN_NEW_K, ATTN_NEW_V, -1},
@@ -174,7 +174,7 @@ static void test_operands(void) {
         }
     }
     /* every operand of the header, no more */
-    EXPECT(count == ATTN_NEW_V_SCALE + 1);
+    EXPECT(count == ATTN_Q_SCALE + 1);
     EXPECT(attn_operand_info((attn_operand)-1, NULL, NULL, NULL, NULL, NULL) ==
            ATTN_ERR_INVALID_ARGUMENT);
     /* spot checks against attn.h's shapes */

@@ -118,6 +118,10 @@ Case random_case(std::mt19937 &g) {
                 for (size_t d = 0; d < p.head_dim; ++d) c.k[p.at(1, b, h, j) + d] = kNaN;
                 for (size_t d = 0; d < p.head_dim_v; ++d) c.v[p.at(2, b, h, j) + d] = kNaN;
             }
+    if (pick(g, 0, 3) == 0) { // a per-head factor on Q (dQ carries it)
+        c.q_scale.resize(p.heads_q);
+        for (float &x : c.q_scale) x = uni(g, 0.5f, 1.5f) * (pick(g, 0, 1) ? 1.0f : -1.0f);
+    }
     return c;
 }
 
@@ -149,6 +153,10 @@ void refill(Case &c, unsigned seed) {
     refill_operands(c, seed);
     if (!c.slopes.empty()) c.slopes.assign(c.p.heads_q, 0.125f);
     if (!c.sinks.empty()) c.sinks.assign(c.p.heads_q, 0.5f);
+    if (!c.q_scale.empty()) {
+        c.q_scale.resize(c.p.heads_q);
+        for (size_t h = 0; h < c.p.heads_q; ++h) c.q_scale[h] = h % 2 ? -0.75f : 1.25f;
+    }
 }
 
 attn_desc *make_desc(const Case &c) {
@@ -206,6 +214,7 @@ Grads run_backward(const Case &c, const Storage16 *st = nullptr) {
     f32(ATTN_BIAS, c.bias);
     f32(ATTN_ALIBI_SLOPES, c.slopes);
     f32(ATTN_SINKS, c.sinks);
+    f32(ATTN_Q_SCALE, c.q_scale);
     f32(ATTN_DOUT, c.dout);
     u8(ATTN_KEY_VALID, c.key_valid);
     u8(ATTN_ALLOWED, c.allowed);

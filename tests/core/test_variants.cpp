@@ -22,15 +22,15 @@ TEST_CASE("1000+ random combinations of every variant match the float64 referenc
             ++runs;
             if (err > 1e-5) {
                 const ref::VProblem &p = c.p;
-                FAIL_CHECK("case " << n << " on " << isa << ": max rel error " << err << " (b "
-                                   << p.batch << " hq " << p.heads_q << " hkv " << p.heads_kv
-                                   << " sq " << p.seq_q << " sk " << p.seq_k << " d " << p.head_dim
-                                   << " dv " << p.head_dim_v << " causal " << p.causal << " window "
-                                   << p.window_left << "," << p.window_right << " softcap "
-                                   << p.softcap << " alibi " << p.alibi << " bias "
-                                   << !c.bias.empty() << " sinks " << !c.sinks.empty() << " +1 "
-                                   << p.plus_one << " qv " << !c.query_valid.empty() << " lens "
-                                   << !c.seq_lens.empty() << ")");
+                FAIL_CHECK("case "
+                           << n << " on " << isa << ": max rel error " << err << " (b " << p.batch
+                           << " hq " << p.heads_q << " hkv " << p.heads_kv << " sq " << p.seq_q
+                           << " sk " << p.seq_k << " d " << p.head_dim << " dv " << p.head_dim_v
+                           << " causal " << p.causal << " window " << p.window_left << ","
+                           << p.window_right << " softcap " << p.softcap << " alibi " << p.alibi
+                           << " bias " << !c.bias.empty() << " sinks " << !c.sinks.empty()
+                           << " q_scale " << !c.q_scale.empty() << " +1 " << p.plus_one << " qv "
+                           << !c.query_valid.empty() << " lens " << !c.seq_lens.empty() << ")");
                 break;
             }
         }
@@ -85,6 +85,54 @@ TEST_CASE("decode with a key split (seq_k 9000) merges sinks, windows and length
         }
     }
     attn_set_num_threads(0);
+    attn_set_isa(nullptr);
+}
+
+// A power of two times q is exact in fp32, so q_scale = +-2^e must give the bits of a Q the
+// caller scaled by hand: on the decode and prefill kernels, heads walking together, the key
+// split and every ISA (the factor enters in one place, before the rest of the pipeline).
+TEST_CASE("q_scale of powers of two gives the bits of Q scaled by hand, on every path and ISA") {
+    std::mt19937 g(29);
+    for (int n = 0; n < 90; ++n) {
+        VCase c;
+        if (n < 84) {
+            c = random_vcase(g, n % 4 == 0 ? 300 : 60, n % 2 == 0);
+        } else { // decode over 9000 keys: the key split, GQA heads walking together
+            ref::VProblem &p = c.p;
+            p.batch = 2, p.heads_kv = 2, p.heads_q = 8, p.seq_q = 1, p.seq_k = 9000;
+            p.head_dim = p.head_dim_v = 64;
+            if (n % 2) { // BSHD K and V: token-major, the heads walk the tiles together
+                for (int w = 1; w < 3; ++w) {
+                    p.custom_strides[w] = true;
+                    p.strides[w][0] = p.seq_k * p.heads_kv * 64;
+                    p.strides[w][1] = 64;
+                    p.strides[w][2] = p.heads_kv * 64;
+                }
+            }
+            p.set_default_strides();
+            fill(c, g);
+        }
+        const ref::VProblem &p = c.p;
+        c.q_scale.resize(p.heads_q);
+        for (auto &x : c.q_scale)
+            x = std::ldexp(pick(g, 0, 1) ? 1.0f : -1.0f, static_cast<int>(pick(g, 0, 4)) - 2);
+        VCase h = c;
+        h.q_scale.clear();
+        for (size_t b = 0; b < p.batch; ++b)
+            for (size_t hh = 0; hh < p.heads_q; ++hh)
+                for (size_t i = 0; i < p.seq_q; ++i)
+                    for (size_t d = 0; d < p.head_dim; ++d)
+                        h.q[p.at(0, b, hh, i) + d] *= c.q_scale[hh];
+        for (const std::string &isa : isas()) {
+            REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
+            const VRun a = run(c), e = run(h);
+            const std::string what = "case " + std::to_string(n) + " on " + isa;
+            CHECK_MESSAGE(std::memcmp(a.out.data(), e.out.data(), a.out.size() * 4) == 0, what);
+            CHECK_MESSAGE(std::memcmp(a.lse.data(), e.lse.data(), a.lse.size() * 4) == 0, what);
+            CHECK_MESSAGE(std::memcmp(a.w.data(), e.w.data(), a.w.size() * 4) == 0, what);
+            if (n >= 84) CHECK(check(c, a, what) <= 1e-5);
+        }
+    }
     attn_set_isa(nullptr);
 }
 

@@ -31,7 +31,7 @@ inline std::vector<std::string> isas() {
 
 struct VCase {
     ref::VProblem p;
-    std::vector<float> q, k, v, bias, slopes, sinks;
+    std::vector<float> q, k, v, bias, slopes, sinks, q_scale;
     std::vector<uint8_t> key_valid, allowed, query_valid;
     std::vector<int32_t> seq_lens;
     bool mass = false;
@@ -53,6 +53,7 @@ struct VCase {
         in.bias = bias.empty() ? nullptr : bias.data();
         in.slopes = slopes.empty() ? nullptr : slopes.data();
         in.sinks = sinks.empty() ? nullptr : sinks.data();
+        in.q_scale = q_scale.empty() ? nullptr : q_scale.data();
         in.key_valid = key_valid.empty() ? nullptr : key_valid.data();
         in.allowed = allowed.empty() ? nullptr : allowed.data();
         in.query_valid = query_valid.empty() ? nullptr : query_valid.data();
@@ -142,6 +143,7 @@ inline VRun run(const VCase &c) {
     f32(ATTN_BIAS, c.bias);
     f32(ATTN_ALIBI_SLOPES, c.slopes);
     f32(ATTN_SINKS, c.sinks);
+    f32(ATTN_Q_SCALE, c.q_scale);
     u8(ATTN_KEY_VALID, c.key_valid);
     u8(ATTN_ALLOWED, c.allowed);
     u8(ATTN_QUERY_VALID, c.query_valid);
@@ -325,6 +327,10 @@ inline VCase random_vcase(std::mt19937 &g, size_t max_seq, bool decode) {
     }
     c.mass = pick(g, 0, 2) == 0;
     fill(c, g);
+    if (pick(g, 0, 3) == 0) { // a per-head factor on Q, negative too
+        c.q_scale.resize(p.heads_q);
+        for (auto &x : c.q_scale) x = uni(g, -2, 2);
+    }
     return c;
 }
 

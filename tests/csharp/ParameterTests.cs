@@ -48,7 +48,7 @@ namespace LibAttn.Tests
                               Operand.CuSeqlensK, Operand.BlockTable, Operand.NewK, Operand.NewV,
                               Operand.DOut, Operand.DQ, Operand.DK, Operand.DV, Operand.DBias,
                               Operand.DSinks, Operand.KScale, Operand.VScale, Operand.NewKScale,
-                              Operand.NewVScale };
+                              Operand.NewVScale, Operand.QScale };
             for (int i = 0; i < ops.Length; i++) Assert.AreEqual(i, (int)ops[i]);
             Assert.AreEqual(ops.Length, Enum.GetValues(typeof(Operand)).Length);
             Assert.AreEqual(9, (int)Param.BiasFirst);

@@ -24,7 +24,7 @@ size_t g_cases = 0, g_calls = 0;
 struct Shape {
     ref::VProblem p;
     bool bias = false, slopes = false, sinks = false, key_valid = false, allowed = false,
-         query_valid = false, lens = false, mass = false;
+         query_valid = false, lens = false, mass = false, q_scale = false;
     int store[3] = {0, 0, 0}; // q, k, v: 0 f32, 1 f16, 2 bf16, 3 int8 (k and v only)
     bool fp16 = false;        // ATTN_PARAM_COMPUTE = ATTN_COMPUTE_FP16
 };
@@ -42,14 +42,15 @@ float widen16(int store, uint16_t b) {
 
 void run_case(const Shape &s, Place place, hard::Rng &rng) {
     const ref::VProblem &p = s.p;
-    std::snprintf(g_case, hard::kGuardCaseLen,
-                  "b %zu hq %zu hkv %zu sq %zu sk %zu d %zu dv %zu causal %d window %lld,%lld "
-                  "softcap %g alibi %d sinks %d qv %d lens %d mass %d store %d%d%d fp16 %d isa %s "
-                  "place %s",
-                  p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k, p.head_dim, p.head_dim_v,
-                  p.causal, p.window_left, p.window_right, static_cast<double>(p.softcap), p.alibi,
-                  s.sinks, s.query_valid, s.lens, s.mass, s.store[0], s.store[1], s.store[2],
-                  s.fp16, attn_isa(), place == Place::EndAtGuard ? "end" : "start");
+    std::snprintf(
+        g_case, hard::kGuardCaseLen,
+        "b %zu hq %zu hkv %zu sq %zu sk %zu d %zu dv %zu causal %d window %lld,%lld "
+        "softcap %g alibi %d sinks %d q_scale %d qv %d lens %d mass %d store %d%d%d fp16 %d isa %s "
+        "place %s",
+        p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k, p.head_dim, p.head_dim_v, p.causal,
+        p.window_left, p.window_right, static_cast<double>(p.softcap), p.alibi, s.sinks, s.q_scale,
+        s.query_valid, s.lens, s.mass, s.store[0], s.store[1], s.store[2], s.fp16, attn_isa(),
+        place == Place::EndAtGuard ? "end" : "start");
     attn_desc *d = nullptr;
     HARD_CHECK(attn_desc_create(&d, p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k, p.head_dim) ==
                    ATTN_OK,
@@ -68,7 +69,7 @@ void run_case(const Shape &s, Place place, hard::Rng &rng) {
 
     GuardBuf q(len(ATTN_Q) * 4, place, "q"), k(len(ATTN_K) * 4, place, "k"),
         v(len(ATTN_V) * 4, place, "v");
-    GuardBuf bias, slopes, sinks, kv, al, qv, lens;
+    GuardBuf bias, slopes, sinks, qsc, kv, al, qv, lens;
     std::vector<int32_t> lens_host(p.batch, static_cast<int32_t>(p.seq_k));
     if (s.lens) {
         lens.init(len(ATTN_SEQ_LENS_K) * 4, place, "seq_lens_k");
@@ -105,6 +106,10 @@ void run_case(const Shape &s, Place place, hard::Rng &rng) {
     if (s.sinks) {
         sinks.init(len(ATTN_SINKS) * 4, place, "sinks");
         for (size_t x = 0; x < p.heads_q; ++x) sinks.as<float>()[x] = rng.value(-2, 2);
+    }
+    if (s.q_scale) {
+        qsc.init(len(ATTN_Q_SCALE) * 4, place, "q_scale");
+        for (size_t x = 0; x < p.heads_q; ++x) qsc.as<float>()[x] = rng.value(-2, 2);
     }
     if (s.allowed) {
         al.init(len(ATTN_ALLOWED), place, "allowed");
@@ -154,7 +159,7 @@ void run_case(const Shape &s, Place place, hard::Rng &rng) {
                     }
         }
     }
-    for (GuardBuf *g : {&q, &k, &v, &bias, &slopes, &sinks, &kv, &al, &qv, &lens, &stored[0],
+    for (GuardBuf *g : {&q, &k, &v, &bias, &slopes, &sinks, &qsc, &kv, &al, &qv, &lens, &stored[0],
                         &stored[1], &stored[2], &scale[1], &scale[2]})
         if (g->bytes()) g->read_only();
     GuardBuf out(len(ATTN_OUT) * 4, place, "out"), lse(len(ATTN_LSE) * 4, place, "lse"),
@@ -183,6 +188,7 @@ void run_case(const Shape &s, Place place, hard::Rng &rng) {
     if (s.bias) attn_args_set_f32(a, ATTN_BIAS, bias.as<float>(), len(ATTN_BIAS));
     if (s.slopes) attn_args_set_f32(a, ATTN_ALIBI_SLOPES, slopes.as<float>(), p.heads_q);
     if (s.sinks) attn_args_set_f32(a, ATTN_SINKS, sinks.as<float>(), p.heads_q);
+    if (s.q_scale) attn_args_set_f32(a, ATTN_Q_SCALE, qsc.as<float>(), p.heads_q);
     if (s.key_valid) attn_args_set_u8(a, ATTN_KEY_VALID, kv.as<uint8_t>(), len(ATTN_KEY_VALID));
     if (s.allowed) attn_args_set_u8(a, ATTN_ALLOWED, al.as<uint8_t>(), len(ATTN_ALLOWED));
     if (s.query_valid)
@@ -243,6 +249,7 @@ void run_case(const Shape &s, Place place, hard::Rng &rng) {
     in.bias = s.bias ? bias.as<float>() : nullptr;
     in.slopes = s.slopes ? slopes.as<float>() : nullptr;
     in.sinks = s.sinks ? sinks.as<float>() : nullptr;
+    in.q_scale = s.q_scale ? qsc.as<float>() : nullptr;
     in.key_valid = s.key_valid ? kv.as<uint8_t>() : nullptr;
     in.allowed = s.allowed ? al.as<uint8_t>() : nullptr;
     in.query_valid = s.query_valid ? qv.as<uint8_t>() : nullptr;
@@ -290,6 +297,7 @@ void all_cases(const char *, void *) {
         }
         p.set_default_strides();
         s.sinks = rng.chance(0.4);
+        s.q_scale = rng.chance(0.3);
         s.key_valid = rng.chance(0.4);
         s.allowed = rng.chance(0.3);
         s.query_valid = rng.chance(0.4);

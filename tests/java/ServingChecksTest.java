@@ -292,7 +292,7 @@ class ServingChecksTest {
                             new boolean[2], new int[] {2}, new float[2], new int[] {0, 2}, new int[] {0, 2},
                             new int[1], new float[4], new float[4],
                             new float[4], new float[4], new float[4], new float[4], new float[4], new float[1],
-                            null, null, null, null};
+                            null, null, null, null, null};
                         assertEquals(Operand.values().length, all.length);
                         int[] codes = new int[all.length];
                         for (Operand o : Operand.values()) {

@@ -12,6 +12,7 @@ query head h, query i (one row at a time):
         fails (when causal); the window diag(i) - window_left <= j <= diag(i) + window_right
         fails (a bound of -1 is unbounded); allowed[i][j] false
     kv head    = h // (heads_q // heads_kv)                            (MHA, GQA, MQA)
+    q_i        = q_scale[h] * q_i                      q_scale (ATTN_Q_SCALE) given
     s_j        = scale * (q_i . k_j)                   scale default 1/sqrt(head_dim)
     s_j        = softcap * tanh(s_j / softcap)         softcap > 0 (after the bias if bias_first;
                                                        a -inf s_j + bias stays -inf)
@@ -270,12 +271,13 @@ def _cap(p, s):
 
 
 def run(p, q, k, v=None, key_valid=None, allowed=None, bias=None, alibi_slopes=None, sinks=None,
-        query_valid=None, seq_lens_k=None):
+        query_valid=None, seq_lens_k=None, q_scale=None):
     """Reference of attn_run for Problem p with every 0.2 operand (None = not bound).
 
     q, k, v, bias: flat sequences addressed with p's strides; key_valid [batch][seq_k],
     allowed [seq_q][seq_k], query_valid [batch][seq_q]: flat, any truthy value is true;
-    alibi_slopes: [batch][heads_q] by p.alibi_slopes_strides; sinks: [heads_q]; seq_lens_k: [batch] integers in [0, seq_k].
+    alibi_slopes: [batch][heads_q] by p.alibi_slopes_strides; sinks: [heads_q]; seq_lens_k: [batch] integers in [0, seq_k];
+    q_scale: [heads_q], the factor on each head's q.
     Returns (out, lse, weights, key_mass) as float64 lists: out has p.out_len() elements
     (elements the OUT strides do not address stay 0.0; None when v is None), lse
     batch*heads_q*seq_q, weights batch*heads_q*seq_q*seq_k and key_mass batch*heads_q*seq_k
@@ -321,7 +323,8 @@ def run(p, q, k, v=None, key_valid=None, allowed=None, bias=None, alibi_slopes=N
                     lse[row] = -math.inf  # padded query: output row and weights stay 0
                     continue
                 qo = offset(p.q_strides, b, h, i)
-                qi = [float(q[qo + d]) for d in range(D)]
+                qf = float(q_scale[h]) if q_scale is not None else 1.0
+                qi = [float(q[qo + d]) * qf for d in range(D)]
                 dg = p.diag(b, i, seq_lens_k)
 
                 scores = {}
@@ -390,7 +393,7 @@ def run(p, q, k, v=None, key_valid=None, allowed=None, bias=None, alibi_slopes=N
 
 
 def backward(p, q, k, v, dout, key_valid=None, allowed=None, bias=None, alibi_slopes=None,
-             sinks=None, query_valid=None, seq_lens_k=None):
+             sinks=None, query_valid=None, seq_lens_k=None, q_scale=None):
     """Gradients of run()'s out with respect to q, k, v, bias and sinks, given dout (the
     gradient of out, addressed with p's OUT strides), in float64, written plainly from the
     chain rule of the score pipeline:
@@ -398,13 +401,13 @@ def backward(p, q, k, v, dout, key_valid=None, allowed=None, bias=None, alibi_sl
         dv_j += w_j dout;  dp_j = dout . v_j;  D = dout . out;  ds_j = w_j (dp_j - D)
         dsink = -w_sink D
         s_j = cap(t_j) + bias_j + alibi_j (bias_first: s_j = cap(t_j + bias_j) + alibi_j),
-        t_j = scale * q . k_j, cap'(x) = 1 - tanh(x / softcap)^2
-        dq += scale dt_j k_j;  dk_j += scale dt_j q
+        t_j = scale * (qf q) . k_j (qf = q_scale[h], else 1), cap'(x) = 1 - tanh(x / softcap)^2
+        dq += scale qf dt_j k_j;  dk_j += scale dt_j (qf q)
     Returns (dq, dk, dv, dbias, dsinks): flat lists in the layouts of q, k, v (p's strides),
     bias (p.bias_strides; broadcast dimensions summed; None without a bias) and [heads_q]
     (None without sinks). Elements no stride addresses are 0."""
     out, lse, _, _ = run(p, q, k, v, key_valid, allowed, bias, alibi_slopes, sinks,
-                         query_valid, seq_lens_k)
+                         query_valid, seq_lens_k, q_scale)
     slopes = None
     if p.alibi == ALIBI_OPERAND:
         slopes = [[p.slope(alibi_slopes, b, h) for h in range(p.heads_q)]
@@ -433,7 +436,8 @@ def backward(p, q, k, v, dout, key_valid=None, allowed=None, bias=None, alibi_sl
                     continue  # padded query or no visible key: no gradient
                 qo = offset(p.q_strides, b, h, i)
                 oo = offset(p.out_strides, b, h, i)
-                qi = [float(q[qo + d]) for d in range(D)]
+                qf = float(q_scale[h]) if q_scale is not None else 1.0
+                qi = [float(q[qo + d]) * qf for d in range(D)]
                 do = [float(dout[oo + d]) for d in range(DV)]
                 Drow = math.fsum(do[d] * out[oo + d] for d in range(DV))
                 dg = p.diag(b, i, seq_lens_k)
@@ -470,7 +474,7 @@ def backward(p, q, k, v, dout, key_valid=None, allowed=None, bias=None, alibi_sl
                         dbias[bo + j] += ds * ds_db
                     dt = ds * ds_dt
                     for d in range(D):
-                        dq[qo + d] += scale * dt * float(k[ko + d])
+                        dq[qo + d] += scale * qf * dt * float(k[ko + d])
                         dk[ko + d] += scale * dt * qi[d]
     return dq, dk, dv, dbias, dsinks
 

@@ -72,7 +72,7 @@ struct VProblem {
 
 struct VInputs {
     const float *q = nullptr, *k = nullptr, *v = nullptr, *bias = nullptr, *slopes = nullptr,
-                *sinks = nullptr;
+                *sinks = nullptr, *q_scale = nullptr;
     const uint8_t *key_valid = nullptr, *allowed = nullptr, *query_valid = nullptr;
     const int32_t *seq_lens_k = nullptr;
 };
@@ -142,7 +142,12 @@ inline bool key_visible(const VProblem &p, const VInputs &in, size_t b, size_t i
            (p.window_right < 0 || jj <= diag + p.window_right);
 }
 
-// scale * q_i . k_j for query head h (its KV head is h / (heads_q / heads_kv)).
+// The factor ATTN_Q_SCALE puts on query head h's Q (1 without it).
+inline double q_factor(const VInputs &in, size_t h) {
+    return in.q_scale ? static_cast<double>(in.q_scale[h]) : 1.0;
+}
+
+// scale * (q_scale[h] q_i) . k_j for query head h (its KV head is h / (heads_q / heads_kv)).
 inline double scaled_dot(const VProblem &p, const VInputs &in, size_t b, size_t h, size_t i,
                          size_t j) {
     const size_t kvh = h / (p.heads_q / p.heads_kv);
@@ -150,7 +155,7 @@ inline double scaled_dot(const VProblem &p, const VInputs &in, size_t b, size_t 
     for (size_t d = 0; d < p.head_dim; ++d)
         dot += static_cast<double>(in.q[p.at(0, b, h, i) + d]) *
                static_cast<double>(in.k[p.at(1, b, kvh, j) + d]);
-    return dot * p.eff_scale();
+    return dot * q_factor(in, h) * p.eff_scale();
 }
 
 // The final scores of row (b, h, i): s[j] for each visible key (vis[j] = 1; s[j] is not written

@@ -53,7 +53,8 @@ inline VGrads backward_v(const VProblem &p, const VInputs &in, const float *dout
                         dcap = ds * (1.0 - t * t);
                     }
                     if (in.bias) g.dbias[p.at(4, b, h, i) + j] += p.bias_first ? dcap : ds;
-                    const double dx = dcap * p.eff_scale();
+                    // d logit / d q = scale q_scale[h] k_j, d logit / d k_j = scale q_scale[h] q
+                    const double dx = dcap * p.eff_scale() * q_factor(in, h);
                     for (size_t d = 0; d < D; ++d) {
                         g.dq[p.at(0, b, h, i) + d] +=
                             dx * static_cast<double>(in.k[p.at(1, b, kvh, j) + d]);

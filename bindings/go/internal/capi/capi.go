@@ -114,6 +114,7 @@ extern swig_intgo _wrap_ATTN_K_SCALE_capi_e2a495d59de1cb7c(void);
 extern swig_intgo _wrap_ATTN_V_SCALE_capi_e2a495d59de1cb7c(void);
 extern swig_intgo _wrap_ATTN_NEW_K_SCALE_capi_e2a495d59de1cb7c(void);
 extern swig_intgo _wrap_ATTN_NEW_V_SCALE_capi_e2a495d59de1cb7c(void);
+extern swig_intgo _wrap_ATTN_Q_SCALE_capi_e2a495d59de1cb7c(void);
 extern swig_intgo _wrap_attn_desc_create_capi_e2a495d59de1cb7c(swig_voidp arg1, swig_type_6 arg2, swig_type_7 arg3, swig_type_8 arg4, swig_type_9 arg5, swig_type_10 arg6, swig_type_11 arg7);
 extern void _wrap_attn_desc_destroy_capi_e2a495d59de1cb7c(uintptr_t arg1);
 extern swig_intgo _wrap_attn_desc_set_causal_capi_e2a495d59de1cb7c(uintptr_t arg1, swig_intgo arg2);
@@ -569,6 +570,13 @@ func _swig_getATTN_NEW_V_SCALE() (_swig_ret Enum_SS_attn_operand) {
 }
 
 var ATTN_NEW_V_SCALE Enum_SS_attn_operand = _swig_getATTN_NEW_V_SCALE()
+func _swig_getATTN_Q_SCALE() (_swig_ret Enum_SS_attn_operand) {
+	var swig_r Enum_SS_attn_operand
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_Q_SCALE_capi_e2a495d59de1cb7c())
+	return swig_r
+}
+
+var ATTN_Q_SCALE Enum_SS_attn_operand = _swig_getATTN_Q_SCALE()
 func Attn_desc_create(arg1 *uintptr, arg2 int64, arg3 int64, arg4 int64, arg5 int64, arg6 int64, arg7 int64) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := arg1

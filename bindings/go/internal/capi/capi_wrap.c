@@ -828,6 +828,18 @@ intgo _wrap_ATTN_NEW_V_SCALE_capi_e2a495d59de1cb7c() {
 }
 
 
+intgo _wrap_ATTN_Q_SCALE_capi_e2a495d59de1cb7c() {
+  enum attn_operand result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_Q_SCALE;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_attn_desc_create_capi_e2a495d59de1cb7c(attn_desc **_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, long long _swig_go_6) {
   attn_desc **arg1 = (attn_desc **) 0 ;
   size_t arg2 ;
