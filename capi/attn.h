@@ -163,8 +163,7 @@ typedef enum attn_operand {
     /* since 0.2, int8 new rows for attn_kv_append_args */
     ATTN_NEW_K_SCALE = 27, /* f32 [tokens][heads_kv] scale of each int8 NEW_K row, contiguous */
     ATTN_NEW_V_SCALE = 28, /* f32 [tokens][heads_kv] scale of each int8 NEW_V row, contiguous */
-    /* since 0.3 */
-    ATTN_Q_SCALE = 29 /* f32 [heads_q] multiplies each head's Q (see "The score pipeline"), input */
+    ATTN_Q_SCALE = 29 /* since 0.3: f32 [heads_q] factor on each head's Q (score pipeline), input */
 } attn_operand;
 
 /** Opaque problem descriptor: sizes, causal rule, scale and strides. Every setter of a
@@ -251,7 +250,6 @@ ATTN_API attn_status attn_forward(const attn_desc *desc, const float *q, const f
  *
  *  q, k, key_valid, allowed: as attn_forward
  *  weights:   [batch][heads_q][seq_q][seq_k] contiguous, written; must not overlap an input
- *
  *  ATTN_OK; ATTN_ERR_NULL_POINTER (desc, q, k or weights); ATTN_ERR_INVALID_ARGUMENT (weights
  *  overlaps an input); ATTN_ERR_OUT_OF_MEMORY. since 0.1 */
 ATTN_API attn_status attn_weights(const attn_desc *desc, const float *q, const float *k,
@@ -264,10 +262,7 @@ ATTN_API attn_status attn_weights(const attn_desc *desc, const float *q, const f
  * attn_run executes an attn_op. attn_forward and attn_weights are thin wrappers over attn_run.
  *
  * The score pipeline, for batch b, query head h, query i, key j (every step optional):
- *   q_i = q_scale[h] * q_i                               ATTN_Q_SCALE (each element rounded to
- *                                                        fp32; the dequantization scale of a
- *                                                        per-head quantized Q, or a per-head
- *                                                        temperature)
+ *   q_i = q_scale[h] * q_i                               ATTN_Q_SCALE (each element to fp32)
  *   s  = scale * q_i . k_j
  *   s  = softcap * tanh(s / softcap)                     ATTN_PARAM_SOFTCAP > 0
  *   s += bias[b][h][i][j]                                ATTN_BIAS (-INFINITY hides the key,
