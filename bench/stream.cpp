@@ -11,11 +11,19 @@ namespace attn_bench {
 std::vector<StreamLoop> available_stream_loops() {
     __builtin_cpu_init();
     std::vector<StreamLoop> r;
-    if (__builtin_cpu_supports("avx512f"))
+    if (__builtin_cpu_supports("avx512f")) {
         r.push_back({"avx512", "4 x zmm accumulators", stream_sum_avx512});
-    if (__builtin_cpu_supports("avx2"))
+        r.push_back({"avx512", "8 x zmm accumulators", stream_sum_avx512_x8});
+        r.push_back({"avx512", "2 streams x 4 zmm", stream_sum_avx512_2s});
+    }
+    if (__builtin_cpu_supports("avx2")) {
         r.push_back({"avx2", "8 x ymm accumulators", stream_sum_avx2});
+        r.push_back({"avx2", "12 x ymm accumulators", stream_sum_avx2_x12});
+        r.push_back({"avx2", "2 streams x 4 ymm", stream_sum_avx2_2s});
+    }
     r.push_back({"sse2", "8 x xmm accumulators", stream_sum_sse2});
+    r.push_back({"sse2", "16 x xmm accumulators", stream_sum_sse2_x16});
+    r.push_back({"sse2", "2 streams x 4 xmm", stream_sum_sse2_2s});
     return r;
 }
 
