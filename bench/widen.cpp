@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -43,6 +44,63 @@ uint16_t small_bf16(std::mt19937 &g) {
     return static_cast<uint16_t>(0x3c00 + (g() & 0x007f));
 }
 } // namespace
+
+namespace {
+// A value of storage s from its bits, exactly (the reference of widen_check).
+double widened(int s, const unsigned char *b, size_t i) {
+    if (s == I8) return static_cast<double>(static_cast<int8_t>(b[i]));
+    if (s == F32) {
+        float x;
+        std::memcpy(&x, b + 4 * i, 4);
+        return x;
+    }
+    uint16_t h;
+    std::memcpy(&h, b + 2 * i, 2);
+    if (s == BF16) {
+        const uint32_t u = static_cast<uint32_t>(h) << 16;
+        float x;
+        std::memcpy(&x, &u, 4);
+        return x;
+    }
+    const int e = (h >> 10) & 31, m = h & 1023;
+    const double v = e ? std::ldexp(1024 + m, e - 25) : std::ldexp(m, -24);
+    return h & 0x8000 ? -v : v;
+}
+} // namespace
+
+double widen_check(const WidenLoop &loop, int s, int group, size_t d) {
+    const size_t elem = kStoreBytes[s], rows = kWidenBufferBytes / (d * elem);
+    auto *b = static_cast<unsigned char *>(std::aligned_alloc(64, kWidenBufferBytes));
+    std::vector<float> q(static_cast<size_t>(group) * d), scale(rows, 1.0f);
+    std::mt19937 g(5);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (auto &x : q) x = u(g);
+    for (size_t i = 0; i < rows * d; ++i) {
+        if (s == F32) {
+            const float x = u(g);
+            std::memcpy(b + 4 * i, &x, 4);
+        } else if (s == I8) {
+            b[i] = static_cast<unsigned char>(g());
+        } else { // any finite pattern: exponent field not all ones
+            uint16_t h;
+            do h = static_cast<uint16_t>(g());
+            while (s == F16 ? (h & 0x7c00) == 0x7c00
+                            : (h & 0x7f80) == 0x7f80 || (h & 0x7f80) > 0x4f00);
+            std::memcpy(b + 2 * i, &h, 2);
+        }
+    }
+    double ref = 0, mag = 0;
+    for (int r = 0; r < group; ++r)
+        for (size_t row = 0; row < rows; ++row)
+            for (size_t x = 0; x < d; ++x) {
+                const double p = static_cast<double>(q[r * d + x]) * widened(s, b, row * d + x);
+                ref += p;
+                mag += std::fabs(p);
+            }
+    const double got = loop.fn(s, group, b, d, rows, scale.data(), q.data(), 1);
+    std::free(b);
+    return std::fabs(got - ref) / mag;
+}
 
 double widen_gbs(const WidenLoop &loop, int s, int group, size_t d, double seconds) {
     const size_t elem = kStoreBytes[s], rows = kWidenBufferBytes / (d * elem);

@@ -52,6 +52,11 @@ std::vector<WidenLoop> available_widen_loops();
 // "avx2", "sse2"), or null (the scalar kernel, or a loop this CPU cannot run).
 const WidenLoop *widen_loop_for(const char *isa);
 
+// The loop's checksum over one pass of random finite values of storage s (negative, subnormal
+// and large ones among them) against a float64 sum of the same products: |difference| / sum of
+// |products|. A loop that widens wrongly or skips work shows here.
+double widen_check(const WidenLoop &loop, int s, int group, size_t d);
+
 // GB/s of cache bytes of the loop on one thread: the best of 3 runs of about `seconds` each.
 double widen_gbs(const WidenLoop &loop, int s, int group, size_t d, double seconds);
 

@@ -239,6 +239,15 @@ int main(int argc, char **argv) {
                     c.sample = [&w, st, g, d, wsec] { return 1.0 / widen_gbs(w, st, g, d, wsec); };
                     cases.push_back(c);
                 }
+        // every widening loop's arithmetic against a float64 sum of the same products
+        double werr = 0;
+        for (const WidenLoop &w : wloops)
+            for (const Shape &s : shapes)
+                for (int st : s.stores)
+                    werr = std::max(werr, widen_check(w, st, static_cast<int>(s.group), s.d));
+        std::printf("widening loops checked against float64: max |difference| / sum |products| "
+                    "%.2g%s\n",
+                    werr, werr > 1e-5 ? "  WARNING: a widening loop computes something else" : "");
         // warm-up (page faults, the thread pool) and a check that every layout computes what
         // the dense BHSD cache does (varlen has other sequences: not compared)
         check(attn_set_num_threads(2), "threads");
