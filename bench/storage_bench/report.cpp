@@ -85,17 +85,27 @@ void report_decode(const Options &o, const std::string &isa, const std::vector<C
         }
         return l;
     };
-    std::printf("decode: seq_q 1, seq_k %zu, heads_kv 8, batch 1 (varlen: 4 sequences of %zu, %zu, "
-                "%zu, %zu keys), causal bottom-right, kernel isa %s;\n  limit = min(fastest read "
-                "loop of the thread count, %s widening loop x threads)\n",
+    std::printf("decode: seq_q 1, seq_k %zu, heads_kv 8, heads_q = group x 8 (GQA 32/8 at group "
+                "4), batch 1 (varlen: 4 sequences of %zu, %zu, %zu, %zu keys), causal "
+                "bottom-right, kernel isa %s;\n  limit = min(fastest read loop of the thread "
+                "count, %s widening loop x threads); x f32 = time / the f32 line's time\n",
                 o.seq_k, o.seq_k / 2, o.seq_k / 4, o.seq_k / 8, o.seq_k / 8, isa.c_str(),
                 wl ? wl->isa : "no");
-    std::printf("  dtype layout    group   d thr  cold      ms     GB/s  of limit  limit (GB/s)\n");
+    // the f32 line of the same layout, shape, threads and temperature
+    auto f32_time = [&](const Case &d) -> double {
+        for (const Case &c : cases)
+            if (c.kind == DECODE && !c.invariant && c.store == F32 && c.layout == d.layout &&
+                c.threads == d.threads && c.cold == d.cold && c.group == d.group && c.d == d.d)
+                return median(c.t);
+        return NAN;
+    };
+    std::printf("  dtype layout    group   d thr  cold      ms   x f32     GB/s  of limit  limit "
+                "(GB/s)\n");
     auto line = [&](const Case &c, const Limit &l, const char *tail) {
-        std::printf("  %-5s %-9s %5zu %3zu %3d  %-4s %8.3f %8.2f  %8.3f  %s (%.2f)%s\n",
+        std::printf("  %-5s %-9s %5zu %3zu %3d  %-4s %8.3f %7.3f %8.2f  %8.3f  %s (%.2f)%s\n",
                     kStoreName[c.store], kLayoutName[c.layout], c.group, c.d, c.threads,
-                    c.cold ? "cold" : "hot", median(c.t) * 1e3, c.gbs(), c.gbs() / l.gbs,
-                    l.name.c_str(), l.gbs, tail);
+                    c.cold ? "cold" : "hot", median(c.t) * 1e3, median(c.t) / f32_time(c), c.gbs(),
+                    c.gbs() / l.gbs, l.name.c_str(), l.gbs, tail);
     };
     for (const Case &c : cases) {
         if (c.kind != DECODE || c.invariant) continue;
@@ -107,6 +117,7 @@ void report_decode(const Options &o, const std::string &isa, const std::vector<C
                               .integer("group", static_cast<long long>(c.group))
                               .integer("head_dim", static_cast<long long>(c.d))
                               .integer("seq_k", static_cast<long long>(o.seq_k))
+                              .num("time_vs_f32", median(c.t) / f32_time(c))
                               .num("read_gbs", read[c.threads].gbs)
                               .num("widen_gbs", widen(c) * c.threads));
     }
