@@ -91,13 +91,27 @@ void report_decode(const Options &o, const std::string &isa, const std::vector<C
                 "count, %s widening loop x threads); x f32 = time / the f32 line's time\n",
                 o.seq_k, o.seq_k / 2, o.seq_k / 4, o.seq_k / 8, o.seq_k / 8, isa.c_str(),
                 wl ? wl->isa : "no");
-    // the f32 line of the same layout, shape, threads and temperature
-    auto f32_time = [&](const Case &d) -> double {
+    // the decode line of d's layout, shape, threads and temperature in storage `store`, with
+    // batch invariance `inv`
+    auto partner = [&](const Case &d, int store, bool inv) -> const Case * {
         for (const Case &c : cases)
-            if (c.kind == DECODE && !c.invariant && c.store == F32 && c.layout == d.layout &&
-                c.threads == d.threads && c.cold == d.cold && c.group == d.group && c.d == d.d)
-                return median(c.t);
-        return NAN;
+            if (c.kind == DECODE && c.invariant == inv && c.store == store &&
+                c.layout == d.layout && c.threads == d.threads && c.cold == d.cold &&
+                c.group == d.group && c.d == d.d)
+                return &c;
+        return nullptr;
+    };
+    auto f32_time = [&](const Case &d) {
+        const Case *f = partner(d, F32, false);
+        return f ? median(f->t) : NAN;
+    };
+    auto record = [&](const char *kind, const Case &c, const Limit &l) {
+        return limits(base(kind, c, kLayoutName[c.layout]), l, c.gbs())
+            .str("shape", "decode")
+            .str("isa", isa)
+            .integer("group", static_cast<long long>(c.group))
+            .integer("head_dim", static_cast<long long>(c.d))
+            .integer("seq_k", static_cast<long long>(o.seq_k));
     };
     std::printf("  dtype layout    group   d thr  cold      ms   x f32     GB/s  of limit  limit "
                 "(GB/s)\n");
@@ -111,12 +125,7 @@ void report_decode(const Options &o, const std::string &isa, const std::vector<C
         if (c.kind != DECODE || c.invariant) continue;
         const Limit l = limit(c);
         line(c, l, "");
-        records.push_back(limits(base("decode", c, kLayoutName[c.layout]), l, c.gbs())
-                              .str("shape", "decode")
-                              .str("isa", isa)
-                              .integer("group", static_cast<long long>(c.group))
-                              .integer("head_dim", static_cast<long long>(c.d))
-                              .integer("seq_k", static_cast<long long>(o.seq_k))
+        records.push_back(record("decode", c, l)
                               .num("time_vs_f32", median(c.t) / f32_time(c))
                               .num("read_gbs", read[c.threads].gbs)
                               .num("widen_gbs", widen(c) * c.threads));
@@ -125,11 +134,7 @@ void report_decode(const Options &o, const std::string &isa, const std::vector<C
     bool head = false;
     for (const Case &c : cases) {
         if (c.kind != DECODE || !c.invariant) continue;
-        const Case *plain = nullptr;
-        for (const Case &p : cases)
-            if (p.kind == DECODE && !p.invariant && p.store == c.store && p.layout == c.layout &&
-                p.threads == c.threads && p.cold == c.cold && p.group == c.group && p.d == c.d)
-                plain = &p;
+        const Case *plain = partner(c, c.store, false);
         if (!plain) continue;
         std::vector<double> ratio;
         for (size_t r = 0; r < c.t.size(); ++r) ratio.push_back(c.t[r] / plain->t[r]);
@@ -142,14 +147,8 @@ void report_decode(const Options &o, const std::string &isa, const std::vector<C
         std::snprintf(tail, sizeof tail, "  invariance cost %.3f", x);
         const Limit l = limit(c);
         line(c, l, tail);
-        records.push_back(limits(base("invariance", c, kLayoutName[c.layout]), l, c.gbs())
-                              .str("shape", "decode")
-                              .str("isa", isa)
-                              .integer("group", static_cast<long long>(c.group))
-                              .integer("head_dim", static_cast<long long>(c.d))
-                              .integer("seq_k", static_cast<long long>(o.seq_k))
-                              .num("seconds_plain", median(plain->t))
-                              .num("ratio", x));
+        records.push_back(
+            record("invariance", c, l).num("seconds_plain", median(plain->t)).num("ratio", x));
     }
 }
 
