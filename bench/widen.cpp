@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cpuid.h>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -15,12 +16,19 @@ namespace attn_bench {
 const char *const kStoreName[4] = {"f32", "f16", "bf16", "int8"};
 const size_t kStoreBytes[4] = {4, 2, 2, 1};
 
+namespace {
+// CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports does not know "f16c").
+bool has_f16c() {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+} // namespace
+
 std::vector<WidenLoop> available_widen_loops() {
     __builtin_cpu_init();
     std::vector<WidenLoop> r;
     if (__builtin_cpu_supports("avx512f")) r.push_back({"avx512", widen_avx512});
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())
         r.push_back({"avx2", widen_avx2});
     r.push_back({"sse2", widen_sse2});
     return r;

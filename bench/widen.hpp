@@ -3,13 +3,14 @@
 // code). One translation unit per ISA, each compiled with that ISA's flags only; call a loop only
 // when the CPU supports its ISA (available_widen_loops).
 //
-// Per vector of cache elements a loop loads it from a 16 KiB L1-resident buffer, widens it to
+// Per vector of cache elements a loop loads it from a 12 KiB L1-resident buffer, widens it to
 // fp32 (f16: F16C / AVX-512 vcvtph2ps, SSE2: the exact integer conversion; bf16: a 16-bit shift;
 // int8: sign-extend + convert) and does `group` multiply-adds with it (one per query row of the
 // KV head, as Q.K^T and P.V do); an int8 row's scale costs one multiply per query row per row.
 // Accumulators: G x U (G = group, U keys at a time) with enough independent chains to hide the
-// FMA latency (16 on AVX-512, 8 on AVX2 / SSE2, whose 16 registers hold no more). SSE2 has no
-// FMA: a multiply and an add.
+// FMA latency: 12-16 on AVX-512 (the decode kernel's 4 rows x 4 keys), 12 on AVX2 where the 16
+// registers hold them (the kernel's int8 4 x 3) and 8 at 8 rows; SSE2 has no FMA (a multiply
+// and an add: 8 chains hide the add's latency).
 //
 // The figure is "GB/s of cache bytes" a core can widen and multiply: if it is below the read
 // bandwidth, decode over that storage type is bound by its arithmetic, not by memory.
@@ -25,11 +26,11 @@ namespace attn_bench {
 enum Store : int { F32 = 0, F16 = 1, BF16 = 2, I8 = 3 };
 extern const char *const kStoreName[4];     // "f32", "f16", "bf16", "int8"
 extern const size_t kStoreBytes[4];         // bytes per element
-constexpr size_t kWidenBufferBytes = 16384; // the L1-resident buffer of cache bytes
+constexpr size_t kWidenBufferBytes = 12288; // the L1-resident buffer of cache bytes
 
 // One pass over `rows` rows of d elements of storage s (kv; 64-byte aligned; rows a multiple of
-// 16, d a multiple of 16), against q: [group][d] fp32, int8 rows scaled by scale[rows];
-// repeated `passes` times. group is 1, 2, 4 or 8. Returns a checksum.
+// 24, d a multiple of 16: 12 KiB of rows of 64-512 bytes are), against q: [group][d] fp32, int8
+// rows scaled by scale[rows]; repeated `passes` times. group is 1, 2, 4 or 8. Returns a checksum.
 using WidenFn = float (*)(int s, int group, const void *kv, size_t d, size_t rows,
                           const float *scale, const float *q, size_t passes);
 

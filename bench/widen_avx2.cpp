@@ -8,6 +8,10 @@ namespace widen_avx2_impl {
 
 struct V {
     using reg = __m256;
+    static constexpr int kRegs = 16;
+    // keys per step for g query rows: 12 accumulators where they fit (the decode kernel's int8 4 x
+    // 3), else 8
+    static constexpr int keys(int g) { return g == 1 ? 12 : g == 2 ? 6 : g == 4 ? 3 : 1; }
     static constexpr size_t L = 8;
     static reg zero() { return _mm256_setzero_ps(); }
     static reg loadf(const float *p) { return _mm256_loadu_ps(p); }
@@ -35,8 +39,6 @@ struct V {
         return r;
     }
 };
-constexpr int kChains = 8;
-
 #include "widen-inl.h"
 
 } // namespace widen_avx2_impl

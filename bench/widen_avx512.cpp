@@ -8,6 +8,10 @@ namespace widen_avx512_impl {
 
 struct V {
     using reg = __m512;
+    static constexpr int kRegs = 32;
+    // keys per step for g query rows: 16 accumulators at 4 rows and more (the decode kernel's 4 x
+    // 4), 12 below
+    static constexpr int keys(int g) { return g == 1 ? 12 : g == 2 ? 6 : 16 / g; }
     static constexpr size_t L = 16;
     static reg zero() { return _mm512_setzero_ps(); }
     static reg loadf(const float *p) { return _mm512_loadu_ps(p); }
@@ -35,8 +39,6 @@ struct V {
         return r;
     }
 };
-constexpr int kChains = 16;
-
 #include "widen-inl.h"
 
 } // namespace widen_avx512_impl

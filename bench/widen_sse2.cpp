@@ -12,6 +12,10 @@ namespace widen_sse2_impl {
 
 struct V {
     using reg = __m128;
+    static constexpr int kRegs = 16;
+    // keys per step for g query rows: 8 accumulators (a multiply and an add each: an add's latency,
+    // not an FMA's, to hide)
+    static constexpr int keys(int g) { return g == 8 ? 1 : 8 / g; }
     static constexpr size_t L = 4;
     static reg zero() { return _mm_setzero_ps(); }
     static reg loadf(const float *p) { return _mm_loadu_ps(p); }
@@ -52,8 +56,6 @@ struct V {
         return l[0] + l[1] + l[2] + l[3];
     }
 };
-constexpr int kChains = 8;
-
 #include "widen-inl.h"
 
 } // namespace widen_sse2_impl
