@@ -110,7 +110,8 @@ double widen_check(const WidenLoop &loop, int s, int group, size_t d) {
     return std::fabs(got - ref) / mag;
 }
 
-double widen_gbs(const WidenLoop &loop, int s, int group, size_t d, double seconds) {
+double widen_gbs(const WidenLoop &loop, int s, int group, size_t d, double seconds,
+                 size_t *passes_io) {
     const size_t elem = kStoreBytes[s], rows = kWidenBufferBytes / (d * elem);
     void *kv = std::aligned_alloc(64, kWidenBufferBytes);
     std::vector<float> q(static_cast<size_t>(group) * d), scale(rows, 1.0f);
@@ -130,18 +131,17 @@ double widen_gbs(const WidenLoop &loop, int s, int group, size_t d, double secon
     }
     using clock = std::chrono::steady_clock;
     volatile float sink = 0;
-    // calibrate: passes for about `seconds`
-    size_t passes = 64;
-    for (;;) {
-        const auto t0 = clock::now();
-        sink = sink + loop.fn(s, group, kv, d, rows, scale.data(), q.data(), passes);
-        const double dt = std::chrono::duration<double>(clock::now() - t0).count();
-        if (dt >= seconds / 4) {
-            passes = static_cast<size_t>(static_cast<double>(passes) * seconds / dt) + 1;
-            break;
+    size_t &passes = *passes_io;
+    if (!passes) // calibrate: passes for about `seconds`
+        for (size_t n = 64;; n *= 4) {
+            const auto t0 = clock::now();
+            sink = sink + loop.fn(s, group, kv, d, rows, scale.data(), q.data(), n);
+            const double dt = std::chrono::duration<double>(clock::now() - t0).count();
+            if (dt >= seconds / 4) {
+                passes = static_cast<size_t>(static_cast<double>(n) * seconds / dt) + 1;
+                break;
+            }
         }
-        passes *= 4;
-    }
     // the best of 3 runs: a limit is what the core can do, and a run that lost the CPU to
     // another process for a moment says nothing about that
     double best = 1e30;

@@ -58,7 +58,8 @@ const WidenLoop *widen_loop_for(const char *isa);
 // |products|. A loop that widens wrongly or skips work shows here.
 double widen_check(const WidenLoop &loop, int s, int group, size_t d);
 
-// GB/s of cache bytes of the loop on one thread: the best of 3 runs of about `seconds` each.
-double widen_gbs(const WidenLoop &loop, int s, int group, size_t d, double seconds);
+// GB/s of cache bytes of the loop on one thread: the best of 3 runs of *passes passes each;
+// when *passes is 0, it is first set to the passes that take about `seconds`.
+double widen_gbs(const WidenLoop &loop, int s, int group, size_t d, double seconds, size_t *passes);
 
 } // namespace attn_bench

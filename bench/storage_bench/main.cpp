@@ -236,7 +236,10 @@ int main(int argc, char **argv) {
                     c.bytes = 1e9;
                     const int g = static_cast<int>(s.group);
                     const size_t d = s.d;
-                    c.sample = [&w, st, g, d, wsec] { return 1.0 / widen_gbs(w, st, g, d, wsec); };
+                    auto passes = std::make_shared<size_t>(0); // calibrated by the first sample
+                    c.sample = [&w, st, g, d, wsec, passes] {
+                        return 1.0 / widen_gbs(w, st, g, d, wsec, passes.get());
+                    };
                     cases.push_back(c);
                 }
         // every widening loop's arithmetic against a float64 sum of the same products
