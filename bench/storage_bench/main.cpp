@@ -16,6 +16,7 @@
 // 1 GiB eviction read (bench/evict.hpp); a hot one the best of --reps calls after a warm call.
 #include <attn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
