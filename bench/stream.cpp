@@ -3,6 +3,8 @@
 #include "stream.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 
 #include "threads.hpp"
 
@@ -25,6 +27,20 @@ std::vector<StreamLoop> available_stream_loops() {
     r.push_back({"sse2", "16 x xmm accumulators", stream_sum_sse2_x16});
     r.push_back({"sse2", "2 streams x 4 xmm", stream_sum_sse2_2s});
     return r;
+}
+
+double stream_check(const StreamLoop &loop) {
+    const size_t most = kStreamBlock * 67;
+    auto *x = static_cast<float *>(std::aligned_alloc(64, most * sizeof(float)));
+    for (size_t i = 0; i < most; ++i) x[i] = static_cast<float>(i % 7); // small integers: exact
+    double worst = 0;
+    for (size_t n = kStreamBlock; n <= most; n += 3 * kStreamBlock) {
+        double want = 0;
+        for (size_t i = 0; i < n; ++i) want += x[i];
+        worst = std::max(worst, std::fabs(static_cast<double>(loop.fn(x, n)) - want));
+    }
+    std::free(x);
+    return worst;
 }
 
 double stream_read_gbs(const StreamLoop &loop, const float *x, size_t n, int threads, int reps) {

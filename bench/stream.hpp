@@ -42,6 +42,11 @@ struct StreamLoop {
 // The loops this CPU can run, widest ISA first; each ISA's plain loop first among its own.
 std::vector<StreamLoop> available_stream_loops();
 
+// The loop's sum of a small array whose lengths exercise its tails (a few lengths, multiples of
+// kStreamBlock), against the exact sum: the largest |difference|. A loop that skips or repeats
+// lines shows here.
+double stream_check(const StreamLoop &loop);
+
 // Best GB/s of `reps` passes, each reading x[0, n) once split evenly over `threads` threads
 // (each on its own part; time from a common start signal to the last join).
 double stream_read_gbs(const StreamLoop &loop, const float *x, size_t n, int threads, int reps);

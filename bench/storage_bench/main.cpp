@@ -243,7 +243,12 @@ int main(int argc, char **argv) {
                     };
                     cases.push_back(c);
                 }
-        // every widening loop's arithmetic against a float64 sum of the same products
+        // every read loop's sum, and every widening loop's arithmetic against a float64 sum of
+        // the same products
+        double rerr = 0;
+        for (const StreamLoop &l : loops) rerr = std::max(rerr, stream_check(l));
+        std::printf("read loops checked against exact sums: max |difference| %g%s\n", rerr,
+                    rerr > 0 ? "  WARNING: a read loop skips or repeats data" : "");
         double werr = 0;
         for (const WidenLoop &w : wloops)
             for (const Shape &s : shapes)
