@@ -116,21 +116,40 @@ template <class E> int raw_enum(const E &e) {
     return v;
 }
 
-// ---- model.cpp: facts of the operand table -------------------------------------------------
-const char *operand_name(int which); // "?" for an unknown one
-const char *dtype_name(core::DType t);
+// ---- Facts of the operand table (inline: every call's checks ask them per operand) ----------
+inline const char *operand_name(int which) { // "?" for an unknown one
+    return which >= 0 && which < kOperands ? kOperandInfo[which].name : "?";
+}
 // The setter family an operand is bound with (messages name it): its input or output type set.
 enum class Kind { F32In, F32Out, U8, I32 };
-Kind operand_kind(int which);
-const char *kind_setter(Kind k);
-size_t kind_bytes(Kind k);
+inline Kind operand_kind(int which) {
+    const OperandInfo &o = kOperandInfo[which];
+    if (o.in_types & ATTN_T_U8) return Kind::U8;
+    if (o.in_types & ATTN_T_I32) return Kind::I32;
+    return o.in_types ? Kind::F32In : Kind::F32Out;
+}
+inline size_t kind_bytes(Kind k) {
+    return k == Kind::U8 ? 1 : 4;
+}
 // The int8 scales of K and V: K's view with head_dim 1.
-bool is_scale(int which);
+inline bool is_scale(int which) {
+    return kOperandInfo[which].strided == ATTN_S_SCALES;
+}
 // The operands with a [c0][c1][c2][dim] strided view (Q, K, V, OUT, BIAS, K_SCALE, V_SCALE).
-bool is_strided(int which);
+inline bool is_strided(int which) {
+    return which >= 0 && which < kOperands &&
+           (kOperandInfo[which].strided == ATTN_S_DATA ||
+            kOperandInfo[which].strided == ATTN_S_SCALES);
+}
 // A K or V cache (or its int8 scales) that attn_kv_append_args writes: an input that the output
 // setters also bind, writable.
-bool is_cache(int which);
+inline bool is_cache(int which) {
+    return kOperandInfo[which].in_types && kOperandInfo[which].out_types;
+}
+
+// ---- model.cpp: the rest of the model's facts ----------------------------------------------
+const char *dtype_name(core::DType t);
+const char *kind_setter(Kind k);
 // The core geometry of a strided operand (is_strided(which)).
 core::Strided strided_role(int which);
 
@@ -162,7 +181,10 @@ struct Buffer {
 };
 attn_status check_aliasing(const char *fn, const Buffer *bufs, int n);
 // "<fn>: <name> has <have> elements, needs at least <need>" when have < need.
-attn_status check_len(const char *fn, const char *name, size_t have, size_t need);
+attn_status fail_len(const char *fn, const char *name, size_t have, size_t need);
+inline attn_status check_len(const char *fn, const char *name, size_t have, size_t need) {
+    return have < need ? fail_len(fn, name, have, need) : ATTN_OK;
+}
 
 // Call-time facts of the serving layouts: the totals of a varlen pack, the pages of a paged
 // cache.

@@ -35,10 +35,6 @@ const ParamInfo kParamInfo[] = {
 #undef ATTN_PARAM_ROW
 };
 
-const char *operand_name(int which) {
-    return which >= 0 && which < kOperands ? kOperandInfo[which].name : "?";
-}
-
 const char *dtype_name(core::DType t) {
     switch (t) {
     case core::DType::F16:
@@ -52,12 +48,6 @@ const char *dtype_name(core::DType t) {
     }
 }
 
-Kind operand_kind(int which) {
-    const OperandInfo &o = kOperandInfo[which];
-    if (o.in_types & ATTN_T_U8) return Kind::U8;
-    if (o.in_types & ATTN_T_I32) return Kind::I32;
-    return o.in_types ? Kind::F32In : Kind::F32Out;
-}
 const char *kind_setter(Kind k) {
     switch (k) {
     case Kind::F32Out:
@@ -70,26 +60,6 @@ const char *kind_setter(Kind k) {
         return "attn_args_set_f32";
     }
 }
-size_t kind_bytes(Kind k) {
-    return k == Kind::U8 ? 1 : 4;
-}
-
-// The int8 scales of K and V: K's shape with head_dim 1.
-bool is_scale(int which) {
-    return kOperandInfo[which].strided == ATTN_S_SCALES;
-}
-
-// The operands with a [c0][c1][c2][dim] strided view (Q, K, V, OUT, BIAS, K_SCALE, V_SCALE).
-bool is_strided(int which) {
-    return which >= 0 && which < kOperands &&
-           (kOperandInfo[which].strided == ATTN_S_DATA ||
-            kOperandInfo[which].strided == ATTN_S_SCALES);
-}
-
-bool is_cache(int which) {
-    return kOperandInfo[which].in_types && kOperandInfo[which].out_types;
-}
-
 core::Strided strided_role(int which) {
     switch (which) {
     case ATTN_Q:

@@ -245,8 +245,9 @@ attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *s
     CallShape cs;
     if (attn_status st = check_serving(fn, desc, slot, used, op == ATTN_OP_WEIGHTS, need, &cs))
         return st;
-    for (const OperandInfo &o : kOperandInfo) // varlen: the per-call totals
-        if (o.grad_of >= 0) need[o.id] = need[o.grad_of];
+    if (op == ATTN_OP_BACKWARD) // a gradient has its operand's length (varlen: per-call totals)
+        for (const OperandInfo &o : kOperandInfo)
+            if (o.grad_of >= 0) need[o.id] = need[o.grad_of];
     if (attn_status st = check_buffers(fn, desc, slot, used, op == ATTN_OP_FORWARD, need, &cs))
         return st;
     if (attn_status st = check_alibi_sinks(fn, desc, slot)) return st;

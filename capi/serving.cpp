@@ -27,11 +27,9 @@ attn_status check_aliasing(const char *fn, const Buffer *bufs, int n) {
     return ATTN_OK;
 }
 
-attn_status check_len(const char *fn, const char *name, size_t have, size_t need) {
-    if (have < need)
-        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s has %zu elements, needs at least %zu", fn,
-                    name, have, need);
-    return ATTN_OK;
+attn_status fail_len(const char *fn, const char *name, size_t have, size_t need) {
+    return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s has %zu elements, needs at least %zu", fn, name,
+                have, need);
 }
 
 namespace {
