@@ -38,6 +38,16 @@ func runBoth(t *testing.T, d *Desc, in vecInputs) (out, lse, w, mass []float32) 
 	must(a.SetF32(OperandAlibiSlopes, in.slopes))
 	must(a.SetF32(OperandSinks, in.sinks))
 	must(a.SetI32(OperandSeqLensK, in.seqLensK))
+	for o, x := range in.other {
+		switch x := x.(type) {
+		case []float32:
+			must(a.SetF32(o, x))
+		case []bool:
+			must(a.SetBool(o, x))
+		case []int32:
+			must(a.SetI32(o, x))
+		}
+	}
 	out = make([]float32, d.RequiredLen(OperandOut))
 	lse = make([]float32, d.RequiredLen(OperandLSE))
 	w = make([]float32, d.RequiredLen(OperandWeights))

@@ -150,10 +150,11 @@ func readVariantFile(t *testing.T, path string) []variantCase {
 			}
 			switch key {
 			case "in":
+				// Any operand the library's table (Operand.Info) lists as an input.
 				for _, n := range strings.Split(val, ",") {
 					o, ok := operandByName(n)
-					if !ok {
-						t.Fatalf("%s: unknown operand %q in %q", path, n, line)
+					if info, err := o.Info(); !ok || err != nil || info.In == 0 {
+						t.Fatalf("%s: %q is not an input operand of the library, in %q", path, n, line)
 					}
 					c.in[o] = true
 				}

@@ -27,11 +27,13 @@ func variantCaseByName(t *testing.T, file, name string) variantCase {
 }
 
 // vecInputs are the float32 inputs of a case (nil: not in the case's in list), the masks as
-// []bool, for the tests that bind them their own way.
+// []bool, for the tests that bind them their own way; other holds the inputs without a field of
+// their own (e.g. q_scale) as []float32, []bool or []int32 by their kind.
 type vecInputs struct {
 	q, k, v, bias, slopes, sinks  []float32
 	keyValid, allowed, queryValid []bool
 	seqLensK                      []int32
+	other                         map[Operand]any
 }
 
 // loadVecInputs reads the inputs of a float32 case of a vector file for the Desc d made from its
@@ -61,6 +63,27 @@ func loadVecInputs(t *testing.T, c variantCase, d *Desc) vecInputs {
 		allowed: mask(OperandAllowed), queryValid: mask(OperandQueryValid)}
 	if c.in[OperandSeqLensK] {
 		in.seqLensK = readI32(t, p(OperandSeqLensK, "i32"), d.RequiredLen(OperandSeqLensK))
+	}
+	in.other = map[Operand]any{}
+	for o := Operand(0); o < numOperands; o++ {
+		switch o {
+		case OperandQ, OperandK, OperandV, OperandBias, OperandAlibiSlopes, OperandSinks,
+			OperandKeyValid, OperandAllowed, OperandQueryValid, OperandSeqLensK:
+			continue
+		}
+		if !c.in[o] {
+			continue
+		}
+		switch operandKinds[o] {
+		case kindF32In:
+			in.other[o] = readF32(t, p(o, "f32"), d.RequiredLen(o))
+		case kindMask:
+			in.other[o] = readU8(t, p(o, "u8"), d.RequiredLen(o))
+		case kindI32:
+			in.other[o] = readI32(t, p(o, "i32"), d.RequiredLen(o))
+		default:
+			t.Fatalf("%s: %v is not an input", c.name, o)
+		}
 	}
 	return in
 }

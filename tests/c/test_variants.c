@@ -23,23 +23,32 @@
 #include <string.h>
 
 /* Operand names (as the files spell them) and element types, indexed by attn_operand: the
- * library's own table. */
-static const struct {
+ * library's own table, read with attn_operand_info at start-up (load_operands), so a new
+ * operand needs no change here. */
+#define MAX_OPERANDS 64
+static struct {
     const char *name;
     unsigned in_types, out_types;
-} k_operands[] = {
-#define ATTN_OPERAND(id, name, in_types, out_types, rank, strided, grad_of)                        \
-    {name, in_types, out_types},
-#include "operands.def"
-#undef ATTN_OPERAND
-};
-#define N_OPERANDS ((int)(sizeof k_operands / sizeof k_operands[0]))
+} k_operands[MAX_OPERANDS];
+static int g_n_operands;
 #define N_PARAMS 13
 
-/* Element type of operand w: 'f' float32 input, 'o' float32 output, 'u' byte, 'i' int32. */
+static void load_operands(void) {
+    for (g_n_operands = 0; g_n_operands < MAX_OPERANDS; ++g_n_operands) {
+        const int w = g_n_operands;
+        if (attn_operand_info((attn_operand)w, &k_operands[w].name, &k_operands[w].in_types,
+                              &k_operands[w].out_types, NULL, NULL) != ATTN_OK)
+            return;
+    }
+    fprintf(stderr, "more than %d operands: raise MAX_OPERANDS\n", MAX_OPERANDS);
+    exit(2);
+}
+
+/* Element type of operand w as an input file holds it: 'u' byte (u8), 'i' int32 (i32), 'f'
+ * float32 (f32); 'o' for an operand that is never an input (a float32 output). */
 static char kind_of(int w) {
     const unsigned in = k_operands[w].in_types;
-    return in & ATTN_T_U8 ? 'u' : in & ATTN_T_I32 ? 'i' : in ? 'f' : 'o';
+    return in & (1u << ATTN_DTYPE_U8) ? 'u' : in & (1u << ATTN_DTYPE_I32) ? 'i' : in ? 'f' : 'o';
 }
 
 /* Storage of Q, K, V (storage.txt): 0 f32, then these. */
@@ -79,12 +88,12 @@ typedef struct {
     size_t dims[6]; /* batch heads_q heads_kv seq_q seq_k head_dim */
     int has_param[N_PARAMS];
     char param[N_PARAMS][64];
-    int has_strides[N_OPERANDS];
-    size_t strides[N_OPERANDS][3];
-    int in[N_OPERANDS]; /* bound inputs */
+    int has_strides[MAX_OPERANDS];
+    size_t strides[MAX_OPERANDS][3];
+    int in[MAX_OPERANDS]; /* bound inputs */
     int mass;
-    int store[3];         /* storage.txt: index into k_store of q, k, v */
-    int grad[N_OPERANDS]; /* backward.txt: the gradients to compute */
+    int store[3];           /* storage.txt: index into k_store of q, k, v */
+    int grad[MAX_OPERANDS]; /* backward.txt: the gradients to compute */
     int has_grads;
     /* errors.txt only */
     attn_op op;
@@ -97,7 +106,7 @@ typedef struct {
 static const char *g_dir;
 
 static int operand_id(const char *name, size_t len) {
-    for (int w = 0; w < N_OPERANDS; ++w)
+    for (int w = 0; w < g_n_operands; ++w)
         if (strlen(k_operands[w].name) == len && !strncmp(k_operands[w].name, name, len)) return w;
     return -1;
 }
@@ -150,7 +159,10 @@ static int parse_line(char *line, vcase *c) {
             for (const char *p = val; *p;) {
                 const size_t n = strcspn(p, ",");
                 const int w = operand_id(p, n);
-                if (w < 0) return 0;
+                if (w < 0 || !k_operands[w].in_types) {
+                    fprintf(stderr, "in: %.*s is not an input operand of the library\n", (int)n, p);
+                    return 0;
+                }
                 c->in[w] = 1;
                 p += n + (p[n] == ',');
             }
@@ -338,11 +350,11 @@ static int compare(const char *name, const char *cfg, const char *what, const fl
 /* ---------------------------------------------------------------------------------------- */
 
 typedef struct {
-    size_t len[N_OPERANDS];
-    int store[N_OPERANDS];   /* storage of q, k, v (index into k_store), else 0 */
-    void *in[N_OPERANDS];    /* loaded inputs (NULL when not bound) */
-    float *want[N_OPERANDS]; /* expected out, lse, weights, key_mass */
-    float *got[N_OPERANDS];  /* outputs of one run */
+    size_t len[MAX_OPERANDS];
+    int store[MAX_OPERANDS];   /* storage of q, k, v (index into k_store), else 0 */
+    void *in[MAX_OPERANDS];    /* loaded inputs (NULL when not bound) */
+    float *want[MAX_OPERANDS]; /* expected out, lse, weights, key_mass */
+    float *got[MAX_OPERANDS];  /* outputs of one run */
 } vbufs;
 
 static const int k_outputs[4] = {ATTN_OUT, ATTN_LSE, ATTN_WEIGHTS, ATTN_KEY_MASS};
@@ -356,7 +368,7 @@ static int run_variant(const vcase *c, const attn_desc *d, vbufs *b, const char 
         return 0;
     }
     int ok = 1;
-    for (int w = 0; w < N_OPERANDS && ok; ++w)
+    for (int w = 0; w < g_n_operands && ok; ++w)
         if (b->in[w] && bind_stored(a, w, b->in[w], b->len[w], b->store[w]) != ATTN_OK) ok = 0;
     for (int x = 0; x < 4 && ok; ++x) {
         const int w = k_outputs[x];
@@ -385,9 +397,9 @@ static int run_backward(const vcase *c, const attn_desc *d, vbufs *b, const char
         return 0;
     }
     int ok = 1;
-    for (int w = 0; w < N_OPERANDS && ok; ++w)
+    for (int w = 0; w < g_n_operands && ok; ++w)
         if (b->in[w] && bind_stored(a, w, b->in[w], b->len[w], b->store[w]) != ATTN_OK) ok = 0;
-    for (int w = 0; w < N_OPERANDS && ok; ++w) {
+    for (int w = 0; w < g_n_operands && ok; ++w) {
         if (!b->got[w]) continue;
         memset(b->got[w], 0, 4 * b->len[w]);
         if (w == ATTN_OUT || w == ATTN_LSE)
@@ -399,7 +411,7 @@ static int run_backward(const vcase *c, const attn_desc *d, vbufs *b, const char
     if (ok && attn_run(d, ATTN_OP_BACKWARD, a) != ATTN_OK) ok = 0;
     if (!ok) printf("FAIL %s [%s]: %s\n", c->name, cfg, attn_last_error());
     attn_args_destroy(a);
-    for (int w = 0; w < N_OPERANDS && ok; ++w)
+    for (int w = 0; w < g_n_operands && ok; ++w)
         if (b->got[w])
             ok = compare_tol(c->name, cfg, k_operands[w].name, b->got[w], b->want[w], b->len[w],
                              w >= ATTN_DQ && w <= ATTN_DSINKS ? 1e-4 : 1e-5);
@@ -408,7 +420,7 @@ static int run_backward(const vcase *c, const attn_desc *d, vbufs *b, const char
 
 /* The inputs of a case into b (Q/K/V in their storage, with the int8 scales). */
 static void load_inputs(const vcase *c, vbufs *b) {
-    for (int w = 0; w < N_OPERANDS; ++w) {
+    for (int w = 0; w < g_n_operands; ++w) {
         if (!c->in[w]) continue;
         const int t = w <= ATTN_V ? c->store[w] : 0;
         b->store[w] = t;
@@ -433,11 +445,11 @@ static int variant_case(const vcase *c, FILE *xlang) {
     }
     vbufs b;
     memset(&b, 0, sizeof b);
-    for (int w = 0; w < N_OPERANDS; ++w) b.len[w] = attn_desc_required_len(d, (attn_operand)w);
+    for (int w = 0; w < g_n_operands; ++w) b.len[w] = attn_desc_required_len(d, (attn_operand)w);
     load_inputs(c, &b);
     /* the outputs checked (and written to the cross-language file, except a backward's
        forward) */
-    int outs[N_OPERANDS] = {0};
+    int outs[MAX_OPERANDS] = {0};
     if (c->has_grads) {
         b.in[ATTN_DOUT] = load(c->name, ATTN_DOUT, b.len[ATTN_DOUT]);
         outs[ATTN_OUT] = outs[ATTN_LSE] = 1;
@@ -446,7 +458,7 @@ static int variant_case(const vcase *c, FILE *xlang) {
         outs[ATTN_OUT] = outs[ATTN_LSE] = outs[ATTN_WEIGHTS] = 1;
         outs[ATTN_KEY_MASS] = c->mass;
     }
-    for (int w = 0; w < N_OPERANDS; ++w) {
+    for (int w = 0; w < g_n_operands; ++w) {
         if (!outs[w]) continue;
         b.want[w] = load(c->name, w, b.len[w]);
         b.got[w] = malloc(4 * b.len[w]);
@@ -487,7 +499,7 @@ static int variant_case(const vcase *c, FILE *xlang) {
     }
     attn_set_isa(NULL);
     attn_set_num_threads(0);
-    for (int w = 0; w < N_OPERANDS; ++w) free(b.in[w]), free(b.want[w]), free(b.got[w]);
+    for (int w = 0; w < g_n_operands; ++w) free(b.in[w]), free(b.want[w]), free(b.got[w]);
     attn_desc_destroy(d);
     return ok;
 }
@@ -522,13 +534,13 @@ static attn_status error_run(const vcase *c) {
     attn_desc *d = NULL;
     attn_args *a = NULL, *part = NULL;
     float *part_out = NULL, *part_lse = NULL;
-    void *buf[N_OPERANDS] = {0};
+    void *buf[MAX_OPERANDS] = {0};
     int alias_a = -1; /* bound to alias_b's buffer (not freed separately) */
     attn_status st = make_desc(c, &d);
     if (st != ATTN_OK) goto done;
     if ((st = attn_args_create(&a)) != ATTN_OK) goto done;
 
-    int bound[N_OPERANDS];
+    int bound[MAX_OPERANDS];
     memcpy(bound, c->in, sizeof bound);
     if (c->serving_op == 1) { /* k and v are the caches */
         bound[ATTN_Q] = 0;
@@ -541,15 +553,15 @@ static attn_status error_run(const vcase *c) {
     } else {
         bound[ATTN_WEIGHTS] = 1;
     }
-    size_t len[N_OPERANDS];
-    for (int w = 0; w < N_OPERANDS; ++w) len[w] = attn_desc_required_len(d, (attn_operand)w);
+    size_t len[MAX_OPERANDS];
+    for (int w = 0; w < g_n_operands; ++w) len[w] = attn_desc_required_len(d, (attn_operand)w);
 
     const int shortw = break_operand(c->brk, "short"), nullw = break_operand(c->brk, "null");
     alias_a = break_operand(c->brk, "alias");
     const int alias_b =
         alias_a >= 0 ? operand_id(strchr(c->brk, '=') + 1, strlen(strchr(c->brk, '=') + 1)) : -1;
     const int setw = break_operand(c->brk, "set");
-    int empty[N_OPERANDS] = {0}; /* empty:<a>,<b>,...: bound with 0 elements (not NULL) */
+    int empty[MAX_OPERANDS] = {0}; /* empty:<a>,<b>,...: bound with 0 elements (not NULL) */
     if (!strncmp(c->brk, "empty:", 6))
         for (const char *p = c->brk + 6; *p;) {
             const size_t n = strcspn(p, ",");
@@ -568,7 +580,7 @@ static attn_status error_run(const vcase *c) {
         fprintf(stderr, "%s: bad break %s\n", c->name, c->brk);
         exit(2);
     }
-    for (int w = 0; w < N_OPERANDS; ++w) {
+    for (int w = 0; w < g_n_operands; ++w) {
         if (!bound[w] || w == alias_a) continue;
         size_t n = len[w];
         if (w == alias_b && len[alias_a] > n) n = len[alias_a];
@@ -584,7 +596,7 @@ static attn_status error_run(const vcase *c) {
         }
         ((int32_t *)buf[setw])[idx] = (int32_t)strtol(eq + 1, NULL, 10);
     }
-    for (int w = 0; w < N_OPERANDS; ++w) {
+    for (int w = 0; w < g_n_operands; ++w) {
         if (!bound[w] || w == nullw || (c->serving_op == 1 && (w == ATTN_K || w == ATTN_V)))
             continue;
         const size_t n = empty[w] ? 0 : w == shortw ? len[w] - 1 : len[w];
@@ -608,7 +620,7 @@ static attn_status error_run(const vcase *c) {
         st = attn_run(d, op, a);
     }
 done:
-    for (int w = 0; w < N_OPERANDS; ++w)
+    for (int w = 0; w < g_n_operands; ++w)
         if (w != alias_a) free(buf[w]);
     free(part_out);
     free(part_lse);
@@ -675,6 +687,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     g_dir = argv[1];
+    load_operands();
     printf("default ISA %s; every case also runs on:", attn_isa());
     for (int i = 0; i < 4; ++i)
         if (attn_set_isa(k_isas[i]) == ATTN_OK) printf(" %s", k_isas[i]);

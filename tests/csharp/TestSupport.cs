@@ -191,6 +191,8 @@ namespace LibAttn.Tests
         public float[] Q, K, V, Bias, AlibiSlopes, Sinks;
         public bool[] KeyValid, Allowed, QueryValid;
         public int[] SeqLensK;
+        // The inputs without a field of their own (e.g. q_scale), bound by their array type.
+        public readonly Dictionary<Operand, Array> Other = new Dictionary<Operand, Array>();
     }
 
     static class Run02
@@ -211,6 +213,12 @@ namespace LibAttn.Tests
                     .Bind(Operand.Sinks, a.Sinks).Bind(Operand.KeyValid, a.KeyValid)
                     .Bind(Operand.Allowed, a.Allowed).Bind(Operand.QueryValid, a.QueryValid)
                     .Bind(Operand.SeqLensK, a.SeqLensK);
+                foreach (var x in a.Other)
+                {
+                    if (x.Value is float[]) args.Bind(x.Key, (float[])x.Value);
+                    else if (x.Value is int[]) args.Bind(x.Key, (int[])x.Value);
+                    else args.Bind(x.Key, (bool[])x.Value);
+                }
                 args.Bind(Operand.Out, output).Bind(Operand.Lse, lse).Bind(Operand.KeyMass, mass);
                 desc.Run(Op.Forward, args);
                 args.Bind(Operand.Weights, weights);

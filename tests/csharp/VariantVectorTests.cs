@@ -20,11 +20,6 @@ namespace LibAttn.Tests
     static class Vectors
     {
         static readonly CultureInfo Inv = CultureInfo.InvariantCulture;
-        public static readonly string[] InputNames = { "q", "k", "v", "key_valid", "allowed",
-                                                       "bias", "alibi_slopes", "sinks",
-                                                       "query_valid", "seq_lens_k",
-                                                       "cu_seqlens_q", "cu_seqlens_k", "new_k",
-                                                       "new_v" };
 
         public static string Dir()
         {
@@ -170,12 +165,23 @@ namespace LibAttn.Tests
             b.Strides(which, s[0], s[1], s[2]);
         }
 
+        // The in= list of a line: each name must be an operand the library's table
+        // (Attention.Info) lists as an input, so a new operand needs no change here.
         public static string[] Inputs(Dictionary<string, string> c)
         {
             string[] names = c["in"].Split(new[] { ',' }, StringSplitOptions.RemoveEmptyEntries);
             foreach (string n in names)
-                CollectionAssert.Contains(InputNames, n, c["name"] + ": in=");
+                Assert.IsTrue(Attention.Info(OperandOf(n)).InputTypes.Count > 0,
+                              c["name"] + ": in= names " + n + ", not an input operand");
             return names;
+        }
+
+        // The element type of an input operand's file, from the types the library lists for
+        // it: byte masks u8, int32 i32, every other input f32.
+        public static string FileType(Operand op)
+        {
+            ISet<Dtype> t = Attention.Info(op).InputTypes;
+            return t.Contains(Dtype.U8) ? "u8" : t.Contains(Dtype.I32) ? "i32" : "f32";
         }
 
         public static T[] ReadRaw<T>(string file, int size) where T : struct
@@ -198,14 +204,22 @@ namespace LibAttn.Tests
             {
                 Assert.IsFalse(c.ContainsKey("store." + input), c["name"] + ": stored " + input);
                 Operand op = OperandOf(input);
+                string type = FileType(op);
                 Array x;
-                if (input == "seq_lens_k") x = a.SeqLensK = ReadRaw<int>(p + input + ".i32", 4);
-                else if (input == "key_valid" || input == "allowed" || input == "query_valid")
+                if (type == "i32")
+                {
+                    int[] n = ReadRaw<int>(p + input + ".i32", 4);
+                    if (input == "seq_lens_k") a.SeqLensK = n;
+                    else a.Other[op] = n;
+                    x = n;
+                }
+                else if (type == "u8")
                 {
                     bool[] m = File.ReadAllBytes(p + input + ".u8").Select(y => y != 0).ToArray();
                     if (input == "key_valid") a.KeyValid = m;
                     else if (input == "allowed") a.Allowed = m;
-                    else a.QueryValid = m;
+                    else if (input == "query_valid") a.QueryValid = m;
+                    else a.Other[op] = m;
                     x = m;
                 }
                 else
@@ -218,7 +232,8 @@ namespace LibAttn.Tests
                         case "v": a.V = f; break;
                         case "bias": a.Bias = f; break;
                         case "alibi_slopes": a.AlibiSlopes = f; break;
-                        default: a.Sinks = f; break;
+                        case "sinks": a.Sinks = f; break;
+                        default: a.Other[op] = f; break;
                     }
                     x = f;
                 }
@@ -265,9 +280,7 @@ namespace LibAttn.Tests
                     }
                     continue;
                 }
-                string type = input == "seq_lens_k" ? "i32"
-                              : input == "key_valid" || input == "allowed" || input == "query_valid"
-                                  ? "u8" : "f32";
+                string type = FileType(op);
                 string path = p + input + "." + type;
                 if (type == "f32")
                 {

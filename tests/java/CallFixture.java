@@ -10,6 +10,7 @@ import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
@@ -37,6 +38,8 @@ final class CallFixture {
         float[] q, k, v, bias, alibiSlopes, sinks;
         boolean[] keyValid, allowed, queryValid;
         int[] seqLensK;
+        /** The inputs without a field of their own (e.g. q_scale), bound as their array type. */
+        final Map<Operand, Object> other = new LinkedHashMap<>();
     }
 
     /** Random q, k, v (and nothing else) of the descriptor's required lengths. */
@@ -61,6 +64,7 @@ final class CallFixture {
         c.allowed = in.allowed;
         c.queryValid = in.queryValid;
         c.seqLensK = in.seqLensK;
+        c.other.putAll(in.other);
         return c;
     }
 
@@ -97,11 +101,15 @@ final class CallFixture {
 
     /** Binds every input of in as arrays (masks as boolean[]); a null one is unbound. */
     static AttentionArgs bindInputs(AttentionArgs args, Inputs in) {
-        return args.set(Operand.Q, in.q).set(Operand.K, in.k).set(Operand.V, in.v)
+        args.set(Operand.Q, in.q).set(Operand.K, in.k).set(Operand.V, in.v)
                 .set(Operand.KEY_VALID, in.keyValid).set(Operand.ALLOWED, in.allowed)
                 .set(Operand.BIAS, in.bias).set(Operand.ALIBI_SLOPES, in.alibiSlopes)
                 .set(Operand.SINKS, in.sinks).set(Operand.QUERY_VALID, in.queryValid)
                 .set(Operand.SEQ_LENS_K, in.seqLensK);
+        for (Map.Entry<Operand, Object> e : in.other.entrySet()) {
+            VectorFile.bind(args, e.getKey(), e.getValue());
+        }
+        return args;
     }
 
     // ------------------------------------------------------------------ shared vectors
@@ -149,6 +157,15 @@ final class CallFixture {
         in.allowed = booleans((byte[]) m.get(Operand.ALLOWED));
         in.queryValid = booleans((byte[]) m.get(Operand.QUERY_VALID));
         in.seqLensK = (int[]) m.get(Operand.SEQ_LENS_K);
+        for (Map.Entry<Operand, Object> e : m.entrySet()) {
+            switch (e.getKey()) {
+            case Q: case K: case V: case BIAS: case ALIBI_SLOPES: case SINKS: case KEY_VALID:
+            case ALLOWED: case QUERY_VALID: case SEQ_LENS_K:
+                break;
+            default:
+                in.other.put(e.getKey(), e.getValue());
+            }
+        }
         return in;
     }
 

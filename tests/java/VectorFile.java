@@ -35,10 +35,6 @@ final class VectorFile {
     /** backward.txt's tolerance for the gradients (VARIANTS.md "Backward"). */
     static final double GRAD_TOL = 1e-4;
     static final String[] GRADS = {"dq", "dk", "dv", "dbias", "dsinks"};
-    static final String[] INPUTS = {"q", "k", "v", "key_valid", "allowed", "bias", "alibi_slopes",
-        "sinks", "query_valid", "seq_lens_k"};
-    /** The inputs only errors.txt binds (varlen packs, attn_kv_append). */
-    static final String[] ERROR_INPUTS = {"cu_seqlens_q", "cu_seqlens_k", "new_k", "new_v"};
 
     /** One line: its tokens in file order. */
     static final class Line {
@@ -131,9 +127,9 @@ final class VectorFile {
                 l.kv.put(key, tok.substring(eq + 1));
             }
             for (String name : l.inputs()) {
-                if (!Arrays.asList(INPUTS).contains(name) && !(extraKeys(file) == ERROR_KEYS
-                        && Arrays.asList(ERROR_INPUTS).contains(name))) {
-                    throw new IllegalStateException(file + ": unknown input '" + name + "' in: " + t);
+                if (!isInput(name)) {
+                    throw new IllegalStateException(file + ": '" + name
+                            + "' is not an input operand of the library, in: " + t);
                 }
             }
             for (String name : new String[] {"q", "k", "v"}) {
@@ -239,6 +235,19 @@ final class VectorFile {
         return Operand.valueOf(name.toUpperCase(Locale.ROOT));
     }
 
+    /**
+     * True if the library's operand table (Operand.info(), attn_operand_info) lists an operand of
+     * this name (as the files spell it) that may be bound as an input: what an in= list may name.
+     */
+    static boolean isInput(String name) {
+        for (Operand op : Operand.values()) {
+            if (op.info().name().equals(name)) {
+                return !op.info().inputTypes().isEmpty();
+            }
+        }
+        return false;
+    }
+
     /** A q, k or v input stored in 16 bits or int8: its type and its short[] / byte[] (or buffer). */
     static final class Stored {
         final StorageType type;
@@ -314,7 +323,7 @@ final class VectorFile {
         return op.info().inputTypes().contains(t) || op.info().outputTypes().contains(t);
     }
 
-    /** The operand's element type (attn_operand_info): f32, i32 or u8. */
+    /** The element type of the operand's file, from its types (attn_operand_info): f32, i32 or u8. */
     static String ext(Operand op) {
         return takes(op, Dtype.F32) ? "f32" : takes(op, Dtype.I32) ? "i32" : "u8";
     }

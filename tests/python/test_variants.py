@@ -62,6 +62,28 @@ def test_variants_present():
         assert want in kinds, want
 
 
+def test_q_scale_keyword_scales_q():
+    """forward / weights / backward with q_scale= give the bits of the same call on Q scaled
+    by hand (power-of-two factors: exact in float32), dq the gradient of the bound Q."""
+    B, HQ, HKV, SQ, SK, D = 2, 4, 2, 5, 7, 8
+    rng = np.random.default_rng(29)
+    q, k, v, dout = (rng.uniform(-1, 1, s).astype(np.float32)
+                     for s in ((B, HQ, SQ, D), (B, HKV, SK, D), (B, HKV, SK, D), (B, HQ, SQ, D)))
+    s = np.array([2.0, -0.5, 1.0, -4.0], np.float32)
+    qs = q * s[None, :, None, None]
+    with attn.Desc(B, HQ, HKV, SQ, SK, D, causal=2) as d:
+        assert d.shape(attn.Operand.Q_SCALE) == (HQ,)
+        out, lse = d.forward(q, k, v, lse=True, q_scale=s)
+        out_h, lse_h = d.forward(qs, k, v, lse=True)
+        assert out.tobytes() == out_h.tobytes() and lse.tobytes() == lse_h.tobytes()
+        assert d.weights(q, k, q_scale=s).tobytes() == d.weights(qs, k).tobytes()
+        g = d.backward(q, k, v, out, lse, dout, q_scale=s)
+        g_h = d.backward(qs, k, v, out_h, lse_h, dout)
+        assert g.dk.tobytes() == g_h.dk.tobytes() and g.dv.tobytes() == g_h.dv.tobytes()
+        assert g.dq.tobytes() == (g_h.dq * s[None, :, None, None]).tobytes()
+        assert not np.array_equal(out, d.forward(q, k, v))  # the factor is not ignored
+
+
 def test_variants_xlang_bytes():
     """Writes $ATTN_XLANG_DIR/python.variants.bin: per case in file order the float32 bytes of
     out, lse, weights and (mass=1) key_mass. Two runs give identical bytes."""

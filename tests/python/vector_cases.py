@@ -29,12 +29,19 @@ STRIDED = ("q", "k", "v", "out", "bias", "k_scale", "v_scale")
 #: strides.<x> keys that are not N-D strided views (the slopes: [batch][heads_q] or flat)
 OTHER_STRIDES = ("alibi_slopes",)
 OPERAND = {op.name.lower(): op for op in attn.Operand}
-TYPES = {"q": np.float32, "k": np.float32, "v": np.float32, "bias": np.float32,
-         "alibi_slopes": np.float32, "sinks": np.float32, "key_valid": np.uint8,
-         "allowed": np.uint8, "query_valid": np.uint8, "seq_lens_k": np.int32,
-         "k_scale": np.float32, "v_scale": np.float32, "dout": np.float32,
-         "cu_seqlens_q": np.int32, "cu_seqlens_k": np.int32, "new_k": np.float32,
-         "new_v": np.float32}
+
+
+def _file_type(inputs):
+    """The element type of an input operand's file from the types the library lists for it
+    (attn.operand_info): byte masks u8, int32 i32, every other input float32."""
+    return (np.uint8 if inputs & attn.DType.U8 else np.int32 if inputs & attn.DType.I32
+            else np.float32)
+
+
+#: The input operands and the numpy type of their files, from the library's operand table: an
+#: `in` list may name any of them, so a new operand needs no change here.
+TYPES = {x: _file_type(attn.operand_info(op).inputs) for x, op in OPERAND.items()
+         if attn.operand_info(op).inputs}
 SUFFIX = {np.float32: "f32", np.uint8: "u8", np.int32: "i32"}
 #: store.<x> values: the file suffix -> numpy dtype of the file's elements
 STORE = {"f16": np.float16, "bf16": np.uint16, "i8": np.int8}
@@ -60,6 +67,8 @@ def parse(path):
             for key in ("batch", "heads_q", "heads_kv", "seq_q", "seq_k", "head_dim", "mass"):
                 c[key] = int(c[key])
             c["in"] = c["in"].split(",")
+            bad = [x for x in c["in"] if x not in TYPES]
+            assert not bad, "%s: in= names %s, not input operands of the library" % (c["name"], bad)
             if "grads" in c:
                 c["grads"] = c["grads"].split(",")
             for x in ("q", "k", "v"):

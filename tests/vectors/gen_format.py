@@ -13,7 +13,7 @@ from gen_common import fmt_float
 #            at the default)
 #   strides: q k v out bias alibi_slopes (None/absent = default)
 #   operand makers, each a function (rng, p) -> flat list, drawn in the order of VARIANT_INPUTS:
-#            key_valid allowed bias alibi_slopes sinks query_valid seq_lens_k
+#            key_valid allowed bias alibi_slopes sinks query_valid seq_lens_k q_scale
 #   mass:    1 = key_mass is bound as a forward output
 # ---------------------------------------------------------------------------------------------
 
@@ -22,12 +22,15 @@ VARIANT_PARAMS = ["causal", "window_left", "window_right", "softcap", "alibi",
                   "alibi_form"]
 FLOAT_PARAMS = ("softcap", "scale")
 VARIANT_STRIDES = ["q", "k", "v", "out", "bias", "alibi_slopes"]
+# The inputs the cases bind, in the order of their attn_operand values (the order of every in=
+# list), and the type of their files (from the operand's input types: u8, i32, else f32).
 VARIANT_INPUTS = ["q", "k", "v", "key_valid", "allowed", "bias", "alibi_slopes", "sinks",
-                  "query_valid", "seq_lens_k", "cu_seqlens_q", "cu_seqlens_k", "new_k", "new_v"]
+                  "query_valid", "seq_lens_k", "cu_seqlens_q", "cu_seqlens_k", "new_k", "new_v",
+                  "q_scale"]
 INPUT_TYPE = {"q": "f32", "k": "f32", "v": "f32", "bias": "f32", "alibi_slopes": "f32",
               "sinks": "f32", "key_valid": "u8", "allowed": "u8", "query_valid": "u8",
               "seq_lens_k": "i32", "cu_seqlens_q": "i32", "cu_seqlens_k": "i32",
-              "new_k": "f32", "new_v": "f32"}
+              "new_k": "f32", "new_v": "f32", "q_scale": "f32"}
 
 
 def variant_problem(c):

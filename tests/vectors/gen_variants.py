@@ -150,6 +150,16 @@ VARIANTS = [
     dict(name="alibi_per_batch_linear_br_lens", seed=200, B=3, HQ=4, HKV=2, SQ=3, SK=12, D=8,
          causal=CAUSAL_BOTTOM_RIGHT, window_left=7, alibi=1, alibi_slopes_s=(6, 1, 0),
          alibi_slopes=slopes_per_batch(0.05, 0.6), seq_lens_k=fixed([12, 5, 9])),
+    # --- a per-head factor on Q (q_scale) ---------------------------------------------------
+    # GQA decode, one query per sequence: window, sinks, key lengths; negative and zero factors
+    # (a factor of 0 leaves the scores 0, so that head's weights are uniform over its window).
+    dict(name="qscale_gqa_decode_window_sinks", seed=211, B=3, HQ=6, HKV=2, SQ=1, SK=24, D=16,
+         causal=CAUSAL_BOTTOM_RIGHT, window_left=9, sinks=per_head(-1.0, 1.0),
+         seq_lens_k=fixed([24, 11, 3]), q_scale=fixed([0.5, -1.25, 2.0, 0.0, -0.75, 1.5])),
+    # Prefill with a bias, ALiBi slopes, causal top-left and Q in BSHD strides.
+    dict(name="qscale_prefill_bias_alibi", seed=212, B=2, HQ=4, HKV=2, SQ=7, SK=9, D=8,
+         causal=CAUSAL_TOP_LEFT, bias=bias_random(-1.0, 1.0), alibi=1,
+         alibi_slopes=per_head(0.05, 0.5), q_s=bshd(4, 7, 8), q_scale=per_head(-2.0, 2.0)),
 ]
 
 
@@ -196,7 +206,7 @@ def build_variant(c):
     out, lse, weights, mass = attn_ref.run(
         p, ops["q"], ops["k"], ops["v"], key_valid=kv, allowed=ops.get("allowed"),
         bias=ops.get("bias"), alibi_slopes=ops.get("alibi_slopes"), sinks=ops.get("sinks"),
-        query_valid=ops.get("query_valid"), seq_lens_k=lens)
+        query_valid=ops.get("query_valid"), seq_lens_k=lens, q_scale=ops.get("q_scale"))
     out = [f32(x) for x in out]
     lse = [f32(x) for x in lse]
     weights = [f32(x) for x in weights]

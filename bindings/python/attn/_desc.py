@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Dict, NamedTuple, Optional, Sequence, Tup
 from . import _common, _lib
 from ._binding import (NAMES, SETTER, thread_args, _ALIBI_SLOPES, _ALLOWED, _BIAS, _DBIAS,
                        _DK, _DOUT, _DQ, _DSINKS, _DV, _K, _KEY_MASS, _KEY_VALID, _LSE, _NEW_K,
-                       _NEW_V, _OUT, _Q, _QUERY_VALID, _SEQ_LENS_K, _SINKS, _V, _WEIGHTS)
+                       _NEW_V, _OUT, _Q, _Q_SCALE, _QUERY_VALID, _SEQ_LENS_K, _SINKS, _V,
+                       _WEIGHTS)
 from ._common import (ArgumentTypeError, AttentionError, Closeable, InvalidArgumentError, Op,
                       Operand, Param, Status, as_ndarray, check_dtype, enum_arg, library_error,
                       need_numpy, size_arg, _np)
@@ -308,12 +309,13 @@ class Desc(Layout, Closeable):
         return [sq, sk, sv, None, norm[4], norm[5], norm[6]]
 
     def _inputs(self, binds, strides, tk, key_valid, allowed, bias, alibi_slopes, sinks,
-                query_valid, seq_lens_k, k_scale, v_scale):
+                query_valid, seq_lens_k, k_scale, v_scale, q_scale):
         """Binds the optional inputs given (None = not given)."""
         for name, op, a in (("key_valid", _KEY_VALID, key_valid), ("allowed", _ALLOWED, allowed),
                             ("alibi_slopes", _ALIBI_SLOPES, alibi_slopes),
                             ("sinks", _SINKS, sinks), ("query_valid", _QUERY_VALID, query_valid),
-                            ("seq_lens_k", _SEQ_LENS_K, seq_lens_k)):
+                            ("seq_lens_k", _SEQ_LENS_K, seq_lens_k),
+                            ("q_scale", _Q_SCALE, q_scale)):
             if a is not None:
                 binds.append((op,) + self._contiguous(name, op, a, False)[1:])
         if bias is not None:
@@ -343,7 +345,8 @@ class Desc(Layout, Closeable):
                 cu_seqlens_q: Optional[ArrayLike] = None,
                 cu_seqlens_k: Optional[ArrayLike] = None,
                 block_table: Optional[ArrayLike] = None, k_scale: Optional[ArrayLike] = None,
-                v_scale: Optional[ArrayLike] = None) -> Any:
+                v_scale: Optional[ArrayLike] = None,
+                q_scale: Optional[ArrayLike] = None) -> Any:
         """The forward pass (ATTN_OP_FORWARD): each argument is the attn_run operand of its
         name (capi/attn.h). out None is allocated (zero-filled, out_strides); lse / key_mass
         True are allocated. Returns out, (out, lse), or (out, lse, key_mass) with key_mass."""
@@ -356,7 +359,7 @@ class Desc(Layout, Closeable):
                 and bias is None and alibi_slopes is None and sinks is None
                 and query_valid is None and seq_lens_k is None and cu_seqlens_q is None
                 and cu_seqlens_k is None and block_table is None and k_scale is None
-                and v_scale is None):
+                and v_scale is None and q_scale is None):
             if out is None:
                 out = _np.zeros(self._shape[_OUT], _F32)
             if (type(out) is _ndarray and out.dtype is _F32 and out.shape == self._shape[_OUT]
@@ -379,7 +382,7 @@ class Desc(Layout, Closeable):
         p, strides[3], n = self._rows_or_dense("out", _OUT, out, tq, True)
         binds.append((_OUT, p, n))
         self._inputs(binds, strides, tk, key_valid, allowed, bias, alibi_slopes, sinks,
-                     query_valid, seq_lens_k, k_scale, v_scale)
+                     query_valid, seq_lens_k, k_scale, v_scale, q_scale)
         lse_a = mass_a = None
         if lse is not None and lse is not False:
             lse_a, b = self._lse("lse", lse, tq, True)
@@ -398,7 +401,8 @@ class Desc(Layout, Closeable):
                 sinks: Optional[ArrayLike] = None, query_valid: Optional[ArrayLike] = None,
                 seq_lens_k: Optional[ArrayLike] = None,
                 block_table: Optional[ArrayLike] = None,
-                k_scale: Optional[ArrayLike] = None) -> F32Array:
+                k_scale: Optional[ArrayLike] = None,
+                q_scale: Optional[ArrayLike] = None) -> F32Array:
         """The attention weights (ATTN_OP_WEIGHTS), (batch, heads_q, seq_q, seq_k) float32;
         the arguments as forward. Returns out (allocated when None)."""
         self._open()
@@ -414,7 +418,7 @@ class Desc(Layout, Closeable):
             out = _np.empty(self._shape[_WEIGHTS], _common.F32)
         binds.append((_WEIGHTS,) + self._contiguous("weights", _WEIGHTS, out, True)[1:])
         self._inputs(binds, strides, None, key_valid, allowed, bias, alibi_slopes, sinks,
-                     query_valid, seq_lens_k, k_scale, None)
+                     query_valid, seq_lens_k, k_scale, None, q_scale)
         self._run(_WEIGHTS_OP, binds, tuple(strides), typed)
         return out  # type: ignore[return-value]  # the array given, or the one allocated
 
@@ -429,7 +433,8 @@ class Desc(Layout, Closeable):
                  dq: _Wanted = True, dk: _Wanted = True, dv: _Wanted = True,
                  dbias: _Wanted = None, dsinks: _Wanted = None,
                  k_scale: Optional[ArrayLike] = None,
-                 v_scale: Optional[ArrayLike] = None) -> Gradients:
+                 v_scale: Optional[ArrayLike] = None,
+                 q_scale: Optional[ArrayLike] = None) -> Gradients:
         """The gradients (ATTN_OP_BACKWARD) from the forward's inputs, out, lse and dout (in
         out's layout). dq / dk / dv / dbias / dsinks: True = allocated in the layout of their
         forward operand, None / False = not computed, or an array in that layout. Returns
@@ -449,7 +454,7 @@ class Desc(Layout, Closeable):
         _same_layout("dout", sd, "out", strides[3], "the library reads dout in out's layout")
         binds += [self._lse("lse", lse, tq, False)[1], (_DOUT, dp, dn)]
         self._inputs(binds, strides, tk, key_valid, allowed, bias, alibi_slopes, sinks,
-                     query_valid, seq_lens_k, k_scale, v_scale)
+                     query_valid, seq_lens_k, k_scale, v_scale, q_scale)
         got: Dict[str, Any] = {}
         for name, g, op, want, total in (("dq", _DQ, _Q, dq, tq), ("dk", _DK, _K, dk, tk),
                                          ("dv", _DV, _V, dv, tk), ("dbias", _DBIAS, _BIAS, dbias,

@@ -42,7 +42,8 @@ _DIMS = {
     "seq_lens_k": "batch", "key_mass": "batch heads_q seq_k", "cu_seqlens_q": "batch+1",
     "cu_seqlens_k": "batch+1", "block_table": "batch max_pages",
     "new_k": "batch*seq_q heads_kv head_dim", "new_v": "batch*seq_q heads_kv head_dim_v",
-    "k_scale": "batch heads_kv seq_k", "v_scale": "batch heads_kv seq_k", "dsinks": "heads_q"}
+    "k_scale": "batch heads_kv seq_k", "v_scale": "batch heads_kv seq_k", "dsinks": "heads_q",
+    "q_scale": "heads_q"}
 
 
 def fmt_shape(shape):
