@@ -20,8 +20,7 @@
  *     NaN); so has a row whose visible keys all score -INFINITY (q . k = -INFINITY). Otherwise
  *     NaN/Inf in the K/V/Q values of visible keys propagate as IEEE arithmetic says.
  *   - Bool masks are one byte per element; any nonzero byte reads as true.
- *   - Alignment: float and int32 buffers must be aligned to 4 bytes (their natural alignment);
- *     byte masks need none. No larger alignment is assumed.
+ *   - Alignment: float and int32 buffers 4 bytes (their natural alignment), byte masks none.
  *   - Scores: scale * q.k is computed so that it cannot overflow when the true value is finite
  *     (the scale is folded into q only when |scale| <= 1). On the SIMD kernels a visible weight
  *     smaller than FLT_MIN (about 1.2e-38) may be flushed to 0; the scalar kernel keeps it.
@@ -32,13 +31,11 @@
  *     (attn_last_error) naming the argument and the problem. Nothing writes outside the
  *     buffers it was given; no C++ exception ever crosses this interface.
  *
- * Threads: all functions may be called from any number of threads at once. An attn_desc may be
- * shared by many threads for attn_forward / attn_weights / attn_desc_required_len once it is
- * configured; configuration (attn_desc_set_*) is refused once the descriptor has been used.
- * Destroying an object (attn_desc_destroy, attn_args_destroy) while a call that was given it is
- * still running on another thread is undefined behaviour, as is binding or unbinding operands
- * of an attn_args that another thread's call is using: the library takes no lock to detect it.
- * Wait for every call that uses an object to return before destroying or changing it.
+ * Threads: any function may be called from many threads at once; a configured attn_desc may be
+ * shared (attn_forward / attn_weights / attn_desc_required_len), and its configuration is
+ * refused once it has been used. Destroying or re-binding an object (attn_desc_destroy,
+ * attn_args_destroy, attn_args_set_*) while another thread's call uses it is undefined
+ * behaviour (no lock detects it): wait for every call that uses an object to return first.
  */
 #ifndef ATTN_H
 #define ATTN_H
@@ -160,7 +157,7 @@ typedef enum attn_operand {
     /* since 0.2, int8 K/V caches (see "Storage types" below) */
     ATTN_K_SCALE = 25, /* f32 [batch][heads_kv][seq_k] scale of each int8 K row, strided, input */
     ATTN_V_SCALE = 26, /* f32 [batch][heads_kv][seq_k] scale of each int8 V row, strided, input */
-    /* since 0.2, int8 new rows for attn_kv_append_args */
+    /* since 0.3, int8 new rows for attn_kv_append_args */
     ATTN_NEW_K_SCALE = 27, /* f32 [tokens][heads_kv] scale of each int8 NEW_K row, contiguous */
     ATTN_NEW_V_SCALE = 28, /* f32 [tokens][heads_kv] scale of each int8 NEW_V row, contiguous */
     ATTN_Q_SCALE = 29 /* since 0.3: f32 [heads_q] factor on each head's Q (score pipeline), input */
@@ -352,17 +349,17 @@ typedef enum attn_param {
     ATTN_PARAM_COMPUTE = 14,
     /* int, an attn_diagonal: the diagonal diag(i) the sliding window and ALiBi measure from
      * (see "The score pipeline"); the causal rule is not changed by it. Default
-     * ATTN_DIAGONAL_CAUSAL. since 0.2 */
+     * ATTN_DIAGONAL_CAUSAL. since 0.3 */
     ATTN_PARAM_DIAGONAL = 15,
     /* int, an attn_alibi_form: LINEAR s += -slope (diag(i) - j) (default; keys after the
      * diagonal get a positive bias), or SYMMETRIC s += -slope |diag(i) - j| (FlashAttention's
      * non-causal ALiBi). The two agree on every key a causal rule on the same diagonal
-     * leaves. since 0.2 */
+     * leaves. since 0.3 */
     ATTN_PARAM_ALIBI_FORM = 16
 } attn_param;
 
 /** ATTN_PARAM_DIAGONAL values: diag(i) for batch entry b, query i (see "The score pipeline").
- *  since 0.2 */
+ *  since 0.3 */
 typedef enum attn_diagonal {
     ATTN_DIAGONAL_CAUSAL = 0,      /* the causal rule's: i + len_k(b) - len_q(b) under
                                       BOTTOM_RIGHT, else i (default) */
@@ -370,7 +367,7 @@ typedef enum attn_diagonal {
     ATTN_DIAGONAL_BOTTOM_RIGHT = 2 /* i + len_k(b) - len_q(b) */
 } attn_diagonal;
 
-/** ATTN_PARAM_ALIBI_FORM values. since 0.2 */
+/** ATTN_PARAM_ALIBI_FORM values. since 0.3 */
 typedef enum attn_alibi_form {
     ATTN_ALIBI_LINEAR = 0,   /* s += -slope(b, h) * (diag(i) - j) (default) */
     ATTN_ALIBI_SYMMETRIC = 1 /* s += -slope(b, h) * |diag(i) - j| */
@@ -537,13 +534,13 @@ ATTN_API attn_status attn_args_set_i8(attn_args *args, attn_operand which, const
  *  an fp32 cache with attn_args_set_out_f32). attn_run reads such a binding as it reads one made
  *  with attn_args_set_f16 / _bf16 / _i8. As attn_args_set_f32 (len in elements).
  *  ATTN_OK; ATTN_ERR_NULL_POINTER (args); ATTN_ERR_INVALID_ARGUMENT (which is not K or V, or NULL
- *  data with a nonzero len). since 0.2 */
+ *  data with a nonzero len). since 0.3 */
 ATTN_API attn_status attn_args_set_out_f16(attn_args *args, attn_operand which, uint16_t *data,
                                            size_t len);
-/** As attn_args_set_out_f16, for bfloat16 bit patterns. since 0.2 */
+/** As attn_args_set_out_f16, for bfloat16 bit patterns. since 0.3 */
 ATTN_API attn_status attn_args_set_out_bf16(attn_args *args, attn_operand which, uint16_t *data,
                                             size_t len);
-/** As attn_args_set_out_f16, for a symmetric int8 cache. since 0.2 */
+/** As attn_args_set_out_f16, for a symmetric int8 cache. since 0.3 */
 ATTN_API attn_status attn_args_set_out_i8(attn_args *args, attn_operand which, int8_t *data,
                                           size_t len);
 
@@ -701,7 +698,7 @@ ATTN_API attn_status attn_kv_append(const attn_desc *desc, const attn_args *args
  *  page id, buffers overlapping; a cache bound read-only; new rows neither fp32 nor the cache's
  *  type; scales bound for a cache or new rows that are not int8; a non-finite value in an fp32
  *  row bound for an int8 cache, naming the operand, the row, its token and KV head);
- *  ATTN_ERR_OUT_OF_MEMORY. since 0.2 */
+ *  ATTN_ERR_OUT_OF_MEMORY. since 0.3 */
 ATTN_API attn_status attn_kv_append_args(const attn_desc *desc, const attn_args *args);
 
 /** Exact merge of partial results computed over disjoint key sets (split-KV, ring attention,
@@ -720,11 +717,10 @@ ATTN_API attn_status attn_kv_append_args(const attn_desc *desc, const attn_args 
 ATTN_API attn_status attn_merge(const attn_desc *desc, const attn_args *acc, const attn_args *part);
 
 /* ===============================  Introspection  ============================== */
-/* The library's own tables, for bindings and tools that would otherwise restate them: the
- * operands (capi/operands.def), the parameters (capi/params.def) and the ISA names. */
+/* The library's own tables (capi/operands.def, capi/params.def, the ISA names), for bindings. */
 
 /** Element types, as bits (1u << t) in attn_operand_info's type sets. Values are pinned.
- *  since 0.2 */
+ *  since 0.3 */
 typedef enum attn_dtype {
     ATTN_DTYPE_F32 = 0,  /* float (attn_args_set_f32, attn_args_set_out_f32) */
     ATTN_DTYPE_F16 = 1,  /* IEEE binary16 bit patterns (attn_args_set_f16, _out_f16) */
@@ -738,17 +734,21 @@ typedef enum attn_dtype {
  *  name:      its lowercase name as messages use it ("q", "k_scale"), in static storage
  *  in_types:  bit set (1u << attn_dtype) of the types it may be bound with as an input
  *             (attn_args_set_f32 / _f16 / _bf16 / _i8 / _u8 / _i32); 0 if never an input
- *  out_types: bit set of the types it may be bound with as an output (attn_args_set_out_*;
- *             for K and V: the caches attn_kv_append_args writes, and K_SCALE / V_SCALE their
- *             int8 scales); 0 if never an output
- *  rank:      dimensions of its dense shape as attn_operand gives it (Q 4, LSE 3, KEY_VALID 2,
- *             SINKS 1; ALIBI_SLOPES 1, its [heads_q] default; NEW_K 3)
+ *  out_types: the same as an output (attn_args_set_out_*; K, V, K_SCALE and V_SCALE: the caches
+ *             attn_kv_append_args writes); 0 if never an output
+ *  rank:      dimensions of its dense shape (the words of attn_operand_dims)
  *  strided:   1 if attn_desc_set_strides accepts it, else 0
  *  Any output pointer may be NULL.
  *  ATTN_OK; ATTN_ERR_INVALID_ARGUMENT (not an attn_operand: a loop from 0 until this status
- *  lists every operand). since 0.2 */
+ *  lists every operand). since 0.3 */
 ATTN_API attn_status attn_operand_info(attn_operand which, const char **name, unsigned *in_types,
                                        unsigned *out_types, int *rank, int *strided);
+
+/** Operand `which`'s dense shape, outermost first, in this header's names, space-separated, in
+ *  static storage: "batch heads_q seq_q head_dim" (Q), "batch+1" (CU_SEQLENS_Q), "batch*seq_q
+ *  heads_kv" (NEW_K_SCALE: one per new row). ATTN_OK; ATTN_ERR_NULL_POINTER (dims);
+ *  ATTN_ERR_INVALID_ARGUMENT (not an attn_operand). since 0.3 */
+ATTN_API attn_status attn_operand_dims(attn_operand which, const char **dims);
 
 /** Facts of parameter `param` from the library's one parameter table:
  *  name:          lowercase without the prefix ("causal", "window_left"), in static storage
@@ -757,7 +757,7 @@ ATTN_API attn_status attn_operand_info(attn_operand which, const char **name, un
  *                 (ATTN_PARAM_SCALE: 1/sqrt(head_dim); ATTN_PARAM_HEAD_DIM_V: head_dim)
  *  Any output pointer may be NULL.
  *  ATTN_OK; ATTN_ERR_INVALID_ARGUMENT (not an attn_param: a loop from 0 until this status lists
- *  every parameter). since 0.2 */
+ *  every parameter). since 0.3 */
 ATTN_API attn_status attn_param_info(attn_param param, const char **name, int *is_float,
                                      double *min, double *max, double *default_value);
 
@@ -767,7 +767,7 @@ ATTN_API attn_status attn_param_info(attn_param param, const char **name, int *i
  *  supported: 1 if this CPU and build run it (attn_set_isa(name) then succeeds), else 0
  *  Any output pointer may be NULL.
  *  ATTN_OK; ATTN_ERR_INVALID_ARGUMENT (index negative or past the last: a loop from 0 until
- *  this status lists every ISA). since 0.2 */
+ *  this status lists every ISA). since 0.3 */
 ATTN_API attn_status attn_isa_info(int index, const char **name, int *supported);
 
 /* ==============================  Threads and ISA  ============================= */
