@@ -154,6 +154,7 @@
 %rename("%s") attn_merge;
 /* the model queries: the library's operand, parameter and ISA tables */
 %rename("%s") attn_operand_info;
+%rename("%s") attn_operand_dims;
 %rename("%s") attn_param_info;
 %rename("%s") attn_isa_info;
 %rename("%s") attn_set_num_threads;

@@ -33,12 +33,13 @@ struct OperandInfo {
     const char *name;
     unsigned in_types, out_types; // bits 1u << attn_dtype
     int rank;
-    int strided; // ATTN_S_*
-    int grad_of; // the operand it is the gradient of, or -1
+    int strided;      // ATTN_S_*
+    int grad_of;      // the operand it is the gradient of, or -1
+    const char *dims; // its dense shape in attn.h's names, `rank` words
 };
 inline constexpr OperandInfo kOperandInfo[] = {
-#define ATTN_OPERAND(id, name, in, out, rank, strided, grad_of)                                    \
-    {id, name, in, out, rank, strided, grad_of},
+#define ATTN_OPERAND(id, name, in, out, rank, strided, grad_of, dims)                              \
+    {id, name, in, out, rank, strided, grad_of, dims},
 #include "operands.def"
 #undef ATTN_OPERAND
 };

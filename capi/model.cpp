@@ -1,5 +1,5 @@
 // The operand and parameter tables (operands.def, params.def) and the queries that answer from
-// them: attn_operand_info, attn_param_info, attn_param_bounds.
+// them: attn_operand_info, attn_operand_dims, attn_param_info, attn_param_bounds.
 #include <cmath>
 
 #include "internal.hpp"
@@ -13,9 +13,16 @@ enum OperandRow : int {
 #include "operands.def"
 #undef ATTN_OPERAND
 };
-#define ATTN_OPERAND(id, ...)                                                                      \
+// Words of a dims string (words separated by single spaces).
+constexpr int words(const char *s) {
+    int n = *s ? 1 : 0;
+    for (; *s; ++s) n += *s == ' ';
+    return n;
+}
+#define ATTN_OPERAND(id, name, in, out, rank, strided, grad_of, dims)                              \
     static_assert(static_cast<int>(kRow_##id) == static_cast<int>(id),                             \
-                  "capi/operands.def: the row of " #id " is not at its pinned value in attn.h");
+                  "capi/operands.def: the row of " #id " is not at its pinned value in attn.h");   \
+    static_assert(words(dims) == rank, "capi/operands.def: the dims of " #id " are not its rank");
 #include "operands.def"
 #undef ATTN_OPERAND
 enum ParamRow : int {
@@ -129,6 +136,18 @@ attn_status attn_operand_info(attn_operand which, const char **name, unsigned *i
         if (out_types) *out_types = o.out_types;
         if (rank) *rank = o.rank;
         if (strided) *strided = o.strided != ATTN_S_NONE ? 1 : 0;
+        return ATTN_OK;
+    });
+}
+
+attn_status attn_operand_dims(attn_operand which, const char **dims) {
+    static const char fn[] = "attn_operand_dims";
+    return guarded(fn, [&]() -> attn_status {
+        const int w = raw_enum(which);
+        if (w < 0 || w >= kOperands)
+            return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: which (%d) is not an attn_operand", fn, w);
+        if (!dims) return fail(ATTN_ERR_NULL_POINTER, "%s: dims is NULL", fn);
+        *dims = kOperandInfo[w].dims;
         return ATTN_OK;
     });
 }

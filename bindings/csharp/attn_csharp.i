@@ -60,7 +60,7 @@
 %typemap(in) TYPES %{ $1 = ($1_ltype)$input; %}
 %enddef
 ATTN_INTPTR(attn_desc *, const attn_desc *, attn_args *, const attn_args *)
-ATTN_OUT_INTPTR(attn_desc **desc, attn_args **args, const char **name)
+ATTN_OUT_INTPTR(attn_desc **desc, attn_args **args, const char **name, const char **dims)
 ATTN_INTPTR(const float *data, float *data, const uint16_t *data, uint16_t *data,
             const int8_t *data, int8_t *data, const uint8_t *data, const int32_t *data,
             float *k_cache, float *v_cache, const float *src, const uint16_t *src,

@@ -299,8 +299,93 @@ static void test_isas(void) {
     EXPECT(strstr(attn_last_error(), "scalar, sse2, avx2, avx512, avx512fp16") != NULL);
 }
 
+/* The shapes attn.h gives each operand, written out plainly (the reference of attn_operand_dims).
+ */
+static const char *const k_header_dims[] = {
+    "batch heads_q seq_q head_dim",
+    "batch heads_kv seq_k head_dim",
+    "batch heads_kv seq_k head_dim_v",
+    "batch heads_q seq_q head_dim_v",
+    "batch heads_q seq_q",
+    "batch heads_q seq_q seq_k",
+    "batch seq_k",
+    "seq_q seq_k",
+    "batch heads_q seq_q seq_k",
+    "heads_q",
+    "heads_q",
+    "batch seq_q",
+    "batch",
+    "batch heads_q seq_k",
+    "batch+1",
+    "batch+1",
+    "batch max_pages",
+    "batch*seq_q heads_kv head_dim",
+    "batch*seq_q heads_kv head_dim_v",
+    "batch heads_q seq_q head_dim_v",
+    "batch heads_q seq_q head_dim",
+    "batch heads_kv seq_k head_dim",
+    "batch heads_kv seq_k head_dim_v",
+    "batch heads_q seq_q seq_k",
+    "heads_q",
+    "batch heads_kv seq_k",
+    "batch heads_kv seq_k",
+    "batch*seq_q heads_kv",
+    "batch*seq_q heads_kv",
+    "heads_q",
+};
+
+/* The value of one word of a dims string for the descriptor below. */
+static size_t dim_value(const char *w, size_t n) {
+    static const struct {
+        const char *name;
+        size_t value;
+    } k[] = {{"batch", 2},   {"heads_q", 6},     {"heads_kv", 3},   {"seq_q", 5},
+             {"seq_k", 7},   {"head_dim", 11},   {"head_dim_v", 4}, {"max_pages", 9},
+             {"batch+1", 3}, {"batch*seq_q", 10}};
+    for (size_t x = 0; x < sizeof k / sizeof k[0]; ++x)
+        if (strlen(k[x].name) == n && strncmp(k[x].name, w, n) == 0) return k[x].value;
+    return 0;
+}
+
+/* attn_operand_dims: the header's shapes, `rank` words each, whose product is each operand's
+ * required length in a dense descriptor. */
+static void test_dims(void) {
+    attn_desc *d = NULL;
+    EXPECT(attn_desc_create(&d, 2, 6, 3, 5, 7, 11) == ATTN_OK);
+    EXPECT(attn_desc_set_int(d, ATTN_PARAM_HEAD_DIM_V, 4) == ATTN_OK);
+    EXPECT(attn_desc_set_int(d, ATTN_PARAM_PAGE_SIZE, 4) == ATTN_OK);
+    EXPECT(attn_desc_set_int(d, ATTN_PARAM_MAX_PAGES, 9) == ATTN_OK);
+    const int n = (int)(sizeof k_header_dims / sizeof k_header_dims[0]);
+    for (int w = 0; w < n; ++w) {
+        const char *dims = NULL;
+        int rank = -1, words = 0;
+        EXPECT(attn_operand_dims((attn_operand)w, &dims) == ATTN_OK && dims != NULL);
+        EXPECT(attn_operand_info((attn_operand)w, NULL, NULL, NULL, &rank, NULL) == ATTN_OK);
+        if (!dims) continue;
+        EXPECT(strcmp(dims, k_header_dims[w]) == 0);
+        size_t product = 1;
+        for (const char *s = dims; *s;) {
+            const size_t len = strcspn(s, " ");
+            product *= dim_value(s, len);
+            ++words;
+            s += len + (s[len] == ' ');
+        }
+        EXPECT(words == rank);
+        /* K, V and their scales are page pools with a paged cache: their length is not a shape */
+        if (w != ATTN_K && w != ATTN_V && w != ATTN_K_SCALE && w != ATTN_V_SCALE && w != ATTN_DK &&
+            w != ATTN_DV)
+            EXPECT(attn_desc_required_len(d, (attn_operand)w) == product);
+    }
+    const char *dims = NULL;
+    EXPECT(attn_operand_dims((attn_operand)n, &dims) == ATTN_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(attn_last_error(), "attn_operand_dims: which (") != NULL);
+    EXPECT(attn_operand_dims(ATTN_Q, NULL) == ATTN_ERR_NULL_POINTER);
+    attn_desc_destroy(d);
+}
+
 int main(void) {
     test_operands();
+    test_dims();
     test_params();
     test_isas();
     printf("%d passed, %d failed\n", g_passed, g_failed);

@@ -19,7 +19,8 @@ from typing import Dict, Optional, Tuple
 from . import _common
 from ._binding import (NAMES, dtypes, _ALIBI_SLOPES, _BIAS, _BLOCK_TABLE, _CU_SEQLENS_K,
                        _CU_SEQLENS_Q, _DBIAS, _DOUT, _DK, _DQ, _DV, _K, _K_SCALE, _LSE, _NEW_K,
-                       _NEW_V, _OUT, _Q, _V, _V_SCALE)
+                       _NEW_K_SCALE, _NEW_V, _NEW_V_SCALE, _OUT, _Q, _V, _V_SCALE)
+from ._lib import DIMS
 from ._common import (InvalidArgumentError, NullPointerError, as_ndarray, check_dtype,
                       element_strides, _np)
 from ._storage import storage_setter
@@ -32,18 +33,11 @@ SCALES = (_K_SCALE, _V_SCALE)  # K's layout with head_dim 1: no contiguous last 
 IN_FLAGS = 0x0001 | 0x0100
 OUT_FLAGS = IN_FLAGS | 0x0400
 
-# The dense shape of each operand, named by its dimensions (the numbers follow from the sizes)
-_DIMS = {
-    "q": "batch heads_q seq_q head_dim", "k": "batch heads_kv seq_k head_dim",
-    "v": "batch heads_kv seq_k head_dim_v", "out": "batch heads_q seq_q head_dim_v",
-    "lse": "batch heads_q seq_q", "weights": "batch heads_q seq_q seq_k",
-    "key_valid": "batch seq_k", "allowed": "seq_q seq_k",
-    "bias": "batch|1 heads_q|1 seq_q|1 seq_k", "sinks": "heads_q", "query_valid": "batch seq_q",
-    "seq_lens_k": "batch", "key_mass": "batch heads_q seq_k", "cu_seqlens_q": "batch+1",
-    "cu_seqlens_k": "batch+1", "block_table": "batch max_pages",
-    "new_k": "batch*seq_q heads_kv head_dim", "new_v": "batch*seq_q heads_kv head_dim_v",
-    "k_scale": "batch heads_kv seq_k", "v_scale": "batch heads_kv seq_k", "dsinks": "heads_q",
-    "q_scale": "heads_q"}
+# The dense shape of each operand, named by its dimensions as the library gives them
+# (attn_operand_dims; the numbers follow from the sizes). A bias array may also have size 1 in
+# its first three dimensions: numpy's broadcast, passed to the library as stride 0.
+_DIMS = dict(zip(NAMES, DIMS))
+_DIMS["bias"] = "batch|1 heads_q|1 seq_q|1 seq_k"
 
 
 def fmt_shape(shape):
@@ -95,10 +89,12 @@ class Layout:
         self._free: Dict[int, str] = {}
         self._axes: Dict[int, Tuple[Optional[int], int, int]] = {}
         if VL:
-            for op in (_Q, _OUT, _NEW_K, _NEW_V):
+            for op in (_Q, _OUT):
                 names[op] = ("total_q", names[op][1], names[op][-1])
+            for op in (_NEW_K, _NEW_V, _NEW_K_SCALE, _NEW_V_SCALE):  # a row per token
+                names[op] = ("total_q",) + names[op][1:]
             names[_LSE] = ("heads_q", "total_q")
-            for op in (_Q, _OUT, _NEW_K, _NEW_V, _LSE):
+            for op in (_Q, _OUT, _NEW_K, _NEW_V, _NEW_K_SCALE, _NEW_V_SCALE, _LSE):
                 self._free[op] = "total_q"
             self._axes[_Q] = self._axes[_OUT] = (None, 1, 0)
         for op in (_K, _V) + SCALES:

@@ -79,7 +79,8 @@ attn_args_set_i8 s pipz | attn_args_set_out_f16 s pipz | attn_args_set_out_bf16 
 attn_args_set_out_i8 s pipz | attn_kv_append s ppp zpz | attn_merge s ppp
 attn_kv_append_args s pp | attn_convert_f32_to_f16 s ppz | attn_convert_f32_to_bf16 s ppz
 attn_convert_f16_to_f32 s ppz | attn_convert_bf16_to_f32 s ppz | attn_quantize_i8 s pzzpp
-attn_operand_info s iCUUII | attn_param_info s iCIDDD | attn_isa_info s iCI
+attn_operand_info s iCUUII | attn_operand_dims s iC | attn_param_info s iCIDDD
+attn_isa_info s iCI
 """
 
 if not hasattr(lib, "attn_isa_info"):  # a library without the queries lacks other calls too
@@ -107,6 +108,8 @@ def _table(query, *types):
 # parameters (name, is_float, min, max, default) and ISAs (name, supported).
 OPERANDS = _table(attn_operand_info, ctypes.c_char_p, ctypes.c_uint, ctypes.c_uint,  # noqa: F821
                   ctypes.c_int, ctypes.c_int)
+# Each operand's dense shape in attn.h's names ("batch heads_q seq_q head_dim").
+DIMS = tuple(row[0] for row in _table(attn_operand_dims, ctypes.c_char_p))  # noqa: F821
 PARAMS = _table(attn_param_info, ctypes.c_char_p, ctypes.c_int, ctypes.c_double,  # noqa: F821
                 ctypes.c_double, ctypes.c_double)
 ISAS = _table(attn_isa_info, ctypes.c_char_p, ctypes.c_int)  # noqa: F821

@@ -49,10 +49,10 @@ ATTN_GO_POINTER(int64_t, *int64)
 ATTN_GO_POINTER(unsigned, *uint32)
 ATTN_GO_POINTER(int, *int32)
 
-/* The name out-parameters of the *_info queries: the C string's address in a Go uintptr (the
- * face reads names through attn_go_name below). */
-%typemap(gotype) const char **name "*uintptr"
-%typemap(in) const char **name %{
+/* The string out-parameters of the *_info queries and attn_operand_dims: the C string's address
+ * in a Go uintptr (the face reads names through attn_go_name below). */
+%typemap(gotype) const char **name, const char **dims "*uintptr"
+%typemap(in) const char **name, const char **dims %{
   $1 = ($1_ltype)$input;
 %}
 

@@ -276,7 +276,7 @@ attn_status attn_go_call(const attn_desc *desc, int call, attn_op op, attn_args 
 extern "C" {
 #endif
 
-void _wrap_Swig_free_capi_e2a495d59de1cb7c(void *_swig_go_0) {
+void _wrap_Swig_free_capi_3366b54da5d55ef5(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -286,7 +286,7 @@ void _wrap_Swig_free_capi_e2a495d59de1cb7c(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_capi_e2a495d59de1cb7c(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_capi_3366b54da5d55ef5(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -299,7 +299,7 @@ void *_wrap_Swig_malloc_capi_e2a495d59de1cb7c(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_attn_version_string_capi_e2a495d59de1cb7c() {
+_gostring_ _wrap_attn_version_string_capi_3366b54da5d55ef5() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -310,7 +310,7 @@ _gostring_ _wrap_attn_version_string_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_attn_version_number_capi_e2a495d59de1cb7c() {
+intgo _wrap_attn_version_number_capi_3366b54da5d55ef5() {
   unsigned int result;
   intgo _swig_go_result;
   
@@ -321,7 +321,7 @@ intgo _wrap_attn_version_number_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_OK_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_OK_capi_3366b54da5d55ef5() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -333,7 +333,7 @@ intgo _wrap_ATTN_OK_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_ERR_NULL_POINTER_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_ERR_NULL_POINTER_capi_3366b54da5d55ef5() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -345,7 +345,7 @@ intgo _wrap_ATTN_ERR_NULL_POINTER_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_3366b54da5d55ef5() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -357,7 +357,7 @@ intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_3366b54da5d55ef5() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -369,7 +369,7 @@ intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_3366b54da5d55ef5() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -381,7 +381,7 @@ intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_ERR_INTERNAL_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_ERR_INTERNAL_capi_3366b54da5d55ef5() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -393,7 +393,7 @@ intgo _wrap_ATTN_ERR_INTERNAL_capi_e2a495d59de1cb7c() {
 }
 
 
-_gostring_ _wrap_attn_status_string_capi_e2a495d59de1cb7c(intgo _swig_go_0) {
+_gostring_ _wrap_attn_status_string_capi_3366b54da5d55ef5(intgo _swig_go_0) {
   attn_status arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -406,7 +406,7 @@ _gostring_ _wrap_attn_status_string_capi_e2a495d59de1cb7c(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_attn_last_error_capi_e2a495d59de1cb7c() {
+_gostring_ _wrap_attn_last_error_capi_3366b54da5d55ef5() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -417,7 +417,7 @@ _gostring_ _wrap_attn_last_error_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_attn_simple_capi_e2a495d59de1cb7c(float *_swig_go_0, float *_swig_go_1, float *_swig_go_2, long long _swig_go_3, long long _swig_go_4, bool _swig_go_5, bool *_swig_go_6, float *_swig_go_7) {
+intgo _wrap_attn_simple_capi_3366b54da5d55ef5(float *_swig_go_0, float *_swig_go_1, float *_swig_go_2, long long _swig_go_3, long long _swig_go_4, bool _swig_go_5, bool *_swig_go_6, float *_swig_go_7) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -444,7 +444,7 @@ intgo _wrap_attn_simple_capi_e2a495d59de1cb7c(float *_swig_go_0, float *_swig_go
 }
 
 
-intgo _wrap_ATTN_CAUSAL_NONE_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_CAUSAL_NONE_capi_3366b54da5d55ef5() {
   enum attn_causal result;
   intgo _swig_go_result;
   
@@ -456,7 +456,7 @@ intgo _wrap_ATTN_CAUSAL_NONE_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_3366b54da5d55ef5() {
   enum attn_causal result;
   intgo _swig_go_result;
   
@@ -468,7 +468,7 @@ intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_3366b54da5d55ef5() {
   enum attn_causal result;
   intgo _swig_go_result;
   
@@ -480,7 +480,7 @@ intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_Q_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_Q_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -492,7 +492,7 @@ intgo _wrap_ATTN_Q_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_K_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_K_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -504,7 +504,7 @@ intgo _wrap_ATTN_K_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_V_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_V_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -516,7 +516,7 @@ intgo _wrap_ATTN_V_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_OUT_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_OUT_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -528,7 +528,7 @@ intgo _wrap_ATTN_OUT_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_LSE_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_LSE_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -540,7 +540,7 @@ intgo _wrap_ATTN_LSE_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_WEIGHTS_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -552,7 +552,7 @@ intgo _wrap_ATTN_WEIGHTS_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_KEY_VALID_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_KEY_VALID_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -564,7 +564,7 @@ intgo _wrap_ATTN_KEY_VALID_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_ALLOWED_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_ALLOWED_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -576,7 +576,7 @@ intgo _wrap_ATTN_ALLOWED_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_BIAS_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_BIAS_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -588,7 +588,7 @@ intgo _wrap_ATTN_BIAS_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_SLOPES_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_ALIBI_SLOPES_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -600,7 +600,7 @@ intgo _wrap_ATTN_ALIBI_SLOPES_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_SINKS_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_SINKS_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -612,7 +612,7 @@ intgo _wrap_ATTN_SINKS_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_QUERY_VALID_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_QUERY_VALID_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -624,7 +624,7 @@ intgo _wrap_ATTN_QUERY_VALID_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_SEQ_LENS_K_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_SEQ_LENS_K_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -636,7 +636,7 @@ intgo _wrap_ATTN_SEQ_LENS_K_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_KEY_MASS_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_KEY_MASS_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -648,7 +648,7 @@ intgo _wrap_ATTN_KEY_MASS_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_CU_SEQLENS_Q_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_CU_SEQLENS_Q_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -660,7 +660,7 @@ intgo _wrap_ATTN_CU_SEQLENS_Q_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_CU_SEQLENS_K_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_CU_SEQLENS_K_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -672,7 +672,7 @@ intgo _wrap_ATTN_CU_SEQLENS_K_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_BLOCK_TABLE_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_BLOCK_TABLE_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -684,7 +684,7 @@ intgo _wrap_ATTN_BLOCK_TABLE_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_NEW_K_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_NEW_K_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -696,7 +696,7 @@ intgo _wrap_ATTN_NEW_K_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_NEW_V_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_NEW_V_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -708,7 +708,7 @@ intgo _wrap_ATTN_NEW_V_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_DOUT_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_DOUT_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -720,7 +720,7 @@ intgo _wrap_ATTN_DOUT_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_DQ_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_DQ_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -732,7 +732,7 @@ intgo _wrap_ATTN_DQ_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_DK_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_DK_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -744,7 +744,7 @@ intgo _wrap_ATTN_DK_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_DV_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_DV_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -756,7 +756,7 @@ intgo _wrap_ATTN_DV_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_DBIAS_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_DBIAS_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -768,7 +768,7 @@ intgo _wrap_ATTN_DBIAS_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_DSINKS_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_DSINKS_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -780,7 +780,7 @@ intgo _wrap_ATTN_DSINKS_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_K_SCALE_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_K_SCALE_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -792,7 +792,7 @@ intgo _wrap_ATTN_K_SCALE_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_V_SCALE_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_V_SCALE_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -804,7 +804,7 @@ intgo _wrap_ATTN_V_SCALE_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_NEW_K_SCALE_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_NEW_K_SCALE_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -816,7 +816,7 @@ intgo _wrap_ATTN_NEW_K_SCALE_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_NEW_V_SCALE_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_NEW_V_SCALE_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -828,7 +828,7 @@ intgo _wrap_ATTN_NEW_V_SCALE_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_Q_SCALE_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_Q_SCALE_capi_3366b54da5d55ef5() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -840,7 +840,7 @@ intgo _wrap_ATTN_Q_SCALE_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_attn_desc_create_capi_e2a495d59de1cb7c(attn_desc **_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, long long _swig_go_6) {
+intgo _wrap_attn_desc_create_capi_3366b54da5d55ef5(attn_desc **_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, long long _swig_go_6) {
   attn_desc **arg1 = (attn_desc **) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -867,7 +867,7 @@ intgo _wrap_attn_desc_create_capi_e2a495d59de1cb7c(attn_desc **_swig_go_0, long 
 }
 
 
-void _wrap_attn_desc_destroy_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0) {
+void _wrap_attn_desc_destroy_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   
   arg1 = *(attn_desc **)&_swig_go_0; 
@@ -877,7 +877,7 @@ void _wrap_attn_desc_destroy_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0)
 }
 
 
-intgo _wrap_attn_desc_set_causal_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_attn_desc_set_causal_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_causal arg2 ;
   attn_status result;
@@ -892,7 +892,7 @@ intgo _wrap_attn_desc_set_causal_capi_e2a495d59de1cb7c(struct attn_desc *_swig_g
 }
 
 
-intgo _wrap_attn_desc_set_scale_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, float _swig_go_1) {
+intgo _wrap_attn_desc_set_scale_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, float _swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   float arg2 ;
   attn_status result;
@@ -907,7 +907,7 @@ intgo _wrap_attn_desc_set_scale_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_desc_set_strides_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4) {
+intgo _wrap_attn_desc_set_strides_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_operand arg2 ;
   size_t arg3 ;
@@ -928,7 +928,7 @@ intgo _wrap_attn_desc_set_strides_capi_e2a495d59de1cb7c(struct attn_desc *_swig_
 }
 
 
-long long _wrap_attn_desc_required_len_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
+long long _wrap_attn_desc_required_len_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_operand arg2 ;
   size_t result;
@@ -943,7 +943,7 @@ long long _wrap_attn_desc_required_len_capi_e2a495d59de1cb7c(struct attn_desc *_
 }
 
 
-intgo _wrap_attn_forward_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, float *_swig_go_3, bool *_swig_go_4, bool *_swig_go_5, float *_swig_go_6, float *_swig_go_7) {
+intgo _wrap_attn_forward_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, float *_swig_go_3, bool *_swig_go_4, bool *_swig_go_5, float *_swig_go_6, float *_swig_go_7) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -970,7 +970,7 @@ intgo _wrap_attn_forward_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, flo
 }
 
 
-intgo _wrap_attn_weights_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, bool *_swig_go_3, bool *_swig_go_4, float *_swig_go_5) {
+intgo _wrap_attn_weights_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, bool *_swig_go_3, bool *_swig_go_4, float *_swig_go_5) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -993,7 +993,7 @@ intgo _wrap_attn_weights_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, flo
 }
 
 
-intgo _wrap_ATTN_PARAM_CAUSAL_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_PARAM_CAUSAL_capi_3366b54da5d55ef5() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1005,7 +1005,7 @@ intgo _wrap_ATTN_PARAM_CAUSAL_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_PARAM_SCALE_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_PARAM_SCALE_capi_3366b54da5d55ef5() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1017,7 +1017,7 @@ intgo _wrap_ATTN_PARAM_SCALE_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_3366b54da5d55ef5() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1029,7 +1029,7 @@ intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_3366b54da5d55ef5() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1041,7 +1041,7 @@ intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_PARAM_SOFTCAP_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_PARAM_SOFTCAP_capi_3366b54da5d55ef5() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1053,7 +1053,7 @@ intgo _wrap_ATTN_PARAM_SOFTCAP_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_PARAM_ALIBI_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_PARAM_ALIBI_capi_3366b54da5d55ef5() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1065,7 +1065,7 @@ intgo _wrap_ATTN_PARAM_ALIBI_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_3366b54da5d55ef5() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1077,7 +1077,7 @@ intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_3366b54da5d55ef5() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1089,7 +1089,7 @@ intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_3366b54da5d55ef5() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1101,7 +1101,7 @@ intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_3366b54da5d55ef5() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1113,7 +1113,7 @@ intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_PARAM_VARLEN_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_PARAM_VARLEN_capi_3366b54da5d55ef5() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1125,7 +1125,7 @@ intgo _wrap_ATTN_PARAM_VARLEN_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_PARAM_PAGE_SIZE_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_PARAM_PAGE_SIZE_capi_3366b54da5d55ef5() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1137,7 +1137,7 @@ intgo _wrap_ATTN_PARAM_PAGE_SIZE_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_PARAM_MAX_PAGES_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_PARAM_MAX_PAGES_capi_3366b54da5d55ef5() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1149,7 +1149,7 @@ intgo _wrap_ATTN_PARAM_MAX_PAGES_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_PARAM_BATCH_INVARIANT_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_PARAM_BATCH_INVARIANT_capi_3366b54da5d55ef5() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1161,7 +1161,7 @@ intgo _wrap_ATTN_PARAM_BATCH_INVARIANT_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_PARAM_COMPUTE_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_PARAM_COMPUTE_capi_3366b54da5d55ef5() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1173,7 +1173,7 @@ intgo _wrap_ATTN_PARAM_COMPUTE_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_PARAM_DIAGONAL_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_PARAM_DIAGONAL_capi_3366b54da5d55ef5() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1185,7 +1185,7 @@ intgo _wrap_ATTN_PARAM_DIAGONAL_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_PARAM_ALIBI_FORM_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_PARAM_ALIBI_FORM_capi_3366b54da5d55ef5() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1197,7 +1197,7 @@ intgo _wrap_ATTN_PARAM_ALIBI_FORM_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_DIAGONAL_CAUSAL_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_DIAGONAL_CAUSAL_capi_3366b54da5d55ef5() {
   enum attn_diagonal result;
   intgo _swig_go_result;
   
@@ -1209,7 +1209,7 @@ intgo _wrap_ATTN_DIAGONAL_CAUSAL_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_DIAGONAL_TOP_LEFT_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_DIAGONAL_TOP_LEFT_capi_3366b54da5d55ef5() {
   enum attn_diagonal result;
   intgo _swig_go_result;
   
@@ -1221,7 +1221,7 @@ intgo _wrap_ATTN_DIAGONAL_TOP_LEFT_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_DIAGONAL_BOTTOM_RIGHT_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_DIAGONAL_BOTTOM_RIGHT_capi_3366b54da5d55ef5() {
   enum attn_diagonal result;
   intgo _swig_go_result;
   
@@ -1233,7 +1233,7 @@ intgo _wrap_ATTN_DIAGONAL_BOTTOM_RIGHT_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_LINEAR_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_ALIBI_LINEAR_capi_3366b54da5d55ef5() {
   enum attn_alibi_form result;
   intgo _swig_go_result;
   
@@ -1245,7 +1245,7 @@ intgo _wrap_ATTN_ALIBI_LINEAR_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_SYMMETRIC_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_ALIBI_SYMMETRIC_capi_3366b54da5d55ef5() {
   enum attn_alibi_form result;
   intgo _swig_go_result;
   
@@ -1257,7 +1257,7 @@ intgo _wrap_ATTN_ALIBI_SYMMETRIC_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_COMPUTE_EXACT_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_COMPUTE_EXACT_capi_3366b54da5d55ef5() {
   enum attn_compute result;
   intgo _swig_go_result;
   
@@ -1269,7 +1269,7 @@ intgo _wrap_ATTN_COMPUTE_EXACT_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_COMPUTE_FP16_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_COMPUTE_FP16_capi_3366b54da5d55ef5() {
   enum attn_compute result;
   intgo _swig_go_result;
   
@@ -1281,7 +1281,7 @@ intgo _wrap_ATTN_COMPUTE_FP16_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_NONE_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_ALIBI_NONE_capi_3366b54da5d55ef5() {
   enum attn_alibi result;
   intgo _swig_go_result;
   
@@ -1293,7 +1293,7 @@ intgo _wrap_ATTN_ALIBI_NONE_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_OPERAND_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_ALIBI_OPERAND_capi_3366b54da5d55ef5() {
   enum attn_alibi result;
   intgo _swig_go_result;
   
@@ -1305,7 +1305,7 @@ intgo _wrap_ATTN_ALIBI_OPERAND_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_STANDARD_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_ALIBI_STANDARD_capi_3366b54da5d55ef5() {
   enum attn_alibi result;
   intgo _swig_go_result;
   
@@ -1317,7 +1317,7 @@ intgo _wrap_ATTN_ALIBI_STANDARD_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_3366b54da5d55ef5() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1329,7 +1329,7 @@ intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_SCORES_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_WEIGHTS_SCORES_capi_3366b54da5d55ef5() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1341,7 +1341,7 @@ intgo _wrap_ATTN_WEIGHTS_SCORES_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_MASKED_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_WEIGHTS_MASKED_capi_3366b54da5d55ef5() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1353,7 +1353,7 @@ intgo _wrap_ATTN_WEIGHTS_MASKED_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_3366b54da5d55ef5() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1365,7 +1365,7 @@ intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_3366b54da5d55ef5() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1377,7 +1377,7 @@ intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_attn_desc_set_int_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_desc_set_int_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   int64_t arg3 ;
@@ -1396,7 +1396,7 @@ intgo _wrap_attn_desc_set_int_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0
 }
 
 
-intgo _wrap_attn_desc_set_float_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1, double _swig_go_2) {
+intgo _wrap_attn_desc_set_float_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, intgo _swig_go_1, double _swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   double arg3 ;
@@ -1413,7 +1413,7 @@ intgo _wrap_attn_desc_set_float_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_desc_get_int_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long *_swig_go_2) {
+intgo _wrap_attn_desc_get_int_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -1432,7 +1432,7 @@ intgo _wrap_attn_desc_get_int_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0
 }
 
 
-intgo _wrap_attn_desc_get_float_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1, double *_swig_go_2) {
+intgo _wrap_attn_desc_get_float_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, intgo _swig_go_1, double *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   double *arg3 = (double *) 0 ;
@@ -1449,7 +1449,7 @@ intgo _wrap_attn_desc_get_float_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_param_bounds_capi_e2a495d59de1cb7c(intgo _swig_go_0, int *_swig_go_1, double *_swig_go_2, double *_swig_go_3) {
+intgo _wrap_attn_param_bounds_capi_3366b54da5d55ef5(intgo _swig_go_0, int *_swig_go_1, double *_swig_go_2, double *_swig_go_3) {
   attn_param arg1 ;
   int *arg2 = (int *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -1470,7 +1470,7 @@ intgo _wrap_attn_param_bounds_capi_e2a495d59de1cb7c(intgo _swig_go_0, int *_swig
 }
 
 
-intgo _wrap_ATTN_OP_FORWARD_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_OP_FORWARD_capi_3366b54da5d55ef5() {
   enum attn_op result;
   intgo _swig_go_result;
   
@@ -1482,7 +1482,7 @@ intgo _wrap_ATTN_OP_FORWARD_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_OP_WEIGHTS_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_OP_WEIGHTS_capi_3366b54da5d55ef5() {
   enum attn_op result;
   intgo _swig_go_result;
   
@@ -1494,7 +1494,7 @@ intgo _wrap_ATTN_OP_WEIGHTS_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_OP_BACKWARD_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_OP_BACKWARD_capi_3366b54da5d55ef5() {
   enum attn_op result;
   intgo _swig_go_result;
   
@@ -1506,7 +1506,7 @@ intgo _wrap_ATTN_OP_BACKWARD_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_attn_args_create_capi_e2a495d59de1cb7c(attn_args **_swig_go_0) {
+intgo _wrap_attn_args_create_capi_3366b54da5d55ef5(attn_args **_swig_go_0) {
   attn_args **arg1 = (attn_args **) 0 ;
   attn_status result;
   intgo _swig_go_result;
@@ -1521,7 +1521,7 @@ intgo _wrap_attn_args_create_capi_e2a495d59de1cb7c(attn_args **_swig_go_0) {
 }
 
 
-void _wrap_attn_args_destroy_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0) {
+void _wrap_attn_args_destroy_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0) {
   attn_args *arg1 = (attn_args *) 0 ;
   
   arg1 = *(attn_args **)&_swig_go_0; 
@@ -1531,7 +1531,7 @@ void _wrap_attn_args_destroy_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0)
 }
 
 
-intgo _wrap_attn_args_clear_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0) {
+intgo _wrap_attn_args_clear_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_status result;
   intgo _swig_go_result;
@@ -1544,7 +1544,7 @@ intgo _wrap_attn_args_clear_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0) 
 }
 
 
-intgo _wrap_attn_args_set_f32_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_f32_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   float *arg3 = (float *) 0 ;
@@ -1563,7 +1563,7 @@ intgo _wrap_attn_args_set_f32_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0
 }
 
 
-intgo _wrap_attn_args_set_out_f32_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_out_f32_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   float *arg3 = (float *) 0 ;
@@ -1582,7 +1582,7 @@ intgo _wrap_attn_args_set_out_f32_capi_e2a495d59de1cb7c(struct attn_args *_swig_
 }
 
 
-intgo _wrap_attn_args_set_u8_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_u8_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -1603,7 +1603,7 @@ intgo _wrap_attn_args_set_u8_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0,
 }
 
 
-intgo _wrap_attn_args_set_i32_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, int *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_i32_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, intgo _swig_go_1, int *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -1624,7 +1624,7 @@ intgo _wrap_attn_args_set_i32_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0
 }
 
 
-intgo _wrap_attn_args_set_f16_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_f16_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   uint16_t *arg3 = (uint16_t *) 0 ;
@@ -1645,7 +1645,7 @@ intgo _wrap_attn_args_set_f16_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0
 }
 
 
-intgo _wrap_attn_args_set_bf16_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_bf16_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   uint16_t *arg3 = (uint16_t *) 0 ;
@@ -1666,7 +1666,7 @@ intgo _wrap_attn_args_set_bf16_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_
 }
 
 
-intgo _wrap_attn_args_set_i8_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_i8_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   int8_t *arg3 = (int8_t *) 0 ;
@@ -1687,7 +1687,7 @@ intgo _wrap_attn_args_set_i8_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0,
 }
 
 
-intgo _wrap_attn_args_set_out_f16_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_out_f16_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   uint16_t *arg3 = (uint16_t *) 0 ;
@@ -1708,7 +1708,7 @@ intgo _wrap_attn_args_set_out_f16_capi_e2a495d59de1cb7c(struct attn_args *_swig_
 }
 
 
-intgo _wrap_attn_args_set_out_bf16_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_out_bf16_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   uint16_t *arg3 = (uint16_t *) 0 ;
@@ -1729,7 +1729,7 @@ intgo _wrap_attn_args_set_out_bf16_capi_e2a495d59de1cb7c(struct attn_args *_swig
 }
 
 
-intgo _wrap_attn_args_set_out_i8_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_out_i8_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   int8_t *arg3 = (int8_t *) 0 ;
@@ -1750,7 +1750,7 @@ intgo _wrap_attn_args_set_out_i8_capi_e2a495d59de1cb7c(struct attn_args *_swig_g
 }
 
 
-intgo _wrap_attn_convert_f32_to_f16_capi_e2a495d59de1cb7c(float *_swig_go_0, short *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_convert_f32_to_f16_capi_3366b54da5d55ef5(float *_swig_go_0, short *_swig_go_1, long long _swig_go_2) {
   float *arg1 = (float *) 0 ;
   uint16_t *arg2 = (uint16_t *) 0 ;
   size_t arg3 ;
@@ -1769,7 +1769,7 @@ intgo _wrap_attn_convert_f32_to_f16_capi_e2a495d59de1cb7c(float *_swig_go_0, sho
 }
 
 
-intgo _wrap_attn_convert_f32_to_bf16_capi_e2a495d59de1cb7c(float *_swig_go_0, short *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_convert_f32_to_bf16_capi_3366b54da5d55ef5(float *_swig_go_0, short *_swig_go_1, long long _swig_go_2) {
   float *arg1 = (float *) 0 ;
   uint16_t *arg2 = (uint16_t *) 0 ;
   size_t arg3 ;
@@ -1788,7 +1788,7 @@ intgo _wrap_attn_convert_f32_to_bf16_capi_e2a495d59de1cb7c(float *_swig_go_0, sh
 }
 
 
-intgo _wrap_attn_convert_f16_to_f32_capi_e2a495d59de1cb7c(short *_swig_go_0, float *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_convert_f16_to_f32_capi_3366b54da5d55ef5(short *_swig_go_0, float *_swig_go_1, long long _swig_go_2) {
   uint16_t *arg1 = (uint16_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -1807,7 +1807,7 @@ intgo _wrap_attn_convert_f16_to_f32_capi_e2a495d59de1cb7c(short *_swig_go_0, flo
 }
 
 
-intgo _wrap_attn_convert_bf16_to_f32_capi_e2a495d59de1cb7c(short *_swig_go_0, float *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_convert_bf16_to_f32_capi_3366b54da5d55ef5(short *_swig_go_0, float *_swig_go_1, long long _swig_go_2) {
   uint16_t *arg1 = (uint16_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -1826,7 +1826,7 @@ intgo _wrap_attn_convert_bf16_to_f32_capi_e2a495d59de1cb7c(short *_swig_go_0, fl
 }
 
 
-intgo _wrap_attn_quantize_i8_capi_e2a495d59de1cb7c(float *_swig_go_0, long long _swig_go_1, long long _swig_go_2, char *_swig_go_3, float *_swig_go_4) {
+intgo _wrap_attn_quantize_i8_capi_3366b54da5d55ef5(float *_swig_go_0, long long _swig_go_1, long long _swig_go_2, char *_swig_go_3, float *_swig_go_4) {
   float *arg1 = (float *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -1849,7 +1849,7 @@ intgo _wrap_attn_quantize_i8_capi_e2a495d59de1cb7c(float *_swig_go_0, long long 
 }
 
 
-intgo _wrap_attn_run_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1, struct attn_args *_swig_go_2) {
+intgo _wrap_attn_run_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, intgo _swig_go_1, struct attn_args *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_op arg2 ;
   attn_args *arg3 = (attn_args *) 0 ;
@@ -1866,7 +1866,7 @@ intgo _wrap_attn_run_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _
 }
 
 
-intgo _wrap_attn_kv_append_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, float *_swig_go_2, long long _swig_go_3, float *_swig_go_4, long long _swig_go_5) {
+intgo _wrap_attn_kv_append_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, float *_swig_go_2, long long _swig_go_3, float *_swig_go_4, long long _swig_go_5) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_args *arg2 = (attn_args *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -1889,7 +1889,7 @@ intgo _wrap_attn_kv_append_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, s
 }
 
 
-intgo _wrap_attn_kv_append_args_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1) {
+intgo _wrap_attn_kv_append_args_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_args *arg2 = (attn_args *) 0 ;
   attn_status result;
@@ -1904,7 +1904,7 @@ intgo _wrap_attn_kv_append_args_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_merge_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, struct attn_args *_swig_go_2) {
+intgo _wrap_attn_merge_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, struct attn_args *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_args *arg2 = (attn_args *) 0 ;
   attn_args *arg3 = (attn_args *) 0 ;
@@ -1921,7 +1921,7 @@ intgo _wrap_attn_merge_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, struc
 }
 
 
-intgo _wrap_ATTN_DTYPE_F32_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_DTYPE_F32_capi_3366b54da5d55ef5() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -1933,7 +1933,7 @@ intgo _wrap_ATTN_DTYPE_F32_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_DTYPE_F16_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_DTYPE_F16_capi_3366b54da5d55ef5() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -1945,7 +1945,7 @@ intgo _wrap_ATTN_DTYPE_F16_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_DTYPE_BF16_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_DTYPE_BF16_capi_3366b54da5d55ef5() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -1957,7 +1957,7 @@ intgo _wrap_ATTN_DTYPE_BF16_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_DTYPE_I8_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_DTYPE_I8_capi_3366b54da5d55ef5() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -1969,7 +1969,7 @@ intgo _wrap_ATTN_DTYPE_I8_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_DTYPE_U8_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_DTYPE_U8_capi_3366b54da5d55ef5() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -1981,7 +1981,7 @@ intgo _wrap_ATTN_DTYPE_U8_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_ATTN_DTYPE_I32_capi_e2a495d59de1cb7c() {
+intgo _wrap_ATTN_DTYPE_I32_capi_3366b54da5d55ef5() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -1993,7 +1993,7 @@ intgo _wrap_ATTN_DTYPE_I32_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_attn_operand_info_capi_e2a495d59de1cb7c(intgo _swig_go_0, char **_swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int *_swig_go_5) {
+intgo _wrap_attn_operand_info_capi_3366b54da5d55ef5(intgo _swig_go_0, char **_swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int *_swig_go_5) {
   attn_operand arg1 ;
   char **arg2 = (char **) 0 ;
   unsigned int *arg3 = (unsigned int *) 0 ;
@@ -2026,7 +2026,24 @@ intgo _wrap_attn_operand_info_capi_e2a495d59de1cb7c(intgo _swig_go_0, char **_sw
 }
 
 
-intgo _wrap_attn_param_info_capi_e2a495d59de1cb7c(intgo _swig_go_0, char **_swig_go_1, int *_swig_go_2, double *_swig_go_3, double *_swig_go_4, double *_swig_go_5) {
+intgo _wrap_attn_operand_dims_capi_3366b54da5d55ef5(intgo _swig_go_0, char **_swig_go_1) {
+  attn_operand arg1 ;
+  char **arg2 = (char **) 0 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  arg1 = (attn_operand)_swig_go_0; 
+  
+  arg2 = (char **)_swig_go_1;
+  
+  
+  result = (attn_status)attn_operand_dims(arg1,(char const **)arg2);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_param_info_capi_3366b54da5d55ef5(intgo _swig_go_0, char **_swig_go_1, int *_swig_go_2, double *_swig_go_3, double *_swig_go_4, double *_swig_go_5) {
   attn_param arg1 ;
   char **arg2 = (char **) 0 ;
   int *arg3 = (int *) 0 ;
@@ -2053,7 +2070,7 @@ intgo _wrap_attn_param_info_capi_e2a495d59de1cb7c(intgo _swig_go_0, char **_swig
 }
 
 
-intgo _wrap_attn_isa_info_capi_e2a495d59de1cb7c(intgo _swig_go_0, char **_swig_go_1, int *_swig_go_2) {
+intgo _wrap_attn_isa_info_capi_3366b54da5d55ef5(intgo _swig_go_0, char **_swig_go_1, int *_swig_go_2) {
   int arg1 ;
   char **arg2 = (char **) 0 ;
   int *arg3 = (int *) 0 ;
@@ -2074,7 +2091,7 @@ intgo _wrap_attn_isa_info_capi_e2a495d59de1cb7c(intgo _swig_go_0, char **_swig_g
 }
 
 
-intgo _wrap_attn_set_num_threads_capi_e2a495d59de1cb7c(long long _swig_go_0) {
+intgo _wrap_attn_set_num_threads_capi_3366b54da5d55ef5(long long _swig_go_0) {
   size_t arg1 ;
   attn_status result;
   intgo _swig_go_result;
@@ -2087,7 +2104,7 @@ intgo _wrap_attn_set_num_threads_capi_e2a495d59de1cb7c(long long _swig_go_0) {
 }
 
 
-long long _wrap_attn_get_num_threads_capi_e2a495d59de1cb7c() {
+long long _wrap_attn_get_num_threads_capi_3366b54da5d55ef5() {
   size_t result;
   long long _swig_go_result;
   
@@ -2098,7 +2115,7 @@ long long _wrap_attn_get_num_threads_capi_e2a495d59de1cb7c() {
 }
 
 
-_gostring_ _wrap_attn_isa_capi_e2a495d59de1cb7c() {
+_gostring_ _wrap_attn_isa_capi_3366b54da5d55ef5() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -2109,7 +2126,7 @@ _gostring_ _wrap_attn_isa_capi_e2a495d59de1cb7c() {
 }
 
 
-intgo _wrap_attn_set_isa_capi_e2a495d59de1cb7c(_gostring_ _swig_go_0) {
+intgo _wrap_attn_set_isa_capi_3366b54da5d55ef5(_gostring_ _swig_go_0) {
   char *arg1 = (char *) 0 ;
   attn_status result;
   intgo _swig_go_result;
@@ -2127,7 +2144,7 @@ intgo _wrap_attn_set_isa_capi_e2a495d59de1cb7c(_gostring_ _swig_go_0) {
 }
 
 
-_gostring_ _wrap_attn_go_name_capi_e2a495d59de1cb7c(intgo _swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_attn_go_name_capi_3366b54da5d55ef5(intgo _swig_go_0, intgo _swig_go_1) {
   int arg1 ;
   int arg2 ;
   char *result = 0 ;
@@ -2142,7 +2159,7 @@ _gostring_ _wrap_attn_go_name_capi_e2a495d59de1cb7c(intgo _swig_go_0, intgo _swi
 }
 
 
-intgo _wrap_attn_go_check_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2) {
+intgo _wrap_attn_go_check_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   int arg3 ;
@@ -2159,7 +2176,7 @@ intgo _wrap_attn_go_check_capi_e2a495d59de1cb7c(struct attn_args *_swig_go_0, in
 }
 
 
-intgo _wrap_attn_go_call_capi_e2a495d59de1cb7c(struct attn_desc *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2, struct attn_args *_swig_go_3, struct attn_args *_swig_go_4, long long *_swig_go_5, intgo _swig_go_6, float *_swig_go_7, float *_swig_go_8, float *_swig_go_9, float *_swig_go_10, float *_swig_go_11, float *_swig_go_12, float *_swig_go_13, float *_swig_go_14, float *_swig_go_15, float *_swig_go_16, float *_swig_go_17, float *_swig_go_18, float *_swig_go_19, float *_swig_go_20, float *_swig_go_21, float *_swig_go_22, float *_swig_go_23, float *_swig_go_24, float *_swig_go_25, float *_swig_go_26, float *_swig_go_27, float *_swig_go_28, float *_swig_go_29, float *_swig_go_30, float *_swig_go_31, float *_swig_go_32, float *_swig_go_33, float *_swig_go_34, float *_swig_go_35, float *_swig_go_36, float *_swig_go_37, float *_swig_go_38) {
+intgo _wrap_attn_go_call_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2, struct attn_args *_swig_go_3, struct attn_args *_swig_go_4, long long *_swig_go_5, intgo _swig_go_6, float *_swig_go_7, float *_swig_go_8, float *_swig_go_9, float *_swig_go_10, float *_swig_go_11, float *_swig_go_12, float *_swig_go_13, float *_swig_go_14, float *_swig_go_15, float *_swig_go_16, float *_swig_go_17, float *_swig_go_18, float *_swig_go_19, float *_swig_go_20, float *_swig_go_21, float *_swig_go_22, float *_swig_go_23, float *_swig_go_24, float *_swig_go_25, float *_swig_go_26, float *_swig_go_27, float *_swig_go_28, float *_swig_go_29, float *_swig_go_30, float *_swig_go_31, float *_swig_go_32, float *_swig_go_33, float *_swig_go_34, float *_swig_go_35, float *_swig_go_36, float *_swig_go_37, float *_swig_go_38) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   int arg2 ;
   attn_op arg3 ;
