@@ -123,3 +123,22 @@ def test_what_c_cannot_see_is_refused_by_the_face():
         attn.param_info(1.5)
     with pytest.raises(attn.ArgumentTypeError, match="operand must be an integer, got bool"):
         attn.operand_info(True)
+
+
+def test_every_operand_has_the_shape_of_its_dims_and_required_length():
+    """Desc.shape follows attn_operand_dims: rank words, and (dense descriptor) a product equal
+    to attn_desc_required_len. Written out: the shapes attn.h gives a few of them."""
+    d = attn.Desc(2, 6, 3, 5, 7, 8)
+    n = len(attn.Operand)
+    dims = ctypes.c_char_p()
+    for op in attn.Operand:
+        assert _lib.attn_operand_dims(int(op), ctypes.byref(dims)) == 0
+        shape = d.shape(op)
+        assert len(shape) == len(dims.value.split()), (op, shape, dims.value)
+        assert math.prod(shape) == d.required_len(op), (op, shape)
+    assert _lib.attn_operand_dims(n, ctypes.byref(dims)) != 0
+    assert d.shape(attn.Operand.NEW_K_SCALE) == (10, 3)
+    assert d.shape(attn.Operand.NEW_V_SCALE) == (10, 3)
+    assert d.shape(attn.Operand.Q_SCALE) == (6,)
+    assert d.shape(attn.Operand.Q) == (2, 6, 5, 8)
+    assert d.shape(attn.Operand.CU_SEQLENS_Q) == (3,)
