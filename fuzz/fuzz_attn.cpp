@@ -572,7 +572,11 @@ void run_misc(Source &in) {
         violation("attn_status_string(%d) NULL", st);
     attn_desc *d = nullptr;
     expect_status(attn_desc_create(&d, 1, 1, 1, 1, 1, 1), ATTN_OK, "attn_desc_create");
-    const int which = 29 + in.u8(); // past ATTN_NEW_V_SCALE = 28, the last operand
+    int operands = 0; // the first value past the library's operand table
+    while (attn_operand_info(static_cast<attn_operand>(operands), nullptr, nullptr, nullptr,
+                             nullptr, nullptr) == ATTN_OK)
+        ++operands;
+    const int which = operands + in.u8();
     if (attn_desc_required_len(d, static_cast<attn_operand>(which)) != 0 || !attn_last_error()[0])
         violation("attn_desc_required_len(which %d) must be 0 with a message", which);
     if (attn_desc_required_len(nullptr, ATTN_Q) != 0) violation("required_len(NULL) != 0");
