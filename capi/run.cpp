@@ -151,12 +151,11 @@ float *written(const Slot &s) {
     return static_cast<float *>(const_cast<void *>(s.ptr));
 }
 
-// The call's parameters and the operands every operation reads (Q, K and the masks and
-// variants); the caller adds what its operation reads and writes.
+// The call's parameters (p starts as the descriptor's) and the operands every operation reads
+// (Q, K and the masks and variants); the caller adds what its operation reads and writes.
 void prepare(const attn_desc *desc, int op, const Slot *slot, const CallShape &cs, core::Params *p,
              core::Tensors *t) {
     const bool paged = desc->p.page_size != 0;
-    *p = desc->p;
     p->total_q = cs.total_q;
     p->q_type = slot[ATTN_Q].type;
     p->k_type = slot[ATTN_K].type;
@@ -252,7 +251,7 @@ attn_status execute(const char *fn, const attn_desc *desc, int op, const Slot *s
         return st;
     if (attn_status st = check_alibi_sinks(fn, desc, slot)) return st;
     desc->used.store(true);
-    core::Params p;
+    core::Params p = desc->p;
     core::Tensors t;
     prepare(desc, op, slot, cs, &p, &t);
     if (op == ATTN_OP_FORWARD)

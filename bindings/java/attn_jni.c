@@ -10,6 +10,7 @@
  * the Java object holds that element type; lengths for the calls that take none). */
 #include "attn_jni.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -32,10 +33,32 @@ static jclass global_class(JNIEnv *env, const char *name) {
     return global;
 }
 
+/* The attn_args of the one-call forms, one per thread, made at a thread's first such call and
+ * destroyed when the thread ends: a call binds into it and clears it, so no pointer outlives
+ * the call. Saves an allocation and a free per call. */
+static pthread_key_t args_key;
+static int args_key_made;
+
+static void free_args(void *a) {
+    attn_args_destroy((attn_args *)a);
+}
+
+/* This thread's attn_args, or NULL (out of memory, or no key: then the caller makes its own). */
+static attn_args *thread_args(void) {
+    if (!args_key_made) return NULL;
+    attn_args *a = (attn_args *)pthread_getspecific(args_key);
+    if (!a && attn_args_create(&a) == ATTN_OK && pthread_setspecific(args_key, a) != 0) {
+        attn_args_destroy(a);
+        a = NULL;
+    }
+    return a;
+}
+
 JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved) {
     JNIEnv *env = NULL;
     (void)reserved;
     if ((*vm)->GetEnv(vm, (void **)&env, JNI_VERSION_1_8) != JNI_OK) return JNI_ERR;
+    args_key_made = pthread_key_create(&args_key, free_args) == 0;
     if (!(buffer_class = global_class(env, "java/nio/Buffer")) ||
         !(exception_class = global_class(env, "org/libattn/AttentionException")))
         return JNI_ERR;
@@ -45,6 +68,15 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved) {
     exception_of = (*env)->GetStaticMethodID(env, exception_class, "forStatus",
                                              "(I[B)Ljava/lang/RuntimeException;");
     return exception_of ? JNI_VERSION_1_8 : JNI_ERR;
+}
+
+/* Unloading keeps the threads' attn_args (a few hundred bytes each) rather than leave their
+ * destructor pointing into unmapped code. */
+JNIEXPORT void JNICALL JNI_OnUnload(JavaVM *vm, void *reserved) {
+    (void)vm;
+    (void)reserved;
+    if (args_key_made) pthread_key_delete(args_key);
+    args_key_made = 0;
 }
 
 /* The exception of status with attn_last_error() (sent as UTF-8 bytes, which NewStringUTF does
@@ -242,9 +274,11 @@ attn_status attn_jni_call(JNIEnv *env, int call, const attn_desc *desc, attn_arg
     if ((*env)->EnsureLocalCapacity(env, MAX_PINS + 8) != 0) return ATTN_ERR_OUT_OF_MEMORY;
     if (!collect(&s, objs, codes, ia, N) || !collect(&s, objs2, codes2, ib, N) || !pin_all(&s))
         goto out;
-    if (!a && call != ATTN_JNI_MERGE) { /* the one-call forms: an attn_args for this call */
-        if ((st = attn_args_create(&own)) != ATTN_OK) goto out;
-        a = own;
+    if (!a && call != ATTN_JNI_MERGE) { /* the one-call forms: this thread's attn_args */
+        if (!(a = thread_args())) {
+            if ((st = attn_args_create(&own)) != ATTN_OK) goto out;
+            a = own;
+        }
     }
     /* attn_kv_append: K and V are the caches it writes, passed beside args */
     st = a ? bind_all(a, &s, ia, N, call == ATTN_JNI_KV_APPEND) : ATTN_OK;

@@ -274,11 +274,10 @@ static void backward_item(const Params &p, const Tensors &t, size_t b, size_t kv
                     float *qd = qb + r * lq, *od = dob + r * lv, *gd = dqb + r * lq;
                     dobad[r] = 0;
                     if (r < nr && lo[r] < hi[r]) {
-                        const float *q = t.q + q_index(p, t, b, h, i0 + r);
+                        const size_t qi = q_index(p, t, b, h, i0 + r);
                         const float *dO = t.dout + out_index(p, t, b, h, i0 + r);
                         float fin = 0.0f; // 0 unless some dO is Inf or NaN (x * 0 is NaN then)
-                        for (size_t dd = 0; dd < d; ++dd)
-                            qd[dd] = (t.q_scale ? q[dd] * t.q_scale[h] : q[dd]) * qs;
+                        for (size_t dd = 0; dd < d; ++dd) qd[dd] = q_in(p, t, qi + dd, h) * qs;
                         for (size_t dd = 0; dd < dv; ++dd) {
                             od[dd] = dO[dd];
                             fin += dO[dd] * 0.0f;
