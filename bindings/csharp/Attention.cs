@@ -144,20 +144,25 @@ namespace LibAttn
                                    IsFloat = isFloat != 0, Min = min, Max = max, Default = dflt };
         }
 
-        /// <summary>attn_operand_info: name, element types as an input and as an output, rank
-        /// and strides of an operand; an unknown <paramref name="which"/> throws the library's
+        /// <summary>attn_operand_info and attn_operand_dims: name, element types as an input
+        /// and as an output, rank, strides and dimension names of an operand; an unknown
+        /// <paramref name="which"/> throws the library's
         /// <see cref="ArgumentOutOfRangeException"/>.</summary>
         public static OperandInfo Info(Operand which)
         {
-            IntPtr name;
+            IntPtr name, dims;
             uint inTypes, outTypes;
             int rank, strided;
             Errors.Check(AttnNative.attn_operand_info((attn_operand)which, out name, out inTypes,
                                                       out outTypes, out rank, out strided),
                          "which", true);
+            Errors.Check(AttnNative.attn_operand_dims((attn_operand)which, out dims), "which",
+                         true);
             return new OperandInfo { Operand = which, Name = Marshal.PtrToStringAnsi(name),
                                      InputTypes = Types(inTypes), OutputTypes = Types(outTypes),
-                                     Rank = rank, Strided = strided != 0 };
+                                     Rank = rank, Strided = strided != 0,
+                                     Dims = Array.AsReadOnly(
+                                         Marshal.PtrToStringAnsi(dims).Split(' ')) };
         }
 
         // A bit set (1u << attn_dtype) as a set of Dtype.
@@ -357,6 +362,10 @@ namespace LibAttn
         public int Rank { get; internal set; }
         /// <summary>True when <see cref="AttentionDesc.Builder.Strides"/> accepts it.</summary>
         public bool Strided { get; internal set; }
+        /// <summary>The names of the dimensions of its dense shape, outermost first, as attn.h
+        /// writes them (attn_operand_dims; Q: batch, heads_q, seq_q, head_dim); <see cref="Rank"/>
+        /// of them.</summary>
+        public IReadOnlyList<string> Dims { get; internal set; }
 
         /// <summary>"name rank R in {..} out {..}".</summary>
         public override string ToString() =>

@@ -112,22 +112,31 @@ type OperandInfo struct {
 	Rank int
 	// Strided: WithStrides accepts it.
 	Strided bool
+	// Dims names the Rank dimensions of its dense shape, outermost first, in capi/attn.h's
+	// words (attn_operand_dims): Q's are batch, heads_q, seq_q, head_dim.
+	Dims []string
 }
 
-// Info returns the library's entry for o: name, input and output types, rank and whether it
-// may be strided (attn_operand_info). A value that is not an operand is an *Error with the
-// library's message.
+// Info returns the library's entry for o: name, input and output types, rank, whether it may
+// be strided (attn_operand_info) and the names of its dimensions (attn_operand_dims). A value
+// that is not an operand is an *Error with the library's message.
 func (o Operand) Info() (OperandInfo, error) {
 	if err := fitsInt("which", int(o)); err != nil {
 		return OperandInfo{}, err
 	}
 	var in, out uint32
 	var rank, strided int32
+	var dims uintptr
 	if err := check(func() capi.Enum_SS_attn_status {
 		return capi.Attn_operand_info(capi.Enum_SS_attn_operand(o), nil, &in, &out, &rank, &strided)
 	}); err != nil {
 		return OperandInfo{}, err
 	}
+	if err := check(func() capi.Enum_SS_attn_status {
+		return capi.Attn_operand_dims(capi.Enum_SS_attn_operand(o), &dims)
+	}); err != nil {
+		return OperandInfo{}, err
+	}
 	return OperandInfo{Name: o.String(), In: DTypes(in), Out: DTypes(out), Rank: int(rank),
-		Strided: strided != 0}, nil
+		Strided: strided != 0, Dims: strings.Fields(capi.GoString(dims))}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/libattn/libattn/bindings/go/internal/capi"
@@ -167,31 +168,48 @@ func TestOperandInfo(t *testing.T) {
 		}
 		var in, out uint32
 		var rank, strided int32
+		var dims uintptr
 		capi.Attn_operand_info(capi.Enum_SS_attn_operand(o), nil, &in, &out, &rank, &strided)
+		if capi.Attn_operand_dims(capi.Enum_SS_attn_operand(o), &dims) != 0 {
+			t.Fatalf("attn_operand_dims(%d) failed", int(o))
+		}
 		want := OperandInfo{Name: capi.Attn_go_name(0, int(o)), In: DTypes(in), Out: DTypes(out), Rank: int(rank),
-			Strided: strided != 0}
-		if info != want || info.Name != o.String() {
+			Strided: strided != 0, Dims: info.Dims}
+		if !reflect.DeepEqual(info, want) || info.Name != o.String() {
 			t.Errorf("%d.Info() = %+v, C says %+v", int(o), info, want)
 		}
 		if info.In == 0 && info.Out == 0 || info.Rank < 1 || info.Rank > 4 {
 			t.Errorf("%v.Info() = %+v: no type, or a rank outside [1, 4]", o, info)
 		}
+		if len(info.Dims) != info.Rank || strings.Join(info.Dims, " ") != capi.GoString(dims) {
+			t.Errorf("%v.Info().Dims = %q (rank %d), C says %q", o, info.Dims, info.Rank, capi.GoString(dims))
+		}
+	}
+	dimsQuery := func(v int) capi.Enum_SS_attn_status {
+		var dims uintptr
+		return capi.Attn_operand_dims(capi.Enum_SS_attn_operand(v), &dims)
+	}
+	if d := cCount(t, "operand dims", dimsQuery, int(numOperands), int(OperandNewVScale)); d != n {
+		t.Errorf("attn_operand_dims lists %d operands, attn_operand_info %d", d, n)
 	}
 	// Entries read in capi/attn.h's shapes and setters.
 	for _, c := range []struct {
 		o    Operand
 		want OperandInfo
 	}{
-		{OperandQ, OperandInfo{"q", 1<<DTypeF32 | 1<<DTypeF16 | 1<<DTypeBF16, 0, 4, true}},
+		{OperandQ, OperandInfo{"q", 1<<DTypeF32 | 1<<DTypeF16 | 1<<DTypeBF16, 0, 4, true,
+			[]string{"batch", "heads_q", "seq_q", "head_dim"}}},
 		{OperandK, OperandInfo{"k", 1<<DTypeF32 | 1<<DTypeF16 | 1<<DTypeBF16 | 1<<DTypeI8,
-			1<<DTypeF32 | 1<<DTypeF16 | 1<<DTypeBF16 | 1<<DTypeI8, 4, true}},
-		{OperandOut, OperandInfo{"out", 0, 1 << DTypeF32, 4, true}},
-		{OperandLSE, OperandInfo{"lse", 0, 1 << DTypeF32, 3, false}},
-		{OperandKeyValid, OperandInfo{"key_valid", 1 << DTypeU8, 0, 2, false}},
-		{OperandSinks, OperandInfo{"sinks", 1 << DTypeF32, 0, 1, false}},
-		{OperandSeqLensK, OperandInfo{"seq_lens_k", 1 << DTypeI32, 0, 1, false}},
+			1<<DTypeF32 | 1<<DTypeF16 | 1<<DTypeBF16 | 1<<DTypeI8, 4, true,
+			[]string{"batch", "heads_kv", "seq_k", "head_dim"}}},
+		{OperandOut, OperandInfo{"out", 0, 1 << DTypeF32, 4, true,
+			[]string{"batch", "heads_q", "seq_q", "head_dim_v"}}},
+		{OperandLSE, OperandInfo{"lse", 0, 1 << DTypeF32, 3, false, []string{"batch", "heads_q", "seq_q"}}},
+		{OperandKeyValid, OperandInfo{"key_valid", 1 << DTypeU8, 0, 2, false, []string{"batch", "seq_k"}}},
+		{OperandSinks, OperandInfo{"sinks", 1 << DTypeF32, 0, 1, false, []string{"heads_q"}}},
+		{OperandSeqLensK, OperandInfo{"seq_lens_k", 1 << DTypeI32, 0, 1, false, []string{"batch"}}},
 	} {
-		if got, err := c.o.Info(); err != nil || got != c.want {
+		if got, err := c.o.Info(); err != nil || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%v.Info() = %+v (%v), want %+v", c.o, got, err, c.want)
 		}
 	}

@@ -27,6 +27,8 @@ namespace LibAttn.Tests
                                                        out uint inTypes, out uint outTypes,
                                                        out int rank, out int strided);
             [DllImport("attn")]
+            public static extern int attn_operand_dims(int which, out IntPtr dims);
+            [DllImport("attn")]
             public static extern IntPtr attn_last_error();
 
             public static string Str(IntPtr p) { return Marshal.PtrToStringAnsi(p); }
@@ -169,6 +171,27 @@ namespace LibAttn.Tests
             Assert.AreEqual(2, Attention.Info(Operand.KeyValid).Rank);
             CollectionAssert.AreEquivalent(Set(Dtype.I32), Attention.Info(Operand.SeqLensK).InputTypes);
             Assert.AreEqual(1, Attention.Info(Operand.Sinks).Rank);
+        }
+
+        [Test]
+        public void OperandDimsAreTheWordsOfTheLibrarysShape()
+        {
+            IntPtr dims;
+            Operand[] all = (Operand[])Enum.GetValues(typeof(Operand));
+            Assert.AreEqual(C.Count(w => C.attn_operand_dims(w, out dims)), all.Length);
+            foreach (Operand w in all)
+            {
+                OperandInfo info = Attention.Info(w);
+                Assert.AreEqual(0, C.attn_operand_dims((int)w, out dims));
+                Assert.AreEqual(info.Rank, info.Dims.Count, w + " rank");
+                Assert.AreEqual(C.Str(dims), string.Join(" ", info.Dims), w.ToString());
+            }
+            // attn.h: q [batch, heads_q, seq_q, head_dim]; cu_seqlens_q [batch+1]
+            CollectionAssert.AreEqual(new[] { "batch", "heads_q", "seq_q", "head_dim" },
+                                      Attention.Info(Operand.Q).Dims);
+            CollectionAssert.AreEqual(new[] { "batch+1" }, Attention.Info(Operand.CuSeqlensQ).Dims);
+            var list = (IList<string>)Attention.Info(Operand.K).Dims;
+            Assert.Throws<NotSupportedException>(() => list[0] = "x", "read-only");
         }
 
         [Test]

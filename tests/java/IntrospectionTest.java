@@ -138,8 +138,15 @@ class IntrospectionTest {
         assertEquals(1, Operand.CU_SEQLENS_Q.info().rank());
         assertEquals(1, Operand.SINKS.info().rank());
         assertThrows(UnsupportedOperationException.class, () -> k.inputTypes().clear());
+        // attn.h: q [batch, heads_q, seq_q, head_dim]; cu_seqlens_q [batch+1]
+        assertEquals(Arrays.asList("batch", "heads_q", "seq_q", "head_dim"), Operand.Q.info().dims());
+        assertEquals(Arrays.asList("batch+1"), Operand.CU_SEQLENS_Q.info().dims());
+        assertEquals(Arrays.asList("batch", "heads_kv", "seq_k", "head_dim"), k.dims());
+        assertThrows(UnsupportedOperationException.class, () -> k.dims().set(0, "x"));
 
         assertEquals(cLoopLength(i -> AttnNativeJNI.attn_operand_info(i, null, null, null, null, null)),
+                Operand.values().length);
+        assertEquals(cLoopLength(i -> AttnNativeJNI.attn_operand_dims(i, new String[1])),
                 Operand.values().length);
         for (Operand o : Operand.values()) {
             OperandInfo info = o.info();
@@ -154,6 +161,11 @@ class IntrospectionTest {
             }
             assertEquals(rank[0], info.rank(), at);
             assertEquals(strided[0] != 0, info.isStrided(), at);
+            String[] dims = new String[1];
+            AttnNative.attn_operand_dims(o, dims);
+            assertEquals(rank[0], info.dims().size(), at + " " + info.dims());
+            assertEquals(dims[0], String.join(" ", info.dims()), at);
+            assertEquals(info.dims(), Attention.operandInfo(o.code()).dims(), at);
             assertEquals(info.inputTypes().isEmpty(), o.isOutput(), at);
             assertEquals(info.toString(), Attention.operandInfo(o.code()).toString(), at);
         }

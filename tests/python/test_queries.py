@@ -48,12 +48,19 @@ QUERIES = {
 }
 
 
-def expected(kind, row):
+def c_dims(index):
+    """The words of attn_operand_dims for operand index, called directly through ctypes."""
+    dims = ctypes.c_char_p()
+    assert _lib.lib.attn_operand_dims(index, ctypes.byref(dims)) == 0, index
+    return tuple(dims.value.decode("ascii").split())
+
+
+def expected(kind, index, row):
     """The record the face must give for a row of the C query, written from attn.h's words."""
     name = row[0].decode("ascii")
     if kind == "param":
         return (name, bool(row[1]), row[2], row[3], row[4])
-    return (name, attn.DType(row[1]), attn.DType(row[2]), row[3], bool(row[4]))
+    return (name, attn.DType(row[1]), attn.DType(row[2]), row[3], bool(row[4]), c_dims(index))
 
 
 def same(got, want):
@@ -69,7 +76,7 @@ def test_info_is_what_c_says_for_every_entry(kind):
     rows = c_rows(getattr(_lib.lib, "attn_%s_info" % kind), *types)
     assert len(rows) == len(enum_type) >= 17
     for member, row in zip(enum_type, rows):
-        want = expected(kind, row)
+        want = expected(kind, int(member), row)
         assert want[0] == member.name.lower()
         for key in (member, int(member), want[0]):
             got = call(key)
@@ -90,14 +97,32 @@ def test_param_info_of_some_parameters():
 def test_operand_info_of_some_operands():
     D = attn.DType
     q = attn.operand_info("q")
-    assert q == ("q", D.F32 | D.F16 | D.BF16, D(0), 4, True)
+    assert q == ("q", D.F32 | D.F16 | D.BF16, D(0), 4, True,
+                 ("batch", "heads_q", "seq_q", "head_dim"))
     assert D.I8 not in q.inputs  # a query is never int8
     k = attn.operand_info(attn.Operand.K)
     assert D.I8 in k.inputs and D.I8 in k.outputs and k.rank == 4 and k.strided
     assert attn.operand_info("out").inputs == D(0) and D.F32 in attn.operand_info("out").outputs
     assert attn.operand_info("key_valid").inputs == D.U8
-    assert attn.operand_info("cu_seqlens_q") == ("cu_seqlens_q", D.I32, D(0), 1, False)
+    assert attn.operand_info("cu_seqlens_q") == ("cu_seqlens_q", D.I32, D(0), 1, False,
+                                                 ("batch+1",))
     assert attn.operand_info("sinks").rank == 1 and attn.operand_info("lse").rank == 3
+
+
+def test_operand_dims_are_rank_words_of_the_c_query():
+    """dims: one word per dimension of every operand (len == rank), each the C query's word;
+    the C list has no operand the face lacks. Written out: attn.h's shapes of a few."""
+    for op in attn.Operand:
+        info = attn.operand_info(op)
+        assert isinstance(info.dims, tuple) and all(isinstance(w, str) for w in info.dims)
+        assert len(info.dims) == info.rank >= 1, (op, info)
+        assert info.dims == c_dims(int(op)), op
+    assert len(c_rows(_lib.lib.attn_operand_dims, ctypes.c_char_p)) == len(attn.Operand)
+    # capi/attn.h: q [batch, heads_q, seq_q, head_dim]; key_valid [batch, seq_k]; one
+    # new_k_scale per new row and KV head
+    assert attn.operand_info("q").dims == ("batch", "heads_q", "seq_q", "head_dim")
+    assert attn.operand_info("key_valid").dims == ("batch", "seq_k")
+    assert attn.operand_info("new_k_scale").dims == ("batch*seq_q", "heads_kv")
 
 
 @pytest.mark.parametrize("call,index,words", [

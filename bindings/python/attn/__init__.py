@@ -104,13 +104,16 @@ def param_info(param: Union[Param, int, str]) -> ParamInfo:
 
 
 def operand_info(operand: Union[Operand, int, str]) -> OperandInfo:
-    """attn_operand_info: OperandInfo(name, inputs, outputs, rank, strided) of an operand (an
-    Operand, its value or its name); inputs / outputs are DType flags. An integer the library
-    does not know raises InvalidArgumentError with the library's message."""
+    """attn_operand_info: OperandInfo(name, inputs, outputs, rank, strided, dims) of an operand
+    (an Operand, its value or its name); inputs / outputs are DType flags, dims the words of
+    attn_operand_dims. An integer the library does not know raises InvalidArgumentError with
+    the library's message."""
+    index = query_index("operand", operand, Operand)
     name, inputs, outputs, rank, strided = query(
-        _lib.attn_operand_info, query_index("operand", operand, Operand), ctypes.c_char_p,
-        ctypes.c_uint, ctypes.c_uint, ctypes.c_int, ctypes.c_int)
-    return OperandInfo(name, DType(inputs), DType(outputs), rank, bool(strided))
+        _lib.attn_operand_info, index, ctypes.c_char_p, ctypes.c_uint, ctypes.c_uint,
+        ctypes.c_int, ctypes.c_int)
+    return OperandInfo(name, DType(inputs), DType(outputs), rank, bool(strided),
+                       tuple(_lib.DIMS[index].split()))
 
 
 # ------------------------------------------------------------------------------------------

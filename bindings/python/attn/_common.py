@@ -88,6 +88,7 @@ class OperandInfo(NamedTuple):
     outputs: DType  #: the element types it may be bound with as an output (DType(0): never)
     rank: int       #: dimensions of its dense shape (q 4, lse 3, key_valid 2, sinks 1)
     strided: bool   #: True if it takes <operand>_strides (attn_desc_set_strides)
+    dims: Tuple[str, ...]  #: dense shape in attn.h's names, outermost first (attn_operand_dims)
 
 
 ParamInfo.__module__ = OperandInfo.__module__ = "attn"

@@ -16,3 +16,13 @@ import "unsafe"
 const _ = unsafe.Sizeof(int(0)) - 8
 
 //go:generate sh ./generate.sh
+
+// GoString copies the NUL-terminated C string at address p into a Go string ("" for 0): for
+// the string out-parameters (*uintptr) of the introspection queries, which point into the
+// library's static storage.
+func GoString(p uintptr) string {
+	if p == 0 {
+		return ""
+	}
+	return C.GoString((*C.char)(unsafe.Pointer(p)))
+}
