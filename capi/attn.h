@@ -127,8 +127,8 @@ typedef enum attn_causal {
 typedef enum attn_operand {
     ATTN_Q = 0,         /* [batch][heads_q][seq_q][head_dim]  strided */
     ATTN_K = 1,         /* [batch][heads_kv][seq_k][head_dim] strided */
-    ATTN_V = 2,         /* [batch][heads_kv][seq_k][head_dim] strided */
-    ATTN_OUT = 3,       /* [batch][heads_q][seq_q][head_dim]  strided */
+    ATTN_V = 2,         /* [batch][heads_kv][seq_k][head_dim_v] strided */
+    ATTN_OUT = 3,       /* [batch][heads_q][seq_q][head_dim_v] strided */
     ATTN_LSE = 4,       /* [batch][heads_q][seq_q]            contiguous */
     ATTN_WEIGHTS = 5,   /* [batch][heads_q][seq_q][seq_k]     contiguous */
     ATTN_KEY_VALID = 6, /* [batch][seq_k]                     contiguous bytes */
