@@ -36,6 +36,12 @@ static inline float lane0(const vf &x) {
     return tmp[0];
 }
 
+// a * b + c as vfma computes it on this ISA (one rounding with FMA units, two without), so a
+// scalar step of the decode path rounds like the row blocks' vector step.
+static inline float sfma(float a, float b, float c) {
+    return lane0(vfma(vbcast(a), vbcast(b), vbcast(c)));
+}
+
 // Q.K^T of a decode tile, kQB keys at a time (decode_qk_block); the K rows are read in their
 // storage type T and widened in the registers (an int8 key's scale multiplies its sum).
 // Software prefetch of the decode stream: while Q.K^T works on a key, the K and V rows of the key
@@ -279,6 +285,54 @@ static inline void decode_qk_tile(const KvRows &krows, const KvRows &vrows, size
     }
 }
 
+// Q.K^T of a decode tile in the order of the row blocks' qk_block, for batch invariance: each
+// score is one multiply-add chain over head_dim from dd = 0, so a row's scores have the same bits
+// whichever path computes them. Keys run in the lanes: 2 kL keys at a time (8 chains with the 4
+// rows, enough to hide the FMA latency) are transposed into kt[dd][2 kL]. Their rows are read in
+// place (fp32, head_dim a multiple of kL) or widened as the row blocks widen them (widen_row: an
+// int8 row times its scale, element by element). Keys past the tile read a zero row.
+static inline void decode_qk_tile_seq(const KvRows &krows, size_t jbase, const unsigned *kidx,
+                                      size_t nk, const float *q, size_t dpad, size_t d, size_t nr,
+                                      float *sc, float *kt) {
+    constexpr size_t KB = 2 * kL;
+    float *rowbuf = kt + KB * dpad, *zero = rowbuf + KB * dpad;
+    zero_floats(zero, dpad);
+    const bool in_place = krows.type == DType::F32 && d % kL == 0;
+    for (size_t x0 = 0; x0 < nk; x0 += KB) {
+        const size_t nb = kmin(KB, nk - x0);
+        const float *rows[KB];
+        for (size_t u = 0; u < KB; ++u) {
+            if (u >= nb) {
+                rows[u] = zero;
+            } else if (in_place) {
+                rows[u] = reinterpret_cast<const float *>(row_at(krows, jbase + kidx[x0 + u]));
+            } else {
+                widen_row(krows, jbase + kidx[x0 + u], rowbuf + u * dpad, d, dpad);
+                rows[u] = rowbuf + u * dpad;
+            }
+        }
+        for (size_t h = 0; h < 2; ++h)
+            for (size_t c0 = 0; c0 < dpad; c0 += kL)
+                vtranspose_pack(kt + c0 * KB + h * kL, KB, rows + h * kL, c0, 1.0f);
+        vf acc[kDecodeRows][2];
+        for (size_t rr = 0; rr < kDecodeRows; ++rr) acc[rr][0] = acc[rr][1] = vzero();
+        for (size_t dd = 0; dd < d; ++dd) {
+            const vf k0 = vload(kt + dd * KB), k1 = vload(kt + dd * KB + kL);
+            for (size_t rr = 0; rr < kDecodeRows; ++rr) {
+                const vf qb = vbcast(q[rr * dpad + dd]);
+                acc[rr][0] = vfma(k0, qb, acc[rr][0]);
+                acc[rr][1] = vfma(k1, qb, acc[rr][1]);
+            }
+        }
+        for (size_t rr = 0; rr < nr; ++rr) {
+            float tmp[KB];
+            vstore(tmp, acc[rr][0]);
+            vstore(tmp + kL, acc[rr][1]);
+            for (size_t u = 0; u < nb; ++u) sc[rr * kBK + x0 + u] = tmp[u];
+        }
+    }
+}
+
 // o[rr][c0 + c*kL ...] += sum_x p[rr][x] * v_x[c0 + c*kL ...] for CB vectors of head_dim_v, the V
 // rows read in their storage type T (int8 rows without their scale: it is in p).
 template <DType T, size_t CB>
@@ -325,7 +379,7 @@ static inline void decode_pv_rows(const unsigned char *const *vraw, size_t nk, c
         for (size_t x = 0; x < nk; ++x)
             for (size_t rr = 0; rr < nr; ++rr)
                 o[rr * dvpad + dd] =
-                    __builtin_fmaf(sc[rr * kBK + x], value_raw<T>(vraw[x], dd), o[rr * dvpad + dd]);
+                    sfma(sc[rr * kBK + x], value_raw<T>(vraw[x], dd), o[rr * dvpad + dd]);
 }
 
 // P.V of a decode tile whose keys are all visible (no exact path needed), V in storage T. An
@@ -390,11 +444,15 @@ static inline bool decode_scores(const Params &p, const Tensors &t, const Rows &
     if (t.alibi) {
         const float slope = alibi_slope(p, t, w.b, h);
         const float drel = static_cast<float>(i + r.off - static_cast<long long>(jbase));
+        // one rounding, as score_tile: s + slope * rel, or s - slope * |rel| (symmetric)
         if (p.alibi_symmetric)
-            for (size_t x = 0; x < nk; ++x)
-                srow[x] += slope * -std::fabs(static_cast<float>(kidx[x]) - drel);
+            for (size_t x = 0; x < nk; ++x) {
+                const float rel = static_cast<float>(kidx[x]) - drel;
+                srow[x] = sfma(slope, 0.0f - std::fmax(rel, 0.0f - rel), srow[x]);
+            }
         else
-            for (size_t x = 0; x < nk; ++x) srow[x] += slope * (static_cast<float>(kidx[x]) - drel);
+            for (size_t x = 0; x < nk; ++x)
+                srow[x] = sfma(slope, static_cast<float>(kidx[x]) - drel, srow[x]);
     }
     const uint8_t *al = t.allowed ? t.allowed + static_cast<size_t>(i) * p.shape.seq_k : nullptr;
     // The usual decode tile: every key inside the row's causal / window range and no mask or
@@ -456,6 +514,8 @@ static void decode_begin(const Params &p, const Tensors &t, const WorkItem &w, f
     const long long ke = lmin(static_cast<long long>(w.k_end), r.hi[kR - 1]);
     h->kbeg = kb < 0 ? 0 : static_cast<size_t>(kb);
     h->kend = ke <= kb ? h->kbeg : static_cast<size_t>(ke);
+    // batch invariance: tiles start at multiples of kBK, as the row blocks' do (run_tiles)
+    if (p.invariant && h->kend > h->kbeg) h->kbeg -= h->kbeg % kBK;
     h->krows = kv_rows(p, t, false, w.b, w.kvh);
     h->vb = kv_rows(p, t, true, w.b, w.kvh);
 }
@@ -492,6 +552,10 @@ __attribute__((always_inline)) static inline void decode_tile_qk(const Params &p
     const float *q = h.q;
     float *sc = h.sc;
     const size_t jbase = tile.jbase, nk = tile.nk, kend = h.kend;
+    if (p.invariant) {
+        decode_qk_tile_seq(krows, jbase, s.kidx, nk, q, dpad, d, nr, sc, s.kt);
+        return;
+    }
     with_type(krows.type, [&](auto tag) {
         decode_qk_tile<decltype(tag)::value>(krows, vb, jbase, s.kidx, nk, kend, q, dpad, d, dv, nr,
                                              sc);
@@ -534,7 +598,13 @@ decode_tile_softmax(const Params &p, const Tensors &t, const WorkItem &w, Decode
             vstore(srow + x, e);
             lsum = lsum + e;
         }
-        l[rr] = l[rr] * alpha + vhsum(lsum);
+        if (p.invariant) { // the row blocks' order: key by key, then one rounding for l
+            float sum = 0.0f;
+            for (size_t x = 0; x < nk; ++x) sum += srow[x];
+            l[rr] = sfma(l[rr], alpha, sum);
+        } else {
+            l[rr] = l[rr] * alpha + vhsum(lsum);
+        }
         if (alpha != 1.0f)
             for (size_t dd = 0; dd < dvpad; dd += kL)
                 vstore(o + rr * dvpad + dd, vload(o + rr * dvpad + dd) * vbcast(alpha));
@@ -555,7 +625,9 @@ __attribute__((always_inline)) static inline void decode_tile_pv(const Params &p
     const bool vf32 = vb.type == DType::F32;
     float *o = h.o, *sc = h.sc;
     const size_t jbase = tile.jbase, nk = tile.nk;
-    if (!partial_tile) {
+    // int8 V under batch invariance: widened with its scale like the row blocks' rows
+    const bool widen = p.invariant && vb.type == DType::I8;
+    if (!partial_tile && !widen) {
         const unsigned char **vraw = s.vraw;
         float *vs = s.aux2, *ps = s.ps;
         with_type(vb.type, [&](auto tag) {
@@ -572,7 +644,7 @@ __attribute__((always_inline)) static inline void decode_tile_pv(const Params &p
         widen_row(vb, jbase + s.kidx[x], s.vpack + x * dvpad, dv, dvpad);
         s.vrow[x] = s.vpack + x * dvpad;
     }
-    if (!v_tile_finite(p, s, nk)) {
+    if (partial_tile && !v_tile_finite(p, s, nk)) {
         // Exact path: a hidden key's Inf/NaN value must not turn 0 * Inf into NaN.
         for (size_t x = 0; x < nk; ++x)
             for (size_t rr = 0; rr < nr; ++rr) {
@@ -621,7 +693,7 @@ static void decode_end(const Params &p, const Tensors &t, const WorkItem &w, con
         } else if (sink_of(p, t, h, &sink)) {
             const float M = m[rr] > sink ? m[rr] : sink;
             const float alpha = lane0(vexp(vbcast(m[rr] - M)));
-            const float L = l[rr] * alpha + lane0(vexp(vbcast(sink - M)));
+            const float L = sfma(l[rr], alpha, lane0(vexp(vbcast(sink - M))));
             const float f = alpha / L;
             for (size_t dd = 0; dd < dv; ++dd) out[dd] = o[rr * dvpad + dd] * f;
             lse = M + lane0(vlog(vbcast(L)));
@@ -645,11 +717,11 @@ static void decode_item(const Params &p, const Tensors &t, const WorkItem &w, vo
     decode_end(p, t, w, h, partial);
 }
 
-// Whether item w takes the decode path. It sums q.k along head_dim in another order than the
-// row-block path: under batch invariance every row takes the row-block path, whatever its
-// batch-mates.
+// Whether item w takes the decode path. Under batch invariance the decode path computes a row
+// as the row blocks do (decode_qk_tile_seq, the l-sum key by key, tiles at multiples of kBK,
+// int8 rows widened with their scales), so a row's bits do not depend on the path.
 static inline bool takes_decode_path(const Params &p, const WorkItem &w) {
-    return kNV == 1 && w.rows <= kDecodeRows && p.shape.head_dim >= kL && !p.invariant;
+    return kNV == 1 && w.rows <= kDecodeRows && p.shape.head_dim >= kL;
 }
 
 static void forward_item(const Params &p, const Tensors &t, const WorkItem &w, void *scratch,

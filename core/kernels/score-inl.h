@@ -47,6 +47,7 @@ struct Scratch {
     float *ps;                  // decode: an int8 tile's probabilities times its V scales
     unsigned *kidx;
     float *heads; // forward_heads: q, o and scores of kDecodeHeads heads past the first
+    float *kt;    // decode under batch invariance: 2 kL keys transposed, their rows, a zero row
 };
 
 static inline size_t scratch_layout(const Params &p, unsigned char *base, Scratch *s) {
@@ -81,6 +82,7 @@ static inline size_t scratch_layout(const Params &p, unsigned char *base, Scratc
     x.vraw = reinterpret_cast<const unsigned char **>(take(sizeof(unsigned char *) * kBK));
     x.kidx = reinterpret_cast<unsigned *>(take(sizeof(unsigned) * kBK));
     x.heads = fl((kDecodeHeads - 1) * kDecodeRows * (kround_up(d, kL) + kround_up(dv, kL) + kBK));
+    x.kt = fl((4 * kL + 1) * kround_up(d, kL));
     if (s) *s = x;
     return off;
 }

@@ -311,7 +311,10 @@ static void forward_heads(const Params &p, const Tensors &t, const WorkItem *ws,
     for (size_t j = hs[0].kbeg; next_tile(p, t, w0.b, &j, hs[0].kend, s.kidx, &tile);) {
         const size_t jt = tile.jbase + s.kidx[0], nk = tile.nk;
         const bool km = key_major && s.kidx[nk - 1] == s.kidx[0] + nk - 1;
-        if (km)
+        // Under batch invariance Q.K^T takes decode_tile's order head by head (the walks sum
+        // along head_dim), and int8 V rows are widened with their scales (decode_tile_pv).
+        const bool km_qk = km && !p.invariant, km_pv = km && !(p.invariant && vt == DType::I8);
+        if (km_qk)
             with_type(kt, [&](auto tag) {
                 constexpr DType T = decltype(tag)::value;
                 if (page_major)
@@ -326,7 +329,7 @@ static void forward_heads(const Params &p, const Tensors &t, const WorkItem *ws,
             partial[x] = decode_tile_softmax(p, t, ws[x], hs[x], s, tile);
             any_partial = any_partial || partial[x];
         }
-        if (km && !any_partial)
+        if (km_pv && !any_partial)
             with_type(vt, [&](auto tag) {
                 constexpr DType T = decltype(tag)::value;
                 if (page_major)

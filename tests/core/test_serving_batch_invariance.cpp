@@ -14,8 +14,17 @@ using namespace serving_test;
 namespace {
 
 struct Seq {
-    size_t n = 400, hq = 4, hkv = 2, d = 64;
-    std::vector<float> q, k, v; // [h][n][d]
+    size_t n = 400, hq = 4, hkv = 2, d = 64, dv = 64;
+    std::vector<float> q, k, v; // [h][n][d], v [h][n][dv]
+};
+
+// What a pack call adds to the plain fp32 call: K/V storage (serving_pack's store), variants.
+struct Config {
+    int store = 0;
+    float softcap = 0.0f;
+    int alibi = 0; // 1: slopes operand, 2: standard slopes
+    bool sinks = false;
+    size_t mate_q = 13; // queries of the first batch-mate (1: a decode batch, no row blocks)
 };
 
 // Output rows [h][i][d] of the sequence, from the call layout under test.
@@ -99,7 +108,8 @@ Rows dense_call(const Seq &s, bool padded, bool window, size_t q0 = 0, size_t q1
 }
 
 // The sequence as entry 1 of a varlen pack (paged or not), queries [q0, q1) over keys [0, q1).
-Rows pack_call(const Seq &s, bool paged, bool window, size_t q0 = 0, size_t q1 = 0) {
+Rows pack_call(const Seq &s, bool paged, bool window, size_t q0 = 0, size_t q1 = 0,
+               const Config &cfg = Config()) {
     if (q1 == 0) q1 = s.n;
     std::mt19937 g(2);
     Pack c;
@@ -107,23 +117,28 @@ Rows pack_call(const Seq &s, bool paged, bool window, size_t q0 = 0, size_t q1 =
     c.batch = 3;
     c.hq = s.hq;
     c.hkv = s.hkv;
-    c.d = c.dv = s.d;
+    c.d = s.d;
+    c.dv = s.dv;
     c.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
     c.wl = window ? 77 : -1;
     c.invariant = true;
-    c.lq = {13, q1 - q0, 1};
+    c.store = cfg.store;
+    c.softcap = cfg.softcap;
+    c.alibi = cfg.alibi;
+    if (cfg.alibi == 1)
+        for (size_t h = 0; h < s.hq; ++h) c.slopes.push_back(0.05f + 0.03f * static_cast<float>(h));
+    if (cfg.sinks)
+        for (size_t h = 0; h < s.hq; ++h) c.sinks.push_back(0.7f * static_cast<float>(h) - 1.0f);
+    c.lq = {cfg.mate_q, q1 - q0, 1};
     c.lk = {250, q1, 700};
-    c.max_q = std::max<size_t>(13, q1 - q0);
+    c.max_q = std::max<size_t>(cfg.mate_q, q1 - q0);
     c.max_k = 700;
     c.page = 16;
-    // the batch-mates are the same in every call: generated once
-    static Pack mates;
-    if (mates.qs.empty()) {
-        mates = c;
-        mates.lq = {13, 0, 1};
-        mates.lk = {250, 0, 700};
-        fill_sequences(mates, g);
-    }
+    // the batch-mates: the same in every call of a shape (the same seed)
+    Pack mates = c;
+    mates.lq = {cfg.mate_q, 0, 1};
+    mates.lk = {250, 0, 700};
+    fill_sequences(mates, g);
     c.qs = mates.qs;
     c.ks = mates.ks;
     c.vs = mates.vs;
@@ -134,28 +149,46 @@ Rows pack_call(const Seq &s, bool paged, bool window, size_t q0 = 0, size_t q1 =
         std::memcpy(&c.qs[1][h * (q1 - q0) * s.d], &s.q[(h * s.n + q0) * s.d], (q1 - q0) * s.d * 4);
     for (size_t h = 0; h < s.hkv; ++h) {
         std::memcpy(&c.ks[1][h * q1 * s.d], &s.k[h * s.n * s.d], q1 * s.d * 4);
-        std::memcpy(&c.vs[1][h * q1 * s.d], &s.v[h * s.n * s.d], q1 * s.d * 4);
+        std::memcpy(&c.vs[1][h * q1 * s.dv], &s.v[h * s.n * s.dv], q1 * s.dv * 4);
     }
     build(c, g);
     const Run r = run(c);
-    Rows out(s.hq * (q1 - q0) * s.d);
+    Rows out(s.hq * (q1 - q0) * s.dv);
     for (size_t h = 0; h < s.hq; ++h)
         for (size_t i = 0; i < q1 - q0; ++i)
-            std::memcpy(&out[(h * (q1 - q0) + i) * s.d], &r.out[c.out_at(1, h, i)], s.d * 4);
+            std::memcpy(&out[(h * (q1 - q0) + i) * s.dv], &r.out[c.out_at(1, h, i)], s.dv * 4);
     return out;
 }
 
 // The sequence computed in prefill chunks of `chunk` queries (each over its prefix of keys).
-Rows chunked(const Seq &s, size_t chunk, bool paged, bool window) {
-    Rows all(s.hq * s.n * s.d);
+Rows chunked(const Seq &s, size_t chunk, bool paged, bool window, const Config &cfg = Config()) {
+    Rows all(s.hq * s.n * s.dv);
     for (size_t q0 = 0; q0 < s.n; q0 += chunk) {
         const size_t q1 = std::min(s.n, q0 + chunk);
         const Rows r =
-            paged ? pack_call(s, true, window, q0, q1) : dense_call(s, false, window, q0, q1);
+            paged ? pack_call(s, true, window, q0, q1, cfg) : dense_call(s, false, window, q0, q1);
         for (size_t h = 0; h < s.hq; ++h)
-            std::memcpy(&all[(h * s.n + q0) * s.d], &r[h * (q1 - q0) * s.d], (q1 - q0) * s.d * 4);
+            std::memcpy(&all[(h * s.n + q0) * s.dv], &r[h * (q1 - q0) * s.dv],
+                        (q1 - q0) * s.dv * 4);
     }
     return all;
+}
+
+Seq random_seq(size_t n, size_t hq, size_t hkv, size_t d, size_t dv, unsigned seed) {
+    Seq s;
+    s.n = n;
+    s.hq = hq;
+    s.hkv = hkv;
+    s.d = d;
+    s.dv = dv;
+    std::mt19937 g(seed);
+    s.q.resize(hq * n * d);
+    s.k.resize(hkv * n * d);
+    s.v.resize(hkv * n * dv);
+    for (float &x : s.q) x = uni(g, -1, 1);
+    for (float &x : s.k) x = uni(g, -1, 1);
+    for (float &x : s.v) x = uni(g, -1, 1);
+    return s;
 }
 
 } // namespace
@@ -193,7 +226,53 @@ TEST_CASE("batch invariance: a sequence's output bits do not depend on the call 
             vs.push_back({"2 threads, decode steps", chunked(s, 1, true, window)});
             for (const Variant &v : vs)
                 CHECK_MESSAGE(std::memcmp(v.rows.data(), alone.data(), alone.size() * 4) == 0,
-                              isa << (window ? " window" : "") << ": " << v.name);
+                              (isa + (window ? " window: " : ": ") + v.name));
+        }
+    }
+    attn_set_num_threads(0);
+    attn_set_isa(nullptr);
+}
+
+// The decode path (a few rows per KV head) against the row blocks, in the storage types and
+// variants whose arithmetic differs between them: every K/V storage (int8 rows with their
+// scales), ALiBi, sinks, softcap, head_dim not a multiple of a vector, GQA groups of 1 to 4.
+// The reference is the whole sequence in one paged call (row blocks); decode steps, small
+// chunks and 2 threads must give its bits.
+TEST_CASE("batch invariance: decode steps give the row blocks' bits in every storage and variant") {
+    struct Case {
+        const char *name;
+        size_t hq, hkv, d, dv;
+        Config cfg;
+    };
+    const Case cases[] = {
+        {"f16 K/V", 4, 2, 64, 64, {1, 0.0f, 0, false}},
+        {"bf16 K/V, group 4", 8, 2, 64, 64, {2, 0.0f, 0, false}},
+        {"int8 K/V", 4, 2, 64, 64, {3, 0.0f, 0, false}},
+        {"fp32, head_dim 72 / 40", 4, 4, 72, 40, {0, 0.0f, 0, false}},
+        {"int8, head_dim 36, group 1", 2, 2, 36, 36, {3, 0.0f, 0, false}},
+        {"ALiBi slopes, sinks", 4, 2, 64, 64, {0, 0.0f, 1, true}},
+        {"standard ALiBi, softcap, f16", 4, 1, 64, 64, {1, 8.0f, 2, false}},
+        {"head_dim 128, group 4", 4, 1, 128, 128, {0, 0.0f, 0, false}},
+    };
+    for (Case c : cases) {
+        c.cfg.mate_q = 1; // decode steps in a decode batch: the decode path
+        const Seq s = random_seq(200, c.hq, c.hkv, c.d, c.dv, 23);
+        for (const std::string &isa : isas()) {
+            REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
+            for (bool window : {false, true}) {
+                REQUIRE(attn_set_num_threads(1) == ATTN_OK);
+                const Rows whole = pack_call(s, true, window, 0, 0, c.cfg);
+                const std::string at = isa + (window ? " window, " : ", ") + c.name + ": ";
+                for (size_t chunk : {1, 64}) {
+                    const Rows r = chunked(s, chunk, true, window, c.cfg);
+                    CHECK_MESSAGE(std::memcmp(r.data(), whole.data(), whole.size() * 4) == 0,
+                                  (at + "chunks of " + std::to_string(chunk)));
+                }
+                REQUIRE(attn_set_num_threads(2) == ATTN_OK);
+                const Rows r2 = chunked(s, 1, true, window, c.cfg);
+                CHECK_MESSAGE(std::memcmp(r2.data(), whole.data(), whole.size() * 4) == 0,
+                              (at + "2 threads, decode steps"));
+            }
         }
     }
     attn_set_num_threads(0);
