@@ -606,6 +606,7 @@ decode_tile_softmax(const Params &p, const Tensors &t, const WorkItem &w, Decode
     const size_t jbase = tile.jbase, nk = tile.nk;
     bool partial_tile = false;
     const size_t nkv = kround_up(nk, kL);
+    float alphas[kDecodeRows];
     for (size_t rr = 0; rr < nr; ++rr) {
         float *srow = sc + rr * kBK;
         vis[rr] = decode_scores(p, t, r, rr, w, jbase, s.kidx, nk, srow, &partial_tile) || vis[rr];
@@ -629,17 +630,20 @@ decode_tile_softmax(const Params &p, const Tensors &t, const WorkItem &w, Decode
             vstore(srow + x, e);
             lsum = lsum + e;
         }
-        if (p.invariant) { // the row blocks' order: key by key, then one rounding for l
-            float sum = 0.0f;
-            for (size_t x = 0; x < nk; ++x) sum += srow[x];
-            l[rr] = sfma(l[rr], alpha, sum);
-        } else {
+        if (p.invariant) // the row blocks' order: key by key (below), one rounding for l
+            alphas[rr] = alpha;
+        else
             l[rr] = l[rr] * alpha + vhsum(lsum);
-        }
         if (alpha != 1.0f)
             for (size_t dd = 0; dd < dvpad; dd += kL)
                 vstore(o + rr * dvpad + dd, vload(o + rr * dvpad + dd) * vbcast(alpha));
         m[rr] = mnew;
+    }
+    if (p.invariant) { // the rows' sums side by side: independent chains
+        float sum[kDecodeRows] = {};
+        for (size_t x = 0; x < nk; ++x)
+            for (size_t rr = 0; rr < kDecodeRows; ++rr) sum[rr] += sc[rr * kBK + x];
+        for (size_t rr = 0; rr < nr; ++rr) l[rr] = sfma(l[rr], alphas[rr], sum[rr]);
     }
     return partial_tile;
 }
