@@ -300,31 +300,21 @@ static inline void decode_qk_tile_seq(const KvRows &krows, const KvRows &vrows, 
     zero_floats(zero, dpad);
     const bool in_place = krows.type == DType::F32 && d % kL == 0;
     // The K and V rows of the keys `ahead` on (a whole block or more, so never the block's own
-    // rows) are requested a line or two per head_dim step of the block's multiply-adds: spread
-    // out, as decode_qk_tile spreads them, not in a burst of hundreds.
+    // rows) are requested a row at a time between the block's transposes: spread out, as
+    // decode_qk_tile spreads them, not in a burst of hundreds.
     const size_t ahead = kround_up(kmax(prefetch_ahead(krows, d), KB), KB);
     const size_t kbytes = d * krows.elem, vbytes = dv * vrows.elem;
+    const size_t transposes = 2 * dpad / kL;
     for (size_t x0 = 0; x0 < nk; x0 += KB) {
         const size_t nb = kmin(KB, nk - x0);
-        const unsigned char *pf[2 * KB]; // the rows to request: K of each key, then V
+        const unsigned char *pf[2 * KB]; // the rows to request: K and V of each key
         size_t npf = 0;
         for (size_t u = 0; u < nb; ++u) {
             const size_t jj = jbase + kidx[x0 + u] + ahead;
             if (jj >= klim) break;
             pf[npf++] = row_at(krows, jj);
+            pf[npf++] = row_at(vrows, jj);
         }
-        const size_t nkpf = npf;
-        for (size_t u = 0; u < nkpf; ++u) pf[npf++] = row_at(vrows, jbase + kidx[x0 + u] + ahead);
-        size_t pr = 0, poff = 0; // the next line to request: row pf[pr], byte poff
-        auto request = [&]() {
-            if (pr == npf) return;
-            __builtin_prefetch(pf[pr] + poff, 0, 3);
-            poff += 64;
-            if (poff >= (pr < nkpf ? kbytes : vbytes)) {
-                poff = 0;
-                ++pr;
-            }
-        };
         const float *rows[KB];
         for (size_t u = 0; u < KB; ++u) {
             if (u >= nb) {
@@ -336,15 +326,16 @@ static inline void decode_qk_tile_seq(const KvRows &krows, const KvRows &vrows, 
                 rows[u] = rowbuf + u * dpad;
             }
         }
-        // the requests spread over the transposes (2 dpad / kL of them)
-        const size_t lines = npf * ((kbytes > vbytes ? kbytes : vbytes) + 63) / 64;
-        const size_t per = (lines + 2 * dpad / kL - 1) / (2 * dpad / kL);
+        size_t next = 0, t = 0;
         for (size_t h = 0; h < 2; ++h)
             for (size_t c0 = 0; c0 < dpad; c0 += kL) {
-                for (size_t x = 0; x < per; ++x) request();
+                for (const size_t upto = ++t * npf / transposes; next < upto; ++next) {
+                    const size_t bytes = next % 2 ? vbytes : kbytes;
+                    for (size_t off = 0; off < bytes; off += 64)
+                        __builtin_prefetch(pf[next] + off, 0, 3);
+                }
                 vtranspose_pack(kt + c0 * KB + h * kL, KB, rows + h * kL, c0, 1.0f);
             }
-        while (pr < npf) request();
         vf acc[kDecodeRows][2];
         for (size_t rr = 0; rr < kDecodeRows; ++rr) acc[rr][0] = acc[rr][1] = vzero();
         for (size_t dd = 0; dd < d; ++dd) {
