@@ -2,6 +2,8 @@
 // support that xgetbv reports), read once. The ISA choice built on it is dispatch.cpp's.
 #include "cpu.hpp"
 
+#include "kernel.hpp"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -9,6 +11,24 @@
 namespace attn {
 namespace core {
 namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+// The size of the level-1 data cache from the deterministic cache parameters of `leaf` (4 on
+// Intel, 0x8000001D on AMD: the same layout), 0 if the leaf lists none.
+unsigned long l1d_of_leaf(unsigned leaf) {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid_max(leaf & 0x80000000u, nullptr) < leaf) return 0;
+    for (unsigned sub = 0; sub < 16; ++sub) {
+        __cpuid_count(leaf, sub, a, b, c, d);
+        const unsigned type = a & 31u, level = (a >> 5) & 7u;
+        if (type == 0) break;        // no more caches
+        if (type == 1 && level == 1) // data cache, level 1: ways x partitions x line x sets
+            return static_cast<unsigned long>((b >> 22) + 1) * (((b >> 12) & 1023u) + 1) *
+                   ((b & 4095u) + 1) * (c + 1ul);
+    }
+    return 0;
+}
+#endif
 
 CpuFeatures detect() {
     CpuFeatures f;
@@ -31,6 +51,9 @@ CpuFeatures detect() {
     f.f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
     a = b = c = d = 0;
     f.avx512fp16 = __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((d >> 23) & 1u) != 0;
+    unsigned long l1d = l1d_of_leaf(4);
+    if (!l1d) l1d = l1d_of_leaf(0x8000001Du);
+    if (l1d >= 4096 && l1d <= (1ul << 22)) f.l1d_bytes = l1d; // else the default
 #endif
     return f;
 }
@@ -40,6 +63,11 @@ CpuFeatures detect() {
 const CpuFeatures &cpu_features() {
     static const CpuFeatures f = detect();
     return f;
+}
+
+size_t decode_prefetch_bytes() {
+    static const size_t bytes = cpu_features().l1d_bytes / 8;
+    return bytes;
 }
 
 } // namespace core

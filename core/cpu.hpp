@@ -13,6 +13,8 @@ struct CpuFeatures {
     bool avx2 = false, fma = false, f16c = false;
     bool avx512f = false, avx512bw = false, avx512dq = false, avx512cd = false, avx512vl = false;
     bool avx512fp16 = false; // AVX512-FP16 (Sapphire Rapids and later)
+    // The L1 data cache of a core in bytes (cpuid's cache parameters), 32 KiB where unreported.
+    unsigned long l1d_bytes = 32768;
 };
 
 const CpuFeatures &cpu_features();

@@ -29,6 +29,11 @@ struct Partial {
 constexpr size_t kDecodeHeads = 8;
 // Query rows per KV head up to which a row block takes the decode path (narrow kernels).
 constexpr size_t kDecodeRowsMax = 4;
+// Bytes of K rows (and as many of V rows) the decode path requests ahead of the key it computes:
+// an eighth of the core's L1 data cache (cpuid, cpu.cpp), so that the rows requested ahead in
+// both streams stay in L1 beside the tile's scratch until they are read (AMD Zen 3, 32 KiB:
+// 4 KiB; 2, 4 and 8 KiB decoded at 0.60-0.64 of the read loop alike, 1 thread, d128 fp32).
+size_t decode_prefetch_bytes();
 // Head-major pages with at most this many bytes per KV head and page (K or V) take the
 // page-major walk of forward_heads; larger ones read well head by head. AMD Zen 3, d128 fp32,
 // page-major / head-by-head time: page 16 (8 KiB) 0.84-0.90, 32 0.97-0.98, 64 1.08-1.11, 128 1.22.

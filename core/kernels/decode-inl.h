@@ -47,12 +47,11 @@ static inline float sfma(float a, float b, float c) {
 // Software prefetch of the decode stream: while Q.K^T works on a key, the K and V rows of the key
 // `ahead` positions later are requested, a few lines per key rather than a tile at a time (a burst
 // of hundreds of prefetches fills the line-fill buffers and stalls the loop behind them; spread
-// out they overlap the arithmetic: dense decode 1.5x faster, measured). `ahead` is a few KiB of
-// rows: enough to cover the memory latency, little enough to stay in L1.
-constexpr size_t kPrefetchBytes = 4096;
-
+// out they overlap the arithmetic: dense decode 1.5x faster, measured). `ahead` is
+// decode_prefetch_bytes() of K rows (kernel.hpp: from the CPU's L1 data cache): enough to cover
+// the memory latency, little enough to stay in L1.
 static inline size_t prefetch_ahead(const KvRows &k, size_t d) {
-    const size_t n = kPrefetchBytes / (d * k.elem); // d >= kL on the decode path
+    const size_t n = decode_prefetch_bytes() / (d * k.elem); // d >= kL on the decode path
     return n < 4 ? 4 : n;
 }
 

@@ -66,7 +66,7 @@ __attribute__((noinline)) static void decode_qk_heads(DecodeHead *hs, size_t n, 
     constexpr size_t QB = kQB;
     // a whole number of blocks, so that a run cut where its targets cross a page ends in whole
     // blocks too (16-key pages: runs of 14 and 2 keys, not 15 and 1)
-    const size_t ahead = kround_up(kmax(kPrefetchBytes / (n * kbytes), 1), QB);
+    const size_t ahead = kround_up(kmax(decode_prefetch_bytes() / (n * kbytes), 1), QB);
     for (size_t x = 0; x < nk;) {
         // a run of keys in one page whose prefetch targets are in one page too
         const size_t j = jt + x, ja = j + ahead;
