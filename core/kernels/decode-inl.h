@@ -328,11 +328,8 @@ static inline void decode_qk_tile_seq(const KvRows &krows, const KvRows &vrows, 
         size_t next = 0, t = 0;
         for (size_t h = 0; h < 2; ++h)
             for (size_t c0 = 0; c0 < dpad; c0 += kL) {
-                for (const size_t upto = ++t * npf / transposes; next < upto; ++next) {
-                    const size_t bytes = next % 2 ? vbytes : kbytes;
-                    for (size_t off = 0; off < bytes; off += 64)
-                        __builtin_prefetch(pf[next] + off, 0, 3);
-                }
+                for (const size_t upto = ++t * npf / transposes; next < upto; ++next)
+                    prefetch_rows(pf[next], next % 2 ? vbytes : kbytes, 0, nullptr, 0, 0, 1);
                 vtranspose_pack(kt + c0 * KB + h * kL, KB, rows + h * kL, c0, 1.0f);
             }
         vf acc[kDecodeRows][2];
