@@ -232,6 +232,43 @@ void key_mass(const Params &p, const Tensors &t, const Plan &pl) {
     });
 }
 
+// ---- Integer Q.K^T (Compute::Int8) ----
+
+// Whether the call computes Q.K^T in integers on its row blocks: asked for, a strategy with row
+// blocks (not decode-like: those are bound by reading K and V, which a quantizing pass would
+// read once more), no batch invariance (the smoothing mean depends on every key of the
+// sequence), no key-mass pass (it recomputes the probabilities), and sums that fit int32.
+bool int8_takes(const Params &p, const Tensors &t, const Plan &pl, Strategy st) {
+    return p.compute == Compute::Int8 && !p.invariant && !t.key_mass &&
+           (st == Strategy::PlainItems || st == Strategy::PackedPrefill) &&
+           pl.group * p.shape.seq_q > kDecodeRowsMax && p.shape.head_dim <= 8192 &&
+           p.shape.seq_k > 0;
+}
+
+// K of every (batch entry, KV head) smoothed and quantized into cs.kq (Tensors::kq). Returns
+// false when some real key is not finite: the call then computes Q.K^T exactly.
+bool quantize_keys(const Params &p, Tensors *t, const Plan &pl, ThreadScratch &cs) {
+    const Shape &s = p.shape;
+    const size_t kvs = s.batch * s.heads_kv, row = (s.head_dim + 1) / 2;
+    cs.kq.resize(kvs * s.seq_k * row);
+    cs.kq_f.resize(kvs * (s.seq_k + 4 * s.head_dim));
+    int32_t *codes = cs.kq.data();
+    float *scales = cs.kq_f.data(), *means = scales + kvs * s.seq_k;
+    float *work = means + kvs * s.head_dim;
+    std::vector<unsigned char> ok(kvs);
+    run_items(pl, kvs, [&](size_t x) {
+        ok[x] = pl.k->quantize_keys(p, *t, x / s.heads_kv, x % s.heads_kv,
+                                    codes + x * s.seq_k * row, row, scales + x * s.seq_k,
+                                    means + x * s.head_dim, work + x * 3 * s.head_dim);
+    });
+    if (std::find(ok.begin(), ok.end(), 0) != ok.end()) return false;
+    t->kq = codes;
+    t->kq_row = row;
+    t->kq_scale = scales;
+    t->kq_mean = means;
+    return true;
+}
+
 // ---- The fp16 fast path ----
 
 // Whether the fp16 fast path takes this forward call (see ATTN_PARAM_COMPUTE): prefill-like,
@@ -241,9 +278,10 @@ bool fp16_takes(const Params &p, const Tensors &t, const KernelInfo &k) {
     const Shape &s = p.shape;
     auto f32_or_f16 = [](DType d) { return d == DType::F32 || d == DType::F16; };
     const bool plain_types = f32_or_f16(p.q_type) && f32_or_f16(p.k_type) && f32_or_f16(p.v_type);
-    if (!p.fp16 || !plain_types || p.invariant || p.varlen || p.page_size || p.softcap > 0.0f ||
-        p.plus_one || t.q_scale || t.bias || t.alibi || t.sinks || t.key_valid || t.allowed ||
-        t.query_valid || t.key_mass || t.cu_q || t.cu_k || t.block_table)
+    if (p.compute != Compute::Fp16 || !plain_types || p.invariant || p.varlen || p.page_size ||
+        p.softcap > 0.0f || p.plus_one || t.q_scale || t.bias || t.alibi || t.sinks ||
+        t.key_valid || t.allowed || t.query_valid || t.key_mass || t.cu_q || t.cu_k ||
+        t.block_table)
         return false;
     if (!k.fp16) return false; // the avx512fp16 kernel: the CPU's level, not capped below it
     if (s.seq_q * (s.heads_q / s.heads_kv) < 16 || s.head_dim > 1024 || s.head_dim_v > 1024)
@@ -297,7 +335,9 @@ void forward(const Params &p0, const Tensors &t0) {
     }
     clear_padded_queries(p, t);
     const Plan pl = make_plan(p, t, k, true, cs);
-    switch (choose_strategy(p, t, pl)) {
+    const Strategy st = choose_strategy(p, t, pl);
+    if (int8_takes(p, t, pl, st)) quantize_keys(p, &t, pl, cs);
+    switch (st) {
     case Strategy::KeySplit:
         key_split(p, t, pl, cs);
         break;

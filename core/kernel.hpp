@@ -103,6 +103,12 @@ struct KernelInfo {
     void (*f32_to_bf16)(const float *src, uint16_t *dst, size_t n);
     // Returns the first row with a non-finite value (nothing written from it on), or rows.
     size_t (*quantize_i8)(const float *src, size_t rows, size_t dim, int8_t *dst, float *scales);
+    // Compute::Int8: K of (b, kvh) minus its channel mean over the real keys, quantized per key
+    // (the layout of Tensors::kq: codes of key j at codes + j * kq_row, scale at scales[j], the
+    // mean into mean[head_dim]); work holds 3 * head_dim floats. False when a real key holds a
+    // non-finite value (the call then computes Q.K^T exactly).
+    bool (*quantize_keys)(const Params &p, const Tensors &t, size_t b, size_t kvh, int32_t *codes,
+                          size_t kq_row, float *scales, float *mean, float *work);
     // The fp16 fast path, or null: set in the avx512fp16 table only (and there null when the
     // compiler could not build it).
     const Fp16Kernel *fp16;

@@ -108,6 +108,61 @@ static inline float vhsum(const vf &x) {
     return xsimd::hadd(x);
 }
 
+// int32 lanes beside vf for the integer Q.K^T (qk8-inl.h): a word holds two int16, the even
+// one low; vi_madd is pmaddwd (each lane: a0 b0 + a1 b1, exact in int32) and an add.
+#if defined(__AVX512F__)
+using vi = __m512i;
+static inline vi vi_zero() {
+    return _mm512_setzero_si512();
+}
+static inline vi vi_load(const int32_t *p) {
+    return _mm512_loadu_si512(p);
+}
+static inline vi vi_bcast(int32_t x) {
+    return _mm512_set1_epi32(x);
+}
+static inline vi vi_madd(const vi &acc, const vi &a, const vi &b) {
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+}
+static inline vf vi_to_f(const vi &a) {
+    return _mm512_cvtepi32_ps(a);
+}
+#elif defined(__AVX2__)
+using vi = __m256i;
+static inline vi vi_zero() {
+    return _mm256_setzero_si256();
+}
+static inline vi vi_load(const int32_t *p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
+}
+static inline vi vi_bcast(int32_t x) {
+    return _mm256_set1_epi32(x);
+}
+static inline vi vi_madd(const vi &acc, const vi &a, const vi &b) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+}
+static inline vf vi_to_f(const vi &a) {
+    return _mm256_cvtepi32_ps(a);
+}
+#else
+using vi = __m128i;
+static inline vi vi_zero() {
+    return _mm_setzero_si128();
+}
+static inline vi vi_load(const int32_t *p) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
+}
+static inline vi vi_bcast(int32_t x) {
+    return _mm_set1_epi32(x);
+}
+static inline vi vi_madd(const vi &acc, const vi &a, const vi &b) {
+    return _mm_add_epi32(acc, _mm_madd_epi16(a, b));
+}
+static inline vf vi_to_f(const vi &a) {
+    return _mm_cvtepi32_ps(a);
+}
+#endif
+
 // The largest lane of x (no NaN lanes).
 static inline float vhmax(const vf &x) {
 #if defined(__AVX512F__)
