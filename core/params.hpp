@@ -74,7 +74,7 @@ struct Params {
     DType q_type = DType::F32, k_type = DType::F32, v_type = DType::F32;
     Layout ks, vs;
     // ATTN_PARAM_COMPUTE: the arithmetic asked for. Fp16: the fp16 fast path where it applies;
-    // Int8: Q.K^T in integers on the row blocks (kernels/qk8-inl.h) where it applies; Bf16
+    // Int8: Q.K^T in integers on the row blocks (kernels/int8-inl.h) where it applies; Bf16
     // (and every mode where it does not apply): exact.
     Compute compute = Compute::Exact;
 };

@@ -128,6 +128,7 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
         }
         set_key_rows(p, t, w, kb, tile, s, f32_rows);
         bool v_checked = false, v_finite = true, v_set = false;
+        int v8 = -1; // integer P.V of the tile: -1 not known yet, 0 no (a V value not finite)
         for (size_t bi = 0; bi < nb; ++bi) {
             Block &b = blk[bi];
             if (kNV > 1 && far && j < kend) { // a share of the next tile's rows, into L2
@@ -166,6 +167,14 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
                     s.vrow[x] = s.vpack + x * dp;
                 }
                 v_set = true;
+            }
+            if (t.kq && b.q8) { // integers where the tile's V and the block's p allow it
+                if (v8 < 0) v8 = quantize_v_tile(s.vrow, nk, dv, s.vq, s.svs, s.vwork);
+                const size_t np = v8 ? pack_probs(sb.st, x0, ti.nk, s.pq) : 0;
+                if (np) {
+                    pv8_tile(s.vq, dv, x0 / 2, s.pq, np, s.svs, b.ot);
+                    continue;
+                }
             }
             if (ti.partial && !v_checked) { // the whole tile: finite there is finite in [x0, x1)
                 v_finite = v_tile_finite(p, s, nk);

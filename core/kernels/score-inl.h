@@ -48,11 +48,15 @@ struct Scratch {
     unsigned *kidx;
     float *heads; // forward_heads: q, o and scores of kDecodeHeads heads past the first
     float *kt;    // decode under batch invariance: 2 kL keys transposed, their rows, a zero row
-    // Integer Q.K^T (qk8-inl.h): the blocks' query codes, scales and q.mean; a tile's key code
+    // Integer Q.K^T (int8-inl.h): the blocks' query codes, scales and q.mean; a tile's key code
     // rows and scales (past the tile's keys: a zero row, scale 0).
     int32_t *q16;
     float *sq, *qm, *ksc;
     const int32_t **krow16;
+    // Integer P.V (int8-inl.h): a tile's V code pairs and channel scales (and dv floats of
+    // work), a block's probability code pairs.
+    int32_t *vq, *pq;
+    float *svs, *vwork;
 };
 
 static inline size_t scratch_layout(const Params &p, unsigned char *base, Scratch *s) {
@@ -93,6 +97,10 @@ static inline size_t scratch_layout(const Params &p, unsigned char *base, Scratc
     x.qm = fl(kM * kR);
     x.ksc = fl(kBK + 2 * kQI);
     x.krow16 = reinterpret_cast<const int32_t **>(take(sizeof(int32_t *) * (kBK + 2 * kQI)));
+    x.vq = reinterpret_cast<int32_t *>(take(sizeof(int32_t) * ((kBK + 1) / 2) * dv));
+    x.pq = reinterpret_cast<int32_t *>(take(sizeof(int32_t) * ((kBK + 1) / 2 + 1) * kR));
+    x.svs = fl(dv);
+    x.vwork = fl(dv);
     if (s) *s = x;
     return off;
 }
@@ -464,7 +472,7 @@ static inline bool score_tile(const Params &p, const Tensors &t, const Block &bl
 
     // Q.K^T over kKT-row blocks (s.krow was set for the tile; rows past nk point at a zero row
     // and are ignored afterwards).
-    if (blk.q8) { // integers (qk8-inl.h): the scores come out with sq * sk applied, q.mean added
+    if (blk.q8) { // integers (int8-inl.h): the scores come out with sq * sk applied, q.mean added
         vf sqv[kNV], qmv[kNV];
         for (size_t n = 0; n < kNV; ++n) {
             sqv[n] = vload(blk.sq + n * kL);
