@@ -808,6 +808,12 @@ ATTN_API size_t attn_get_num_threads(void);
  *  attn_set_isa. since 0.1 */
 ATTN_API const char *attn_isa(void);
 
+/** The unit ATTN_PARAM_COMPUTE = `mode` (an attn_compute) runs its products on with the kernel
+ *  in use (attn_isa), in static storage: "fp32 vfmadd (avx2)", "int16 vpmaddwd (avx2)",
+ *  "fp16 vfmadd*ph (avx512fp16)"; a mode that runs as EXACT on this CPU names EXACT's unit.
+ *  NULL for a value that is not an attn_compute. since 0.3 */
+ATTN_API const char *attn_compute_unit(int mode);
+
 /** Cap the kernel (process-wide) at `name` ("scalar", "sse2", "avx2", "avx512", "avx512fp16";
  *  "avx512" keeps FP16 requests exact), or restore the default with NULL or "". Affects calls
  *  that start afterwards.
