@@ -119,6 +119,14 @@ struct Tensors {
     const int32_t *kq = nullptr;
     const float *kq_scale = nullptr, *kq_mean = nullptr;
     size_t kq_row = 0;
+    // ... and V (null: P.V in fp32), per tile of keys [t kBK, (t + 1) kBK) (the tiles then start
+    // there, as under batch invariance): the codes of its non-padding keys 2 x and 2 x + 1 in
+    // channel c paired at vq[((b * heads_kv + kvh) * vq_tiles + t) * vq_tile + x * head_dim_v +
+    // c], the channel's step / 8191 at vq_scale[((b * heads_kv + kvh) * vq_tiles + t) *
+    // head_dim_v + c].
+    const int32_t *vq = nullptr;
+    const float *vq_scale = nullptr;
+    size_t vq_tiles = 0, vq_tile = 0;
     // Set by the scheduler: qmap[b * seq_q + n] = n-th real query of batch b (null = identity).
     const uint32_t *qmap = nullptr;
     // Set by the scheduler for a copy of scattered K / V rows (kv_pack.hpp): the rows of (batch

@@ -71,5 +71,7 @@ __attribute__((unused)) static KernelInfo make_info(const KernelInfo *narrow) {
     k.f32_to_bf16 = &convert_f32_to_bf16;
     k.quantize_i8 = &quantize_rows_i8;
     k.quantize_keys = &quantize_keys;
+    k.quantize_values = &quantize_values;
+    k.tile_keys = kBK;
     return k;
 }

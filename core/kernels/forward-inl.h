@@ -100,7 +100,9 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
     init_blocks(blk, nb, dp, with_pv, &kbeg, &kend);
     // Batch invariance: tiles start at multiples of kBK (their boundaries then depend on the key
     // positions only, not on which rows share the item).
-    if (p.invariant) kbeg -= kbeg % kBK;
+    // So do the tiles of integer P.V, whose V codes are per fixed tile.
+    if (p.invariant || t.vq) kbeg -= kbeg % kBK;
+    const size_t vqx = (w.b * p.shape.heads_kv + w.kvh) * t.vq_tiles;
     const KvRows vb = with_pv ? kv_rows(p, t, true, w.b, w.kvh) : KvRows{};
     const KvRows kb = kv_rows(p, t, false, w.b, w.kvh);
     // V rows are read in place like K's (P.V ends a row whose head_dim_v is not a multiple of kDT
@@ -128,7 +130,6 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
         }
         set_key_rows(p, t, w, kb, tile, s, f32_rows);
         bool v_checked = false, v_finite = true, v_set = false;
-        int v8 = -1; // integer P.V of the tile: -1 not known yet, 0 no (a V value not finite)
         for (size_t bi = 0; bi < nb; ++bi) {
             Block &b = blk[bi];
             if (kNV > 1 && far && j < kend) { // a share of the next tile's rows, into L2
@@ -156,6 +157,14 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
             if (!score_tile(p, t, b, sb, ti)) continue;
             softmax_tile(b, sb, ti.nk, dp, with_pv);
             if (!with_pv) continue;
+            if (t.vq && b.q8) { // integers, unless a probability is NaN
+                const size_t tx = vqx + tile.jbase / kBK, np = pack_probs(sb.st, x0, ti.nk, s.pq);
+                if (np) {
+                    pv8_tile(t.vq + tx * t.vq_tile, dv, x0 / 2, s.pq, np, t.vq_scale + tx * dv,
+                             b.ot);
+                    continue;
+                }
+            }
             if (!v_set) {
                 for (size_t x = 0; x < nk; ++x) {
                     const size_t jj = tile.jbase + s.kidx[x];
@@ -167,14 +176,6 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
                     s.vrow[x] = s.vpack + x * dp;
                 }
                 v_set = true;
-            }
-            if (t.kq && b.q8) { // integers where the tile's V and the block's p allow it
-                if (v8 < 0) v8 = quantize_v_tile(s.vrow, nk, dv, s.vq, s.svs, s.vwork);
-                const size_t np = v8 ? pack_probs(sb.st, x0, ti.nk, s.pq) : 0;
-                if (np) {
-                    pv8_tile(s.vq, dv, x0 / 2, s.pq, np, s.svs, b.ot);
-                    continue;
-                }
             }
             if (ti.partial && !v_checked) { // the whole tile: finite there is finite in [x0, x1)
                 v_finite = v_tile_finite(p, s, nk);

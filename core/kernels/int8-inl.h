@@ -16,10 +16,10 @@
 // keep 12 bits (|code| <= 2047): their error is 16 times below the keys'. |sum| <= 127 * 2047 *
 // head_dim < 2^31 for head_dim <= 8192.
 // P.V, per key tile: the tile's V quantized per channel (|code| <= 1023, one scale per channel
-// and tile), each block's probabilities p = exp(s - m) in [0, 1] as p * 8191 rounded (13 bits),
-// summed over the tile's key pairs in int32 (|sum| <= 2 * 8191 * 1023 per pair: exact for tiles
-// of up to 256 keys), then times the channel's scale / 8191 into the fp32 accumulator. The
-// running sum l stays the fp32 sum of the unrounded p. (8-bit V codes doubled the error of the
+// and tile, once per call), each block's probabilities p = exp(s - m) in [0, 1] as p * 8191 rounded
+// (13 bits), summed over the tile's key pairs in int32 (|sum| <= 2 * 8191 * 1023 per pair: exact
+// for tiles of up to 256 keys), then times the channel's scale / 8191 into the fp32 accumulator.
+// The running sum l stays the fp32 sum of the unrounded p. (8-bit V codes doubled the error of the
 // output: relative L1 0.0092 against 0.0066 with fp32 P.V, gaussian inputs, head_dim 128.)
 
 constexpr int32_t kKCode = 127, kQCode = 2047, kVCode = 1023, kPCode = 8191;
@@ -129,53 +129,47 @@ static inline void qk8_block(const int32_t *const *krow, const int32_t *q16, siz
     }
 }
 
-// The V rows of a tile (nk rows of dv floats, vrow[x]) quantized per channel: the codes of keys
-// 2 jp and 2 jp + 1 in channel c paired at vq[jp * dv + c], svs[c] = the channel's step / kPCode
-// (the probabilities' scale folded in); amax holds dv floats of work. False when a value is not
-// finite (the tile's P.V then runs in fp32).
-static inline bool quantize_v_tile(const float *const *vrow, size_t nk, size_t dv, int32_t *vq,
-                                   float *svs, float *amax) {
-    const size_t full = dv / kL * kL;
-    const vf zero = vzero();
-    vf chk = zero; // v * 0 over every value: NaN iff some value is Inf or NaN
-    for (size_t c = 0; c < full; c += kL) {
-        vf m = zero;
-        for (size_t x = 0; x < nk; ++x) {
-            const vf v = vload(vrow[x] + c);
-            m = vmax(m, vmax(v, zero - v));
-            chk = vfma(v, zero, chk);
+// V of (b, kvh) per tile of keys [t kBK, (t + 1) kBK) (KernelInfo::quantize_values): per
+// channel over the tile's non-padding keys, |code| <= kVCode, the codes of its keys 2 x and
+// 2 x + 1 (in order, padding skipped) paired at codes[t * tile + x * dv + c] (tile = (kBK + 1)
+// / 2 * dv), the channel's step / kPCode (the probabilities' scale folded in) at scales[t * dv +
+// c]. Padding keys are not read.
+static bool quantize_values(const Params &p, const Tensors &t, size_t b, size_t kvh, int32_t *codes,
+                            float *scales, float *work) {
+    const size_t dv = p.shape.head_dim_v, n = key_len(p, t, b), tile = (kBK + 1) / 2 * dv;
+    const uint8_t *valid = t.key_valid ? t.key_valid + b * p.shape.seq_k : nullptr;
+    const KvRows vb = kv_rows(p, t, true, b, kvh);
+    float *inv = work, *row = work + dv;
+    for (size_t t0 = 0, ti = 0; t0 < n; t0 += kBK, ++ti) {
+        const size_t end = n < t0 + kBK ? n : t0 + kBK;
+        for (size_t c = 0; c < dv; ++c) inv[c] = 0.0f;
+        for (size_t j = t0; j < end; ++j) {
+            if (valid && !valid[j]) continue;
+            widen_row(vb, j, row, dv, dv);
+            for (size_t c = 0; c < dv; ++c) {
+                const float a = __builtin_fabsf(row[c]);
+                if (!(a <= __FLT_MAX__)) return false; // Inf or NaN
+                inv[c] = a > inv[c] ? a : inv[c];
+            }
         }
-        vstore(amax + c, m);
-    }
-    float chk_tail = 0.0f;
-    for (size_t c = full; c < dv; ++c) {
-        float m = 0.0f;
-        for (size_t x = 0; x < nk; ++x) {
-            const float a = __builtin_fabsf(vrow[x][c]);
-            m = a > m ? a : m;
-            chk_tail += vrow[x][c] * 0.0f;
+        float *sc = scales + ti * dv;
+        for (size_t c = 0; c < dv; ++c) {
+            sc[c] = inv[c] / static_cast<float>(kVCode) / static_cast<float>(kPCode);
+            inv[c] = inv[c] > 0.0f ? static_cast<float>(kVCode) / inv[c] : 0.0f;
         }
-        amax[c] = m;
-    }
-    float lanes[kL];
-    vstore(lanes, chk);
-    for (size_t l = 0; l < kL; ++l) chk_tail += lanes[l];
-    if (chk_tail != 0.0f) return false;
-    for (size_t c = 0; c < dv; ++c) {
-        svs[c] = amax[c] / static_cast<float>(kVCode) / static_cast<float>(kPCode);
-        amax[c] = amax[c] > 0.0f ? static_cast<float>(kVCode) / amax[c] : 0.0f; // now 1 / step
-    }
-    for (size_t x = 0; x < nk; x += 2) {
-        const float *a = vrow[x], *b = x + 1 < nk ? vrow[x + 1] : nullptr;
-        int32_t *dst = vq + x / 2 * dv;
-        for (size_t c = 0; c < full; c += kL) {
-            const vf inv = vload(amax + c);
-            const vi lo = vi_from_f(vload(a + c) * inv);
-            const vi hi = b ? vi_from_f(vload(b + c) * inv) : vi_zero();
-            vi_store(dst + c, vi_pack_lohi(lo, hi));
+        int32_t *dst = codes + ti * tile;
+        size_t x = 0;
+        for (size_t j = t0; j < end; ++j) {
+            if (valid && !valid[j]) continue;
+            float *r = row + (x % 2) * dv; // the pair's first row, then its second
+            widen_row(vb, j, r, dv, dv);
+            if (x % 2)
+                for (size_t c = 0; c < dv; ++c)
+                    dst[x / 2 * dv + c] = pack_pair(row[c] * inv[c], r[c] * inv[c]);
+            ++x;
         }
-        for (size_t c = full; c < dv; ++c)
-            dst[c] = pack_pair(a[c] * amax[c], b ? b[c] * amax[c] : 0.0f);
+        if (x % 2)
+            for (size_t c = 0; c < dv; ++c) dst[x / 2 * dv + c] = pack_pair(row[c] * inv[c], 0.0f);
     }
     return true;
 }

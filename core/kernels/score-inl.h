@@ -53,10 +53,8 @@ struct Scratch {
     int32_t *q16;
     float *sq, *qm, *ksc;
     const int32_t **krow16;
-    // Integer P.V (int8-inl.h): a tile's V code pairs and channel scales (and dv floats of
-    // work), a block's probability code pairs.
-    int32_t *vq, *pq;
-    float *svs, *vwork;
+    // Integer P.V (int8-inl.h): a block's probability code pairs.
+    int32_t *pq;
 };
 
 static inline size_t scratch_layout(const Params &p, unsigned char *base, Scratch *s) {
@@ -97,10 +95,7 @@ static inline size_t scratch_layout(const Params &p, unsigned char *base, Scratc
     x.qm = fl(kM * kR);
     x.ksc = fl(kBK + 2 * kQI);
     x.krow16 = reinterpret_cast<const int32_t **>(take(sizeof(int32_t *) * (kBK + 2 * kQI)));
-    x.vq = reinterpret_cast<int32_t *>(take(sizeof(int32_t) * ((kBK + 1) / 2) * dv));
     x.pq = reinterpret_cast<int32_t *>(take(sizeof(int32_t) * ((kBK + 1) / 2 + 1) * kR));
-    x.svs = fl(dv);
-    x.vwork = fl(dv);
     if (s) *s = x;
     return off;
 }
@@ -232,7 +227,7 @@ static inline size_t gather_tile(const Params &p, const Tensors &t, size_t b, si
         return nk;
     }
     const uint8_t *kv = t.key_valid + b * p.shape.seq_k;
-    if (p.invariant) { // a tile is the keys [j, j + kBK) that are not padding
+    if (p.invariant || t.vq) { // a tile is the keys [j, j + kBK) that are not padding
         const size_t stop = kmin(span_end, j + kBK);
         for (size_t jj = j; jj < stop; ++jj)
             if (kv[jj]) kidx[nk++] = static_cast<unsigned>(jj - j);

@@ -150,8 +150,14 @@ static inline vi vi_load(const int32_t *p) {
 static inline vi vi_bcast(int32_t x) {
     return _mm256_set1_epi32(x);
 }
-static inline vi vi_madd(const vi &acc, const vi &a, const vi &b) {
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+// (In asm so that the sum lands in acc's register: GCC 12 wrote it to a new register and copied
+// it back, a register move per multiply-add that took dispatch slots.)
+static inline vi vi_madd(vi acc, const vi &a, const vi &b) {
+    vi t;
+    __asm__("vpmaddwd %[b], %[a], %[t]\n\tvpaddd %[t], %[acc], %[acc]"
+            : [acc] "+x"(acc), [t] "=&x"(t)
+            : [a] "x"(a), [b] "x"(b));
+    return acc;
 }
 static inline vf vi_to_f(const vi &a) {
     return _mm256_cvtepi32_ps(a);
