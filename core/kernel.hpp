@@ -112,8 +112,8 @@ struct KernelInfo {
     // ... and V of (b, kvh) per tile of tile_keys keys (the layout of Tensors::vq, from this
     // (b, kvh)'s first tile); work holds 3 * head_dim_v floats. False when a real key's value is
     // not finite (the call then computes P.V in fp32).
-    bool (*quantize_values)(const Params &p, const Tensors &t, size_t b, size_t kvh,
-                            int32_t *codes, float *scales, float *work);
+    bool (*quantize_values)(const Params &p, const Tensors &t, size_t b, size_t kvh, int32_t *codes,
+                            float *scales, float *work);
     size_t tile_keys; // keys per tile of the row blocks (kBK)
     // The fp16 fast path, or null: set in the avx512fp16 table only (and there null when the
     // compiler could not build it).
