@@ -3,9 +3,12 @@
 // relative L1 (sum |o - o_ref| / sum |o_ref|) <= 0.01, on gaussian inputs and on keys with
 // per-channel outliers (20 N(0,1) added per channel), over masks and variants; the same
 // quantization without K smoothing (simulated here in float64) fails that bound on the outlier
-// keys; 1 vs 2 threads bit-identical; the calls the mode does not serve equal EXACT bit for bit.
+// keys; the serving layouts (varlen, paged head- and token-major, every K/V storage type) within
+// the same bound; 1 vs 2 threads bit-identical; the calls the mode does not serve equal EXACT
+// bit for bit.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -14,6 +17,7 @@
 
 #include "attn.h"
 #include "reference.hpp"
+#include "serving_pack.hpp"
 
 namespace {
 
@@ -307,4 +311,80 @@ TEST_CASE("INT8: the calls it does not serve equal EXACT bit for bit; BF16 equal
     c.k[5] = 0.5f;
     CHECK(same_bits(run(c, ATTN_COMPUTE_BF16), run(c, ATTN_COMPUTE_EXACT)));
     CHECK(!same_bits(run(c, ATTN_COMPUTE_INT8), run(c, ATTN_COMPUTE_EXACT)));
+}
+
+TEST_CASE("INT8: a non-finite value of a padding key is never read; one of a real key shows as in "
+          "EXACT") {
+    std::mt19937 g(12);
+    Case c;
+    c.p.batch = 1;
+    c.p.heads_q = 2;
+    c.p.heads_kv = 1;
+    c.p.seq_q = 48;
+    c.p.seq_k = 200;
+    c.p.head_dim = c.p.head_dim_v = 32;
+    c.mask = true;
+    fill(c, g);
+    c.key_valid[17] = 0; // padding: its K and V hold Inf and NaN
+    for (size_t x = 0; x < 32; ++x) {
+        c.k[17 * 32 + x] = INFINITY;
+        c.v[17 * 32 + x] = x % 2 ? NAN : -INFINITY;
+    }
+    const ref::VResult want = ref::compute_v(c.p, inputs(c, c.k.data()));
+    const Out o = run(c, ATTN_COMPUTE_INT8);
+    const Score s = score(c, o.out, want);
+    INFO("cos " << s.cos << " l1 " << s.l1);
+    CHECK(s.cos >= 0.9995);
+    CHECK(s.l1 <= 0.01);
+    CHECK(!same_bits(o, run(c, ATTN_COMPUTE_EXACT)));
+    c.key_valid[17] = 1; // now a real key: every output that sees it is not finite, as in EXACT
+    const Out i8 = run(c, ATTN_COMPUTE_INT8), ex = run(c, ATTN_COMPUTE_EXACT);
+    size_t bad = 0;
+    for (size_t x = 0; x < ex.out.size(); ++x) {
+        CHECK(std::isfinite(i8.out[x]) == std::isfinite(ex.out[x]));
+        bad += !std::isfinite(ex.out[x]);
+    }
+    CHECK(bad > 0);
+}
+
+TEST_CASE("INT8: varlen and paged layouts, every K/V storage, within the bound; 1 vs 2 threads "
+          "identical") {
+    using namespace serving_test;
+    std::mt19937 g(404);
+    int ran = 0;
+    for (const std::string &isa : serving_test::isas()) {
+        REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
+        for (Mode mode : {kVarlen, kVarlenPaged, kDensePaged})
+            for (int rep = 0; rep < 6; ++rep) {
+                Pack c = random_pack(g, mode);
+                c.invariant = false;
+                c.compute = ATTN_COMPUTE_INT8;
+                c.store = mode == kVarlen ? rep % 3 : rep % 4; // int8 pools: paged only
+                if (c.paged()) c.head_major = rep % 2 == 1;
+                // prefill-sized sequences, so that the integer path runs
+                const size_t sq = serving_test::pick(g, 20, 90); // dense Q: one length
+                for (size_t b = 0; b < c.batch; ++b) {
+                    c.lq[b] = mode == kDensePaged ? sq : serving_test::pick(g, 20, 90);
+                    c.lk[b] = c.lq[b] + serving_test::pick(g, 0, 200);
+                }
+                c.max_q = *std::max_element(c.lq.begin(), c.lq.end());
+                c.max_k = *std::max_element(c.lk.begin(), c.lk.end());
+                c.max_pages_param = 0; // follows max_k
+                fill_sequences(c, g);
+                round_kv(c);
+                build(c, g);
+                const Run r = run_on_1_and_2_threads(c);
+                const Closeness e = check_close(c, r);
+                INFO(isa << " mode " << mode << " rep " << rep << " store " << c.store << " cos "
+                         << e.cos << " l1 " << e.l1);
+                CHECK(e.cos >= 0.9995);
+                CHECK(e.l1 <= 0.01);
+                c.compute = ATTN_COMPUTE_EXACT; // and the integer path did run
+                const Run x = run(c);
+                CHECK(std::memcmp(r.out.data(), x.out.data(), r.out.size() * 4) != 0);
+                ++ran;
+            }
+    }
+    attn_set_isa(nullptr);
+    CHECK(ran > 0);
 }
