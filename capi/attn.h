@@ -394,19 +394,25 @@ typedef enum attn_alibi_form {
  * |v| * 64 >= 2^15) and every CPU without AVX512-FP16 runs exactly as EXACT. The choice never
  * depends on the thread count. since 0.2
  *
- *  INT8: Q.K^T in integers (SageAttention's recipe). K of each (batch entry, KV head) is
- *  smoothed (its channel mean over the real keys is subtracted: every score of a query moves by
- *  the same q.mean, which is added back, and outlier channels no longer set the step) and
- *  quantized per key to integers |k| <= 127 with one fp32 scale; scale * Q is quantized per
- *  query row to |q| <= 2047 (the CPUs' 16-bit multiply-add, pmaddwd, runs at one rate whatever
- *  the codes' width); each score is the exact int32 dot product times the two scales, plus q.mean
- *  in fp32, before softcap, bias, ALiBi, sinks, windows and masks, so they and the returned LSE
- *  see the true logits up to the quantization error: |ds| <= scale (|q|_1 step_k + |k'|_1
- *  step_q) / 2 with step_k = max|k'| / 127, step_q = max|scale q| / 2047, k' = k - mean. Softmax
- *  and P.V are fp32 as in EXACT. Applies to the row blocks of prefill-like calls (more than 4
- *  query rows per KV head), every layout, storage type, mask and variant; decode-like calls,
- *  batch invariance, ATTN_KEY_MASS, a K with a non-finite value, and the ops other than
- *  ATTN_OP_FORWARD run exactly as EXACT. The choice never depends on the thread count. since 0.3
+ *  INT8: Q.K^T and P.V in integers (SageAttention's recipe, on the 16-bit multiply-add every
+ *  x86-64 CPU has: pmaddwd, exact int32 sums; attn_compute_unit names it). K of each (batch
+ *  entry, KV head) is smoothed (its channel mean over the real keys is subtracted: every score of
+ *  a query moves by the same q.mean, which is added back, and outlier channels no longer set the
+ *  step) and quantized per key to integers |k| <= 1023 with one fp32 scale; scale * Q per query
+ *  row to |q| <= 2047; each score is the exact integer dot product times the two scales, plus
+ *  q.mean in fp32, before softcap, bias, ALiBi, sinks, windows and masks, so they and the
+ *  returned LSE see the true logits up to the quantization error: |ds| <= scale (|q|_1 step_k +
+ *  |k'|_1 step_q) / 2 with step_k = max|k'| / 1023, step_q = max|scale q| / 2047, k' = k - mean.
+ *  The softmax is fp32 as in EXACT (its running sum too); P.V takes V quantized per channel over
+ *  each tile of keys (|v| <= 1023, one scale per channel and tile) and the probabilities
+ *  exp(s - max) in [0, 1] rounded to multiples of 1/8191, summed exactly in int32 per tile and
+ *  accumulated in fp32. Tested against float64: cosine >= 0.9995 and relative L1 <= 0.01 per
+ *  (batch, head) on gaussian inputs and on keys with per-channel outliers (measured about 0.002).
+ *  Applies to the row blocks of prefill-like calls (more than 4 query rows per KV head, head_dim
+ *  <= 1024), every layout, storage type, mask and variant; decode-like calls, batch invariance,
+ *  ATTN_KEY_MASS, a K with a non-finite value, and the ops other than ATTN_OP_FORWARD run
+ *  exactly as EXACT (a non-finite V value: P.V in fp32). The choice never depends on the thread
+ *  count. since 0.3
  *
  *  BF16: requested bf16 products; runs exactly as EXACT on every CPU this version supports.
  *  since 0.3 */

@@ -249,7 +249,7 @@ bool keys_fit(const Params &p, const Tensors &t) {
 bool int8_takes(const Params &p, const Tensors &t, const Plan &pl, Strategy st) {
     return p.compute == Compute::Int8 && !p.invariant && !t.key_mass &&
            (st == Strategy::PlainItems || st == Strategy::PackedPrefill) &&
-           pl.group * p.shape.seq_q > kDecodeRowsMax && p.shape.head_dim <= 8192 &&
+           pl.group * p.shape.seq_q > kDecodeRowsMax && p.shape.head_dim <= 1024 &&
            p.shape.seq_k > 0 && keys_fit(p, t);
 }
 

@@ -162,7 +162,7 @@ double int8_score_bound(const Case &c) {
     double qmax = 1.0;
     for (float x : c.q_scale) qmax = std::max(qmax, std::fabs(static_cast<double>(x)));
     const double sq = std::fabs(p.eff_scale()) * qmax;
-    return p.head_dim * (sq * (2.0 / 127) + 2.0 * (sq / 2047)) / 2;
+    return p.head_dim * (sq * (2.0 / 1023) + 2.0 * (sq / 2047)) / 2;
 }
 
 void check(const Case &c, const Outputs &o) {

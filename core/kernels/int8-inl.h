@@ -5,16 +5,18 @@
 //   - K of each (batch entry, KV head) is smoothed: its channel mean over the real keys is
 //     subtracted (SageAttention's K smoothing: every score of a query moves by the same q.mean,
 //     and K's outlier channels no longer set the quantization step), then quantized per key to
-//     integers |code| <= 127 with one fp32 scale (round to nearest even);
+//     integers |code| <= kKCode with one fp32 scale (round to nearest even);
 //   - the queries of a row block (scale * q, as the exact kernel holds them) are quantized per
 //     row to |code| <= kQCode;
 //   - each score is the exact integer dot product of the codes (pmaddwd: products of int16
 //     pairs summed in int32, exact), times sq * sk, plus q.mean in fp32: the true logit up to
 //     the quantization error, before softcap, bias, ALiBi, masks and the softmax, which run as
 //     in the exact kernel.
-// The unit multiplies int16 pairs at the same rate whatever the codes' width, so the queries
-// keep 12 bits (|code| <= 2047): their error is 16 times below the keys'. |sum| <= 127 * 2047 *
-// head_dim < 2^31 for head_dim <= 8192.
+// The unit multiplies int16 pairs at the same rate whatever the codes' width, so the codes are as
+// wide as the int32 sum allows: queries 12 bits (|code| <= 2047), keys 11 (|code| <= 1023),
+// |sum| <= 2047 * 1023 * head_dim < 2^31 for head_dim <= 1024. (With 8-bit keys, SageAttention's
+// int8, SmolLM2-135M's first greedy token of a prompt whose two best logits were 0.08 apart
+// changed: the keys' error moved the logits by up to 0.79.)
 // P.V, per key tile: the tile's V quantized per channel (|code| <= 1023, one scale per channel
 // and tile, once per call), each block's probabilities p = exp(s - m) in [0, 1] as p * 8191 rounded
 // (13 bits), summed over the tile's key pairs in int32 (|sum| <= 2 * 8191 * 1023 per pair: exact
@@ -22,7 +24,10 @@
 // The running sum l stays the fp32 sum of the unrounded p. (8-bit V codes doubled the error of the
 // output: relative L1 0.0092 against 0.0066 with fp32 P.V, gaussian inputs, head_dim 128.)
 
-constexpr int32_t kKCode = 127, kQCode = 2047, kVCode = 1023, kPCode = 8191;
+constexpr int32_t kKCode = 1023, kQCode = 2047, kVCode = 1023, kPCode = 8191;
+// The largest head_dim whose Q.K^T sums fit int32 (forward.cpp sends larger ones to EXACT).
+constexpr size_t kMaxDim = 1024;
+static_assert(2047.0 * 1023.0 * 1024.0 < 2147483648.0, "Q.K^T sums must fit int32");
 static_assert(kBK <= 256, "a tile's P.V sum must fit int32: 2 * 8191 * 1023 per key pair");
 // Keys per integer product block: kNV x kQI accumulators, a query vector per lane group, the
 // broadcast key pair and a product in registers (16 vector registers on AVX2 and SSE2).

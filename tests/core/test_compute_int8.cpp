@@ -147,7 +147,7 @@ Score score(const Case &c, const std::vector<float> &got, const ref::VResult &wa
     return s;
 }
 
-// K as the mode without smoothing would see it: each key quantized per key to |code| <= 127
+// K as the mode without smoothing would see it: each key quantized per key to |code| <= 1023
 // (round to nearest even), no mean removed; Q quantized per row as the library does (scale * q,
 // |code| <= 2047). Written in float64, for the failing half of the smoothing test.
 void quantize_unsmoothed(const Case &c, std::vector<float> &q, std::vector<float> &k) {
@@ -166,7 +166,7 @@ void quantize_unsmoothed(const Case &c, std::vector<float> &q, std::vector<float
     for (size_t x = 0; x + p.head_dim <= q.size(); x += p.head_dim)
         per_row(&q[x], p.head_dim, 2047, sc);
     for (size_t x = 0; x + p.head_dim <= k.size(); x += p.head_dim)
-        per_row(&k[x], p.head_dim, 127, 1.0);
+        per_row(&k[x], p.head_dim, 1023, 1.0);
 }
 
 std::vector<std::string> isas() {
