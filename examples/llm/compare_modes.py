@@ -10,10 +10,10 @@ batch, as smollm2.py) and the perplexity of lighthouses.txt by teacher forcing (
 prefill call per layer over the whole text). Batch invariance is off in every mode (INT8 and
 BF16 would run as EXACT under it), so the modes differ only in ATTN_PARAM_COMPUTE. Prints, per
 mode, whether each prompt's tokens equal EXACT's, the perplexity and its relative difference
-from EXACT against the target (+0.5 % INT8, +0.2 % BF16), and for each prompt's first token (the
-prefill's logits, the last ones computed from the same tokens in every mode) EXACT's margin
-between its top two logits beside each mode's largest logit change. Exits 1 if a mode's tokens differ
-from EXACT's or its perplexity misses the target.
+from EXACT against the target (+0.5 % INT8, +0.2 % BF16), and for each prompt's first token
+(the prefill's logits: every mode computes them from the same tokens) EXACT's margin between its
+top two logits beside each mode's largest logit change. Exits 1 if a mode's tokens differ from
+EXACT's or its perplexity misses the target.
 """
 
 from __future__ import annotations
