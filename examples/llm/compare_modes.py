@@ -37,14 +37,18 @@ TARGETS = {"int8": 0.5, "bf16": 0.2}
 
 
 def cpu_name() -> str:
-    try:
+    """The first processor of /proc/cpuinfo as "model name (family F model M)": a virtual
+    machine's model name often omits the generation."""
+    info = {}
+    if os.path.exists("/proc/cpuinfo"):
         with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+            first = f.read().split("\n\n", 1)[0]
+        info = dict(map(str.strip, line.split(":", 1)) for line in first.splitlines()
+                    if ":" in line)
+    if "model name" not in info:
+        return platform.processor() or platform.machine()
+    return "%s (family %s model %s)" % (info["model name"], info.get("cpu family", "?"),
+                                        info.get("model", "?"))
 
 
 def main(argv=None) -> int:
