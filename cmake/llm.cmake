@@ -15,6 +15,15 @@
 #                   batch, and layer 0's attention outputs (prefill and one decode step) equal a
 #                   plain numpy float64 attention within 1e-5.
 #   llm_tiny_paged  the same with --paged: a paged KV cache (block table, Desc.kv_append).
+#   llm_tiny_int8   --tiny --compute int8: every call with ATTN_PARAM_COMPUTE = INT8 (batch
+#                   invariance off, under which INT8 would be exact); fails unless layer 0's
+#                   prefill attention is within INT8's bound of float64 (cosine >= 0.9995,
+#                   relative L1 <= 0.01 per batch entry and head) and its decode step (EXACT)
+#                   within 1e-5.
+#   llm_tiny_modes  examples/llm/compare_modes.py --tiny --max-tokens 2000: the tiny model in
+#                   EXACT, INT8 and BF16 (greedy tokens of the 3 prompts, perplexity of the
+#                   first 2000 bytes of lighthouses.txt by teacher forcing); fails unless INT8 and
+#                   BF16 give EXACT's tokens and perplexities within +0.5 % / +0.2 % of EXACT's.
 
 if(NOT Python3_EXECUTABLE)
   find_package(Python3 COMPONENTS Interpreter REQUIRED)
@@ -36,5 +45,12 @@ add_test(NAME llm_tiny_paged
   COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/examples/llm/smollm2.py --tiny --paged
           --page-size 8
   WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
-set_tests_properties(llm_tiny llm_tiny_paged PROPERTIES
+add_test(NAME llm_tiny_int8
+  COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/examples/llm/smollm2.py --tiny --compute int8
+  WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
+add_test(NAME llm_tiny_modes
+  COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/examples/llm/compare_modes.py --tiny
+          --max-tokens 2000
+  WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
+set_tests_properties(llm_tiny llm_tiny_paged llm_tiny_int8 llm_tiny_modes PROPERTIES
   ENVIRONMENT "${_attn_llm_env}" TIMEOUT 120)

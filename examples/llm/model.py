@@ -48,17 +48,45 @@ DECODE_ROWS = 1    # rows per call in the decode steps and for the logits
 # libattn descriptors
 # ------------------------------------------------------------------------------------------
 
+def compute_modes() -> List[str]:
+    """The ATTN_PARAM_COMPUTE modes this attn package names ("exact", "fp16", "int8", "bf16")."""
+    return [m.name.lower() for m in attn.Compute]
+
+
+def compute_unit(mode: str) -> str:
+    """The unit a compute mode runs its products on with the kernel in use
+    (attn_compute_unit), or "?" with a library that lacks the query."""
+    query = getattr(attn, "compute_unit", None)
+    if query is not None:
+        return query(mode)
+    import ctypes  # the Python face has no compute_unit() yet: the C call itself
+    f = getattr(attn._lib.lib, "attn_compute_unit", None)
+    if f is None:
+        return "?"
+    f.restype, f.argtypes = ctypes.c_char_p, [ctypes.c_int]
+    name = f(int(getattr(attn.Compute, mode.upper())))
+    return name.decode("ascii") if name else "?"
+
+
 def make_desc(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_k: int, head_dim: int,
-              *, causal, batch_invariant: bool = True, **kw) -> "attn.Desc":
-    """attn.Desc(...) with ATTN_PARAM_BATCH_INVARIANT = batch_invariant (read back)."""
+              *, causal, batch_invariant: bool = True, compute: str = "exact",
+              **kw) -> "attn.Desc":
+    """attn.Desc(...) with ATTN_PARAM_BATCH_INVARIANT = batch_invariant and ATTN_PARAM_COMPUTE
+    = compute (a mode name, see compute_modes()), both read back."""
     if not hasattr(getattr(attn, "Param", None), "BATCH_INVARIANT"):
         raise SystemExit("this attn package (%s) has no Desc(batch_invariant=...): it needs the "
                          "Python face of libattn 0.2 with the serving layouts"
                          % os.path.dirname(attn.__file__))
+    if compute not in compute_modes():
+        raise SystemExit("this attn package (%s) has no compute mode %r (it has %s): it needs "
+                         "the Python face of libattn 0.3 with the INT8 and BF16 modes"
+                         % (os.path.dirname(attn.__file__), compute, ", ".join(compute_modes())))
     desc = attn.Desc(batch, heads_q, heads_kv, seq_q, seq_k, head_dim, causal=causal,
-                     batch_invariant=batch_invariant, **kw)
+                     batch_invariant=batch_invariant, compute=compute, **kw)
     if desc.batch_invariant != bool(batch_invariant):
         raise RuntimeError("batch_invariant reads back as %r" % desc.batch_invariant)
+    if desc.compute.name.lower() != compute:
+        raise RuntimeError("compute reads back as %r" % desc.compute)
     return desc
 
 
@@ -247,13 +275,16 @@ class Llama:
     """Weights use GGUF's tensor names (token_embd, blk.N.attn_q, ...), float32, (out, in)."""
 
     def __init__(self, cfg: Config, weights: Dict[str, np.ndarray], *,
-                 batch_invariant: bool = True, page_size: int = 0):
+                 batch_invariant: bool = True, page_size: int = 0, compute: str = "exact"):
         self.cfg = cfg
         self.w = weights
         self.embed = weights["token_embd.weight"]
         self.lm_head = weights.get("output.weight", self.embed)  # tied in SmolLM2
         self.rope = Rope(cfg.rope_dim, cfg.rope_base, cfg.context)
+        # the Desc settings of the calls that start afterwards (ATTN_PARAM_BATCH_INVARIANT,
+        # ATTN_PARAM_COMPUTE by name)
         self.batch_invariant = batch_invariant
+        self.compute = compute
         self.page_size = page_size  # 0 = the dense cache
         # fused projections: one BLAS call for q|k|v and one for gate|up
         self.qkv = [np.concatenate([self.layer(i, n) for n in ("attn_q", "attn_k", "attn_v")])
@@ -322,12 +353,42 @@ class Llama:
         qo = (seq_q * cfg.n_heads * cfg.head_dim, cfg.head_dim, cfg.n_heads * cfg.head_dim)
         return make_desc(batch, cfg.n_heads, cfg.n_kv_heads, seq_q, seq_k, cfg.head_dim,
                          causal=causal, batch_invariant=self.batch_invariant,
+                         compute=self.compute,
                          q_strides=qo, out_strides=qo,  # (B, T, Hq, D) buffers
                          **cache.desc_keywords(cfg))
 
     def prefill(self, tokens: np.ndarray, lens: np.ndarray, max_len: int):
         """tokens (B, L) right-padded, lens (B,). Returns (logits of each sequence's last real
         token (B, vocab), the cache holding the prompts)."""
+        x, cache = self._prefill_states(tokens, lens, max_len)
+        lens32 = cache.lens
+        last = x[np.arange(tokens.shape[0]), lens32 - 1]
+        return self._logits(last), cache
+
+    def token_nll(self, ids, chunk: int = 256) -> np.ndarray:
+        """Teacher forcing over one sequence of token ids (at most the model's context): one
+        causal prefill call per layer over all of them, then the negative log-likelihood
+        (float64) of each token ids[t + 1] given ids[0 .. t], t = 0 .. len - 2. The logits are
+        one plain float32 product per `chunk` rows (no batch-invariant shapes needed here),
+        the log-softmax in float64."""
+        ids = np.asarray(ids, np.int64)
+        T = len(ids)
+        if not 2 <= T <= self.cfg.context:
+            raise SystemExit("%d tokens: teacher forcing takes 2 .. %d (the model's context)"
+                             % (T, self.cfg.context))
+        x, _ = self._prefill_states(ids[None, :], np.array([T], np.int32), T)
+        h = rms_norm(x[0, :-1], self.w["output_norm.weight"], self.cfg.eps)
+        nll = np.empty(T - 1)
+        for s in range(0, T - 1, chunk):
+            z = (h[s:s + chunk] @ self.lm_head.T).astype(np.float64)  # (n, vocab)
+            m = z.max(axis=1)
+            lse = m + np.log(np.exp(z - m[:, None]).sum(axis=1))
+            nll[s:s + chunk] = lse - z[np.arange(len(z)), ids[s + 1:s + 1 + len(z)]]
+        return nll
+
+    def _prefill_states(self, tokens: np.ndarray, lens: np.ndarray, max_len: int):
+        """The prefill's final hidden states x (B, L, hidden) and the cache holding the
+        prompts (cache.lens = lens)."""
         cfg = self.cfg
         B, L = tokens.shape
         cache = self.new_cache(B, max_len)
@@ -341,8 +402,7 @@ class Llama:
             for i in range(cfg.n_layers):
                 x = self._block(i, x, pos, cache, desc, lens32, query_valid, PREFILL_ROWS)
         cache.lens[:] = lens32
-        last = x[np.arange(B), lens32 - 1]
-        return self._logits(last), cache
+        return x, cache
 
     def decode_desc(self, cache) -> "attn.Desc":
         """The Desc of every decode step and layer: one query per sequence, the whole cache."""
