@@ -290,6 +290,17 @@ void quantize_kv(const Params &p, Tensors *t, const Plan &pl, ThreadScratch &cs)
     }
 }
 
+// The quantized copies are kept for the next call while they are small (a fresh block costs a
+// page fault and the kernel's zeroing per page), released when larger, so a long prefill does
+// not leave its copies behind for the thread's lifetime.
+void release_quantized(ThreadScratch &cs) {
+    constexpr size_t kKeepBytes = size_t(32) << 20; // the packed-prefill copies' limit
+    if (cs.kq.capacity() * sizeof(int32_t) + cs.kq_f.capacity() * sizeof(float) <= kKeepBytes)
+        return;
+    std::vector<int32_t>().swap(cs.kq);
+    std::vector<float>().swap(cs.kq_f);
+}
+
 // ---- The fp16 fast path ----
 
 // Whether the fp16 fast path takes this forward call (see ATTN_PARAM_COMPUTE): prefill-like,
@@ -373,6 +384,7 @@ void forward(const Params &p0, const Tensors &t0) {
         break;
     }
     if (t.key_mass) key_mass(p, t, pl);
+    release_quantized(cs);
 }
 
 } // namespace core
