@@ -45,15 +45,16 @@ float widen16(int store, uint16_t b) {
 
 void run_case(const Shape &s, Place place, hard::Rng &rng) {
     const ref::VProblem &p = s.p;
-    std::snprintf(
-        g_case, hard::kGuardCaseLen,
-        "b %zu hq %zu hkv %zu sq %zu sk %zu d %zu dv %zu causal %d window %lld,%lld "
-        "softcap %g alibi %d sinks %d q_scale %d qv %d lens %d mass %d store %d%d%d fp16 %d int8 %d "
-        "isa %s place %s",
-        p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k, p.head_dim, p.head_dim_v, p.causal,
-        p.window_left, p.window_right, static_cast<double>(p.softcap), p.alibi, s.sinks, s.q_scale,
-        s.query_valid, s.lens, s.mass, s.store[0], s.store[1], s.store[2], s.fp16, s.int8, attn_isa(),
-        place == Place::EndAtGuard ? "end" : "start");
+    std::snprintf(g_case, hard::kGuardCaseLen,
+                  "b %zu hq %zu hkv %zu sq %zu sk %zu d %zu dv %zu causal %d window %lld,%lld "
+                  "softcap %g alibi %d sinks %d q_scale %d qv %d lens %d mass %d store %d%d%d fp16 "
+                  "%d int8 %d "
+                  "isa %s place %s",
+                  p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k, p.head_dim, p.head_dim_v,
+                  p.causal, p.window_left, p.window_right, static_cast<double>(p.softcap), p.alibi,
+                  s.sinks, s.q_scale, s.query_valid, s.lens, s.mass, s.store[0], s.store[1],
+                  s.store[2], s.fp16, s.int8, attn_isa(),
+                  place == Place::EndAtGuard ? "end" : "start");
     attn_desc *d = nullptr;
     HARD_CHECK(attn_desc_create(&d, p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k, p.head_dim) ==
                    ATTN_OK,
