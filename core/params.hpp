@@ -121,9 +121,9 @@ struct Tensors {
     size_t kq_row = 0;
     // ... and V (null: P.V in fp32), per tile of keys [t kBK, (t + 1) kBK) (the tiles then start
     // there, as under batch invariance): the codes of its non-padding keys 2 x and 2 x + 1 in
-    // channel c paired at vq[((b * heads_kv + kvh) * vq_tiles + t) * vq_tile + x * head_dim_v +
-    // c], the channel's step / 8191 at vq_scale[((b * heads_kv + kvh) * vq_tiles + t) *
-    // head_dim_v + c].
+    // channel c paired at vq[((b * heads_kv + kvh) * vq_tiles + t) * vq_tile + c * pairs + x]
+    // (pairs = (kBK + 1) / 2), the channel's step / 8191 at vq_scale[((b * heads_kv + kvh) *
+    // vq_tiles + t) * head_dim_v + c].
     const int32_t *vq = nullptr;
     const float *vq_scale = nullptr;
     size_t vq_tiles = 0, vq_tile = 0;

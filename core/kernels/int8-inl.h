@@ -34,6 +34,10 @@ static_assert(kBK <= 256, "a tile's P.V sum must fit int32: 2 * 8191 * 1023 per 
 constexpr size_t kQI = kKT < (kNV >= 8 ? 1 : 8 / kNV) ? kKT : (kNV >= 8 ? 1 : 8 / kNV);
 // Channels per P.V product block (kNV x kPI accumulators, the same budget).
 constexpr size_t kPI = kNV >= 8 ? 1 : 8 / kNV;
+// Key pairs of a tile: V's codes are stored channel by channel, kPairs per channel, so that a
+// channel's pairs are read in order (key-major rows, dv pairs apart, put every pair of a tile
+// on its own cache line).
+constexpr size_t kPairs = (kBK + 1) / 2;
 
 static inline int32_t pack_pair(float a, float b) {
     const int32_t lo = static_cast<int32_t>(__builtin_nearbyintf(a));
@@ -136,12 +140,12 @@ static inline void qk8_block(const int32_t *const *krow, const int32_t *q16, siz
 
 // V of (b, kvh) per tile of keys [t kBK, (t + 1) kBK) (KernelInfo::quantize_values): per
 // channel over the tile's non-padding keys, |code| <= kVCode, the codes of its keys 2 x and
-// 2 x + 1 (in order, padding skipped) paired at codes[t * tile + x * dv + c] (tile = (kBK + 1)
-// / 2 * dv), the channel's step / kPCode (the probabilities' scale folded in) at scales[t * dv +
+// 2 x + 1 (in order, padding skipped) paired at codes[t * tile + c * kPairs + x] (tile = kPairs
+// * dv), the channel's step / kPCode (the probabilities' scale folded in) at scales[t * dv +
 // c]. Padding keys are not read.
 static bool quantize_values(const Params &p, const Tensors &t, size_t b, size_t kvh, int32_t *codes,
                             float *scales, float *work) {
-    const size_t dv = p.shape.head_dim_v, n = key_len(p, t, b), tile = (kBK + 1) / 2 * dv;
+    const size_t dv = p.shape.head_dim_v, n = key_len(p, t, b), tile = kPairs * dv;
     const uint8_t *valid = t.key_valid ? t.key_valid + b * p.shape.seq_k : nullptr;
     const KvRows vb = kv_rows(p, t, true, b, kvh);
     float *inv = work, *row = work + dv;
@@ -170,11 +174,12 @@ static bool quantize_values(const Params &p, const Tensors &t, size_t b, size_t 
             widen_row(vb, j, r, dv, dv);
             if (x % 2)
                 for (size_t c = 0; c < dv; ++c)
-                    dst[x / 2 * dv + c] = pack_pair(row[c] * inv[c], r[c] * inv[c]);
+                    dst[c * kPairs + x / 2] = pack_pair(row[c] * inv[c], r[c] * inv[c]);
             ++x;
         }
         if (x % 2)
-            for (size_t c = 0; c < dv; ++c) dst[x / 2 * dv + c] = pack_pair(row[c] * inv[c], 0.0f);
+            for (size_t c = 0; c < dv; ++c)
+                dst[c * kPairs + x / 2] = pack_pair(row[c] * inv[c], 0.0f);
     }
     return true;
 }
@@ -201,10 +206,11 @@ static inline size_t pack_probs(const float *st, size_t x0, size_t nsub, int32_t
 }
 
 // ot[k][R] += (sum over the np key pairs of pq . vq in int32) * svs[k] for C channels from c0
-// (the integer P.V micro-kernel; vq and svs start at the block's first pair and channel c0).
+// (the integer P.V micro-kernel; vq and svs start at the block's first pair and channel c0, a
+// channel's pairs kPairs apart).
 template <size_t C>
-static inline void pv8_block(const int32_t *vq, size_t dv, const int32_t *pq, size_t np,
-                             const float *svs, float *ot) {
+static inline void pv8_block(const int32_t *vq, const int32_t *pq, size_t np, const float *svs,
+                             float *ot) {
     constexpr size_t R = kL * kNV;
     vi acc[C][kNV];
     for (size_t k = 0; k < C; ++k)
@@ -213,7 +219,7 @@ static inline void pv8_block(const int32_t *vq, size_t dv, const int32_t *pq, si
         vi pv[kNV];
         for (size_t n = 0; n < kNV; ++n) pv[n] = vi_load(pq + j * R + n * kL);
         for (size_t k = 0; k < C; ++k) {
-            const vi vb = vi_bcast(vq[j * dv + k]);
+            const vi vb = vi_bcast(vq[k * kPairs + j]);
             for (size_t n = 0; n < kNV; ++n) acc[k][n] = vi_madd(acc[k][n], pv[n], vb);
         }
     }
@@ -230,8 +236,8 @@ static inline void pv8_block(const int32_t *vq, size_t dv, const int32_t *pq, si
 static inline void pv8_tile(const int32_t *vq, size_t dv, size_t jp0, const int32_t *pq, size_t np,
                             const float *svs, float *ot) {
     constexpr size_t R = kL * kNV;
-    const int32_t *v0 = vq + jp0 * dv;
+    const int32_t *v0 = vq + jp0;
     size_t c = 0;
-    for (; c + kPI <= dv; c += kPI) pv8_block<kPI>(v0 + c, dv, pq, np, svs + c, ot + c * R);
-    for (; c < dv; ++c) pv8_block<1>(v0 + c, dv, pq, np, svs + c, ot + c * R);
+    for (; c + kPI <= dv; c += kPI) pv8_block<kPI>(v0 + c * kPairs, pq, np, svs + c, ot + c * R);
+    for (; c < dv; ++c) pv8_block<1>(v0 + c * kPairs, pq, np, svs + c, ot + c * R);
 }
