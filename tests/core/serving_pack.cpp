@@ -286,28 +286,15 @@ ref::VResult reference(const Pack &c, size_t b, ref::VProblem *out_p) {
     return ref::compute_v(p, in);
 }
 
-Closeness check_close(const Pack &c, const Run &r) {
-    Closeness worst;
+ref::Closeness check_close(const Pack &c, const Run &r) {
+    ref::Closeness worst;
     for (size_t b = 0; b < c.batch; ++b) {
         if (c.lq[b] == 0) continue;
         const ref::VResult e = reference(c, b, nullptr);
-        for (size_t h = 0; h < c.hq; ++h) {
-            double dot = 0, gg = 0, ww = 0, diff = 0, norm = 0;
+        for (size_t h = 0; h < c.hq; ++h, worst.next())
             for (size_t i = 0; i < c.lq[b]; ++i)
-                for (size_t x = 0; x < c.dv; ++x) {
-                    const double g = r.out[c.out_at(b, h, i) + x];
-                    const double w = e.out[(h * c.lq[b] + i) * c.dv + x];
-                    dot += g * w;
-                    gg += g * g;
-                    ww += w * w;
-                    diff += std::fabs(g - w);
-                    norm += std::fabs(w);
-                }
-            if (norm == 0) continue;
-            const double cs = gg > 0 ? dot / std::sqrt(gg * ww) : 0.0;
-            worst.cos = std::min(worst.cos, std::isnan(cs) ? -1.0 : cs);
-            worst.l1 = std::max(worst.l1, std::isnan(diff) ? 1e30 : diff / norm);
-        }
+                for (size_t x = 0; x < c.dv; ++x)
+                    worst.add(r.out[c.out_at(b, h, i) + x], e.out[(h * c.lq[b] + i) * c.dv + x]);
     }
     return worst;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attn.h"
+#include "reference.hpp"
 
 namespace serving_test {
 
@@ -112,10 +113,7 @@ Run run(const Pack &c, bool weights = false);
 double check(const Pack &c, const Run &r, const std::string &what);
 // The worst (sequence, query head) of the run's outputs against ref::compute_v on that sequence
 // alone: the smallest cosine similarity and the largest relative L1 (sum |o - ref| / sum |ref|).
-struct Closeness {
-    double cos = 1.0, l1 = 0.0;
-};
-Closeness check_close(const Pack &c, const Run &r);
+ref::Closeness check_close(const Pack &c, const Run &r);
 // Out and lse of two runs, bit for bit.
 void check_same_bits(const Run &a, const Run &b);
 // The pack on 1 thread, checked bit for bit against 2 threads (the ISA set by the caller).

@@ -122,28 +122,13 @@ ref::VInputs inputs(const Case &c, const float *k) {
 
 // The worst (batch entry, query head) of `got` against `want`: smallest cosine similarity and
 // largest relative L1 over the rows that see a key.
-struct Score {
-    double cos = 1.0, l1 = 0.0;
-};
+using Score = ref::Closeness;
 Score score(const Case &c, const std::vector<float> &got, const ref::VResult &want) {
     const ref::VProblem &p = c.p;
     Score s;
     const size_t n = p.seq_q * p.head_dim_v;
-    for (size_t bh = 0; bh < p.batch * p.heads_q; ++bh) {
-        double dot = 0, gg = 0, ww = 0, diff = 0, norm = 0;
-        for (size_t x = bh * n; x < (bh + 1) * n; ++x) {
-            const double g = got[x], w = want.out[x];
-            dot += g * w;
-            gg += g * g;
-            ww += w * w;
-            diff += std::fabs(g - w);
-            norm += std::fabs(w);
-        }
-        if (norm == 0) continue;
-        const double cs = gg > 0 ? dot / std::sqrt(gg * ww) : 0.0;
-        s.cos = std::min(s.cos, std::isnan(cs) ? -1.0 : cs);
-        s.l1 = std::max(s.l1, std::isnan(diff) ? 1e30 : diff / norm);
-    }
+    for (size_t bh = 0; bh < p.batch * p.heads_q; ++bh, s.next())
+        for (size_t x = bh * n; x < (bh + 1) * n; ++x) s.add(got[x], want.out[x]);
     return s;
 }
 
@@ -374,7 +359,7 @@ TEST_CASE("INT8: varlen and paged layouts, every K/V storage, within the bound; 
                 round_kv(c);
                 build(c, g);
                 const Run r = run_on_1_and_2_threads(c);
-                const Closeness e = check_close(c, r);
+                const ref::Closeness e = check_close(c, r);
                 INFO(isa << " mode " << mode << " rep " << rep << " store " << c.store << " cos "
                          << e.cos << " l1 " << e.l1);
                 CHECK(e.cos >= 0.9995);

@@ -96,6 +96,30 @@ inline std::vector<double> standard_slopes(size_t n) {
     return s;
 }
 
+// The closeness measures of the fast compute modes over one (batch, head)'s outputs, accumulated
+// element by element: cosine similarity and relative L1 (sum |got - want| / sum |want|).
+struct Closeness {
+    double cos = 1.0, l1 = 0.0; // the worst so far
+    double dot = 0, gg = 0, ww = 0, diff = 0, norm = 0;
+    void add(double got, double want) {
+        dot += got * want;
+        gg += got * got;
+        ww += want * want;
+        diff += std::fabs(got - want);
+        norm += std::fabs(want);
+    }
+    // Folds the (batch, head) just added into the worst and starts the next one (a (batch, head)
+    // whose reference is all zeros is skipped).
+    void next() {
+        if (norm != 0) {
+            const double cs = gg > 0 ? dot / std::sqrt(gg * ww) : 0.0;
+            cos = std::min(cos, std::isnan(cs) ? -1.0 : cs);
+            l1 = std::max(l1, std::isnan(diff) ? 1e30 : diff / norm);
+        }
+        dot = gg = ww = diff = norm = 0;
+    }
+};
+
 // |got - want| / max(1, |want|): the error measure of every variant test (inf must match exactly,
 // NaN never does).
 inline double rel_err(double got, double want) {
