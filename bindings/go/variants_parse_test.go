@@ -27,6 +27,7 @@ var variantParams = []struct {
 	{"weights_mode", ParamWeightsMode, false}, {"scale", ParamScale, true},
 	{"varlen", ParamVarlen, false},
 	{"diagonal", ParamDiagonal, false}, {"alibi_form", ParamAlibiForm, false},
+	{"compute", ParamCompute, false},
 }
 
 // Operands that take strides, in the order they are set (the int8 scales after the others).
@@ -49,6 +50,7 @@ type variantCase struct {
 	strides map[Operand][3]int
 	in      map[Operand]bool
 	mass    bool
+	tol     float64             // tolerance of the forward's out and lse (1e-5 unless given)
 	store   map[Operand]storage // storage.txt: store.q / store.k / store.v (absent: f32)
 	grads   []Operand           // backward.txt: the gradients bound as outputs of OpBackward
 	// errors.txt only
@@ -101,7 +103,7 @@ func readVariantFile(t *testing.T, path string) []variantCase {
 			continue
 		}
 		c := variantCase{line: line, params: map[string]string{}, strides: map[Operand][3]int{},
-			in: map[Operand]bool{}, store: map[Operand]storage{}, status: -1}
+			in: map[Operand]bool{}, store: map[Operand]storage{}, status: -1, tol: 1e-5}
 		ndims := 0
 		for _, tok := range strings.Fields(line) {
 			i := strings.IndexByte(tok, '=')
@@ -161,6 +163,12 @@ func readVariantFile(t *testing.T, path string) []variantCase {
 				known = true
 			case "mass":
 				c.mass, known = val == "1", true
+			case "tol":
+				x, err := strconv.ParseFloat(val, 64)
+				if err != nil || !(x > 0) {
+					t.Fatalf("%s: %s in %q", path, tok, line)
+				}
+				c.tol, known = x, true
 			case "grads":
 				for _, n := range strings.Split(val, ",") {
 					o, ok := operandByName(n)
@@ -259,6 +267,8 @@ func paramOption(t *testing.T, c variantCase, key, val string, generic bool) Opt
 		return WithDiagonal(Diagonal(n))
 	case ParamAlibiForm:
 		return WithAlibiForm(AlibiForm(n))
+	case ParamCompute:
+		return WithCompute(Compute(n))
 	case ParamHeadDimV:
 		return WithHeadDimV(int(n))
 	case ParamWeightsMode:

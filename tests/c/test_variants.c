@@ -5,9 +5,11 @@
  *
  * variants.txt: every case runs ATTN_OP_FORWARD (out, lse, and key_mass when mass=1) and
  * ATTN_OP_WEIGHTS with the default ISA and thread count, then again on every ISA this CPU
- * supports with 1 and 2 threads; each run is compared with the expected files. The default run
- * is appended to $ATTN_XLANG_DIR/c.variants.bin (when that variable is set): the other languages
- * must match it byte for byte. storage.txt runs the same way with Q/K/V bound through the
+ * supports with 1 and 2 threads; each run is compared with the expected files (out and lse
+ * within the line's tol when it gives one: a fast mode of ATTN_PARAM_COMPUTE), and the 2-thread
+ * run must give the 1-thread run's bits on each ISA. The default run is appended to
+ * $ATTN_XLANG_DIR/c.variants.bin (when that variable is set): the other languages must match it
+ * byte for byte. storage.txt runs the same way with Q/K/V bound through the
  * 16-bit / int8 setters (c.storage.bin); backward.txt runs the forward, then ATTN_OP_BACKWARD
  * with the listed gradients (c.backward.bin).
  * errors.txt: every case is configured and run with its one break; the first failing call must
@@ -31,7 +33,7 @@ static struct {
     unsigned in_types, out_types;
 } k_operands[MAX_OPERANDS];
 static int g_n_operands;
-#define N_PARAMS 13
+#define N_PARAMS 14
 
 static void load_operands(void) {
     for (g_n_operands = 0; g_n_operands < MAX_OPERANDS; ++g_n_operands) {
@@ -77,6 +79,7 @@ static const struct {
     {"varlen", ATTN_PARAM_VARLEN, 0},
     {"diagonal", ATTN_PARAM_DIAGONAL, 0},
     {"alibi_form", ATTN_PARAM_ALIBI_FORM, 0},
+    {"compute", ATTN_PARAM_COMPUTE, 0},
 };
 
 /* Operands that take strides, in the order they are set. */
@@ -92,6 +95,7 @@ typedef struct {
     size_t strides[MAX_OPERANDS][3];
     int in[MAX_OPERANDS]; /* bound inputs */
     int mass;
+    double tol;             /* tolerance of the forward's out and lse (1e-5 unless given) */
     int store[3];           /* storage.txt: index into k_store of q, k, v */
     int grad[MAX_OPERANDS]; /* backward.txt: the gradients to compute */
     int has_grads;
@@ -127,6 +131,7 @@ static int parse_line(char *line, vcase *c) {
     memset(c, 0, sizeof *c);
     c->op = ATTN_OP_FORWARD;
     c->status = -1;
+    c->tol = 1e-5;
     int ndims = 0;
     for (char *tok = strtok(line, " \t\r\n"); tok; tok = strtok(NULL, " \t\r\n")) {
         char *eq = strchr(tok, '=');
@@ -169,6 +174,12 @@ static int parse_line(char *line, vcase *c) {
             known = 1;
         }
         if (!strcmp(key, "mass")) c->mass = atoi(val), known = 1;
+        if (!strcmp(key, "tol")) {
+            char *end;
+            c->tol = strtod(val, &end);
+            if (*end || !(c->tol > 0.0)) return 0;
+            known = 1;
+        }
         if (!strncmp(key, "store.", 6)) {
             const int w = operand_id(key + 6, strlen(key + 6));
             int t = -1;
@@ -318,31 +329,26 @@ static attn_status bind_stored(attn_args *a, int w, void *p, size_t len, int t) 
     }
 }
 
-/* |got - want| <= tol * max(1, |want|); an expected 0 must be exactly 0 (for tol 1e-5) and an
- * expected infinity exactly that infinity. */
-static int close_enough(float got, float want, double tol) {
-    /* tol > 1e-5 (gradients): a gradient may cancel to 0 in exact arithmetic and not quite in
+/* |got - want| <= tol * max(1, |want|); an expected 0 must be exactly 0 when exact_zero is set
+ * and an expected infinity exactly that infinity. */
+static int close_enough(float got, float want, double tol, int exact_zero) {
+    /* not for gradients: a gradient may cancel to 0 in exact arithmetic and not quite in
        float32, so its zeros are not exact */
-    if (want == 0.0f && tol <= 1e-5) return got == 0.0f;
+    if (want == 0.0f && exact_zero) return got == 0.0f;
     if (isinf(want) || isinf(got)) return got == want;
     if (isnan(want) || isnan(got)) return 0;
     return fabs((double)got - (double)want) <= tol * fmax(1.0, fabs((double)want));
 }
 
 static int compare_tol(const char *name, const char *cfg, const char *what, const float *got,
-                       const float *want, size_t n, double tol) {
+                       const float *want, size_t n, double tol, int exact_zero) {
     for (size_t x = 0; x < n; ++x)
-        if (!close_enough(got[x], want[x], tol)) {
+        if (!close_enough(got[x], want[x], tol, exact_zero)) {
             printf("FAIL %s [%s]: %s[%zu] = %.9g, expected %.9g\n", name, cfg, what, x, got[x],
                    want[x]);
             return 0;
         }
     return 1;
-}
-
-static int compare(const char *name, const char *cfg, const char *what, const float *got,
-                   const float *want, size_t n) {
-    return compare_tol(name, cfg, what, got, want, n, 1e-5);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -380,10 +386,13 @@ static int run_variant(const vcase *c, const attn_desc *d, vbufs *b, const char 
     if (ok && attn_run(d, ATTN_OP_WEIGHTS, a) != ATTN_OK) ok = 0;
     if (!ok) printf("FAIL %s [%s]: %s\n", c->name, cfg, attn_last_error());
     attn_args_destroy(a);
+    /* out and lse within the line's tol (a fast mode's); weights and key_mass, exact in every
+       mode, within 1e-5 */
     for (int x = 0; x < 4 && ok; ++x) {
         const int w = k_outputs[x];
         if (b->got[w])
-            ok = compare(c->name, cfg, k_operands[w].name, b->got[w], b->want[w], b->len[w]);
+            ok = compare_tol(c->name, cfg, k_operands[w].name, b->got[w], b->want[w], b->len[w],
+                             w == ATTN_OUT || w == ATTN_LSE ? c->tol : 1e-5, 1);
     }
     return ok;
 }
@@ -414,7 +423,8 @@ static int run_backward(const vcase *c, const attn_desc *d, vbufs *b, const char
     for (int w = 0; w < g_n_operands && ok; ++w)
         if (b->got[w])
             ok = compare_tol(c->name, cfg, k_operands[w].name, b->got[w], b->want[w], b->len[w],
-                             w >= ATTN_DQ && w <= ATTN_DSINKS ? 1e-4 : 1e-5);
+                             w >= ATTN_DQ && w <= ATTN_DSINKS ? 1e-4 : 1e-5,
+                             w < ATTN_DQ || w > ATTN_DSINKS);
     return ok;
 }
 
@@ -435,6 +445,23 @@ static void load_inputs(const vcase *c, vbufs *b) {
 
 /* Sets ISA i (index into the names below) or returns 0 when the CPU lacks it. */
 static const char *const k_isas[4] = {"scalar", "sse2", "avx2", "avx512"};
+
+/* The run with t threads: t = 1 keeps a copy of every output in one[] (allocated on first use);
+ * t = 2 must give those bits. */
+static int same_bits(const vcase *c, const vbufs *b, float **one, size_t t, const char *cfg) {
+    for (int w = 0; w < g_n_operands; ++w) {
+        if (!b->got[w]) continue;
+        if (t == 1) {
+            if (!one[w]) one[w] = malloc(4 * b->len[w]);
+            memcpy(one[w], b->got[w], 4 * b->len[w]);
+        } else if (memcmp(one[w], b->got[w], 4 * b->len[w])) {
+            printf("FAIL %s [%s]: %s differs from the 1-thread run's bits\n", c->name, cfg,
+                   k_operands[w].name);
+            return 0;
+        }
+    }
+    return 1;
+}
 
 static int variant_case(const vcase *c, FILE *xlang) {
     attn_desc *d = NULL;
@@ -482,6 +509,8 @@ static int variant_case(const vcase *c, FILE *xlang) {
             const int w = k_outputs[x];
             if (b.got[w]) fwrite(b.got[w], 4, b.len[w], xlang);
         }
+    /* the bits may differ between ISAs (a fast mode's do), never between thread counts */
+    float *one[MAX_OPERANDS] = {0};
     const char *const *isas = k_isas;
     for (int i = 0; i < 4; ++i) {
         const attn_status st = attn_set_isa(isas[i]);
@@ -495,11 +524,13 @@ static int variant_case(const vcase *c, FILE *xlang) {
             attn_set_num_threads(t);
             snprintf(cfg, sizeof cfg, "%s, %zu thread%s", isas[i], t, t > 1 ? "s" : "");
             ok &= runf(c, d, &b, cfg);
+            ok &= same_bits(c, &b, one, t, cfg);
         }
     }
     attn_set_isa(NULL);
     attn_set_num_threads(0);
-    for (int w = 0; w < g_n_operands; ++w) free(b.in[w]), free(b.want[w]), free(b.got[w]);
+    for (int w = 0; w < g_n_operands; ++w)
+        free(b.in[w]), free(b.want[w]), free(b.got[w]), free(one[w]);
     attn_desc_destroy(d);
     return ok;
 }

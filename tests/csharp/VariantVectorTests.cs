@@ -33,7 +33,7 @@ namespace LibAttn.Tests
             "window_left", "window_right", "softcap", "alibi", "softmax_plus_one", "head_dim_v",
             "bias_first", "weights_mode", "scale", "varlen", "diagonal", "alibi_form",
             "strides.q", "strides.k", "strides.v", "strides.out", "strides.bias",
-            "strides.alibi_slopes", "in", "mass" };
+            "strides.alibi_slopes", "in", "mass", "compute", "tol" };
         static readonly string[] ErrorKeys = { "op", "break", "status", "names" };
         static readonly string[] StorageKeys = { "store.q", "store.k", "store.v",
                                                  "strides.k_scale", "strides.v_scale" };
@@ -149,6 +149,7 @@ namespace LibAttn.Tests
             }
             if (c.TryGetValue("diagonal", out v)) b.Diagonal((Diagonal)int.Parse(v, Inv));
             if (c.TryGetValue("alibi_form", out v)) b.AlibiForm((AlibiForm)int.Parse(v, Inv));
+            if (c.TryGetValue("compute", out v)) b.Compute((Compute)int.Parse(v, Inv));
             // storage.txt: the int8 scales' strides after the others
             foreach (string op in new[] { "q", "k", "v", "out", "bias", "k_scale", "v_scale",
                                           "alibi_slopes" })
@@ -314,6 +315,13 @@ namespace LibAttn.Tests
             return x;
         }
 
+        // The tolerance of a line's forward out and lse: its tol (a fast mode's), else 1e-5.
+        public static double Tol(Dictionary<string, string> c)
+        {
+            string v;
+            return c.TryGetValue("tol", out v) ? double.Parse(v, NumberStyles.Float, Inv) : 1e-5;
+        }
+
         // VARIANTS.md's check: within rel relative-or-absolute; every expected 0 exactly 0
         // (unless exactZeros is false: gradients), every expected -inf exactly -inf.
         public static void Check(float[] expected, float[] got, string what, double rel = 1e-5,
@@ -374,10 +382,11 @@ namespace LibAttn.Tests
                 args.Bind(Operand.Out, output).Bind(Operand.Lse, lse);
                 if (mass) args.Bind(Operand.KeyMass, keyMass);
                 desc.Run(Op.Forward, args);
-                // Within 1e-5; every expected 0 (hidden weights, padded rows, OUT gaps, unseen
-                // keys' mass) exactly 0, every expected -inf lse exactly -inf.
-                Vectors.Check(expOut, output, name + " out");
-                Vectors.Check(expLse, lse, name + " lse");
+                // Within 1e-5 (out and lse: the line's tol); every expected 0 (hidden weights,
+                // padded rows, OUT gaps, unseen keys' mass) exactly 0, every expected -inf lse
+                // exactly -inf.
+                Vectors.Check(expOut, output, name + " out", Vectors.Tol(c));
+                Vectors.Check(expLse, lse, name + " lse", Vectors.Tol(c));
                 if (mass) Vectors.Check(expMass, keyMass, name + " key_mass");
                 if (backward)
                 {

@@ -2,7 +2,7 @@
 in tests/vectors/VARIANTS.md) through the Python face.
 
 * every variants.txt line: forward (out, lse, key_mass) and weights within 1e-5 of the float64
-  reference, hidden weights exactly 0, -inf lse exactly -inf; then the same call again with
+  reference (out and lse within the line's tol: a fast mode's), hidden weights exactly 0, -inf lse exactly -inf; then the same call again with
   every strided operand passed as an N-D numpy view of the line's strides to a Desc that was
   NOT told the strides (the face maps the views' strides itself): bit-identical results;
   $ATTN_XLANG_DIR/python.variants.bin gets out, lse, weights (and key_mass) of every case.
@@ -58,8 +58,10 @@ def test_variants_present():
         kinds.update(k for k in c if k in INT_PARAMS + FLOAT_PARAMS or k.startswith("strides."))
         kinds.update(c["in"])
     for want in ("window_left", "softcap", "alibi", "softmax_plus_one", "head_dim_v", "bias",
-                 "sinks", "query_valid", "seq_lens_k", "strides.bias"):
+                 "sinks", "query_valid", "seq_lens_k", "strides.bias", "compute"):
         assert want in kinds, want
+    modes = {attn.Compute(int(c["compute"])) for c in VARIANTS if "compute" in c}
+    assert modes >= {attn.Compute.INT8, attn.Compute.BF16}, modes
 
 
 def test_q_scale_keyword_scales_q():

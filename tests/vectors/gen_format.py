@@ -9,17 +9,18 @@ from gen_common import fmt_float
 # The 0.2 variants (variants.txt, format in VARIANTS.md): attn_args / attn_run with every
 # parameter and operand. Each case: name, seed, sizes, and optionally
 #   params:  causal window_left window_right softcap alibi softmax_plus_one head_dim_v
-#            bias_first scale diagonal alibi_form (written to the line exactly when given, even
-#            at the default)
+#            bias_first scale diagonal alibi_form compute (written to the line exactly when
+#            given, even at the default)
 #   strides: q k v out bias alibi_slopes (None/absent = default)
 #   operand makers, each a function (rng, p) -> flat list, drawn in the order of VARIANT_INPUTS:
 #            key_valid allowed bias alibi_slopes sinks query_valid seq_lens_k q_scale
 #   mass:    1 = key_mass is bound as a forward output
+#   tol:     the tolerance of the forward's out and lse (a fast mode); absent = 1e-5
 # ---------------------------------------------------------------------------------------------
 
 VARIANT_PARAMS = ["causal", "window_left", "window_right", "softcap", "alibi",
                   "softmax_plus_one", "head_dim_v", "bias_first", "scale", "varlen", "diagonal",
-                  "alibi_form"]
+                  "alibi_form", "compute"]
 FLOAT_PARAMS = ("softcap", "scale")
 VARIANT_STRIDES = ["q", "k", "v", "out", "bias", "alibi_slopes"]
 # The inputs the cases bind, in the order of their attn_operand values (the order of every in=
@@ -71,5 +72,7 @@ def variant_line(c, p, inputs, extra=()):
             toks.append("strides.%s=%d,%d,%d" % ((key,) + tuple(s)))
     toks.append("in=" + ",".join(x for x in VARIANT_INPUTS if x in inputs))
     toks.append("mass=%d" % c.get("mass", 0))
+    if "tol" in c:
+        toks.append("tol=%r" % float(c["tol"]))
     toks.extend(extra)
     return " ".join(toks)
