@@ -162,6 +162,7 @@
 %rename("%s") attn_set_num_threads;
 %rename("%s") attn_get_num_threads;
 %rename("%s") attn_isa;
+%rename("%s") attn_compute_unit;
 %rename("%s") attn_set_isa;
 
 %include "attn.h"

@@ -70,6 +70,19 @@ namespace LibAttn
         /// <summary>attn_isa: the name of the kernel in use.</summary>
         public static string Isa => AttnNative.attn_isa();
 
+        /// <summary>attn_compute_unit: the unit compute mode <paramref name="mode"/> runs its
+        /// products on with the kernel in use, e.g. "int16 vpmaddwd (avx2)"; a mode that runs as
+        /// <see cref="LibAttn.Compute.Exact"/> on this CPU names Exact's unit. A value that is not
+        /// an attn_compute (the library's NULL) throws ArgumentOutOfRangeException.</summary>
+        public static string ComputeUnit(Compute mode)
+        {
+            string unit = AttnNative.attn_compute_unit((int)mode);
+            if (unit == null)
+                throw new ArgumentOutOfRangeException("mode", mode,
+                    "mode (" + (int)mode + ") is not an attn_compute");
+            return unit;
+        }
+
         /// <summary>attn_set_isa: caps the kernel at <paramref name="name"/>; null or "" restores
         /// the default.</summary>
         public static void SetIsa(string name)

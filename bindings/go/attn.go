@@ -493,6 +493,21 @@ func VersionNumber() int { return int(capi.Attn_version_number()) }
 // ISA is the name of the kernel in use (attn_isa).
 func ISA() string { return capi.Attn_isa() }
 
+// ComputeUnit is the unit mode runs its products on with the kernel in use (attn_compute_unit),
+// e.g. "int16 vpmaddwd (avx2)"; a mode that runs as ComputeExact on this CPU names
+// ComputeExact's unit. A value that is not a Compute (the library's NULL) is an *Error with
+// StatusInvalidArgument naming mode.
+func ComputeUnit(mode Compute) (string, error) {
+	if err := fitsInt("mode", int(mode)); err != nil {
+		return "", err
+	}
+	// the library never names a unit ""; swig gives "" for its NULL
+	if unit := capi.Attn_compute_unit(int(mode)); unit != "" {
+		return unit, nil
+	}
+	return "", argError(StatusInvalidArgument, "mode (%d) is not an attn_compute", int(mode))
+}
+
 // SetISA caps the kernel at the named ISA, "" restoring the default (attn_set_isa). A name with
 // a NUL or non-ASCII byte, which C would misread, reaches C in its %q form without the quotes,
 // so the refusal is the library's own.

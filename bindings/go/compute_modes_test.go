@@ -1,9 +1,13 @@
 package attn
 
 import (
+	"errors"
 	"math"
 	"math/rand"
+	"strings"
 	"testing"
+
+	"github.com/libattn/libattn/bindings/go/internal/capi"
 )
 
 // The fast compute modes through NewDesc: a prefill call (GQA 4/2, 64 queries, 96 keys,
@@ -101,6 +105,70 @@ func TestComputeBF16PrefillIsExactWithoutABF16Unit(t *testing.T) {
 	for i := range exact {
 		if math.Float32bits(bf16[i]) != math.Float32bits(exact[i]) {
 			t.Fatalf("ComputeBF16 differs from ComputeExact at %d: %g vs %g", i, bf16[i], exact[i])
+		}
+	}
+}
+
+// int8Instruction is the 16-bit multiply-add INT8's Q.K^T runs on with the kernel isa
+// (capi/attn.h): pmaddwd from SSE2 up, vpmaddwd in the VEX/EVEX kernels.
+func int8Instruction(isa string) string {
+	switch isa {
+	case "scalar":
+		return "int16"
+	case "sse2":
+		return "pmaddwd"
+	}
+	return "vpmaddwd"
+}
+
+// ComputeUnit on every kernel this CPU has: each mode's unit is non-empty and what the raw SWIG
+// call of attn_compute_unit returns; INT8's names the kernel's 16-bit multiply-add; BF16 (no
+// bf16 kernel) and FP16 (except on avx512fp16) name EXACT's unit.
+func TestComputeUnitNamesEachModesUnitOnEveryISA(t *testing.T) {
+	modes := []Compute{ComputeExact, ComputeFP16, ComputeINT8, ComputeBF16}
+	forISAs(t, func(isa string) {
+		units := map[Compute]string{}
+		for _, m := range modes {
+			unit, err := ComputeUnit(m)
+			if err != nil || unit == "" {
+				t.Fatalf("%s: ComputeUnit(%v) = %q, %v", isa, m, unit, err)
+			}
+			if raw := capi.Attn_compute_unit(int(m)); raw != unit {
+				t.Errorf("%s: ComputeUnit(%v) = %q, attn_compute_unit %q", isa, m, unit, raw)
+			}
+			units[m] = unit
+		}
+		word := int8Instruction(isa)
+		found := false
+		for _, f := range strings.Fields(units[ComputeINT8]) {
+			found = found || f == word
+		}
+		if !found || units[ComputeINT8] == units[ComputeExact] {
+			t.Errorf("%s: INT8's unit %q does not name %s (EXACT's %q)", isa, units[ComputeINT8], word,
+				units[ComputeExact])
+		}
+		if units[ComputeBF16] != units[ComputeExact] {
+			t.Errorf("%s: BF16's unit %q, EXACT's %q (no bf16 kernel: must be equal)", isa,
+				units[ComputeBF16], units[ComputeExact])
+		}
+		if fp16 := units[ComputeFP16]; isa == "avx512fp16" && !strings.Contains(fp16, "fp16") {
+			t.Errorf("%s: FP16's unit %q does not name fp16", isa, fp16)
+		} else if isa != "avx512fp16" && fp16 != units[ComputeExact] {
+			t.Errorf("%s: FP16's unit %q, EXACT's %q (no fp16 kernel: must be equal)", isa, fp16,
+				units[ComputeExact])
+		}
+	})
+}
+
+func TestComputeUnitRefusesAValueThatIsNotAMode(t *testing.T) {
+	for _, m := range []Compute{4, -1, 1 << 32, Compute(math.MinInt64)} {
+		unit, err := ComputeUnit(m)
+		if unit != "" || !errors.Is(err, &Error{Status: StatusInvalidArgument}) ||
+			!strings.HasPrefix(err.(*Error).Message, "mode (") {
+			t.Errorf("ComputeUnit(%d) = %q, %v; want an invalid-argument error naming mode", int(m), unit, err)
+		}
+		if int(int32(m)) == int(m) && capi.Attn_compute_unit(int(m)) != "" {
+			t.Errorf("attn_compute_unit(%d) named a unit", int(m))
 		}
 	}
 }

@@ -2,7 +2,10 @@
 // head_dim 64, bottom-right causal, gaussian inputs) in Int8 against a float64 reference, per
 // (batch, head): cosine >= 0.9995 and relative L1 <= 0.01; Int8's bits differ from Exact's (the
 // integer path ran); Bf16 gives Exact's bits (no CPU this version supports has a bf16 path).
+// Attention.ComputeUnit on every kernel this CPU has, against the raw attn_compute_unit.
 using System;
+using System.Collections.Generic;
+using System.Linq;
 using NUnit.Framework;
 
 namespace LibAttn.Tests
@@ -113,6 +116,65 @@ namespace LibAttn.Tests
             Assert.AreEqual(exact.Length, bf16.Length);
             for (int i = 0; i < exact.Length; i++)
                 Assert.AreEqual(Bits(exact[i]), Bits(bf16[i]), "Bf16 differs from Exact at " + i);
+        }
+    
+        // The 16-bit multiply-add Int8's Q.K^T runs on with the kernel isa (capi/attn.h).
+        static string Int8Instruction(string isa)
+        {
+            return isa == "scalar" ? "int16" : isa == "sse2" ? "pmaddwd" : "vpmaddwd";
+        }
+
+        [Test]
+        public void ComputeUnitNamesEachModesUnitOnEveryIsa()
+        {
+            int ran = 0;
+            try
+            {
+                foreach (IsaInfo isa in Attention.Isas)
+                {
+                    if (!isa.Supported)
+                        continue;
+                    string at = isa.Name + ": ";
+                    Attention.SetIsa(isa.Name);
+                    Assert.AreEqual(isa.Name, Attention.Isa);
+                    var units = new Dictionary<Compute, string>();
+                    foreach (Compute mode in Enum.GetValues(typeof(Compute)))
+                    {
+                        string unit = Attention.ComputeUnit(mode);
+                        Assert.IsFalse(string.IsNullOrEmpty(unit), at + mode);
+                        Assert.AreEqual(AttnNative.attn_compute_unit((int)mode), unit, at + mode);
+                        units[mode] = unit;
+                    }
+                    Assert.AreEqual(4, units.Count);
+                    string int8 = units[Compute.Int8], exact = units[Compute.Exact];
+                    Assert.IsTrue(int8.Split(' ').Contains(Int8Instruction(isa.Name)),
+                                  at + "Int8's unit " + int8);
+                    Assert.AreNotEqual(exact, int8, at + "Int8 names Exact's unit");
+                    Assert.AreEqual(exact, units[Compute.Bf16], at + "no bf16 kernel: Bf16 names Exact's unit");
+                    if (isa.Name == "avx512fp16")
+                        Assert.IsTrue(units[Compute.Fp16].Contains("fp16"), at + units[Compute.Fp16]);
+                    else
+                        Assert.AreEqual(exact, units[Compute.Fp16], at + "no fp16 kernel: Fp16 names Exact's unit");
+                    ran++;
+                }
+            }
+            finally
+            {
+                Attention.SetIsa(null);
+            }
+            Assert.IsTrue(ran >= 1, "no kernel ran");
+        }
+
+        [Test]
+        public void ComputeUnitRefusesAValueThatIsNotAMode()
+        {
+            foreach (int code in new[] { 4, -1, int.MaxValue, int.MinValue })
+            {
+                Assert.IsNull(AttnNative.attn_compute_unit(code), "the library's answer for " + code);
+                var e = Assert.Throws<ArgumentOutOfRangeException>(() => Attention.ComputeUnit((Compute)code));
+                Assert.AreEqual("mode", e.ParamName);
+                StringAssert.StartsWith("mode (" + code + ") is not an attn_compute", e.Message);
+            }
         }
     }
 }

@@ -1,7 +1,15 @@
 package org.libattn;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.Arrays;
+import java.util.EnumMap;
+import java.util.Map;
 
 import java.util.Random;
 import org.junit.jupiter.api.Test;
@@ -11,6 +19,7 @@ import org.junit.jupiter.api.Test;
  * head_dim 64, bottom-right causal, gaussian inputs) in INT8 against a float64 reference, per
  * (batch, head): cosine >= 0.9995 and relative L1 <= 0.01; INT8's bits differ from EXACT's (the
  * integer path ran); BF16 gives EXACT's bits (no CPU this version supports has a bf16 path).
+ * Attention.computeUnit on every kernel this CPU has, against the raw attn_compute_unit.
  */
 class ComputeModesTest {
     static final int B = 1, HQ = 4, HKV = 2, SQ = 64, SK = 96, D = 64;
@@ -98,5 +107,67 @@ class ComputeModesTest {
             e[i] = Float.floatToRawIntBits(exact[i]);
         }
         assertArrayEquals(e, a, "BF16 differs from EXACT");
+    }
+
+    /** The 16-bit multiply-add INT8's Q.K^T runs on with the kernel isa (capi/attn.h). */
+    static String int8Instruction(String isa) {
+        switch (isa) {
+            case "scalar":
+                return "int16";
+            case "sse2":
+                return "pmaddwd";
+            default:
+                return "vpmaddwd";
+        }
+    }
+
+    @Test
+    void computeUnitNamesEachModesUnitOnEveryIsa() {
+        int ran = 0;
+        try {
+            for (IsaInfo isa : Attention.isaInfo()) {
+                if (!isa.isSupported()) {
+                    continue;
+                }
+                String at = isa.name() + ": ";
+                Attention.setIsa(isa.name());
+                assertEquals(isa.name(), Attention.isa());
+                Map<Compute, String> units = new EnumMap<>(Compute.class);
+                for (Compute mode : Compute.values()) {
+                    String unit = Attention.computeUnit(mode);
+                    assertFalse(unit == null || unit.isEmpty(), at + mode);
+                    assertEquals(AttnNative.attn_compute_unit(mode.code()), unit, at + mode);
+                    assertEquals(unit, Attention.computeUnit(mode.code()), at + mode);
+                    units.put(mode, unit);
+                }
+                String int8 = units.get(Compute.INT8), exact = units.get(Compute.EXACT);
+                assertTrue(Arrays.asList(int8.split(" ")).contains(int8Instruction(isa.name())),
+                        at + "INT8's unit " + int8);
+                assertNotEquals(exact, int8, at + "INT8 names EXACT's unit");
+                assertEquals(exact, units.get(Compute.BF16), at + "no bf16 kernel: BF16 names EXACT's unit");
+                if (isa.name().equals("avx512fp16")) {
+                    assertTrue(units.get(Compute.FP16).contains("fp16"), at + units.get(Compute.FP16));
+                } else {
+                    assertEquals(exact, units.get(Compute.FP16), at + "no fp16 kernel: FP16 names EXACT's unit");
+                }
+                ran++;
+            }
+        } finally {
+            Attention.setIsa(null);
+        }
+        assertTrue(ran >= 1, "no kernel ran");
+    }
+
+    @Test
+    void computeUnitRefusesAValueThatIsNotAMode() {
+        for (int code : new int[] {4, -1, Integer.MAX_VALUE, Integer.MIN_VALUE}) {
+            assertNull(AttnNative.attn_compute_unit(code), "the library's answer for " + code);
+            Refusal r = Refusal.of(() -> Attention.computeUnit(code), "mode " + code);
+            assertEquals(Status.INVALID_ARGUMENT, r.status());
+            assertTrue(r.exception.getMessage().startsWith("mode (" + code + ")"), r.exception.getMessage());
+        }
+        Refusal r = Refusal.of(() -> Attention.computeUnit((Compute) null), "null mode");
+        assertEquals(Status.NULL_POINTER, r.status());
+        assertTrue(r.exception.getMessage().startsWith("mode "), r.exception.getMessage());
     }
 }

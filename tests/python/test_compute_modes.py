@@ -1,6 +1,7 @@
 """The fast compute modes INT8 and BF16 (ATTN_PARAM_COMPUTE 2 and 3) through attn.Desc: the enum
 and its spellings, and a prefill call in each mode checked against the float64 reference
-tests/reference/attn_ref.py (attn_ref.run)."""
+tests/reference/attn_ref.py (attn_ref.run); attn.compute_unit, the unit each mode runs on."""
+import ctypes
 import os
 import sys
 
@@ -70,3 +71,60 @@ def test_bf16_prefill_is_exact_without_a_bf16_unit(prefill):
     # no CPU this version supports gets a bf16 path: BF16 runs as EXACT, bit for bit
     _, outs = prefill
     assert np.array_equal(outs["bf16"].view(np.uint32), outs["exact"].view(np.uint32))
+
+
+def c_compute_unit(mode):
+    """attn_compute_unit called directly through ctypes (a prototype of its own, not the
+    package's): bytes, or None for the library's NULL."""
+    fn = attn._lib.lib["attn_compute_unit"]
+    fn.restype, fn.argtypes = ctypes.c_char_p, [ctypes.c_int]
+    return fn(mode)
+
+
+def int8_instruction(isa):
+    """The 16-bit multiply-add INT8's Q.K^T runs on with the kernel `isa` (capi/attn.h)."""
+    return {"scalar": "int16", "sse2": "pmaddwd"}.get(isa, "vpmaddwd")
+
+
+def test_compute_unit_names_each_modes_unit_on_every_isa():
+    ran = []
+    try:
+        for isa, supported in attn.isa_info():
+            if not supported:
+                continue
+            attn.set_isa(isa)
+            assert attn.isa() == isa
+            units = {}
+            for mode in attn.Compute:
+                unit = attn.compute_unit(mode)
+                assert isinstance(unit, str) and unit, (isa, mode, unit)
+                assert unit.encode("ascii") == c_compute_unit(int(mode)), (isa, mode, unit)
+                assert attn.compute_unit(int(mode)) == unit
+                assert attn.compute_unit(mode.name.lower()) == unit
+                units[mode] = unit
+            word = int8_instruction(isa)
+            assert word in units[attn.Compute.INT8].split(), (isa, units)
+            assert units[attn.Compute.INT8] != units[attn.Compute.EXACT]
+            # no bf16 kernel: BF16 runs as EXACT and names EXACT's unit
+            assert units[attn.Compute.BF16] == units[attn.Compute.EXACT], (isa, units)
+            if isa == "avx512fp16":
+                assert "fp16" in units[attn.Compute.FP16], units
+            else:
+                assert units[attn.Compute.FP16] == units[attn.Compute.EXACT], (isa, units)
+            ran.append(isa)
+    finally:
+        attn.set_isa(None)
+    assert ran[0] == "scalar" and attn.isa() in ran, ran
+
+
+@pytest.mark.parametrize("mode", [4, -1, 2 ** 31, "int4", ""])
+def test_compute_unit_refuses_a_value_that_is_not_a_mode(mode):
+    if isinstance(mode, int) and -2 ** 31 <= mode < 2 ** 31:
+        assert c_compute_unit(mode) is None  # the library's answer the face translates
+    with pytest.raises(attn.InvalidArgumentError, match=r": mode \("):
+        attn.compute_unit(mode)
+
+
+def test_compute_unit_refuses_a_mode_of_the_wrong_type():
+    with pytest.raises(attn.ArgumentTypeError, match="mode"):
+        attn.compute_unit(1.5)

@@ -16,8 +16,8 @@ from typing import Iterable, List, Optional, Sequence, SupportsFloat, Tuple, Uni
 from . import _lib
 from ._common import (Alibi, AlibiForm, ArgumentTypeError, AttentionError, Causal, Compute,
                       Diagonal, DType, InvalidArgumentError, NullPointerError, Op, Operand,
-                      OperandInfo, Param, ParamInfo, Status, WeightsMode, check_status, query,
-                      query_index, size_arg, status_string, _np)
+                      OperandInfo, Param, ParamInfo, Status, WeightsMode, check_status, enum_arg,
+                      query, query_index, size_arg, status_string, _np)
 from ._args import Args
 from ._desc import Desc, Gradients
 from ._storage import BF16, bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, quantize_i8
@@ -28,7 +28,7 @@ __all__ = [
     "Diagonal", "AlibiForm", "DType", "ParamInfo", "OperandInfo",
     "AttentionError", "InvalidArgumentError", "ArgumentTypeError", "NullPointerError",
     "attention", "Desc", "Args", "scaled_dot_product_attention", "param_bounds",
-    "version", "version_number", "isa", "set_isa", "num_threads", "set_num_threads",
+    "version", "version_number", "isa", "set_isa", "compute_unit", "num_threads", "set_num_threads",
     "status_string", "library_path", "isa_info", "param_info", "operand_info",
     "BF16", "f32_to_f16", "f32_to_bf16", "f16_to_f32", "bf16_to_f32", "quantize_i8",
     "Gradients",
@@ -58,6 +58,19 @@ def version_number() -> int:
 def isa() -> str:
     """Name of the kernel in use (attn_isa)."""
     return _lib.attn_isa().decode("ascii")
+
+
+def compute_unit(mode: Union[Compute, int, str]) -> str:
+    """attn_compute_unit: the unit compute mode `mode` (a Compute, its value or its name) runs its
+    products on with the kernel in use, e.g. "int16 vpmaddwd (avx2)"; a mode that runs as EXACT
+    on this CPU names EXACT's unit. A value that is not an attn_compute raises
+    InvalidArgumentError."""
+    value = query_index("mode", mode, Compute)
+    unit = _lib.attn_compute_unit(value)
+    if unit is None:  # the library's NULL: not an attn_compute
+        enum_arg("mode", value, Compute, "attn_compute")  # raises, naming the modes
+        raise InvalidArgumentError("mode (%d) is not an attn_compute" % value)
+    return unit.decode("ascii")
 
 
 def isa_info() -> List[Tuple[str, bool]]:

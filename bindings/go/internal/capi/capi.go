@@ -69,6 +69,7 @@ typedef long long swig_type_36;
 typedef _gostring_ swig_type_37;
 typedef _gostring_ swig_type_38;
 typedef _gostring_ swig_type_39;
+typedef _gostring_ swig_type_40;
 extern void _wrap_Swig_free_capi_3366b54da5d55ef5(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_capi_3366b54da5d55ef5(swig_intgo arg1);
 extern swig_type_1 _wrap_attn_version_string_capi_3366b54da5d55ef5(void);
@@ -200,8 +201,9 @@ extern swig_intgo _wrap_attn_isa_info_capi_3366b54da5d55ef5(swig_intgo arg1, swi
 extern swig_intgo _wrap_attn_set_num_threads_capi_3366b54da5d55ef5(swig_type_35 arg1);
 extern swig_type_36 _wrap_attn_get_num_threads_capi_3366b54da5d55ef5(void);
 extern swig_type_37 _wrap_attn_isa_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_attn_set_isa_capi_3366b54da5d55ef5(swig_type_38 arg1);
-extern swig_type_39 _wrap_attn_go_name_capi_3366b54da5d55ef5(swig_intgo arg1, swig_intgo arg2);
+extern swig_type_38 _wrap_attn_compute_unit_capi_3366b54da5d55ef5(swig_intgo arg1);
+extern swig_intgo _wrap_attn_set_isa_capi_3366b54da5d55ef5(swig_type_39 arg1);
+extern swig_type_40 _wrap_attn_go_name_capi_3366b54da5d55ef5(swig_intgo arg1, swig_intgo arg2);
 extern swig_intgo _wrap_attn_go_check_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_intgo arg3);
 extern swig_intgo _wrap_attn_go_call_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_intgo arg3, uintptr_t arg4, uintptr_t arg5, swig_voidp arg6, swig_intgo arg7, swig_voidp arg8, swig_voidp arg9, swig_voidp arg10, swig_voidp arg11, swig_voidp arg12, swig_voidp arg13, swig_voidp arg14, swig_voidp arg15, swig_voidp arg16, swig_voidp arg17, swig_voidp arg18, swig_voidp arg19, swig_voidp arg20, swig_voidp arg21, swig_voidp arg22, swig_voidp arg23, swig_voidp arg24, swig_voidp arg25, swig_voidp arg26, swig_voidp arg27, swig_voidp arg28, swig_voidp arg29, swig_voidp arg30, swig_voidp arg31, swig_voidp arg32, swig_voidp arg33, swig_voidp arg34, swig_voidp arg35, swig_voidp arg36, swig_voidp arg37, swig_voidp arg38, swig_voidp arg39);
 #undef intgo
@@ -1281,10 +1283,20 @@ func Attn_isa() (_swig_ret string) {
 	return swig_r_1
 }
 
+func Attn_compute_unit(arg1 int) (_swig_ret string) {
+	var swig_r string
+	_swig_i_0 := arg1
+	swig_r_p := C._wrap_attn_compute_unit_capi_3366b54da5d55ef5(C.swig_intgo(_swig_i_0))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 string
+ swig_r_1 = swigCopyString(swig_r) 
+	return swig_r_1
+}
+
 func Attn_set_isa(arg1 string) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := arg1
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_set_isa_capi_3366b54da5d55ef5(*(*C.swig_type_38)(unsafe.Pointer(&_swig_i_0))))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_set_isa_capi_3366b54da5d55ef5(*(*C.swig_type_39)(unsafe.Pointer(&_swig_i_0))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
 	}

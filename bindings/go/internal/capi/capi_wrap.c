@@ -2150,6 +2150,19 @@ _gostring_ _wrap_attn_isa_capi_3366b54da5d55ef5() {
 }
 
 
+_gostring_ _wrap_attn_compute_unit_capi_3366b54da5d55ef5(intgo _swig_go_0) {
+  int arg1 ;
+  char *result = 0 ;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (int)_swig_go_0; 
+  
+  result = (char *)attn_compute_unit(arg1);
+  _swig_go_result = Swig_AllocateString((char*)result, result ? strlen((char*)result) : 0); 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_attn_set_isa_capi_3366b54da5d55ef5(_gostring_ _swig_go_0) {
   char *arg1 = (char *) 0 ;
   attn_status result;

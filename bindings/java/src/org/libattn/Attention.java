@@ -101,6 +101,30 @@ public final class Attention {
         return AttnNative.attn_isa();
     }
 
+    /**
+     * The unit compute mode {@code mode} runs its products on with the kernel in use
+     * (attn_compute_unit), e.g. "int16 vpmaddwd (avx2)"; a mode that runs as
+     * {@link Compute#EXACT} on this CPU names EXACT's unit.
+     *
+     * @throws NullPointerException if mode is null
+     */
+    public static String computeUnit(Compute mode) {
+        return computeUnit(Checks.given(mode, "mode").code());
+    }
+
+    /**
+     * {@link #computeUnit(Compute)} for the mode with this numeric value.
+     *
+     * @throws IllegalArgumentException if no compute mode has it (the library's NULL)
+     */
+    public static String computeUnit(int code) {
+        String unit = AttnNative.attn_compute_unit(code);
+        if (unit == null) {
+            throw new IllegalArgumentException("mode (" + code + ") is not an attn_compute");
+        }
+        return unit;
+    }
+
     /** Caps the kernel process-wide at {@code name} (attn_set_isa); null or "" = default. */
     public static void setIsa(String name) {
         AttnNative.attn_set_isa(name);
