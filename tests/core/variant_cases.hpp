@@ -37,8 +37,10 @@ struct VCase {
     bool mass = false;
     int weights_mode = ATTN_WEIGHTS_SOFTMAX;
     // Storage of Q, K, V (index 0..2): 0 = f32 (q/k/v above), 1 = f16, 2 = bf16 (bits16[w]),
-    // 3 = int8 (bits8[w] with scales[w], strided by scale_strides[w] when custom_scale[w]).
+    // 3 = int8 (bits8[w] with scales[w], strided by scale_strides[w] when custom_scale[w]),
+    // 4 / 5 = fp8 E4M3 / E5M2 (bits8[w] as bytes; scales[w] as for int8, or none bound when empty).
     int store[3] = {0, 0, 0};
+    bool invariant = false; // ATTN_PARAM_BATCH_INVARIANT
     std::vector<uint16_t> bits16[3];
     std::vector<int8_t> bits8[3];
     std::vector<float> scales[3];
@@ -93,6 +95,7 @@ inline attn_desc *make_desc(const VCase &c) {
     }
     seti(ATTN_PARAM_SOFTMAX_PLUS_ONE, p.plus_one);
     seti(ATTN_PARAM_HEAD_DIM_V, static_cast<int64_t>(p.head_dim_v));
+    seti(ATTN_PARAM_BATCH_INVARIANT, c.invariant);
     seti(ATTN_PARAM_WEIGHTS_MODE, c.weights_mode);
     const attn_operand ops[5] = {ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT, ATTN_BIAS};
     for (int w = 0; w < 5; ++w) {
@@ -133,10 +136,14 @@ inline VRun run(const VCase &c) {
             st = attn_args_set_f16(a, op, c.bits16[w].data(), c.bits16[w].size());
         else if (c.store[w] == 2)
             st = attn_args_set_bf16(a, op, c.bits16[w].data(), c.bits16[w].size());
-        else
+        else if (c.store[w] == 3)
             st = attn_args_set_i8(a, op, c.bits8[w].data(), c.bits8[w].size());
+        else
+            st = attn_args_set_fp8(
+                a, op, c.store[w] == 4 ? ATTN_DTYPE_FP8_E4M3 : ATTN_DTYPE_FP8_E5M2,
+                reinterpret_cast<const uint8_t *>(c.bits8[w].data()), c.bits8[w].size());
         REQUIRE_MESSAGE(st == ATTN_OK, attn_last_error());
-        if (c.store[w] == 3)
+        if (c.store[w] >= 3 && !c.scales[w].empty())
             REQUIRE(attn_args_set_f32(a, w == 1 ? ATTN_K_SCALE : ATTN_V_SCALE, c.scales[w].data(),
                                       c.scales[w].size()) == ATTN_OK);
     }
