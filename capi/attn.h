@@ -154,9 +154,10 @@ typedef enum attn_operand {
     ATTN_DV = 22,     /* f32 gradient of V, in V's layout, output */
     ATTN_DBIAS = 23,  /* f32 gradient of BIAS, in BIAS's layout (broadcast dims summed), output */
     ATTN_DSINKS = 24, /* f32 [heads_q] gradient of SINKS, output */
-    /* since 0.2, int8 K/V caches (see "Storage types" below) */
-    ATTN_K_SCALE = 25, /* f32 [batch][heads_kv][seq_k] scale of each int8 K row, strided, input */
-    ATTN_V_SCALE = 26, /* f32 [batch][heads_kv][seq_k] scale of each int8 V row, strided, input */
+    /* since 0.2, int8 K/V caches; since 0.3 also fp8 (see "Storage types" below) */
+    ATTN_K_SCALE = 25, /* f32 [batch][heads_kv][seq_k] scale of each int8 / fp8 K row, strided
+                          (zero strides: one per tensor or per KV head), input */
+    ATTN_V_SCALE = 26, /* f32 [batch][heads_kv][seq_k] scale of each int8 / fp8 V row, as K's */
     /* since 0.3, int8 new rows for attn_kv_append_args */
     ATTN_NEW_K_SCALE = 27, /* f32 [tokens][heads_kv] scale of each int8 NEW_K row, contiguous */
     ATTN_NEW_V_SCALE = 28, /* f32 [tokens][heads_kv] scale of each int8 NEW_V row, contiguous */

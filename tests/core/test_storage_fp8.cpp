@@ -51,17 +51,6 @@ float random_float(std::mt19937 &g) {
     return f;
 }
 
-// The status and message of one call, for the error cases.
-bool fails(attn_status got, attn_status want, const char *needle) {
-    const char *msg = attn_last_error();
-    if (got != want || !std::strstr(msg, needle)) {
-        MESSAGE("status " << got << " (want " << want << "), message \"" << std::string(msg)
-                          << "\" (want it to contain \"" << std::string(needle) << "\")");
-        return false;
-    }
-    return true;
-}
-
 // How a case's fp8 K or V gets its scales.
 enum ScaleKind { kNone = 0, kPerTensor = 1, kPerHead = 2, kPerRow = 3 };
 
@@ -110,27 +99,6 @@ void store_fp8(VCase &c, std::mt19937 &g, const ScaleKind kind[3]) {
                         row[d] = static_cast<float>(f.value(code[d])) * scale;
                 }
     }
-}
-
-// The condition of the case's logits (as test_storage.cpp): max over (query, key) of |scale| *
-// sum_d |q_d k_d|; the tolerance grows with it past 50.
-double max_logit(const VCase &c) {
-    const ref::VProblem &p = c.p;
-    const double sc = std::fabs(p.eff_scale());
-    const size_t group = p.heads_q / p.heads_kv;
-    double L = 0.0;
-    for (size_t b = 0; b < p.batch; ++b)
-        for (size_t h = 0; h < p.heads_q; ++h)
-            for (size_t i = 0; i < p.seq_q; ++i)
-                for (size_t j = 0; j < p.seq_k; ++j) {
-                    const float *q = c.q.data() + p.at(0, b, h, i);
-                    const float *k = c.k.data() + p.at(1, b, h / group, j);
-                    double dot = 0.0;
-                    for (size_t d = 0; d < p.head_dim; ++d)
-                        dot += std::fabs(static_cast<double>(q[d]) * static_cast<double>(k[d]));
-                    if (!std::isnan(dot)) L = std::max(L, dot * sc);
-                }
-    return L;
 }
 
 // A random case with fp8 K and / or V (the other fp32, f16 or int8-free), a random scale kind
@@ -338,12 +306,7 @@ TEST_CASE("fp8 storage: 1 and 2 threads give bit-identical results on every ISA"
         VCase c = random_fp8_case(g, n % 3 == 0 ? 10 : n, kind);
         for (const std::string &isa : isas()) {
             REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
-            REQUIRE(attn_set_num_threads(1) == ATTN_OK);
-            const VRun a = run(c);
-            REQUIRE(attn_set_num_threads(2) == ATTN_OK);
-            const VRun b = run(c);
-            CHECK(std::memcmp(a.out.data(), b.out.data(), a.out.size() * 4) == 0);
-            CHECK(std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * 4) == 0);
+            run_on_1_and_2_threads(c);
         }
     }
     attn_set_num_threads(0);
@@ -353,13 +316,7 @@ TEST_CASE("fp8 storage: 1 and 2 threads give bit-identical results on every ISA"
 TEST_CASE("long decode (seq_k 9000, key split) with fp8 K/V, per-tensor and per-head scales") {
     std::mt19937 g(14);
     for (int n = 0; n < 4; ++n) {
-        VCase c;
-        ref::VProblem &p = c.p;
-        p.batch = 2, p.heads_kv = 2, p.heads_q = 8, p.seq_q = 1, p.seq_k = 9000;
-        p.head_dim = 128, p.head_dim_v = 128, p.causal = 2;
-        p.set_default_strides();
-        if (n % 2) c.seq_lens = {9000, 5000};
-        fill(c, g);
+        VCase c = long_decode_case(g, n % 2);
         c.store[1] = 4 + n % 2;
         c.store[2] = 5 - n % 2;
         c.invariant = n >= 2;
@@ -367,12 +324,7 @@ TEST_CASE("long decode (seq_k 9000, key split) with fp8 K/V, per-tensor and per-
         store_fp8(c, g, kind);
         for (const std::string &isa : isas()) {
             REQUIRE(attn_set_isa(isa.c_str()) == ATTN_OK);
-            REQUIRE(attn_set_num_threads(1) == ATTN_OK);
-            const VRun a = run(c);
-            REQUIRE(attn_set_num_threads(2) == ATTN_OK);
-            const VRun b = run(c);
-            CHECK(check(c, a, "decode " + isa) <= 1e-5);
-            CHECK(std::memcmp(a.out.data(), b.out.data(), a.out.size() * 4) == 0);
+            CHECK(check(c, run_on_1_and_2_threads(c), "decode " + isa) <= 1e-5);
         }
     }
     attn_set_num_threads(0);
