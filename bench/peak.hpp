@@ -28,6 +28,24 @@ float peak_loop_avx2(long iters);
 float peak_loop_sse2(long iters);
 float peak_loop_avx512fp16(long iters); // only where the compiler has -mavx512fp16
 
+// Register-only integer and bf16 dot-product loops (the units of ATTN_COMPUTE_INT8 / BF16), one
+// translation unit per instruction set, each compiled with its flags only. Ops count 2 per
+// multiply-add, as flops do. Each chain is acc = acc + unit(acc, y): the unit's result feeds its
+// own chain, so no two chains share a product the compiler could compute once.
+//   pmaddwd + paddd ymm (AVX2), 10 chains:           10 * 16 * 2 =  320 ops per iteration
+//     (10: 12 accumulators and their products left GCC short of the 16 ymm registers)
+//   vpmaddwd + vpaddd zmm (AVX-512BW), 16 chains:    16 * 32 * 2 = 1024
+//   vpdpbusd zmm (AVX512-VNNI, u8 x s8), 16 chains:  16 * 64 * 2 = 2048
+//   vdpbf16ps zmm (AVX512-BF16), 16 chains:          16 * 32 * 2 = 1024
+constexpr double kOpsPerIterMaddAvx2 = 10.0 * 16.0 * 2.0;
+constexpr double kOpsPerIterMaddAvx512 = 16.0 * 32.0 * 2.0;
+constexpr double kOpsPerIterVnniAvx512 = 16.0 * 64.0 * 2.0;
+constexpr double kOpsPerIterBf16Avx512 = 16.0 * 32.0 * 2.0;
+float peak_loop_madd_avx2(long iters);
+float peak_loop_madd_avx512(long iters);
+float peak_loop_vnni_avx512(long iters); // only where the compiler has -mavx512vnni
+float peak_loop_bf16_avx512(long iters); // only where the compiler has -mavx512bf16
+
 // GFLOP/s of one thread running `loop`: the best of 5 runs of 2e7 iterations.
 template <class F> double peak_gflops(F loop, double flops_per_iter) {
     const long iters = 20000000;

@@ -90,6 +90,8 @@
 %rename("%s") attn_compute;
 %rename("%s") ATTN_COMPUTE_EXACT;
 %rename("%s") ATTN_COMPUTE_FP16;
+%rename("%s") ATTN_COMPUTE_INT8;
+%rename("%s") ATTN_COMPUTE_BF16;
 %rename("%s") attn_diagonal;
 %rename("%s") ATTN_DIAGONAL_CAUSAL;
 %rename("%s") ATTN_DIAGONAL_TOP_LEFT;

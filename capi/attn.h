@@ -393,8 +393,30 @@ typedef enum attn_alibi_form {
  * windows, GQA and ATTN_SEQ_LENS_K; every other call (other variants, masks, varlen, pages, int8 /
  * bf16, decode, batch invariance, values whose fp16 products could overflow: |scale q| |k| * 32 or
  * |v| * 64 >= 2^15) and every CPU without AVX512-FP16 runs exactly as EXACT. The choice never
- * depends on the thread count. since 0.2 */
-typedef enum attn_compute { ATTN_COMPUTE_EXACT = 0, ATTN_COMPUTE_FP16 = 1 } attn_compute;
+ * depends on the thread count. since 0.2
+ *
+ *  INT8: Q.K^T in integers (SageAttention's recipe). K of each (batch entry, KV head) is
+ *  smoothed (its channel mean over the real keys is subtracted: every score of a query moves by
+ *  the same q.mean, which is added back, and outlier channels no longer set the step) and
+ *  quantized per key to integers |k| <= 127 with one fp32 scale; scale * Q is quantized per
+ *  query row to |q| <= 2047 (the CPUs' 16-bit multiply-add, pmaddwd, runs at one rate whatever
+ *  the codes' width); each score is the exact int32 dot product times the two scales, plus q.mean
+ *  in fp32, before softcap, bias, ALiBi, sinks, windows and masks, so they and the returned LSE
+ *  see the true logits up to the quantization error: |ds| <= scale (|q|_1 step_k + |k'|_1
+ *  step_q) / 2 with step_k = max|k'| / 127, step_q = max|scale q| / 2047, k' = k - mean. Softmax
+ *  and P.V are fp32 as in EXACT. Applies to the row blocks of prefill-like calls (more than 4
+ *  query rows per KV head), every layout, storage type, mask and variant; decode-like calls,
+ *  batch invariance, ATTN_KEY_MASS, a K with a non-finite value, and the ops other than
+ *  ATTN_OP_FORWARD run exactly as EXACT. The choice never depends on the thread count. since 0.3
+ *
+ *  BF16: requested bf16 products; runs exactly as EXACT on every CPU this version supports.
+ *  since 0.3 */
+typedef enum attn_compute {
+    ATTN_COMPUTE_EXACT = 0,
+    ATTN_COMPUTE_FP16 = 1,
+    ATTN_COMPUTE_INT8 = 2,
+    ATTN_COMPUTE_BF16 = 3
+} attn_compute;
 
 /** ATTN_PARAM_ALIBI values. */
 typedef enum attn_alibi {
@@ -828,6 +850,12 @@ ATTN_API size_t attn_get_num_threads(void);
  *  It is the best the CPU supports, capped by the ATTN_ISA environment variable or
  *  attn_set_isa. since 0.1 */
 ATTN_API const char *attn_isa(void);
+
+/** The unit ATTN_PARAM_COMPUTE = `mode` (an attn_compute) runs its products on with the kernel
+ *  in use (attn_isa), in static storage: "fp32 vfmadd (avx2)", "int16 vpmaddwd (avx2)",
+ *  "fp16 vfmadd*ph (avx512fp16)"; a mode that runs as EXACT on this CPU names EXACT's unit.
+ *  NULL for a value that is not an attn_compute. since 0.3 */
+ATTN_API const char *attn_compute_unit(int mode);
 
 /** Cap the kernel (process-wide) at `name` ("scalar", "sse2", "avx2", "avx512", "avx512fp16";
  *  "avx512" keeps FP16 requests exact), or restore the default with NULL or "". Affects calls

@@ -243,7 +243,7 @@ attn_status apply_param(const char *fn, attn_desc *d, int id, double v) {
         p.invariant = iv != 0;
         break;
     case ATTN_PARAM_COMPUTE:
-        p.fp16 = iv == ATTN_COMPUTE_FP16;
+        p.compute = static_cast<core::Compute>(iv);
         break;
     case ATTN_PARAM_DIAGONAL:
         p.diagonal = static_cast<core::Diagonal>(iv);
@@ -287,7 +287,7 @@ double read_param(const attn_desc *d, int id) {
     case ATTN_PARAM_BATCH_INVARIANT:
         return p.invariant ? 1 : 0;
     case ATTN_PARAM_COMPUTE:
-        return p.fp16 ? ATTN_COMPUTE_FP16 : ATTN_COMPUTE_EXACT;
+        return static_cast<int>(p.compute);
     case ATTN_PARAM_DIAGONAL:
         return static_cast<double>(static_cast<int>(p.diagonal));
     case ATTN_PARAM_ALIBI_FORM:

@@ -1,5 +1,5 @@
 // Threads and ISA: attn_set_num_threads, attn_get_num_threads, attn_isa, attn_set_isa,
-// attn_isa_info.
+// attn_isa_info, attn_compute_unit.
 #include "internal.hpp"
 #include "thread_pool.hpp"
 
@@ -28,6 +28,11 @@ size_t attn_get_num_threads(void) {
 
 const char *attn_isa(void) {
     return core::isa_name(core::active_isa());
+}
+
+const char *attn_compute_unit(int mode) {
+    if (mode < ATTN_COMPUTE_EXACT || mode > ATTN_COMPUTE_BF16) return nullptr;
+    return core::compute_unit(static_cast<core::Compute>(mode), core::active_isa());
 }
 
 attn_status attn_set_isa(const char *name) {

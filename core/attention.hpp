@@ -22,6 +22,9 @@ bool isa_from_name(const char *name, Isa *out);
 // Every name isa_from_name takes, weakest first, comma-separated ("scalar, sse2, ..."): the one
 // list messages quote, built from the same table as isa_name.
 const char *isa_names();
+// The unit ATTN_PARAM_COMPUTE = `mode` runs its products on with the kernels of `isa`
+// (attn_compute_unit): a mode that runs as exact there names the exact unit.
+const char *compute_unit(Compute mode, Isa isa);
 
 // The diagonals of batch entry b as offsets from the query index: the causal rule's ("key j
 // visible to query i iff j <= i + causal" under a causal rule) and diag(i) = i + window, the one

@@ -80,6 +80,27 @@ const char *isa_name(Isa isa) {
     return x >= 0 && x < kIsaCount ? kIsaNames[x] : "unknown";
 }
 
+const char *compute_unit(Compute mode, Isa isa) {
+    static const char *const exact[kIsaCount] = {"fp32 (scalar)", "fp32 mulps + addps (sse2)",
+                                                 "fp32 vfmadd (avx2)", "fp32 vfmadd (avx512)",
+                                                 "fp32 vfmadd (avx512)"};
+    static const char *const int8[kIsaCount] = {
+        "int16 pairs into int32 (scalar)", "int16 pmaddwd (sse2)", "int16 vpmaddwd (avx2)",
+        "int16 vpmaddwd (avx512)", "int16 vpmaddwd (avx512)"};
+    const int x = static_cast<int>(isa);
+    if (x < 0 || x >= kIsaCount) return nullptr;
+    switch (mode) {
+    case Compute::Exact:
+    case Compute::Bf16: // no bf16 kernel: exact
+        return exact[x];
+    case Compute::Fp16:
+        return isa == Isa::Avx512Fp16 ? "fp16 vfmadd*ph (avx512fp16)" : exact[x];
+    case Compute::Int8:
+        return int8[x];
+    }
+    return nullptr;
+}
+
 const char *isa_names() {
     static const std::string list = [] {
         std::string s;

@@ -232,6 +232,64 @@ void key_mass(const Params &p, const Tensors &t, const Plan &pl) {
     });
 }
 
+// ---- Integer Q.K^T (Compute::Int8) ----
+
+// Whether every batch entry's keys fit the seq_k rows per (batch entry, KV head) of the
+// quantized copies.
+bool keys_fit(const Params &p, const Tensors &t) {
+    for (size_t b = 0; b < p.shape.batch; ++b)
+        if (key_len(p, t, b) > p.shape.seq_k) return false;
+    return true;
+}
+
+// Whether the call computes Q.K^T and P.V in integers on its row blocks: asked for, a strategy with
+// row blocks (not decode-like: those are bound by reading K and V, which a quantizing pass would
+// read once more), no batch invariance (the smoothing mean depends on every key of the
+// sequence), no key-mass pass (it recomputes the probabilities), and sums that fit int32.
+bool int8_takes(const Params &p, const Tensors &t, const Plan &pl, Strategy st) {
+    return p.compute == Compute::Int8 && !p.invariant && !t.key_mass &&
+           (st == Strategy::PlainItems || st == Strategy::PackedPrefill) &&
+           pl.group * p.shape.seq_q > kDecodeRowsMax && p.shape.head_dim <= 8192 &&
+           p.shape.seq_k > 0 && keys_fit(p, t);
+}
+
+// K of every (batch entry, KV head) smoothed and quantized into cs.kq (Tensors::kq), and V per
+// tile into cs.vq (Tensors::vq). Q.K^T stays fp32 when some real key is not finite, P.V when
+// some real value is not.
+void quantize_kv(const Params &p, Tensors *t, const Plan &pl, ThreadScratch &cs) {
+    const Shape &s = p.shape;
+    const size_t kvs = s.batch * s.heads_kv, row = (s.head_dim + 1) / 2;
+    const size_t bk = pl.k->tile_keys, tiles = ceil_div(s.seq_k, bk);
+    const size_t tile = (bk + 1) / 2 * s.head_dim_v;
+    const size_t work = std::max(3 * s.head_dim, 3 * s.head_dim_v);
+    cs.kq.resize(kvs * (s.seq_k * row + tiles * tile));
+    cs.kq_f.resize(kvs * (s.seq_k + s.head_dim + tiles * s.head_dim_v + work));
+    int32_t *codes = cs.kq.data(), *vcodes = codes + kvs * s.seq_k * row;
+    float *scales = cs.kq_f.data(), *means = scales + kvs * s.seq_k;
+    float *vscales = means + kvs * s.head_dim, *works = vscales + kvs * tiles * s.head_dim_v;
+    std::vector<unsigned char> ok(2 * kvs);
+    run_items(pl, kvs, [&](size_t x) {
+        const size_t b = x / s.heads_kv, h = x % s.heads_kv;
+        float *w = works + x * work;
+        ok[x] = pl.k->quantize_keys(p, *t, b, h, codes + x * s.seq_k * row, row,
+                                    scales + x * s.seq_k, means + x * s.head_dim, w);
+        ok[kvs + x] = pl.k->quantize_values(p, *t, b, h, vcodes + x * tiles * tile,
+                                            vscales + x * tiles * s.head_dim_v, w);
+    });
+    if (std::find(ok.begin(), ok.begin() + kvs, 0) == ok.begin() + kvs) {
+        t->kq = codes;
+        t->kq_row = row;
+        t->kq_scale = scales;
+        t->kq_mean = means;
+    }
+    if (std::find(ok.begin() + kvs, ok.end(), 0) == ok.end()) {
+        t->vq = vcodes;
+        t->vq_scale = vscales;
+        t->vq_tiles = tiles;
+        t->vq_tile = tile;
+    }
+}
+
 // ---- The fp16 fast path ----
 
 // Whether the fp16 fast path takes this forward call (see ATTN_PARAM_COMPUTE): prefill-like,
@@ -241,9 +299,10 @@ bool fp16_takes(const Params &p, const Tensors &t, const KernelInfo &k) {
     const Shape &s = p.shape;
     auto f32_or_f16 = [](DType d) { return d == DType::F32 || d == DType::F16; };
     const bool plain_types = f32_or_f16(p.q_type) && f32_or_f16(p.k_type) && f32_or_f16(p.v_type);
-    if (!p.fp16 || !plain_types || p.invariant || p.varlen || p.page_size || p.softcap > 0.0f ||
-        p.plus_one || t.q_scale || t.bias || t.alibi || t.sinks || t.key_valid || t.allowed ||
-        t.query_valid || t.key_mass || t.cu_q || t.cu_k || t.block_table)
+    if (p.compute != Compute::Fp16 || !plain_types || p.invariant || p.varlen || p.page_size ||
+        p.softcap > 0.0f || p.plus_one || t.q_scale || t.bias || t.alibi || t.sinks ||
+        t.key_valid || t.allowed || t.query_valid || t.key_mass || t.cu_q || t.cu_k ||
+        t.block_table)
         return false;
     if (!k.fp16) return false; // the avx512fp16 kernel: the CPU's level, not capped below it
     if (s.seq_q * (s.heads_q / s.heads_kv) < 16 || s.head_dim > 1024 || s.head_dim_v > 1024)
@@ -297,7 +356,9 @@ void forward(const Params &p0, const Tensors &t0) {
     }
     clear_padded_queries(p, t);
     const Plan pl = make_plan(p, t, k, true, cs);
-    switch (choose_strategy(p, t, pl)) {
+    const Strategy st = choose_strategy(p, t, pl);
+    if (int8_takes(p, t, pl, st)) quantize_kv(p, &t, pl, cs);
+    switch (st) {
     case Strategy::KeySplit:
         key_split(p, t, pl, cs);
         break;

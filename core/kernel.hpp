@@ -107,6 +107,18 @@ struct KernelInfo {
     size_t (*quantize_fp8)(const float *src, size_t rows, size_t dim, DType type, float scale,
                            uint8_t *dst);
     void (*fp8_to_f32)(const uint8_t *src, size_t n, DType type, float scale, float *dst);
+    // Compute::Int8: K of (b, kvh) minus its channel mean over the real keys, quantized per key
+    // (the layout of Tensors::kq: codes of key j at codes + j * kq_row, scale at scales[j], the
+    // mean into mean[head_dim]); work holds 3 * head_dim floats. False when a real key holds a
+    // non-finite value (the call then computes Q.K^T exactly).
+    bool (*quantize_keys)(const Params &p, const Tensors &t, size_t b, size_t kvh, int32_t *codes,
+                          size_t kq_row, float *scales, float *mean, float *work);
+    // ... and V of (b, kvh) per tile of tile_keys keys (the layout of Tensors::vq, from this
+    // (b, kvh)'s first tile); work holds 3 * head_dim_v floats. False when a real key's value is
+    // not finite (the call then computes P.V in fp32).
+    bool (*quantize_values)(const Params &p, const Tensors &t, size_t b, size_t kvh, int32_t *codes,
+                            float *scales, float *work);
+    size_t tile_keys; // keys per tile of the row blocks (kBK)
     // The fp16 fast path, or null: set in the avx512fp16 table only (and there null when the
     // compiler could not build it).
     const Fp16Kernel *fp16;

@@ -55,6 +55,9 @@ enum class WeightsMode : int { Softmax = 0, Scores = 1, Masked = 2, Capped = 3, 
 // or the standard slopes of heads_q heads, which core supplies for the call (prepare_alibi).
 enum class Alibi : int { None = 0, Operand = 1, Standard = 2 };
 
+// ATTN_PARAM_COMPUTE, value for value.
+enum class Compute : int { Exact = 0, Fp16 = 1, Int8 = 2, Bf16 = 3 };
+
 struct Params {
     Shape shape;
     Layout q, k, v, out;
@@ -80,8 +83,10 @@ struct Params {
     // ([batch][heads_kv][seq_k] with the same meaning as k's strides, head_dim = 1).
     DType q_type = DType::F32, k_type = DType::F32, v_type = DType::F32;
     Layout ks, vs;
-    // ATTN_PARAM_COMPUTE = FP16: the fp16 fast path where it applies (else exact).
-    bool fp16 = false;
+    // ATTN_PARAM_COMPUTE: the arithmetic asked for. Fp16: the fp16 fast path where it applies;
+    // Int8: Q.K^T in integers on the row blocks (kernels/int8-inl.h) where it applies; Bf16
+    // (and every mode where it does not apply): exact.
+    Compute compute = Compute::Exact;
 };
 
 // Raw operands of one call. key_valid: [batch][seq_k], allowed: [seq_q][seq_k]; bytes, nonzero =
@@ -116,6 +121,22 @@ struct Tensors {
     // [heads_q]. Any gradient may be null (not wanted).
     const float *dout = nullptr;
     float *dq = nullptr, *dk = nullptr, *dv = nullptr, *dbias = nullptr, *dsinks = nullptr;
+    // Set by the scheduler when the call computes Q.K^T in integers (Compute::Int8): K of (b,
+    // kvh) minus its channel mean over the real keys (kq_mean[(b * heads_kv + kvh) * head_dim +
+    // c]), quantized per key: key j's codes at kq + ((b * heads_kv + kvh) * seq_k + j) * kq_row,
+    // pairs of int16 (|code| <= 127, the even channel in the low half) in int32 words, its scale
+    // at kq_scale[(b * heads_kv + kvh) * seq_k + j] (value = code * scale + mean).
+    const int32_t *kq = nullptr;
+    const float *kq_scale = nullptr, *kq_mean = nullptr;
+    size_t kq_row = 0;
+    // ... and V (null: P.V in fp32), per tile of keys [t kBK, (t + 1) kBK) (the tiles then start
+    // there, as under batch invariance): the codes of its non-padding keys 2 x and 2 x + 1 in
+    // channel c paired at vq[((b * heads_kv + kvh) * vq_tiles + t) * vq_tile + x * head_dim_v +
+    // c], the channel's step / 8191 at vq_scale[((b * heads_kv + kvh) * vq_tiles + t) *
+    // head_dim_v + c].
+    const int32_t *vq = nullptr;
+    const float *vq_scale = nullptr;
+    size_t vq_tiles = 0, vq_tile = 0;
     // Set by the scheduler: qmap[b * seq_q + n] = n-th real query of batch b (null = identity).
     const uint32_t *qmap = nullptr;
     // Set by the scheduler for a copy of scattered K / V rows (kv_pack.hpp): the rows of (batch

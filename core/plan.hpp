@@ -38,6 +38,8 @@ struct ThreadScratch {
     std::vector<HeadGroup> groups;  // the decode items that walk the key tiles together
     std::vector<float> partials;    // key-split partials (forward), dSinks partials (backward)
     std::vector<uint16_t> k16, v16; // the fp16 path: K and V rounded to fp16 once per call
+    std::vector<int32_t> kq;        // integer Q.K^T: K's codes (Tensors::kq)
+    std::vector<float> kq_f;        // ... its scales, channel means and work rows
     std::vector<float> alibi;       // the standard ALiBi slopes of alibi.size() heads
     ScratchBuf kv_copies{true};     // packed prefill: the K/V copies (kv_pack.hpp)
 };

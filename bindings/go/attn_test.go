@@ -60,6 +60,8 @@ func TestConstantsMatchC(t *testing.T) {
 		{int(WeightsSoftcapped), int(weightsModeMax(t)), "ATTN_WEIGHTS_SOFTCAPPED (the last mode: max of ATTN_PARAM_WEIGHTS_MODE)"},
 		{int(ComputeExact), int(capi.ATTN_COMPUTE_EXACT), "ATTN_COMPUTE_EXACT"},
 		{int(ComputeFP16), int(capi.ATTN_COMPUTE_FP16), "ATTN_COMPUTE_FP16"},
+		{int(ComputeINT8), int(capi.ATTN_COMPUTE_INT8), "ATTN_COMPUTE_INT8"},
+		{int(ComputeBF16), int(capi.ATTN_COMPUTE_BF16), "ATTN_COMPUTE_BF16"},
 		{int(OpForward), int(capi.ATTN_OP_FORWARD), "ATTN_OP_FORWARD"},
 		{int(OpWeights), int(capi.ATTN_OP_WEIGHTS), "ATTN_OP_WEIGHTS"},
 		{int(OpBackward), int(capi.ATTN_OP_BACKWARD), "ATTN_OP_BACKWARD"},
@@ -235,7 +237,8 @@ func TestConstantsMatchHeader(t *testing.T) {
 		{int(WeightsSoftmax), int(capi.ATTN_WEIGHTS_SOFTMAX)}, {int(WeightsScores), int(capi.ATTN_WEIGHTS_SCORES)},
 		{int(WeightsMasked), int(capi.ATTN_WEIGHTS_MASKED)}, {int(WeightsCapped), int(capi.ATTN_WEIGHTS_CAPPED)},
 		{int(WeightsSoftcapped), int(capi.ATTN_WEIGHTS_SOFTCAPPED)}, {int(ComputeExact), int(capi.ATTN_COMPUTE_EXACT)},
-		{int(ComputeFP16), int(capi.ATTN_COMPUTE_FP16)},
+		{int(ComputeFP16), int(capi.ATTN_COMPUTE_FP16)}, {int(ComputeINT8), int(capi.ATTN_COMPUTE_INT8)},
+		{int(ComputeBF16), int(capi.ATTN_COMPUTE_BF16)},
 		{dtF32, int(capi.ATTN_DTYPE_F32)}, {dtF16, int(capi.ATTN_DTYPE_F16)}, {dtBF16, int(capi.ATTN_DTYPE_BF16)},
 		{dtI8, int(capi.ATTN_DTYPE_I8)}, {dtU8, int(capi.ATTN_DTYPE_U8)}, {dtI32, int(capi.ATTN_DTYPE_I32)}}
 	for i, set := range [][]pair{ops, params, others} {

@@ -34,13 +34,14 @@ func cpuHasAVX512FP16() bool {
 }
 
 func TestComputeDefaultAndRoundTrip(t *testing.T) {
-	if ParamCompute != 14 || ComputeExact != 0 || ComputeFP16 != 1 || ParamCompute.String() != "compute" ||
-		ParamCompute.cName() != "ATTN_PARAM_COMPUTE" || ComputeExact.String() != "exact" ||
-		ComputeFP16.String() != "fp16" || Compute(2).String() != "Compute(2)" {
-		t.Errorf("constants: %d %d %d %v %v %v %v", ParamCompute, ComputeExact, ComputeFP16, ParamCompute,
-			ComputeExact, ComputeFP16, Compute(2))
+	if ParamCompute != 14 || ComputeExact != 0 || ComputeFP16 != 1 || ComputeINT8 != 2 || ComputeBF16 != 3 ||
+		ParamCompute.String() != "compute" || ParamCompute.cName() != "ATTN_PARAM_COMPUTE" ||
+		ComputeExact.String() != "exact" || ComputeFP16.String() != "fp16" || ComputeINT8.String() != "int8" ||
+		ComputeBF16.String() != "bf16" || Compute(4).String() != "Compute(4)" {
+		t.Errorf("constants: %d %d %d %d %d %v %v %v %v %v %v", ParamCompute, ComputeExact, ComputeFP16,
+			ComputeINT8, ComputeBF16, ParamCompute, ComputeExact, ComputeFP16, ComputeINT8, ComputeBF16, Compute(4))
 	}
-	if r, err := ParamBounds(ParamCompute); err != nil || r.IsFloat || r.Min != 0 || r.Max != float64(ComputeFP16) {
+	if r, err := ParamBounds(ParamCompute); err != nil || r.IsFloat || r.Min != 0 || r.Max != float64(ComputeBF16) {
 		t.Errorf("ParamBounds(ParamCompute) = %+v, %v", r, err)
 	}
 	d := mustDesc(t, 1, 2, 2, 64, 64, 32)
@@ -62,6 +63,15 @@ func TestComputeDefaultAndRoundTrip(t *testing.T) {
 		}
 		g.Close()
 	}
+	for _, c := range []Compute{ComputeINT8, ComputeBF16} {
+		for _, opt := range []Option{WithCompute(c), WithParamInt(ParamCompute, int64(c))} {
+			g := mustDesc(t, 1, 2, 2, 64, 64, 32, opt)
+			if v, err := g.ParamInt(ParamCompute); err != nil || v != int64(c) || g.Compute() != c {
+				t.Errorf("%v: ParamInt %d, %v; Compute() %v", c, v, err, g.Compute())
+			}
+			g.Close()
+		}
+	}
 	d.Close()
 	if d.Compute() != ComputeExact {
 		t.Errorf("Compute() on a closed Desc = %v, want the zero value", d.Compute())
@@ -74,11 +84,11 @@ func TestComputeInvalidValue(t *testing.T) {
 		opt  Option
 		want string
 	}{
-		{WithCompute(2), "ATTN_PARAM_COMPUTE (2) is outside [0, 1]"},
-		{WithCompute(-1), "ATTN_PARAM_COMPUTE (-1) is outside [0, 1]"},
-		{WithCompute(1 << 32), "ATTN_PARAM_COMPUTE (4294967296) is outside [0, 1]"},
-		{WithParamInt(ParamCompute, 2), "ATTN_PARAM_COMPUTE (2) is outside [0, 1]"},
-		{WithParamFloat(ParamCompute, 2), "ATTN_PARAM_COMPUTE (2) is outside [0, 1]"},
+		{WithCompute(4), "ATTN_PARAM_COMPUTE (4) is outside [0, 3]"},
+		{WithCompute(-1), "ATTN_PARAM_COMPUTE (-1) is outside [0, 3]"},
+		{WithCompute(1 << 32), "ATTN_PARAM_COMPUTE (4294967296) is outside [0, 3]"},
+		{WithParamInt(ParamCompute, 4), "ATTN_PARAM_COMPUTE (4) is outside [0, 3]"},
+		{WithParamFloat(ParamCompute, 4), "ATTN_PARAM_COMPUTE (4) is outside [0, 3]"},
 		{WithParamFloat(ParamCompute, 0.5), "ATTN_PARAM_COMPUTE (0.5) must be an integer"},
 	} {
 		_, err := NewDesc(1, 2, 2, 64, 64, 32, c.opt)
@@ -88,9 +98,9 @@ func TestComputeInvalidValue(t *testing.T) {
 	d := mustDesc(t, 1, 2, 2, 64, 64, 32)
 	defer d.Close()
 	err := check(func() capi.Enum_SS_attn_status {
-		return capi.Attn_desc_set_int(d.h, capi.Enum_SS_attn_param(ParamCompute), 2)
+		return capi.Attn_desc_set_int(d.h, capi.Enum_SS_attn_param(ParamCompute), 4)
 	})
-	wantError(t, err, StatusInvalidArgument, "attn_desc_set_int: ATTN_PARAM_COMPUTE (2)")
+	wantError(t, err, StatusInvalidArgument, "attn_desc_set_int: ATTN_PARAM_COMPUTE (4)")
 	if d.Compute() != ComputeExact {
 		t.Errorf("a refused value changed the mode: %v", d.Compute())
 	}

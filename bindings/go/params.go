@@ -103,10 +103,12 @@ type Compute int
 const (
 	ComputeExact Compute = 0 // fp32 throughout (default)
 	ComputeFP16  Compute = 1 // the AVX512-FP16 fast path where it applies (capi/attn.h)
+	ComputeINT8  Compute = 2 // Q.K^T in integers with K smoothing on prefill (capi/attn.h)
+	ComputeBF16  Compute = 3 // bf16 products requested; runs as ComputeExact on today's CPUs
 )
 
-// String returns "exact" or "fp16" ("Compute(n)" for other values).
-func (c Compute) String() string { return enumName("Compute", int(c), "exact", "fp16") }
+// String returns "exact", "fp16", "int8" or "bf16" ("Compute(n)" for other values).
+func (c Compute) String() string { return enumName("Compute", int(c), "exact", "fp16", "int8", "bf16") }
 
 // ParamRange is the kind and closed range of accepted values of a parameter.
 type ParamRange struct {

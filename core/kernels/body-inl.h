@@ -14,10 +14,16 @@
 //                               where rows[l][c0 + c] is -inf: a -inf bias hides the key)
 //   vtranspose_pack(dst, ld, rows, c0, f): dst[c * ld + l] = rows[l][c0 + c] * f, and
 //   vtranspose_unpack(src, ld, rows, c0): rows[l][c0 + c] = src[c * ld + l]
+//   vi (kL int32 lanes), vi_zero, vi_load, vi_store, vi_bcast, vi_madd(acc, a, b) = acc + the
+//                               sums of the products of a's and b's int16 pairs (pmaddwd),
+//                               vi_to_f, vi_from_f (nearest), vi_pack_lohi(lo, hi) (int16 pairs)
 // and includes nothing else after it. No std:: function is called here (see kernel.hpp).
 //
 // The body is these files, each with one job:
 //   convert-inl.h  widening loads of 16-bit and int8 rows into fp32
+//   int8-inl.h     the integer products of ATTN_COMPUTE_INT8: K smoothed and quantized per key,
+//                  a row block's queries per row, a tile's V per channel and its probabilities
+//                  in 15 bits, the Q.K^T and P.V product blocks
 //   score-inl.h    scratch, the rows of an item, key gathering, masks, the score pipeline of
 //                  a tile (scale, softcap, bias, ALiBi, causal / window / allowed), softmax
 //   forward-inl.h  row blocks: P.V of a tile, the tile loop of an item's blocks, a row's scale
@@ -39,6 +45,7 @@
 // compacted away before the tile is formed, so a padded K or V row is never read.
 
 #include "convert-inl.h"
+#include "int8-inl.h"
 #include "score-inl.h"
 #include "forward-inl.h"
 #include "decode-inl.h"
@@ -65,5 +72,8 @@ __attribute__((unused)) static KernelInfo make_info(const KernelInfo *narrow) {
     k.quantize_i8 = &quantize_rows_i8;
     k.quantize_fp8 = &quantize_rows_fp8;
     k.fp8_to_f32 = &convert_fp8_to_f32;
+    k.quantize_keys = &quantize_keys;
+    k.quantize_values = &quantize_values;
+    k.tile_keys = kBK;
     return k;
 }

@@ -764,7 +764,14 @@ static void forward_item(const Params &p, const Tensors &t, const WorkItem &w, v
     const size_t nb = item_blocks(p, t, w, s, blk);
     const size_t dv = p.shape.head_dim_v, dp = kround_up(dv, kDT);
     zero_floats(s.zero, p.shape.head_dim);
-    for (size_t bi = 0; bi < nb; ++bi) pack_queries(p, t, w, blk[bi].r, blk[bi].qt);
+    for (size_t bi = 0; bi < nb; ++bi) {
+        Block &b = blk[bi];
+        pack_queries(p, t, w, b.r, b.qt);
+        if (t.kq)
+            b.q8 = quantize_queries(b.qt, p.shape.head_dim,
+                                    t.kq_mean + (w.b * p.shape.heads_kv + w.kvh) * p.shape.head_dim,
+                                    b.q16, b.sq, b.qm);
+    }
     run_tiles(p, t, w, blk, nb, s, true);
     for (size_t bi = 0; bi < nb; ++bi) hide_empty_sums(blk[bi].l, blk[bi].vis);
 

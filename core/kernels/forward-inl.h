@@ -31,10 +31,24 @@ static inline void pv_tile(const Params &p, Block &blk, Scratch &s, const TileIn
 
 // s.krow[x] -> K row of the tile's key x (rows past nk, up to a whole kKT block, -> a zero row).
 // Rows that are not contiguous (BSHD: H * head_dim apart, often a multiple of 4 KiB, so a tile's
-// rows would fight over a few L1 sets) are first copied into a contiguous tile.
-static inline void set_key_rows(const Params &p, const KvRows &kb, const TileInfo &tile,
-                                Scratch &s) {
+// rows would fight over a few L1 sets) are first copied into a contiguous tile. With integer
+// Q.K^T (t.kq) s.krow16 / s.ksc -> the keys' codes and scales as well, and the fp32 rows only
+// when a block needs them (f32_rows).
+static inline void set_key_rows(const Params &p, const Tensors &t, const WorkItem &w,
+                                const KvRows &kb, const TileInfo &tile, Scratch &s, bool f32_rows) {
     const size_t d = p.shape.head_dim;
+    if (t.kq) {
+        const size_t base = (w.b * p.shape.heads_kv + w.kvh) * p.shape.seq_k + tile.jbase;
+        for (size_t x = 0; x < tile.nk; ++x) {
+            s.krow16[x] = t.kq + (base + s.kidx[x]) * t.kq_row;
+            s.ksc[x] = t.kq_scale[base + s.kidx[x]];
+        }
+        for (size_t x = tile.nk; x < tile.nk + 2 * kQI; ++x) {
+            s.krow16[x] = reinterpret_cast<const int32_t *>(s.zero);
+            s.ksc[x] = 0.0f;
+        }
+        if (!f32_rows) return;
+    }
     // fp32 rows are read in place at any row stride: copying a strided (BSHD, token-major)
     // tile for every item made BSHD 1.09-1.15x the BHSD time, in place 0.99-1.10x (measured
     // with the same buffers in one process, n = 2048, H = 8, d = 64 and 128).
@@ -86,7 +100,9 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
     init_blocks(blk, nb, dp, with_pv, &kbeg, &kend);
     // Batch invariance: tiles start at multiples of kBK (their boundaries then depend on the key
     // positions only, not on which rows share the item).
-    if (p.invariant) kbeg -= kbeg % kBK;
+    // So do the tiles of integer P.V, whose V codes are per fixed tile.
+    if (p.invariant || t.vq) kbeg -= kbeg % kBK;
+    const size_t vqx = (w.b * p.shape.heads_kv + w.kvh) * t.vq_tiles;
     const KvRows vb = with_pv ? kv_rows(p, t, true, w.b, w.kvh) : KvRows{};
     const KvRows kb = kv_rows(p, t, false, w.b, w.kvh);
     // V rows are read in place like K's (P.V ends a row whose head_dim_v is not a multiple of kDT
@@ -100,6 +116,8 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
     // every row is on its own 4 KiB page, where the hardware prefetchers, which stop at page
     // boundaries, do not follow; the blocks of a tile then ask for the next tile's rows.
     const bool far = kb.row * kb.elem >= 4096;
+    bool f32_rows = !t.kq; // some block computes Q.K^T in fp32
+    for (size_t bi = 0; bi < nb; ++bi) f32_rows |= !blk[bi].q8;
     TileInfo tile;
     for (size_t j = kbeg; next_tile(p, t, w.b, &j, kend, s.kidx, &tile);) {
         const size_t nk = tile.nk;
@@ -110,7 +128,7 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
             prefetch_rows(vb, tile.jbase, tile.kidx_span(s.kidx), dv);
             if (j < kend) prefetch_rows(kb, j, kmin(kBK, kend - j), d);
         }
-        set_key_rows(p, kb, tile, s);
+        set_key_rows(p, t, w, kb, tile, s, f32_rows);
         bool v_checked = false, v_finite = true, v_set = false;
         for (size_t bi = 0; bi < nb; ++bi) {
             Block &b = blk[bi];
@@ -130,11 +148,23 @@ static void run_tiles(const Params &p, const Tensors &t, const WorkItem &w, Bloc
             sb.kidx += x0;
             sb.krow += x0;
             sb.vrow += x0;
+            if (t.kq) {
+                sb.krow16 += x0;
+                sb.ksc += x0;
+            }
             TileInfo ti = tile;
             ti.nk = x1 - x0;
             if (!score_tile(p, t, b, sb, ti)) continue;
             softmax_tile(b, sb, ti.nk, dp, with_pv);
             if (!with_pv) continue;
+            if (t.vq && b.q8) { // integers, unless a probability is NaN
+                const size_t tx = vqx + tile.jbase / kBK, np = pack_probs(sb.st, x0, ti.nk, s.pq);
+                if (np) {
+                    pv8_tile(t.vq + tx * t.vq_tile, dv, x0 / 2, s.pq, np, t.vq_scale + tx * dv,
+                             b.ot);
+                    continue;
+                }
+            }
             if (!v_set) {
                 for (size_t x = 0; x < nk; ++x) {
                     const size_t jj = tile.jbase + s.kidx[x];

@@ -89,6 +89,37 @@ static inline vf vhsum_all(const vf *a) {
 static inline float vhmax(vf a) {
     return a.x;
 }
+// int32 lanes for the integer products (int8-inl.h): a word holds two int16, the even one low.
+struct vi {
+    int32_t x;
+};
+static inline vi vi_zero() {
+    return {0};
+}
+static inline vi vi_load(const int32_t *p) {
+    return {*p};
+}
+static inline vi vi_bcast(int32_t x) {
+    return {x};
+}
+static inline vi vi_madd(vi acc, vi a, vi b) { // pmaddwd, then an add
+    const int32_t a0 = static_cast<int16_t>(a.x & 0xFFFF), a1 = static_cast<int16_t>(a.x >> 16);
+    const int32_t b0 = static_cast<int16_t>(b.x & 0xFFFF), b1 = static_cast<int16_t>(b.x >> 16);
+    return {acc.x + a0 * b0 + a1 * b1};
+}
+static inline vf vi_to_f(vi a) {
+    return {static_cast<float>(a.x)};
+}
+static inline void vi_store(int32_t *p, vi a) {
+    *p = a.x;
+}
+static inline vi vi_from_f(vf x) { // nearest, ties to even
+    return {static_cast<int32_t>(std::nearbyint(x.x))};
+}
+static inline vi vi_pack_lohi(vi lo, vi hi) {
+    return {static_cast<int32_t>((static_cast<uint32_t>(hi.x) << 16) |
+                                 (static_cast<uint32_t>(lo.x) & 0xFFFFu))};
+}
 static inline void vtranspose_add(float *st, size_t, const float *const *rows, size_t c0) {
     const float b = rows[0][c0];
     st[0] = b == -__builtin_inff() ? b : st[0] + b; // a -inf bias hides the key, whatever st[0]

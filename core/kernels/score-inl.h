@@ -48,6 +48,13 @@ struct Scratch {
     unsigned *kidx;
     float *heads; // forward_heads: q, o and scores of kDecodeHeads heads past the first
     float *kt;    // decode under batch invariance: 2 kL keys transposed, their rows, a zero row
+    // Integer Q.K^T (int8-inl.h): the blocks' query codes, scales and q.mean; a tile's key code
+    // rows and scales (past the tile's keys: a zero row, scale 0).
+    int32_t *q16;
+    float *sq, *qm, *ksc;
+    const int32_t **krow16;
+    // Integer P.V (int8-inl.h): a block's probability code pairs.
+    int32_t *pq;
 };
 
 static inline size_t scratch_layout(const Params &p, unsigned char *base, Scratch *s) {
@@ -83,6 +90,12 @@ static inline size_t scratch_layout(const Params &p, unsigned char *base, Scratc
     x.kidx = reinterpret_cast<unsigned *>(take(sizeof(unsigned) * kBK));
     x.heads = fl((kDecodeHeads - 1) * kDecodeRows * (kround_up(d, kL) + kround_up(dv, kL) + kBK));
     x.kt = fl((4 * kL + 1) * kround_up(d, kL));
+    x.q16 = reinterpret_cast<int32_t *>(take(sizeof(int32_t) * kM * ((d + 1) / 2) * kR));
+    x.sq = fl(kM * kR);
+    x.qm = fl(kM * kR);
+    x.ksc = fl(kBK + 2 * kQI);
+    x.krow16 = reinterpret_cast<const int32_t **>(take(sizeof(int32_t *) * (kBK + 2 * kQI)));
+    x.pq = reinterpret_cast<int32_t *>(take(sizeof(int32_t) * ((kBK + 1) / 2 + 1) * kR));
     if (s) *s = x;
     return off;
 }
@@ -132,6 +145,9 @@ struct Block {
     size_t kbeg, kend;     // keys outside [kbeg, kend) are hidden from every row of the block
     const float *brow[kR]; // bias row of each lane (at key 0), when there is a bias
     float slope[kR];       // ALiBi slope of each lane, when there is ALiBi
+    bool q8;               // Q.K^T in integers (q16, sq, qm: quantize_queries)
+    int32_t *q16;
+    float *sq, *qm;
 };
 
 // Keys [kbeg, kend) of the block within the item's [k_begin, k_end).
@@ -165,6 +181,10 @@ static inline size_t item_blocks(const Params &p, const Tensors &t, const WorkIt
         b.m = s.m + nb * kR;
         b.l = s.l + nb * kR;
         b.vis = s.vis + nb * kR;
+        b.q8 = false;
+        b.q16 = s.q16 + nb * ((d + 1) / 2) * kR;
+        b.sq = s.sq + nb * kR;
+        b.qm = s.qm + nb * kR;
     }
     return nb;
 }
@@ -207,7 +227,7 @@ static inline size_t gather_tile(const Params &p, const Tensors &t, size_t b, si
         return nk;
     }
     const uint8_t *kv = t.key_valid + b * p.shape.seq_k;
-    if (p.invariant) { // a tile is the keys [j, j + kBK) that are not padding
+    if (p.invariant || t.vq) { // a tile is the keys [j, j + kBK) that are not padding
         const size_t stop = kmin(span_end, j + kBK);
         for (size_t jj = j; jj < stop; ++jj)
             if (kv[jj]) kidx[nk++] = static_cast<unsigned>(jj - j);
@@ -447,8 +467,19 @@ static inline bool score_tile(const Params &p, const Tensors &t, const Block &bl
 
     // Q.K^T over kKT-row blocks (s.krow was set for the tile; rows past nk point at a zero row
     // and are ignored afterwards).
-    const size_t nkr = kround_up(nk, kKT);
-    for (size_t x = 0; x < nkr; x += kKT) qk_block(s.krow + x, blk.qt, d, s.st + x * kR);
+    if (blk.q8) { // integers (int8-inl.h): the scores come out with sq * sk applied, q.mean added
+        vf sqv[kNV], qmv[kNV];
+        for (size_t n = 0; n < kNV; ++n) {
+            sqv[n] = vload(blk.sq + n * kL);
+            qmv[n] = vload(blk.qm + n * kL);
+        }
+        const size_t np = (d + 1) / 2, nkr = kround_up(nk, kQI);
+        for (size_t x = 0; x < nkr; x += kQI)
+            qk8_block(s.krow16 + x, blk.q16, np, s.ksc + x, sqv, qmv, s.st + x * kR);
+    } else {
+        const size_t nkr = kround_up(nk, kKT);
+        for (size_t x = 0; x < nkr; x += kKT) qk_block(s.krow + x, blk.qt, d, s.st + x * kR);
+    }
     if (!fold_scale(p)) {
         const vf sc = vbcast(p.scale);
         for (size_t x = 0; x < nk * kR; x += kL) vstore(s.st + x, vload(s.st + x) * sc);

@@ -69,7 +69,7 @@ static void weights_item(const Params &p, const Tensors &t, const WorkItem &w, v
         const size_t je = unmasked ? w.k_end : b.kend;
         TileInfo ti;
         for (size_t j = jb; next_tile(p, t, w.b, &j, je, s.kidx, &ti);) {
-            set_key_rows(p, kb, ti, s);
+            set_key_rows(p, t, w, kb, ti, s, true);
             if (!score_tile(p, t, b, s, ti, mode)) continue;
             if (probs)
                 for (size_t x = 0; x < ti.nk; ++x)
@@ -120,7 +120,7 @@ static void mass_item(const Params &p, const Tensors &t, const WorkItem &whole, 
                 mrow[l] = t.key_mass + (w.b * p.shape.heads_q + r.h[l]) * sk;
             TileInfo ti;
             for (size_t j = b.kbeg; next_tile(p, t, w.b, &j, b.kend, s.kidx, &ti);) {
-                set_key_rows(p, kb, ti, s);
+                set_key_rows(p, t, w, kb, ti, s, true);
                 if (!score_tile(p, t, b, s, ti)) continue;
                 for (size_t x = 0; x < ti.nk; ++x)
                     for (size_t n = 0; n < kNV; ++n) {

@@ -108,6 +108,102 @@ static inline float vhsum(const vf &x) {
     return xsimd::hadd(x);
 }
 
+// int32 lanes beside vf for the integer products (int8-inl.h): a word holds two int16, the even
+// one low; vi_madd is pmaddwd (each lane: a0 b0 + a1 b1, exact in int32) and an add.
+#if defined(__AVX512F__)
+using vi = __m512i;
+static inline vi vi_zero() {
+    return _mm512_setzero_si512();
+}
+static inline vi vi_load(const int32_t *p) {
+    return _mm512_loadu_si512(p);
+}
+static inline vi vi_bcast(int32_t x) {
+    return _mm512_set1_epi32(x);
+}
+static inline vi vi_madd(const vi &acc, const vi &a, const vi &b) {
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+}
+static inline vf vi_to_f(const vi &a) {
+    return _mm512_cvtepi32_ps(a);
+}
+static inline void vi_store(int32_t *p, const vi &a) {
+    _mm512_storeu_si512(p, a);
+}
+// x rounded to the nearest int32 (ties to even), for |x| < 2^31
+static inline vi vi_from_f(const vf &x) {
+    return _mm512_cvtps_epi32(x);
+}
+// (lo & 0xFFFF) | (hi << 16) per lane: two int16 codes in a word, lo first
+static inline vi vi_pack_lohi(const vi &lo, const vi &hi) {
+    return _mm512_or_si512(_mm512_and_si512(lo, _mm512_set1_epi32(0xFFFF)),
+                           _mm512_slli_epi32(hi, 16));
+}
+#elif defined(__AVX2__)
+using vi = __m256i;
+static inline vi vi_zero() {
+    return _mm256_setzero_si256();
+}
+static inline vi vi_load(const int32_t *p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
+}
+static inline vi vi_bcast(int32_t x) {
+    return _mm256_set1_epi32(x);
+}
+// (In asm so that the sum lands in acc's register: GCC 12 wrote it to a new register and copied
+// it back, a register move per multiply-add that took dispatch slots.)
+static inline vi vi_madd(vi acc, const vi &a, const vi &b) {
+    vi t;
+    __asm__("vpmaddwd %[b], %[a], %[t]\n\tvpaddd %[t], %[acc], %[acc]"
+            : [acc] "+x"(acc), [t] "=&x"(t)
+            : [a] "x"(a), [b] "x"(b));
+    return acc;
+}
+static inline vf vi_to_f(const vi &a) {
+    return _mm256_cvtepi32_ps(a);
+}
+static inline void vi_store(int32_t *p, const vi &a) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(p), a);
+}
+// x rounded to the nearest int32 (ties to even), for |x| < 2^31
+static inline vi vi_from_f(const vf &x) {
+    return _mm256_cvtps_epi32(x);
+}
+// (lo & 0xFFFF) | (hi << 16) per lane: two int16 codes in a word, lo first
+static inline vi vi_pack_lohi(const vi &lo, const vi &hi) {
+    return _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi32(0xFFFF)),
+                           _mm256_slli_epi32(hi, 16));
+}
+#else
+using vi = __m128i;
+static inline vi vi_zero() {
+    return _mm_setzero_si128();
+}
+static inline vi vi_load(const int32_t *p) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
+}
+static inline vi vi_bcast(int32_t x) {
+    return _mm_set1_epi32(x);
+}
+static inline vi vi_madd(const vi &acc, const vi &a, const vi &b) {
+    return _mm_add_epi32(acc, _mm_madd_epi16(a, b));
+}
+static inline vf vi_to_f(const vi &a) {
+    return _mm_cvtepi32_ps(a);
+}
+static inline void vi_store(int32_t *p, const vi &a) {
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(p), a);
+}
+// x rounded to the nearest int32 (ties to even), for |x| < 2^31
+static inline vi vi_from_f(const vf &x) {
+    return _mm_cvtps_epi32(x);
+}
+// (lo & 0xFFFF) | (hi << 16) per lane: two int16 codes in a word, lo first
+static inline vi vi_pack_lohi(const vi &lo, const vi &hi) {
+    return _mm_or_si128(_mm_and_si128(lo, _mm_set1_epi32(0xFFFF)), _mm_slli_epi32(hi, 16));
+}
+#endif
+
 // The largest lane of x (no NaN lanes).
 static inline float vhmax(const vf &x) {
 #if defined(__AVX512F__)

@@ -82,7 +82,10 @@ int main(void) {
         CHECK(attn_desc_set_int(desc, (attn_param)13, 0) == ATTN_OK);
         CHECK(attn_desc_set_int(desc, (attn_param)14, 1) == ATTN_OK); /* COMPUTE = FP16 */
         CHECK(attn_desc_get_int(desc, (attn_param)14, &iv) == ATTN_OK && iv == 1);
-        CHECK(attn_desc_set_int(desc, (attn_param)14, 2) == ATTN_ERR_INVALID_ARGUMENT);
+        CHECK(attn_desc_set_int(desc, (attn_param)14, 2) == ATTN_OK); /* COMPUTE = INT8 */
+        CHECK(attn_desc_get_int(desc, (attn_param)14, &iv) == ATTN_OK && iv == 2);
+        CHECK(attn_desc_set_int(desc, (attn_param)14, 3) == ATTN_OK); /* COMPUTE = BF16 */
+        CHECK(attn_desc_set_int(desc, (attn_param)14, 4) == ATTN_ERR_INVALID_ARGUMENT);
         CHECK(attn_desc_set_int(desc, (attn_param)14, 0) == ATTN_OK);
         CHECK(attn_desc_set_int(desc, (attn_param)15, 2) == ATTN_OK); /* DIAGONAL = BOTTOM_RIGHT */
         CHECK(attn_desc_get_int(desc, (attn_param)15, &iv) == ATTN_OK && iv == 2);

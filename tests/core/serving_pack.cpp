@@ -160,6 +160,7 @@ attn_desc *make_desc(const Pack &c) {
     seti(ATTN_PARAM_HEAD_DIM_V, static_cast<int64_t>(c.dv));
     seti(ATTN_PARAM_VARLEN, c.varlen());
     seti(ATTN_PARAM_BATCH_INVARIANT, c.invariant);
+    seti(ATTN_PARAM_COMPUTE, c.compute);
     if (c.paged()) {
         seti(ATTN_PARAM_PAGE_SIZE, static_cast<int64_t>(c.page));
         if (c.max_pages_param) seti(ATTN_PARAM_MAX_PAGES, static_cast<int64_t>(c.max_pages_param));
@@ -284,7 +285,7 @@ Run run(const Pack &c, bool weights) {
     r.lse.assign(std::max<size_t>(1, c.lse_len()), kSentinel);
     REQUIRE(attn_args_set_out_f32(a, ATTN_OUT, r.out.data(), r.out.size()) == ATTN_OK);
     REQUIRE(attn_args_set_out_f32(a, ATTN_LSE, r.lse.data(), r.lse.size()) == ATTN_OK);
-    REQUIRE_MESSAGE(attn_run(d, ATTN_OP_FORWARD, a) == ATTN_OK, attn_last_error());
+    REQUIRE_MESSAGE(attn_run(d, ATTN_OP_FORWARD, a) == ATTN_OK, std::string(attn_last_error()));
     if (weights) {
         r.w.assign(attn_desc_required_len(d, ATTN_WEIGHTS), kSentinel);
         REQUIRE(attn_args_set_out_f32(a, ATTN_WEIGHTS, r.w.data(), r.w.size()) == ATTN_OK);
@@ -295,38 +296,71 @@ Run run(const Pack &c, bool weights) {
     return r;
 }
 
+// ref::compute_v of sequence b alone (its problem and result).
+ref::VResult reference(const Pack &c, size_t b, ref::VProblem *out_p) {
+    ref::VProblem p;
+    p.heads_q = c.hq;
+    p.heads_kv = c.hkv;
+    p.seq_q = c.lq[b];
+    p.seq_k = std::max<size_t>(1, c.lk[b]);
+    p.head_dim = c.d;
+    p.head_dim_v = c.dv;
+    p.causal = c.causal;
+    p.window_left = c.wl;
+    p.window_right = c.wr;
+    p.softcap = c.softcap;
+    p.alibi = c.alibi;
+    p.diagonal = c.diagonal;
+    p.alibi_form = c.alibi_form;
+    p.plus_one = c.plus_one;
+    p.set_default_strides();
+    std::vector<float> kz(c.ks[b]), vz(c.vs[b]);
+    kz.resize(std::max<size_t>(kz.size(), c.hkv * c.d), kNaN);
+    vz.resize(std::max<size_t>(vz.size(), c.hkv * c.dv), kNaN);
+    const int32_t len = static_cast<int32_t>(c.lk[b]);
+    ref::VInputs in;
+    in.q = c.qs[b].data();
+    in.k = kz.data();
+    in.v = vz.data();
+    in.sinks = c.sinks.empty() ? nullptr : c.sinks.data();
+    in.slopes = c.slopes.empty() ? nullptr : c.slopes.data() + b * c.slopes_batch;
+    in.seq_lens_k = &len;
+    if (out_p) *out_p = p;
+    return ref::compute_v(p, in);
+}
+
+Closeness check_close(const Pack &c, const Run &r) {
+    Closeness worst;
+    for (size_t b = 0; b < c.batch; ++b) {
+        if (c.lq[b] == 0) continue;
+        const ref::VResult e = reference(c, b, nullptr);
+        for (size_t h = 0; h < c.hq; ++h) {
+            double dot = 0, gg = 0, ww = 0, diff = 0, norm = 0;
+            for (size_t i = 0; i < c.lq[b]; ++i)
+                for (size_t x = 0; x < c.dv; ++x) {
+                    const double g = r.out[c.out_at(b, h, i) + x];
+                    const double w = e.out[(h * c.lq[b] + i) * c.dv + x];
+                    dot += g * w;
+                    gg += g * g;
+                    ww += w * w;
+                    diff += std::fabs(g - w);
+                    norm += std::fabs(w);
+                }
+            if (norm == 0) continue;
+            const double cs = gg > 0 ? dot / std::sqrt(gg * ww) : 0.0;
+            worst.cos = std::min(worst.cos, std::isnan(cs) ? -1.0 : cs);
+            worst.l1 = std::max(worst.l1, std::isnan(diff) ? 1e30 : diff / norm);
+        }
+    }
+    return worst;
+}
+
 double check(const Pack &c, const Run &r, const std::string &what) {
     double worst = 0.0;
     for (size_t b = 0; b < c.batch; ++b) {
         if (c.lq[b] == 0) continue;
         ref::VProblem p;
-        p.heads_q = c.hq;
-        p.heads_kv = c.hkv;
-        p.seq_q = c.lq[b];
-        p.seq_k = std::max<size_t>(1, c.lk[b]);
-        p.head_dim = c.d;
-        p.head_dim_v = c.dv;
-        p.causal = c.causal;
-        p.window_left = c.wl;
-        p.window_right = c.wr;
-        p.softcap = c.softcap;
-        p.alibi = c.alibi;
-        p.diagonal = c.diagonal;
-        p.alibi_form = c.alibi_form;
-        p.plus_one = c.plus_one;
-        p.set_default_strides();
-        std::vector<float> kz(c.ks[b]), vz(c.vs[b]);
-        kz.resize(std::max<size_t>(kz.size(), c.hkv * c.d), kNaN);
-        vz.resize(std::max<size_t>(vz.size(), c.hkv * c.dv), kNaN);
-        const int32_t len = static_cast<int32_t>(c.lk[b]);
-        ref::VInputs in;
-        in.q = c.qs[b].data();
-        in.k = kz.data();
-        in.v = vz.data();
-        in.sinks = c.sinks.empty() ? nullptr : c.sinks.data();
-        in.slopes = c.slopes.empty() ? nullptr : c.slopes.data() + b * c.slopes_batch;
-        in.seq_lens_k = &len;
-        const ref::VResult e = ref::compute_v(p, in);
+        const ref::VResult e = reference(c, b, &p);
         for (size_t h = 0; h < c.hq; ++h)
             for (size_t i = 0; i < c.lq[b]; ++i) {
                 const size_t row = h * c.lq[b] + i;

@@ -44,6 +44,7 @@ struct Pack {
     // K/V storage: 0 fp32, 1 f16, 2 bf16, 3 int8, 4 fp8 E4M3 with one scale per tensor, 5 fp8
     // E5M2 with one scale per KV head (see round_kv)
     int store = 0;
+    int compute = 0;                           // ATTN_PARAM_COMPUTE
     mutable std::vector<uint16_t> k16, v16;    // the 16-bit K/V of the call
     mutable std::vector<int8_t> k8, v8;        // the int8 K/V of the call (paged pools)
     mutable std::vector<uint8_t> kf8, vf8;     // the fp8 K/V of the call
@@ -114,6 +115,12 @@ Run run(const Pack &c, bool weights = false);
 // Worst relative error of every sequence against ref::compute_v on that sequence alone; hidden
 // weights (when computed) exactly +0, and so are the padded columns past a sequence's keys.
 double check(const Pack &c, const Run &r, const std::string &what);
+// The worst (sequence, query head) of the run's outputs against ref::compute_v on that sequence
+// alone: the smallest cosine similarity and the largest relative L1 (sum |o - ref| / sum |ref|).
+struct Closeness {
+    double cos = 1.0, l1 = 0.0;
+};
+Closeness check_close(const Pack &c, const Run &r);
 // Out and lse of two runs, bit for bit.
 void check_same_bits(const Run &a, const Run &b);
 // The pack on 1 thread, checked bit for bit against 2 threads (the ISA set by the caller).

@@ -186,7 +186,7 @@ Case random_case(std::mt19937 &g) {
 
 } // namespace
 
-TEST_CASE("ATTN_PARAM_COMPUTE: default EXACT, FP16 settable, other values refused") {
+TEST_CASE("ATTN_PARAM_COMPUTE: default EXACT, FP16 settable, values past the last mode refused") {
     attn_desc *d = nullptr;
     REQUIRE(attn_desc_create(&d, 1, 1, 1, 4, 4, 8) == ATTN_OK);
     int64_t v = -1;
@@ -195,7 +195,7 @@ TEST_CASE("ATTN_PARAM_COMPUTE: default EXACT, FP16 settable, other values refuse
     REQUIRE(attn_desc_set_int(d, ATTN_PARAM_COMPUTE, ATTN_COMPUTE_FP16) == ATTN_OK);
     REQUIRE(attn_desc_get_int(d, ATTN_PARAM_COMPUTE, &v) == ATTN_OK);
     CHECK(v == ATTN_COMPUTE_FP16);
-    CHECK(attn_desc_set_int(d, ATTN_PARAM_COMPUTE, 2) == ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(attn_desc_set_int(d, ATTN_PARAM_COMPUTE, 4) == ATTN_ERR_INVALID_ARGUMENT);
     CHECK(std::string(attn_last_error()).find("ATTN_PARAM_COMPUTE") != std::string::npos);
     attn_desc_destroy(d);
 }

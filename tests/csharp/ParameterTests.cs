@@ -55,6 +55,8 @@ namespace LibAttn.Tests
             Assert.AreEqual(13, (int)Param.BatchInvariant);
             Assert.AreEqual(14, (int)Param.Compute);
             Assert.AreEqual(1, (int)Compute.Fp16);
+            Assert.AreEqual(2, (int)Compute.Int8);
+            Assert.AreEqual(3, (int)Compute.Bf16);
             Assert.AreEqual(2, (int)Alibi.Standard);
             Assert.AreEqual(3, (int)WeightsMode.Capped);
             Assert.AreEqual(2, (int)Op.Backward);
@@ -94,7 +96,7 @@ namespace LibAttn.Tests
                 { Param.PageSize, Tuple.Create(false, 0.0, 2147483647.0) },
                 { Param.MaxPages, Tuple.Create(false, 0.0, 2147483647.0) },
                 { Param.BatchInvariant, Tuple.Create(false, 0.0, 1.0) },
-                { Param.Compute, Tuple.Create(false, 0.0, 1.0) },
+                { Param.Compute, Tuple.Create(false, 0.0, 3.0) },
                 { Param.Diagonal, Tuple.Create(false, 0.0, 2.0) },
                 { Param.AlibiForm, Tuple.Create(false, 0.0, 1.0) } };
             foreach (Param p in Enum.GetValues(typeof(Param)))
@@ -253,25 +255,35 @@ namespace LibAttn.Tests
                 Assert.AreEqual(Compute.Fp16, b.Compute);
                 Assert.AreEqual(Compute.Exact, c.Compute);
             }
+            foreach (Compute mode in new[] { Compute.Int8, Compute.Bf16 })
+            {
+                using (AttentionDesc a = Small().Compute(mode).Build(),
+                                     b = Small().Set(Param.Compute, (long)mode).Build())
+                {
+                    Assert.AreEqual(mode, a.Compute);
+                    Assert.AreEqual((long)mode, a.GetInt(Param.Compute));
+                    Assert.AreEqual(mode, b.Compute);
+                }
+            }
         }
 
         [Test]
         public void ComputeRefusesAnInvalidValue()
         {
             // Refused when set, with the library's message and the argument's name.
-            var e = Assert.Throws<ArgumentOutOfRangeException>(() => Small().Compute((Compute)2));
+            var e = Assert.Throws<ArgumentOutOfRangeException>(() => Small().Compute((Compute)4));
             Assert.AreEqual("mode", e.ParamName);
-            StringAssert.Contains("(2) is outside [0, 1]", e.Message);
-            e = Assert.Throws<ArgumentOutOfRangeException>(() => Small().Set(Param.Compute, 2L));
-            StringAssert.Contains("(2) is outside [0, 1]", e.Message);
+            StringAssert.Contains("(4) is outside [0, 3]", e.Message);
+            e = Assert.Throws<ArgumentOutOfRangeException>(() => Small().Set(Param.Compute, 4L));
+            StringAssert.Contains("(4) is outside [0, 3]", e.Message);
             // The library's own check: its message names ATTN_PARAM_COMPUTE.
             IntPtr raw;
             Errors.Check(AttnNative.attn_desc_create(out raw, 1, 2, 2, 64, 64, 32));
             try
             {
                 var ae = Assert.Throws<ArgumentException>(
-                    () => Errors.Check(AttnNative.attn_desc_set_int(raw, (attn_param)Param.Compute, 2)));
-                StringAssert.Contains("attn_desc_set_int: ATTN_PARAM_COMPUTE (2)", ae.Message);
+                    () => Errors.Check(AttnNative.attn_desc_set_int(raw, (attn_param)Param.Compute, 4)));
+                StringAssert.Contains("attn_desc_set_int: ATTN_PARAM_COMPUTE (4)", ae.Message);
                 long v;
                 Errors.Check(AttnNative.attn_desc_get_int(raw, (attn_param)Param.Compute, out v));
                 Assert.AreEqual(0, v, "the refused value changed nothing");

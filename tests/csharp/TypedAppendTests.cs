@@ -35,7 +35,7 @@ namespace LibAttn.Tests
             return (ushort)(r | (x < 0 ? 0x8000 : 0));
         }
 
-        static double[] Attend64(double[] q, double[][] k, double[][] v, double scale)
+        internal static double[] Attend64(double[] q, double[][] k, double[][] v, double scale)
         {
             var s = new double[k.Length];
             double m = double.NegativeInfinity, den = 0;

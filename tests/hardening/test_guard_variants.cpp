@@ -5,8 +5,10 @@
 // START right after one; inputs are read-only, outputs surrounded by canaries. Any access one
 // element outside attn_desc_required_len faults and the handler names the buffer. Results are
 // checked against the float64 pipeline (tests/reference/reference.hpp), on every ISA. The fp32
-// cases also run ATTN_OP_BACKWARD with dout, dq, dk, dv (dbias, dsinks) placed the same way; a last
-// pass runs prefill shapes with ATTN_COMPUTE_FP16 at the CPU's own level (the fp16 fast path).
+// cases also run ATTN_OP_BACKWARD with dout, dq, dk, dv (dbias, dsinks) placed the same way; a
+// pass runs prefill shapes with ATTN_COMPUTE_FP16 at the CPU's own level (the fp16 fast path),
+// and one prefill shapes with every variant, mask and storage type in ATTN_COMPUTE_INT8 on every
+// ISA (its own copies of K and V are the library's; the operands are read as in EXACT).
 #include <signal.h>
 
 #include "hardening.hpp"
@@ -29,6 +31,7 @@ struct Shape {
     // scales (3-5: k and v only)
     int store[3] = {0, 0, 0};
     bool fp16 = false; // ATTN_PARAM_COMPUTE = ATTN_COMPUTE_FP16
+    bool int8 = false; // ATTN_PARAM_COMPUTE = ATTN_COMPUTE_INT8
 };
 
 // The widened value of a 16-bit element (the library's own conversion is checked against the
@@ -44,15 +47,16 @@ float widen16(int store, uint16_t b) {
 
 void run_case(const Shape &s, Place place, hard::Rng &rng) {
     const ref::VProblem &p = s.p;
-    std::snprintf(
-        g_case, hard::kGuardCaseLen,
-        "b %zu hq %zu hkv %zu sq %zu sk %zu d %zu dv %zu causal %d window %lld,%lld "
-        "softcap %g alibi %d sinks %d q_scale %d qv %d lens %d mass %d store %d%d%d fp16 %d isa %s "
-        "place %s",
-        p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k, p.head_dim, p.head_dim_v, p.causal,
-        p.window_left, p.window_right, static_cast<double>(p.softcap), p.alibi, s.sinks, s.q_scale,
-        s.query_valid, s.lens, s.mass, s.store[0], s.store[1], s.store[2], s.fp16, attn_isa(),
-        place == Place::EndAtGuard ? "end" : "start");
+    std::snprintf(g_case, hard::kGuardCaseLen,
+                  "b %zu hq %zu hkv %zu sq %zu sk %zu d %zu dv %zu causal %d window %lld,%lld "
+                  "softcap %g alibi %d sinks %d q_scale %d qv %d lens %d mass %d store %d%d%d fp16 "
+                  "%d int8 %d "
+                  "isa %s place %s",
+                  p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k, p.head_dim, p.head_dim_v,
+                  p.causal, p.window_left, p.window_right, static_cast<double>(p.softcap), p.alibi,
+                  s.sinks, s.q_scale, s.query_valid, s.lens, s.mass, s.store[0], s.store[1],
+                  s.store[2], s.fp16, s.int8, attn_isa(),
+                  place == Place::EndAtGuard ? "end" : "start");
     attn_desc *d = nullptr;
     HARD_CHECK(attn_desc_create(&d, p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k, p.head_dim) ==
                    ATTN_OK,
@@ -64,6 +68,7 @@ void run_case(const Shape &s, Place place, hard::Rng &rng) {
     attn_desc_set_int(d, ATTN_PARAM_ALIBI, p.alibi);
     attn_desc_set_int(d, ATTN_PARAM_HEAD_DIM_V, static_cast<int64_t>(p.head_dim_v));
     if (s.fp16) attn_desc_set_int(d, ATTN_PARAM_COMPUTE, ATTN_COMPUTE_FP16);
+    if (s.int8) attn_desc_set_int(d, ATTN_PARAM_COMPUTE, ATTN_COMPUTE_INT8);
     if (p.custom_strides[4])
         attn_desc_set_strides(d, ATTN_BIAS, p.strides[4][0], p.strides[4][1], p.strides[4][2]);
     auto len = [&](attn_operand w) { return attn_desc_required_len(d, w); };
@@ -289,7 +294,9 @@ void run_case(const Shape &s, Place place, hard::Rng &rng) {
     const ref::VResult e = ref::compute_v(p, in);
     double worst = 0;
     // the fp16 fast path's outputs: within its 1e-2 max|v| (|v| <= 1 here), see capi/attn.h
-    const double out_scale = s.fp16 ? 1e-5 / 1e-2 : 1.0;
+    // INT8's: within 5e-2 (a relative L1 of about 0.007, tests/core/test_compute_int8.cpp; the
+    // largest single error is a few times that)
+    const double out_scale = s.fp16 ? 1e-5 / 1e-2 : s.int8 ? 1e-5 / 5e-2 : 1.0;
     for (size_t x = 0; x < e.out.size(); ++x)
         worst = std::max(worst, out_scale * ref::rel_err(out.as<float>()[x], e.out[x]));
     for (size_t x = 0; x < e.lse.size(); ++x)
@@ -372,6 +379,40 @@ void fp16_cases(const char *, void *) {
     }
 }
 
+// Prefill-shaped cases in ATTN_COMPUTE_INT8 with every variant, mask and storage type.
+void int8_cases(const char *, void *) {
+    hard::Rng rng(93);
+    for (int n = 0; n < 24; ++n) {
+        Shape s;
+        ref::VProblem &p = s.p;
+        s.int8 = true;
+        p.batch = rng.range(1, 2);
+        p.heads_kv = rng.range(1, 2);
+        p.heads_q = p.heads_kv * rng.range(1, 3);
+        p.seq_q = rng.range(8, 90);
+        p.seq_k = rng.range(1, 140);
+        p.head_dim = rng.range(1, 80);
+        p.head_dim_v = rng.chance(0.5) ? p.head_dim : rng.range(1, 80);
+        p.causal = static_cast<int>(rng.range(0, 2));
+        if (rng.chance(0.3)) p.window_left = static_cast<long long>(rng.range(0, 30));
+        if (rng.chance(0.3)) p.softcap = rng.value(0.5f, 4.0f);
+        p.alibi = rng.chance(0.3) ? static_cast<int>(rng.range(1, 2)) : 0;
+        s.slopes = p.alibi == 1;
+        s.bias = rng.chance(0.4);
+        p.set_default_strides();
+        s.sinks = rng.chance(0.4);
+        s.q_scale = rng.chance(0.3);
+        s.key_valid = rng.chance(0.4);
+        s.allowed = rng.chance(0.3);
+        s.query_valid = rng.chance(0.3);
+        s.lens = rng.chance(0.4);
+        s.store[0] = static_cast<int>(rng.range(0, 2));
+        s.store[1] = static_cast<int>(rng.range(0, 3));
+        s.store[2] = static_cast<int>(rng.range(0, 3));
+        for (Place place : {Place::EndAtGuard, Place::StartAfterGuard}) run_case(s, place, rng);
+    }
+}
+
 } // namespace
 
 int main() {
@@ -379,6 +420,7 @@ int main() {
     for (size_t threads : {1u, 2u}) {
         attn_set_num_threads(threads);
         hard::for_each_isa("guard_variants", all_cases, nullptr);
+        hard::for_each_isa("guard_variants int8", int8_cases, nullptr);
         attn_set_isa(nullptr); // the CPU's best level, where FP16 requests take the fast path
         fp16_cases(attn_isa(), nullptr);
     }

@@ -105,8 +105,11 @@ class CallParametersTest {
         assertEquals(14, Param.COMPUTE.code());
         assertEquals(0, Compute.EXACT.code());
         assertEquals(1, Compute.FP16.code());
+        assertEquals(2, Compute.INT8.code());
+        assertEquals(3, Compute.BF16.code());
         assertFalse(Param.COMPUTE.isFloat());
         assertEquals(0.0, Param.COMPUTE.min());
+        assertEquals(3.0, Param.COMPUTE.max());
         assertEquals(Compute.values().length - 1, Param.COMPUTE.max());
         try (AttentionDesc d = AttentionDesc.builder().seqLen(4).headDim(8).build()) {
             assertEquals(Compute.EXACT, d.compute());
@@ -125,22 +128,33 @@ class CallParametersTest {
         try (AttentionDesc d = AttentionDesc.builder().seqLen(4).headDim(8).param(Param.COMPUTE, 1.0).build()) {
             assertEquals(Compute.FP16, d.compute());
         }
+        for (Compute c : new Compute[] {Compute.INT8, Compute.BF16}) {
+            try (AttentionDesc d = AttentionDesc.builder().seqLen(4).headDim(8).compute(c).build()) {
+                assertEquals(c, d.compute());
+                assertEquals((double) c.code(), d.param(Param.COMPUTE));
+                assertTrue(d.toString().contains("compute=" + c.name()), d.toString());
+            }
+            try (AttentionDesc d = AttentionDesc.builder().seqLen(4).headDim(8).param(Param.COMPUTE, c.code())
+                    .build()) {
+                assertEquals(c, d.compute());
+            }
+        }
     }
 
     @Test
     void computeRefusesAnInvalidValue() {
         AttentionDesc.Builder b = AttentionDesc.builder().seqLen(4).headDim(8);
-        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> b.param(Param.COMPUTE, 2));
-        assertMentions(e.getMessage(), "ATTN_PARAM_COMPUTE", "2");
-        e = assertThrows(IllegalArgumentException.class, () -> b.param(Param.COMPUTE, 2.0));
-        assertMentions(e.getMessage(), "ATTN_PARAM_COMPUTE", "2");
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> b.param(Param.COMPUTE, 4));
+        assertMentions(e.getMessage(), "ATTN_PARAM_COMPUTE", "4", "[0, 3]");
+        e = assertThrows(IllegalArgumentException.class, () -> b.param(Param.COMPUTE, 4.0));
+        assertMentions(e.getMessage(), "ATTN_PARAM_COMPUTE", "4", "[0, 3]");
         // The library's own check (past the Java one): its message names the parameter too.
         long[] dh = new long[1];
         AttnNative.attn_desc_create(dh, 1, 1, 1, 4, 4, 8);
         try {
-            Refusal ae = Refusal.of(() -> AttnNative.attn_desc_set_int(dh[0], Param.COMPUTE, 2));
+            Refusal ae = Refusal.of(() -> AttnNative.attn_desc_set_int(dh[0], Param.COMPUTE, 4));
             assertEquals(Status.INVALID_ARGUMENT, ae.status());
-            assertMentions(ae.libraryMessage(), "ATTN_PARAM_COMPUTE", "2");
+            assertMentions(ae.libraryMessage(), "ATTN_PARAM_COMPUTE", "4", "[0, 3]");
         } finally {
             AttnNative.attn_desc_destroy(dh[0]);
         }
@@ -238,7 +252,7 @@ class CallParametersTest {
             {(Runnable) () -> Op.fromCode(3), "op", "3"},
             {(Runnable) () -> Operand.fromCode(255), "operand", "255"},
             {(Runnable) () -> Operand.fromCode((1L << 32) + 1), "operand", "4294967297"},
-            {(Runnable) () -> Compute.fromCode(2), "compute", "2"},
+            {(Runnable) () -> Compute.fromCode(4), "compute", "4"},
             {(Runnable) () -> Param.fromCode(17), "param", "17"},
         };
         for (Object[] c : cases) {

@@ -156,7 +156,7 @@ def cpu_has_avx512_fp16():
 def test_compute_defaults_to_exact_and_reads_back():
     assert int(attn.Param.COMPUTE) == 14
     assert (int(attn.Compute.EXACT), int(attn.Compute.FP16)) == (0, 1)
-    assert attn.param_bounds(attn.Param.COMPUTE) == (False, 0.0, 1.0)
+    assert attn.param_bounds(attn.Param.COMPUTE) == (False, 0.0, 3.0)
     with attn.Desc(1, 2, 2, 64, 64, 32) as d:
         assert d.compute is attn.Compute.EXACT
         assert d.param(attn.Param.COMPUTE) == 0 and d.param("compute") == 0
@@ -175,11 +175,11 @@ def test_compute_invalid_value():
     # an out-of-range value is the library's to refuse, naming the parameter and its range;
     # a name that is not a member is refused by the binding, naming the valid ones
     with pytest.raises(attn.InvalidArgumentError) as e:
-        attn.Desc(1, 2, 2, 64, 64, 32, compute=2)
+        attn.Desc(1, 2, 2, 64, 64, 32, compute=4)
     assert isinstance(e.value, ValueError) and e.value.status is attn.Status.INVALID_ARGUMENT
-    assert "ATTN_PARAM_COMPUTE (2) is outside [0, 1]" in e.value.message
-    with pytest.raises(attn.InvalidArgumentError, match=r"compute \('bf16'\) is not one of"):
-        attn.Desc(1, 2, 2, 64, 64, 32, compute="bf16")
+    assert "ATTN_PARAM_COMPUTE (4) is outside [0, 3]" in e.value.message
+    with pytest.raises(attn.InvalidArgumentError, match=r"compute \('int4'\) is not one of"):
+        attn.Desc(1, 2, 2, 64, 64, 32, compute="int4")
     with pytest.raises(attn.ArgumentTypeError, match="compute must be an integer, got float"):
         attn.Desc(1, 2, 2, 64, 64, 32, compute=1.0)
     # the library's own check, past the binding's: its message names ATTN_PARAM_COMPUTE
@@ -187,9 +187,9 @@ def test_compute_invalid_value():
     from attn._common import check_status
     with attn.Desc(1, 2, 2, 64, 64, 32) as d:
         with pytest.raises(attn.InvalidArgumentError) as e:
-            check_status(_lib.attn_desc_set_int(d._handle, int(attn.Param.COMPUTE), 2))
+            check_status(_lib.attn_desc_set_int(d._handle, int(attn.Param.COMPUTE), 4))
         assert e.value.status is attn.Status.INVALID_ARGUMENT
-        assert "ATTN_PARAM_COMPUTE (2)" in e.value.message, e.value.message
+        assert "ATTN_PARAM_COMPUTE (4)" in e.value.message, e.value.message
         assert "ATTN_PARAM_COMPUTE" in str(e.value)
         assert d.param(attn.Param.COMPUTE) == 0  # the refused value changed nothing
 
@@ -239,7 +239,7 @@ def test_compute_fp16_prefill_close_to_exact():
     ({"head_dim_v": 2 ** 31}, ValueError, ["ATTN_PARAM_HEAD_DIM_V (2147483648)"]),
     ({"weights_mode": 5}, ValueError, ["ATTN_PARAM_WEIGHTS_MODE (5)"]),
     ({"weights_mode": "probabilities"}, ValueError, ["weights_mode"]),
-    ({"compute": 2}, ValueError, ["ATTN_PARAM_COMPUTE (2)", "outside [0, 1]"]),
+    ({"compute": 4}, ValueError, ["ATTN_PARAM_COMPUTE (4)", "outside [0, 3]"]),
     ({"compute": 2 ** 32 + 1}, ValueError, ["ATTN_PARAM_COMPUTE (4294967297)"]),
     ({"bias_strides": (1, 2)}, ValueError, ["bias_strides", "3 elements"]),
 ])

@@ -50,7 +50,7 @@ Diagonal = _enum("Diagonal", "CAUSAL TOP_LEFT BOTTOM_RIGHT", "attn_diagonal")
 AlibiForm = _enum("AlibiForm", "LINEAR SYMMETRIC", "attn_alibi_form")
 WeightsMode = _enum("WeightsMode", "SOFTMAX SCORES MASKED CAPPED SOFTCAPPED",
                     "attn_weights_mode")
-Compute = _enum("Compute", "EXACT FP16", "attn_compute")
+Compute = _enum("Compute", "EXACT FP16 INT8 BF16", "attn_compute")
 Op = _enum("Op", "FORWARD WEIGHTS BACKWARD", "attn_op")
 # The operands and parameters as the library lists them (attn_operand_info, attn_param_info).
 Operand = _enum("Operand", " ".join(row[0].upper() for row in _lib.OPERANDS), "attn_operand")

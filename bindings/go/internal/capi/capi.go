@@ -147,6 +147,8 @@ extern swig_intgo _wrap_ATTN_ALIBI_LINEAR_capi_3366b54da5d55ef5(void);
 extern swig_intgo _wrap_ATTN_ALIBI_SYMMETRIC_capi_3366b54da5d55ef5(void);
 extern swig_intgo _wrap_ATTN_COMPUTE_EXACT_capi_3366b54da5d55ef5(void);
 extern swig_intgo _wrap_ATTN_COMPUTE_FP16_capi_3366b54da5d55ef5(void);
+extern swig_intgo _wrap_ATTN_COMPUTE_INT8_capi_3366b54da5d55ef5(void);
+extern swig_intgo _wrap_ATTN_COMPUTE_BF16_capi_3366b54da5d55ef5(void);
 extern swig_intgo _wrap_ATTN_ALIBI_NONE_capi_3366b54da5d55ef5(void);
 extern swig_intgo _wrap_ATTN_ALIBI_OPERAND_capi_3366b54da5d55ef5(void);
 extern swig_intgo _wrap_ATTN_ALIBI_STANDARD_capi_3366b54da5d55ef5(void);
@@ -829,6 +831,20 @@ func _swig_getATTN_COMPUTE_FP16() (_swig_ret Enum_SS_attn_compute) {
 }
 
 var ATTN_COMPUTE_FP16 Enum_SS_attn_compute = _swig_getATTN_COMPUTE_FP16()
+func _swig_getATTN_COMPUTE_INT8() (_swig_ret Enum_SS_attn_compute) {
+	var swig_r Enum_SS_attn_compute
+	swig_r = (Enum_SS_attn_compute)(C._wrap_ATTN_COMPUTE_INT8_capi_3366b54da5d55ef5())
+	return swig_r
+}
+
+var ATTN_COMPUTE_INT8 Enum_SS_attn_compute = _swig_getATTN_COMPUTE_INT8()
+func _swig_getATTN_COMPUTE_BF16() (_swig_ret Enum_SS_attn_compute) {
+	var swig_r Enum_SS_attn_compute
+	swig_r = (Enum_SS_attn_compute)(C._wrap_ATTN_COMPUTE_BF16_capi_3366b54da5d55ef5())
+	return swig_r
+}
+
+var ATTN_COMPUTE_BF16 Enum_SS_attn_compute = _swig_getATTN_COMPUTE_BF16()
 type Enum_SS_attn_alibi int
 func _swig_getATTN_ALIBI_NONE() (_swig_ret Enum_SS_attn_alibi) {
 	var swig_r Enum_SS_attn_alibi

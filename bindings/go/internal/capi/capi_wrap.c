@@ -1281,6 +1281,30 @@ intgo _wrap_ATTN_COMPUTE_FP16_capi_3366b54da5d55ef5() {
 }
 
 
+intgo _wrap_ATTN_COMPUTE_INT8_capi_3366b54da5d55ef5() {
+  enum attn_compute result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_COMPUTE_INT8;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_COMPUTE_BF16_capi_3366b54da5d55ef5() {
+  enum attn_compute result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_COMPUTE_BF16;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_ATTN_ALIBI_NONE_capi_3366b54da5d55ef5() {
   enum attn_alibi result;
   intgo _swig_go_result;
