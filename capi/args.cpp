@@ -16,6 +16,10 @@ unsigned type_bit(Kind kind, core::DType type) {
         return ATTN_T_BF16;
     case core::DType::I8:
         return ATTN_T_I8;
+    case core::DType::E4M3:
+        return ATTN_T_FP8_E4M3;
+    case core::DType::E5M2:
+        return ATTN_T_FP8_E5M2;
     default:
         return ATTN_T_F32;
     }
@@ -39,6 +43,7 @@ attn_status bind(const char *fn, attn_args *args, int which, const void *data, s
             return fail(
                 ATTN_ERR_INVALID_ARGUMENT, "%s: %s cannot be bound with %s (%s)", fn, o.name, fn,
                 type == core::DType::I8 ? "int8 storage is for K, V, NEW_K and NEW_V"
+                : core::is_fp8(type)    ? "fp8 storage is for K, V, NEW_K and NEW_V"
                                         : "16-bit storage is for Q, K, V, DOUT, NEW_K and NEW_V");
         return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s is bound with %s, not %s", fn, o.name,
                     kind_setter(operand_kind(which)), fn);
@@ -55,6 +60,23 @@ attn_status bind(const char *fn, attn_args *args, int which, const void *data, s
 }
 
 } // namespace
+
+namespace attn {
+namespace capi {
+
+bool fp8_format(const char *fn, int fmt, core::DType *type) {
+    if (fmt == ATTN_DTYPE_FP8_E4M3 || fmt == ATTN_DTYPE_FP8_E5M2) {
+        *type = fmt == ATTN_DTYPE_FP8_E4M3 ? core::DType::E4M3 : core::DType::E5M2;
+        return true;
+    }
+    fail(ATTN_ERR_INVALID_ARGUMENT,
+         "%s: fmt (%d) is not an fp8 format (ATTN_DTYPE_FP8_E4M3 = 6 or ATTN_DTYPE_FP8_E5M2 = 7)",
+         fn, fmt);
+    return false;
+}
+
+} // namespace capi
+} // namespace attn
 
 extern "C" {
 
@@ -141,6 +163,28 @@ attn_status attn_args_set_out_i8(attn_args *args, attn_operand which, int8_t *da
     static const char fn[] = "attn_args_set_out_i8";
     return guarded(fn, [&]() {
         return bind(fn, args, raw_enum(which), data, len, Kind::F32Out, core::DType::I8);
+    });
+}
+
+attn_status attn_args_set_fp8(attn_args *args, attn_operand which, attn_dtype fmt,
+                              const uint8_t *data, size_t len) {
+    static const char fn[] = "attn_args_set_fp8";
+    return guarded(fn, [&]() -> attn_status {
+        if (!args) return fail(ATTN_ERR_NULL_POINTER, "%s: args is NULL", fn);
+        core::DType type;
+        if (!fp8_format(fn, raw_enum(fmt), &type)) return ATTN_ERR_INVALID_ARGUMENT;
+        return bind(fn, args, raw_enum(which), data, len, Kind::F32In, type);
+    });
+}
+
+attn_status attn_args_set_out_fp8(attn_args *args, attn_operand which, attn_dtype fmt,
+                                  uint8_t *data, size_t len) {
+    static const char fn[] = "attn_args_set_out_fp8";
+    return guarded(fn, [&]() -> attn_status {
+        if (!args) return fail(ATTN_ERR_NULL_POINTER, "%s: args is NULL", fn);
+        core::DType type;
+        if (!fp8_format(fn, raw_enum(fmt), &type)) return ATTN_ERR_INVALID_ARGUMENT;
+        return bind(fn, args, raw_enum(which), data, len, Kind::F32Out, type);
     });
 }
 

@@ -154,9 +154,10 @@ typedef enum attn_operand {
     ATTN_DV = 22,     /* f32 gradient of V, in V's layout, output */
     ATTN_DBIAS = 23,  /* f32 gradient of BIAS, in BIAS's layout (broadcast dims summed), output */
     ATTN_DSINKS = 24, /* f32 [heads_q] gradient of SINKS, output */
-    /* since 0.2, int8 K/V caches (see "Storage types" below) */
-    ATTN_K_SCALE = 25, /* f32 [batch][heads_kv][seq_k] scale of each int8 K row, strided, input */
-    ATTN_V_SCALE = 26, /* f32 [batch][heads_kv][seq_k] scale of each int8 V row, strided, input */
+    /* since 0.2, int8 K/V caches; since 0.3 also fp8 (see "Storage types" below) */
+    ATTN_K_SCALE = 25, /* f32 [batch][heads_kv][seq_k] scale of each int8 / fp8 K row, strided
+                          (zero strides: one per tensor or per KV head), input */
+    ATTN_V_SCALE = 26, /* f32 [batch][heads_kv][seq_k] scale of each int8 / fp8 V row, as K's */
     /* since 0.3, int8 new rows for attn_kv_append_args */
     ATTN_NEW_K_SCALE = 27, /* f32 [tokens][heads_kv] scale of each int8 NEW_K row, contiguous */
     ATTN_NEW_V_SCALE = 28, /* f32 [tokens][heads_kv] scale of each int8 NEW_V row, contiguous */
@@ -525,6 +526,19 @@ ATTN_API attn_status attn_args_set_u8(attn_args *args, attn_operand which, const
 ATTN_API attn_status attn_args_set_i32(attn_args *args, attn_operand which, const int32_t *data,
                                        size_t len);
 
+/** Element types, as bits (1u << t) in attn_operand_info's type sets. Values are pinned.
+ *  since 0.3 */
+typedef enum attn_dtype {
+    ATTN_DTYPE_F32 = 0,      /* float (attn_args_set_f32, attn_args_set_out_f32) */
+    ATTN_DTYPE_F16 = 1,      /* IEEE binary16 bit patterns (attn_args_set_f16, _out_f16) */
+    ATTN_DTYPE_BF16 = 2,     /* bfloat16 bit patterns (attn_args_set_bf16, _out_bf16) */
+    ATTN_DTYPE_I8 = 3,       /* symmetric int8 (attn_args_set_i8, _out_i8) */
+    ATTN_DTYPE_U8 = 4,       /* byte masks (attn_args_set_u8) */
+    ATTN_DTYPE_I32 = 5,      /* int32 (attn_args_set_i32) */
+    ATTN_DTYPE_FP8_E4M3 = 6, /* OCP fp8 E4M3 bytes (attn_args_set_fp8, _out_fp8) */
+    ATTN_DTYPE_FP8_E5M2 = 7  /* OCP fp8 E5M2 bytes (attn_args_set_fp8, _out_fp8) */
+} attn_dtype;
+
 /* Storage types. Q, K and V may be stored in 16 bits (IEEE binary16 "f16" or bfloat16 "bf16",
  * passed as uint16_t bit patterns), K and V also as symmetric int8 with one fp32 scale per
  * (token, KV head): the value of element x of a row is (float)q[x] * scale, rounded to fp32. The
@@ -537,8 +551,17 @@ ATTN_API attn_status attn_args_set_i32(attn_args *args, attn_operand which, cons
  * ATTN_K_SCALE / ATTN_V_SCALE: [batch][heads_kv][seq_k] (K's shape with head_dim 1), strided
  * like K (attn_desc_set_strides; by default K's default layout with head_dim 1: BHS, token-major
  * [total_k][heads_kv] in varlen mode, [num_pages][page_size][heads_kv] with a paged cache).
- * ATTN_OP_BACKWARD takes fp32, f16 or bf16 Q, K, V and DOUT (int8 K / V: ATTN_ERR_UNSUPPORTED):
- * see attn_run. */
+ * K and V may also be fp8, one byte per value (OCP FP8 as vLLM stores its caches): E4M3 "fn"
+ * (sign, 4 exponent bits with bias 7, 3 mantissa bits; no infinities, S.1111.111 is NaN, max
+ * 448) or E5M2 (sign, 5 exponent bits with bias 15, 2 mantissa bits, IEEE-like: the upper byte
+ * of a binary16; infinities and NaN as there). The value of a code is its exact fp32 value times
+ * the scale of ATTN_K_SCALE / ATTN_V_SCALE, rounded to fp32 (as int8, and on the decode path
+ * applied to the score and the probability as for int8); a NaN code reads as NaN. The scale is
+ * optional for fp8 (none bound = 1) and read the way the int8 scales are, so strides (0, 0, 0)
+ * give one scale per tensor (length 1) and (0, 1, 0) one per KV head (length heads_kv), as vLLM
+ * keeps them; the default strides give one per row.
+ * ATTN_OP_BACKWARD takes fp32, f16 or bf16 Q, K, V and DOUT (int8 / fp8 K / V:
+ * ATTN_ERR_UNSUPPORTED): see attn_run. */
 
 /** Bind Q, K, V or DOUT (ATTN_OP_BACKWARD), or NEW_K / NEW_V (attn_kv_append_args), stored as
  *  IEEE binary16 (f16) or bfloat16 (bf16) bit patterns. As attn_args_set_f32 (len in
@@ -572,6 +595,19 @@ ATTN_API attn_status attn_args_set_out_bf16(attn_args *args, attn_operand which,
 ATTN_API attn_status attn_args_set_out_i8(attn_args *args, attn_operand which, int8_t *data,
                                           size_t len);
 
+/** Bind K or V stored as fp8 of format fmt (ATTN_DTYPE_FP8_E4M3 or ATTN_DTYPE_FP8_E5M2, see
+ *  "Storage types"), one byte per value; its optional scale is ATTN_K_SCALE / ATTN_V_SCALE.
+ *  Also NEW_K / NEW_V as fp8 rows of the cache's format for attn_kv_append_args (codes under the
+ *  cache's scale, copied as they are). As attn_args_set_f32 (len in elements = bytes).
+ *  ATTN_OK; ATTN_ERR_NULL_POINTER (args); ATTN_ERR_INVALID_ARGUMENT (fmt not an fp8 format,
+ *  any other operand, NULL data with a nonzero len). since 0.3 */
+ATTN_API attn_status attn_args_set_fp8(attn_args *args, attn_operand which, attn_dtype fmt,
+                                       const uint8_t *data, size_t len);
+/** As attn_args_set_out_f16, for an fp8 cache of format fmt (its scale, if any, is only read:
+ *  bind it with attn_args_set_f32). Errors as attn_args_set_fp8. since 0.3 */
+ATTN_API attn_status attn_args_set_out_fp8(attn_args *args, attn_operand which, attn_dtype fmt,
+                                           uint8_t *data, size_t len);
+
 /** Conversions for filling 16-bit caches: n values, round to nearest even (overflow gives
  *  infinity, NaN stays NaN), vectorised; src and dst must not overlap.
  *  ATTN_OK; ATTN_ERR_NULL_POINTER (src or dst NULL with n > 0); ATTN_ERR_INVALID_ARGUMENT
@@ -592,6 +628,20 @@ ATTN_API attn_status attn_convert_bf16_to_f32(const uint16_t *src, float *dst, s
  *  row: rows before it are written; rows * dim overflows; buffers overlap). since 0.2 */
 ATTN_API attn_status attn_quantize_i8(const float *src, size_t rows, size_t dim, int8_t *dst,
                                       float *scales);
+
+/** fp8 quantization of `rows` contiguous rows of `dim` floats with one scale: each code is
+ *  x / scale (an fp32 quotient) rounded to nearest even in format fmt, saturating to +-448
+ *  (E4M3) or +-57344 (E5M2); dst: rows * dim bytes.
+ *  ATTN_OK; ATTN_ERR_NULL_POINTER; ATTN_ERR_INVALID_ARGUMENT (fmt not an fp8 format; scale not
+ *  finite or not > 0; a non-finite value, naming its row: rows before it are written; rows *
+ *  dim overflows; src and dst overlap). since 0.3 */
+ATTN_API attn_status attn_quantize_fp8(const float *src, size_t rows, size_t dim, attn_dtype fmt,
+                                       float scale, uint8_t *dst);
+/** The exact widening of rows * dim fp8 codes times scale (value * scale rounded to fp32, as the
+ *  kernels read them; a NaN code gives NaN). Errors as attn_quantize_fp8 (scale: finite). since
+ *  0.3 */
+ATTN_API attn_status attn_dequantize_fp8(const uint8_t *src, size_t rows, size_t dim,
+                                         attn_dtype fmt, float scale, float *dst);
 
 /** Run an operation with the descriptor's configuration and the bound operands.
  *
@@ -702,7 +752,8 @@ ATTN_API attn_status attn_kv_append(const attn_desc *desc, const attn_args *args
  *
  *  args: ATTN_K, ATTN_V: the caches (the pools with a paged cache; dense K/V otherwise, in the
  *        descriptor's K/V layout), each bound writable: fp32 with attn_args_set_out_f32, f16 /
- *        bf16 with attn_args_set_out_f16 / _bf16, int8 with attn_args_set_out_i8 plus its scales
+ *        bf16 with attn_args_set_out_f16 / _bf16, fp8 with attn_args_set_out_fp8 (its scale, if
+ *        bound, read), int8 with attn_args_set_out_i8 plus its scales
  *        ATTN_K_SCALE / ATTN_V_SCALE ([batch][heads_kv][seq_k] in their layout, see "Storage
  *        types") with attn_args_set_out_f32; lengths in elements.
  *        ATTN_NEW_K, ATTN_NEW_V: the new rows as for attn_kv_append (contiguous token-major
@@ -716,7 +767,9 @@ ATTN_API attn_status attn_kv_append(const attn_desc *desc, const attn_args *args
  *  from an fp32 row: the row itself into an fp32 cache, converted with round to nearest even into
  *  f16 / bf16 (as attn_convert_f32_to_f16 / _bf16: overflow gives infinity, NaN stays NaN), or
  *  quantized into int8 as attn_quantize_i8 does (scale = max|x| / 127 written to the cache's
- *  scale slot, q = x / scale rounded to nearest even; an all-zero row gets scale 0 and q 0).
+ *  scale slot, q = x / scale rounded to nearest even; an all-zero row gets scale 0 and q 0), or
+ *  into fp8 with the cache's scale at that row as attn_quantize_fp8 does (fp8 new rows are
+ *  copied).
  *  Only the destination rows (and their scales) are written; nothing is written when the call
  *  fails.
  *
@@ -725,7 +778,8 @@ ATTN_API attn_status attn_kv_append(const attn_desc *desc, const attn_args *args
  *  refuses, naming the operand: a buffer too short, seq_lens_k[b] < n_b or out of range, a bad
  *  page id, buffers overlapping; a cache bound read-only; new rows neither fp32 nor the cache's
  *  type; scales bound for a cache or new rows that are not int8; a non-finite value in an fp32
- *  row bound for an int8 cache, naming the operand, the row, its token and KV head);
+ *  row bound for an int8 or fp8 cache, naming the operand, the row, its token and KV head; an
+ *  fp8 cache's scale not finite or not > 0 at a row it quantizes into);
  *  ATTN_ERR_OUT_OF_MEMORY. since 0.3 */
 ATTN_API attn_status attn_kv_append_args(const attn_desc *desc, const attn_args *args);
 
@@ -746,17 +800,6 @@ ATTN_API attn_status attn_merge(const attn_desc *desc, const attn_args *acc, con
 
 /* ===============================  Introspection  ============================== */
 /* The library's own tables (capi/operands.def, capi/params.def, the ISA names), for bindings. */
-
-/** Element types, as bits (1u << t) in attn_operand_info's type sets. Values are pinned.
- *  since 0.3 */
-typedef enum attn_dtype {
-    ATTN_DTYPE_F32 = 0,  /* float (attn_args_set_f32, attn_args_set_out_f32) */
-    ATTN_DTYPE_F16 = 1,  /* IEEE binary16 bit patterns (attn_args_set_f16, _out_f16) */
-    ATTN_DTYPE_BF16 = 2, /* bfloat16 bit patterns (attn_args_set_bf16, _out_bf16) */
-    ATTN_DTYPE_I8 = 3,   /* symmetric int8 (attn_args_set_i8, _out_i8) */
-    ATTN_DTYPE_U8 = 4,   /* byte masks (attn_args_set_u8) */
-    ATTN_DTYPE_I32 = 5   /* int32 (attn_args_set_i32) */
-} attn_dtype;
 
 /** Facts of operand `which` from the library's one operand table:
  *  name:      its lowercase name as messages use it ("q", "k_scale"), in static storage

@@ -1,4 +1,7 @@
-// 16-bit conversions and int8 quantization: attn_convert_*, attn_quantize_i8.
+// 16-bit conversions, int8 and fp8 quantization: attn_convert_*, attn_quantize_i8 / _fp8,
+// attn_dequantize_fp8.
+#include <cmath>
+
 #include "checked.hpp"
 #include "internal.hpp"
 
@@ -51,7 +54,7 @@ attn_status attn_quantize_i8(const float *src, size_t rows, size_t dim, int8_t *
                              float *scales) {
     static const char fn[] = "attn_quantize_i8";
     return guarded(fn, [&]() -> attn_status {
-        size_t n;
+        size_t n = 0;
         if (!mul_ok(rows, dim, &n))
             return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: rows (%zu) x dim (%zu) overflows", fn, rows,
                         dim);
@@ -70,6 +73,57 @@ attn_status attn_quantize_i8(const float *src, size_t rows, size_t dim, int8_t *
                         "%s: src row %zu holds a non-finite value (NaN or infinity): it has no "
                         "int8 scale",
                         fn, bad);
+        return ATTN_OK;
+    });
+}
+
+namespace {
+
+// The checks attn_quantize_fp8 and attn_dequantize_fp8 share: the format, the scale, rows x dim.
+attn_status check_fp8(const char *fn, size_t rows, size_t dim, int fmt, float scale, bool positive,
+                      core::DType *type, size_t *n) {
+    if (!fp8_format(fn, fmt, type)) return ATTN_ERR_INVALID_ARGUMENT;
+    if (!std::isfinite(scale) || (positive && !(scale > 0.0f)))
+        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: scale (%g) must be finite%s", fn,
+                    static_cast<double>(scale), positive ? " and > 0" : "");
+    if (!mul_ok(rows, dim, n))
+        return fail(ATTN_ERR_INVALID_ARGUMENT, "%s: rows (%zu) x dim (%zu) overflows", fn, rows,
+                    dim);
+    return ATTN_OK;
+}
+
+} // namespace
+
+attn_status attn_quantize_fp8(const float *src, size_t rows, size_t dim, attn_dtype fmt,
+                              float scale, uint8_t *dst) {
+    static const char fn[] = "attn_quantize_fp8";
+    return guarded(fn, [&]() -> attn_status {
+        core::DType type;
+        size_t n = 0;
+        if (attn_status st = check_fp8(fn, rows, dim, raw_enum(fmt), scale, true, &type, &n))
+            return st;
+        if (attn_status st = check_convert(fn, src, sizeof(float), dst, 1, n)) return st;
+        if (n == 0) return ATTN_OK;
+        const size_t bad = core::quantize_fp8(src, rows, dim, type, scale, dst);
+        if (bad < rows)
+            return fail(ATTN_ERR_INVALID_ARGUMENT,
+                        "%s: src row %zu holds a non-finite value (NaN or infinity): it has no "
+                        "fp8 code",
+                        fn, bad);
+        return ATTN_OK;
+    });
+}
+
+attn_status attn_dequantize_fp8(const uint8_t *src, size_t rows, size_t dim, attn_dtype fmt,
+                                float scale, float *dst) {
+    static const char fn[] = "attn_dequantize_fp8";
+    return guarded(fn, [&]() -> attn_status {
+        core::DType type;
+        size_t n = 0;
+        if (attn_status st = check_fp8(fn, rows, dim, raw_enum(fmt), scale, false, &type, &n))
+            return st;
+        if (attn_status st = check_convert(fn, src, 1, dst, sizeof(float), n)) return st;
+        if (n) core::fp8_to_f32(src, n, type, scale, dst);
         return ATTN_OK;
     });
 }

@@ -167,6 +167,18 @@ inline const core::Layout &layout_in(const core::Params &p, int which) {
     return core::layout_in(p, strided_role(which));
 }
 
+// ---- args.cpp: an fp8 format argument (ATTN_DTYPE_FP8_*) as its core type; false (the
+// failure recorded) for anything else.
+bool fp8_format(const char *fn, int fmt, core::DType *type);
+
+// An fp8 K / V without a scale operand reads one scale of 1 for every row (strides 0).
+inline void unit_scale(core::DType type, const float **scale, core::Layout *lay) {
+    static const float kOne = 1.0f;
+    if (!core::is_fp8(type) || *scale) return;
+    *scale = &kOne;
+    *lay = core::Layout{};
+}
+
 // ---- desc.cpp ------------------------------------------------------------------------------
 attn_status check_desc(const char *fn, const attn_desc *desc);
 attn_status create_desc(const char *fn, attn_desc **out, size_t batch, size_t heads_q,

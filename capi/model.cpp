@@ -50,6 +50,10 @@ const char *dtype_name(core::DType t) {
         return "bf16";
     case core::DType::I8:
         return "int8";
+    case core::DType::E4M3:
+        return "fp8_e4m3";
+    case core::DType::E5M2:
+        return "fp8_e5m2";
     default:
         return "f32";
     }

@@ -41,7 +41,7 @@ attn_status check_required(const char *fn, int op, const Slot *slot) {
     return ATTN_OK;
 }
 
-// int8 K / V come with their scales, and only they do.
+// int8 K / V come with their scales, fp8 ones may (none = 1), others have none.
 attn_status check_scales(const char *fn, const Slot *slot, const bool *used) {
     for (int w : {ATTN_K, ATTN_V}) {
         const int sw = w == ATTN_K ? ATTN_K_SCALE : ATTN_V_SCALE;
@@ -50,10 +50,11 @@ attn_status check_scales(const char *fn, const Slot *slot, const bool *used) {
         if (i8 && !slot[sw].ptr)
             return fail(ATTN_ERR_NULL_POINTER, "%s: %s is NULL but %s is int8", fn,
                         operand_name(sw), operand_name(w));
-        if (!i8 && slot[sw].ptr)
+        if (!core::has_scale(slot[w].type) && slot[sw].ptr)
             return fail(ATTN_ERR_INVALID_ARGUMENT,
-                        "%s: %s is bound but %s is not int8 (bound with attn_args_set_i8)", fn,
-                        operand_name(sw), operand_name(w));
+                        "%s: %s is bound but %s is not int8 or fp8 (bound with "
+                        "attn_args_set_i8 / _fp8)",
+                        fn, operand_name(sw), operand_name(w));
     }
     return ATTN_OK;
 }
@@ -63,11 +64,11 @@ attn_status check_scales(const char *fn, const Slot *slot, const bool *used) {
 // dK and dV, no paged cache.
 attn_status check_backward(const char *fn, const attn_desc *desc, const Slot *slot) {
     for (int w : {ATTN_K, ATTN_V})
-        if (slot[w].type == core::DType::I8)
+        if (core::has_scale(slot[w].type))
             return fail(ATTN_ERR_UNSUPPORTED,
-                        "%s: ATTN_OP_BACKWARD needs fp32, f16 or bf16 %s (it is int8) in "
+                        "%s: ATTN_OP_BACKWARD needs fp32, f16 or bf16 %s (it is %s) in "
                         "libattn %s",
-                        fn, operand_name(w), ATTN_VERSION_STRING);
+                        fn, operand_name(w), dtype_name(slot[w].type), ATTN_VERSION_STRING);
     if (!slot[ATTN_LSE].ptr)
         return fail(ATTN_ERR_NULL_POINTER,
                     "%s: lse is NULL: ATTN_OP_BACKWARD needs the lse (and out) of the forward", fn);
@@ -167,6 +168,7 @@ void prepare(const attn_desc *desc, int op, const Slot *slot, const CallShape &c
         t->q16 = static_cast<const uint16_t *>(slot[ATTN_Q].ptr);
     t->k = slot[ATTN_K].ptr;
     t->k_scale = static_cast<const float *>(slot[ATTN_K_SCALE].ptr);
+    unit_scale(p->k_type, &t->k_scale, &p->ks);
     t->key_valid = static_cast<const uint8_t *>(slot[ATTN_KEY_VALID].ptr);
     t->allowed = static_cast<const uint8_t *>(slot[ATTN_ALLOWED].ptr);
     t->bias = static_cast<const float *>(slot[ATTN_BIAS].ptr);
@@ -182,6 +184,7 @@ void prepare(const attn_desc *desc, int op, const Slot *slot, const CallShape &c
 void run_forward_op(core::Params &p, core::Tensors &t, const Slot *slot) {
     t.v = slot[ATTN_V].ptr;
     t.v_scale = static_cast<const float *>(slot[ATTN_V_SCALE].ptr);
+    unit_scale(p.v_type, &t.v_scale, &p.vs);
     t.out = written(slot[ATTN_OUT]);
     t.lse = written(slot[ATTN_LSE]);
     t.key_mass = written(slot[ATTN_KEY_MASS]);

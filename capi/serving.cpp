@@ -228,13 +228,14 @@ attn_status append(const char *fn, const attn_desc *desc, const Slot *slot, cons
         if (!slot[w].writable)
             return fail(ATTN_ERR_INVALID_ARGUMENT,
                         "%s: %s is bound read-only: bind the cache it writes with "
-                        "attn_args_set_out_f32 / _f16 / _bf16 / _i8",
+                        "attn_args_set_out_f32 / _f16 / _bf16 / _i8 / _fp8",
                         fn, name(w));
     }
     if (!slot[ATTN_SEQ_LENS_K].ptr)
         return fail(ATTN_ERR_NULL_POINTER, "%s: seq_lens_k is NULL", fn);
-    // Storage types: an int8 cache comes with its (writable) scales, new rows are fp32 or the
-    // cache's type, int8 new rows come with their scales.
+    // Storage types: an int8 cache comes with its (writable) scales, an fp8 one may come with
+    // its scales (read only), new rows are fp32 or the cache's type, int8 new rows come with
+    // their scales.
     for (int w : {ATTN_K, ATTN_V}) {
         const int sw = w == ATTN_K ? ATTN_K_SCALE : ATTN_V_SCALE;
         const int nw = w == ATTN_K ? ATTN_NEW_K : ATTN_NEW_V;
@@ -244,10 +245,11 @@ attn_status append(const char *fn, const attn_desc *desc, const Slot *slot, cons
         if (i8 && !slot[sw].ptr)
             return fail(ATTN_ERR_NULL_POINTER, "%s: %s is NULL but %s is int8", fn,
                         operand_name(sw), name(w));
-        if (!i8 && slot[sw].ptr)
+        if (!core::has_scale(ct) && slot[sw].ptr)
             return fail(ATTN_ERR_INVALID_ARGUMENT,
-                        "%s: %s is bound but %s is not int8 (bound with attn_args_set_out_i8)", fn,
-                        operand_name(sw), name(w));
+                        "%s: %s is bound but %s is not int8 or fp8 (bound with "
+                        "attn_args_set_out_i8 / _fp8)",
+                        fn, operand_name(sw), name(w));
         if (i8 && !slot[sw].writable)
             return fail(ATTN_ERR_INVALID_ARGUMENT,
                         "%s: %s is bound read-only: bind the scales it writes with "
@@ -316,21 +318,6 @@ attn_status append(const char *fn, const attn_desc *desc, const Slot *slot, cons
     if (attn_status st = check_aliasing(fn, bufs, nb)) return st;
     if (paged)
         if (attn_status st = check_pages(fn, dp, slot, true, need, &cs)) return st;
-    // Quantizing a non-finite value has no scale: refused, naming the row, before any write.
-    const size_t tokens = dp.varlen ? cs.total_q : sh.batch * sh.seq_q;
-    for (int w : {ATTN_K, ATTN_V}) {
-        const int nw = w == ATTN_K ? ATTN_NEW_K : ATTN_NEW_V;
-        if (slot[w].type != core::DType::I8 || slot[nw].type != core::DType::F32) continue;
-        const size_t dim = w == ATTN_K ? sh.head_dim : sh.head_dim_v;
-        const float *x = static_cast<const float *>(slot[nw].ptr);
-        for (size_t r = 0; r < tokens * sh.heads_kv; ++r)
-            for (size_t e = 0; e < dim; ++e)
-                if (!std::isfinite(x[r * dim + e]))
-                    return fail(ATTN_ERR_INVALID_ARGUMENT,
-                                "%s: %s row %zu (token %zu, KV head %zu) holds a non-finite value "
-                                "(NaN or infinity): it has no int8 scale",
-                                fn, operand_name(nw), r, r / sh.heads_kv, r % sh.heads_kv);
-    }
     core::Params p = dp;
     p.total_q = cs.total_q;
     p.k_type = slot[ATTN_K].type;
@@ -340,12 +327,41 @@ attn_status append(const char *fn, const attn_desc *desc, const Slot *slot, cons
     t.v = slot[ATTN_V].ptr;
     t.k_scale = static_cast<const float *>(slot[ATTN_K_SCALE].ptr);
     t.v_scale = static_cast<const float *>(slot[ATTN_V_SCALE].ptr);
+    unit_scale(p.k_type, &t.k_scale, &p.ks);
+    unit_scale(p.v_type, &t.v_scale, &p.vs);
     t.seq_lens_k = lens;
     t.cu_q = dp.varlen ? cu : nullptr;
     t.block_table = paged ? static_cast<const int32_t *>(slot[ATTN_BLOCK_TABLE].ptr) : nullptr;
     // positions come from seq_lens_k; cu_seqlens_k only places the sequences in the pack
     t.cu_k =
         dp.varlen && !paged ? static_cast<const int32_t *>(slot[ATTN_CU_SEQLENS_K].ptr) : nullptr;
+    // Quantizing a non-finite value has no scale (int8) or code (fp8), nor has a value divided
+    // by a scale that is not finite and > 0: refused, naming the row, before any write.
+    const size_t tokens = dp.varlen ? cs.total_q : sh.batch * sh.seq_q;
+    for (int w : {ATTN_K, ATTN_V}) {
+        const int nw = w == ATTN_K ? ATTN_NEW_K : ATTN_NEW_V;
+        if (!core::has_scale(slot[w].type) || slot[nw].type != core::DType::F32) continue;
+        float bad_scale = 0.0f;
+        const size_t bad = core::is_fp8(slot[w].type)
+                               ? core::kv_append_bad_scale(p, t, w == ATTN_V, &bad_scale)
+                               : SIZE_MAX;
+        if (bad != SIZE_MAX)
+            return fail(ATTN_ERR_INVALID_ARGUMENT,
+                        "%s: %s row %zu (token %zu, KV head %zu) goes to a %s row whose scale "
+                        "(%g) is not finite and > 0",
+                        fn, operand_name(nw), bad, bad / sh.heads_kv, bad % sh.heads_kv,
+                        dtype_name(slot[w].type), static_cast<double>(bad_scale));
+        const size_t dim = w == ATTN_K ? sh.head_dim : sh.head_dim_v;
+        const float *x = static_cast<const float *>(slot[nw].ptr);
+        for (size_t r = 0; r < tokens * sh.heads_kv; ++r)
+            for (size_t e = 0; e < dim; ++e)
+                if (!std::isfinite(x[r * dim + e]))
+                    return fail(ATTN_ERR_INVALID_ARGUMENT,
+                                "%s: %s row %zu (token %zu, KV head %zu) holds a non-finite value "
+                                "(NaN or infinity): it has no %s",
+                                fn, operand_name(nw), r, r / sh.heads_kv, r % sh.heads_kv,
+                                core::is_fp8(slot[w].type) ? "fp8 code" : "int8 scale");
+    }
     const core::NewRows nk{slot[ATTN_NEW_K].ptr, slot[ATTN_NEW_K].type,
                            static_cast<const float *>(slot[ATTN_NEW_K_SCALE].ptr)};
     const core::NewRows nv{slot[ATTN_NEW_V].ptr, slot[ATTN_NEW_V].type,

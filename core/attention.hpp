@@ -112,6 +112,15 @@ void bf16_to_f32(const uint16_t *src, float *dst, size_t n);
 void f32_to_f16(const float *src, uint16_t *dst, size_t n);
 void f32_to_bf16(const float *src, uint16_t *dst, size_t n);
 size_t quantize_i8(const float *src, size_t rows, size_t dim, int8_t *dst, float *scales);
+// fp8 (type E4M3 / E5M2) with one scale: code = x / scale rounded to nearest even, saturating;
+// returns as quantize_i8 (a non-finite quotient's row). fp8_to_f32: value * scale, exact widening.
+size_t quantize_fp8(const float *src, size_t rows, size_t dim, DType type, float scale,
+                    uint8_t *dst);
+void fp8_to_f32(const uint8_t *src, size_t n, DType type, float scale, float *dst);
+// The first new row (in the [tokens][heads_kv] order of NEW_K / NEW_V) that kv_append would
+// quantize into an fp8 cache (K, or V when `value`) with a scale that is not finite and > 0, or
+// SIZE_MAX; *scale gets that scale.
+size_t kv_append_bad_scale(const Params &p, const Tensors &t, bool value, float *scale);
 
 // Kernel selection: best ISA the CPU supports, capped by ATTN_ISA or set_isa_cap().
 Isa active_isa();

@@ -21,5 +21,13 @@ size_t quantize_i8(const float *src, size_t rows, size_t dim, int8_t *dst, float
     return current_kernel().quantize_i8(src, rows, dim, dst, scales);
 }
 
+size_t quantize_fp8(const float *src, size_t rows, size_t dim, DType type, float scale,
+                    uint8_t *dst) {
+    return current_kernel().quantize_fp8(src, rows, dim, type, scale, dst);
+}
+void fp8_to_f32(const uint8_t *src, size_t n, DType type, float scale, float *dst) {
+    current_kernel().fp8_to_f32(src, n, type, scale, dst);
+}
+
 } // namespace core
 } // namespace attn

@@ -103,6 +103,10 @@ struct KernelInfo {
     void (*f32_to_bf16)(const float *src, uint16_t *dst, size_t n);
     // Returns the first row with a non-finite value (nothing written from it on), or rows.
     size_t (*quantize_i8)(const float *src, size_t rows, size_t dim, int8_t *dst, float *scales);
+    // fp8 (type E4M3 / E5M2) with one scale; returns as quantize_i8.
+    size_t (*quantize_fp8)(const float *src, size_t rows, size_t dim, DType type, float scale,
+                           uint8_t *dst);
+    void (*fp8_to_f32)(const uint8_t *src, size_t n, DType type, float scale, float *dst);
     // Compute::Int8: K of (b, kvh) minus its channel mean over the real keys, quantized per key
     // (the layout of Tensors::kq: codes of key j at codes + j * kq_row, scale at scales[j], the
     // mean into mean[head_dim]); work holds 3 * head_dim floats. False when a real key holds a

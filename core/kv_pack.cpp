@@ -47,7 +47,7 @@ KvPack::Block KvPack::block(bool value, size_t keys) const {
     const Shape &s = src_p_.shape;
     const DType type = value ? src_p_.v_type : src_p_.k_type;
     const size_t rows = round64(keys * (value ? s.head_dim_v : s.head_dim) * dtype_bytes(type));
-    return {rows, rows + (type == DType::I8 ? round64(keys * sizeof(float)) : 0)};
+    return {rows, rows + (has_scale(type) ? round64(keys * sizeof(float)) : 0)};
 }
 
 size_t KvPack::pair_bytes(size_t keys) const {

@@ -90,7 +90,7 @@ inline KvRows kv_rows(const Params &p, const Tensors &t, bool value, size_t b, s
     r.type = value ? p.v_type : p.k_type;
     r.elem = dtype_bytes(r.type);
     const unsigned char *data = static_cast<const unsigned char *>(value ? t.v : t.k);
-    const float *scale = r.type == DType::I8 ? (value ? t.v_scale : t.k_scale) : nullptr;
+    const float *scale = has_scale(r.type) ? (value ? t.v_scale : t.k_scale) : nullptr;
     r.row = lay.row;
     r.srow = sl.row;
     if (const void *const *heads = value ? t.v_heads : t.k_heads) { // a copy (kv_pack.hpp)

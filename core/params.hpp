@@ -17,10 +17,20 @@ enum class Diagonal : int { Causal = 0, TopLeft = 1, BottomRight = 2 };
 
 // Storage type of Q, K or V. 16-bit values are widened to fp32 on load; int8 values are
 // symmetric with one fp32 scale per (token, KV head): the value is float(q) * scale, rounded to
-// fp32. Everything is computed in fp32 on the widened values.
-enum class DType : int { F32 = 0, F16 = 1, BF16 = 2, I8 = 3 };
-inline size_t dtype_bytes(DType t) {
-    return t == DType::F32 ? 4 : t == DType::I8 ? 1 : 2;
+// fp32. fp8 values (OCP E4M3 "fn": bias 7, no infinities, S.1111.111 NaN, max 448; E5M2: bias
+// 15, IEEE-like, the upper byte of a binary16) are exact in fp32 and take a scale the same way
+// (one per tensor or per head through zero scale strides, 1 when none is bound). Everything is
+// computed in fp32 on the widened values.
+enum class DType : int { F32 = 0, F16 = 1, BF16 = 2, I8 = 3, E4M3 = 4, E5M2 = 5 };
+inline constexpr size_t dtype_bytes(DType t) {
+    return t == DType::F32 ? 4 : t == DType::F16 || t == DType::BF16 ? 2 : 1;
+}
+// Whether a stored value is float(code) * scale (its K / V scale operand): int8 and fp8.
+inline constexpr bool has_scale(DType t) {
+    return t == DType::I8 || t == DType::E4M3 || t == DType::E5M2;
+}
+inline constexpr bool is_fp8(DType t) {
+    return t == DType::E4M3 || t == DType::E5M2;
 }
 
 // Element strides of one [batch][heads][seq][head_dim] operand; head_dim is contiguous. In a

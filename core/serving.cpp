@@ -1,6 +1,7 @@
 // Serving-layout helpers that are not attention itself: writing new K/V rows into their cache
 // positions (paged or packed) and the exact merge of partial (out, lse) results.
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "attention.hpp"
@@ -39,6 +40,10 @@ void put_row(const KvRows &r, size_t j, const NewRows &src, size_t row, size_t d
     case DType::I8:
         quantize_i8(x, 1, dim, reinterpret_cast<int8_t *>(dst), const_cast<float *>(r.scale) + sc);
         break;
+    case DType::E4M3:
+    case DType::E5M2: // with the cache's scale of the row (read, not written)
+        quantize_fp8(x, 1, dim, r.type, r.scale[sc], dst);
+        break;
     default:
         std::memcpy(dst, x, dim * sizeof(float));
         break;
@@ -62,6 +67,28 @@ void kv_append(const Params &p, const Tensors &t, const NewRows &new_k, const Ne
             }
         }
     }
+}
+
+size_t kv_append_bad_scale(const Params &p, const Tensors &t, bool value, float *scale) {
+    const Shape &s = p.shape;
+    for (size_t b = 0; b < s.batch; ++b) {
+        const size_t n = query_len(p, t, b);
+        const size_t first = t.cu_q ? static_cast<size_t>(t.cu_q[b]) : b * s.seq_q;
+        const size_t pos0 = key_len(p, t, b) - n;
+        for (size_t kvh = 0; kvh < s.heads_kv; ++kvh) {
+            const KvRows r = kv_rows(p, t, value, b, kvh);
+            for (size_t x = 0; x < n; ++x) {
+                size_t d, sc;
+                r.locate(pos0 + x, &d, &sc);
+                const float v = r.scale[sc];
+                if (!(v > 0.0f && v <= 3.40282347e38f)) {
+                    *scale = v;
+                    return (first + x) * s.heads_kv + kvh;
+                }
+            }
+        }
+    }
+    return SIZE_MAX;
 }
 
 void merge_into(const Params &p, const Tensors &acc, const float *part_out, const float *part_lse) {

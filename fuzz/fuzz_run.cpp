@@ -4,7 +4,8 @@
 // start, scratch allocations that fail: the library is built with ATTN_FAULT_INJECTION in the
 // fuzz preset), dimensions, every attn_param (sometimes out of range), every optional operand
 // (bias with broadcast strides and -inf entries, ALiBi slopes per head or per batch entry and
-// head, sinks, a per-head q_scale, query_valid, seq_lens_k, key_valid, allowed, key_mass) and
+// head, sinks, a per-head q_scale, query_valid, seq_lens_k, key_valid, allowed, key_mass), K / V
+// stored as fp8 (E4M3 or E5M2; a scale per tensor, per KV head or none) and
 // a possible contract
 // breach (a short buffer, a missing required operand, seq_lens_k out of range, slopes without
 // ATTN_ALIBI_OPERAND, sinks with "+1", an output aliasing an input). The input stream continues
@@ -49,6 +50,11 @@ struct Case {
     std::vector<int32_t> lens;
     bool mass = false;
     int weights_mode = 0;
+    // K / V storage: 0 fp32, 1 fp8 E4M3, 2 fp8 E5M2 (codes kc / vc; k / v then hold their
+    // dequantized values), with scales: 0 none, 1 one per tensor, 2 one per KV head
+    int fp8 = 0, scales = 0;
+    std::vector<uint8_t> kc, vc;
+    std::vector<float> ks, vs;
     bool int8 = false; // ATTN_COMPUTE_INT8 (the forward; weights and key mass stay exact)
 };
 
@@ -79,8 +85,21 @@ attn_status run(const Case &c, attn_desc *d, Breach breach, size_t short_op, Out
         fuzz::expect_status(attn_args_set_f32(a, w, x.data(), len), ATTN_OK, "attn_args_set_f32");
     };
     if (!(breach == kMissing && short_op == 0)) f32(ATTN_Q, c.q);
-    if (!(breach == kMissing && short_op == 1)) f32(ATTN_K, c.k);
-    f32(ATTN_V, c.v);
+    if (c.fp8) {
+        const attn_dtype fmt = c.fp8 == 1 ? ATTN_DTYPE_FP8_E4M3 : ATTN_DTYPE_FP8_E5M2;
+        const size_t klen = breach == kShort && short_op == 1 ? c.kc.size() - 1 : c.kc.size();
+        if (!(breach == kMissing && short_op == 1))
+            fuzz::expect_status(attn_args_set_fp8(a, ATTN_K, fmt, c.kc.data(), klen), ATTN_OK,
+                                "attn_args_set_fp8 k");
+        const size_t vlen = breach == kShort && short_op == 2 ? c.vc.size() - 1 : c.vc.size();
+        fuzz::expect_status(attn_args_set_fp8(a, ATTN_V, fmt, c.vc.data(), vlen), ATTN_OK,
+                            "attn_args_set_fp8 v");
+        f32(ATTN_K_SCALE, c.ks);
+        f32(ATTN_V_SCALE, c.vs);
+    } else {
+        if (!(breach == kMissing && short_op == 1)) f32(ATTN_K, c.k);
+        f32(ATTN_V, c.v);
+    }
     f32(ATTN_BIAS, c.bias);
     f32(ATTN_ALIBI_SLOPES, c.slopes);
     f32(ATTN_SINKS, c.sinks);
@@ -127,9 +146,10 @@ attn_status run(const Case &c, attn_desc *d, Breach breach, size_t short_op, Out
         fuzz::expect_status(attn_args_set_out_f32(a, ATTN_DK, dk.data(), dk.size()), ATTN_OK, "dk");
         fuzz::expect_status(attn_args_set_out_f32(a, ATTN_DV, dv.data(), dv.size()), ATTN_OK, "dv");
         const attn_status bst = attn_run(d, ATTN_OP_BACKWARD, a);
-        // under the scratch fault the backward (more scratch than the forward) may run out
+        // under the scratch fault the backward (more scratch than the forward) may run out;
+        // fp8 K / V are refused (the backward takes fp32 and 16-bit operands)
         if (!(bst == ATTN_ERR_OUT_OF_MEMORY && std::getenv("ATTN_FAULT_SCRATCH_LIMIT")))
-            fuzz::expect_status(bst, ATTN_OK, "attn_run backward");
+            fuzz::expect_status(bst, c.fp8 ? ATTN_ERR_UNSUPPORTED : ATTN_OK, "attn_run backward");
     }
     attn_args_destroy(a);
     return st;
@@ -428,6 +448,42 @@ void one_input(const uint8_t *data, size_t size) {
     c.int8 = in.u8() % 4 == 0;
     if (c.int8) seti(ATTN_PARAM_COMPUTE, ATTN_COMPUTE_INT8, true);
     g_what += c.int8 ? " int8" : "";
+    // fp8 K / V (drawn after everything else, so the seeds keep the cases they had): every row that
+    // can be read quantized with its scale and replaced by its dequantized values for the
+    // reference; the other rows NaN codes, so that a read of one would show.
+    c.fp8 = static_cast<int>(in.u8() % 4 % 3);
+    if (c.fp8) {
+        const attn_dtype fmt = c.fp8 == 1 ? ATTN_DTYPE_FP8_E4M3 : ATTN_DTYPE_FP8_E5M2;
+        c.scales = static_cast<int>(in.pick(0, 2));
+        if (c.scales) {
+            for (auto *s : {&c.ks, &c.vs}) {
+                s->resize(c.scales == 1 ? 1 : p.heads_kv);
+                for (auto &x : *s) x = in.value(0.002f, 0.05f);
+            }
+            for (attn_operand w : {ATTN_K_SCALE, ATTN_V_SCALE})
+                fuzz::expect_status(attn_desc_set_strides(d, w, 0, c.scales == 2 ? 1 : 0, 0),
+                                    ATTN_OK, "scale strides");
+        }
+        for (int w = 1; w < 3; ++w) {
+            std::vector<float> &x = w == 1 ? c.k : c.v;
+            std::vector<uint8_t> &code = w == 1 ? c.kc : c.vc;
+            const std::vector<float> &s = w == 1 ? c.ks : c.vs;
+            const size_t dim = w == 1 ? p.head_dim : p.head_dim_v;
+            code.assign(x.size(), 0x7f);
+            for (size_t b = 0; b < p.batch; ++b)
+                for (size_t h = 0; h < p.heads_kv; ++h)
+                    for (size_t j = 0; j < p.seq_k; ++j) {
+                        const size_t at = p.at(w, b, h, j);
+                        if (std::isnan(x[at])) continue; // padding: never read
+                        const float sc = s.empty() ? 1.0f : s[s.size() == 1 ? 0 : h];
+                        fuzz::expect_status(attn_quantize_fp8(&x[at], 1, dim, fmt, sc, &code[at]),
+                                            ATTN_OK, "attn_quantize_fp8");
+                        fuzz::expect_status(attn_dequantize_fp8(&code[at], 1, dim, fmt, sc, &x[at]),
+                                            ATTN_OK, "attn_dequantize_fp8");
+                    }
+        }
+        g_what += " fp8 " + std::to_string(c.fp8) + " scales " + std::to_string(c.scales);
+    }
     const bool lens_bad = breach == kLensRange;
     if (lens_bad) { // refused before any read: keep the reference out of it
         Outputs o;

@@ -67,11 +67,16 @@ const (
 	DTypeI8   DType = 3 // symmetric int8 with float32 scales (SetI8, SetOutI8)
 	DTypeU8   DType = 4 // byte masks (SetU8, SetBool)
 	DTypeI32  DType = 5 // []int32 (SetI32)
+	// OCP fp8 K / V caches (attn_args_set_fp8 in C; no Go setter yet)
+	DTypeFP8E4M3 DType = 6
+	DTypeFP8E5M2 DType = 7
 )
 
-// String returns "f32", "f16", "bf16", "i8", "u8" or "i32" ("DType(n)" for other values).
+// String returns "f32", "f16", "bf16", "i8", "u8", "i32", "fp8_e4m3" or "fp8_e5m2" ("DType(n)"
+// for other values).
 func (t DType) String() string {
-	return enumName("DType", int(t), "f32", "f16", "bf16", "i8", "u8", "i32")
+	return enumName("DType", int(t), "f32", "f16", "bf16", "i8", "u8", "i32", "fp8_e4m3",
+		"fp8_e5m2")
 }
 
 // DTypes is a set of storage types: bit 1<<t for each DType t in it, as attn_operand_info

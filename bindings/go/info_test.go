@@ -193,14 +193,15 @@ func TestOperandInfo(t *testing.T) {
 		t.Errorf("attn_operand_dims lists %d operands, attn_operand_info %d", d, n)
 	}
 	// Entries read in capi/attn.h's shapes and setters.
+	const kvTypes = 1<<DTypeF32 | 1<<DTypeF16 | 1<<DTypeBF16 | 1<<DTypeI8 | 1<<DTypeFP8E4M3 |
+		1<<DTypeFP8E5M2
 	for _, c := range []struct {
 		o    Operand
 		want OperandInfo
 	}{
 		{OperandQ, OperandInfo{"q", 1<<DTypeF32 | 1<<DTypeF16 | 1<<DTypeBF16, 0, 4, true,
 			[]string{"batch", "heads_q", "seq_q", "head_dim"}}},
-		{OperandK, OperandInfo{"k", 1<<DTypeF32 | 1<<DTypeF16 | 1<<DTypeBF16 | 1<<DTypeI8,
-			1<<DTypeF32 | 1<<DTypeF16 | 1<<DTypeBF16 | 1<<DTypeI8, 4, true,
+		{OperandK, OperandInfo{"k", kvTypes, kvTypes, 4, true,
 			[]string{"batch", "heads_kv", "seq_k", "head_dim"}}},
 		{OperandOut, OperandInfo{"out", 0, 1 << DTypeF32, 4, true,
 			[]string{"batch", "heads_q", "seq_q", "head_dim_v"}}},

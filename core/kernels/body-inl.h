@@ -70,6 +70,8 @@ __attribute__((unused)) static KernelInfo make_info(const KernelInfo *narrow) {
     k.f32_to_f16 = &convert_f32_to_f16;
     k.f32_to_bf16 = &convert_f32_to_bf16;
     k.quantize_i8 = &quantize_rows_i8;
+    k.quantize_fp8 = &quantize_rows_fp8;
+    k.fp8_to_f32 = &convert_fp8_to_f32;
     k.quantize_keys = &quantize_keys;
     k.quantize_values = &quantize_values;
     k.tile_keys = kBK;

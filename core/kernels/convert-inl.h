@@ -63,6 +63,66 @@ static inline void widen_i8(const int8_t *src, float scale, float *dst, size_t n
     for (; x < n; ++x) dst[x] = static_cast<float>(src[x]) * scale;
 }
 
+// fp8 widening in the registers (no tables). E5M2: the code shifted into the upper byte of a
+// binary16, then the ISA's binary16 widening. E4M3: fp32 bits (code & 0x7F) << 20 times 2^120
+// (exact, subnormals included), the sign from bit 7, the NaN codes (0x7F / 0xFF) blended to a
+// quiet NaN. Each gives exactly e4m3_to_float / e5m2_to_float.
+#if defined(__AVX512F__)
+static inline __m512 e4m3_x16(__m128i c8) {
+    const __m512i w = _mm512_cvtepu8_epi32(c8);
+    const __m512i mag = _mm512_and_si512(w, _mm512_set1_epi32(0x7f));
+    const __m512 f =
+        _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(mag, 20)), _mm512_set1_ps(0x1p120f));
+    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(w, _mm512_set1_epi32(0x80)), 24);
+    const __mmask16 nan = _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7f));
+    const __m512i bits =
+        _mm512_mask_mov_epi32(_mm512_castps_si512(f), nan, _mm512_set1_epi32(0x7fc00000));
+    return _mm512_castsi512_ps(_mm512_or_si512(bits, sign));
+}
+static inline __m512 e5m2_x16(__m128i c8) {
+    return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(c8), 8));
+}
+#elif defined(__AVX2__) && defined(__F16C__)
+static inline __m256 e4m3_x8(__m128i c8) {
+    const __m256i w = _mm256_cvtepu8_epi32(c8);
+    const __m256i mag = _mm256_and_si256(w, _mm256_set1_epi32(0x7f));
+    const __m256 f =
+        _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(mag, 20)), _mm256_set1_ps(0x1p120f));
+    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x80)), 24);
+    const __m256i nan = _mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7f));
+    const __m256i bits =
+        _mm256_blendv_epi8(_mm256_castps_si256(f), _mm256_set1_epi32(0x7fc00000), nan);
+    return _mm256_castsi256_ps(_mm256_or_si256(bits, sign));
+}
+static inline __m256 e5m2_x8(__m128i c8) {
+    return _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(c8), 8));
+}
+#endif
+
+template <DType T> static inline float fp8_to_float(uint8_t c) {
+    return T == DType::E4M3 ? e4m3_to_float(c) : e5m2_to_float(c);
+}
+
+// dst[x] = fp8 value of src[x] * scale (one fp32 rounding: the dequantized value), T E4M3 / E5M2
+template <DType T>
+static inline void widen_fp8(const uint8_t *src, float scale, float *dst, size_t n) {
+    size_t x = 0;
+#if defined(__AVX512F__)
+    const __m512 s16 = _mm512_set1_ps(scale);
+    for (; x + 16 <= n; x += 16) {
+        const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i *>(src + x));
+        _mm512_storeu_ps(dst + x, _mm512_mul_ps(T == DType::E4M3 ? e4m3_x16(c) : e5m2_x16(c), s16));
+    }
+#elif defined(__AVX2__) && defined(__F16C__)
+    const __m256 s8 = _mm256_set1_ps(scale);
+    for (; x + 8 <= n; x += 8) {
+        const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(src + x));
+        _mm256_storeu_ps(dst + x, _mm256_mul_ps(T == DType::E4M3 ? e4m3_x8(c) : e5m2_x8(c), s8));
+    }
+#endif
+    for (; x < n; ++x) dst[x] = fp8_to_float<T>(src[x]) * scale;
+}
+
 // dst[0, n) = src[0, n), then zeros up to `padded`.
 static inline void copy_row(float *dst, const float *src, size_t n, size_t padded) {
     size_t x = 0;
@@ -88,6 +148,12 @@ static inline void widen_row(const KvRows &kv, size_t j, float *dst, size_t n, s
         break;
     case DType::I8:
         widen_i8(reinterpret_cast<const int8_t *>(src), kv.scale[soff], dst, n);
+        break;
+    case DType::E4M3:
+        widen_fp8<DType::E4M3>(src, kv.scale[soff], dst, n);
+        break;
+    case DType::E5M2:
+        widen_fp8<DType::E5M2>(src, kv.scale[soff], dst, n);
         break;
     }
     for (size_t x = n; x < padded; ++x) dst[x] = 0.0f;
@@ -228,9 +294,72 @@ static size_t quantize_rows_i8(const float *src, size_t rows, size_t dim, int8_t
     return rows;
 }
 
+// fp8 of `rows` rows of `dim` values with one scale: code = x / scale (fp32 quotient) rounded
+// to nearest even, saturating to the format's largest finite value (a quotient that overflows
+// fp32 too; float_to_e4m3 / float_to_e5m2 bit for bit). Returns the first row holding a
+// non-finite value (nothing written from it on), or `rows`. T is E4M3 or E5M2.
+template <DType T>
+static size_t quantize_rows_fp8_t(const float *src, size_t rows, size_t dim, float scale,
+                                  uint8_t *dst) {
+    constexpr bool e4 = T == DType::E4M3;
+    for (size_t r = 0; r < rows; ++r) {
+        const float *x = src + r * dim;
+        uint8_t *q = dst + r * dim;
+        bool finite = true;
+        for (size_t c = 0; c < dim; ++c)
+            if (!(__builtin_fabsf(x[c]) <= 3.40282347e38f)) finite = false;
+        if (!finite) return r;
+        size_t c = 0;
+#if defined(__AVX512F__)
+        const __m512 vs = _mm512_set1_ps(scale);
+        const __m512i absm = _mm512_set1_epi32(0x7fffffff);
+        const __m512i top = _mm512_set1_epi32(e4 ? 0x43e00000 : 0x47600000);
+        const __m512i minnorm = _mm512_set1_epi32(e4 ? 0x3c800000 : 0x38800000);
+        const __m512 sub_mul = _mm512_set1_ps(e4 ? 512.0f : 65536.0f);
+        const int shift = e4 ? 20 : 21;
+        const __m512i half = _mm512_set1_epi32(e4 ? 0x7ffff : 0xfffff), one = _mm512_set1_epi32(1);
+        const __m512i rebias = _mm512_set1_epi32(e4 ? 120 << 3 : 112 << 2);
+        for (; c + 16 <= dim; c += 16) {
+            const __m512i u = _mm512_castps_si512(_mm512_div_ps(_mm512_loadu_ps(x + c), vs));
+            const __m512i sign =
+                _mm512_and_si512(_mm512_srli_epi32(u, 24), _mm512_set1_epi32(0x80));
+            const __m512i a = _mm512_min_epu32(_mm512_and_si512(u, absm), top);
+            const __m512i lsb =
+                _mm512_and_si512(_mm512_srlv_epi32(a, _mm512_set1_epi32(shift)), one);
+            const __m512i rn =
+                _mm512_sub_epi32(_mm512_srlv_epi32(_mm512_add_epi32(a, _mm512_add_epi32(half, lsb)),
+                                                   _mm512_set1_epi32(shift)),
+                                 rebias);
+            const __m512i rs =
+                _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(a), sub_mul),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            const __mmask16 small = _mm512_cmplt_epu32_mask(a, minnorm);
+            const __m512i code = _mm512_or_si512(_mm512_mask_mov_epi32(rn, small, rs), sign);
+            _mm_storeu_si128(reinterpret_cast<__m128i *>(q + c), _mm512_cvtepi32_epi8(code));
+        }
+#endif
+        for (; c < dim; ++c) q[c] = e4 ? float_to_e4m3(x[c] / scale) : float_to_e5m2(x[c] / scale);
+    }
+    return rows;
+}
+
+static size_t quantize_rows_fp8(const float *src, size_t rows, size_t dim, DType type, float scale,
+                                uint8_t *dst) {
+    return type == DType::E4M3 ? quantize_rows_fp8_t<DType::E4M3>(src, rows, dim, scale, dst)
+                               : quantize_rows_fp8_t<DType::E5M2>(src, rows, dim, scale, dst);
+}
+
+// dst[x] = the fp8 value of src[x] times scale (as the kernels widen it).
+static void convert_fp8_to_f32(const uint8_t *src, size_t n, DType type, float scale, float *dst) {
+    if (type == DType::E4M3)
+        widen_fp8<DType::E4M3>(src, scale, dst, n);
+    else
+        widen_fp8<DType::E5M2>(src, scale, dst, n);
+}
+
 // ---- Typed loads for the decode path: kL values of a stored row from element dd on, widened
 // in the register, so a 16-bit / int8 row is never stored to scratch and read back. 16-bit
-// values are exactly the values widen_row writes; int8 values come without their scale (the
+// values are exactly the values widen_row writes; int8 and fp8 values come without their scale (the
 // decode path applies a row's scale once, to its score or its probability, instead of to each
 // of its head_dim values) ----
 
@@ -242,6 +371,9 @@ template <DType T> static inline float value_raw(const unsigned char *row, size_
         return bf16_to_float(reinterpret_cast<const uint16_t *>(row)[dd]);
     case DType::I8:
         return static_cast<float>(reinterpret_cast<const int8_t *>(row)[dd]);
+    case DType::E4M3:
+    case DType::E5M2:
+        return fp8_to_float<T>(row[dd]);
     default:
         return reinterpret_cast<const float *>(row)[dd];
     }
@@ -259,6 +391,10 @@ template <DType T> static inline vf vload_raw(const unsigned char *row, size_t d
                 _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
                                       reinterpret_cast<const __m256i *>(row + 2 * dd))),
                                   16)));
+        if (T == DType::E4M3)
+            return vf(e4m3_x16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(row + dd))));
+        if (T == DType::E5M2)
+            return vf(e5m2_x16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(row + dd))));
         return vf(_mm512_cvtepi32_ps(
             _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(row + dd)))));
     }
@@ -272,6 +408,10 @@ template <DType T> static inline vf vload_raw(const unsigned char *row, size_t d
                 _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(
                                       reinterpret_cast<const __m128i *>(row + 2 * dd))),
                                   16)));
+        if (T == DType::E4M3)
+            return vf(e4m3_x8(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(row + dd))));
+        if (T == DType::E5M2)
+            return vf(e5m2_x8(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(row + dd))));
         return vf(_mm256_cvtepi32_ps(
             _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(row + dd)))));
     }

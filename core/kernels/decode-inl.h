@@ -157,7 +157,7 @@ static inline void decode_qk_run(const unsigned char *kt, size_t kstep, const fl
         for (size_t u = 0; u < QB; ++u) kr[u] = kt + (x0 + u) * kstep;
         prefetch_rows(pk + x0 * kstep, kbytes, kstep, pv + x0 * vstep, vbytes, vstep, QB);
         decode_qk_block<T, QB>(kr, q, dpad, d, sums);
-        if (T == DType::I8) { // each sum times its key's scale (one rounding)
+        if (has_scale(T)) { // each sum times its key's scale (one rounding)
             float ks[QB];
             for (size_t u = 0; u < QB; ++u) ks[u] = kst[(x0 + u) * ksrow];
             for (size_t rr = 0; rr < kDecodeRows; ++rr)
@@ -175,7 +175,7 @@ static inline void decode_qk_run(const unsigned char *kt, size_t kstep, const fl
         for (size_t rr = 0; rr < nr; ++rr)
             for (size_t u = 0; u < nb; ++u)
                 sc[rr * kBK + x0 + u] =
-                    T == DType::I8 ? sums[rr * QB + u] * kst[(x0 + u) * ksrow] : sums[rr * QB + u];
+                    has_scale(T) ? sums[rr * QB + u] * kst[(x0 + u) * ksrow] : sums[rr * QB + u];
     }
 }
 
@@ -209,8 +209,8 @@ static inline void decode_qk_tile(const KvRows &krows, const KvRows &vrows, size
                 pk = row_at(krows, ja);
                 pv = row_at(vrows, ja);
             }
-            decode_qk_run<T>(kt, kstep, T == DType::I8 ? krows.scale + soff : nullptr, krows.srow,
-                             pk, pv, vstep, kbytes, vbytes, n, q, dpad, d, nr, sc + x);
+            decode_qk_run<T>(kt, kstep, has_scale(T) ? krows.scale + soff : nullptr, krows.srow, pk,
+                             pv, vstep, kbytes, vbytes, n, q, dpad, d, nr, sc + x);
             x += n;
         }
         return;
@@ -228,7 +228,7 @@ static inline void decode_qk_tile(const KvRows &krows, const KvRows &vrows, size
             krows.locate(j0, &doff, &soff);
             for (size_t u = 0; u < kQB; ++u) {
                 kr[u] = krows.base + (doff + u * krows.row) * krows.elem;
-                ks[u] = T == DType::I8 ? krows.scale[soff + u * krows.srow] : 1.0f;
+                ks[u] = has_scale(T) ? krows.scale[soff + u * krows.srow] : 1.0f;
             }
             if (j0 + ahead + kQB <= klim) {
                 if (krows.same_page(j0, ahead + kQB) && vrows.same_page(j0, ahead + kQB))
@@ -257,13 +257,13 @@ static inline void decode_qk_tile(const KvRows &krows, const KvRows &vrows, size
                 size_t doff, soff;
                 krows.locate(jbase + kidx[x0 + u], &doff, &soff);
                 kr[u] = krows.base + doff * krows.elem;
-                ks[u] = T == DType::I8 ? krows.scale[soff] : 1.0f;
+                ks[u] = has_scale(T) ? krows.scale[soff] : 1.0f;
             }
         }
         // [rr][u]; an int8 key's scale applied here unless the head_dim tail is still to come
         alignas(64) float sums[kQSums];
         decode_qk_block<T>(kr, q, dpad, dqv, sums);
-        if (T == DType::I8 && dqv == d)
+        if (has_scale(T) && dqv == d)
             for (size_t rr = 0; rr < kDecodeRows; ++rr)
                 for (size_t u = 0; u < kQB; ++u) sums[rr * kQB + u] *= ks[u];
         for (size_t rr = 0; rr < nr; ++rr) {
@@ -276,7 +276,7 @@ static inline void decode_qk_tile(const KvRows &krows, const KvRows &vrows, size
                 if (dqv < d) { // the tail, then an int8 key's scale (once)
                     for (size_t dd = dqv; dd < d; ++dd)
                         sum = __builtin_fmaf(q[rr * dpad + dd], value_raw<T>(kr[u], dd), sum);
-                    sum = T == DType::I8 ? sum * ks[u] : sum;
+                    sum = has_scale(T) ? sum * ks[u] : sum;
                 }
                 sc[rr * kBK + x0 + u] = sum;
             }
@@ -414,7 +414,7 @@ static inline void decode_pv_tile(const KvRows &vb, size_t jbase, const unsigned
         const unsigned char *row = vb.base + doff * vb.elem;
         const size_t step = vb.row * vb.elem;
         for (size_t x = 0; x < nk; ++x) vraw[x] = row + x * step;
-        if (T == DType::I8)
+        if (has_scale(T))
             for (size_t x = 0; x < nk; ++x) vs[x] = vb.scale[soff + x * vb.srow];
     } else {
         for (size_t x = 0; x < nk; ++x) {
@@ -426,10 +426,10 @@ static inline void decode_pv_tile(const KvRows &vb, size_t jbase, const unsigned
                 vb.locate(j, &doff, &soff);
             }
             vraw[x] = vb.base + doff * vb.elem;
-            if (T == DType::I8) vs[x] = vb.scale[soff];
+            if (has_scale(T)) vs[x] = vb.scale[soff];
         }
     }
-    if (T == DType::I8) {
+    if (has_scale(T)) {
         const size_t nkv = kround_up(nk, kL);
         for (size_t x = nk; x < nkv; ++x) vs[x] = 0.0f;
         for (size_t rr = 0; rr < kDecodeRows; ++rr)
@@ -552,6 +552,12 @@ template <class F> static inline void with_type(DType t, F &&f) {
     case DType::I8:
         f(TypeTag<DType::I8>());
         break;
+    case DType::E4M3:
+        f(TypeTag<DType::E4M3>());
+        break;
+    case DType::E5M2:
+        f(TypeTag<DType::E5M2>());
+        break;
     default:
         f(TypeTag<DType::F32>());
     }
@@ -648,7 +654,7 @@ __attribute__((always_inline)) static inline void decode_tile_pv(const Params &p
     float *o = h.o, *sc = h.sc;
     const size_t jbase = tile.jbase, nk = tile.nk;
     // int8 V under batch invariance: widened with its scale like the row blocks' rows
-    const bool widen = p.invariant && vb.type == DType::I8;
+    const bool widen = p.invariant && has_scale(vb.type);
     if (!partial_tile && !widen) {
         const unsigned char **vraw = s.vraw;
         float *vs = s.aux2, *ps = s.ps;

@@ -26,7 +26,7 @@ walk_qk_block(const DecodeHead &h, const unsigned char *kt, size_t kstep, size_t
     const unsigned char *kr[QB];
     for (size_t u = 0; u < QB; ++u) kr[u] = kt + (u < nb ? u : 0) * kstep;
     decode_qk_block<T, QB>(kr, h.q, dpad, d, sums);
-    if (T == DType::I8) {
+    if (has_scale(T)) {
         const float *kst = h.krows.scale + soff;
         for (size_t rr = 0; rr < kDecodeRows; ++rr)
             for (size_t u = 0; u < QB; ++u) sums[rr * QB + u] *= kst[(u < nb ? u : 0) * srow];
@@ -105,17 +105,17 @@ static inline void decode_pv_heads(DecodeHead *hs, size_t n, size_t jt, size_t n
                                    size_t nr, const unsigned char **row0, float *ps) {
     const KvRows &v0 = hs[0].vb;
     const size_t dvpad = kround_up(dv, kL), vbytes = dv * v0.elem, vstep = v0.row * v0.elem;
-    size_t soff[T == DType::I8 ? kBK : 1]; // int8: the rows' scale offsets (any head)
+    size_t soff[has_scale(T) ? kBK : 1]; // int8: the rows' scale offsets (any head)
     for (size_t x = 0; x < nk; ++x) { // the first head's rows; another's are as far from its base
         if (x && v0.same_page(jt + x - 1, 2)) { // the next row, as in decode_pv_tile
             row0[x] = row0[x - 1] + vstep;
-            if (T == DType::I8) soff[x] = soff[x - 1] + v0.srow;
+            if (has_scale(T)) soff[x] = soff[x - 1] + v0.srow;
             continue;
         }
         size_t doff, so;
         v0.locate(jt + x, &doff, &so);
         row0[x] = v0.base + doff * v0.elem;
-        if (T == DType::I8) soff[x] = so;
+        if (has_scale(T)) soff[x] = so;
     }
     const size_t passes = (nk + kPVKeys - 1) / kPVKeys;
     auto request = [&](size_t pass, size_t h) {
@@ -133,7 +133,7 @@ static inline void decode_pv_heads(DecodeHead *hs, size_t n, size_t jt, size_t n
             const ptrdiff_t dh = hs[h].vb.base - v0.base;
             for (size_t u = 0; u < cnt; ++u) rows[u] = row0[x0 + u] + dh;
             const float *pr = hs[h].sc + x0;
-            if (T == DType::I8) {
+            if (has_scale(T)) {
                 for (size_t rr = 0; rr < kDecodeRows; ++rr)
                     for (size_t u = 0; u < cnt; ++u)
                         ps[rr * kBK + x0 + u] =
@@ -256,7 +256,7 @@ static inline void decode_pv_pages(DecodeHead *hs, size_t n, size_t jt, size_t n
                 const unsigned char *rows[kPVKeys];
                 for (size_t u = 0; u < cnt; ++u) rows[u] = vt + (x0 + u) * vstep;
                 const float *pr = hs[h].sc + x + x0;
-                if (T == DType::I8) {
+                if (has_scale(T)) {
                     const float *vst = hs[h].vb.scale + soff + x0 * v0.srow;
                     for (size_t rr = 0; rr < kDecodeRows; ++rr)
                         for (size_t u = 0; u < cnt; ++u)
@@ -313,7 +313,7 @@ static void forward_heads(const Params &p, const Tensors &t, const WorkItem *ws,
         const bool km = key_major && s.kidx[nk - 1] == s.kidx[0] + nk - 1;
         // Under batch invariance Q.K^T takes decode_tile's order head by head (the walks sum
         // along head_dim), and int8 V rows are widened with their scales (decode_tile_pv).
-        const bool km_qk = km && !p.invariant, km_pv = km && !(p.invariant && vt == DType::I8);
+        const bool km_qk = km && !p.invariant, km_pv = km && !(p.invariant && has_scale(vt));
         if (km_qk)
             with_type(kt, [&](auto tag) {
                 constexpr DType T = decltype(tag)::value;

@@ -388,6 +388,98 @@ static void test_failing_setters_change_nothing(void) {
     }
 }
 
+/* E4M3 code c by its definition (finite codes): 2^(e-7) * (1 + m/8), subnormal m * 2^-9 */
+static double e4m3(int c) {
+    const int e = (c >> 3) & 15, m = c & 7;
+    const double v = e == 0 ? ldexp(m, -9) : ldexp(8 + m, e - 10);
+    return (c & 0x80) ? -v : v;
+}
+
+/* fp8 K / V from C: the bindings, the scale strides and their required lengths, the converters,
+ * and one decode step against a float64 computation written out here. */
+static void test_fp8(void) {
+    attn_desc *d = NULL;
+    attn_args *a = NULL;
+    /* batch 1, 2 query heads on 2 KV heads, 1 query, 3 keys, head_dim 2 */
+    EXPECT(attn_desc_create(&d, 1, 2, 2, 1, 3, 2) == ATTN_OK);
+    EXPECT(attn_args_create(&a) == ATTN_OK);
+    uint8_t k[12] = {0x38, 0x30, 0xb8, 0x40, 0x3c, 0x01, 0x44, 0xc0, 0x00, 0x7e, 0x34, 0x38};
+    uint8_t v[12] = {0x38, 0x48, 0x40, 0xb0, 0x3a, 0x3e, 0x50, 0x30, 0x28, 0xc4, 0x31, 0x39};
+    float q[4] = {0.5f, -0.25f, 0.125f, 1.0f}, out[4] = {0}, ks[2] = {0.5f, 0.03125f},
+          vs[2] = {2.0f, 0.25f};
+    EXPECT(fails_with(attn_args_set_fp8(a, ATTN_K, ATTN_DTYPE_I8, k, 12), ATTN_ERR_INVALID_ARGUMENT,
+                      "attn_args_set_fp8", "fmt (3)"));
+    EXPECT(fails_with(attn_args_set_fp8(a, ATTN_Q, ATTN_DTYPE_FP8_E4M3, k, 12),
+                      ATTN_ERR_INVALID_ARGUMENT, "q cannot be bound", "fp8 storage is for K"));
+    EXPECT(fails_with(attn_args_set_fp8(a, ATTN_K, ATTN_DTYPE_FP8_E4M3, NULL, 12),
+                      ATTN_ERR_INVALID_ARGUMENT, "k is NULL with len 12", NULL));
+    EXPECT(fails_with(attn_args_set_out_fp8(NULL, ATTN_K, ATTN_DTYPE_FP8_E5M2, k, 12),
+                      ATTN_ERR_NULL_POINTER, "attn_args_set_out_fp8", "args"));
+    /* the scale lengths: one per row by default, one per tensor / per KV head by zero strides */
+    EXPECT(attn_desc_required_len(d, ATTN_K_SCALE) == 6);
+    EXPECT(attn_desc_set_strides(d, ATTN_K_SCALE, 0, 0, 0) == ATTN_OK);
+    EXPECT(attn_desc_required_len(d, ATTN_K_SCALE) == 1);
+    EXPECT(attn_desc_set_strides(d, ATTN_K_SCALE, 0, 1, 0) == ATTN_OK);
+    EXPECT(attn_desc_required_len(d, ATTN_K_SCALE) == 2);
+    EXPECT(attn_desc_set_strides(d, ATTN_V_SCALE, 0, 1, 0) == ATTN_OK);
+    EXPECT(attn_args_set_f32(a, ATTN_Q, q, 4) == ATTN_OK);
+    EXPECT(attn_args_set_fp8(a, ATTN_K, ATTN_DTYPE_FP8_E4M3, k, 12) == ATTN_OK);
+    EXPECT(attn_args_set_fp8(a, ATTN_V, ATTN_DTYPE_FP8_E4M3, v, 12) == ATTN_OK);
+    EXPECT(attn_args_set_out_f32(a, ATTN_OUT, out, 4) == ATTN_OK);
+    EXPECT(attn_args_set_f32(a, ATTN_K_SCALE, ks, 1) == ATTN_OK);
+    EXPECT(attn_args_set_f32(a, ATTN_V_SCALE, vs, 2) == ATTN_OK);
+    EXPECT(fails_with(attn_run(d, ATTN_OP_FORWARD, a), ATTN_ERR_INVALID_ARGUMENT,
+                      "k_scale has 1 elements", "needs at least 2"));
+    EXPECT(attn_args_set_f32(a, ATTN_K_SCALE, ks, 2) == ATTN_OK);
+    /* a failed bind keeps the binding */
+    EXPECT(attn_args_set_fp8(a, ATTN_K, (attn_dtype)99, k, 12) == ATTN_ERR_INVALID_ARGUMENT);
+    EXPECT(attn_run(d, ATTN_OP_FORWARD, a) == ATTN_OK);
+    double worst = 0;
+    for (int h = 0; h < 2; ++h) {
+        double s[3], m = -INFINITY, den = 0;
+        for (int j = 0; j < 3; ++j) {
+            const uint8_t *kr = k + (h * 3 + j) * 2;
+            s[j] = (q[h * 2] * (double)(float)(e4m3(kr[0]) * ks[h]) +
+                    q[h * 2 + 1] * (double)(float)(e4m3(kr[1]) * ks[h])) /
+                   sqrt(2.0);
+            if (s[j] > m) m = s[j];
+        }
+        for (int j = 0; j < 3; ++j) den += (s[j] = exp(s[j] - m));
+        for (int e = 0; e < 2; ++e) {
+            double o = 0;
+            for (int j = 0; j < 3; ++j)
+                o += s[j] / den * (double)(float)(e4m3(v[(h * 3 + j) * 2 + e]) * vs[h]);
+            const double err = fabs(o - out[h * 2 + e]) / (fabs(o) > 1 ? fabs(o) : 1);
+            if (err > worst) worst = err;
+        }
+    }
+    EXPECT(worst <= 1e-6);
+    /* a scale on an fp32 K is refused; none on an fp8 K reads as 1 */
+    float kf[12] = {0};
+    EXPECT(attn_args_set_f32(a, ATTN_K, kf, 12) == ATTN_OK);
+    EXPECT(fails_with(attn_run(d, ATTN_OP_FORWARD, a), ATTN_ERR_INVALID_ARGUMENT,
+                      "k_scale is bound but k is not int8 or fp8", NULL));
+    EXPECT(attn_args_set_fp8(a, ATTN_K, ATTN_DTYPE_FP8_E5M2, k, 12) == ATTN_OK);
+    EXPECT(attn_args_set_f32(a, ATTN_K_SCALE, NULL, 0) == ATTN_OK);
+    EXPECT(attn_run(d, ATTN_OP_FORWARD, a) == ATTN_OK);
+    attn_args_destroy(a);
+    attn_desc_destroy(d);
+    /* the converters */
+    float x[6] = {1.0f, -448.0f, 1e6f, 0.0f, NAN, 2.0f}, y[6];
+    uint8_t c[6] = {0};
+    EXPECT(attn_quantize_fp8(x, 2, 2, ATTN_DTYPE_FP8_E4M3, 1.0f, c) == ATTN_OK);
+    EXPECT(c[0] == 0x38 && c[1] == 0xfe && c[2] == 0x7e && c[3] == 0x00);
+    EXPECT(attn_dequantize_fp8(c, 2, 2, ATTN_DTYPE_FP8_E4M3, 0.5f, y) == ATTN_OK);
+    EXPECT(y[0] == 0.5f && y[1] == -224.0f && y[2] == 224.0f && y[3] == 0.0f);
+    EXPECT(fails_with(attn_quantize_fp8(x, 3, 2, ATTN_DTYPE_FP8_E5M2, 1.0f, c),
+                      ATTN_ERR_INVALID_ARGUMENT, "attn_quantize_fp8", "src row 2"));
+    EXPECT(c[0] == 0x3c && c[3] == 0x00); /* the rows before it are written (E5M2 1.0, 0) */
+    EXPECT(fails_with(attn_quantize_fp8(x, 2, 2, ATTN_DTYPE_FP8_E4M3, 0.0f, c),
+                      ATTN_ERR_INVALID_ARGUMENT, "scale (0)", "> 0"));
+    EXPECT(fails_with(attn_dequantize_fp8(c, 2, 2, (attn_dtype)0, 1.0f, y),
+                      ATTN_ERR_INVALID_ARGUMENT, "attn_dequantize_fp8", "not an fp8 format"));
+}
+
 int main(void) {
     test_version_and_status();
     test_create();
@@ -398,6 +490,7 @@ int main(void) {
     test_thread_local_errors();
     test_large_scale();
     test_failing_setters_change_nothing();
+    test_fp8();
     printf("%d passed, %d failed\n", g_passed, g_failed);
     return g_failed == 0 ? 0 : 1;
 }

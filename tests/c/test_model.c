@@ -24,17 +24,26 @@ static int g_passed, g_failed;
     } while (0)
 
 /* Every setter, with the type it binds and its direction. */
-enum { N_SETTERS = 10 };
+enum { N_SETTERS = 14 };
 static const struct {
     const char *name;
     attn_dtype type;
     int output;
 } k_setters[N_SETTERS] = {
-    {"attn_args_set_f32", ATTN_DTYPE_F32, 0},       {"attn_args_set_f16", ATTN_DTYPE_F16, 0},
-    {"attn_args_set_bf16", ATTN_DTYPE_BF16, 0},     {"attn_args_set_i8", ATTN_DTYPE_I8, 0},
-    {"attn_args_set_u8", ATTN_DTYPE_U8, 0},         {"attn_args_set_i32", ATTN_DTYPE_I32, 0},
-    {"attn_args_set_out_f32", ATTN_DTYPE_F32, 1},   {"attn_args_set_out_f16", ATTN_DTYPE_F16, 1},
-    {"attn_args_set_out_bf16", ATTN_DTYPE_BF16, 1}, {"attn_args_set_out_i8", ATTN_DTYPE_I8, 1},
+    {"attn_args_set_f32", ATTN_DTYPE_F32, 0},
+    {"attn_args_set_f16", ATTN_DTYPE_F16, 0},
+    {"attn_args_set_bf16", ATTN_DTYPE_BF16, 0},
+    {"attn_args_set_i8", ATTN_DTYPE_I8, 0},
+    {"attn_args_set_u8", ATTN_DTYPE_U8, 0},
+    {"attn_args_set_i32", ATTN_DTYPE_I32, 0},
+    {"attn_args_set_out_f32", ATTN_DTYPE_F32, 1},
+    {"attn_args_set_out_f16", ATTN_DTYPE_F16, 1},
+    {"attn_args_set_out_bf16", ATTN_DTYPE_BF16, 1},
+    {"attn_args_set_out_i8", ATTN_DTYPE_I8, 1},
+    {"attn_args_set_fp8", ATTN_DTYPE_FP8_E4M3, 0},
+    {"attn_args_set_fp8", ATTN_DTYPE_FP8_E5M2, 0},
+    {"attn_args_set_out_fp8", ATTN_DTYPE_FP8_E4M3, 1},
+    {"attn_args_set_out_fp8", ATTN_DTYPE_FP8_E5M2, 1},
 };
 
 /* What attn.h says each setter binds, written out plainly: the independent reference the table
@@ -50,6 +59,10 @@ static const int k_header_accepts[N_SETTERS][16] = {
     {ATTN_OUT, ATTN_LSE, ATTN_WEIGHTS, ATTN_KEY_MASS, ATTN_DQ, ATTN_DK, ATTN_DV, ATTN_DBIAS,
      ATTN_DSINKS, ATTN_K, ATTN_V, ATTN_K_SCALE, ATTN_V_SCALE, -1},
     {ATTN_K, ATTN_V, -1},
+    {ATTN_K, ATTN_V, -1},
+    {ATTN_K, ATTN_V, -1},
+    {ATTN_K, ATTN_V, ATTN_NEW_K, ATTN_NEW_V, -1},
+    {ATTN_K, ATTN_V, ATTN_NEW_K, ATTN_NEW_V, -1},
     {ATTN_K, ATTN_V, -1},
     {ATTN_K, ATTN_V, -1},
 };
@@ -89,8 +102,13 @@ static attn_status call_setter(int s, attn_args *a, attn_operand w, void *buf) {
         return attn_args_set_out_f16(a, w, (uint16_t *)buf, 1);
     case 8:
         return attn_args_set_out_bf16(a, w, (uint16_t *)buf, 1);
-    default:
+    case 9:
         return attn_args_set_out_i8(a, w, (int8_t *)buf, 1);
+    case 10:
+    case 11:
+        return attn_args_set_fp8(a, w, k_setters[s].type, (const uint8_t *)buf, 1);
+    default:
+        return attn_args_set_out_fp8(a, w, k_setters[s].type, (uint8_t *)buf, 1);
     }
 }
 
@@ -113,7 +131,7 @@ static void test_operands(void) {
         ++count;
         EXPECT(name != NULL && name[0] != '\0');
         EXPECT(in != 0 || out != 0);
-        EXPECT((in | out) < (1u << (ATTN_DTYPE_I32 + 1)));
+        EXPECT((in | out) < (1u << (ATTN_DTYPE_FP8_E5M2 + 1)));
         EXPECT(rank >= 1 && rank <= 4);
         /* strided: attn_desc_set_strides accepts it (zero strides are valid for every operand
          * that takes strides, except OUT, whose rows must not overlap: its default strides) */
@@ -188,7 +206,8 @@ static void test_operands(void) {
         EXPECT(attn_operand_info(ATTN_K, &name, &in, &out, &rank, &strided) == ATTN_OK);
         EXPECT(!strcmp(name, "k") && rank == 4 && strided == 1 && in == out &&
                in == ((1u << ATTN_DTYPE_F32) | (1u << ATTN_DTYPE_F16) | (1u << ATTN_DTYPE_BF16) |
-                      (1u << ATTN_DTYPE_I8)));
+                      (1u << ATTN_DTYPE_I8) | (1u << ATTN_DTYPE_FP8_E4M3) |
+                      (1u << ATTN_DTYPE_FP8_E5M2)));
         EXPECT(attn_operand_info(ATTN_CU_SEQLENS_Q, &name, NULL, NULL, &rank, NULL) == ATTN_OK);
         EXPECT(!strcmp(name, "cu_seqlens_q") && rank == 1);
         EXPECT(attn_operand_info(ATTN_KEY_VALID, NULL, &in, NULL, &rank, NULL) == ATTN_OK);

@@ -169,7 +169,7 @@ attn_desc *make_desc(const Pack &c) {
                     ATTN_OK);
             REQUIRE(attn_desc_set_strides(d, ATTN_V, c.hkv * c.page * c.dv, c.page * c.dv, c.dv) ==
                     ATTN_OK);
-            if (c.store == 3) // the scales in the same head-major page layout
+            if (c.store == 3) // the scales in the same head-major page layout (fp8: below)
                 for (attn_operand w : {ATTN_K_SCALE, ATTN_V_SCALE})
                     REQUIRE(attn_desc_set_strides(d, w, c.hkv * c.page, c.page, 1) == ATTN_OK);
         }
@@ -177,6 +177,9 @@ attn_desc *make_desc(const Pack &c) {
         REQUIRE(attn_desc_set_strides(d, ATTN_K, 0, c.d, c.kv_row(c.d)) == ATTN_OK);
         REQUIRE(attn_desc_set_strides(d, ATTN_V, 0, c.dv, c.kv_row(c.dv)) == ATTN_OK);
     }
+    if (c.store >= 4) // fp8: one scale per tensor (0, 0, 0) or per KV head (0, 1, 0)
+        for (attn_operand w : {ATTN_K_SCALE, ATTN_V_SCALE})
+            REQUIRE(attn_desc_set_strides(d, w, 0, c.store == 5 ? 1 : 0, 0) == ATTN_OK);
     return d;
 }
 
@@ -191,6 +194,25 @@ void quantize_rows(const std::vector<float> &x, size_t dim, std::vector<int8_t> 
         REQUIRE(attn_quantize_i8(row, 1, dim, q.data() + r * dim, &scale[r]) == ATTN_OK);
     }
 }
+
+std::vector<float> fp8_scales(const Pack &c, bool value) {
+    // |K| <= 1, |V| <= 2: E4M3 codes up to 256 of its 448, E5M2 far inside its range
+    if (c.store == 4) return {value ? 1.0f / 128 : 1.0f / 256};
+    std::vector<float> s(c.hkv);
+    for (size_t h = 0; h < c.hkv; ++h) s[h] = (value ? 0.002f : 0.001f) * static_cast<float>(h + 1);
+    return s;
+}
+
+namespace {
+
+// The fp8 codes of one row of `dim` values of KV head h (its head's scale).
+void fp8_row(const Pack &c, bool value, const float *x, size_t dim, size_t h, uint8_t *code) {
+    const attn_dtype fmt = c.store == 4 ? ATTN_DTYPE_FP8_E4M3 : ATTN_DTYPE_FP8_E5M2;
+    const std::vector<float> s = fp8_scales(c, value);
+    REQUIRE(attn_quantize_fp8(x, 1, dim, fmt, s.size() == 1 ? s[0] : s[h], code) == ATTN_OK);
+}
+
+} // namespace
 
 attn_args *make_args(const Pack &c) {
     attn_args *a = nullptr;
@@ -207,6 +229,27 @@ attn_args *make_args(const Pack &c) {
         REQUIRE(attn_args_set_i8(a, ATTN_V, c.v8.data(), c.v8.size()) == ATTN_OK);
         REQUIRE(attn_args_set_f32(a, ATTN_K_SCALE, c.kscale.data(), c.kscale.size()) == ATTN_OK);
         REQUIRE(attn_args_set_f32(a, ATTN_V_SCALE, c.vscale.data(), c.vscale.size()) == ATTN_OK);
+    } else if (c.store >= 4) { // representable (round_kv): the quantization is exact
+        const attn_dtype fmt = c.store == 4 ? ATTN_DTYPE_FP8_E4M3 : ATTN_DTYPE_FP8_E5M2;
+        for (int value = 0; value < 2; ++value) {
+            const size_t dim = value ? c.dv : c.d;
+            const std::vector<float> &x = value ? c.v : c.k;
+            // the keys' rows; every other byte a NaN code, so that a read of it would show
+            std::vector<uint8_t> &code = value ? c.vf8 : c.kf8;
+            code.assign(x.size(), 0x7f);
+            for (size_t b = 0; b < c.batch; ++b)
+                for (size_t h = 0; h < c.hkv; ++h)
+                    for (size_t j = 0; j < c.lk[b]; ++j) {
+                        const size_t at = c.kv_at(b, h, j, dim);
+                        fp8_row(c, value, x.data() + at, dim, h, code.data() + at);
+                    }
+            REQUIRE(attn_args_set_fp8(a, value ? ATTN_V : ATTN_K, fmt, code.data(), code.size()) ==
+                    ATTN_OK);
+            std::vector<float> &scale = value ? c.vscale : c.kscale;
+            scale = fp8_scales(c, value);
+            REQUIRE(attn_args_set_f32(a, value ? ATTN_V_SCALE : ATTN_K_SCALE, scale.data(),
+                                      scale.size()) == ATTN_OK);
+        }
     } else { // the values are representable (round_kv): the conversion is exact
         const auto conv = c.store == 1 ? attn_convert_f32_to_f16 : attn_convert_f32_to_bf16;
         const auto set = c.store == 1 ? attn_args_set_f16 : attn_args_set_bf16;
@@ -346,6 +389,26 @@ Run run_on_1_and_2_threads(const Pack &c) {
 
 void round_kv(Pack &c) {
     if (c.store == 0) return;
+    if (c.store >= 4) { // each row quantized with its head's scale and widened back
+        const attn_dtype fmt = c.store == 4 ? ATTN_DTYPE_FP8_E4M3 : ATTN_DTYPE_FP8_E5M2;
+        for (auto *seqs : {&c.ks, &c.vs}) {
+            const bool value = seqs == &c.vs;
+            const size_t dim = value ? c.dv : c.d;
+            const std::vector<float> s = fp8_scales(c, value);
+            for (std::vector<float> &x : *seqs) { // [hkv][lk][dim]
+                const size_t per_head = x.size() / c.hkv;
+                std::vector<uint8_t> code(x.size());
+                for (size_t r = 0; r < x.size() / dim; ++r)
+                    fp8_row(c, value, x.data() + r * dim, dim, r * dim / per_head,
+                            code.data() + r * dim);
+                for (size_t h = 0; h < c.hkv; ++h)
+                    REQUIRE(attn_dequantize_fp8(code.data() + h * per_head, 1, per_head, fmt,
+                                                s.size() == 1 ? s[0] : s[h],
+                                                x.data() + h * per_head) == ATTN_OK);
+            }
+        }
+        return;
+    }
     if (c.store == 3) {
         for (auto *seqs : {&c.ks, &c.vs}) {
             const size_t dim = seqs == &c.ks ? c.d : c.dv;

@@ -42,10 +42,13 @@ struct Pack {
     size_t page = 0, max_pages_param = 0, max_pages = 0, num_pages = 0;
     bool head_major = false;
     size_t kv_row_pad = 0; // extra floats per packed K/V token row (mode 0)
-    int store = 0;         // K/V storage: 0 fp32, 1 f16, 2 bf16, 3 int8 (see round_kv)
-    int compute = 0;       // ATTN_PARAM_COMPUTE
+    // K/V storage: 0 fp32, 1 f16, 2 bf16, 3 int8, 4 fp8 E4M3 with one scale per tensor, 5 fp8
+    // E5M2 with one scale per KV head (see round_kv)
+    int store = 0;
+    int compute = 0;                           // ATTN_PARAM_COMPUTE
     mutable std::vector<uint16_t> k16, v16;    // the 16-bit K/V of the call
     mutable std::vector<int8_t> k8, v8;        // the int8 K/V of the call (paged pools)
+    mutable std::vector<uint8_t> kf8, vf8;     // the fp8 K/V of the call
     mutable std::vector<float> kscale, vscale; // and their scales, one per pool row
     std::vector<size_t> lq, lk;
     // per-sequence dense data: q[b] [hq][lq][d], k[b]/v[b] [hkv][lk][d/dv]
@@ -94,6 +97,8 @@ attn_desc *make_desc(const Pack &c);
 // would show.
 void quantize_rows(const std::vector<float> &x, size_t dim, std::vector<int8_t> &q,
                    std::vector<float> &scale);
+// The scales of an fp8 K (or V, when `value`): [1] (store 4) or [hkv] (store 5).
+std::vector<float> fp8_scales(const Pack &c, bool value);
 // Binds the pack's inputs (not OUT / LSE).
 attn_args *make_args(const Pack &c);
 // Rounds every sequence's K and V to the values of c.store (f16 or bf16; int8: each row of

@@ -234,8 +234,8 @@ TEST_CASE("batch invariance: a sequence's output bits do not depend on the call 
 }
 
 // The decode path (a few rows per KV head) against the row blocks, in the storage types and
-// variants whose arithmetic differs between them: every K/V storage (int8 rows with their
-// scales), ALiBi, sinks, softcap, head_dim not a multiple of a vector, GQA groups of 1 to 4.
+// variants whose arithmetic differs between them: every K/V storage (int8 and fp8 rows with
+// their scales), ALiBi, sinks, softcap, head_dim not a multiple of a vector, GQA groups of 1 to 4.
 // The reference is the whole sequence in one paged call (row blocks); decode steps, small
 // chunks and 2 threads must give its bits.
 TEST_CASE("batch invariance: decode steps give the row blocks' bits in every storage and variant") {
@@ -253,6 +253,8 @@ TEST_CASE("batch invariance: decode steps give the row blocks' bits in every sto
         {"ALiBi slopes, sinks", 4, 2, 64, 64, {0, 0.0f, 1, true}},
         {"standard ALiBi, softcap, f16", 4, 1, 64, 64, {1, 8.0f, 2, false}},
         {"head_dim 128, group 4", 4, 1, 128, 128, {0, 0.0f, 0, false}},
+        {"fp8 E4M3 K/V, one scale", 4, 2, 64, 64, {4, 0.0f, 0, false}},
+        {"fp8 E5M2 K/V, a scale per head, head_dim 36, group 1", 2, 2, 36, 36, {5, 0.0f, 0, false}},
     };
     for (Case c : cases) {
         c.cfg.mate_q = 1; // decode steps in a decode batch: the decode path

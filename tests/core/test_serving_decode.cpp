@@ -1,6 +1,6 @@
 // Long decode (>= 4096 keys, the keys split across tiles): token-major K/V (pages or packed rows)
 // walk a batch entry's KV heads together, and give the bits of head-major pages, read head by
-// head, and of a varlen pack; in fp32, f16, bf16 and int8, against the float64 reference.
+// head, and of a varlen pack; in fp32, f16, bf16, int8 and fp8, against the float64 reference.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -14,12 +14,12 @@ TEST_CASE("long decode: token-major K/V walk the heads together, with the per-he
     // >= 4096 keys make a decode call split its keys; token-major K/V (pages, or packed rows)
     // then run a batch entry's KV heads through one pass over the tiles (key-major, see
     // decode_qk_heads), head-major ones head by head. Both must give the same bits, and the
-    // float64 answer; in fp32, f16, bf16 and int8.
+    // float64 answer; in fp32, f16, bf16, int8 and fp8.
     std::mt19937 g(41);
     const std::vector<std::string> names = isas();
     double worst = 0.0;
     size_t compared = 0;
-    for (int n = 0; n < 10; ++n) {
+    for (int n = 0; n < 12; ++n) {
         Pack c;
         c.mode = kDensePaged;
         c.batch = pick(g, 1, 2);
@@ -37,7 +37,11 @@ TEST_CASE("long decode: token-major K/V walk the heads together, with the per-he
         c.max_q = sq;
         c.max_k = *std::max_element(c.lk.begin(), c.lk.end()) + pick(g, 0, 3);
         c.page = n % 3 == 0 ? 16 : pick(g, 5, 64);
-        c.store = n % 3 == 1 ? 1 : n % 5 == 2 ? 2 : n % 4 == 0 ? 3 : 0; // f16, bf16, int8, fp32
+        c.store = n >= 10      ? 4 + n % 2 // fp8 E4M3, E5M2
+                  : n % 3 == 1 ? 1
+                  : n % 5 == 2 ? 2
+                  : n % 4 == 0 ? 3
+                               : 0; // f16, bf16, int8, fp32
         fill_sequences(c, g);
         round_kv(c);
         Pack hm = c, packed = c;

@@ -1,6 +1,6 @@
 // Varlen packs and token-major pages with >= 1024 query rows per KV head: the call copies each KV
-// head's K/V rows once, and gets the bits of head-major pages read in place; in fp32, f16, bf16
-// and int8, against the float64 reference.
+// head's K/V rows once, and gets the bits of head-major pages read in place; in fp32, f16, bf16,
+// int8 and fp8 (one scale per tensor, or per KV head), against the float64 reference.
 #include <doctest/doctest.h>
 
 #include "serving_pack.hpp"
@@ -17,13 +17,13 @@ TEST_CASE("varlen packs and token-major pages with >= 1024 query rows per KV hea
     // random packs check against the reference: 32 heads would take the float64 reference
     // seconds).
     for (const Mode mode : {kVarlen, kVarlenPaged})
-        for (const int store : {0, 1, 2, 3}) {
+        for (const int store : {0, 1, 2, 3, 4, 5}) {
             if (store == 3 && mode == kVarlen) continue;
             std::mt19937 g(11);
             Pack c;
             c.mode = mode;
             c.batch = 3;
-            c.hkv = store == 3 ? 8 : store == 0 ? 2 : 4; // rows >= 1 KiB apart
+            c.hkv = store >= 3 ? 8 : store == 0 ? 2 : 4; // rows >= 1 KiB apart
             c.hq = 4 * c.hkv;
             c.d = c.dv = 130;
             c.causal = ATTN_CAUSAL_BOTTOM_RIGHT;

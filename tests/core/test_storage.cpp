@@ -138,30 +138,6 @@ void store_case(VCase &c, std::mt19937 &g) {
     }
 }
 
-// The condition of the case's logits: max over (query, key) of |scale| * sum_d |q_d k_d|. An fp32
-// dot product is exact to within about sqrt(d) * 2^-24 of that sum (rounding of the partial
-// sums), so a case whose logits are ill-conditioned beyond ~50 carries an fp32 error above 1e-5
-// however it is computed; its tolerance grows in proportion. (tests/core/test_variants.cpp draws
-// the same cases in fp32.)
-double max_logit(const VCase &c) {
-    const ref::VProblem &p = c.p;
-    const double sc = std::fabs(p.eff_scale());
-    const size_t group = p.heads_q / p.heads_kv;
-    double L = 0.0;
-    for (size_t b = 0; b < p.batch; ++b)
-        for (size_t h = 0; h < p.heads_q; ++h)
-            for (size_t i = 0; i < p.seq_q; ++i)
-                for (size_t j = 0; j < p.seq_k; ++j) {
-                    const float *q = c.q.data() + p.at(0, b, h, i);
-                    const float *k = c.k.data() + p.at(1, b, h / group, j);
-                    double dot = 0.0;
-                    for (size_t d = 0; d < p.head_dim; ++d)
-                        dot += std::fabs(static_cast<double>(q[d]) * static_cast<double>(k[d]));
-                    if (!std::isnan(dot)) L = std::max(L, dot * sc);
-                }
-    return L;
-}
-
 } // namespace
 
 TEST_CASE("f16 / bf16 conversions round to nearest even, as the formats define, on every ISA") {
@@ -345,13 +321,7 @@ TEST_CASE("16-bit and int8 storage: 1 and 2 threads give bit-identical results")
 TEST_CASE("long decode (seq_k 9000, key split) with f16 and int8 K/V") {
     std::mt19937 g(13);
     for (int n = 0; n < 4; ++n) {
-        VCase c;
-        ref::VProblem &p = c.p;
-        p.batch = 2, p.heads_kv = 2, p.heads_q = 8, p.seq_q = 1, p.seq_k = 9000;
-        p.head_dim = 128, p.head_dim_v = 128, p.causal = 2;
-        p.set_default_strides();
-        if (n % 2) c.seq_lens = {9000, 5000};
-        fill(c, g);
+        VCase c = long_decode_case(g, n % 2);
         c.store[1] = n < 2 ? 1 : 3;
         c.store[2] = n < 2 ? 2 : 3;
         store_case(c, g);
@@ -368,21 +338,6 @@ TEST_CASE("long decode (seq_k 9000, key split) with f16 and int8 K/V") {
     attn_set_num_threads(0);
     attn_set_isa(nullptr);
 }
-
-namespace {
-
-// The status and message of one call, for the error cases.
-bool fails(attn_status got, attn_status want, const char *needle) {
-    const char *msg = attn_last_error();
-    if (got != want || !std::strstr(msg, needle)) {
-        MESSAGE("status " << got << " (want " << want << "), message \"" << std::string(msg)
-                          << "\" (want it to contain \"" << std::string(needle) << "\")");
-        return false;
-    }
-    return true;
-}
-
-} // namespace
 
 TEST_CASE("storage types: bad bindings and calls are refused with the argument named") {
     attn_desc *d = nullptr;

@@ -37,8 +37,10 @@ struct VCase {
     bool mass = false;
     int weights_mode = ATTN_WEIGHTS_SOFTMAX;
     // Storage of Q, K, V (index 0..2): 0 = f32 (q/k/v above), 1 = f16, 2 = bf16 (bits16[w]),
-    // 3 = int8 (bits8[w] with scales[w], strided by scale_strides[w] when custom_scale[w]).
+    // 3 = int8 (bits8[w] with scales[w], strided by scale_strides[w] when custom_scale[w]),
+    // 4 / 5 = fp8 E4M3 / E5M2 (bits8[w] as bytes; scales[w] as for int8, or none bound when empty).
     int store[3] = {0, 0, 0};
+    bool invariant = false; // ATTN_PARAM_BATCH_INVARIANT
     std::vector<uint16_t> bits16[3];
     std::vector<int8_t> bits8[3];
     std::vector<float> scales[3];
@@ -93,6 +95,7 @@ inline attn_desc *make_desc(const VCase &c) {
     }
     seti(ATTN_PARAM_SOFTMAX_PLUS_ONE, p.plus_one);
     seti(ATTN_PARAM_HEAD_DIM_V, static_cast<int64_t>(p.head_dim_v));
+    seti(ATTN_PARAM_BATCH_INVARIANT, c.invariant);
     seti(ATTN_PARAM_WEIGHTS_MODE, c.weights_mode);
     const attn_operand ops[5] = {ATTN_Q, ATTN_K, ATTN_V, ATTN_OUT, ATTN_BIAS};
     for (int w = 0; w < 5; ++w) {
@@ -133,10 +136,14 @@ inline VRun run(const VCase &c) {
             st = attn_args_set_f16(a, op, c.bits16[w].data(), c.bits16[w].size());
         else if (c.store[w] == 2)
             st = attn_args_set_bf16(a, op, c.bits16[w].data(), c.bits16[w].size());
-        else
+        else if (c.store[w] == 3)
             st = attn_args_set_i8(a, op, c.bits8[w].data(), c.bits8[w].size());
+        else
+            st = attn_args_set_fp8(
+                a, op, c.store[w] == 4 ? ATTN_DTYPE_FP8_E4M3 : ATTN_DTYPE_FP8_E5M2,
+                reinterpret_cast<const uint8_t *>(c.bits8[w].data()), c.bits8[w].size());
         REQUIRE_MESSAGE(st == ATTN_OK, attn_last_error());
-        if (c.store[w] == 3)
+        if (c.store[w] >= 3 && !c.scales[w].empty())
             REQUIRE(attn_args_set_f32(a, w == 1 ? ATTN_K_SCALE : ATTN_V_SCALE, c.scales[w].data(),
                                       c.scales[w].size()) == ATTN_OK);
     }
@@ -165,6 +172,41 @@ inline VRun run(const VCase &c) {
     attn_args_destroy(a);
     attn_desc_destroy(d);
     return r;
+}
+
+// The condition of the case's logits: max over (query, key) of |scale| * sum_d |q_d k_d|. An fp32
+// dot product is exact to within about sqrt(d) * 2^-24 of that sum (rounding of the partial
+// sums), so a case whose logits are ill-conditioned beyond ~50 carries an fp32 error above 1e-5
+// however it is computed; its tolerance grows in proportion (core_storage, core_storage_fp8).
+inline double max_logit(const VCase &c) {
+    const ref::VProblem &p = c.p;
+    const double sc = std::fabs(p.eff_scale());
+    const size_t group = p.heads_q / p.heads_kv;
+    double L = 0.0;
+    for (size_t b = 0; b < p.batch; ++b)
+        for (size_t h = 0; h < p.heads_q; ++h)
+            for (size_t i = 0; i < p.seq_q; ++i)
+                for (size_t j = 0; j < p.seq_k; ++j) {
+                    const float *q = c.q.data() + p.at(0, b, h, i);
+                    const float *k = c.k.data() + p.at(1, b, h / group, j);
+                    double dot = 0.0;
+                    for (size_t d = 0; d < p.head_dim; ++d)
+                        dot += std::fabs(static_cast<double>(q[d]) * static_cast<double>(k[d]));
+                    if (!std::isnan(dot)) L = std::max(L, dot * sc);
+                }
+    return L;
+}
+
+// The case on 1 thread, checked bit for bit (out, lse) against 2 threads (the ISA set by the
+// caller); the thread count is left at 2.
+inline VRun run_on_1_and_2_threads(const VCase &c) {
+    REQUIRE(attn_set_num_threads(1) == ATTN_OK);
+    VRun a = run(c);
+    REQUIRE(attn_set_num_threads(2) == ATTN_OK);
+    const VRun b = run(c);
+    CHECK(std::memcmp(a.out.data(), b.out.data(), a.out.size() * 4) == 0);
+    CHECK(std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * 4) == 0);
+    return a;
 }
 
 // Max error relative to max(1, |reference|); hidden weights must be exactly +0.
@@ -332,6 +374,30 @@ inline VCase random_vcase(std::mt19937 &g, size_t max_seq, bool decode) {
         for (auto &x : c.q_scale) x = uni(g, -2, 2);
     }
     return c;
+}
+
+// A GQA decode step over 9000 keys (the key split), d 128, bottom-right causal, filled (key
+// lengths {9000, 5000} when `short_second`), in fp32: the caller picks the storage.
+inline VCase long_decode_case(std::mt19937 &g, bool short_second) {
+    VCase c;
+    ref::VProblem &p = c.p;
+    p.batch = 2, p.heads_kv = 2, p.heads_q = 8, p.seq_q = 1, p.seq_k = 9000;
+    p.head_dim = 128, p.head_dim_v = 128, p.causal = 2;
+    p.set_default_strides();
+    if (short_second) c.seq_lens = {9000, 5000};
+    fill(c, g);
+    return c;
+}
+
+// The status and message of one call, for the error cases.
+inline bool fails(attn_status got, attn_status want, const char *needle) {
+    const char *msg = attn_last_error();
+    if (got != want || !std::strstr(msg, needle)) {
+        MESSAGE("status " << got << " (want " << want << "), message \"" << std::string(msg)
+                          << "\" (want it to contain \"" << std::string(needle) << "\")");
+        return false;
+    }
+    return true;
 }
 
 } // namespace vcases

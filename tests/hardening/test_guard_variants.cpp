@@ -1,6 +1,6 @@
 // Guard pages for the operands of the extensible call (attn_run, since 0.2): q, k, v, bias,
 // alibi_slopes, sinks, key_valid, allowed, query_valid, seq_lens_k, out, lse, weights and
-// key_mass (and, for the storage types, 16-bit q / k / v, int8 k / v and their k_scale /
+// key_mass (and, for the storage types, 16-bit q / k / v, int8 and fp8 k / v and their k_scale /
 // v_scale) are each placed so that they END at a PROT_NONE page, then (second pass) so that they
 // START right after one; inputs are read-only, outputs surrounded by canaries. Any access one
 // element outside attn_desc_required_len faults and the handler names the buffer. Results are
@@ -27,9 +27,11 @@ struct Shape {
     ref::VProblem p;
     bool bias = false, slopes = false, sinks = false, key_valid = false, allowed = false,
          query_valid = false, lens = false, mass = false, q_scale = false;
-    int store[3] = {0, 0, 0}; // q, k, v: 0 f32, 1 f16, 2 bf16, 3 int8 (k and v only)
-    bool fp16 = false;        // ATTN_PARAM_COMPUTE = ATTN_COMPUTE_FP16
-    bool int8 = false;        // ATTN_PARAM_COMPUTE = ATTN_COMPUTE_INT8
+    // q, k, v: 0 f32, 1 f16, 2 bf16, 3 int8, 4 fp8 E4M3 with a scale per row, 5 fp8 E5M2 without
+    // scales (3-5: k and v only)
+    int store[3] = {0, 0, 0};
+    bool fp16 = false; // ATTN_PARAM_COMPUTE = ATTN_COMPUTE_FP16
+    bool int8 = false; // ATTN_PARAM_COMPUTE = ATTN_COMPUTE_INT8
 };
 
 // The widened value of a 16-bit element (the library's own conversion is checked against the
@@ -162,6 +164,32 @@ void run_case(const Shape &s, Place place, hard::Rng &rng) {
                         for (size_t e = 0; e < dim; ++e)
                             wide[x][at + e] = static_cast<float>(q8[at + e]) * sc[si];
                     }
+        } else if (s.store[x] >= 4) {
+            const size_t dim = x == 1 ? p.head_dim : p.head_dim_v;
+            const attn_operand sop = x == 1 ? ATTN_K_SCALE : ATTN_V_SCALE;
+            const attn_dtype fmt = s.store[x] == 4 ? ATTN_DTYPE_FP8_E4M3 : ATTN_DTYPE_FP8_E5M2;
+            stored[x].init(n, place, x == 1 ? "k_fp8" : "v_fp8");
+            if (s.store[x] == 4) scale[x].init(len(sop) * 4, place, scale_names[x]);
+            uint8_t *c8 = stored[x].as<uint8_t>();
+            float *sc = s.store[x] == 4 ? scale[x].as<float>() : nullptr;
+            for (size_t e = 0; e < n; ++e) c8[e] = static_cast<uint8_t>(rng.range(0, 255));
+            for (size_t b = 0; b < p.batch; ++b)
+                for (size_t h = 0; h < p.heads_kv; ++h)
+                    for (size_t j = 0; j < p.seq_k; ++j) {
+                        const size_t at = p.at(x, b, h, j), si = (b * p.heads_kv + h) * p.seq_k + j;
+                        if (sc) sc[si] = nan;
+                        if (std::isnan(src[at])) continue; // padded: never read
+                        float amax = 0.0f;
+                        for (size_t e = 0; e < dim; ++e)
+                            amax = std::max(amax, std::fabs(src[at + e]));
+                        const float rs = sc && amax > 0.0f ? amax / 224.0f : 1.0f;
+                        if (sc) sc[si] = rs;
+                        HARD_CHECK(attn_quantize_fp8(src + at, 1, dim, fmt, rs, c8 + at) == ATTN_OK,
+                                   "quantize fp8");
+                        HARD_CHECK(attn_dequantize_fp8(c8 + at, 1, dim, fmt, rs, &wide[x][at]) ==
+                                       ATTN_OK,
+                                   "dequantize fp8");
+                    }
         }
     }
     for (GuardBuf *g : {&q, &k, &v, &bias, &slopes, &sinks, &qsc, &kv, &al, &qv, &lens, &stored[0],
@@ -182,10 +210,14 @@ void run_case(const Shape &s, Place place, hard::Rng &rng) {
             bst = attn_args_set_f16(a, op, stored[x].as<uint16_t>(), len(op));
         else if (s.store[x] == 2)
             bst = attn_args_set_bf16(a, op, stored[x].as<uint16_t>(), len(op));
-        else
+        else if (s.store[x] == 3)
             bst = attn_args_set_i8(a, op, stored[x].as<int8_t>(), len(op));
+        else
+            bst = attn_args_set_fp8(a, op,
+                                    s.store[x] == 4 ? ATTN_DTYPE_FP8_E4M3 : ATTN_DTYPE_FP8_E5M2,
+                                    stored[x].as<uint8_t>(), len(op));
         HARD_CHECK(bst == ATTN_OK, "bind");
-        if (s.store[x] == 3) {
+        if (s.store[x] == 3 || s.store[x] == 4) {
             const attn_operand sop = x == 1 ? ATTN_K_SCALE : ATTN_V_SCALE;
             attn_args_set_f32(a, sop, scale[x].as<float>(), len(sop));
         }
@@ -310,10 +342,10 @@ void all_cases(const char *, void *) {
         s.query_valid = rng.chance(0.4);
         s.lens = rng.chance(0.4);
         s.mass = rng.chance(0.5);
-        if (n % 2) { // every other case stores q / k / v in 16 bits or int8
+        if (n % 2) { // every other case stores q / k / v in 16 bits, int8 or fp8
             s.store[0] = static_cast<int>(rng.range(0, 2));
-            s.store[1] = static_cast<int>(rng.range(1, 3));
-            s.store[2] = static_cast<int>(rng.range(0, 3));
+            s.store[1] = static_cast<int>(rng.range(1, 5));
+            s.store[2] = static_cast<int>(rng.range(0, 5));
         }
         for (Place place : {Place::EndAtGuard, Place::StartAfterGuard}) run_case(s, place, rng);
     }

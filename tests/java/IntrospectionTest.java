@@ -119,7 +119,8 @@ class IntrospectionTest {
     void operandInfoAnswersFromTheLibrarysTable() {
         // attn.h / operands.def (the C test's spot checks): types, rank, strides.
         OperandInfo k = Operand.K.info();
-        EnumSet<Dtype> kv = EnumSet.of(Dtype.F32, Dtype.F16, Dtype.BF16, Dtype.I8);
+        EnumSet<Dtype> kv = EnumSet.of(Dtype.F32, Dtype.F16, Dtype.BF16, Dtype.I8, Dtype.FP8_E4M3,
+                                       Dtype.FP8_E5M2);
         assertSame(Operand.K, k.operand());
         assertEquals("k", k.name());
         assertEquals(kv, k.inputTypes());

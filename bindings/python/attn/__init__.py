@@ -20,7 +20,8 @@ from ._common import (Alibi, AlibiForm, ArgumentTypeError, AttentionError, Causa
                       query, query_index, size_arg, status_string, _np)
 from ._args import Args
 from ._desc import Desc, Gradients
-from ._storage import BF16, bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, quantize_i8
+from ._storage import (BF16, bf16_to_f32, dequantize_fp8, f16_to_f32, f32_to_bf16, f32_to_f16,
+                       quantize_fp8, quantize_i8)
 from ._sdpa import scaled_dot_product_attention
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "version", "version_number", "isa", "set_isa", "compute_unit", "num_threads", "set_num_threads",
     "status_string", "library_path", "isa_info", "param_info", "operand_info",
     "BF16", "f32_to_f16", "f32_to_bf16", "f16_to_f32", "bf16_to_f32", "quantize_i8",
+    "quantize_fp8", "dequantize_fp8",
     "Gradients",
 ]
 

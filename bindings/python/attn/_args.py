@@ -12,7 +12,7 @@ from ._binding import (NAMES, OUTPUT, SETTER, dtypes, _BLOCK_TABLE, _CU_SEQLENS_
 from ._common import (Closeable, Operand, OPERAND_TYPES, as_ndarray, check_dtype, check_status,
                       enum_arg, library_error, need_numpy)
 from ._layout import flags_ok
-from ._storage import BF16, storage_setter
+from ._storage import BF16, fp8_format, storage_setter
 
 if TYPE_CHECKING:
     from ._common import ArrayLike
@@ -41,7 +41,8 @@ class Args(Closeable):
 
     def _bind(self, setter, types, writable, operand, array):
         which = enum_arg("operand", operand, Operand, "attn_operand")
-        setter = getattr(_lib, setter)
+        if isinstance(setter, str):
+            setter = getattr(_lib, setter)
         if isinstance(array, BF16):
             array = array.bits
         a, ptr, n = None, None, 0
@@ -93,6 +94,21 @@ class Args(Closeable):
     set_out_i8 = _typed("attn_args_set_out_i8", ("I8",), True)
     set_u8 = _typed("attn_args_set_u8", ("BOOL", "U8"), False)
     set_i32 = _typed("attn_args_set_i32", ("I32",), False)
+
+    def set_fp8(self, operand: _Operand, fmt: Any, array: Optional[ArrayLike]) -> Args:
+        """attn_args_set_fp8: K / V (or NEW_K / NEW_V) as fp8 codes of format fmt ("e4m3" or
+        "e5m2"), a uint8 array bound without a copy; its optional scale is K_SCALE / V_SCALE
+        (set_f32). None unbinds. Returns self."""
+        f = fp8_format(fmt)
+        return self._bind(lambda h, w, p, n: _lib.attn_args_set_fp8(h, w, f, p, n),
+                          (_common.U8,), False, operand, array)
+
+    def set_out_fp8(self, operand: _Operand, fmt: Any, array: Optional[ArrayLike]) -> Args:
+        """attn_args_set_out_fp8: a writable fp8 K / V cache for Desc.run_kv_append_args (a
+        uint8 array of codes). Returns self."""
+        f = fp8_format(fmt)
+        return self._bind(lambda h, w, p, n: _lib.attn_args_set_out_fp8(h, w, f, p, n),
+                          (_common.U8,), True, operand, array)
 
     def _named(which):  # noqa: N805  (set() of one serving operand, by name)
         def method(self, array: Optional[ArrayLike]) -> Args:

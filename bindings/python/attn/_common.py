@@ -67,6 +67,8 @@ class DType(enum.IntFlag):
     I8 = 1 << 3    # int8 arrays with per-row float32 scales
     U8 = 1 << 4    # bool / uint8 masks
     I32 = 1 << 5   # int32 arrays
+    FP8_E4M3 = 1 << 6  # OCP fp8 E4M3 codes in uint8 arrays (Args.set_fp8, with optional scales)
+    FP8_E5M2 = 1 << 7  # OCP fp8 E5M2 codes in uint8 arrays
 
 
 DType.__module__ = "attn"

@@ -80,7 +80,8 @@ attn_args_set_out_i8 s pipz | attn_kv_append s ppp zpz | attn_merge s ppp
 attn_kv_append_args s pp | attn_convert_f32_to_f16 s ppz | attn_convert_f32_to_bf16 s ppz
 attn_convert_f16_to_f32 s ppz | attn_convert_bf16_to_f32 s ppz | attn_quantize_i8 s pzzpp
 attn_operand_info s iCUUII | attn_operand_dims s iC | attn_param_info s iCIDDD
-attn_isa_info s iCI | attn_compute_unit c i
+attn_isa_info s iCI | attn_compute_unit c i | attn_args_set_fp8 s piipz
+attn_args_set_out_fp8 s piipz | attn_quantize_fp8 s pzzifp | attn_dequantize_fp8 s pzzifp
 """
 
 if not hasattr(lib, "attn_isa_info"):  # a library without the queries lacks other calls too

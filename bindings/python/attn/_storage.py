@@ -18,7 +18,24 @@ if TYPE_CHECKING:
 
     from ._common import ArrayLike, F32Array
 
-__all__ = ["BF16", "f32_to_f16", "f32_to_bf16", "f16_to_f32", "bf16_to_f32", "quantize_i8"]
+__all__ = ["BF16", "f32_to_f16", "f32_to_bf16", "f16_to_f32", "bf16_to_f32", "quantize_i8",
+           "quantize_fp8", "dequantize_fp8"]
+
+#: the fp8 formats by name: their attn_dtype values (ATTN_DTYPE_FP8_E4M3 / _E5M2)
+FP8_FORMATS = {"e4m3": 6, "e5m2": 7}
+
+
+def fp8_format(fmt: Any) -> int:
+    """The attn_dtype of an fp8 format given as "e4m3" / "e5m2" (any case) or as an int (the
+    library checks the int)."""
+    if isinstance(fmt, str):
+        if fmt.lower() not in FP8_FORMATS:
+            raise InvalidArgumentError("fmt %r is not an fp8 format: \"e4m3\" or \"e5m2\"" % fmt)
+        return FP8_FORMATS[fmt.lower()]
+    if isinstance(fmt, bool) or not isinstance(fmt, int):
+        raise ArgumentTypeError("fmt is %s, expected \"e4m3\", \"e5m2\" or an attn_dtype int"
+                                % type(fmt).__name__)
+    return int(fmt)
 
 
 class BF16:
@@ -181,6 +198,52 @@ def quantize_i8(x: ArrayLike, out: Optional[ArrayLike] = None,
     return q, s
 
 
+def quantize_fp8(x: ArrayLike, fmt: Any, scale: float = 1.0,
+                 out: Optional[ArrayLike] = None) -> numpy.ndarray:
+    """attn_quantize_fp8 of the rows of float32 x (..., dim) with one scale: uint8 fp8 codes of
+    x's shape (code = x / scale rounded to nearest even, saturating), new or `out`. A failing
+    row is also named by its index in x."""
+    need_numpy()
+    f = fp8_format(fmt)
+    x = as_ndarray("x", x, "float32")
+    check_dtype("x", x, (_common.F32,))
+    if x.ndim == 0:
+        raise InvalidArgumentError("x is a scalar: quantize_fp8 needs rows (..., dim)")
+
+    def call(fn, src, q):
+        rows, dim = math.prod(src.shape[:-1]), src.shape[-1]
+        status = fn(_common.data_ptr(src), rows, dim, f, float(scale), _common.data_ptr(q))
+        if status:
+            err = library_error(status)
+            bad = _np.flatnonzero(~_np.isfinite(src.reshape(rows, dim)).all(axis=1)) if rows \
+                else []
+            if len(bad) and isinstance(err, InvalidArgumentError) and "src row" in err.message:
+                err = InvalidArgumentError("%s (x[%s])" % (err.message, ", ".join(
+                    [str(i) for i in _np.unravel_index(bad[0], src.shape[:-1])] + [":"])))
+            raise err
+
+    return _convert("attn_quantize_fp8", x, (_common.F32,), "float32", [
+        ("out", out, lambda src: src.shape, (_common.U8,), _common.U8, "src and dst overlap")],
+        call)[0]
+
+
+def dequantize_fp8(codes: ArrayLike, fmt: Any, scale: float = 1.0,
+                   out: Optional[ArrayLike] = None) -> F32Array:
+    """attn_dequantize_fp8: the exact float32 values of uint8 fp8 codes times scale (as the
+    kernels read them; NaN codes give NaN), new or `out`."""
+    need_numpy()
+    f = fp8_format(fmt)
+
+    def call(fn, src, y):
+        status = fn(_common.data_ptr(src), 1, src.size, f, float(scale), _common.data_ptr(y))
+        if status:
+            raise library_error(status)
+
+    return _convert("attn_dequantize_fp8", codes, (_common.U8,), "uint8 (fp8 codes)", [
+        ("out", out, lambda src: src.shape, (_common.F32,), _common.F32, "src and dst overlap")],
+        call)[0]
+
+
 def storage_setter(name: str, op: int, a: Any) -> Tuple[Any, Any, Any]:
     """(ndarray, dtype, attn_args setter or None for float32) of a stored q / k / v / dout."""
     if isinstance(a, BF16):
@@ -203,5 +266,5 @@ def storage_setter(name: str, op: int, a: Any) -> Tuple[Any, Any, Any]:
             % (name, dt, name, name))
     raise ArgumentTypeError("%s has dtype %s, expected float32, float16, int8 (k, v) or "
                             "attn.BF16 (no conversion is made: arrays are passed without copies; "
-                            "see attn.f32_to_f16, attn.quantize_i8)"
+                            "see attn.f32_to_f16, attn.quantize_i8; fp8 codes: Args.set_fp8)"
                             % (name, dt.str if dt.byteorder == ">" else dt))

@@ -173,6 +173,12 @@ extern swig_intgo _wrap_attn_args_set_f32_capi_3366b54da5d55ef5(uintptr_t arg1, 
 extern swig_intgo _wrap_attn_args_set_out_f32_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_18 arg4);
 extern swig_intgo _wrap_attn_args_set_u8_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_19 arg4);
 extern swig_intgo _wrap_attn_args_set_i32_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_20 arg4);
+extern swig_intgo _wrap_ATTN_DTYPE_F32_capi_3366b54da5d55ef5(void);
+extern swig_intgo _wrap_ATTN_DTYPE_F16_capi_3366b54da5d55ef5(void);
+extern swig_intgo _wrap_ATTN_DTYPE_BF16_capi_3366b54da5d55ef5(void);
+extern swig_intgo _wrap_ATTN_DTYPE_I8_capi_3366b54da5d55ef5(void);
+extern swig_intgo _wrap_ATTN_DTYPE_U8_capi_3366b54da5d55ef5(void);
+extern swig_intgo _wrap_ATTN_DTYPE_I32_capi_3366b54da5d55ef5(void);
 extern swig_intgo _wrap_attn_args_set_f16_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_21 arg4);
 extern swig_intgo _wrap_attn_args_set_bf16_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_22 arg4);
 extern swig_intgo _wrap_attn_args_set_i8_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_23 arg4);
@@ -188,12 +194,6 @@ extern swig_intgo _wrap_attn_run_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intg
 extern swig_intgo _wrap_attn_kv_append_capi_3366b54da5d55ef5(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3, swig_type_33 arg4, swig_voidp arg5, swig_type_34 arg6);
 extern swig_intgo _wrap_attn_kv_append_args_capi_3366b54da5d55ef5(uintptr_t arg1, uintptr_t arg2);
 extern swig_intgo _wrap_attn_merge_capi_3366b54da5d55ef5(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_intgo _wrap_ATTN_DTYPE_F32_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_DTYPE_F16_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_DTYPE_BF16_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_DTYPE_I8_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_DTYPE_U8_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_DTYPE_I32_capi_3366b54da5d55ef5(void);
 extern swig_intgo _wrap_attn_operand_info_capi_3366b54da5d55ef5(swig_intgo arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6);
 extern swig_intgo _wrap_attn_operand_dims_capi_3366b54da5d55ef5(swig_intgo arg1, swig_voidp arg2);
 extern swig_intgo _wrap_attn_param_info_capi_3366b54da5d55ef5(swig_intgo arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6);
@@ -1032,6 +1032,49 @@ func Attn_args_set_i32(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3
 	return swig_r
 }
 
+type Enum_SS_attn_dtype int
+func _swig_getATTN_DTYPE_F32() (_swig_ret Enum_SS_attn_dtype) {
+	var swig_r Enum_SS_attn_dtype
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_F32_capi_3366b54da5d55ef5())
+	return swig_r
+}
+
+var ATTN_DTYPE_F32 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_F32()
+func _swig_getATTN_DTYPE_F16() (_swig_ret Enum_SS_attn_dtype) {
+	var swig_r Enum_SS_attn_dtype
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_F16_capi_3366b54da5d55ef5())
+	return swig_r
+}
+
+var ATTN_DTYPE_F16 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_F16()
+func _swig_getATTN_DTYPE_BF16() (_swig_ret Enum_SS_attn_dtype) {
+	var swig_r Enum_SS_attn_dtype
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_BF16_capi_3366b54da5d55ef5())
+	return swig_r
+}
+
+var ATTN_DTYPE_BF16 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_BF16()
+func _swig_getATTN_DTYPE_I8() (_swig_ret Enum_SS_attn_dtype) {
+	var swig_r Enum_SS_attn_dtype
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_I8_capi_3366b54da5d55ef5())
+	return swig_r
+}
+
+var ATTN_DTYPE_I8 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_I8()
+func _swig_getATTN_DTYPE_U8() (_swig_ret Enum_SS_attn_dtype) {
+	var swig_r Enum_SS_attn_dtype
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_U8_capi_3366b54da5d55ef5())
+	return swig_r
+}
+
+var ATTN_DTYPE_U8 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_U8()
+func _swig_getATTN_DTYPE_I32() (_swig_ret Enum_SS_attn_dtype) {
+	var swig_r Enum_SS_attn_dtype
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_I32_capi_3366b54da5d55ef5())
+	return swig_r
+}
+
+var ATTN_DTYPE_I32 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_I32()
 func Attn_args_set_f16(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3 *uint16, arg4 int64) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := getSwigcptr(arg1)
@@ -1177,49 +1220,6 @@ func Attn_merge(arg1 Struct_SS_attn_desc, arg2 Struct_SS_attn_args, arg3 Struct_
 	return swig_r
 }
 
-type Enum_SS_attn_dtype int
-func _swig_getATTN_DTYPE_F32() (_swig_ret Enum_SS_attn_dtype) {
-	var swig_r Enum_SS_attn_dtype
-	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_F32_capi_3366b54da5d55ef5())
-	return swig_r
-}
-
-var ATTN_DTYPE_F32 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_F32()
-func _swig_getATTN_DTYPE_F16() (_swig_ret Enum_SS_attn_dtype) {
-	var swig_r Enum_SS_attn_dtype
-	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_F16_capi_3366b54da5d55ef5())
-	return swig_r
-}
-
-var ATTN_DTYPE_F16 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_F16()
-func _swig_getATTN_DTYPE_BF16() (_swig_ret Enum_SS_attn_dtype) {
-	var swig_r Enum_SS_attn_dtype
-	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_BF16_capi_3366b54da5d55ef5())
-	return swig_r
-}
-
-var ATTN_DTYPE_BF16 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_BF16()
-func _swig_getATTN_DTYPE_I8() (_swig_ret Enum_SS_attn_dtype) {
-	var swig_r Enum_SS_attn_dtype
-	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_I8_capi_3366b54da5d55ef5())
-	return swig_r
-}
-
-var ATTN_DTYPE_I8 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_I8()
-func _swig_getATTN_DTYPE_U8() (_swig_ret Enum_SS_attn_dtype) {
-	var swig_r Enum_SS_attn_dtype
-	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_U8_capi_3366b54da5d55ef5())
-	return swig_r
-}
-
-var ATTN_DTYPE_U8 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_U8()
-func _swig_getATTN_DTYPE_I32() (_swig_ret Enum_SS_attn_dtype) {
-	var swig_r Enum_SS_attn_dtype
-	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_I32_capi_3366b54da5d55ef5())
-	return swig_r
-}
-
-var ATTN_DTYPE_I32 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_I32()
 func Attn_operand_info(arg1 Enum_SS_attn_operand, arg2 *uintptr, arg3 *uint32, arg4 *uint32, arg5 *int32, arg6 *int32) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := arg1

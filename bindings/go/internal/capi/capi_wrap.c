@@ -1648,6 +1648,78 @@ intgo _wrap_attn_args_set_i32_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0
 }
 
 
+intgo _wrap_ATTN_DTYPE_F32_capi_3366b54da5d55ef5() {
+  enum attn_dtype result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_DTYPE_F32;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_DTYPE_F16_capi_3366b54da5d55ef5() {
+  enum attn_dtype result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_DTYPE_F16;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_DTYPE_BF16_capi_3366b54da5d55ef5() {
+  enum attn_dtype result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_DTYPE_BF16;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_DTYPE_I8_capi_3366b54da5d55ef5() {
+  enum attn_dtype result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_DTYPE_I8;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_DTYPE_U8_capi_3366b54da5d55ef5() {
+  enum attn_dtype result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_DTYPE_U8;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_DTYPE_I32_capi_3366b54da5d55ef5() {
+  enum attn_dtype result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_DTYPE_I32;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_attn_args_set_f16_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
@@ -1940,78 +2012,6 @@ intgo _wrap_attn_merge_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, struc
   arg3 = *(attn_args **)&_swig_go_2; 
   
   result = (attn_status)attn_merge((struct attn_desc const *)arg1,(struct attn_args const *)arg2,(struct attn_args const *)arg3);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_ATTN_DTYPE_F32_capi_3366b54da5d55ef5() {
-  enum attn_dtype result;
-  intgo _swig_go_result;
-  
-  
-  result = ATTN_DTYPE_F32;
-  
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_ATTN_DTYPE_F16_capi_3366b54da5d55ef5() {
-  enum attn_dtype result;
-  intgo _swig_go_result;
-  
-  
-  result = ATTN_DTYPE_F16;
-  
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_ATTN_DTYPE_BF16_capi_3366b54da5d55ef5() {
-  enum attn_dtype result;
-  intgo _swig_go_result;
-  
-  
-  result = ATTN_DTYPE_BF16;
-  
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_ATTN_DTYPE_I8_capi_3366b54da5d55ef5() {
-  enum attn_dtype result;
-  intgo _swig_go_result;
-  
-  
-  result = ATTN_DTYPE_I8;
-  
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_ATTN_DTYPE_U8_capi_3366b54da5d55ef5() {
-  enum attn_dtype result;
-  intgo _swig_go_result;
-  
-  
-  result = ATTN_DTYPE_U8;
-  
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_ATTN_DTYPE_I32_capi_3366b54da5d55ef5() {
-  enum attn_dtype result;
-  intgo _swig_go_result;
-  
-  
-  result = ATTN_DTYPE_I32;
-  
   _swig_go_result = (intgo)result; 
   return _swig_go_result;
 }
