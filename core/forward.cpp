@@ -367,8 +367,13 @@ void forward(const Params &p0, const Tensors &t0) {
     }
     clear_padded_queries(p, t);
     const Plan pl = make_plan(p, t, k, true, cs);
-    const Strategy st = choose_strategy(p, t, pl);
-    if (int8_takes(p, t, pl, st)) quantize_kv(p, &t, pl, cs);
+    Strategy st = choose_strategy(p, t, pl);
+    if (int8_takes(p, t, pl, st)) {
+        quantize_kv(p, &t, pl, cs);
+        // the integer products read the quantized copies, contiguous per KV head: a packed copy
+        // of the scattered rows would only serve a block that falls back to fp32
+        if (t.kq && t.vq && st == Strategy::PackedPrefill) st = Strategy::PlainItems;
+    }
     switch (st) {
     case Strategy::KeySplit:
         key_split(p, t, pl, cs);
