@@ -274,6 +274,66 @@ namespace LibAttn
                                                          (IntPtr)d, (IntPtr)sc));
         }
 
+        /// <summary>attn_quantize_fp8 of <paramref name="rows"/> rows of <paramref name="dim"/>
+        /// floats into rows * dim codes of <paramref name="format"/> (<see cref="Dtype.Fp8E4m3"/> or
+        /// <see cref="Dtype.Fp8E5m2"/>) with one scale: x / scale rounded to nearest even,
+        /// saturating.</summary>
+        public static unsafe void QuantizeFp8(ReadOnlySpan<float> src, long rows, long dim, Dtype format,
+                                              float scale, Span<byte> dst)
+        {
+            ulong n = Fp8Count(src.Length, rows, dim, "src");
+            Errors.Length(dst.Length, "dst", n);
+            fixed (float* s = &MemoryMarshal.GetReference(src))
+            fixed (byte* d = &MemoryMarshal.GetReference(dst))
+                Errors.Check(AttnNative.attn_quantize_fp8(Attention.Address((IntPtr)s, n), (ulong)rows, (ulong)dim,
+                                                          (attn_dtype)format, scale, Attention.Address((IntPtr)d, n)));
+        }
+
+        /// <summary>attn_quantize_fp8 of all of src (one row) into a new array.</summary>
+        public static byte[] QuantizeFp8(float[] src, Dtype format, float scale)
+        {
+            var dst = new byte[Errors.NotNull(src, "src").Length];
+            QuantizeFp8(src, 1, src.Length, format, scale, dst);
+            return dst;
+        }
+
+        /// <summary>attn_dequantize_fp8: the exact values of rows * dim codes of
+        /// <paramref name="format"/> times scale, as the kernels read them.</summary>
+        public static unsafe void DequantizeFp8(ReadOnlySpan<byte> src, long rows, long dim, Dtype format,
+                                                float scale, Span<float> dst)
+        {
+            ulong n = Fp8Count(src.Length, rows, dim, "src");
+            Errors.Length(dst.Length, "dst", n);
+            fixed (byte* s = &MemoryMarshal.GetReference(src))
+            fixed (float* d = &MemoryMarshal.GetReference(dst))
+                Errors.Check(AttnNative.attn_dequantize_fp8(Attention.Address((IntPtr)s, n), (ulong)rows, (ulong)dim,
+                                                            (attn_dtype)format, scale, Attention.Address((IntPtr)d, n)));
+        }
+
+        /// <summary>attn_dequantize_fp8 of all of src (one row) into a new array.</summary>
+        public static float[] DequantizeFp8(byte[] src, Dtype format, float scale)
+        {
+            var dst = new float[Errors.NotNull(src, "src").Length];
+            DequantizeFp8(src, 1, src.Length, format, scale, dst);
+            return dst;
+        }
+
+        // rows * dim after checking rows, dim and the source's length (the C call takes none).
+        static ulong Fp8Count(int have, long rows, long dim, string name)
+        {
+            Errors.InRange(rows, "rows", rows >= 0, "must be >= 0");
+            Errors.InRange(dim, "dim", dim >= 0, "must be >= 0");
+            if (dim != 0 && rows > have / dim) // the product, without overflow
+                throw new ArgumentException(name + " has " + have + " elements, needs at least rows ("
+                                            + rows + ") x dim (" + dim + ")", name);
+            return (ulong)(rows * dim);
+        }
+
+        // A non-empty span's address; an empty span's `fixed` gives NULL, which the library reads
+        // as a missing argument: an empty operation gets a dummy address, never read.
+        static IntPtr Address(IntPtr p, ulong n) => p == IntPtr.Zero && n == 0 ? EmptyFp8 : p;
+        static readonly IntPtr EmptyFp8 = Marshal.AllocHGlobal(8);
+
         /// <summary>attn_quantize_i8 of all of src (src.Length / dim rows) into new arrays; the
         /// scales go to <paramref name="scales"/>.</summary>
         public static sbyte[] QuantizeI8(float[] src, long dim, out float[] scales)
