@@ -66,26 +66,28 @@ func QuantizeI8(dst []int8, scales []float32, src []float32, rows, dim int) erro
 // (DTypeFP8E4M3 or DTypeFP8E5M2) in dst with one scale: code = src / scale rounded to nearest
 // even, saturating (attn_quantize_fp8).
 func QuantizeFP8(dst []byte, src []float32, rows, dim int, format DType, scale float32) error {
-	n, err := fp8Count(rows, dim, format)
-	if err != nil || n == 0 {
-		return err
-	}
-	ps, e0 := sized("src", src, n, true)
-	pd, e1 := sized("dst", dst, n, true)
-	if err := firstErr(e0, e1); err != nil {
-		return err
-	}
-	return check(func() capi.Enum_SS_attn_status {
-		return capi.Attn_quantize_fp8(ps, int64(rows), int64(dim), capi.Enum_SS_attn_dtype(format), scale, pd)
-	})
+	return fp8(dst, src, rows, dim, format, scale, capi.Attn_quantize_fp8)
 }
 
 // DequantizeFP8 writes the exact values of rows * dim fp8 codes of format format times scale
 // into dst, as the kernels read them (attn_dequantize_fp8).
 func DequantizeFP8(dst []float32, src []byte, rows, dim int, format DType, scale float32) error {
-	n, err := fp8Count(rows, dim, format)
-	if err != nil || n == 0 {
+	return fp8(dst, src, rows, dim, format, scale, capi.Attn_dequantize_fp8)
+}
+
+// fp8 checks rows, dim, format's range (the library judges its value) and both slices against
+// rows * dim, then runs f (nothing for an empty operation).
+func fp8[S, D any](dst []D, src []S, rows, dim int, format DType, scale float32,
+	f func(*S, int64, int64, capi.Enum_SS_attn_dtype, float32, *D) capi.Enum_SS_attn_status) error {
+	if err := firstErr(nonNegative("rows", rows), nonNegative("dim", dim), fitsInt("format", int(format))); err != nil {
 		return err
+	}
+	if dim != 0 && rows > maxInt/dim {
+		return argError(StatusInvalidArgument, "rows (%d) x dim (%d) overflows", rows, dim)
+	}
+	n := rows * dim
+	if n == 0 {
+		return nil
 	}
 	ps, e0 := sized("src", src, n, true)
 	pd, e1 := sized("dst", dst, n, true)
@@ -93,26 +95,8 @@ func DequantizeFP8(dst []float32, src []byte, rows, dim int, format DType, scale
 		return err
 	}
 	return check(func() capi.Enum_SS_attn_status {
-		return capi.Attn_dequantize_fp8(ps, int64(rows), int64(dim), capi.Enum_SS_attn_dtype(format), scale, pd)
+		return f(ps, int64(rows), int64(dim), capi.Enum_SS_attn_dtype(format), scale, pd)
 	})
-}
-
-// fp8Count checks rows, dim and format's range (the library judges its value) and returns
-// rows * dim.
-func fp8Count(rows, dim int, format DType) (int, error) {
-	if err := nonNegative("rows", rows); err != nil {
-		return 0, err
-	}
-	if err := nonNegative("dim", dim); err != nil {
-		return 0, err
-	}
-	if err := fitsInt("format", int(format)); err != nil {
-		return 0, err
-	}
-	if dim != 0 && rows > maxInt/dim {
-		return 0, argError(StatusInvalidArgument, "rows (%d) x dim (%d) overflows", rows, dim)
-	}
-	return rows * dim, nil
 }
 
 const maxInt = int(^uint(0) >> 1)
