@@ -278,16 +278,10 @@ namespace LibAttn
         /// floats into rows * dim codes of <paramref name="format"/> (<see cref="Dtype.Fp8E4m3"/> or
         /// <see cref="Dtype.Fp8E5m2"/>) with one scale: x / scale rounded to nearest even,
         /// saturating.</summary>
-        public static unsafe void QuantizeFp8(ReadOnlySpan<float> src, long rows, long dim, Dtype format,
-                                              float scale, Span<byte> dst)
-        {
-            ulong n = Fp8Count(src.Length, rows, dim, "src");
-            Errors.Length(dst.Length, "dst", n);
-            fixed (float* s = &MemoryMarshal.GetReference(src))
-            fixed (byte* d = &MemoryMarshal.GetReference(dst))
-                Errors.Check(AttnNative.attn_quantize_fp8(Attention.Address((IntPtr)s, n), (ulong)rows, (ulong)dim,
-                                                          (attn_dtype)format, scale, Attention.Address((IntPtr)d, n)));
-        }
+        public static void QuantizeFp8(ReadOnlySpan<float> src, long rows, long dim, Dtype format,
+                                       float scale, Span<byte> dst) =>
+            Fp8(MemoryMarshal.AsBytes(src), src.Length, rows, dim, format, scale,
+                MemoryMarshal.AsBytes(dst), dst.Length, false);
 
         /// <summary>attn_quantize_fp8 of all of src (one row) into a new array.</summary>
         public static byte[] QuantizeFp8(float[] src, Dtype format, float scale)
@@ -299,16 +293,9 @@ namespace LibAttn
 
         /// <summary>attn_dequantize_fp8: the exact values of rows * dim codes of
         /// <paramref name="format"/> times scale, as the kernels read them.</summary>
-        public static unsafe void DequantizeFp8(ReadOnlySpan<byte> src, long rows, long dim, Dtype format,
-                                                float scale, Span<float> dst)
-        {
-            ulong n = Fp8Count(src.Length, rows, dim, "src");
-            Errors.Length(dst.Length, "dst", n);
-            fixed (byte* s = &MemoryMarshal.GetReference(src))
-            fixed (float* d = &MemoryMarshal.GetReference(dst))
-                Errors.Check(AttnNative.attn_dequantize_fp8(Attention.Address((IntPtr)s, n), (ulong)rows, (ulong)dim,
-                                                            (attn_dtype)format, scale, Attention.Address((IntPtr)d, n)));
-        }
+        public static void DequantizeFp8(ReadOnlySpan<byte> src, long rows, long dim, Dtype format,
+                                         float scale, Span<float> dst) =>
+            Fp8(src, src.Length, rows, dim, format, scale, MemoryMarshal.AsBytes(dst), dst.Length, true);
 
         /// <summary>attn_dequantize_fp8 of all of src (one row) into a new array.</summary>
         public static float[] DequantizeFp8(byte[] src, Dtype format, float scale)
@@ -318,20 +305,27 @@ namespace LibAttn
             return dst;
         }
 
-        // rows * dim after checking rows, dim and the source's length (the C call takes none).
-        static ulong Fp8Count(int have, long rows, long dim, string name)
+        // Checks rows, dim and both lengths (in elements; the C calls take none), then
+        // attn_quantize_fp8 or (widen) attn_dequantize_fp8. An empty span's `fixed` gives NULL,
+        // which the library reads as a missing argument: an empty one passes a dummy address.
+        static unsafe void Fp8(ReadOnlySpan<byte> src, int srcLen, long rows, long dim, Dtype format,
+                               float scale, Span<byte> dst, int dstLen, bool widen)
         {
             Errors.InRange(rows, "rows", rows >= 0, "must be >= 0");
             Errors.InRange(dim, "dim", dim >= 0, "must be >= 0");
-            if (dim != 0 && rows > have / dim) // the product, without overflow
-                throw new ArgumentException(name + " has " + have + " elements, needs at least rows ("
-                                            + rows + ") x dim (" + dim + ")", name);
-            return (ulong)(rows * dim);
+            if (dim != 0 && rows > srcLen / dim) // the product, without overflow
+                throw new ArgumentException("src has " + srcLen + " elements, needs at least rows ("
+                                            + rows + ") x dim (" + dim + ")", "src");
+            Errors.Length(dstLen, "dst", (ulong)(rows * dim));
+            fixed (byte* s = &MemoryMarshal.GetReference(src))
+            fixed (byte* d = &MemoryMarshal.GetReference(dst))
+            {
+                IntPtr ps = s == null ? EmptyFp8 : (IntPtr)s, pd = d == null ? EmptyFp8 : (IntPtr)d;
+                Errors.Check(widen ? AttnNative.attn_dequantize_fp8(ps, (ulong)rows, (ulong)dim, (attn_dtype)format, scale, pd)
+                                   : AttnNative.attn_quantize_fp8(ps, (ulong)rows, (ulong)dim, (attn_dtype)format, scale, pd));
+            }
         }
 
-        // A non-empty span's address; an empty span's `fixed` gives NULL, which the library reads
-        // as a missing argument: an empty operation gets a dummy address, never read.
-        static IntPtr Address(IntPtr p, ulong n) => p == IntPtr.Zero && n == 0 ? EmptyFp8 : p;
         static readonly IntPtr EmptyFp8 = Marshal.AllocHGlobal(8);
 
         /// <summary>attn_quantize_i8 of all of src (src.Length / dim rows) into new arrays; the
