@@ -10,21 +10,13 @@ import (
 // Args.KVAppendArgs and a decode step over it against float64, and the errors. The references
 // are float64, written plainly here.
 
-// fp8Value decodes a finite fp8 code of format: E4M3 (bias 7, 3 mantissa bits, subnormals
-// m x 2^-9) or E5M2 (the upper byte of a binary16).
+// fp8Value decodes a finite fp8 code of format: E4M3 (bias 7, 3 mantissa bits) or E5M2 (the
+// upper byte of a binary16: bias 15, 2 mantissa bits).
 func fp8Value(format DType, u byte) float64 {
 	if format == DTypeFP8E5M2 {
-		return f16Value(uint16(u) << 8)
+		return minifloat(uint32(u), 5, 2)
 	}
-	e, m := int(u>>3)&0xf, float64(u&7)
-	mag := math.Ldexp(m, -9)
-	if e != 0 {
-		mag = math.Ldexp(8+m, e-10)
-	}
-	if u&0x80 != 0 {
-		return -mag
-	}
-	return mag
+	return minifloat(uint32(u), 4, 3)
 }
 
 // fp8Nearest is the code nearest to x (|x| within the format's finite range), ties to the even
@@ -140,33 +132,12 @@ func TestKVAppendArgsPagedFP8(t *testing.T) {
 			must(t, a.SetFP8(OperandK, c.format, kc), a.SetFP8(OperandV, c.format, vc))
 			out := make([]float32, B*HQ*D)
 			must(t, a.SetF32(OperandQ, q), a.SetOutF32(OperandOut, out), a.Run(OpForward))
-			value := func(codes []byte, s float32, i int) float64 {
-				return float64(float32(fp8Value(c.format, codes[i]) * float64(s)))
-			}
-			for b := 0; b < B; b++ {
-				for h := 0; h < HQ; h++ {
-					kvh := h / (HQ / HKV)
-					var kk, vv [][]float64
-					for j := 0; j < int(lens[b]); j++ {
-						r := slot(b, j)*HKV + kvh
-						kr, vr := make([]float64, D), make([]float64, D)
-						for e := 0; e < D; e++ {
-							kr[e], vr[e] = value(kc, c.ks, r*D+e), value(vc, c.vs, r*D+e)
-						}
-						kk, vv = append(kk, kr), append(vv, vr)
-					}
-					qr := make([]float64, D)
-					for e := range qr {
-						qr[e] = float64(q[(b*HQ+h)*D+e])
-					}
-					want := attend64(qr, kk, vv, 1/math.Sqrt(D))
-					for e, w := range want {
-						if got := out[(b*HQ+h)*D+e]; math.Abs(float64(got)-w) > 1e-5*math.Max(1, math.Abs(w)) {
-							t.Fatalf("%v %s: out[%d][%d][%d] = %g, float64 %g", c.format, isa, b, h, e, got, w)
-						}
-					}
+			checkPagedDecode(t, c.format.String()+" "+isa, out, q, lens, HQ, HKV, D, slot, func(isV bool, r, e int) float64 {
+				if isV {
+					return float64(float32(fp8Value(c.format, vc[r*D+e]) * float64(c.vs)))
 				}
-			}
+				return float64(float32(fp8Value(c.format, kc[r*D+e]) * float64(c.ks)))
+			})
 		})
 	}
 }
