@@ -571,7 +571,7 @@ func checkPagedDecode(t *testing.T, label string, out, q []float32, lens []int32
 				qr[e] = float64(q[(b*hq+h)*d+e])
 			}
 			for e, w := range attend64(qr, kk, vv, 1/math.Sqrt(float64(d))) {
-				if got := out[(b*hq+h)*d+e]; math.Abs(float64(got)-w) > 1e-5*math.Max(1, math.Abs(w)) {
+				if got := out[(b*hq+h)*d+e]; math.Abs(float64(got)-w) > 1e-5 {
 					t.Fatalf("%s: out[%d][%d][%d] = %g, float64 %g", label, b, h, e, got, w)
 				}
 			}
