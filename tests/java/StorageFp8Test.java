@@ -127,28 +127,9 @@ class StorageFp8Test {
                 }
                 a.set(Operand.Q, q).set(Operand.OUT, out).run(Op.FORWARD);
             }
-            for (int bb = 0; bb < b; bb++) {
-                for (int h = 0; h < hq; h++) {
-                    int kvh = h / (hq / hkv);
-                    double[][] kk = new double[lens[bb]][d], vv = new double[lens[bb]][d];
-                    for (int j = 0; j < lens[bb]; j++) {
-                        int r = slot.applyAsInt(bb, j) * hkv + kvh;
-                        for (int e = 0; e < d; e++) {
-                            kk[j][e] = (float) (fp8Value(f, kc[r * d + e] & 0xff) * ks);
-                            vv[j][e] = (float) (fp8Value(f, vc[r * d + e] & 0xff) * vs);
-                        }
-                    }
-                    double[] qr = new double[d];
-                    for (int e = 0; e < d; e++) {
-                        qr[e] = q[(bb * hq + h) * d + e];
-                    }
-                    double[] want = StorageTest.attend64(qr, kk, vv, 1 / Math.sqrt(d));
-                    for (int e = 0; e < d; e++) {
-                        assertEquals(want[e], out[(bb * hq + h) * d + e], 1e-5 * Math.max(1, Math.abs(want[e])),
-                                f + " out[" + bb + "][" + h + "][" + e + "]");
-                    }
-                }
-            }
+            StorageTest.checkPagedDecode(f.toString(), out, q, lens, hq, hkv, d, slot, (isV, r, e) -> isV
+                    ? (float) (fp8Value(f, vc[r * d + e] & 0xff) * vs)
+                    : (float) (fp8Value(f, kc[r * d + e] & 0xff) * ks));
         }
     }
 
