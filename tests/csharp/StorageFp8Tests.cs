@@ -123,31 +123,9 @@ namespace LibAttn.Tests
                     args.Bind(Operand.Q, q).Bind(Operand.Out, outp);
                     desc.Run(Op.Forward, args);
                 }
-                for (int b = 0; b < B; b++)
-                    for (int h = 0; h < HQ; h++)
-                    {
-                        int kvh = h / (HQ / HKV);
-                        var kk = new double[lens[b]][];
-                        var vv = new double[lens[b]][];
-                        for (int j = 0; j < lens[b]; j++)
-                        {
-                            int r = slot(b, j) * HKV + kvh;
-                            kk[j] = new double[D];
-                            vv[j] = new double[D];
-                            for (int e = 0; e < D; e++)
-                            {
-                                kk[j][e] = (float)(Fp8Value(f, kc[r * D + e]) * ks);
-                                vv[j][e] = (float)(Fp8Value(f, vc[r * D + e]) * vs);
-                            }
-                        }
-                        var qr = new double[D];
-                        for (int e = 0; e < D; e++)
-                            qr[e] = q[(b * HQ + h) * D + e];
-                        double[] want = TypedAppendTests.Attend64(qr, kk, vv, 1 / Math.Sqrt(D));
-                        for (int e = 0; e < D; e++)
-                            Util.AssertClose(want[e], outp[(b * HQ + h) * D + e],
-                                             f + " out[" + b + "][" + h + "][" + e + "]");
-                    }
+                TypedAppendTests.CheckPagedDecode(f.ToString(), outp, q, lens, HQ, HKV, D, slot,
+                    (isV, r, e) => isV ? (float)(Fp8Value(f, vc[r * D + e]) * vs)
+                                       : (float)(Fp8Value(f, kc[r * D + e]) * ks));
             }
         }
 
