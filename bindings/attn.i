@@ -110,6 +110,8 @@
 %rename("%s") ATTN_DTYPE_I8;
 %rename("%s") ATTN_DTYPE_U8;
 %rename("%s") ATTN_DTYPE_I32;
+%rename("%s") ATTN_DTYPE_FP8_E4M3;
+%rename("%s") ATTN_DTYPE_FP8_E5M2;
 
 /* Functions. */
 %rename("%s") attn_version_string;
@@ -145,11 +147,15 @@
 %rename("%s") attn_args_set_out_f16;
 %rename("%s") attn_args_set_out_bf16;
 %rename("%s") attn_args_set_out_i8;
+%rename("%s") attn_args_set_fp8;
+%rename("%s") attn_args_set_out_fp8;
 %rename("%s") attn_convert_f32_to_f16;
 %rename("%s") attn_convert_f32_to_bf16;
 %rename("%s") attn_convert_f16_to_f32;
 %rename("%s") attn_convert_bf16_to_f32;
 %rename("%s") attn_quantize_i8;
+%rename("%s") attn_quantize_fp8;
+%rename("%s") attn_dequantize_fp8;
 %rename("%s") attn_run;
 %rename("%s") attn_kv_append;
 %rename("%s") attn_kv_append_args;

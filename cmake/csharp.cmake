@@ -123,7 +123,8 @@ function(attn_csharp_setup)
   foreach(_t TestSupport SharedVectorTests ApiTests ErrorTests ConcurrencyTests ParameterTests
              OperandTests ArgsTests IntrospectionTests VariantVectorTests VarlenTests
              PagedCacheTests MergeTests ServingErrorTests ConversionTests StorageTypeTests
-             BackwardTests TypedAppendTests ErrorVectorTests PackagingTests ComputeModeTests)
+             BackwardTests TypedAppendTests ErrorVectorTests PackagingTests ComputeModeTests
+             StorageFp8Tests)
     list(APPEND _tests ${PROJECT_SOURCE_DIR}/tests/csharp/${_t}.cs)
   endforeach()
   # A test file missing from the list above would never run: refuse to configure instead.

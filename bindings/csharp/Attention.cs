@@ -274,6 +274,60 @@ namespace LibAttn
                                                          (IntPtr)d, (IntPtr)sc));
         }
 
+        /// <summary>attn_quantize_fp8 of <paramref name="rows"/> rows of <paramref name="dim"/>
+        /// floats into rows * dim codes of <paramref name="format"/> (<see cref="Dtype.Fp8E4m3"/> or
+        /// <see cref="Dtype.Fp8E5m2"/>) with one scale: x / scale rounded to nearest even,
+        /// saturating.</summary>
+        public static void QuantizeFp8(ReadOnlySpan<float> src, long rows, long dim, Dtype format,
+                                       float scale, Span<byte> dst) =>
+            Fp8(MemoryMarshal.AsBytes(src), src.Length, rows, dim, format, scale,
+                MemoryMarshal.AsBytes(dst), dst.Length, false);
+
+        /// <summary>attn_quantize_fp8 of all of src (one row) into a new array.</summary>
+        public static byte[] QuantizeFp8(float[] src, Dtype format, float scale)
+        {
+            var dst = new byte[Errors.NotNull(src, "src").Length];
+            QuantizeFp8(src, 1, src.Length, format, scale, dst);
+            return dst;
+        }
+
+        /// <summary>attn_dequantize_fp8: the exact values of rows * dim codes of
+        /// <paramref name="format"/> times scale, as the kernels read them.</summary>
+        public static void DequantizeFp8(ReadOnlySpan<byte> src, long rows, long dim, Dtype format,
+                                         float scale, Span<float> dst) =>
+            Fp8(src, src.Length, rows, dim, format, scale, MemoryMarshal.AsBytes(dst), dst.Length, true);
+
+        /// <summary>attn_dequantize_fp8 of all of src (one row) into a new array.</summary>
+        public static float[] DequantizeFp8(byte[] src, Dtype format, float scale)
+        {
+            var dst = new float[Errors.NotNull(src, "src").Length];
+            DequantizeFp8(src, 1, src.Length, format, scale, dst);
+            return dst;
+        }
+
+        // Checks rows, dim and both lengths (in elements; the C calls take none), then
+        // attn_quantize_fp8 or (widen) attn_dequantize_fp8. An empty span's `fixed` gives NULL,
+        // which the library reads as a missing argument: an empty one passes a dummy address.
+        static unsafe void Fp8(ReadOnlySpan<byte> src, int srcLen, long rows, long dim, Dtype format,
+                               float scale, Span<byte> dst, int dstLen, bool widen)
+        {
+            Errors.InRange(rows, "rows", rows >= 0, "must be >= 0");
+            Errors.InRange(dim, "dim", dim >= 0, "must be >= 0");
+            if (dim != 0 && rows > srcLen / dim) // the product, without overflow
+                throw new ArgumentException("src has " + srcLen + " elements, needs at least rows ("
+                                            + rows + ") x dim (" + dim + ")", "src");
+            Errors.Length(dstLen, "dst", (ulong)(rows * dim));
+            fixed (byte* s = &MemoryMarshal.GetReference(src))
+            fixed (byte* d = &MemoryMarshal.GetReference(dst))
+            {
+                IntPtr ps = s == null ? EmptyFp8 : (IntPtr)s, pd = d == null ? EmptyFp8 : (IntPtr)d;
+                Errors.Check(widen ? AttnNative.attn_dequantize_fp8(ps, (ulong)rows, (ulong)dim, (attn_dtype)format, scale, pd)
+                                   : AttnNative.attn_quantize_fp8(ps, (ulong)rows, (ulong)dim, (attn_dtype)format, scale, pd));
+            }
+        }
+
+        static readonly IntPtr EmptyFp8 = Marshal.AllocHGlobal(8);
+
         /// <summary>attn_quantize_i8 of all of src (src.Length / dim rows) into new arrays; the
         /// scales go to <paramref name="scales"/>.</summary>
         public static sbyte[] QuantizeI8(float[] src, long dim, out float[] scales)

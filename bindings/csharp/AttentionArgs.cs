@@ -37,10 +37,14 @@ namespace LibAttn
             // The setters by attn_dtype, as inputs and as outputs.
             internal static readonly Setter[] SetIn = { AttnNative.attn_args_set_f32,
                 AttnNative.attn_args_set_f16, AttnNative.attn_args_set_bf16,
-                AttnNative.attn_args_set_i8, AttnNative.attn_args_set_u8, AttnNative.attn_args_set_i32 };
+                AttnNative.attn_args_set_i8, AttnNative.attn_args_set_u8, AttnNative.attn_args_set_i32,
+                (a, w, p, n) => AttnNative.attn_args_set_fp8(a, w, attn_dtype.ATTN_DTYPE_FP8_E4M3, p, n),
+                (a, w, p, n) => AttnNative.attn_args_set_fp8(a, w, attn_dtype.ATTN_DTYPE_FP8_E5M2, p, n) };
             internal static readonly Setter[] SetOut = { AttnNative.attn_args_set_out_f32,
                 AttnNative.attn_args_set_out_f16, AttnNative.attn_args_set_out_bf16,
-                AttnNative.attn_args_set_out_i8, null, null };
+                AttnNative.attn_args_set_out_i8, null, null,
+                (a, w, p, n) => AttnNative.attn_args_set_out_fp8(a, w, attn_dtype.ATTN_DTYPE_FP8_E4M3, p, n),
+                (a, w, p, n) => AttnNative.attn_args_set_out_fp8(a, w, attn_dtype.ATTN_DTYPE_FP8_E5M2, p, n) };
             static Model()
             {
                 for (int w = 0; w < N; w++)
@@ -107,6 +111,33 @@ namespace LibAttn
         public AttentionArgs Bind(Operand which, sbyte[] data) => Put(which, data, attn_dtype.ATTN_DTYPE_I8);
         /// <summary>Binds int8 values in read-only memory.</summary>
         public AttentionArgs Bind(Operand which, ReadOnlyMemory<sbyte> data) => Put(which, data, attn_dtype.ATTN_DTYPE_I8);
+        /// <summary>Binds K or V (or NewK / NewV for KvAppendArgs) to fp8 codes of
+        /// <paramref name="format"/> (<see cref="Dtype.Fp8E4m3"/> or <see cref="Dtype.Fp8E5m2"/>;
+        /// attn_args_set_fp8, or _out_fp8 for a cache KvAppendArgs writes), one byte per value; the
+        /// optional scale is KScale / VScale (one per tensor with strides (0, 0, 0), per KV head
+        /// with (0, 1, 0), per row by default; none bound = 1). null unbinds.</summary>
+        public AttentionArgs BindFp8(Operand which, Dtype format, byte[] data) =>
+            data == null ? Unbind(which) : BindFp8(which, format, new ReadOnlyMemory<byte>(data), false);
+        /// <summary>Binds fp8 codes in a memory window (writable: a cache KvAppendArgs fills).</summary>
+        public AttentionArgs BindFp8(Operand which, Dtype format, Memory<byte> data) =>
+            BindFp8(which, format, (ReadOnlyMemory<byte>)data, false);
+        /// <summary>Binds fp8 codes in read-only memory.</summary>
+        public AttentionArgs BindFp8(Operand which, Dtype format, ReadOnlyMemory<byte> data) =>
+            BindFp8(which, format, data, true);
+
+        // The library judges the operand and the format first (attn_args_set_fp8 with no data).
+        AttentionArgs BindFp8(Operand which, Dtype format, ReadOnlyMemory<byte> data, bool readOnly)
+        {
+            int w = AttentionDesc.OperandIndex(which, "which");
+            lock (sync)
+            {
+                ThrowIfDisposed();
+                using (Lease l = Use())
+                    Errors.Check(AttnNative.attn_args_set_fp8(l.Ptr, (attn_operand)w, (attn_dtype)format,
+                                                              IntPtr.Zero, 0));
+            }
+            return Put(which, data, (attn_dtype)format, readOnly);
+        }
         /// <summary>Binds a mask (attn_args_set_u8; true = real / allowed); null unbinds.</summary>
         public AttentionArgs Bind(Operand which, bool[] mask) => Put(which, mask, attn_dtype.ATTN_DTYPE_U8);
         /// <summary>Binds a mask of bytes (nonzero = true); null unbinds.</summary>

@@ -64,7 +64,8 @@ ATTN_OUT_INTPTR(attn_desc **desc, attn_args **args, const char **name, const cha
 ATTN_INTPTR(const float *data, float *data, const uint16_t *data, uint16_t *data,
             const int8_t *data, int8_t *data, const uint8_t *data, const int32_t *data,
             float *k_cache, float *v_cache, const float *src, const uint16_t *src,
-            uint16_t *dst, float *dst, int8_t *dst, float *scales)
+            uint16_t *dst, float *dst, int8_t *dst, float *scales, uint8_t *data,
+            const uint8_t *src, uint8_t *dst)
 
 /* [T5] */
 %include "typemaps.i"

@@ -35,17 +35,7 @@ func attend64(q []float64, k, v [][]float64, scale float64) []float64 {
 }
 
 // f16Value decodes an IEEE binary16 bit pattern (finite) from the format's definition.
-func f16Value(u uint16) float64 {
-	e, m := int(u>>10)&0x1f, float64(u&0x3ff)
-	mag := math.Ldexp(m, -24)
-	if e != 0 {
-		mag = math.Ldexp(1024+m, e-25)
-	}
-	if u&0x8000 != 0 {
-		return -mag
-	}
-	return mag
-}
+func f16Value(u uint16) float64 { return minifloat(uint32(u), 5, 10) }
 
 // f16Nearest is the binary16 nearest to x (|x| < 65504), ties to the even pattern, in float64.
 func f16Nearest(x float32) uint16 {
@@ -150,31 +140,12 @@ func TestKVAppendArgsPagedTypedCaches(t *testing.T) {
 			}
 			out := make([]float32, B*HQ*D)
 			must(t, a.SetF32(OperandQ, q), a.SetOutF32(OperandOut, out), a.Run(OpForward))
-			for b := 0; b < B; b++ {
-				for h := 0; h < HQ; h++ {
-					kvh := h / (HQ / HKV)
-					var kk, vv [][]float64
-					for j := 0; j < int(lens[b]); j++ {
-						r := slot(b, j)*HKV + kvh
-						kr, vr := make([]float64, D), make([]float64, D)
-						for e := 0; e < D; e++ {
-							kr[e] = value(k16, k8, ks, r, e)
-							vr[e] = value(v16, v8, vs, r, e)
-						}
-						kk, vv = append(kk, kr), append(vv, vr)
-					}
-					qr := make([]float64, D)
-					for e := range qr {
-						qr[e] = float64(q[(b*HQ+h)*D+e])
-					}
-					want := attend64(qr, kk, vv, 1/math.Sqrt(D))
-					for e, w := range want {
-						if got := out[(b*HQ+h)*D+e]; math.Abs(float64(got)-w) > 1e-5 {
-							t.Fatalf("%s %s: out[%d][%d][%d] = %g, float64 %g", store, isa, b, h, e, got, w)
-						}
-					}
+			checkPagedDecode(t, store+" "+isa, out, q, lens, HQ, HKV, D, slot, func(isV bool, r, e int) float64 {
+				if isV {
+					return value(v16, v8, vs, r, e)
 				}
-			}
+				return value(k16, k8, ks, r, e)
+			})
 		})
 	}
 }

@@ -31,7 +31,8 @@ const (
 	dtI8, dtU8, dtI32    = int(DTypeI8), int(DTypeU8), int(DTypeI32)
 	goOut, goPart        = 16, 32
 	goCache              = 64
-	goSlots              = 32 // pointer parameters of attn_go_call
+	goFP8                = 128 // attn_args_set_fp8 / _out_fp8, the format in bits 32-63
+	goSlots              = 32  // pointer parameters of attn_go_call
 )
 
 // The calls of attn_go_call.
@@ -187,7 +188,7 @@ func (a *Args) set(which Operand, b binding) error {
 			}
 			h := a.h
 			if err := check(func() capi.Enum_SS_attn_status {
-				return capi.Attn_go_check(h, capi.Enum_SS_attn_operand(which), b.code)
+				return capi.Attn_go_check(h, capi.Enum_SS_attn_operand(which), int64(b.code))
 			}); err != nil {
 				return err
 			}
@@ -225,6 +226,21 @@ func (a *Args) SetOutI8(which Operand, data []int8) error {
 	return a.set(which, bind(data, dtI8|goOut))
 }
 
+// SetOutFP8 binds an fp8 K or V cache of format format (DTypeFP8E4M3 or DTypeFP8E5M2)
+// writable (attn_args_set_out_fp8); its scale, if any, is only read (SetKScale / SetVScale).
+func (a *Args) SetOutFP8(which Operand, format DType, data []byte) error {
+	return a.setFP8(which, format, data, goOut)
+}
+
+// setFP8 binds data with attn_args_set_fp8 (out 0) or _out_fp8 (out goOut): the library judges
+// the format.
+func (a *Args) setFP8(which Operand, format DType, data []byte, out int) error {
+	if err := fitsInt("format", int(format)); err != nil {
+		return err
+	}
+	return a.set(which, bind(data, goFP8|out|int(int32(format))<<32))
+}
+
 // SetBool binds a mask, true = real / allowed (attn_args_set_u8 over Go's one-byte bools).
 func (a *Args) SetBool(which Operand, mask []bool) error { return a.set(which, bindBool(mask)) }
 
@@ -243,6 +259,14 @@ func (a *Args) SetBF16(which Operand, data []uint16) error { return a.set(which,
 // SetI8 binds an operand stored as symmetric int8 (attn_args_set_i8); its scales are
 // OperandKScale / OperandVScale (SetKScale, SetVScale).
 func (a *Args) SetI8(which Operand, data []int8) error { return a.set(which, bind(data, dtI8)) }
+
+// SetFP8 binds K or V (or NewK / NewV for KVAppendArgs) stored as fp8 codes of format format
+// (DTypeFP8E4M3 or DTypeFP8E5M2; attn_args_set_fp8), one byte per value; its optional scale is
+// OperandKScale / OperandVScale (one per tensor with strides (0, 0, 0), per KV head with
+// (0, 1, 0), per row by default).
+func (a *Args) SetFP8(which Operand, format DType, data []byte) error {
+	return a.setFP8(which, format, data, 0)
+}
 
 // SetKScale binds OperandKScale: the scales of an int8 K.
 func (a *Args) SetKScale(scales []float32) error { return a.SetF32(OperandKScale, scales) }

@@ -532,3 +532,49 @@ func mustArgs(t *testing.T, d *Desc) *Args {
 	}
 	return a
 }
+
+// minifloat is the value of a finite IEEE-style code with ebits exponent and mbits mantissa bits
+// and the sign above them (binary16: 5, 10; fp8 E4M3: 4, 3; E5M2: 5, 2), from the definition.
+func minifloat(u uint32, ebits, mbits int) float64 {
+	bias := 1<<(ebits-1) - 1
+	e, m := int(u>>mbits)&(1<<ebits-1), float64(u&(1<<mbits-1))
+	mag := math.Ldexp(m, 1-bias-mbits)
+	if e != 0 {
+		mag = math.Ldexp(float64(int(1)<<mbits)+m, e-bias-mbits)
+	}
+	if u>>(ebits+mbits)&1 != 0 {
+		return -mag
+	}
+	return mag
+}
+
+// checkPagedDecode compares out ([b][hq][d], one query per sequence) with float64 attention
+// over each sequence's lens[b] cached keys: key j of KV head h is row slot(b, j)*hkv + h, its
+// element e val(false, row, e) for K and val(true, row, e) for V.
+func checkPagedDecode(t *testing.T, label string, out, q []float32, lens []int32, hq, hkv, d int,
+	slot func(b, j int) int, val func(v bool, r, e int) float64) {
+	t.Helper()
+	for b := range lens {
+		for h := 0; h < hq; h++ {
+			kvh := h / (hq / hkv)
+			var kk, vv [][]float64
+			for j := 0; j < int(lens[b]); j++ {
+				r := slot(b, j)*hkv + kvh
+				kr, vr := make([]float64, d), make([]float64, d)
+				for e := 0; e < d; e++ {
+					kr[e], vr[e] = val(false, r, e), val(true, r, e)
+				}
+				kk, vv = append(kk, kr), append(vv, vr)
+			}
+			qr := make([]float64, d)
+			for e := range qr {
+				qr[e] = float64(q[(b*hq+h)*d+e])
+			}
+			for e, w := range attend64(qr, kk, vv, 1/math.Sqrt(float64(d))) {
+				if got := out[(b*hq+h)*d+e]; math.Abs(float64(got)-w) > 1e-5 {
+					t.Fatalf("%s: out[%d][%d][%d] = %g, float64 %g", label, b, h, e, got, w)
+				}
+			}
+		}
+	}
+}

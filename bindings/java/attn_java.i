@@ -136,4 +136,5 @@ ATTN_JAVA_ENUM_PARAM(attn_op, Op)
 %rename("%s") attn_jni_simple;
 %rename("%s") attn_jni_convert;
 %rename("%s") attn_jni_quantize_i8;
+%rename("%s") attn_jni_fp8;
 %include "attn_jni.h"

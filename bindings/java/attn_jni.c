@@ -18,12 +18,15 @@
 static jclass buffer_class;    /* java.nio.Buffer */
 static jclass exception_class; /* org.libattn.AttentionException */
 static jmethodID exception_of; /* AttentionException.forStatus(int, byte[]) */
-/* The Java types of each attn_dtype (F32 F16 BF16 I8 U8 I32): arrays, then buffers. */
-static const char *const kind_names[6][3] = {
+/* The Java types of each attn_dtype (F32 F16 BF16 I8 U8 I32 FP8_E4M3 FP8_E5M2): arrays, then
+ * buffers. */
+enum { DTYPES = 8 };
+static const char *const kind_names[DTYPES][3] = {
     {"[F", "java/nio/FloatBuffer", 0},   {"[S", "java/nio/ShortBuffer", 0},
     {"[S", "java/nio/ShortBuffer", 0},   {"[B", "java/nio/ByteBuffer", 0},
-    {"[Z", "[B", "java/nio/ByteBuffer"}, {"[I", "java/nio/IntBuffer", 0}};
-static jclass kinds[6][3];
+    {"[Z", "[B", "java/nio/ByteBuffer"}, {"[I", "java/nio/IntBuffer", 0},
+    {"[B", "java/nio/ByteBuffer", 0},    {"[B", "java/nio/ByteBuffer", 0}};
+static jclass kinds[DTYPES][3];
 
 static jclass global_class(JNIEnv *env, const char *name) {
     jclass local = (*env)->FindClass(env, name);
@@ -62,7 +65,7 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved) {
     if (!(buffer_class = global_class(env, "java/nio/Buffer")) ||
         !(exception_class = global_class(env, "org/libattn/AttentionException")))
         return JNI_ERR;
-    for (int t = 0; t < 6; ++t)
+    for (int t = 0; t < DTYPES; ++t)
         for (int i = 0; i < 3 && kind_names[t][i]; ++i)
             if (!(kinds[t][i] = global_class(env, kind_names[t][i]))) return JNI_ERR;
     exception_of = (*env)->GetStaticMethodID(env, exception_class, "forStatus",
@@ -121,7 +124,7 @@ typedef struct {
 static char empty_array[8]; /* where an empty array points */
 
 static size_t elem_size(int dtype) {
-    static const size_t size[] = {4, 2, 2, 1, 1, 4}; /* by attn_dtype */
+    static const size_t size[DTYPES] = {4, 2, 2, 1, 1, 4, 1, 1}; /* by attn_dtype */
     return size[dtype];
 }
 
@@ -129,10 +132,10 @@ static size_t elem_size(int dtype) {
  * exception pending when it cannot be used (name: for the message). */
 static int add(pins *s, jobject obj, int dtype, int out, int owned, const char *name) {
     JNIEnv *env = s->env;
-    const size_t size = dtype >= 0 && dtype < 6 ? elem_size(dtype) : 1;
+    const size_t size = dtype >= 0 && dtype < DTYPES ? elem_size(dtype) : 1;
     int ok = 0;
     char msg[128];
-    for (int i = 0; dtype >= 0 && dtype < 6 && i < 3 && kinds[dtype][i] && !ok; ++i)
+    for (int i = 0; dtype >= 0 && dtype < DTYPES && i < 3 && kinds[dtype][i] && !ok; ++i)
         ok = (*env)->IsInstanceOf(env, obj, kinds[dtype][i]);
     if (!ok || s->n == MAX_PINS) {
         snprintf(msg, sizeof msg, "%s: %s", name,
@@ -245,6 +248,10 @@ static attn_status bind(attn_args *a, attn_operand w, int code, void *p, size_t 
         return attn_args_set_u8(a, w, p, n);
     case ATTN_DTYPE_I32:
         return attn_args_set_i32(a, w, p, n);
+    case ATTN_DTYPE_FP8_E4M3:
+    case ATTN_DTYPE_FP8_E5M2:
+        return out ? attn_args_set_out_fp8(a, w, (attn_dtype)(code & 7), p, n)
+                   : attn_args_set_fp8(a, w, (attn_dtype)(code & 7), p, n);
     default:
         return out ? attn_args_set_out_f32(a, w, p, n) : attn_args_set_f32(a, w, p, n);
     }
@@ -412,6 +419,28 @@ attn_status attn_jni_quantize_i8(JNIEnv *env, jobject src, size_t src_pos, size_
     attn_status st = ATTN_ERR_INVALID_ARGUMENT;
     if (pin_objects(&s, 3, objs, dtype, outs, pos, need, names, p))
         st = attn_quantize_i8(p[0], rows, dim, p[1], p[2]);
+    done(&s);
+    return st;
+}
+
+attn_status attn_jni_fp8(JNIEnv *env, int widen, jobject src, size_t src_pos, size_t rows,
+                         size_t dim, attn_dtype fmt, float scale, jobject dst, size_t dst_pos) {
+    pins s;
+    s.env = env;
+    s.n = s.pinned = 0;
+    jobject objs[2] = {src, dst};
+    const char *const names[2] = {"src", "dst"};
+    /* the codes as bytes (I8's Java types); the library judges fmt */
+    const int dtype[2] = {widen ? ATTN_DTYPE_I8 : ATTN_DTYPE_F32,
+                          widen ? ATTN_DTYPE_F32 : ATTN_DTYPE_I8};
+    const size_t pos[2] = {src_pos, dst_pos};
+    const size_t need[2] = {product(rows, dim), product(rows, dim)};
+    const int outs[2] = {0, 1};
+    void *p[2];
+    attn_status st = ATTN_ERR_INVALID_ARGUMENT;
+    if (pin_objects(&s, 2, objs, dtype, outs, pos, need, names, p))
+        st = widen ? attn_dequantize_fp8(p[0], rows, dim, fmt, scale, p[1])
+                   : attn_quantize_fp8(p[0], rows, dim, fmt, scale, p[1]);
     done(&s);
     return st;
 }

@@ -45,6 +45,11 @@ attn_status attn_jni_convert(JNIEnv *jenv, int kind, jobject src, size_t src_pos
 attn_status attn_jni_quantize_i8(JNIEnv *jenv, jobject src, size_t src_pos, size_t rows, size_t dim,
                                  jobject dst, size_t dst_pos, jobject scales, size_t scales_pos);
 
+/* attn_quantize_fp8 (widen 0: floats src to codes dst) or attn_dequantize_fp8 (widen 1: codes
+ * src to floats dst), from element src_pos of src to element dst_pos of dst. */
+attn_status attn_jni_fp8(JNIEnv *jenv, int widen, jobject src, size_t src_pos, size_t rows,
+                         size_t dim, attn_dtype fmt, float scale, jobject dst, size_t dst_pos);
+
 #ifdef __cplusplus
 }
 #endif

@@ -159,7 +159,7 @@ namespace LibAttn.Tests
             Assert.AreEqual(4, q.Rank);
             Assert.IsTrue(q.Strided);
             OperandInfo k = Attention.Info(Operand.K);
-            var kv = Set(Dtype.F32, Dtype.F16, Dtype.Bf16, Dtype.I8);
+            var kv = Set(Dtype.F32, Dtype.F16, Dtype.Bf16, Dtype.I8, Dtype.Fp8E4m3, Dtype.Fp8E5m2);
             CollectionAssert.AreEquivalent(kv, k.InputTypes);
             CollectionAssert.AreEquivalent(kv, k.OutputTypes, "the caches KvAppend writes");
             OperandInfo lse = Attention.Info(Operand.Lse);

@@ -58,6 +58,40 @@ namespace LibAttn.Tests
             return o;
         }
 
+        // Compares outp ([b][hq][d], one query per sequence) with float64 attention over each
+        // sequence's lens[b] cached keys: key j of KV head h is row slot(b, j) * hkv + h, its
+        // element e val(false, row, e) for K and val(true, row, e) for V.
+        internal static void CheckPagedDecode(string label, float[] outp, float[] q, int[] lens, int hq,
+                                              int hkv, int d, Func<int, int, int> slot,
+                                              Func<bool, int, int, double> val)
+        {
+            for (int b = 0; b < lens.Length; b++)
+                for (int h = 0; h < hq; h++)
+                {
+                    int kvh = h / (hq / hkv);
+                    var kk = new double[lens[b]][];
+                    var vv = new double[lens[b]][];
+                    for (int j = 0; j < lens[b]; j++)
+                    {
+                        int r = slot(b, j) * hkv + kvh;
+                        kk[j] = new double[d];
+                        vv[j] = new double[d];
+                        for (int e = 0; e < d; e++)
+                        {
+                            kk[j][e] = val(false, r, e);
+                            vv[j][e] = val(true, r, e);
+                        }
+                    }
+                    var qr = new double[d];
+                    for (int e = 0; e < d; e++)
+                        qr[e] = q[(b * hq + h) * d + e];
+                    double[] want = Attend64(qr, kk, vv, 1 / Math.Sqrt(d));
+                    for (int e = 0; e < d; e++)
+                        Assert.AreEqual(want[e], outp[(b * hq + h) * d + e], 1e-5,
+                                        label + " out[" + b + "][" + h + "][" + e + "]");
+                }
+        }
+
         [Test]
         public void PagedF16CacheFilledByKvAppendArgsThenDecoded()
         {
@@ -114,31 +148,8 @@ namespace LibAttn.Tests
                 args.Bind(Operand.Q, q).Bind(Operand.Out, outp);
                 desc.Run(Op.Forward, args);
             }
-            for (int b = 0; b < B; b++)
-                for (int h = 0; h < HQ; h++)
-                {
-                    int kvh = h / (HQ / HKV);
-                    var kk = new double[lens[b]][];
-                    var vv = new double[lens[b]][];
-                    for (int j = 0; j < lens[b]; j++)
-                    {
-                        int r = slot(b, j) * HKV + kvh;
-                        kk[j] = new double[D];
-                        vv[j] = new double[D];
-                        for (int e = 0; e < D; e++)
-                        {
-                            kk[j][e] = F16Value(k16[r * D + e]);
-                            vv[j][e] = F16Value(v16[r * D + e]);
-                        }
-                    }
-                    var qr = new double[D];
-                    for (int e = 0; e < D; e++)
-                        qr[e] = q[(b * HQ + h) * D + e];
-                    double[] want = Attend64(qr, kk, vv, 1 / Math.Sqrt(D));
-                    for (int e = 0; e < D; e++)
-                        Assert.AreEqual(want[e], outp[(b * HQ + h) * D + e], 1e-5,
-                                        "out[" + b + "][" + h + "][" + e + "]");
-                }
+            CheckPagedDecode("f16", outp, q, lens, HQ, HKV, D, slot,
+                             (isV, r, e) => F16Value((isV ? v16 : k16)[r * D + e]));
         }
 
         [Test]

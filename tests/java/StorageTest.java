@@ -546,6 +546,41 @@ class StorageTest {
         return out;
     }
 
+    /** An element of a paged cache: K (v false) or V (v true), row r, element e. */
+    interface CacheValue {
+        double at(boolean v, int r, int e);
+    }
+
+    /**
+     * Compares out ([b][hq][d], one query per sequence) with float64 attention over each
+     * sequence's lens[b] cached keys: key j of KV head h is row slot(b, j) * hkv + h.
+     */
+    static void checkPagedDecode(String label, float[] out, float[] q, int[] lens, int hq, int hkv,
+            int d, java.util.function.IntBinaryOperator slot, CacheValue val) {
+        for (int bb = 0; bb < lens.length; bb++) {
+            for (int h = 0; h < hq; h++) {
+                int kvh = h / (hq / hkv);
+                double[][] kk = new double[lens[bb]][d], vv = new double[lens[bb]][d];
+                for (int j = 0; j < lens[bb]; j++) {
+                    int r = slot.applyAsInt(bb, j) * hkv + kvh;
+                    for (int e = 0; e < d; e++) {
+                        kk[j][e] = val.at(false, r, e);
+                        vv[j][e] = val.at(true, r, e);
+                    }
+                }
+                double[] qr = new double[d];
+                for (int e = 0; e < d; e++) {
+                    qr[e] = q[(bb * hq + h) * d + e];
+                }
+                double[] want = attend64(qr, kk, vv, 1 / Math.sqrt(d));
+                for (int e = 0; e < d; e++) {
+                    assertEquals(want[e], out[(bb * hq + h) * d + e], 1e-5,
+                            label + " out[" + bb + "][" + h + "][" + e + "]");
+                }
+            }
+        }
+    }
+
     /**
      * A paged int8 cache (token-major pages, reversed block table) filled by kvAppendArgs from
      * float rows, then decoded: the new rows hold exactly quantizeI8's row and scale, nothing
@@ -611,27 +646,8 @@ class StorageTest {
             assertArrayEquals(before, k8, "only the destination rows are written");
             a.set(Operand.Q, q).set(Operand.OUT, out).run(Op.FORWARD);
         }
-        for (int bb = 0; bb < b; bb++) {
-            for (int h = 0; h < hq; h++) {
-                int kvh = h / (hq / hkv);
-                double[][] kk = new double[lens[bb]][d], vv = new double[lens[bb]][d];
-                for (int j = 0; j < lens[bb]; j++) {
-                    int r = slot.applyAsInt(bb, j) * hkv + kvh;
-                    for (int e = 0; e < d; e++) {
-                        kk[j][e] = (float) k8[r * d + e] * ks[r];
-                        vv[j][e] = (float) v8[r * d + e] * vs[r];
-                    }
-                }
-                double[] qr = new double[d];
-                for (int e = 0; e < d; e++) {
-                    qr[e] = q[(bb * hq + h) * d + e];
-                }
-                double[] want = attend64(qr, kk, vv, 1 / Math.sqrt(d));
-                for (int e = 0; e < d; e++) {
-                    assertEquals(want[e], out[(bb * hq + h) * d + e], 1e-5, "out[" + bb + "][" + h + "][" + e + "]");
-                }
-            }
-        }
+        checkPagedDecode("int8", out, q, lens, hq, hkv, d, slot,
+                (isV, r, e) -> isV ? (float) v8[r * d + e] * vs[r] : (float) k8[r * d + e] * ks[r]);
     }
 
     @Test

@@ -83,7 +83,8 @@ const char *attn_go_name(int table, int index) {
  * inside ONE cgo call. A binding is a slot (which, code, len) of `slots` and the pointer p<i> of
  * the same index (a real pointer, so cgo pins it for the call and cgocheck verifies it; NULL
  * unbinds, a non-NULL pointer with len 0 is bound and empty). code is an attn_dtype (the element
- * type: the setter attn_args_set_<type>), plus ATTN_GO_OUT for attn_args_set_out_<type>,
+ * type: the setter attn_args_set_<type>; ATTN_GO_FP8 with the format in bits 32-63 for
+ * attn_args_set_fp8), plus ATTN_GO_OUT for attn_args_set_out_<type>,
  * ATTN_GO_PART to bind into `part` instead of `args`, or ATTN_GO_CACHE for attn_kv_append's
  * k_cache (which 0) and v_cache (which 1), passed through unbound. args NULL: a temporary
  * attn_args for this call only. attn_go_check asks the setter of (which, code) with NULL, so a
@@ -91,11 +92,16 @@ const char *attn_go_name(int table, int index) {
 %rename("%s") attn_go_check;
 %rename("%s") attn_go_call;
 %inline %{
-enum { ATTN_GO_OUT = 16, ATTN_GO_PART = 32, ATTN_GO_CACHE = 64, ATTN_GO_SLOTS = 32 };
+enum { ATTN_GO_OUT = 16, ATTN_GO_PART = 32, ATTN_GO_CACHE = 64, ATTN_GO_FP8 = 128, ATTN_GO_SLOTS = 32 };
 enum { ATTN_GO_RUN = 0, ATTN_GO_KV_APPEND = 1, ATTN_GO_KV_APPEND_ARGS = 2, ATTN_GO_MERGE = 3 };
 
-static attn_status attn_go_bind(attn_args *a, attn_operand w, int code, void *p, size_t n) {
-    switch (code & ~ATTN_GO_PART) {
+static attn_status attn_go_bind(attn_args *a, attn_operand w, long long code, void *p, size_t n) {
+    if (code & ATTN_GO_FP8) { /* the fp8 setters: their fmt argument in the upper 32 bits */
+        const attn_dtype fmt = (attn_dtype)(int)(code >> 32);
+        return code & ATTN_GO_OUT ? attn_args_set_out_fp8(a, w, fmt, (uint8_t *)p, n)
+                                  : attn_args_set_fp8(a, w, fmt, (const uint8_t *)p, n);
+    }
+    switch ((int)(code & ~ATTN_GO_PART)) {
     case 0: return attn_args_set_f32(a, w, (const float *)p, n);
     case 1: return attn_args_set_f16(a, w, (const uint16_t *)p, n);
     case 2: return attn_args_set_bf16(a, w, (const uint16_t *)p, n);
@@ -110,7 +116,7 @@ static attn_status attn_go_bind(attn_args *a, attn_operand w, int code, void *p,
     return ATTN_ERR_INTERNAL; /* the face passes no other code */
 }
 
-attn_status attn_go_check(attn_args *args, attn_operand which, int code) {
+attn_status attn_go_check(attn_args *args, attn_operand which, long long code) {
     return attn_go_bind(args, which, code, NULL, 0);
 }
 
@@ -134,7 +140,8 @@ attn_status attn_go_call(const attn_desc *desc, int call, attn_op op, attn_args 
         args = own;
     }
     for (int i = 0; st == ATTN_OK && i < n && i < ATTN_GO_SLOTS; i++) {
-        const int which = (int)slots[3 * i], code = (int)slots[3 * i + 1];
+        const int which = (int)slots[3 * i];
+        const long long code = (long long)slots[3 * i + 1];
         const size_t len = (size_t)slots[3 * i + 2];
         if (code & ATTN_GO_CACHE) {
             cache[which & 1] = p[i];

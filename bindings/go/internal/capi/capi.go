@@ -66,146 +66,159 @@ typedef long long swig_type_33;
 typedef long long swig_type_34;
 typedef long long swig_type_35;
 typedef long long swig_type_36;
-typedef _gostring_ swig_type_37;
-typedef _gostring_ swig_type_38;
-typedef _gostring_ swig_type_39;
-typedef _gostring_ swig_type_40;
-extern void _wrap_Swig_free_capi_3366b54da5d55ef5(uintptr_t arg1);
-extern uintptr_t _wrap_Swig_malloc_capi_3366b54da5d55ef5(swig_intgo arg1);
-extern swig_type_1 _wrap_attn_version_string_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_attn_version_number_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_OK_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_ERR_NULL_POINTER_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_ERR_INTERNAL_capi_3366b54da5d55ef5(void);
-extern swig_type_2 _wrap_attn_status_string_capi_3366b54da5d55ef5(swig_intgo arg1);
-extern swig_type_3 _wrap_attn_last_error_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_attn_simple_capi_3366b54da5d55ef5(swig_voidp arg1, swig_voidp arg2, swig_voidp arg3, swig_type_4 arg4, swig_type_5 arg5, _Bool arg6, swig_voidp arg7, swig_voidp arg8);
-extern swig_intgo _wrap_ATTN_CAUSAL_NONE_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_Q_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_K_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_V_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_OUT_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_LSE_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_WEIGHTS_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_KEY_VALID_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_ALLOWED_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_BIAS_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_ALIBI_SLOPES_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_SINKS_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_QUERY_VALID_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_SEQ_LENS_K_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_KEY_MASS_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_CU_SEQLENS_Q_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_CU_SEQLENS_K_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_BLOCK_TABLE_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_NEW_K_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_NEW_V_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_DOUT_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_DQ_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_DK_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_DV_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_DBIAS_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_DSINKS_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_K_SCALE_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_V_SCALE_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_NEW_K_SCALE_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_NEW_V_SCALE_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_Q_SCALE_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_attn_desc_create_capi_3366b54da5d55ef5(swig_voidp arg1, swig_type_6 arg2, swig_type_7 arg3, swig_type_8 arg4, swig_type_9 arg5, swig_type_10 arg6, swig_type_11 arg7);
-extern void _wrap_attn_desc_destroy_capi_3366b54da5d55ef5(uintptr_t arg1);
-extern swig_intgo _wrap_attn_desc_set_causal_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_attn_desc_set_scale_capi_3366b54da5d55ef5(uintptr_t arg1, float arg2);
-extern swig_intgo _wrap_attn_desc_set_strides_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_type_12 arg3, swig_type_13 arg4, swig_type_14 arg5);
-extern swig_type_15 _wrap_attn_desc_required_len_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_attn_forward_capi_3366b54da5d55ef5(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6, swig_voidp arg7, swig_voidp arg8);
-extern swig_intgo _wrap_attn_weights_capi_3366b54da5d55ef5(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6);
-extern swig_intgo _wrap_ATTN_PARAM_CAUSAL_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_PARAM_SCALE_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_PARAM_SOFTCAP_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_PARAM_ALIBI_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_PARAM_VARLEN_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_PARAM_PAGE_SIZE_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_PARAM_MAX_PAGES_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_PARAM_BATCH_INVARIANT_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_PARAM_COMPUTE_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_PARAM_DIAGONAL_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_PARAM_ALIBI_FORM_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_DIAGONAL_CAUSAL_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_DIAGONAL_TOP_LEFT_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_DIAGONAL_BOTTOM_RIGHT_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_ALIBI_LINEAR_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_ALIBI_SYMMETRIC_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_COMPUTE_EXACT_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_COMPUTE_FP16_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_COMPUTE_INT8_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_COMPUTE_BF16_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_ALIBI_NONE_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_ALIBI_OPERAND_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_ALIBI_STANDARD_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_WEIGHTS_SCORES_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_WEIGHTS_MASKED_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_attn_desc_set_int_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_type_16 arg3);
-extern swig_intgo _wrap_attn_desc_set_float_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, double arg3);
-extern swig_intgo _wrap_attn_desc_get_int_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3);
-extern swig_intgo _wrap_attn_desc_get_float_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3);
-extern swig_intgo _wrap_attn_param_bounds_capi_3366b54da5d55ef5(swig_intgo arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4);
-extern swig_intgo _wrap_ATTN_OP_FORWARD_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_OP_WEIGHTS_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_OP_BACKWARD_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_attn_args_create_capi_3366b54da5d55ef5(swig_voidp arg1);
-extern void _wrap_attn_args_destroy_capi_3366b54da5d55ef5(uintptr_t arg1);
-extern swig_intgo _wrap_attn_args_clear_capi_3366b54da5d55ef5(uintptr_t arg1);
-extern swig_intgo _wrap_attn_args_set_f32_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_17 arg4);
-extern swig_intgo _wrap_attn_args_set_out_f32_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_18 arg4);
-extern swig_intgo _wrap_attn_args_set_u8_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_19 arg4);
-extern swig_intgo _wrap_attn_args_set_i32_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_20 arg4);
-extern swig_intgo _wrap_ATTN_DTYPE_F32_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_DTYPE_F16_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_DTYPE_BF16_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_DTYPE_I8_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_DTYPE_U8_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_ATTN_DTYPE_I32_capi_3366b54da5d55ef5(void);
-extern swig_intgo _wrap_attn_args_set_f16_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_21 arg4);
-extern swig_intgo _wrap_attn_args_set_bf16_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_22 arg4);
-extern swig_intgo _wrap_attn_args_set_i8_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_23 arg4);
-extern swig_intgo _wrap_attn_args_set_out_f16_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_24 arg4);
-extern swig_intgo _wrap_attn_args_set_out_bf16_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_25 arg4);
-extern swig_intgo _wrap_attn_args_set_out_i8_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_26 arg4);
-extern swig_intgo _wrap_attn_convert_f32_to_f16_capi_3366b54da5d55ef5(swig_voidp arg1, swig_voidp arg2, swig_type_27 arg3);
-extern swig_intgo _wrap_attn_convert_f32_to_bf16_capi_3366b54da5d55ef5(swig_voidp arg1, swig_voidp arg2, swig_type_28 arg3);
-extern swig_intgo _wrap_attn_convert_f16_to_f32_capi_3366b54da5d55ef5(swig_voidp arg1, swig_voidp arg2, swig_type_29 arg3);
-extern swig_intgo _wrap_attn_convert_bf16_to_f32_capi_3366b54da5d55ef5(swig_voidp arg1, swig_voidp arg2, swig_type_30 arg3);
-extern swig_intgo _wrap_attn_quantize_i8_capi_3366b54da5d55ef5(swig_voidp arg1, swig_type_31 arg2, swig_type_32 arg3, swig_voidp arg4, swig_voidp arg5);
-extern swig_intgo _wrap_attn_run_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3);
-extern swig_intgo _wrap_attn_kv_append_capi_3366b54da5d55ef5(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3, swig_type_33 arg4, swig_voidp arg5, swig_type_34 arg6);
-extern swig_intgo _wrap_attn_kv_append_args_capi_3366b54da5d55ef5(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_attn_merge_capi_3366b54da5d55ef5(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_intgo _wrap_attn_operand_info_capi_3366b54da5d55ef5(swig_intgo arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6);
-extern swig_intgo _wrap_attn_operand_dims_capi_3366b54da5d55ef5(swig_intgo arg1, swig_voidp arg2);
-extern swig_intgo _wrap_attn_param_info_capi_3366b54da5d55ef5(swig_intgo arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6);
-extern swig_intgo _wrap_attn_isa_info_capi_3366b54da5d55ef5(swig_intgo arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_intgo _wrap_attn_set_num_threads_capi_3366b54da5d55ef5(swig_type_35 arg1);
-extern swig_type_36 _wrap_attn_get_num_threads_capi_3366b54da5d55ef5(void);
-extern swig_type_37 _wrap_attn_isa_capi_3366b54da5d55ef5(void);
-extern swig_type_38 _wrap_attn_compute_unit_capi_3366b54da5d55ef5(swig_intgo arg1);
-extern swig_intgo _wrap_attn_set_isa_capi_3366b54da5d55ef5(swig_type_39 arg1);
-extern swig_type_40 _wrap_attn_go_name_capi_3366b54da5d55ef5(swig_intgo arg1, swig_intgo arg2);
-extern swig_intgo _wrap_attn_go_check_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_intgo arg3);
-extern swig_intgo _wrap_attn_go_call_capi_3366b54da5d55ef5(uintptr_t arg1, swig_intgo arg2, swig_intgo arg3, uintptr_t arg4, uintptr_t arg5, swig_voidp arg6, swig_intgo arg7, swig_voidp arg8, swig_voidp arg9, swig_voidp arg10, swig_voidp arg11, swig_voidp arg12, swig_voidp arg13, swig_voidp arg14, swig_voidp arg15, swig_voidp arg16, swig_voidp arg17, swig_voidp arg18, swig_voidp arg19, swig_voidp arg20, swig_voidp arg21, swig_voidp arg22, swig_voidp arg23, swig_voidp arg24, swig_voidp arg25, swig_voidp arg26, swig_voidp arg27, swig_voidp arg28, swig_voidp arg29, swig_voidp arg30, swig_voidp arg31, swig_voidp arg32, swig_voidp arg33, swig_voidp arg34, swig_voidp arg35, swig_voidp arg36, swig_voidp arg37, swig_voidp arg38, swig_voidp arg39);
+typedef long long swig_type_37;
+typedef long long swig_type_38;
+typedef long long swig_type_39;
+typedef long long swig_type_40;
+typedef long long swig_type_41;
+typedef long long swig_type_42;
+typedef _gostring_ swig_type_43;
+typedef _gostring_ swig_type_44;
+typedef _gostring_ swig_type_45;
+typedef _gostring_ swig_type_46;
+typedef long long swig_type_47;
+extern void _wrap_Swig_free_capi_baf4c0aa7fba11de(uintptr_t arg1);
+extern uintptr_t _wrap_Swig_malloc_capi_baf4c0aa7fba11de(swig_intgo arg1);
+extern swig_type_1 _wrap_attn_version_string_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_attn_version_number_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_OK_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_ERR_NULL_POINTER_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_ERR_INTERNAL_capi_baf4c0aa7fba11de(void);
+extern swig_type_2 _wrap_attn_status_string_capi_baf4c0aa7fba11de(swig_intgo arg1);
+extern swig_type_3 _wrap_attn_last_error_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_attn_simple_capi_baf4c0aa7fba11de(swig_voidp arg1, swig_voidp arg2, swig_voidp arg3, swig_type_4 arg4, swig_type_5 arg5, _Bool arg6, swig_voidp arg7, swig_voidp arg8);
+extern swig_intgo _wrap_ATTN_CAUSAL_NONE_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_Q_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_K_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_V_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_OUT_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_LSE_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_WEIGHTS_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_KEY_VALID_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_ALLOWED_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_BIAS_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_ALIBI_SLOPES_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_SINKS_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_QUERY_VALID_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_SEQ_LENS_K_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_KEY_MASS_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_CU_SEQLENS_Q_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_CU_SEQLENS_K_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_BLOCK_TABLE_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_NEW_K_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_NEW_V_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_DOUT_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_DQ_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_DK_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_DV_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_DBIAS_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_DSINKS_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_K_SCALE_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_V_SCALE_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_NEW_K_SCALE_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_NEW_V_SCALE_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_Q_SCALE_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_attn_desc_create_capi_baf4c0aa7fba11de(swig_voidp arg1, swig_type_6 arg2, swig_type_7 arg3, swig_type_8 arg4, swig_type_9 arg5, swig_type_10 arg6, swig_type_11 arg7);
+extern void _wrap_attn_desc_destroy_capi_baf4c0aa7fba11de(uintptr_t arg1);
+extern swig_intgo _wrap_attn_desc_set_causal_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_attn_desc_set_scale_capi_baf4c0aa7fba11de(uintptr_t arg1, float arg2);
+extern swig_intgo _wrap_attn_desc_set_strides_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_intgo arg2, swig_type_12 arg3, swig_type_13 arg4, swig_type_14 arg5);
+extern swig_type_15 _wrap_attn_desc_required_len_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_attn_forward_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6, swig_voidp arg7, swig_voidp arg8);
+extern swig_intgo _wrap_attn_weights_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6);
+extern swig_intgo _wrap_ATTN_PARAM_CAUSAL_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_PARAM_SCALE_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_PARAM_SOFTCAP_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_PARAM_ALIBI_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_PARAM_VARLEN_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_PARAM_PAGE_SIZE_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_PARAM_MAX_PAGES_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_PARAM_BATCH_INVARIANT_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_PARAM_COMPUTE_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_PARAM_DIAGONAL_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_PARAM_ALIBI_FORM_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_DIAGONAL_CAUSAL_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_DIAGONAL_TOP_LEFT_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_DIAGONAL_BOTTOM_RIGHT_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_ALIBI_LINEAR_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_ALIBI_SYMMETRIC_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_COMPUTE_EXACT_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_COMPUTE_FP16_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_COMPUTE_INT8_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_COMPUTE_BF16_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_ALIBI_NONE_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_ALIBI_OPERAND_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_ALIBI_STANDARD_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_WEIGHTS_SCORES_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_WEIGHTS_MASKED_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_attn_desc_set_int_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_intgo arg2, swig_type_16 arg3);
+extern swig_intgo _wrap_attn_desc_set_float_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_intgo arg2, double arg3);
+extern swig_intgo _wrap_attn_desc_get_int_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3);
+extern swig_intgo _wrap_attn_desc_get_float_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3);
+extern swig_intgo _wrap_attn_param_bounds_capi_baf4c0aa7fba11de(swig_intgo arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4);
+extern swig_intgo _wrap_ATTN_OP_FORWARD_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_OP_WEIGHTS_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_OP_BACKWARD_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_attn_args_create_capi_baf4c0aa7fba11de(swig_voidp arg1);
+extern void _wrap_attn_args_destroy_capi_baf4c0aa7fba11de(uintptr_t arg1);
+extern swig_intgo _wrap_attn_args_clear_capi_baf4c0aa7fba11de(uintptr_t arg1);
+extern swig_intgo _wrap_attn_args_set_f32_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_17 arg4);
+extern swig_intgo _wrap_attn_args_set_out_f32_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_18 arg4);
+extern swig_intgo _wrap_attn_args_set_u8_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_19 arg4);
+extern swig_intgo _wrap_attn_args_set_i32_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_20 arg4);
+extern swig_intgo _wrap_ATTN_DTYPE_F32_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_DTYPE_F16_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_DTYPE_BF16_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_DTYPE_I8_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_DTYPE_U8_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_DTYPE_I32_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_DTYPE_FP8_E4M3_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_ATTN_DTYPE_FP8_E5M2_capi_baf4c0aa7fba11de(void);
+extern swig_intgo _wrap_attn_args_set_f16_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_21 arg4);
+extern swig_intgo _wrap_attn_args_set_bf16_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_22 arg4);
+extern swig_intgo _wrap_attn_args_set_i8_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_23 arg4);
+extern swig_intgo _wrap_attn_args_set_out_f16_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_24 arg4);
+extern swig_intgo _wrap_attn_args_set_out_bf16_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_25 arg4);
+extern swig_intgo _wrap_attn_args_set_out_i8_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_26 arg4);
+extern swig_intgo _wrap_attn_args_set_fp8_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_intgo arg2, swig_intgo arg3, swig_voidp arg4, swig_type_27 arg5);
+extern swig_intgo _wrap_attn_args_set_out_fp8_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_intgo arg2, swig_intgo arg3, swig_voidp arg4, swig_type_28 arg5);
+extern swig_intgo _wrap_attn_convert_f32_to_f16_capi_baf4c0aa7fba11de(swig_voidp arg1, swig_voidp arg2, swig_type_29 arg3);
+extern swig_intgo _wrap_attn_convert_f32_to_bf16_capi_baf4c0aa7fba11de(swig_voidp arg1, swig_voidp arg2, swig_type_30 arg3);
+extern swig_intgo _wrap_attn_convert_f16_to_f32_capi_baf4c0aa7fba11de(swig_voidp arg1, swig_voidp arg2, swig_type_31 arg3);
+extern swig_intgo _wrap_attn_convert_bf16_to_f32_capi_baf4c0aa7fba11de(swig_voidp arg1, swig_voidp arg2, swig_type_32 arg3);
+extern swig_intgo _wrap_attn_quantize_i8_capi_baf4c0aa7fba11de(swig_voidp arg1, swig_type_33 arg2, swig_type_34 arg3, swig_voidp arg4, swig_voidp arg5);
+extern swig_intgo _wrap_attn_quantize_fp8_capi_baf4c0aa7fba11de(swig_voidp arg1, swig_type_35 arg2, swig_type_36 arg3, swig_intgo arg4, float arg5, swig_voidp arg6);
+extern swig_intgo _wrap_attn_dequantize_fp8_capi_baf4c0aa7fba11de(swig_voidp arg1, swig_type_37 arg2, swig_type_38 arg3, swig_intgo arg4, float arg5, swig_voidp arg6);
+extern swig_intgo _wrap_attn_run_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3);
+extern swig_intgo _wrap_attn_kv_append_capi_baf4c0aa7fba11de(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3, swig_type_39 arg4, swig_voidp arg5, swig_type_40 arg6);
+extern swig_intgo _wrap_attn_kv_append_args_capi_baf4c0aa7fba11de(uintptr_t arg1, uintptr_t arg2);
+extern swig_intgo _wrap_attn_merge_capi_baf4c0aa7fba11de(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_intgo _wrap_attn_operand_info_capi_baf4c0aa7fba11de(swig_intgo arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6);
+extern swig_intgo _wrap_attn_operand_dims_capi_baf4c0aa7fba11de(swig_intgo arg1, swig_voidp arg2);
+extern swig_intgo _wrap_attn_param_info_capi_baf4c0aa7fba11de(swig_intgo arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6);
+extern swig_intgo _wrap_attn_isa_info_capi_baf4c0aa7fba11de(swig_intgo arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_intgo _wrap_attn_set_num_threads_capi_baf4c0aa7fba11de(swig_type_41 arg1);
+extern swig_type_42 _wrap_attn_get_num_threads_capi_baf4c0aa7fba11de(void);
+extern swig_type_43 _wrap_attn_isa_capi_baf4c0aa7fba11de(void);
+extern swig_type_44 _wrap_attn_compute_unit_capi_baf4c0aa7fba11de(swig_intgo arg1);
+extern swig_intgo _wrap_attn_set_isa_capi_baf4c0aa7fba11de(swig_type_45 arg1);
+extern swig_type_46 _wrap_attn_go_name_capi_baf4c0aa7fba11de(swig_intgo arg1, swig_intgo arg2);
+extern swig_intgo _wrap_attn_go_check_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_intgo arg2, swig_type_47 arg3);
+extern swig_intgo _wrap_attn_go_call_capi_baf4c0aa7fba11de(uintptr_t arg1, swig_intgo arg2, swig_intgo arg3, uintptr_t arg4, uintptr_t arg5, swig_voidp arg6, swig_intgo arg7, swig_voidp arg8, swig_voidp arg9, swig_voidp arg10, swig_voidp arg11, swig_voidp arg12, swig_voidp arg13, swig_voidp arg14, swig_voidp arg15, swig_voidp arg16, swig_voidp arg17, swig_voidp arg18, swig_voidp arg19, swig_voidp arg20, swig_voidp arg21, swig_voidp arg22, swig_voidp arg23, swig_voidp arg24, swig_voidp arg25, swig_voidp arg26, swig_voidp arg27, swig_voidp arg28, swig_voidp arg29, swig_voidp arg30, swig_voidp arg31, swig_voidp arg32, swig_voidp arg33, swig_voidp arg34, swig_voidp arg35, swig_voidp arg36, swig_voidp arg37, swig_voidp arg38, swig_voidp arg39);
 #undef intgo
 */
 import "C"
@@ -248,19 +261,19 @@ func swigCopyString(s string) string {
 
 func Swig_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_Swig_free_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0))
+	C._wrap_Swig_free_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0))
 }
 
 func Swig_malloc(arg1 int) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_Swig_malloc_capi_3366b54da5d55ef5(C.swig_intgo(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_Swig_malloc_capi_baf4c0aa7fba11de(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
 func Attn_version_string() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_attn_version_string_capi_3366b54da5d55ef5()
+	swig_r_p := C._wrap_attn_version_string_capi_baf4c0aa7fba11de()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -269,49 +282,49 @@ func Attn_version_string() (_swig_ret string) {
 
 func Attn_version_number() (_swig_ret uint) {
 	var swig_r uint
-	swig_r = (uint)(C._wrap_attn_version_number_capi_3366b54da5d55ef5())
+	swig_r = (uint)(C._wrap_attn_version_number_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 type Enum_SS_attn_status int
 func _swig_getATTN_OK() (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
-	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_OK_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_OK_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_OK Enum_SS_attn_status = _swig_getATTN_OK()
 func _swig_getATTN_ERR_NULL_POINTER() (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
-	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_ERR_NULL_POINTER_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_ERR_NULL_POINTER_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_ERR_NULL_POINTER Enum_SS_attn_status = _swig_getATTN_ERR_NULL_POINTER()
 func _swig_getATTN_ERR_INVALID_ARGUMENT() (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
-	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_ERR_INVALID_ARGUMENT_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_ERR_INVALID_ARGUMENT_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_ERR_INVALID_ARGUMENT Enum_SS_attn_status = _swig_getATTN_ERR_INVALID_ARGUMENT()
 func _swig_getATTN_ERR_OUT_OF_MEMORY() (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
-	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_ERR_OUT_OF_MEMORY_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_ERR_OUT_OF_MEMORY_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_ERR_OUT_OF_MEMORY Enum_SS_attn_status = _swig_getATTN_ERR_OUT_OF_MEMORY()
 func _swig_getATTN_ERR_UNSUPPORTED() (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
-	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_ERR_UNSUPPORTED_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_ERR_UNSUPPORTED_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_ERR_UNSUPPORTED Enum_SS_attn_status = _swig_getATTN_ERR_UNSUPPORTED()
 func _swig_getATTN_ERR_INTERNAL() (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
-	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_ERR_INTERNAL_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_status)(C._wrap_ATTN_ERR_INTERNAL_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
@@ -319,7 +332,7 @@ var ATTN_ERR_INTERNAL Enum_SS_attn_status = _swig_getATTN_ERR_INTERNAL()
 func Attn_status_string(arg1 Enum_SS_attn_status) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_attn_status_string_capi_3366b54da5d55ef5(C.swig_intgo(_swig_i_0))
+	swig_r_p := C._wrap_attn_status_string_capi_baf4c0aa7fba11de(C.swig_intgo(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -328,7 +341,7 @@ func Attn_status_string(arg1 Enum_SS_attn_status) (_swig_ret string) {
 
 func Attn_last_error() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_attn_last_error_capi_3366b54da5d55ef5()
+	swig_r_p := C._wrap_attn_last_error_capi_baf4c0aa7fba11de()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -345,28 +358,28 @@ func Attn_simple(arg1 *float32, arg2 *float32, arg3 *float32, arg4 int64, arg5 i
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_simple_capi_3366b54da5d55ef5(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_4(_swig_i_3), C.swig_type_5(_swig_i_4), C._Bool(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_simple_capi_baf4c0aa7fba11de(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_4(_swig_i_3), C.swig_type_5(_swig_i_4), C._Bool(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7)))
 	return swig_r
 }
 
 type Enum_SS_attn_causal int
 func _swig_getATTN_CAUSAL_NONE() (_swig_ret Enum_SS_attn_causal) {
 	var swig_r Enum_SS_attn_causal
-	swig_r = (Enum_SS_attn_causal)(C._wrap_ATTN_CAUSAL_NONE_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_causal)(C._wrap_ATTN_CAUSAL_NONE_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_CAUSAL_NONE Enum_SS_attn_causal = _swig_getATTN_CAUSAL_NONE()
 func _swig_getATTN_CAUSAL_TOP_LEFT() (_swig_ret Enum_SS_attn_causal) {
 	var swig_r Enum_SS_attn_causal
-	swig_r = (Enum_SS_attn_causal)(C._wrap_ATTN_CAUSAL_TOP_LEFT_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_causal)(C._wrap_ATTN_CAUSAL_TOP_LEFT_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_CAUSAL_TOP_LEFT Enum_SS_attn_causal = _swig_getATTN_CAUSAL_TOP_LEFT()
 func _swig_getATTN_CAUSAL_BOTTOM_RIGHT() (_swig_ret Enum_SS_attn_causal) {
 	var swig_r Enum_SS_attn_causal
-	swig_r = (Enum_SS_attn_causal)(C._wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_causal)(C._wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
@@ -374,210 +387,210 @@ var ATTN_CAUSAL_BOTTOM_RIGHT Enum_SS_attn_causal = _swig_getATTN_CAUSAL_BOTTOM_R
 type Enum_SS_attn_operand int
 func _swig_getATTN_Q() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_Q_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_Q_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_Q Enum_SS_attn_operand = _swig_getATTN_Q()
 func _swig_getATTN_K() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_K_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_K_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_K Enum_SS_attn_operand = _swig_getATTN_K()
 func _swig_getATTN_V() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_V_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_V_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_V Enum_SS_attn_operand = _swig_getATTN_V()
 func _swig_getATTN_OUT() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_OUT_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_OUT_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_OUT Enum_SS_attn_operand = _swig_getATTN_OUT()
 func _swig_getATTN_LSE() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_LSE_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_LSE_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_LSE Enum_SS_attn_operand = _swig_getATTN_LSE()
 func _swig_getATTN_WEIGHTS() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_WEIGHTS_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_WEIGHTS_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_WEIGHTS Enum_SS_attn_operand = _swig_getATTN_WEIGHTS()
 func _swig_getATTN_KEY_VALID() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_KEY_VALID_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_KEY_VALID_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_KEY_VALID Enum_SS_attn_operand = _swig_getATTN_KEY_VALID()
 func _swig_getATTN_ALLOWED() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_ALLOWED_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_ALLOWED_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_ALLOWED Enum_SS_attn_operand = _swig_getATTN_ALLOWED()
 func _swig_getATTN_BIAS() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_BIAS_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_BIAS_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_BIAS Enum_SS_attn_operand = _swig_getATTN_BIAS()
 func _swig_getATTN_ALIBI_SLOPES() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_ALIBI_SLOPES_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_ALIBI_SLOPES_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_ALIBI_SLOPES Enum_SS_attn_operand = _swig_getATTN_ALIBI_SLOPES()
 func _swig_getATTN_SINKS() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_SINKS_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_SINKS_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_SINKS Enum_SS_attn_operand = _swig_getATTN_SINKS()
 func _swig_getATTN_QUERY_VALID() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_QUERY_VALID_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_QUERY_VALID_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_QUERY_VALID Enum_SS_attn_operand = _swig_getATTN_QUERY_VALID()
 func _swig_getATTN_SEQ_LENS_K() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_SEQ_LENS_K_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_SEQ_LENS_K_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_SEQ_LENS_K Enum_SS_attn_operand = _swig_getATTN_SEQ_LENS_K()
 func _swig_getATTN_KEY_MASS() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_KEY_MASS_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_KEY_MASS_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_KEY_MASS Enum_SS_attn_operand = _swig_getATTN_KEY_MASS()
 func _swig_getATTN_CU_SEQLENS_Q() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_CU_SEQLENS_Q_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_CU_SEQLENS_Q_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_CU_SEQLENS_Q Enum_SS_attn_operand = _swig_getATTN_CU_SEQLENS_Q()
 func _swig_getATTN_CU_SEQLENS_K() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_CU_SEQLENS_K_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_CU_SEQLENS_K_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_CU_SEQLENS_K Enum_SS_attn_operand = _swig_getATTN_CU_SEQLENS_K()
 func _swig_getATTN_BLOCK_TABLE() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_BLOCK_TABLE_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_BLOCK_TABLE_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_BLOCK_TABLE Enum_SS_attn_operand = _swig_getATTN_BLOCK_TABLE()
 func _swig_getATTN_NEW_K() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_NEW_K_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_NEW_K_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_NEW_K Enum_SS_attn_operand = _swig_getATTN_NEW_K()
 func _swig_getATTN_NEW_V() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_NEW_V_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_NEW_V_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_NEW_V Enum_SS_attn_operand = _swig_getATTN_NEW_V()
 func _swig_getATTN_DOUT() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DOUT_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DOUT_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_DOUT Enum_SS_attn_operand = _swig_getATTN_DOUT()
 func _swig_getATTN_DQ() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DQ_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DQ_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_DQ Enum_SS_attn_operand = _swig_getATTN_DQ()
 func _swig_getATTN_DK() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DK_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DK_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_DK Enum_SS_attn_operand = _swig_getATTN_DK()
 func _swig_getATTN_DV() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DV_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DV_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_DV Enum_SS_attn_operand = _swig_getATTN_DV()
 func _swig_getATTN_DBIAS() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DBIAS_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DBIAS_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_DBIAS Enum_SS_attn_operand = _swig_getATTN_DBIAS()
 func _swig_getATTN_DSINKS() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DSINKS_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_DSINKS_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_DSINKS Enum_SS_attn_operand = _swig_getATTN_DSINKS()
 func _swig_getATTN_K_SCALE() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_K_SCALE_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_K_SCALE_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_K_SCALE Enum_SS_attn_operand = _swig_getATTN_K_SCALE()
 func _swig_getATTN_V_SCALE() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_V_SCALE_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_V_SCALE_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_V_SCALE Enum_SS_attn_operand = _swig_getATTN_V_SCALE()
 func _swig_getATTN_NEW_K_SCALE() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_NEW_K_SCALE_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_NEW_K_SCALE_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_NEW_K_SCALE Enum_SS_attn_operand = _swig_getATTN_NEW_K_SCALE()
 func _swig_getATTN_NEW_V_SCALE() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_NEW_V_SCALE_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_NEW_V_SCALE_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_NEW_V_SCALE Enum_SS_attn_operand = _swig_getATTN_NEW_V_SCALE()
 func _swig_getATTN_Q_SCALE() (_swig_ret Enum_SS_attn_operand) {
 	var swig_r Enum_SS_attn_operand
-	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_Q_SCALE_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_operand)(C._wrap_ATTN_Q_SCALE_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
@@ -591,20 +604,20 @@ func Attn_desc_create(arg1 *uintptr, arg2 int64, arg3 int64, arg4 int64, arg5 in
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_create_capi_3366b54da5d55ef5(C.swig_voidp(_swig_i_0), C.swig_type_6(_swig_i_1), C.swig_type_7(_swig_i_2), C.swig_type_8(_swig_i_3), C.swig_type_9(_swig_i_4), C.swig_type_10(_swig_i_5), C.swig_type_11(_swig_i_6)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_create_capi_baf4c0aa7fba11de(C.swig_voidp(_swig_i_0), C.swig_type_6(_swig_i_1), C.swig_type_7(_swig_i_2), C.swig_type_8(_swig_i_3), C.swig_type_9(_swig_i_4), C.swig_type_10(_swig_i_5), C.swig_type_11(_swig_i_6)))
 	return swig_r
 }
 
 func Attn_desc_destroy(arg1 Struct_SS_attn_desc) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_attn_desc_destroy_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0))
+	C._wrap_attn_desc_destroy_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0))
 }
 
 func Attn_desc_set_causal(arg1 Struct_SS_attn_desc, arg2 Enum_SS_attn_causal) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_set_causal_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_set_causal_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
 	return swig_r
 }
 
@@ -612,7 +625,7 @@ func Attn_desc_set_scale(arg1 Struct_SS_attn_desc, arg2 float32) (_swig_ret Enum
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_set_scale_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.float(_swig_i_1)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_set_scale_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.float(_swig_i_1)))
 	return swig_r
 }
 
@@ -623,7 +636,7 @@ func Attn_desc_set_strides(arg1 Struct_SS_attn_desc, arg2 Enum_SS_attn_operand, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_set_strides_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_12(_swig_i_2), C.swig_type_13(_swig_i_3), C.swig_type_14(_swig_i_4)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_set_strides_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_12(_swig_i_2), C.swig_type_13(_swig_i_3), C.swig_type_14(_swig_i_4)))
 	return swig_r
 }
 
@@ -631,7 +644,7 @@ func Attn_desc_required_len(arg1 Struct_SS_attn_desc, arg2 Enum_SS_attn_operand)
 	var swig_r int64
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_attn_desc_required_len_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	swig_r = (int64)(C._wrap_attn_desc_required_len_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
 	return swig_r
 }
 
@@ -645,7 +658,7 @@ func Attn_forward(arg1 Struct_SS_attn_desc, arg2 *float32, arg3 *float32, arg4 *
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_forward_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_forward_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7)))
 	return swig_r
 }
 
@@ -657,126 +670,126 @@ func Attn_weights(arg1 Struct_SS_attn_desc, arg2 *float32, arg3 *float32, arg4 *
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_weights_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_weights_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5)))
 	return swig_r
 }
 
 type Enum_SS_attn_param int
 func _swig_getATTN_PARAM_CAUSAL() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_CAUSAL_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_CAUSAL_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_PARAM_CAUSAL Enum_SS_attn_param = _swig_getATTN_PARAM_CAUSAL()
 func _swig_getATTN_PARAM_SCALE() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_SCALE_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_SCALE_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_PARAM_SCALE Enum_SS_attn_param = _swig_getATTN_PARAM_SCALE()
 func _swig_getATTN_PARAM_WINDOW_LEFT() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_WINDOW_LEFT_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_WINDOW_LEFT_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_PARAM_WINDOW_LEFT Enum_SS_attn_param = _swig_getATTN_PARAM_WINDOW_LEFT()
 func _swig_getATTN_PARAM_WINDOW_RIGHT() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_WINDOW_RIGHT_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_WINDOW_RIGHT_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_PARAM_WINDOW_RIGHT Enum_SS_attn_param = _swig_getATTN_PARAM_WINDOW_RIGHT()
 func _swig_getATTN_PARAM_SOFTCAP() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_SOFTCAP_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_SOFTCAP_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_PARAM_SOFTCAP Enum_SS_attn_param = _swig_getATTN_PARAM_SOFTCAP()
 func _swig_getATTN_PARAM_ALIBI() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_ALIBI_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_ALIBI_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_PARAM_ALIBI Enum_SS_attn_param = _swig_getATTN_PARAM_ALIBI()
 func _swig_getATTN_PARAM_SOFTMAX_PLUS_ONE() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_PARAM_SOFTMAX_PLUS_ONE Enum_SS_attn_param = _swig_getATTN_PARAM_SOFTMAX_PLUS_ONE()
 func _swig_getATTN_PARAM_HEAD_DIM_V() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_HEAD_DIM_V_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_HEAD_DIM_V_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_PARAM_HEAD_DIM_V Enum_SS_attn_param = _swig_getATTN_PARAM_HEAD_DIM_V()
 func _swig_getATTN_PARAM_WEIGHTS_MODE() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_WEIGHTS_MODE_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_WEIGHTS_MODE_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_PARAM_WEIGHTS_MODE Enum_SS_attn_param = _swig_getATTN_PARAM_WEIGHTS_MODE()
 func _swig_getATTN_PARAM_BIAS_FIRST() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_BIAS_FIRST_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_BIAS_FIRST_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_PARAM_BIAS_FIRST Enum_SS_attn_param = _swig_getATTN_PARAM_BIAS_FIRST()
 func _swig_getATTN_PARAM_VARLEN() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_VARLEN_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_VARLEN_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_PARAM_VARLEN Enum_SS_attn_param = _swig_getATTN_PARAM_VARLEN()
 func _swig_getATTN_PARAM_PAGE_SIZE() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_PAGE_SIZE_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_PAGE_SIZE_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_PARAM_PAGE_SIZE Enum_SS_attn_param = _swig_getATTN_PARAM_PAGE_SIZE()
 func _swig_getATTN_PARAM_MAX_PAGES() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_MAX_PAGES_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_MAX_PAGES_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_PARAM_MAX_PAGES Enum_SS_attn_param = _swig_getATTN_PARAM_MAX_PAGES()
 func _swig_getATTN_PARAM_BATCH_INVARIANT() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_BATCH_INVARIANT_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_BATCH_INVARIANT_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_PARAM_BATCH_INVARIANT Enum_SS_attn_param = _swig_getATTN_PARAM_BATCH_INVARIANT()
 func _swig_getATTN_PARAM_COMPUTE() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_COMPUTE_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_COMPUTE_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_PARAM_COMPUTE Enum_SS_attn_param = _swig_getATTN_PARAM_COMPUTE()
 func _swig_getATTN_PARAM_DIAGONAL() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_DIAGONAL_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_DIAGONAL_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_PARAM_DIAGONAL Enum_SS_attn_param = _swig_getATTN_PARAM_DIAGONAL()
 func _swig_getATTN_PARAM_ALIBI_FORM() (_swig_ret Enum_SS_attn_param) {
 	var swig_r Enum_SS_attn_param
-	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_ALIBI_FORM_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_param)(C._wrap_ATTN_PARAM_ALIBI_FORM_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
@@ -784,21 +797,21 @@ var ATTN_PARAM_ALIBI_FORM Enum_SS_attn_param = _swig_getATTN_PARAM_ALIBI_FORM()
 type Enum_SS_attn_diagonal int
 func _swig_getATTN_DIAGONAL_CAUSAL() (_swig_ret Enum_SS_attn_diagonal) {
 	var swig_r Enum_SS_attn_diagonal
-	swig_r = (Enum_SS_attn_diagonal)(C._wrap_ATTN_DIAGONAL_CAUSAL_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_diagonal)(C._wrap_ATTN_DIAGONAL_CAUSAL_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_DIAGONAL_CAUSAL Enum_SS_attn_diagonal = _swig_getATTN_DIAGONAL_CAUSAL()
 func _swig_getATTN_DIAGONAL_TOP_LEFT() (_swig_ret Enum_SS_attn_diagonal) {
 	var swig_r Enum_SS_attn_diagonal
-	swig_r = (Enum_SS_attn_diagonal)(C._wrap_ATTN_DIAGONAL_TOP_LEFT_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_diagonal)(C._wrap_ATTN_DIAGONAL_TOP_LEFT_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_DIAGONAL_TOP_LEFT Enum_SS_attn_diagonal = _swig_getATTN_DIAGONAL_TOP_LEFT()
 func _swig_getATTN_DIAGONAL_BOTTOM_RIGHT() (_swig_ret Enum_SS_attn_diagonal) {
 	var swig_r Enum_SS_attn_diagonal
-	swig_r = (Enum_SS_attn_diagonal)(C._wrap_ATTN_DIAGONAL_BOTTOM_RIGHT_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_diagonal)(C._wrap_ATTN_DIAGONAL_BOTTOM_RIGHT_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
@@ -806,14 +819,14 @@ var ATTN_DIAGONAL_BOTTOM_RIGHT Enum_SS_attn_diagonal = _swig_getATTN_DIAGONAL_BO
 type Enum_SS_attn_alibi_form int
 func _swig_getATTN_ALIBI_LINEAR() (_swig_ret Enum_SS_attn_alibi_form) {
 	var swig_r Enum_SS_attn_alibi_form
-	swig_r = (Enum_SS_attn_alibi_form)(C._wrap_ATTN_ALIBI_LINEAR_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_alibi_form)(C._wrap_ATTN_ALIBI_LINEAR_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_ALIBI_LINEAR Enum_SS_attn_alibi_form = _swig_getATTN_ALIBI_LINEAR()
 func _swig_getATTN_ALIBI_SYMMETRIC() (_swig_ret Enum_SS_attn_alibi_form) {
 	var swig_r Enum_SS_attn_alibi_form
-	swig_r = (Enum_SS_attn_alibi_form)(C._wrap_ATTN_ALIBI_SYMMETRIC_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_alibi_form)(C._wrap_ATTN_ALIBI_SYMMETRIC_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
@@ -821,28 +834,28 @@ var ATTN_ALIBI_SYMMETRIC Enum_SS_attn_alibi_form = _swig_getATTN_ALIBI_SYMMETRIC
 type Enum_SS_attn_compute int
 func _swig_getATTN_COMPUTE_EXACT() (_swig_ret Enum_SS_attn_compute) {
 	var swig_r Enum_SS_attn_compute
-	swig_r = (Enum_SS_attn_compute)(C._wrap_ATTN_COMPUTE_EXACT_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_compute)(C._wrap_ATTN_COMPUTE_EXACT_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_COMPUTE_EXACT Enum_SS_attn_compute = _swig_getATTN_COMPUTE_EXACT()
 func _swig_getATTN_COMPUTE_FP16() (_swig_ret Enum_SS_attn_compute) {
 	var swig_r Enum_SS_attn_compute
-	swig_r = (Enum_SS_attn_compute)(C._wrap_ATTN_COMPUTE_FP16_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_compute)(C._wrap_ATTN_COMPUTE_FP16_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_COMPUTE_FP16 Enum_SS_attn_compute = _swig_getATTN_COMPUTE_FP16()
 func _swig_getATTN_COMPUTE_INT8() (_swig_ret Enum_SS_attn_compute) {
 	var swig_r Enum_SS_attn_compute
-	swig_r = (Enum_SS_attn_compute)(C._wrap_ATTN_COMPUTE_INT8_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_compute)(C._wrap_ATTN_COMPUTE_INT8_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_COMPUTE_INT8 Enum_SS_attn_compute = _swig_getATTN_COMPUTE_INT8()
 func _swig_getATTN_COMPUTE_BF16() (_swig_ret Enum_SS_attn_compute) {
 	var swig_r Enum_SS_attn_compute
-	swig_r = (Enum_SS_attn_compute)(C._wrap_ATTN_COMPUTE_BF16_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_compute)(C._wrap_ATTN_COMPUTE_BF16_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
@@ -850,21 +863,21 @@ var ATTN_COMPUTE_BF16 Enum_SS_attn_compute = _swig_getATTN_COMPUTE_BF16()
 type Enum_SS_attn_alibi int
 func _swig_getATTN_ALIBI_NONE() (_swig_ret Enum_SS_attn_alibi) {
 	var swig_r Enum_SS_attn_alibi
-	swig_r = (Enum_SS_attn_alibi)(C._wrap_ATTN_ALIBI_NONE_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_alibi)(C._wrap_ATTN_ALIBI_NONE_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_ALIBI_NONE Enum_SS_attn_alibi = _swig_getATTN_ALIBI_NONE()
 func _swig_getATTN_ALIBI_OPERAND() (_swig_ret Enum_SS_attn_alibi) {
 	var swig_r Enum_SS_attn_alibi
-	swig_r = (Enum_SS_attn_alibi)(C._wrap_ATTN_ALIBI_OPERAND_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_alibi)(C._wrap_ATTN_ALIBI_OPERAND_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_ALIBI_OPERAND Enum_SS_attn_alibi = _swig_getATTN_ALIBI_OPERAND()
 func _swig_getATTN_ALIBI_STANDARD() (_swig_ret Enum_SS_attn_alibi) {
 	var swig_r Enum_SS_attn_alibi
-	swig_r = (Enum_SS_attn_alibi)(C._wrap_ATTN_ALIBI_STANDARD_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_alibi)(C._wrap_ATTN_ALIBI_STANDARD_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
@@ -872,35 +885,35 @@ var ATTN_ALIBI_STANDARD Enum_SS_attn_alibi = _swig_getATTN_ALIBI_STANDARD()
 type Enum_SS_attn_weights_mode int
 func _swig_getATTN_WEIGHTS_SOFTMAX() (_swig_ret Enum_SS_attn_weights_mode) {
 	var swig_r Enum_SS_attn_weights_mode
-	swig_r = (Enum_SS_attn_weights_mode)(C._wrap_ATTN_WEIGHTS_SOFTMAX_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_weights_mode)(C._wrap_ATTN_WEIGHTS_SOFTMAX_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_WEIGHTS_SOFTMAX Enum_SS_attn_weights_mode = _swig_getATTN_WEIGHTS_SOFTMAX()
 func _swig_getATTN_WEIGHTS_SCORES() (_swig_ret Enum_SS_attn_weights_mode) {
 	var swig_r Enum_SS_attn_weights_mode
-	swig_r = (Enum_SS_attn_weights_mode)(C._wrap_ATTN_WEIGHTS_SCORES_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_weights_mode)(C._wrap_ATTN_WEIGHTS_SCORES_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_WEIGHTS_SCORES Enum_SS_attn_weights_mode = _swig_getATTN_WEIGHTS_SCORES()
 func _swig_getATTN_WEIGHTS_MASKED() (_swig_ret Enum_SS_attn_weights_mode) {
 	var swig_r Enum_SS_attn_weights_mode
-	swig_r = (Enum_SS_attn_weights_mode)(C._wrap_ATTN_WEIGHTS_MASKED_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_weights_mode)(C._wrap_ATTN_WEIGHTS_MASKED_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_WEIGHTS_MASKED Enum_SS_attn_weights_mode = _swig_getATTN_WEIGHTS_MASKED()
 func _swig_getATTN_WEIGHTS_CAPPED() (_swig_ret Enum_SS_attn_weights_mode) {
 	var swig_r Enum_SS_attn_weights_mode
-	swig_r = (Enum_SS_attn_weights_mode)(C._wrap_ATTN_WEIGHTS_CAPPED_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_weights_mode)(C._wrap_ATTN_WEIGHTS_CAPPED_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_WEIGHTS_CAPPED Enum_SS_attn_weights_mode = _swig_getATTN_WEIGHTS_CAPPED()
 func _swig_getATTN_WEIGHTS_SOFTCAPPED() (_swig_ret Enum_SS_attn_weights_mode) {
 	var swig_r Enum_SS_attn_weights_mode
-	swig_r = (Enum_SS_attn_weights_mode)(C._wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_weights_mode)(C._wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
@@ -910,7 +923,7 @@ func Attn_desc_set_int(arg1 Struct_SS_attn_desc, arg2 Enum_SS_attn_param, arg3 i
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_set_int_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_16(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_set_int_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_16(_swig_i_2)))
 	return swig_r
 }
 
@@ -919,7 +932,7 @@ func Attn_desc_set_float(arg1 Struct_SS_attn_desc, arg2 Enum_SS_attn_param, arg3
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_set_float_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.double(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_set_float_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.double(_swig_i_2)))
 	return swig_r
 }
 
@@ -928,7 +941,7 @@ func Attn_desc_get_int(arg1 Struct_SS_attn_desc, arg2 Enum_SS_attn_param, arg3 *
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_get_int_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_get_int_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2)))
 	return swig_r
 }
 
@@ -937,7 +950,7 @@ func Attn_desc_get_float(arg1 Struct_SS_attn_desc, arg2 Enum_SS_attn_param, arg3
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_get_float_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_desc_get_float_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2)))
 	return swig_r
 }
 
@@ -947,28 +960,28 @@ func Attn_param_bounds(arg1 Enum_SS_attn_param, arg2 *int32, arg3 *float64, arg4
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_param_bounds_capi_3366b54da5d55ef5(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_param_bounds_capi_baf4c0aa7fba11de(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3)))
 	return swig_r
 }
 
 type Enum_SS_attn_op int
 func _swig_getATTN_OP_FORWARD() (_swig_ret Enum_SS_attn_op) {
 	var swig_r Enum_SS_attn_op
-	swig_r = (Enum_SS_attn_op)(C._wrap_ATTN_OP_FORWARD_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_op)(C._wrap_ATTN_OP_FORWARD_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_OP_FORWARD Enum_SS_attn_op = _swig_getATTN_OP_FORWARD()
 func _swig_getATTN_OP_WEIGHTS() (_swig_ret Enum_SS_attn_op) {
 	var swig_r Enum_SS_attn_op
-	swig_r = (Enum_SS_attn_op)(C._wrap_ATTN_OP_WEIGHTS_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_op)(C._wrap_ATTN_OP_WEIGHTS_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_OP_WEIGHTS Enum_SS_attn_op = _swig_getATTN_OP_WEIGHTS()
 func _swig_getATTN_OP_BACKWARD() (_swig_ret Enum_SS_attn_op) {
 	var swig_r Enum_SS_attn_op
-	swig_r = (Enum_SS_attn_op)(C._wrap_ATTN_OP_BACKWARD_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_op)(C._wrap_ATTN_OP_BACKWARD_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
@@ -976,19 +989,19 @@ var ATTN_OP_BACKWARD Enum_SS_attn_op = _swig_getATTN_OP_BACKWARD()
 func Attn_args_create(arg1 *uintptr) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := arg1
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_create_capi_3366b54da5d55ef5(C.swig_voidp(_swig_i_0)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_create_capi_baf4c0aa7fba11de(C.swig_voidp(_swig_i_0)))
 	return swig_r
 }
 
 func Attn_args_destroy(arg1 Struct_SS_attn_args) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_attn_args_destroy_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0))
+	C._wrap_attn_args_destroy_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0))
 }
 
 func Attn_args_clear(arg1 Struct_SS_attn_args) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_clear_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_clear_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -998,7 +1011,7 @@ func Attn_args_set_f32(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_f32_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_17(_swig_i_3)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_f32_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_17(_swig_i_3)))
 	return swig_r
 }
 
@@ -1008,7 +1021,7 @@ func Attn_args_set_out_f32(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_out_f32_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_18(_swig_i_3)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_out_f32_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_18(_swig_i_3)))
 	return swig_r
 }
 
@@ -1018,7 +1031,7 @@ func Attn_args_set_u8(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_u8_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_19(_swig_i_3)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_u8_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_19(_swig_i_3)))
 	return swig_r
 }
 
@@ -1028,60 +1041,74 @@ func Attn_args_set_i32(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_i32_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_20(_swig_i_3)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_i32_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_20(_swig_i_3)))
 	return swig_r
 }
 
 type Enum_SS_attn_dtype int
 func _swig_getATTN_DTYPE_F32() (_swig_ret Enum_SS_attn_dtype) {
 	var swig_r Enum_SS_attn_dtype
-	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_F32_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_F32_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_DTYPE_F32 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_F32()
 func _swig_getATTN_DTYPE_F16() (_swig_ret Enum_SS_attn_dtype) {
 	var swig_r Enum_SS_attn_dtype
-	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_F16_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_F16_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_DTYPE_F16 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_F16()
 func _swig_getATTN_DTYPE_BF16() (_swig_ret Enum_SS_attn_dtype) {
 	var swig_r Enum_SS_attn_dtype
-	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_BF16_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_BF16_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_DTYPE_BF16 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_BF16()
 func _swig_getATTN_DTYPE_I8() (_swig_ret Enum_SS_attn_dtype) {
 	var swig_r Enum_SS_attn_dtype
-	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_I8_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_I8_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_DTYPE_I8 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_I8()
 func _swig_getATTN_DTYPE_U8() (_swig_ret Enum_SS_attn_dtype) {
 	var swig_r Enum_SS_attn_dtype
-	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_U8_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_U8_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_DTYPE_U8 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_U8()
 func _swig_getATTN_DTYPE_I32() (_swig_ret Enum_SS_attn_dtype) {
 	var swig_r Enum_SS_attn_dtype
-	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_I32_capi_3366b54da5d55ef5())
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_I32_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 var ATTN_DTYPE_I32 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_I32()
+func _swig_getATTN_DTYPE_FP8_E4M3() (_swig_ret Enum_SS_attn_dtype) {
+	var swig_r Enum_SS_attn_dtype
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_FP8_E4M3_capi_baf4c0aa7fba11de())
+	return swig_r
+}
+
+var ATTN_DTYPE_FP8_E4M3 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_FP8_E4M3()
+func _swig_getATTN_DTYPE_FP8_E5M2() (_swig_ret Enum_SS_attn_dtype) {
+	var swig_r Enum_SS_attn_dtype
+	swig_r = (Enum_SS_attn_dtype)(C._wrap_ATTN_DTYPE_FP8_E5M2_capi_baf4c0aa7fba11de())
+	return swig_r
+}
+
+var ATTN_DTYPE_FP8_E5M2 Enum_SS_attn_dtype = _swig_getATTN_DTYPE_FP8_E5M2()
 func Attn_args_set_f16(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3 *uint16, arg4 int64) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_f16_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_21(_swig_i_3)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_f16_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_21(_swig_i_3)))
 	return swig_r
 }
 
@@ -1091,7 +1118,7 @@ func Attn_args_set_bf16(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_bf16_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_22(_swig_i_3)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_bf16_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_22(_swig_i_3)))
 	return swig_r
 }
 
@@ -1101,7 +1128,7 @@ func Attn_args_set_i8(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_i8_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_23(_swig_i_3)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_i8_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_23(_swig_i_3)))
 	return swig_r
 }
 
@@ -1111,7 +1138,7 @@ func Attn_args_set_out_f16(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_out_f16_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_24(_swig_i_3)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_out_f16_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_24(_swig_i_3)))
 	return swig_r
 }
 
@@ -1121,7 +1148,7 @@ func Attn_args_set_out_bf16(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand,
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_out_bf16_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_25(_swig_i_3)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_out_bf16_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_25(_swig_i_3)))
 	return swig_r
 }
 
@@ -1131,7 +1158,29 @@ func Attn_args_set_out_i8(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, a
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_out_i8_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_26(_swig_i_3)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_out_i8_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_26(_swig_i_3)))
+	return swig_r
+}
+
+func Attn_args_set_fp8(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3 Enum_SS_attn_dtype, arg4 *uint8, arg5 int64) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_fp8_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_27(_swig_i_4)))
+	return swig_r
+}
+
+func Attn_args_set_out_fp8(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3 Enum_SS_attn_dtype, arg4 *uint8, arg5 int64) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_args_set_out_fp8_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_28(_swig_i_4)))
 	return swig_r
 }
 
@@ -1140,7 +1189,7 @@ func Attn_convert_f32_to_f16(arg1 *float32, arg2 *uint16, arg3 int64) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_f32_to_f16_capi_3366b54da5d55ef5(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_27(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_f32_to_f16_capi_baf4c0aa7fba11de(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_29(_swig_i_2)))
 	return swig_r
 }
 
@@ -1149,7 +1198,7 @@ func Attn_convert_f32_to_bf16(arg1 *float32, arg2 *uint16, arg3 int64) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_f32_to_bf16_capi_3366b54da5d55ef5(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_28(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_f32_to_bf16_capi_baf4c0aa7fba11de(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_30(_swig_i_2)))
 	return swig_r
 }
 
@@ -1158,7 +1207,7 @@ func Attn_convert_f16_to_f32(arg1 *uint16, arg2 *float32, arg3 int64) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_f16_to_f32_capi_3366b54da5d55ef5(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_29(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_f16_to_f32_capi_baf4c0aa7fba11de(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_31(_swig_i_2)))
 	return swig_r
 }
 
@@ -1167,7 +1216,7 @@ func Attn_convert_bf16_to_f32(arg1 *uint16, arg2 *float32, arg3 int64) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_bf16_to_f32_capi_3366b54da5d55ef5(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_30(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_convert_bf16_to_f32_capi_baf4c0aa7fba11de(C.swig_voidp(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_32(_swig_i_2)))
 	return swig_r
 }
 
@@ -1178,7 +1227,31 @@ func Attn_quantize_i8(arg1 *float32, arg2 int64, arg3 int64, arg4 *int8, arg5 *f
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_quantize_i8_capi_3366b54da5d55ef5(C.swig_voidp(_swig_i_0), C.swig_type_31(_swig_i_1), C.swig_type_32(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_quantize_i8_capi_baf4c0aa7fba11de(C.swig_voidp(_swig_i_0), C.swig_type_33(_swig_i_1), C.swig_type_34(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4)))
+	return swig_r
+}
+
+func Attn_quantize_fp8(arg1 *float32, arg2 int64, arg3 int64, arg4 Enum_SS_attn_dtype, arg5 float32, arg6 *uint8) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_quantize_fp8_capi_baf4c0aa7fba11de(C.swig_voidp(_swig_i_0), C.swig_type_35(_swig_i_1), C.swig_type_36(_swig_i_2), C.swig_intgo(_swig_i_3), C.float(_swig_i_4), C.swig_voidp(_swig_i_5)))
+	return swig_r
+}
+
+func Attn_dequantize_fp8(arg1 *uint8, arg2 int64, arg3 int64, arg4 Enum_SS_attn_dtype, arg5 float32, arg6 *float32) (_swig_ret Enum_SS_attn_status) {
+	var swig_r Enum_SS_attn_status
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_dequantize_fp8_capi_baf4c0aa7fba11de(C.swig_voidp(_swig_i_0), C.swig_type_37(_swig_i_1), C.swig_type_38(_swig_i_2), C.swig_intgo(_swig_i_3), C.float(_swig_i_4), C.swig_voidp(_swig_i_5)))
 	return swig_r
 }
 
@@ -1187,7 +1260,7 @@ func Attn_run(arg1 Struct_SS_attn_desc, arg2 Enum_SS_attn_op, arg3 Struct_SS_att
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_run_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_run_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2)))
 	return swig_r
 }
 
@@ -1199,7 +1272,7 @@ func Attn_kv_append(arg1 Struct_SS_attn_desc, arg2 Struct_SS_attn_args, arg3 *fl
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_kv_append_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_33(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_34(_swig_i_5)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_kv_append_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_39(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_40(_swig_i_5)))
 	return swig_r
 }
 
@@ -1207,7 +1280,7 @@ func Attn_kv_append_args(arg1 Struct_SS_attn_desc, arg2 Struct_SS_attn_args) (_s
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_kv_append_args_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_kv_append_args_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
@@ -1216,7 +1289,7 @@ func Attn_merge(arg1 Struct_SS_attn_desc, arg2 Struct_SS_attn_args, arg3 Struct_
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_merge_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_merge_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2)))
 	return swig_r
 }
 
@@ -1228,7 +1301,7 @@ func Attn_operand_info(arg1 Enum_SS_attn_operand, arg2 *uintptr, arg3 *uint32, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_operand_info_capi_3366b54da5d55ef5(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_operand_info_capi_baf4c0aa7fba11de(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5)))
 	return swig_r
 }
 
@@ -1236,7 +1309,7 @@ func Attn_operand_dims(arg1 Enum_SS_attn_operand, arg2 *uintptr) (_swig_ret Enum
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_operand_dims_capi_3366b54da5d55ef5(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_operand_dims_capi_baf4c0aa7fba11de(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1)))
 	return swig_r
 }
 
@@ -1248,7 +1321,7 @@ func Attn_param_info(arg1 Enum_SS_attn_param, arg2 *uintptr, arg3 *int32, arg4 *
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_param_info_capi_3366b54da5d55ef5(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_param_info_capi_baf4c0aa7fba11de(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5)))
 	return swig_r
 }
 
@@ -1257,26 +1330,26 @@ func Attn_isa_info(arg1 int, arg2 *uintptr, arg3 *int32) (_swig_ret Enum_SS_attn
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_isa_info_capi_3366b54da5d55ef5(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_isa_info_capi_baf4c0aa7fba11de(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2)))
 	return swig_r
 }
 
 func Attn_set_num_threads(arg1 int64) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := arg1
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_set_num_threads_capi_3366b54da5d55ef5(C.swig_type_35(_swig_i_0)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_set_num_threads_capi_baf4c0aa7fba11de(C.swig_type_41(_swig_i_0)))
 	return swig_r
 }
 
 func Attn_get_num_threads() (_swig_ret int64) {
 	var swig_r int64
-	swig_r = (int64)(C._wrap_attn_get_num_threads_capi_3366b54da5d55ef5())
+	swig_r = (int64)(C._wrap_attn_get_num_threads_capi_baf4c0aa7fba11de())
 	return swig_r
 }
 
 func Attn_isa() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_attn_isa_capi_3366b54da5d55ef5()
+	swig_r_p := C._wrap_attn_isa_capi_baf4c0aa7fba11de()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -1286,7 +1359,7 @@ func Attn_isa() (_swig_ret string) {
 func Attn_compute_unit(arg1 int) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_attn_compute_unit_capi_3366b54da5d55ef5(C.swig_intgo(_swig_i_0))
+	swig_r_p := C._wrap_attn_compute_unit_capi_baf4c0aa7fba11de(C.swig_intgo(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -1296,7 +1369,7 @@ func Attn_compute_unit(arg1 int) (_swig_ret string) {
 func Attn_set_isa(arg1 string) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := arg1
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_set_isa_capi_3366b54da5d55ef5(*(*C.swig_type_39)(unsafe.Pointer(&_swig_i_0))))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_set_isa_capi_baf4c0aa7fba11de(*(*C.swig_type_45)(unsafe.Pointer(&_swig_i_0))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
 	}
@@ -1307,19 +1380,19 @@ func Attn_go_name(arg1 int, arg2 int) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_attn_go_name_capi_3366b54da5d55ef5(C.swig_intgo(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_attn_go_name_capi_baf4c0aa7fba11de(C.swig_intgo(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
 	return swig_r_1
 }
 
-func Attn_go_check(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3 int) (_swig_ret Enum_SS_attn_status) {
+func Attn_go_check(arg1 Struct_SS_attn_args, arg2 Enum_SS_attn_operand, arg3 int64) (_swig_ret Enum_SS_attn_status) {
 	var swig_r Enum_SS_attn_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_go_check_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_intgo(_swig_i_2)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_go_check_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_47(_swig_i_2)))
 	return swig_r
 }
 
@@ -1364,7 +1437,7 @@ func Attn_go_call(arg1 Struct_SS_attn_desc, arg2 int, arg3 Enum_SS_attn_op, arg4
 	_swig_i_36 := arg37
 	_swig_i_37 := arg38
 	_swig_i_38 := arg39
-	swig_r = (Enum_SS_attn_status)(C._wrap_attn_go_call_capi_3366b54da5d55ef5(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_intgo(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_intgo(_swig_i_6), C.swig_voidp(_swig_i_7), C.swig_voidp(_swig_i_8), C.swig_voidp(_swig_i_9), C.swig_voidp(_swig_i_10), C.swig_voidp(_swig_i_11), C.swig_voidp(_swig_i_12), C.swig_voidp(_swig_i_13), C.swig_voidp(_swig_i_14), C.swig_voidp(_swig_i_15), C.swig_voidp(_swig_i_16), C.swig_voidp(_swig_i_17), C.swig_voidp(_swig_i_18), C.swig_voidp(_swig_i_19), C.swig_voidp(_swig_i_20), C.swig_voidp(_swig_i_21), C.swig_voidp(_swig_i_22), C.swig_voidp(_swig_i_23), C.swig_voidp(_swig_i_24), C.swig_voidp(_swig_i_25), C.swig_voidp(_swig_i_26), C.swig_voidp(_swig_i_27), C.swig_voidp(_swig_i_28), C.swig_voidp(_swig_i_29), C.swig_voidp(_swig_i_30), C.swig_voidp(_swig_i_31), C.swig_voidp(_swig_i_32), C.swig_voidp(_swig_i_33), C.swig_voidp(_swig_i_34), C.swig_voidp(_swig_i_35), C.swig_voidp(_swig_i_36), C.swig_voidp(_swig_i_37), C.swig_voidp(_swig_i_38)))
+	swig_r = (Enum_SS_attn_status)(C._wrap_attn_go_call_capi_baf4c0aa7fba11de(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_intgo(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_intgo(_swig_i_6), C.swig_voidp(_swig_i_7), C.swig_voidp(_swig_i_8), C.swig_voidp(_swig_i_9), C.swig_voidp(_swig_i_10), C.swig_voidp(_swig_i_11), C.swig_voidp(_swig_i_12), C.swig_voidp(_swig_i_13), C.swig_voidp(_swig_i_14), C.swig_voidp(_swig_i_15), C.swig_voidp(_swig_i_16), C.swig_voidp(_swig_i_17), C.swig_voidp(_swig_i_18), C.swig_voidp(_swig_i_19), C.swig_voidp(_swig_i_20), C.swig_voidp(_swig_i_21), C.swig_voidp(_swig_i_22), C.swig_voidp(_swig_i_23), C.swig_voidp(_swig_i_24), C.swig_voidp(_swig_i_25), C.swig_voidp(_swig_i_26), C.swig_voidp(_swig_i_27), C.swig_voidp(_swig_i_28), C.swig_voidp(_swig_i_29), C.swig_voidp(_swig_i_30), C.swig_voidp(_swig_i_31), C.swig_voidp(_swig_i_32), C.swig_voidp(_swig_i_33), C.swig_voidp(_swig_i_34), C.swig_voidp(_swig_i_35), C.swig_voidp(_swig_i_36), C.swig_voidp(_swig_i_37), C.swig_voidp(_swig_i_38)))
 	return swig_r
 }
 

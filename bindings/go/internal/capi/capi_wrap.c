@@ -201,11 +201,16 @@ const char *attn_go_name(int table, int index) {
 }
 
 
-enum { ATTN_GO_OUT = 16, ATTN_GO_PART = 32, ATTN_GO_CACHE = 64, ATTN_GO_SLOTS = 32 };
+enum { ATTN_GO_OUT = 16, ATTN_GO_PART = 32, ATTN_GO_CACHE = 64, ATTN_GO_FP8 = 128, ATTN_GO_SLOTS = 32 };
 enum { ATTN_GO_RUN = 0, ATTN_GO_KV_APPEND = 1, ATTN_GO_KV_APPEND_ARGS = 2, ATTN_GO_MERGE = 3 };
 
-static attn_status attn_go_bind(attn_args *a, attn_operand w, int code, void *p, size_t n) {
-    switch (code & ~ATTN_GO_PART) {
+static attn_status attn_go_bind(attn_args *a, attn_operand w, long long code, void *p, size_t n) {
+    if (code & ATTN_GO_FP8) { /* the fp8 setters: their fmt argument in the upper 32 bits */
+        const attn_dtype fmt = (attn_dtype)(int)(code >> 32);
+        return code & ATTN_GO_OUT ? attn_args_set_out_fp8(a, w, fmt, (uint8_t *)p, n)
+                                  : attn_args_set_fp8(a, w, fmt, (const uint8_t *)p, n);
+    }
+    switch ((int)(code & ~ATTN_GO_PART)) {
     case 0: return attn_args_set_f32(a, w, (const float *)p, n);
     case 1: return attn_args_set_f16(a, w, (const uint16_t *)p, n);
     case 2: return attn_args_set_bf16(a, w, (const uint16_t *)p, n);
@@ -220,7 +225,7 @@ static attn_status attn_go_bind(attn_args *a, attn_operand w, int code, void *p,
     return ATTN_ERR_INTERNAL; /* the face passes no other code */
 }
 
-attn_status attn_go_check(attn_args *args, attn_operand which, int code) {
+attn_status attn_go_check(attn_args *args, attn_operand which, long long code) {
     return attn_go_bind(args, which, code, NULL, 0);
 }
 
@@ -244,7 +249,8 @@ attn_status attn_go_call(const attn_desc *desc, int call, attn_op op, attn_args 
         args = own;
     }
     for (int i = 0; st == ATTN_OK && i < n && i < ATTN_GO_SLOTS; i++) {
-        const int which = (int)slots[3 * i], code = (int)slots[3 * i + 1];
+        const int which = (int)slots[3 * i];
+        const long long code = (long long)slots[3 * i + 1];
         const size_t len = (size_t)slots[3 * i + 2];
         if (code & ATTN_GO_CACHE) {
             cache[which & 1] = p[i];
@@ -276,7 +282,7 @@ attn_status attn_go_call(const attn_desc *desc, int call, attn_op op, attn_args 
 extern "C" {
 #endif
 
-void _wrap_Swig_free_capi_3366b54da5d55ef5(void *_swig_go_0) {
+void _wrap_Swig_free_capi_baf4c0aa7fba11de(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -286,7 +292,7 @@ void _wrap_Swig_free_capi_3366b54da5d55ef5(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_capi_3366b54da5d55ef5(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_capi_baf4c0aa7fba11de(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -299,7 +305,7 @@ void *_wrap_Swig_malloc_capi_3366b54da5d55ef5(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_attn_version_string_capi_3366b54da5d55ef5() {
+_gostring_ _wrap_attn_version_string_capi_baf4c0aa7fba11de() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -310,7 +316,7 @@ _gostring_ _wrap_attn_version_string_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_attn_version_number_capi_3366b54da5d55ef5() {
+intgo _wrap_attn_version_number_capi_baf4c0aa7fba11de() {
   unsigned int result;
   intgo _swig_go_result;
   
@@ -321,7 +327,7 @@ intgo _wrap_attn_version_number_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_OK_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_OK_capi_baf4c0aa7fba11de() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -333,7 +339,7 @@ intgo _wrap_ATTN_OK_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_ERR_NULL_POINTER_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_ERR_NULL_POINTER_capi_baf4c0aa7fba11de() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -345,7 +351,7 @@ intgo _wrap_ATTN_ERR_NULL_POINTER_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_baf4c0aa7fba11de() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -357,7 +363,7 @@ intgo _wrap_ATTN_ERR_INVALID_ARGUMENT_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_baf4c0aa7fba11de() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -369,7 +375,7 @@ intgo _wrap_ATTN_ERR_OUT_OF_MEMORY_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_baf4c0aa7fba11de() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -381,7 +387,7 @@ intgo _wrap_ATTN_ERR_UNSUPPORTED_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_ERR_INTERNAL_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_ERR_INTERNAL_capi_baf4c0aa7fba11de() {
   enum attn_status result;
   intgo _swig_go_result;
   
@@ -393,7 +399,7 @@ intgo _wrap_ATTN_ERR_INTERNAL_capi_3366b54da5d55ef5() {
 }
 
 
-_gostring_ _wrap_attn_status_string_capi_3366b54da5d55ef5(intgo _swig_go_0) {
+_gostring_ _wrap_attn_status_string_capi_baf4c0aa7fba11de(intgo _swig_go_0) {
   attn_status arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -406,7 +412,7 @@ _gostring_ _wrap_attn_status_string_capi_3366b54da5d55ef5(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_attn_last_error_capi_3366b54da5d55ef5() {
+_gostring_ _wrap_attn_last_error_capi_baf4c0aa7fba11de() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -417,7 +423,7 @@ _gostring_ _wrap_attn_last_error_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_attn_simple_capi_3366b54da5d55ef5(float *_swig_go_0, float *_swig_go_1, float *_swig_go_2, long long _swig_go_3, long long _swig_go_4, bool _swig_go_5, bool *_swig_go_6, float *_swig_go_7) {
+intgo _wrap_attn_simple_capi_baf4c0aa7fba11de(float *_swig_go_0, float *_swig_go_1, float *_swig_go_2, long long _swig_go_3, long long _swig_go_4, bool _swig_go_5, bool *_swig_go_6, float *_swig_go_7) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -444,7 +450,7 @@ intgo _wrap_attn_simple_capi_3366b54da5d55ef5(float *_swig_go_0, float *_swig_go
 }
 
 
-intgo _wrap_ATTN_CAUSAL_NONE_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_CAUSAL_NONE_capi_baf4c0aa7fba11de() {
   enum attn_causal result;
   intgo _swig_go_result;
   
@@ -456,7 +462,7 @@ intgo _wrap_ATTN_CAUSAL_NONE_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_baf4c0aa7fba11de() {
   enum attn_causal result;
   intgo _swig_go_result;
   
@@ -468,7 +474,7 @@ intgo _wrap_ATTN_CAUSAL_TOP_LEFT_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_baf4c0aa7fba11de() {
   enum attn_causal result;
   intgo _swig_go_result;
   
@@ -480,7 +486,7 @@ intgo _wrap_ATTN_CAUSAL_BOTTOM_RIGHT_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_Q_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_Q_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -492,7 +498,7 @@ intgo _wrap_ATTN_Q_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_K_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_K_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -504,7 +510,7 @@ intgo _wrap_ATTN_K_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_V_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_V_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -516,7 +522,7 @@ intgo _wrap_ATTN_V_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_OUT_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_OUT_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -528,7 +534,7 @@ intgo _wrap_ATTN_OUT_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_LSE_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_LSE_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -540,7 +546,7 @@ intgo _wrap_ATTN_LSE_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_WEIGHTS_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -552,7 +558,7 @@ intgo _wrap_ATTN_WEIGHTS_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_KEY_VALID_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_KEY_VALID_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -564,7 +570,7 @@ intgo _wrap_ATTN_KEY_VALID_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_ALLOWED_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_ALLOWED_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -576,7 +582,7 @@ intgo _wrap_ATTN_ALLOWED_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_BIAS_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_BIAS_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -588,7 +594,7 @@ intgo _wrap_ATTN_BIAS_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_SLOPES_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_ALIBI_SLOPES_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -600,7 +606,7 @@ intgo _wrap_ATTN_ALIBI_SLOPES_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_SINKS_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_SINKS_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -612,7 +618,7 @@ intgo _wrap_ATTN_SINKS_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_QUERY_VALID_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_QUERY_VALID_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -624,7 +630,7 @@ intgo _wrap_ATTN_QUERY_VALID_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_SEQ_LENS_K_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_SEQ_LENS_K_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -636,7 +642,7 @@ intgo _wrap_ATTN_SEQ_LENS_K_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_KEY_MASS_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_KEY_MASS_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -648,7 +654,7 @@ intgo _wrap_ATTN_KEY_MASS_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_CU_SEQLENS_Q_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_CU_SEQLENS_Q_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -660,7 +666,7 @@ intgo _wrap_ATTN_CU_SEQLENS_Q_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_CU_SEQLENS_K_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_CU_SEQLENS_K_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -672,7 +678,7 @@ intgo _wrap_ATTN_CU_SEQLENS_K_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_BLOCK_TABLE_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_BLOCK_TABLE_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -684,7 +690,7 @@ intgo _wrap_ATTN_BLOCK_TABLE_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_NEW_K_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_NEW_K_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -696,7 +702,7 @@ intgo _wrap_ATTN_NEW_K_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_NEW_V_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_NEW_V_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -708,7 +714,7 @@ intgo _wrap_ATTN_NEW_V_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_DOUT_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_DOUT_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -720,7 +726,7 @@ intgo _wrap_ATTN_DOUT_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_DQ_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_DQ_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -732,7 +738,7 @@ intgo _wrap_ATTN_DQ_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_DK_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_DK_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -744,7 +750,7 @@ intgo _wrap_ATTN_DK_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_DV_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_DV_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -756,7 +762,7 @@ intgo _wrap_ATTN_DV_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_DBIAS_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_DBIAS_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -768,7 +774,7 @@ intgo _wrap_ATTN_DBIAS_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_DSINKS_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_DSINKS_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -780,7 +786,7 @@ intgo _wrap_ATTN_DSINKS_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_K_SCALE_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_K_SCALE_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -792,7 +798,7 @@ intgo _wrap_ATTN_K_SCALE_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_V_SCALE_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_V_SCALE_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -804,7 +810,7 @@ intgo _wrap_ATTN_V_SCALE_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_NEW_K_SCALE_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_NEW_K_SCALE_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -816,7 +822,7 @@ intgo _wrap_ATTN_NEW_K_SCALE_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_NEW_V_SCALE_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_NEW_V_SCALE_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -828,7 +834,7 @@ intgo _wrap_ATTN_NEW_V_SCALE_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_Q_SCALE_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_Q_SCALE_capi_baf4c0aa7fba11de() {
   enum attn_operand result;
   intgo _swig_go_result;
   
@@ -840,7 +846,7 @@ intgo _wrap_ATTN_Q_SCALE_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_attn_desc_create_capi_3366b54da5d55ef5(attn_desc **_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, long long _swig_go_6) {
+intgo _wrap_attn_desc_create_capi_baf4c0aa7fba11de(attn_desc **_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, long long _swig_go_6) {
   attn_desc **arg1 = (attn_desc **) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -867,7 +873,7 @@ intgo _wrap_attn_desc_create_capi_3366b54da5d55ef5(attn_desc **_swig_go_0, long 
 }
 
 
-void _wrap_attn_desc_destroy_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0) {
+void _wrap_attn_desc_destroy_capi_baf4c0aa7fba11de(struct attn_desc *_swig_go_0) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   
   arg1 = *(attn_desc **)&_swig_go_0; 
@@ -877,7 +883,7 @@ void _wrap_attn_desc_destroy_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0)
 }
 
 
-intgo _wrap_attn_desc_set_causal_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_attn_desc_set_causal_capi_baf4c0aa7fba11de(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_causal arg2 ;
   attn_status result;
@@ -892,7 +898,7 @@ intgo _wrap_attn_desc_set_causal_capi_3366b54da5d55ef5(struct attn_desc *_swig_g
 }
 
 
-intgo _wrap_attn_desc_set_scale_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, float _swig_go_1) {
+intgo _wrap_attn_desc_set_scale_capi_baf4c0aa7fba11de(struct attn_desc *_swig_go_0, float _swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   float arg2 ;
   attn_status result;
@@ -907,7 +913,7 @@ intgo _wrap_attn_desc_set_scale_capi_3366b54da5d55ef5(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_desc_set_strides_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4) {
+intgo _wrap_attn_desc_set_strides_capi_baf4c0aa7fba11de(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_operand arg2 ;
   size_t arg3 ;
@@ -928,7 +934,7 @@ intgo _wrap_attn_desc_set_strides_capi_3366b54da5d55ef5(struct attn_desc *_swig_
 }
 
 
-long long _wrap_attn_desc_required_len_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
+long long _wrap_attn_desc_required_len_capi_baf4c0aa7fba11de(struct attn_desc *_swig_go_0, intgo _swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_operand arg2 ;
   size_t result;
@@ -943,7 +949,7 @@ long long _wrap_attn_desc_required_len_capi_3366b54da5d55ef5(struct attn_desc *_
 }
 
 
-intgo _wrap_attn_forward_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, float *_swig_go_3, bool *_swig_go_4, bool *_swig_go_5, float *_swig_go_6, float *_swig_go_7) {
+intgo _wrap_attn_forward_capi_baf4c0aa7fba11de(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, float *_swig_go_3, bool *_swig_go_4, bool *_swig_go_5, float *_swig_go_6, float *_swig_go_7) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -970,7 +976,7 @@ intgo _wrap_attn_forward_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, flo
 }
 
 
-intgo _wrap_attn_weights_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, bool *_swig_go_3, bool *_swig_go_4, float *_swig_go_5) {
+intgo _wrap_attn_weights_capi_baf4c0aa7fba11de(struct attn_desc *_swig_go_0, float *_swig_go_1, float *_swig_go_2, bool *_swig_go_3, bool *_swig_go_4, float *_swig_go_5) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -993,7 +999,7 @@ intgo _wrap_attn_weights_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, flo
 }
 
 
-intgo _wrap_ATTN_PARAM_CAUSAL_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_PARAM_CAUSAL_capi_baf4c0aa7fba11de() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1005,7 +1011,7 @@ intgo _wrap_ATTN_PARAM_CAUSAL_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_PARAM_SCALE_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_PARAM_SCALE_capi_baf4c0aa7fba11de() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1017,7 +1023,7 @@ intgo _wrap_ATTN_PARAM_SCALE_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_baf4c0aa7fba11de() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1029,7 +1035,7 @@ intgo _wrap_ATTN_PARAM_WINDOW_LEFT_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_baf4c0aa7fba11de() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1041,7 +1047,7 @@ intgo _wrap_ATTN_PARAM_WINDOW_RIGHT_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_PARAM_SOFTCAP_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_PARAM_SOFTCAP_capi_baf4c0aa7fba11de() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1053,7 +1059,7 @@ intgo _wrap_ATTN_PARAM_SOFTCAP_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_PARAM_ALIBI_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_PARAM_ALIBI_capi_baf4c0aa7fba11de() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1065,7 +1071,7 @@ intgo _wrap_ATTN_PARAM_ALIBI_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_baf4c0aa7fba11de() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1077,7 +1083,7 @@ intgo _wrap_ATTN_PARAM_SOFTMAX_PLUS_ONE_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_baf4c0aa7fba11de() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1089,7 +1095,7 @@ intgo _wrap_ATTN_PARAM_HEAD_DIM_V_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_baf4c0aa7fba11de() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1101,7 +1107,7 @@ intgo _wrap_ATTN_PARAM_WEIGHTS_MODE_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_baf4c0aa7fba11de() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1113,7 +1119,7 @@ intgo _wrap_ATTN_PARAM_BIAS_FIRST_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_PARAM_VARLEN_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_PARAM_VARLEN_capi_baf4c0aa7fba11de() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1125,7 +1131,7 @@ intgo _wrap_ATTN_PARAM_VARLEN_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_PARAM_PAGE_SIZE_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_PARAM_PAGE_SIZE_capi_baf4c0aa7fba11de() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1137,7 +1143,7 @@ intgo _wrap_ATTN_PARAM_PAGE_SIZE_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_PARAM_MAX_PAGES_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_PARAM_MAX_PAGES_capi_baf4c0aa7fba11de() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1149,7 +1155,7 @@ intgo _wrap_ATTN_PARAM_MAX_PAGES_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_PARAM_BATCH_INVARIANT_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_PARAM_BATCH_INVARIANT_capi_baf4c0aa7fba11de() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1161,7 +1167,7 @@ intgo _wrap_ATTN_PARAM_BATCH_INVARIANT_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_PARAM_COMPUTE_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_PARAM_COMPUTE_capi_baf4c0aa7fba11de() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1173,7 +1179,7 @@ intgo _wrap_ATTN_PARAM_COMPUTE_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_PARAM_DIAGONAL_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_PARAM_DIAGONAL_capi_baf4c0aa7fba11de() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1185,7 +1191,7 @@ intgo _wrap_ATTN_PARAM_DIAGONAL_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_PARAM_ALIBI_FORM_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_PARAM_ALIBI_FORM_capi_baf4c0aa7fba11de() {
   enum attn_param result;
   intgo _swig_go_result;
   
@@ -1197,7 +1203,7 @@ intgo _wrap_ATTN_PARAM_ALIBI_FORM_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_DIAGONAL_CAUSAL_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_DIAGONAL_CAUSAL_capi_baf4c0aa7fba11de() {
   enum attn_diagonal result;
   intgo _swig_go_result;
   
@@ -1209,7 +1215,7 @@ intgo _wrap_ATTN_DIAGONAL_CAUSAL_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_DIAGONAL_TOP_LEFT_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_DIAGONAL_TOP_LEFT_capi_baf4c0aa7fba11de() {
   enum attn_diagonal result;
   intgo _swig_go_result;
   
@@ -1221,7 +1227,7 @@ intgo _wrap_ATTN_DIAGONAL_TOP_LEFT_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_DIAGONAL_BOTTOM_RIGHT_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_DIAGONAL_BOTTOM_RIGHT_capi_baf4c0aa7fba11de() {
   enum attn_diagonal result;
   intgo _swig_go_result;
   
@@ -1233,7 +1239,7 @@ intgo _wrap_ATTN_DIAGONAL_BOTTOM_RIGHT_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_LINEAR_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_ALIBI_LINEAR_capi_baf4c0aa7fba11de() {
   enum attn_alibi_form result;
   intgo _swig_go_result;
   
@@ -1245,7 +1251,7 @@ intgo _wrap_ATTN_ALIBI_LINEAR_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_SYMMETRIC_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_ALIBI_SYMMETRIC_capi_baf4c0aa7fba11de() {
   enum attn_alibi_form result;
   intgo _swig_go_result;
   
@@ -1257,7 +1263,7 @@ intgo _wrap_ATTN_ALIBI_SYMMETRIC_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_COMPUTE_EXACT_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_COMPUTE_EXACT_capi_baf4c0aa7fba11de() {
   enum attn_compute result;
   intgo _swig_go_result;
   
@@ -1269,7 +1275,7 @@ intgo _wrap_ATTN_COMPUTE_EXACT_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_COMPUTE_FP16_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_COMPUTE_FP16_capi_baf4c0aa7fba11de() {
   enum attn_compute result;
   intgo _swig_go_result;
   
@@ -1281,7 +1287,7 @@ intgo _wrap_ATTN_COMPUTE_FP16_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_COMPUTE_INT8_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_COMPUTE_INT8_capi_baf4c0aa7fba11de() {
   enum attn_compute result;
   intgo _swig_go_result;
   
@@ -1293,7 +1299,7 @@ intgo _wrap_ATTN_COMPUTE_INT8_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_COMPUTE_BF16_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_COMPUTE_BF16_capi_baf4c0aa7fba11de() {
   enum attn_compute result;
   intgo _swig_go_result;
   
@@ -1305,7 +1311,7 @@ intgo _wrap_ATTN_COMPUTE_BF16_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_NONE_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_ALIBI_NONE_capi_baf4c0aa7fba11de() {
   enum attn_alibi result;
   intgo _swig_go_result;
   
@@ -1317,7 +1323,7 @@ intgo _wrap_ATTN_ALIBI_NONE_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_OPERAND_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_ALIBI_OPERAND_capi_baf4c0aa7fba11de() {
   enum attn_alibi result;
   intgo _swig_go_result;
   
@@ -1329,7 +1335,7 @@ intgo _wrap_ATTN_ALIBI_OPERAND_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_ALIBI_STANDARD_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_ALIBI_STANDARD_capi_baf4c0aa7fba11de() {
   enum attn_alibi result;
   intgo _swig_go_result;
   
@@ -1341,7 +1347,7 @@ intgo _wrap_ATTN_ALIBI_STANDARD_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_baf4c0aa7fba11de() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1353,7 +1359,7 @@ intgo _wrap_ATTN_WEIGHTS_SOFTMAX_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_SCORES_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_WEIGHTS_SCORES_capi_baf4c0aa7fba11de() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1365,7 +1371,7 @@ intgo _wrap_ATTN_WEIGHTS_SCORES_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_MASKED_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_WEIGHTS_MASKED_capi_baf4c0aa7fba11de() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1377,7 +1383,7 @@ intgo _wrap_ATTN_WEIGHTS_MASKED_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_baf4c0aa7fba11de() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1389,7 +1395,7 @@ intgo _wrap_ATTN_WEIGHTS_CAPPED_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_baf4c0aa7fba11de() {
   enum attn_weights_mode result;
   intgo _swig_go_result;
   
@@ -1401,7 +1407,7 @@ intgo _wrap_ATTN_WEIGHTS_SOFTCAPPED_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_attn_desc_set_int_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_desc_set_int_capi_baf4c0aa7fba11de(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long _swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   int64_t arg3 ;
@@ -1420,7 +1426,7 @@ intgo _wrap_attn_desc_set_int_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0
 }
 
 
-intgo _wrap_attn_desc_set_float_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, intgo _swig_go_1, double _swig_go_2) {
+intgo _wrap_attn_desc_set_float_capi_baf4c0aa7fba11de(struct attn_desc *_swig_go_0, intgo _swig_go_1, double _swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   double arg3 ;
@@ -1437,7 +1443,7 @@ intgo _wrap_attn_desc_set_float_capi_3366b54da5d55ef5(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_desc_get_int_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long *_swig_go_2) {
+intgo _wrap_attn_desc_get_int_capi_baf4c0aa7fba11de(struct attn_desc *_swig_go_0, intgo _swig_go_1, long long *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -1456,7 +1462,7 @@ intgo _wrap_attn_desc_get_int_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0
 }
 
 
-intgo _wrap_attn_desc_get_float_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, intgo _swig_go_1, double *_swig_go_2) {
+intgo _wrap_attn_desc_get_float_capi_baf4c0aa7fba11de(struct attn_desc *_swig_go_0, intgo _swig_go_1, double *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_param arg2 ;
   double *arg3 = (double *) 0 ;
@@ -1473,7 +1479,7 @@ intgo _wrap_attn_desc_get_float_capi_3366b54da5d55ef5(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_param_bounds_capi_3366b54da5d55ef5(intgo _swig_go_0, int *_swig_go_1, double *_swig_go_2, double *_swig_go_3) {
+intgo _wrap_attn_param_bounds_capi_baf4c0aa7fba11de(intgo _swig_go_0, int *_swig_go_1, double *_swig_go_2, double *_swig_go_3) {
   attn_param arg1 ;
   int *arg2 = (int *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -1494,7 +1500,7 @@ intgo _wrap_attn_param_bounds_capi_3366b54da5d55ef5(intgo _swig_go_0, int *_swig
 }
 
 
-intgo _wrap_ATTN_OP_FORWARD_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_OP_FORWARD_capi_baf4c0aa7fba11de() {
   enum attn_op result;
   intgo _swig_go_result;
   
@@ -1506,7 +1512,7 @@ intgo _wrap_ATTN_OP_FORWARD_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_OP_WEIGHTS_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_OP_WEIGHTS_capi_baf4c0aa7fba11de() {
   enum attn_op result;
   intgo _swig_go_result;
   
@@ -1518,7 +1524,7 @@ intgo _wrap_ATTN_OP_WEIGHTS_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_OP_BACKWARD_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_OP_BACKWARD_capi_baf4c0aa7fba11de() {
   enum attn_op result;
   intgo _swig_go_result;
   
@@ -1530,7 +1536,7 @@ intgo _wrap_ATTN_OP_BACKWARD_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_attn_args_create_capi_3366b54da5d55ef5(attn_args **_swig_go_0) {
+intgo _wrap_attn_args_create_capi_baf4c0aa7fba11de(attn_args **_swig_go_0) {
   attn_args **arg1 = (attn_args **) 0 ;
   attn_status result;
   intgo _swig_go_result;
@@ -1545,7 +1551,7 @@ intgo _wrap_attn_args_create_capi_3366b54da5d55ef5(attn_args **_swig_go_0) {
 }
 
 
-void _wrap_attn_args_destroy_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0) {
+void _wrap_attn_args_destroy_capi_baf4c0aa7fba11de(struct attn_args *_swig_go_0) {
   attn_args *arg1 = (attn_args *) 0 ;
   
   arg1 = *(attn_args **)&_swig_go_0; 
@@ -1555,7 +1561,7 @@ void _wrap_attn_args_destroy_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0)
 }
 
 
-intgo _wrap_attn_args_clear_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0) {
+intgo _wrap_attn_args_clear_capi_baf4c0aa7fba11de(struct attn_args *_swig_go_0) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_status result;
   intgo _swig_go_result;
@@ -1568,7 +1574,7 @@ intgo _wrap_attn_args_clear_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0) 
 }
 
 
-intgo _wrap_attn_args_set_f32_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_f32_capi_baf4c0aa7fba11de(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   float *arg3 = (float *) 0 ;
@@ -1587,7 +1593,7 @@ intgo _wrap_attn_args_set_f32_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0
 }
 
 
-intgo _wrap_attn_args_set_out_f32_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_out_f32_capi_baf4c0aa7fba11de(struct attn_args *_swig_go_0, intgo _swig_go_1, float *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   float *arg3 = (float *) 0 ;
@@ -1606,7 +1612,7 @@ intgo _wrap_attn_args_set_out_f32_capi_3366b54da5d55ef5(struct attn_args *_swig_
 }
 
 
-intgo _wrap_attn_args_set_u8_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_u8_capi_baf4c0aa7fba11de(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -1627,7 +1633,7 @@ intgo _wrap_attn_args_set_u8_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0,
 }
 
 
-intgo _wrap_attn_args_set_i32_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, intgo _swig_go_1, int *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_i32_capi_baf4c0aa7fba11de(struct attn_args *_swig_go_0, intgo _swig_go_1, int *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -1648,7 +1654,7 @@ intgo _wrap_attn_args_set_i32_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0
 }
 
 
-intgo _wrap_ATTN_DTYPE_F32_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_DTYPE_F32_capi_baf4c0aa7fba11de() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -1660,7 +1666,7 @@ intgo _wrap_ATTN_DTYPE_F32_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_DTYPE_F16_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_DTYPE_F16_capi_baf4c0aa7fba11de() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -1672,7 +1678,7 @@ intgo _wrap_ATTN_DTYPE_F16_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_DTYPE_BF16_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_DTYPE_BF16_capi_baf4c0aa7fba11de() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -1684,7 +1690,7 @@ intgo _wrap_ATTN_DTYPE_BF16_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_DTYPE_I8_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_DTYPE_I8_capi_baf4c0aa7fba11de() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -1696,7 +1702,7 @@ intgo _wrap_ATTN_DTYPE_I8_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_DTYPE_U8_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_DTYPE_U8_capi_baf4c0aa7fba11de() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -1708,7 +1714,7 @@ intgo _wrap_ATTN_DTYPE_U8_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_ATTN_DTYPE_I32_capi_3366b54da5d55ef5() {
+intgo _wrap_ATTN_DTYPE_I32_capi_baf4c0aa7fba11de() {
   enum attn_dtype result;
   intgo _swig_go_result;
   
@@ -1720,7 +1726,31 @@ intgo _wrap_ATTN_DTYPE_I32_capi_3366b54da5d55ef5() {
 }
 
 
-intgo _wrap_attn_args_set_f16_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_ATTN_DTYPE_FP8_E4M3_capi_baf4c0aa7fba11de() {
+  enum attn_dtype result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_DTYPE_FP8_E4M3;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ATTN_DTYPE_FP8_E5M2_capi_baf4c0aa7fba11de() {
+  enum attn_dtype result;
+  intgo _swig_go_result;
+  
+  
+  result = ATTN_DTYPE_FP8_E5M2;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_args_set_f16_capi_baf4c0aa7fba11de(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   uint16_t *arg3 = (uint16_t *) 0 ;
@@ -1741,7 +1771,7 @@ intgo _wrap_attn_args_set_f16_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0
 }
 
 
-intgo _wrap_attn_args_set_bf16_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_bf16_capi_baf4c0aa7fba11de(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   uint16_t *arg3 = (uint16_t *) 0 ;
@@ -1762,7 +1792,7 @@ intgo _wrap_attn_args_set_bf16_capi_3366b54da5d55ef5(struct attn_args *_swig_go_
 }
 
 
-intgo _wrap_attn_args_set_i8_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_i8_capi_baf4c0aa7fba11de(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   int8_t *arg3 = (int8_t *) 0 ;
@@ -1783,7 +1813,7 @@ intgo _wrap_attn_args_set_i8_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0,
 }
 
 
-intgo _wrap_attn_args_set_out_f16_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_out_f16_capi_baf4c0aa7fba11de(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   uint16_t *arg3 = (uint16_t *) 0 ;
@@ -1804,7 +1834,7 @@ intgo _wrap_attn_args_set_out_f16_capi_3366b54da5d55ef5(struct attn_args *_swig_
 }
 
 
-intgo _wrap_attn_args_set_out_bf16_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_out_bf16_capi_baf4c0aa7fba11de(struct attn_args *_swig_go_0, intgo _swig_go_1, short *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   uint16_t *arg3 = (uint16_t *) 0 ;
@@ -1825,7 +1855,7 @@ intgo _wrap_attn_args_set_out_bf16_capi_3366b54da5d55ef5(struct attn_args *_swig
 }
 
 
-intgo _wrap_attn_args_set_out_i8_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
+intgo _wrap_attn_args_set_out_i8_capi_baf4c0aa7fba11de(struct attn_args *_swig_go_0, intgo _swig_go_1, char *_swig_go_2, long long _swig_go_3) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
   int8_t *arg3 = (int8_t *) 0 ;
@@ -1846,7 +1876,53 @@ intgo _wrap_attn_args_set_out_i8_capi_3366b54da5d55ef5(struct attn_args *_swig_g
 }
 
 
-intgo _wrap_attn_convert_f32_to_f16_capi_3366b54da5d55ef5(float *_swig_go_0, short *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_args_set_fp8_capi_baf4c0aa7fba11de(struct attn_args *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2, char *_swig_go_3, long long _swig_go_4) {
+  attn_args *arg1 = (attn_args *) 0 ;
+  attn_operand arg2 ;
+  attn_dtype arg3 ;
+  uint8_t *arg4 = (uint8_t *) 0 ;
+  size_t arg5 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(attn_args **)&_swig_go_0; 
+  arg2 = (attn_operand)_swig_go_1; 
+  arg3 = (attn_dtype)_swig_go_2; 
+  
+  arg4 = (uint8_t *)_swig_go_3;
+  
+  arg5 = (size_t)_swig_go_4; 
+  
+  result = (attn_status)attn_args_set_fp8(arg1,arg2,arg3,(uint8_t const *)arg4,arg5);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_args_set_out_fp8_capi_baf4c0aa7fba11de(struct attn_args *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2, char *_swig_go_3, long long _swig_go_4) {
+  attn_args *arg1 = (attn_args *) 0 ;
+  attn_operand arg2 ;
+  attn_dtype arg3 ;
+  uint8_t *arg4 = (uint8_t *) 0 ;
+  size_t arg5 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(attn_args **)&_swig_go_0; 
+  arg2 = (attn_operand)_swig_go_1; 
+  arg3 = (attn_dtype)_swig_go_2; 
+  
+  arg4 = (uint8_t *)_swig_go_3;
+  
+  arg5 = (size_t)_swig_go_4; 
+  
+  result = (attn_status)attn_args_set_out_fp8(arg1,arg2,arg3,arg4,arg5);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_convert_f32_to_f16_capi_baf4c0aa7fba11de(float *_swig_go_0, short *_swig_go_1, long long _swig_go_2) {
   float *arg1 = (float *) 0 ;
   uint16_t *arg2 = (uint16_t *) 0 ;
   size_t arg3 ;
@@ -1865,7 +1941,7 @@ intgo _wrap_attn_convert_f32_to_f16_capi_3366b54da5d55ef5(float *_swig_go_0, sho
 }
 
 
-intgo _wrap_attn_convert_f32_to_bf16_capi_3366b54da5d55ef5(float *_swig_go_0, short *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_convert_f32_to_bf16_capi_baf4c0aa7fba11de(float *_swig_go_0, short *_swig_go_1, long long _swig_go_2) {
   float *arg1 = (float *) 0 ;
   uint16_t *arg2 = (uint16_t *) 0 ;
   size_t arg3 ;
@@ -1884,7 +1960,7 @@ intgo _wrap_attn_convert_f32_to_bf16_capi_3366b54da5d55ef5(float *_swig_go_0, sh
 }
 
 
-intgo _wrap_attn_convert_f16_to_f32_capi_3366b54da5d55ef5(short *_swig_go_0, float *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_convert_f16_to_f32_capi_baf4c0aa7fba11de(short *_swig_go_0, float *_swig_go_1, long long _swig_go_2) {
   uint16_t *arg1 = (uint16_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -1903,7 +1979,7 @@ intgo _wrap_attn_convert_f16_to_f32_capi_3366b54da5d55ef5(short *_swig_go_0, flo
 }
 
 
-intgo _wrap_attn_convert_bf16_to_f32_capi_3366b54da5d55ef5(short *_swig_go_0, float *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_attn_convert_bf16_to_f32_capi_baf4c0aa7fba11de(short *_swig_go_0, float *_swig_go_1, long long _swig_go_2) {
   uint16_t *arg1 = (uint16_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -1922,7 +1998,7 @@ intgo _wrap_attn_convert_bf16_to_f32_capi_3366b54da5d55ef5(short *_swig_go_0, fl
 }
 
 
-intgo _wrap_attn_quantize_i8_capi_3366b54da5d55ef5(float *_swig_go_0, long long _swig_go_1, long long _swig_go_2, char *_swig_go_3, float *_swig_go_4) {
+intgo _wrap_attn_quantize_i8_capi_baf4c0aa7fba11de(float *_swig_go_0, long long _swig_go_1, long long _swig_go_2, char *_swig_go_3, float *_swig_go_4) {
   float *arg1 = (float *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -1945,7 +2021,57 @@ intgo _wrap_attn_quantize_i8_capi_3366b54da5d55ef5(float *_swig_go_0, long long 
 }
 
 
-intgo _wrap_attn_run_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, intgo _swig_go_1, struct attn_args *_swig_go_2) {
+intgo _wrap_attn_quantize_fp8_capi_baf4c0aa7fba11de(float *_swig_go_0, long long _swig_go_1, long long _swig_go_2, intgo _swig_go_3, float _swig_go_4, char *_swig_go_5) {
+  float *arg1 = (float *) 0 ;
+  size_t arg2 ;
+  size_t arg3 ;
+  attn_dtype arg4 ;
+  float arg5 ;
+  uint8_t *arg6 = (uint8_t *) 0 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(float **)&_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  arg4 = (attn_dtype)_swig_go_3; 
+  arg5 = (float)_swig_go_4; 
+  
+  arg6 = (uint8_t *)_swig_go_5;
+  
+  
+  result = (attn_status)attn_quantize_fp8((float const *)arg1,arg2,arg3,arg4,arg5,arg6);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_dequantize_fp8_capi_baf4c0aa7fba11de(char *_swig_go_0, long long _swig_go_1, long long _swig_go_2, intgo _swig_go_3, float _swig_go_4, float *_swig_go_5) {
+  uint8_t *arg1 = (uint8_t *) 0 ;
+  size_t arg2 ;
+  size_t arg3 ;
+  attn_dtype arg4 ;
+  float arg5 ;
+  float *arg6 = (float *) 0 ;
+  attn_status result;
+  intgo _swig_go_result;
+  
+  
+  arg1 = (uint8_t *)_swig_go_0;
+  
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  arg4 = (attn_dtype)_swig_go_3; 
+  arg5 = (float)_swig_go_4; 
+  arg6 = *(float **)&_swig_go_5; 
+  
+  result = (attn_status)attn_dequantize_fp8((uint8_t const *)arg1,arg2,arg3,arg4,arg5,arg6);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_attn_run_capi_baf4c0aa7fba11de(struct attn_desc *_swig_go_0, intgo _swig_go_1, struct attn_args *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_op arg2 ;
   attn_args *arg3 = (attn_args *) 0 ;
@@ -1962,7 +2088,7 @@ intgo _wrap_attn_run_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, intgo _
 }
 
 
-intgo _wrap_attn_kv_append_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, float *_swig_go_2, long long _swig_go_3, float *_swig_go_4, long long _swig_go_5) {
+intgo _wrap_attn_kv_append_capi_baf4c0aa7fba11de(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, float *_swig_go_2, long long _swig_go_3, float *_swig_go_4, long long _swig_go_5) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_args *arg2 = (attn_args *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -1985,7 +2111,7 @@ intgo _wrap_attn_kv_append_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, s
 }
 
 
-intgo _wrap_attn_kv_append_args_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1) {
+intgo _wrap_attn_kv_append_args_capi_baf4c0aa7fba11de(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_args *arg2 = (attn_args *) 0 ;
   attn_status result;
@@ -2000,7 +2126,7 @@ intgo _wrap_attn_kv_append_args_capi_3366b54da5d55ef5(struct attn_desc *_swig_go
 }
 
 
-intgo _wrap_attn_merge_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, struct attn_args *_swig_go_2) {
+intgo _wrap_attn_merge_capi_baf4c0aa7fba11de(struct attn_desc *_swig_go_0, struct attn_args *_swig_go_1, struct attn_args *_swig_go_2) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   attn_args *arg2 = (attn_args *) 0 ;
   attn_args *arg3 = (attn_args *) 0 ;
@@ -2017,7 +2143,7 @@ intgo _wrap_attn_merge_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, struc
 }
 
 
-intgo _wrap_attn_operand_info_capi_3366b54da5d55ef5(intgo _swig_go_0, char **_swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int *_swig_go_5) {
+intgo _wrap_attn_operand_info_capi_baf4c0aa7fba11de(intgo _swig_go_0, char **_swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int *_swig_go_5) {
   attn_operand arg1 ;
   char **arg2 = (char **) 0 ;
   unsigned int *arg3 = (unsigned int *) 0 ;
@@ -2050,7 +2176,7 @@ intgo _wrap_attn_operand_info_capi_3366b54da5d55ef5(intgo _swig_go_0, char **_sw
 }
 
 
-intgo _wrap_attn_operand_dims_capi_3366b54da5d55ef5(intgo _swig_go_0, char **_swig_go_1) {
+intgo _wrap_attn_operand_dims_capi_baf4c0aa7fba11de(intgo _swig_go_0, char **_swig_go_1) {
   attn_operand arg1 ;
   char **arg2 = (char **) 0 ;
   attn_status result;
@@ -2067,7 +2193,7 @@ intgo _wrap_attn_operand_dims_capi_3366b54da5d55ef5(intgo _swig_go_0, char **_sw
 }
 
 
-intgo _wrap_attn_param_info_capi_3366b54da5d55ef5(intgo _swig_go_0, char **_swig_go_1, int *_swig_go_2, double *_swig_go_3, double *_swig_go_4, double *_swig_go_5) {
+intgo _wrap_attn_param_info_capi_baf4c0aa7fba11de(intgo _swig_go_0, char **_swig_go_1, int *_swig_go_2, double *_swig_go_3, double *_swig_go_4, double *_swig_go_5) {
   attn_param arg1 ;
   char **arg2 = (char **) 0 ;
   int *arg3 = (int *) 0 ;
@@ -2094,7 +2220,7 @@ intgo _wrap_attn_param_info_capi_3366b54da5d55ef5(intgo _swig_go_0, char **_swig
 }
 
 
-intgo _wrap_attn_isa_info_capi_3366b54da5d55ef5(intgo _swig_go_0, char **_swig_go_1, int *_swig_go_2) {
+intgo _wrap_attn_isa_info_capi_baf4c0aa7fba11de(intgo _swig_go_0, char **_swig_go_1, int *_swig_go_2) {
   int arg1 ;
   char **arg2 = (char **) 0 ;
   int *arg3 = (int *) 0 ;
@@ -2115,7 +2241,7 @@ intgo _wrap_attn_isa_info_capi_3366b54da5d55ef5(intgo _swig_go_0, char **_swig_g
 }
 
 
-intgo _wrap_attn_set_num_threads_capi_3366b54da5d55ef5(long long _swig_go_0) {
+intgo _wrap_attn_set_num_threads_capi_baf4c0aa7fba11de(long long _swig_go_0) {
   size_t arg1 ;
   attn_status result;
   intgo _swig_go_result;
@@ -2128,7 +2254,7 @@ intgo _wrap_attn_set_num_threads_capi_3366b54da5d55ef5(long long _swig_go_0) {
 }
 
 
-long long _wrap_attn_get_num_threads_capi_3366b54da5d55ef5() {
+long long _wrap_attn_get_num_threads_capi_baf4c0aa7fba11de() {
   size_t result;
   long long _swig_go_result;
   
@@ -2139,7 +2265,7 @@ long long _wrap_attn_get_num_threads_capi_3366b54da5d55ef5() {
 }
 
 
-_gostring_ _wrap_attn_isa_capi_3366b54da5d55ef5() {
+_gostring_ _wrap_attn_isa_capi_baf4c0aa7fba11de() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -2150,7 +2276,7 @@ _gostring_ _wrap_attn_isa_capi_3366b54da5d55ef5() {
 }
 
 
-_gostring_ _wrap_attn_compute_unit_capi_3366b54da5d55ef5(intgo _swig_go_0) {
+_gostring_ _wrap_attn_compute_unit_capi_baf4c0aa7fba11de(intgo _swig_go_0) {
   int arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -2163,7 +2289,7 @@ _gostring_ _wrap_attn_compute_unit_capi_3366b54da5d55ef5(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_attn_set_isa_capi_3366b54da5d55ef5(_gostring_ _swig_go_0) {
+intgo _wrap_attn_set_isa_capi_baf4c0aa7fba11de(_gostring_ _swig_go_0) {
   char *arg1 = (char *) 0 ;
   attn_status result;
   intgo _swig_go_result;
@@ -2181,7 +2307,7 @@ intgo _wrap_attn_set_isa_capi_3366b54da5d55ef5(_gostring_ _swig_go_0) {
 }
 
 
-_gostring_ _wrap_attn_go_name_capi_3366b54da5d55ef5(intgo _swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_attn_go_name_capi_baf4c0aa7fba11de(intgo _swig_go_0, intgo _swig_go_1) {
   int arg1 ;
   int arg2 ;
   char *result = 0 ;
@@ -2196,16 +2322,16 @@ _gostring_ _wrap_attn_go_name_capi_3366b54da5d55ef5(intgo _swig_go_0, intgo _swi
 }
 
 
-intgo _wrap_attn_go_check_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2) {
+intgo _wrap_attn_go_check_capi_baf4c0aa7fba11de(struct attn_args *_swig_go_0, intgo _swig_go_1, long long _swig_go_2) {
   attn_args *arg1 = (attn_args *) 0 ;
   attn_operand arg2 ;
-  int arg3 ;
+  long long arg3 ;
   attn_status result;
   intgo _swig_go_result;
   
   arg1 = *(attn_args **)&_swig_go_0; 
   arg2 = (attn_operand)_swig_go_1; 
-  arg3 = (int)_swig_go_2; 
+  arg3 = (long long)_swig_go_2; 
   
   result = (attn_status)attn_go_check(arg1,arg2,arg3);
   _swig_go_result = (intgo)result; 
@@ -2213,7 +2339,7 @@ intgo _wrap_attn_go_check_capi_3366b54da5d55ef5(struct attn_args *_swig_go_0, in
 }
 
 
-intgo _wrap_attn_go_call_capi_3366b54da5d55ef5(struct attn_desc *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2, struct attn_args *_swig_go_3, struct attn_args *_swig_go_4, long long *_swig_go_5, intgo _swig_go_6, float *_swig_go_7, float *_swig_go_8, float *_swig_go_9, float *_swig_go_10, float *_swig_go_11, float *_swig_go_12, float *_swig_go_13, float *_swig_go_14, float *_swig_go_15, float *_swig_go_16, float *_swig_go_17, float *_swig_go_18, float *_swig_go_19, float *_swig_go_20, float *_swig_go_21, float *_swig_go_22, float *_swig_go_23, float *_swig_go_24, float *_swig_go_25, float *_swig_go_26, float *_swig_go_27, float *_swig_go_28, float *_swig_go_29, float *_swig_go_30, float *_swig_go_31, float *_swig_go_32, float *_swig_go_33, float *_swig_go_34, float *_swig_go_35, float *_swig_go_36, float *_swig_go_37, float *_swig_go_38) {
+intgo _wrap_attn_go_call_capi_baf4c0aa7fba11de(struct attn_desc *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2, struct attn_args *_swig_go_3, struct attn_args *_swig_go_4, long long *_swig_go_5, intgo _swig_go_6, float *_swig_go_7, float *_swig_go_8, float *_swig_go_9, float *_swig_go_10, float *_swig_go_11, float *_swig_go_12, float *_swig_go_13, float *_swig_go_14, float *_swig_go_15, float *_swig_go_16, float *_swig_go_17, float *_swig_go_18, float *_swig_go_19, float *_swig_go_20, float *_swig_go_21, float *_swig_go_22, float *_swig_go_23, float *_swig_go_24, float *_swig_go_25, float *_swig_go_26, float *_swig_go_27, float *_swig_go_28, float *_swig_go_29, float *_swig_go_30, float *_swig_go_31, float *_swig_go_32, float *_swig_go_33, float *_swig_go_34, float *_swig_go_35, float *_swig_go_36, float *_swig_go_37, float *_swig_go_38) {
   attn_desc *arg1 = (attn_desc *) 0 ;
   int arg2 ;
   attn_op arg3 ;

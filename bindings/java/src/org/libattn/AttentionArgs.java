@@ -20,10 +20,11 @@ public final class AttentionArgs implements AutoCloseable {
     private static final int OPERANDS = Operand.values().length;
     /** attn_dtype values, and attn_jni.h's output bit and calls. */
     static final int F32 = 0, F16 = 1, BF16 = 2, I8 = 3, U8 = 4, I32 = 5, OUT = 8;
+    static final int FP8_E4M3 = 6, FP8_E5M2 = 7;
     static final int KV_APPEND = 16, KV_APPEND_ARGS = 17, MERGE = 18;
     private static final String[] TYPES = {"float[] / FloatBuffer (set)", "16-bit f16 (setF16)",
         "16-bit bf16 (setBf16)", "int8 (setI8)", "a byte mask (boolean[], byte[], ByteBuffer: set)",
-        "int[] / IntBuffer (set)"};
+        "int[] / IntBuffer (set)", "fp8 E4M3 (setFp8)", "fp8 E5M2 (setFp8)"};
     /** Gives every object a rank, so that merge locks two of them in one global order. */
     private static final AtomicLong RANKS = new AtomicLong();
 
@@ -116,10 +117,37 @@ public final class AttentionArgs implements AutoCloseable {
         return bind(which, data, I8);
     }
 
-    /** How {@code which} is bound: F16, BF16 or I8 through those setters, otherwise F32. */
+    /**
+     * Binds K or V (or NEW_K / NEW_V for {@link #kvAppendArgs()}) to fp8 codes of {@code format}
+     * ({@link Dtype#FP8_E4M3} or {@link Dtype#FP8_E5M2}; attn_args_set_fp8), one byte per value;
+     * the optional scale is K_SCALE / V_SCALE (one per tensor with strides (0, 0, 0), per KV head
+     * with (0, 1, 0), per row by default; none bound = 1). kvAppendArgs writes such a K / V.
+     */
+    public AttentionArgs setFp8(Operand which, Dtype format, byte[] data) {
+        return bind(which, data, fp8(which, format));
+    }
+
+    /** {@link #setFp8(Operand, Dtype, byte[])} from a direct ByteBuffer. */
+    public AttentionArgs setFp8(Operand which, Dtype format, ByteBuffer data) {
+        return bind(which, data, fp8(which, format));
+    }
+
+    /** The library's verdict on (which, format) (attn_args_set_fp8 with no data binds nothing). */
+    private synchronized int fp8(Operand which, Dtype format) {
+        ensureOpen();
+        AttnNative.attn_args_set_fp8(handle, Checks.given(which, "which"),
+                attn_dtype.swigToEnum(Checks.given(format, "format").code()), null, 0);
+        return format.code();
+    }
+
+    /** How {@code which} is bound: F16, BF16, I8 or FP8_* through those setters, otherwise F32. */
     public synchronized StorageType storage(Operand which) {
         int t = codes[Checks.given(which, "which").code()] & 7;
-        return bound[which.code()] != null && t <= I8 ? StorageType.values()[t] : StorageType.F32;
+        if (bound[which.code()] == null) {
+            return StorageType.F32;
+        }
+        return t <= I8 ? StorageType.values()[t] : t == FP8_E4M3 ? StorageType.FP8_E4M3
+                : t == FP8_E5M2 ? StorageType.FP8_E5M2 : StorageType.F32;
     }
 
     /** {@link Operand#SEQ_LENS_K}. */

@@ -119,6 +119,54 @@ public final class Convert {
                 Checks.buffer(dst, "dst", true), 0, Checks.buffer(scales, "scales", true), 0);
     }
 
+    /**
+     * fp8 quantization (attn_quantize_fp8) of src with one scale into new codes of {@code format}
+     * ({@link Dtype#FP8_E4M3} or {@link Dtype#FP8_E5M2}): code = x / scale rounded to nearest
+     * even, saturating.
+     */
+    public static byte[] quantizeFp8(float[] src, Dtype format, float scale) {
+        byte[] dst = new byte[Checks.given(src, "src").length];
+        quantizeFp8(src, 0, 1, src.length, format, scale, dst, 0);
+        return dst;
+    }
+
+    /** As {@link #quantizeFp8(float[], Dtype, float)}, rows x dim values between array ranges. */
+    public static void quantizeFp8(float[] src, int srcPos, int rows, int dim, Dtype format,
+            float scale, byte[] dst, int dstPos) {
+        AttnNative.attn_jni_fp8(0, src, srcPos, rows, dim, fmt(format), scale, dst, dstPos);
+    }
+
+    /** As {@link #quantizeFp8(float[], Dtype, float)} between direct buffers, from their positions. */
+    public static void quantizeFp8(FloatBuffer src, int rows, int dim, Dtype format, float scale,
+            ByteBuffer dst) {
+        AttnNative.attn_jni_fp8(0, Checks.buffer(src, "src", false), 0, rows, dim, fmt(format),
+                scale, Checks.buffer(dst, "dst", true), 0);
+    }
+
+    /** The exact values of fp8 codes of {@code format} times scale (attn_dequantize_fp8). */
+    public static float[] dequantizeFp8(byte[] src, Dtype format, float scale) {
+        float[] dst = new float[Checks.given(src, "src").length];
+        dequantizeFp8(src, 0, 1, src.length, format, scale, dst, 0);
+        return dst;
+    }
+
+    /** As {@link #dequantizeFp8(byte[], Dtype, float)}, rows x dim codes between array ranges. */
+    public static void dequantizeFp8(byte[] src, int srcPos, int rows, int dim, Dtype format,
+            float scale, float[] dst, int dstPos) {
+        AttnNative.attn_jni_fp8(1, src, srcPos, rows, dim, fmt(format), scale, dst, dstPos);
+    }
+
+    /** As {@link #dequantizeFp8(byte[], Dtype, float)} between direct buffers. */
+    public static void dequantizeFp8(ByteBuffer src, int rows, int dim, Dtype format, float scale,
+            FloatBuffer dst) {
+        AttnNative.attn_jni_fp8(1, Checks.buffer(src, "src", false), 0, rows, dim, fmt(format),
+                scale, Checks.buffer(dst, "dst", true), 0);
+    }
+
+    private static attn_dtype fmt(Dtype format) {
+        return attn_dtype.swigToEnum(Checks.given(format, "format").code());
+    }
+
     private static short[] narrow(int kind, float[] src) {
         short[] dst = new short[Checks.given(src, "src").length];
         AttnNative.attn_jni_convert(kind, src, 0, dst, 0, dst.length);
