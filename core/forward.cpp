@@ -249,7 +249,7 @@ bool keys_fit(const Params &p, const Tensors &t) {
 bool int8_takes(const Params &p, const Tensors &t, const Plan &pl, Strategy st) {
     return p.compute == Compute::Int8 && !p.invariant && !t.key_mass &&
            (st == Strategy::PlainItems || st == Strategy::PackedPrefill) &&
-           pl.group * p.shape.seq_q > kDecodeRowsMax && p.shape.head_dim <= 1024 &&
+           pl.group * p.shape.seq_q > kDecodeRowsMax && p.shape.head_dim <= kInt8MaxDim &&
            p.shape.seq_k > 0 && keys_fit(p, t);
 }
 
@@ -294,7 +294,6 @@ void quantize_kv(const Params &p, Tensors *t, const Plan &pl, ThreadScratch &cs)
 // page fault and the kernel's zeroing per page), released when larger, so a long prefill does
 // not leave its copies behind for the thread's lifetime.
 void release_quantized(ThreadScratch &cs) {
-    constexpr size_t kKeepBytes = size_t(32) << 20; // the packed-prefill copies' limit
     if (cs.kq.capacity() * sizeof(int32_t) + cs.kq_f.capacity() * sizeof(float) <= kKeepBytes)
         return;
     std::vector<int32_t>().swap(cs.kq);

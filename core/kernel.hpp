@@ -34,6 +34,9 @@ constexpr size_t kDecodeRowsMax = 4;
 // both streams stay in L1 beside the tile's scratch until they are read (AMD Zen 3, 32 KiB:
 // 4 KiB; 2, 4 and 8 KiB decoded at 0.60-0.64 of the read loop alike, 1 thread, d128 fp32).
 size_t decode_prefetch_bytes();
+// The largest head_dim of the integer products of ATTN_COMPUTE_INT8 (their int32 sums of
+// 2047 * 1023 per element fit up to it; kernels/int8-inl.h); larger ones run exact.
+constexpr size_t kInt8MaxDim = 1024;
 // Head-major pages with at most this many bytes per KV head and page (K or V) take the
 // page-major walk of forward_heads; larger ones read well head by head. AMD Zen 3, d128 fp32,
 // page-major / head-by-head time: page 16 (8 KiB) 0.84-0.90, 32 0.97-0.98, 64 1.08-1.11, 128 1.22.

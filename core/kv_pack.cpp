@@ -15,14 +15,13 @@ namespace {
 // the copy: n = 2048 0.90-0.97, n = 1024 0.96-0.99, n = 512 1.01-1.08.
 constexpr size_t kPackRowsMin = 1024;
 
-// The buffer: at most this size, kept by the calling thread from call to call. A fresh block
-// would cost a page fault and the kernel's zeroing per 4 KiB page each call, 2-16 % of a prefill
-// (n = 2048, H 8, d 128: 16 MiB of copies). A pair larger than this (more than 32k keys at
-// d 128) runs on its rows in place. The buffer (ThreadScratch::kv_copies, a ScratchBuf(true))
+// The buffer: at most kKeepBytes (kv_pack.hpp), kept by the calling thread from call to call. A
+// fresh block would cost a page fault and the kernel's zeroing per 4 KiB page each call, 2-16 % of
+// a prefill (n = 2048, H 8, d 128: 16 MiB of copies). A pair larger than this (more than 32k keys
+// at d 128) runs on its rows in place. The buffer (ThreadScratch::kv_copies, a ScratchBuf(true))
 // sits on transparent huge pages where the system grants them (2 MiB-aligned and advised): every
 // item reads each KV head's copy again, and with 4 KiB pages a pair's 2-16 MiB outgrow the TLB. n =
 // 2048, H 8, 1 thread, BSHD time with / without: d128 0.94-0.99, causal 0.98-1.00, d64 0.94-1.01.
-constexpr size_t kKeepBytes = size_t(32) << 20;
 
 // Rows a KiB or more apart.
 bool scattered(const Layout &l, DType type, size_t dim) {

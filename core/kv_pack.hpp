@@ -18,6 +18,10 @@
 namespace attn {
 namespace core {
 
+// The copies' buffer limit (kv_pack.cpp says why it is kept); the INT8 quantized copies
+// (forward.cpp) keep to it too.
+constexpr size_t kKeepBytes = size_t(32) << 20;
+
 class KvPack {
   public:
     // Whether the call gains from the copy: K or V rows of any type >= 1 KiB apart (dense,

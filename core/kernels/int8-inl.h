@@ -25,9 +25,7 @@
 // output: relative L1 0.0092 against 0.0066 with fp32 P.V, gaussian inputs, head_dim 128.)
 
 constexpr int32_t kKCode = 1023, kQCode = 2047, kVCode = 1023, kPCode = 8191;
-// The largest head_dim whose Q.K^T sums fit int32 (forward.cpp sends larger ones to EXACT).
-constexpr size_t kMaxDim = 1024;
-static_assert(2047.0 * 1023.0 * 1024.0 < 2147483648.0, "Q.K^T sums must fit int32");
+static_assert(double(kQCode) * kKCode * kInt8MaxDim < 2147483648.0, "Q.K^T sums must fit int32");
 static_assert(kBK <= 256, "a tile's P.V sum must fit int32: 2 * 8191 * 1023 per key pair");
 // Keys per integer product block: kNV x kQI accumulators, a query vector per lane group, the
 // broadcast key pair and a product in registers (16 vector registers on AVX2 and SSE2).
